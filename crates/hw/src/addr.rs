@@ -1,0 +1,79 @@
+//! Address and frame types shared by every layer.
+//!
+//! Physical and virtual addresses are distinct types so that one cannot be
+//! passed where the other is expected; a physical frame number (`Pfn`) names
+//! a 4 KB frame of modelled physical memory.
+
+use serde::Serialize;
+use std::fmt;
+
+/// log2 of the base page size modelled physical memory is managed in.
+pub const PAGE_SHIFT: u32 = 12;
+/// Base page size in bytes.
+pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
+
+/// A physical address in modelled physical memory.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+pub struct PhysAddr(pub u64);
+
+/// A virtual address in some address space.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+pub struct VirtAddr(pub u64);
+
+/// A physical frame number: physical address >> PAGE_SHIFT. 32 bits cover
+/// 16 TiB of modelled memory, far beyond the 256 GiB the model supports.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
+pub struct Pfn(pub u32);
+
+impl PhysAddr {
+    pub fn pfn(self) -> Pfn {
+        Pfn((self.0 >> PAGE_SHIFT) as u32)
+    }
+    pub fn page_offset(self) -> u64 {
+        self.0 & (PAGE_SIZE - 1)
+    }
+}
+
+impl Pfn {
+    pub fn addr(self) -> PhysAddr {
+        PhysAddr((self.0 as u64) << PAGE_SHIFT)
+    }
+    pub fn idx(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl VirtAddr {
+    pub fn trunc(self, size: u64) -> VirtAddr {
+        VirtAddr(self.0 & !(size - 1))
+    }
+    pub fn is_aligned(self, size: u64) -> bool {
+        self.0 & (size - 1) == 0
+    }
+}
+
+impl fmt::Debug for PhysAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PA({:#x})", self.0)
+    }
+}
+impl fmt::Debug for VirtAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "VA({:#x})", self.0)
+    }
+}
+impl fmt::Debug for Pfn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Pfn({:#x})", self.0)
+    }
+}
+impl fmt::Display for VirtAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+impl fmt::Display for PhysAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}

@@ -1,0 +1,17 @@
+//! The modelled machine.
+//!
+//! Everything here is hardware: physical memory contents, per-CPU TLBs and
+//! page-walk caches, each architecture's descriptor formats and hardware
+//! walk, data caches, and machine profiles. Nothing here knows about
+//! objects, reservations or the pmap's bookkeeping.
+
+pub mod addr;
+pub mod amd64;
+pub mod cache;
+pub mod mmu;
+pub mod physmem;
+pub mod profile;
+pub mod pwc;
+pub mod tlb;
+
+pub use addr::{Pfn, PhysAddr, VirtAddr, PAGE_SHIFT, PAGE_SIZE};

@@ -1,0 +1,192 @@
+//! Modelled physical memory: the contents of frames.
+//!
+//! Page-table pages are always stored, because the hardware walker reads the
+//! descriptors from here. Data frames are stored only when content tracking
+//! is on (`splab check`, `--track-contents`): a 16 GiB footprint must be
+//! simulable in a fraction of that much host memory, and timing does not
+//! depend on values.
+//!
+//! Storage is sparse: a directory with one slot per 2 MB of physical memory,
+//! each pointing at a lazily allocated table of 512 slot numbers, each naming
+//! a 4 KB buffer in a slab. A frame with no buffer reads as zero.
+//!
+//! Invariant: a slot number is referenced by at most one frame; freed buffers
+//! are kept on `free` for reuse and are zero-filled before reuse.
+
+use crate::addr::{Pfn, PhysAddr, PAGE_SHIFT};
+
+const WORDS: usize = 512;
+const NONE: u32 = u32::MAX;
+
+type Frame = [u64; WORDS];
+
+pub struct PhysMem {
+    npages: u64,
+    dir: Vec<Option<Box<[u32; WORDS]>>>,
+    slab: Vec<Box<Frame>>,
+    free: Vec<u32>,
+    /// Whether data (non page-table) stores are kept.
+    track_data: bool,
+}
+
+impl PhysMem {
+    pub fn new(npages: u64, track_data: bool) -> PhysMem {
+        let dirs = npages.div_ceil(WORDS as u64) as usize;
+        let mut dir = Vec::with_capacity(dirs);
+        dir.resize_with(dirs, || None);
+        PhysMem { npages, dir, slab: Vec::new(), free: Vec::new(), track_data }
+    }
+
+    pub fn npages(&self) -> u64 {
+        self.npages
+    }
+
+    pub fn tracks_data(&self) -> bool {
+        self.track_data
+    }
+
+    #[inline]
+    fn slot(&self, pfn: u32) -> u32 {
+        match &self.dir[(pfn as usize) / WORDS] {
+            Some(t) => t[(pfn as usize) % WORDS],
+            None => NONE,
+        }
+    }
+
+    fn slot_or_alloc(&mut self, pfn: u32) -> u32 {
+        let s = self.slot(pfn);
+        if s != NONE {
+            return s;
+        }
+        let s = match self.free.pop() {
+            Some(s) => {
+                self.slab[s as usize].fill(0);
+                s
+            }
+            None => {
+                self.slab.push(Box::new([0; WORDS]));
+                (self.slab.len() - 1) as u32
+            }
+        };
+        let t = self.dir[(pfn as usize) / WORDS].get_or_insert_with(|| Box::new([NONE; WORDS]));
+        t[(pfn as usize) % WORDS] = s;
+        s
+    }
+
+    /// Reads the 64-bit word at `pa` (8-byte aligned); unstored frames read 0.
+    #[inline]
+    pub fn read_u64(&self, pa: PhysAddr) -> u64 {
+        debug_assert!(pa.0 & 7 == 0, "unaligned read {pa:?}");
+        let s = self.slot((pa.0 >> PAGE_SHIFT) as u32);
+        if s == NONE {
+            0
+        } else {
+            self.slab[s as usize][((pa.0 >> 3) as usize) % WORDS]
+        }
+    }
+
+    /// Reads the 32-bit word at `pa` (4-byte aligned), little-endian.
+    pub fn read_u32(&self, pa: PhysAddr) -> u32 {
+        let w = self.read_u64(PhysAddr(pa.0 & !7));
+        (w >> ((pa.0 & 4) * 8)) as u32
+    }
+
+    /// Writes a word that must be kept whatever the tracking mode: page-table
+    /// descriptors and other structures the hardware reads.
+    #[inline]
+    pub fn write_u64(&mut self, pa: PhysAddr, v: u64) {
+        debug_assert!(pa.0 & 7 == 0, "unaligned write {pa:?}");
+        let pfn = (pa.0 >> PAGE_SHIFT) as u32;
+        if v == 0 && self.slot(pfn) == NONE {
+            return;
+        }
+        let s = self.slot_or_alloc(pfn);
+        self.slab[s as usize][((pa.0 >> 3) as usize) % WORDS] = v;
+    }
+
+    /// Writes a 32-bit word (little-endian within its 64-bit word).
+    pub fn write_u32(&mut self, pa: PhysAddr, v: u32) {
+        let a = PhysAddr(pa.0 & !7);
+        let shift = (pa.0 & 4) * 8;
+        let w = self.read_u64(a);
+        let w = (w & !(0xffff_ffffu64 << shift)) | ((v as u64) << shift);
+        self.write_u64(a, w);
+    }
+
+    /// A program's store: kept only when data tracking is on.
+    #[inline]
+    pub fn store_data(&mut self, pa: PhysAddr, v: u64) {
+        if self.track_data {
+            self.write_u64(PhysAddr(pa.0 & !7), v);
+        }
+    }
+
+    /// Fills a frame with zeros (pmap_zero_page): its buffer is released.
+    pub fn zero_frame(&mut self, pfn: Pfn) {
+        if let Some(t) = &mut self.dir[pfn.idx() / WORDS] {
+            let s = t[pfn.idx() % WORDS];
+            if s != NONE {
+                t[pfn.idx() % WORDS] = NONE;
+                self.free.push(s);
+            }
+        }
+    }
+
+    /// Copies one frame to another (pmap_copy_page).
+    pub fn copy_frame(&mut self, dst: Pfn, src: Pfn) {
+        let s = self.slot(src.0);
+        if s == NONE {
+            self.zero_frame(dst);
+            return;
+        }
+        let d = self.slot_or_alloc(dst.0);
+        let data = *self.slab[s as usize];
+        *self.slab[d as usize] = data;
+    }
+
+    /// Whether any word of the frame is non-zero.
+    pub fn frame_is_zero(&self, pfn: Pfn) -> bool {
+        let s = self.slot(pfn.0);
+        s == NONE || self.slab[s as usize].iter().all(|&w| w == 0)
+    }
+
+    /// Host bytes held for frame contents.
+    pub fn host_bytes(&self) -> u64 {
+        let tables = self.dir.iter().filter(|d| d.is_some()).count() as u64 * (WORDS as u64 * 4);
+        self.dir.len() as u64 * 8 + tables + self.slab.len() as u64 * 4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unstored_reads_zero_and_writes_stick() {
+        let mut m = PhysMem::new(1024, false);
+        assert_eq!(m.read_u64(PhysAddr(0x5008)), 0);
+        m.write_u64(PhysAddr(0x5008), 42);
+        assert_eq!(m.read_u64(PhysAddr(0x5008)), 42);
+        m.store_data(PhysAddr(0x6000), 7);
+        assert_eq!(m.read_u64(PhysAddr(0x6000)), 0, "data not tracked");
+        m.zero_frame(Pfn(5));
+        assert_eq!(m.read_u64(PhysAddr(0x5008)), 0);
+        m.write_u64(PhysAddr(0x7010), 9);
+        assert_eq!(m.read_u64(PhysAddr(0x7010)), 9, "reused buffer is clean");
+        assert_eq!(m.read_u64(PhysAddr(0x7008)), 0);
+    }
+
+    #[test]
+    fn u32_access_and_copy() {
+        let mut m = PhysMem::new(1024, true);
+        m.write_u32(PhysAddr(0x1004), 0xdead_beef);
+        m.write_u32(PhysAddr(0x1000), 0x1234);
+        assert_eq!(m.read_u64(PhysAddr(0x1000)), 0xdead_beef_0000_1234);
+        assert_eq!(m.read_u32(PhysAddr(0x1004)), 0xdead_beef);
+        m.copy_frame(Pfn(3), Pfn(1));
+        assert_eq!(m.read_u64(PhysAddr(0x3000)), 0xdead_beef_0000_1234);
+        assert!(!m.frame_is_zero(Pfn(3)));
+        m.copy_frame(Pfn(3), Pfn(2));
+        assert!(m.frame_is_zero(Pfn(3)));
+    }
+}

@@ -1,0 +1,139 @@
+//! Machine profiles: a TOML file naming a real machine and giving the sizes
+//! and latencies of its TLBs, page-walk caches, caches and memory, and the
+//! cycle costs of kernel events. Built-in profiles are compiled in; any
+//! other is read from a path.
+
+use crate::cache::CacheConfig;
+use crate::pwc::PwcLevelConfig;
+use crate::tlb::TlbArrayConfig;
+use serde::{Deserialize, Serialize};
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Caches {
+    pub l1d: CacheConfig,
+    pub l2: CacheConfig,
+    pub l3: CacheConfig,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Memory {
+    pub dram_latency_ns: f64,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Overlap {
+    /// How many independent data misses overlap on average.
+    pub data_mlp: f64,
+    /// How many page walks proceed at once.
+    pub walk_mlp: f64,
+}
+
+/// Cycle costs of events that are not plain memory references.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Costs {
+    pub stlb_hit: u32,
+    pub dirty_assist: u32,
+    pub fault: u32,
+    pub zero_4k: u32,
+    pub copy_4k: u32,
+    pub promotion: u32,
+    pub demotion: u32,
+    pub pt_page_alloc: u32,
+    pub invlpg: u32,
+    pub tlb_flush: u32,
+    pub shootdown_ipi: u32,
+    pub syscall: u32,
+    pub context_switch: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    pub name: String,
+    pub description: String,
+    /// The architecture this machine is (amd64, ...).
+    pub arch: String,
+    pub freq_ghz: f64,
+    pub cpus: usize,
+    pub tlb: Vec<TlbArrayConfig>,
+    pub pwc: Vec<PwcLevelConfig>,
+    pub cache: Caches,
+    pub memory: Memory,
+    pub overlap: Overlap,
+    pub costs: Costs,
+}
+
+/// Profiles compiled into the binary, by name.
+pub const BUILTIN: &[(&str, &str)] = &[("sapphire-rapids", include_str!("../../../profiles/sapphire-rapids.toml"))];
+
+/// The profile used when none is named.
+pub const DEFAULT_PROFILE: &str = "sapphire-rapids";
+
+impl Profile {
+    /// Parses a profile from TOML text; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &str) -> Result<Profile, String> {
+        let p: Profile = toml::from_str(text).map_err(|e| format!("machine profile {origin}: {e}"))?;
+        p.validate().map_err(|e| format!("machine profile {origin}: {e}"))?;
+        Ok(p)
+    }
+
+    /// A built-in profile by name, or else a TOML file at that path.
+    pub fn load(name_or_path: &str) -> Result<Profile, String> {
+        if let Some((_, text)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Profile::parse(text, name_or_path);
+        }
+        let text = std::fs::read_to_string(name_or_path).map_err(|e| {
+            let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            format!("machine profile {name_or_path:?}: not a built-in profile ({}) and not a readable file: {e}", names.join(", "))
+        })?;
+        Profile::parse(&text, name_or_path)
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !(self.freq_ghz > 0.0 && self.freq_ghz < 100.0) {
+            return Err(format!("freq_ghz = {} is out of range", self.freq_ghz));
+        }
+        if self.cpus == 0 || self.cpus > 256 {
+            return Err(format!("cpus = {} is out of range (1..=256)", self.cpus));
+        }
+        if self.overlap.data_mlp < 1.0 || self.overlap.walk_mlp < 1.0 {
+            return Err("overlap factors must be at least 1".into());
+        }
+        for c in [&self.cache.l1d, &self.cache.l2, &self.cache.l3] {
+            crate::cache::Cache::new(c)?;
+        }
+        Ok(())
+    }
+
+    pub fn dram_cycles(&self) -> u32 {
+        (self.memory.dram_latency_ns * self.freq_ghz).round() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtins_parse() {
+        for (n, _) in BUILTIN {
+            let p = Profile::load(n).unwrap();
+            assert_eq!(&p.name, n);
+        }
+    }
+
+    #[test]
+    fn bad_profiles_name_the_problem() {
+        let e = Profile::load("no-such-machine").unwrap_err();
+        assert!(e.contains("no-such-machine"), "{e}");
+        let text = BUILTIN[0].1.replace("freq_ghz = 3.0", "freq_ghz = -1.0");
+        let e = Profile::parse(&text, "x").unwrap_err();
+        assert!(e.contains("freq_ghz"), "{e}");
+        let e = Profile::parse("name = 3", "y.toml").unwrap_err();
+        assert!(e.contains("y.toml"), "{e}");
+    }
+}

@@ -1,0 +1,349 @@
+//! Translation lookaside buffers.
+//!
+//! A `Tlb` is one CPU's set of TLB arrays: first-level arrays (on x86, one per
+//! page size for data) and second-level arrays (a unified STLB that may hold
+//! several page sizes, plus e.g. a separate 1 GB array). Each array is
+//! set-associative with true LRU replacement within a set.
+//!
+//! Entries are tagged with an address-space identifier (PCID / ASID); an
+//! entry with `perm::GLOBAL` matches every ASID.
+//!
+//! Invariant: at most one entry per (array, page size, vpn, asid).
+
+use crate::mmu::{perm, Translation};
+use serde::{Deserialize, Serialize};
+
+/// Shape of one TLB array, as a machine profile gives it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TlbArrayConfig {
+    /// Page sizes held, e.g. ["4K"] or ["4K", "2M"].
+    pub sizes: Vec<String>,
+    pub entries: usize,
+    /// Associativity; equal to `entries` for a fully associative array.
+    pub ways: usize,
+    /// Which level: 1 (L1 DTLB) or 2 (STLB).
+    pub level: u8,
+}
+
+/// Parses a page-size name such as "4K", "64K", "2M", "1G" into log2 bytes.
+pub fn parse_size_shift(s: &str) -> Option<u8> {
+    let s = s.trim();
+    let (num, mul) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 10),
+        'M' | 'm' => (&s[..s.len() - 1], 20),
+        'G' | 'g' => (&s[..s.len() - 1], 30),
+        _ => return None,
+    };
+    let n: u64 = num.parse().ok()?;
+    if n == 0 || !n.is_power_of_two() {
+        return None;
+    }
+    Some(n.trailing_zeros() as u8 + mul)
+}
+
+/// Formats log2 bytes as a page-size name ("4K", "2M", "1G").
+pub fn size_name(shift: u8) -> String {
+    match shift {
+        s if s >= 30 => format!("{}G", 1u64 << (s - 30)),
+        s if s >= 20 => format!("{}M", 1u64 << (s - 20)),
+        s => format!("{}K", 1u64 << (s - 10)),
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    /// vpn << 16 | asid; INVALID when empty.
+    tag: u64,
+    pa_base: u64,
+    perm: u8,
+    shift: u8,
+    lru: u32,
+}
+
+const INVALID: u64 = u64::MAX;
+const EMPTY: Entry = Entry { tag: INVALID, pa_base: 0, perm: 0, shift: 0, lru: 0 };
+
+struct Array {
+    shifts: Vec<u8>,
+    sets: usize,
+    ways: usize,
+    level: u8,
+    e: Vec<Entry>,
+}
+
+impl Array {
+    #[inline]
+    fn set_base(&self, vpn: u64) -> usize {
+        (vpn as usize % self.sets) * self.ways
+    }
+}
+
+/// Hit and miss counts, by level and page size.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct TlbStats {
+    /// Indexed like `Tlb::shifts()`.
+    pub l1_hits: Vec<u64>,
+    pub l2_hits: Vec<u64>,
+    /// Misses in every array (a walk follows); by the size the walk found.
+    pub misses: Vec<u64>,
+    pub lookups: u64,
+    pub invalidations: u64,
+    pub flushes: u64,
+}
+
+/// Where a lookup hit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlbHit {
+    L1,
+    L2,
+}
+
+pub struct Tlb {
+    arrays: Vec<Array>,
+    /// All page sizes any array holds, ascending.
+    shifts: Vec<u8>,
+    clock: u32,
+    pub stats: TlbStats,
+}
+
+impl Tlb {
+    /// Builds the arrays. `arch_shifts` are the page sizes the architecture
+    /// has; an array naming a size the architecture lacks is ignored.
+    pub fn new(cfgs: &[TlbArrayConfig], arch_shifts: &[u8]) -> Result<Tlb, String> {
+        let mut arrays = Vec::new();
+        for c in cfgs {
+            let mut shifts = Vec::new();
+            for s in &c.sizes {
+                let sh = parse_size_shift(s).ok_or_else(|| format!("bad TLB page size {s:?}"))?;
+                if arch_shifts.contains(&sh) {
+                    shifts.push(sh);
+                }
+            }
+            if shifts.is_empty() {
+                continue;
+            }
+            if c.ways == 0 || c.entries == 0 || c.entries % c.ways != 0 {
+                return Err(format!("TLB array with {} entries and {} ways", c.entries, c.ways));
+            }
+            if c.level != 1 && c.level != 2 {
+                return Err(format!("TLB array level {} (must be 1 or 2)", c.level));
+            }
+            shifts.sort_unstable();
+            arrays.push(Array {
+                shifts,
+                sets: c.entries / c.ways,
+                ways: c.ways,
+                level: c.level,
+                e: vec![EMPTY; c.entries],
+            });
+        }
+        // First-level arrays first, so lookups probe them first.
+        arrays.sort_by_key(|a| a.level);
+        let mut shifts: Vec<u8> = arch_shifts.to_vec();
+        shifts.sort_unstable();
+        shifts.dedup();
+        let n = shifts.len();
+        Ok(Tlb {
+            arrays,
+            shifts,
+            clock: 0,
+            stats: TlbStats { l1_hits: vec![0; n], l2_hits: vec![0; n], misses: vec![0; n], ..Default::default() },
+        })
+    }
+
+    pub fn shifts(&self) -> &[u8] {
+        &self.shifts
+    }
+
+    fn size_idx(&self, shift: u8) -> usize {
+        self.shifts.iter().position(|&s| s == shift).unwrap_or(0)
+    }
+
+    #[inline]
+    fn tag(vpn: u64, asid: u16) -> u64 {
+        (vpn << 16) | asid as u64
+    }
+
+    /// Looks `va` up in every array; on a second-level hit the entry is also
+    /// filled into the first level. Counts hits; the caller counts misses
+    /// with `count_miss` once the walk tells the page size.
+    #[inline]
+    pub fn lookup(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
+        self.stats.lookups += 1;
+        self.clock = self.clock.wrapping_add(1);
+        let clock = self.clock;
+        for ai in 0..self.arrays.len() {
+            let a = &mut self.arrays[ai];
+            for si in 0..a.shifts.len() {
+                let sh = a.shifts[si];
+                let vpn = va >> sh;
+                let base = a.set_base(vpn);
+                let tag = Self::tag(vpn, asid);
+                for w in 0..a.ways {
+                    let e = &mut a.e[base + w];
+                    let hit = (e.tag == tag && e.shift == sh)
+                        || (e.perm & perm::GLOBAL != 0 && e.tag != INVALID && e.shift == sh && e.tag >> 16 == vpn);
+                    if hit {
+                        e.lru = clock;
+                        let t = Translation { pa_base: e.pa_base, shift: sh, perm: e.perm };
+                        let level = a.level;
+                        let idx = self.size_idx(sh);
+                        if level == 1 {
+                            self.stats.l1_hits[idx] += 1;
+                            return Some((t, TlbHit::L1));
+                        }
+                        self.stats.l2_hits[idx] += 1;
+                        self.fill_level(1, va, asid, t);
+                        return Some((t, TlbHit::L2));
+                    }
+                }
+            }
+        }
+        None
+    }
+
+    pub fn count_miss(&mut self, shift: u8) {
+        let i = self.size_idx(shift);
+        self.stats.misses[i] += 1;
+    }
+
+    fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation) {
+        self.clock = self.clock.wrapping_add(1);
+        let clock = self.clock;
+        for a in self.arrays.iter_mut().filter(|a| a.level == level) {
+            if !a.shifts.contains(&t.shift) {
+                continue;
+            }
+            let vpn = va >> t.shift;
+            let base = a.set_base(vpn);
+            let tag = Self::tag(vpn, asid);
+            let set = &mut a.e[base..base + a.ways];
+            // Replace an existing entry for the same page, else an empty
+            // one, else the least recently used.
+            let victim = set
+                .iter()
+                .position(|e| e.tag == tag && e.shift == t.shift)
+                .or_else(|| set.iter().position(|e| e.tag == INVALID))
+                .unwrap_or_else(|| {
+                    (0..set.len()).max_by_key(|&w| clock.wrapping_sub(set[w].lru)).unwrap_or(0)
+                });
+            set[victim] = Entry { tag, pa_base: t.pa_base, perm: t.perm, shift: t.shift, lru: clock };
+            return;
+        }
+    }
+
+    /// Installs a translation the walker produced, in both levels.
+    pub fn fill(&mut self, va: u64, asid: u16, t: Translation) {
+        self.fill_level(1, va, asid, t);
+        self.fill_level(2, va, asid, t);
+    }
+
+    /// Invalidates every entry of any size that translates `va` in `asid`
+    /// (and global ones): the effect of INVLPG / TLBI VAE1 / SFENCE.VMA va.
+    pub fn invalidate_page(&mut self, va: u64, asid: u16) {
+        self.stats.invalidations += 1;
+        for a in &mut self.arrays {
+            for &sh in &a.shifts {
+                let vpn = va >> sh;
+                let base = a.set_base(vpn);
+                for e in &mut a.e[base..base + a.ways] {
+                    if e.tag != INVALID && e.shift == sh && e.tag >> 16 == vpn && ((e.tag & 0xffff) as u16 == asid || e.perm & perm::GLOBAL != 0) {
+                        *e = EMPTY;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Invalidates every non-global entry of one address space.
+    pub fn invalidate_asid(&mut self, asid: u16) {
+        self.stats.flushes += 1;
+        for a in &mut self.arrays {
+            for e in &mut a.e {
+                if e.tag != INVALID && (e.tag & 0xffff) as u16 == asid && e.perm & perm::GLOBAL == 0 {
+                    *e = EMPTY;
+                }
+            }
+        }
+    }
+
+    /// Invalidates everything.
+    pub fn invalidate_all(&mut self) {
+        self.stats.flushes += 1;
+        for a in &mut self.arrays {
+            a.e.fill(EMPTY);
+        }
+    }
+
+    /// Every valid entry as (va base, asid, translation): for the checker.
+    pub fn entries(&self) -> Vec<(u64, u16, Translation)> {
+        let mut v = Vec::new();
+        for a in &self.arrays {
+            for e in a.e.iter().filter(|e| e.tag != INVALID) {
+                let vpn = e.tag >> 16;
+                let t = Translation { pa_base: e.pa_base, shift: e.shift, perm: e.perm };
+                v.push((vpn << e.shift, (e.tag & 0xffff) as u16, t));
+            }
+        }
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> Vec<TlbArrayConfig> {
+        vec![
+            TlbArrayConfig { sizes: vec!["4K".into()], entries: 8, ways: 2, level: 1 },
+            TlbArrayConfig { sizes: vec!["2M".into()], entries: 4, ways: 4, level: 1 },
+            TlbArrayConfig { sizes: vec!["4K".into(), "2M".into()], entries: 32, ways: 4, level: 2 },
+        ]
+    }
+
+    fn t(pa: u64, shift: u8) -> Translation {
+        Translation { pa_base: pa, shift, perm: perm::READ | perm::WRITE | perm::USER }
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size_shift("4K"), Some(12));
+        assert_eq!(parse_size_shift("2M"), Some(21));
+        assert_eq!(parse_size_shift("1G"), Some(30));
+        assert_eq!(parse_size_shift("64K"), Some(16));
+        assert_eq!(parse_size_shift("3K"), None);
+        assert_eq!(size_name(21), "2M");
+    }
+
+    #[test]
+    fn fill_lookup_and_invalidate() {
+        let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
+        assert!(tlb.lookup(0x1234, 1).is_none());
+        tlb.fill(0x1234, 1, t(0x9000, 12));
+        let (tr, lvl) = tlb.lookup(0x1ff8, 1).unwrap();
+        assert_eq!((tr.pa_base, lvl), (0x9000, TlbHit::L1));
+        assert!(tlb.lookup(0x1ff8, 2).is_none(), "asid tagged");
+        tlb.fill(0x40_0000, 1, t(0x20_0000, 21));
+        assert_eq!(tlb.lookup(0x5f_ffff, 1).unwrap().0.shift, 21);
+        tlb.invalidate_page(0x45_0000, 1);
+        assert!(tlb.lookup(0x40_0000, 1).is_none(), "2M entry covering va removed");
+        tlb.invalidate_asid(1);
+        assert!(tlb.lookup(0x1000, 1).is_none());
+    }
+
+    #[test]
+    fn lru_eviction_and_stlb_refill() {
+        let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
+        // Pages 0, 4, 8 share L1 set 0 (4 sets of 2 ways); 0 is evicted from L1.
+        for p in [0u64, 4, 8] {
+            tlb.fill(p << 12, 1, t(p << 12, 12));
+        }
+        let (_, lvl) = tlb.lookup(0, 1).unwrap();
+        assert_eq!(lvl, TlbHit::L2);
+        let (_, lvl) = tlb.lookup(0, 1).unwrap();
+        assert_eq!(lvl, TlbHit::L1, "refilled from the STLB");
+        assert_eq!(tlb.stats.l2_hits[0], 1);
+        assert_eq!(tlb.entries().len(), 3 + 2);
+    }
+}

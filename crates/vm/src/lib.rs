@@ -1,0 +1,2 @@
+pub mod bittree;
+pub mod phys;
