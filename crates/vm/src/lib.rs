@@ -1,2 +1,25 @@
+//! The machine-independent virtual memory system.
+//!
+//! One module per mechanism, as in FreeBSD's sys/vm: `phys` (buddy
+//! allocator, vm_phys.c), `reserv` (superpage reservations, vm_reserv.c),
+//! `physalloc` (vm_page_alloc and friends), `page` (the page array),
+//! `object` (vm_object.c), `map` (vm_map.c and the memory syscalls),
+//! `fault` (vm_fault.c), and `pmap` (the interface every architecture's
+//! page-table code implements). Nothing here knows a descriptor bit.
+
 pub mod bittree;
+pub mod fault;
+pub mod kernel;
+pub mod map;
+pub mod object;
+pub mod page;
 pub mod phys;
+pub mod physalloc;
+pub mod pmap;
+pub mod reserv;
+pub mod sysctl;
+
+pub use fault::FaultError;
+pub use kernel::{Pid, Vm};
+pub use map::{Backing, Errno, MmapReq};
+pub use pmap::{prot, Advice, Pmap, PmapEnv, PmapId, Prot};

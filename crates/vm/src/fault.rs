@@ -1,0 +1,268 @@
+//! Page faults (FreeBSD vm_fault.c): find the page for a faulting address
+//! through the map entry and its chain of shadow objects, zero-fill,
+//! page in from a file, or copy on write as needed, and enter the mapping
+//! into the pmap (which may then promote). When the page's reservation is
+//! already fully populated and the whole aligned superpage lies inside the
+//! entry, the whole superpage is mapped at once (vm_fault_soft_fast).
+
+use crate::kernel::{Pid, Vm};
+use crate::map::{eflags, PAGE};
+use crate::object::{file_word, ObjKind};
+use crate::page::{pflags, ObjId};
+use crate::pmap::{prot, EnterFlags, Prot};
+use crate::reserv::VM_LEVEL_0_NPAGES;
+use splab_hw::{Pfn, PhysAddr, VirtAddr};
+
+/// Why a fault could not be resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+pub enum FaultError {
+    /// SIGSEGV/SEGV_MAPERR: no mapping at the address.
+    #[error("segmentation fault: address {0:#x} is not mapped")]
+    Unmapped(u64),
+    /// SIGSEGV/SEGV_ACCERR: the mapping does not allow the access.
+    #[error("segmentation fault: access not permitted at {0:#x}")]
+    Protection(u64),
+    /// SIGBUS: a file mapping beyond the end of the file.
+    #[error("bus error: {0:#x} is beyond the end of the mapped file")]
+    Bus(u64),
+    /// No free memory could be found for the page or a page table.
+    #[error("out of memory handling a fault at {0:#x}")]
+    NoMemory(u64),
+    #[error("no such process {0}")]
+    NoProcess(u32),
+}
+
+impl Vm {
+    /// Resolves a fault at `va` for `access` in process `pid` (vm_fault).
+    pub fn fault(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
+        self.ev.faults += 1;
+        self.stats.v_vm_faults += 1;
+        let va = va & !(PAGE - 1);
+        let proc = self.proc(pid).ok_or(FaultError::NoProcess(pid))?;
+        let pm = proc.pmap;
+        // vm_map_lookup.
+        let Some(e) = proc.map.lookup(va) else {
+            self.stats.segfaults += 1;
+            return Err(FaultError::Unmapped(va));
+        };
+        if access & !e.prot != 0 {
+            self.stats.segfaults += 1;
+            return Err(FaultError::Protection(va));
+        }
+        let key = e.start;
+        let mut fprot = e.prot;
+        if e.eflags & eflags::NEEDS_COPY != 0 {
+            if access & prot::WRITE != 0 {
+                self.entry_shadow(pid, key);
+            } else {
+                fprot &= !prot::WRITE;
+            }
+        }
+        let first_object = self.entry_back(pid, key);
+        let e = self.proc(pid).unwrap().map.entries[&key].clone();
+        let first_pindex = e.pindex(va);
+        if first_pindex > u32::MAX as u64 {
+            return Err(FaultError::Unmapped(va));
+        }
+        let first_pindex = first_pindex as u32;
+
+        if let ObjKind::LargePage { base } = self.objects.get(first_object).kind {
+            return self.fault_largepage(pid, &e, va, base, fprot, access);
+        }
+
+        // Soft fast path: the page is resident in the first object.
+        if let Some(m) = self.objects.lookup(first_object, first_pindex) {
+            if self.try_map_superpage(pid, &e, first_object, va, m, fprot, access) {
+                return Ok(());
+            }
+            return self.finish(pm, va, m, fprot, access);
+        }
+
+        // Slow path: search the shadow chain (vm_fault_object / vm_fault_next).
+        let mut obj = first_object;
+        let mut pindex = first_pindex as u64;
+        let found: (ObjId, Pfn) = loop {
+            if let Some(m) = self.objects.lookup(obj, pindex as u32) {
+                break (obj, m);
+            }
+            let o = self.objects.get(obj);
+            if let ObjKind::Vnode { file } = o.kind {
+                if pindex >= o.size {
+                    return Err(FaultError::Bus(va));
+                }
+                let m = self.page_in(obj, file, pindex as u32).ok_or(FaultError::NoMemory(va))?;
+                break (obj, m);
+            }
+            if o.backing == 0 {
+                // Zero fill in the first object.
+                let m = self.alloc_object_page(first_object, first_pindex).ok_or(FaultError::NoMemory(va))?;
+                self.mem.zero_frame(m);
+                self.ev.zero_fills += 1;
+                self.stats.v_zfod += 1;
+                break (first_object, m);
+            }
+            pindex += o.backing_offset;
+            obj = o.backing;
+        };
+        let (obj, mut m) = found;
+        if obj != first_object {
+            if access & prot::WRITE != 0 {
+                // Copy on write into the first object (vm_fault_cow).
+                let copy = self.alloc_object_page(first_object, first_pindex).ok_or(FaultError::NoMemory(va))?;
+                self.mem.copy_frame(copy, m);
+                self.ev.cow_copies += 1;
+                self.stats.v_cow_faults += 1;
+                m = copy;
+            } else {
+                fprot &= !prot::WRITE;
+            }
+        }
+        self.finish(pm, va, m, fprot, access)
+    }
+
+    /// Enters the 4 KB mapping and marks the page dirty on a write.
+    fn finish(&mut self, pm: u32, va: u64, m: Pfn, fprot: Prot, access: Prot) -> Result<(), FaultError> {
+        if access & prot::WRITE != 0 {
+            self.phys.pages.get_mut(m).flags |= pflags::DIRTY;
+        }
+        self.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
+        let (pmap, mut env) = self.pmap_env();
+        let flags = EnterFlags { access, ..Default::default() };
+        pmap.enter(&mut env, pm, VirtAddr(va), m, fprot, flags).map_err(|_| FaultError::NoMemory(va))
+    }
+
+    /// Gives a NEEDS_COPY entry its own shadow object, unless nobody else
+    /// refers to the object any more (vm_object_shadow's shortcut).
+    fn entry_shadow(&mut self, pid: Pid, key: u64) {
+        let e = self.proc(pid).unwrap().map.entries[&key].clone();
+        let clear = |vm: &mut Vm| {
+            vm.proc_mut(pid).unwrap().map.entries.get_mut(&key).unwrap().eflags &= !eflags::NEEDS_COPY;
+        };
+        if e.object == 0 {
+            clear(self);
+            return;
+        }
+        let o = self.objects.get(e.object);
+        if o.ref_count == 1 && o.is_anon() {
+            clear(self);
+            return;
+        }
+        let size = (e.end - e.start) / PAGE;
+        let color = ((e.start / PAGE) % VM_LEVEL_0_NPAGES as u64) as u32;
+        let s = self.object_shadow(e.object, e.offset, size, color);
+        let pe = self.proc_mut(pid).unwrap().map.entries.get_mut(&key).unwrap();
+        pe.object = s;
+        pe.offset = 0;
+        pe.eflags &= !eflags::NEEDS_COPY;
+    }
+
+    pub(crate) fn alloc_object_page(&mut self, obj: ObjId, pindex: u32) -> Option<Pfn> {
+        let info = self.objects.get(obj).info(obj);
+        let m = self.phys.alloc_page(&info, pindex)?;
+        self.objects.get_mut(obj).pages.insert(pindex, m);
+        Some(m)
+    }
+
+    /// Reads a file page into the page cache (vnode_pager_getpages).
+    fn page_in(&mut self, obj: ObjId, file: u32, pindex: u32) -> Option<Pfn> {
+        let m = self.alloc_object_page(obj, pindex)?;
+        self.ev.page_ins += 1;
+        self.mem.zero_frame(m);
+        if self.mem.tracks_data() {
+            let size = self.files[file as usize].size;
+            let base = pindex as u64 * PAGE;
+            for w in 0..PAGE / 8 {
+                let off = base + w * 8;
+                if off + 8 <= size {
+                    self.mem.write_u64(PhysAddr(m.addr().0 + w * 8), file_word(file, off));
+                }
+            }
+        }
+        Some(m)
+    }
+
+    /// vm_fault_soft_fast's superpage case: if `m` is in a fully populated
+    /// reservation whose pages are exactly the object pages of the aligned
+    /// 2 MB virtual range around `va`, and that range lies inside the
+    /// entry, map it with one superpage entry. A writable superpage mapping
+    /// is made only if every constituent page is already dirty (except the
+    /// one being written now).
+    #[allow(clippy::too_many_arguments)]
+    fn try_map_superpage(&mut self, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot) -> bool {
+        if !self.pmap.superpages_enabled() || self.pmap.pagesizes().len() < 2 {
+            return false;
+        }
+        let sp = self.pmap.pagesizes()[1];
+        let npages = (sp / PAGE) as u32;
+        if npages != VM_LEVEL_0_NPAGES {
+            return false;
+        }
+        let Some(msuper) = self.phys.to_superpage(m) else { return false };
+        let vsuper = va & !(sp - 1);
+        if vsuper < e.start || vsuper + sp > e.end {
+            return false;
+        }
+        let m0 = self.phys.pages.get(msuper);
+        let want_pindex = e.pindex(vsuper);
+        if m0.object != obj || m0.pindex as u64 != want_pindex {
+            return false;
+        }
+        let mut writable = fprot & prot::WRITE != 0;
+        for i in 0..npages {
+            let p = self.phys.pages.get(Pfn(msuper.0 + i));
+            if p.object != obj || p.pindex != m0.pindex + i {
+                return false;
+            }
+            if writable && !p.has(pflags::DIRTY) && Pfn(msuper.0 + i) != m {
+                writable = false;
+            }
+        }
+        if fprot & prot::WRITE != 0 && !writable {
+            // Fall back to a base page (the write must be writable).
+            if access & prot::WRITE != 0 {
+                return false;
+            }
+        }
+        let mut p = fprot;
+        let mut acc = access;
+        if !writable {
+            p &= !prot::WRITE;
+        } else {
+            // Preset the modified bit for dirty superpages.
+            acc |= prot::WRITE;
+            self.phys.pages.get_mut(m).flags |= pflags::DIRTY;
+        }
+        let pm = self.proc(pid).unwrap().pmap;
+        let (pmap, mut env) = self.pmap_env();
+        let flags = EnterFlags { access: acc, psind: 1, ..Default::default() };
+        if pmap.enter(&mut env, pm, VirtAddr(vsuper), msuper, p, flags).is_ok() {
+            self.stats.soft_fast_superpage += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Faults on large-page shared memory map the largest page that fits
+    /// (vm_fault_populate with the object's page size).
+    fn fault_largepage(&mut self, pid: Pid, e: &crate::map::MapEntry, va: u64, base: Pfn, fprot: Prot, access: Prot) -> Result<(), FaultError> {
+        let pm = self.proc(pid).unwrap().pmap;
+        let sizes = self.pmap.pagesizes().to_vec();
+        for psind in (0..sizes.len()).rev() {
+            let sz = sizes[psind];
+            let vs = va & !(sz - 1);
+            if vs < e.start || vs + sz > e.end {
+                continue;
+            }
+            let pidx = e.pindex(vs);
+            let m = Pfn(base.0 + pidx as u32);
+            if (m.addr().0 & (sz - 1)) != 0 {
+                continue;
+            }
+            let (pmap, mut env) = self.pmap_env();
+            let flags = EnterFlags { access, psind: psind as u8, ..Default::default() };
+            return pmap.enter(&mut env, pm, VirtAddr(vs), m, fprot, flags).map_err(|_| FaultError::NoMemory(va));
+        }
+        Err(FaultError::Bus(va))
+    }
+}

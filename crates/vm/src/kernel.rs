@@ -1,0 +1,275 @@
+//! The kernel's virtual memory state as one value: physical pages,
+//! modelled memory, CPUs, objects, processes and the architecture's pmap.
+//! Object operations that need the pmap (termination, collapse, page
+//! removal) live here; maps and syscalls in map.rs; faults in fault.rs.
+
+use crate::map::VmMap;
+use crate::object::{oflags, ObjKind, Objects};
+use crate::page::{pflags, ObjId};
+use crate::physalloc::Phys;
+use crate::pmap::{CpuState, KernelEvents, Pmap, PmapEnv, PmapId};
+use crate::sysctl::Sysctls;
+use splab_hw::physmem::PhysMem;
+use splab_hw::Pfn;
+
+pub type Pid = u32;
+
+pub struct Proc {
+    pub pid: Pid,
+    pub map: VmMap,
+    pub pmap: PmapId,
+}
+
+pub struct File {
+    pub size: u64,
+    pub object: ObjId,
+}
+
+/// Machine-independent counters of the VM itself (vm.stats.vm.*).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct VmStats {
+    pub v_vm_faults: u64,
+    pub v_cow_faults: u64,
+    pub v_zfod: u64,
+    pub v_forks: u64,
+    pub soft_fast_superpage: u64,
+    pub collapses: u64,
+    pub segfaults: u64,
+}
+
+pub struct Vm {
+    pub phys: Phys,
+    pub mem: PhysMem,
+    pub cpus: Vec<CpuState>,
+    pub objects: Objects,
+    pub procs: Vec<Option<Proc>>,
+    pub files: Vec<File>,
+    pub pmap: Box<dyn Pmap>,
+    pub ev: KernelEvents,
+    pub stats: VmStats,
+}
+
+impl Vm {
+    pub fn new(phys: Phys, mem: PhysMem, cpus: Vec<CpuState>, pmap: Box<dyn Pmap>) -> Vm {
+        Vm {
+            phys,
+            mem,
+            cpus,
+            objects: Objects::default(),
+            procs: Vec::new(),
+            files: Vec::new(),
+            pmap,
+            ev: KernelEvents::default(),
+            stats: VmStats::default(),
+        }
+    }
+
+    /// Splits the borrow: the pmap and what it may touch.
+    pub fn pmap_env(&mut self) -> (&mut dyn Pmap, PmapEnv<'_>) {
+        (
+            self.pmap.as_mut(),
+            PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev },
+        )
+    }
+
+    pub fn proc(&self, pid: Pid) -> Option<&Proc> {
+        self.procs.get(pid as usize)?.as_ref()
+    }
+
+    pub fn proc_mut(&mut self, pid: Pid) -> Option<&mut Proc> {
+        self.procs.get_mut(pid as usize)?.as_mut()
+    }
+
+    pub fn live_pids(&self) -> Vec<Pid> {
+        self.procs.iter().flatten().map(|p| p.pid).collect()
+    }
+
+    /// Creates a process with an empty address space.
+    pub fn spawn(&mut self) -> Result<Pid, crate::map::Errno> {
+        let (pmap, mut env) = self.pmap_env();
+        let pm = pmap.pinit(&mut env).map_err(|_| crate::map::Errno::ENOMEM)?;
+        let max = self.pmap.max_user_address();
+        let pid = self.procs.len() as Pid;
+        self.procs.push(Some(Proc { pid, map: VmMap::new(max), pmap: pm }));
+        Ok(pid)
+    }
+
+    /// Creates a file of `size` bytes with its (empty) page cache object.
+    pub fn create_file(&mut self, size: u64) -> u32 {
+        let id = self.files.len() as u32;
+        let pages = size.div_ceil(4096);
+        let object = self.objects.allocate(ObjKind::Vnode { file: id }, pages, 0);
+        self.files.push(File { size, object });
+        id
+    }
+
+    /// Frees one page of an object, removing any mappings of it first.
+    pub(crate) fn free_object_page(&mut self, obj: ObjId, pindex: u32, pfn: Pfn) {
+        let removed = self.objects.get_mut(obj).pages.remove(&pindex);
+        debug_assert_eq!(removed, Some(pfn));
+        let (pmap, mut env) = self.pmap_env();
+        if pmap.page_is_mapped(&env, pfn) {
+            pmap.remove_all(&mut env, pfn);
+        }
+        if self.phys.pages.get(pfn).has(pflags::LARGEPAGE) {
+            return; // freed with its run when the object dies
+        }
+        self.phys.free_page(pfn);
+    }
+
+    /// Frees the object's pages in [start, end) (vm_object_page_remove).
+    pub fn object_page_remove(&mut self, obj: ObjId, start: u32, end: u32) {
+        let victims: Vec<(u32, Pfn)> = self.objects.get(obj).pages.range(start..end).map(|(&p, &f)| (p, f)).collect();
+        for (p, f) in victims {
+            self.free_object_page(obj, p, f);
+        }
+    }
+
+    pub fn object_reference(&mut self, obj: ObjId) {
+        if obj != 0 {
+            self.objects.get_mut(obj).ref_count += 1;
+        }
+    }
+
+    /// Drops a reference (vm_object_deallocate). At zero the object is
+    /// terminated and its backing object released; when only the single
+    /// shadow still refers to a backing object, that shadow absorbs it.
+    pub fn object_deallocate(&mut self, obj: ObjId) {
+        let mut obj = obj;
+        while obj != 0 {
+            let o = self.objects.get_mut(obj);
+            debug_assert!(o.ref_count > 0);
+            o.ref_count -= 1;
+            if o.ref_count == 1 && o.shadows.len() == 1 && o.is_anon() {
+                let shadow = o.shadows[0];
+                self.object_collapse(shadow);
+                return;
+            }
+            if o.ref_count > 0 {
+                return;
+            }
+            // Terminate (vm_object_terminate).
+            let pages: Vec<(u32, Pfn)> = o.pages.iter().map(|(&p, &f)| (p, f)).collect();
+            for (p, f) in pages {
+                self.free_object_page(obj, p, f);
+            }
+            let dead = self.objects.destroy(obj);
+            if let ObjKind::LargePage { base } = dead.kind {
+                for i in 0..dead.size {
+                    *self.phys.pages.get_mut(Pfn(base.0 + i as u32)) = crate::page::VmPage::FREE;
+                }
+                self.phys.buddy.free_contig(base, dead.size);
+            }
+            let b = dead.backing;
+            if b != 0 {
+                self.objects.get_mut(b).shadows.retain(|&s| s != obj);
+            }
+            obj = b;
+        }
+    }
+
+    /// Creates a shadow of `backing` for copy-on-write (vm_object_shadow):
+    /// the new object's offset 0 is the backing object's `offset`. The
+    /// caller's reference to `backing` moves to the shadow.
+    pub fn object_shadow(&mut self, backing: ObjId, offset: u64, size: u64, color: u32) -> ObjId {
+        let s = self.objects.allocate(ObjKind::Anon, size, color);
+        let so = self.objects.get_mut(s);
+        so.backing = backing;
+        so.backing_offset = offset;
+        self.objects.get_mut(backing).shadows.push(s);
+        s
+    }
+
+    /// Absorbs backing objects referenced only by `obj` into it
+    /// (vm_object_collapse): their pages move, with their reservations,
+    /// unless `obj` already has a page at that offset.
+    pub fn object_collapse(&mut self, obj: ObjId) {
+        loop {
+            let o = self.objects.get(obj);
+            let b = o.backing;
+            if b == 0 {
+                return;
+            }
+            let bo = self.objects.get(b);
+            if bo.ref_count != 1 || !bo.is_anon() || bo.shadows.len() != 1 {
+                return;
+            }
+            let off = o.backing_offset;
+            let size = o.size;
+            let bpages: Vec<(u32, Pfn)> = bo.pages.iter().map(|(&p, &f)| (p, f)).collect();
+            for (bp, f) in bpages {
+                let keep = (bp as u64) >= off && (bp as u64 - off) < size && !self.objects.get(obj).pages.contains_key(&((bp as u64 - off) as u32));
+                if keep {
+                    let np = (bp as u64 - off) as u32;
+                    self.objects.get_mut(b).pages.remove(&bp);
+                    self.phys.rename_page(f, b, obj, np, off.min(u32::MAX as u64) as u32);
+                    self.objects.get_mut(obj).pages.insert(np, f);
+                } else {
+                    self.free_object_page(b, bp, f);
+                }
+            }
+            let dead = self.objects.destroy(b);
+            let o = self.objects.get_mut(obj);
+            o.backing = dead.backing;
+            o.backing_offset = off + dead.backing_offset;
+            if dead.backing != 0 {
+                let bb = self.objects.get_mut(dead.backing);
+                for s in bb.shadows.iter_mut() {
+                    if *s == b {
+                        *s = obj;
+                    }
+                }
+            }
+            self.stats.collapses += 1;
+        }
+    }
+
+    /// All sysctls: the VM's, the reservation system's and the pmap's.
+    pub fn sysctls(&self) -> Sysctls {
+        let mut s = Sysctls::default();
+        let r = &self.phys.reserv;
+        s.int("vm.reserv.broken", r.stats.broken, "Cumulative number of broken reservations");
+        s.int("vm.reserv.freed", r.stats.freed, "Cumulative number of freed reservations");
+        s.int("vm.reserv.fullpop", r.fullpop(), "Current number of full reservations");
+        s.text("vm.reserv.partpopq", r.partpopq_text(), "Partially populated reservation queues");
+        s.int("vm.reserv.reclaimed", r.stats.reclaimed, "Cumulative number of reclaimed reservations");
+        s.int("splab.reserv.allocated", r.stats.allocated, "Reservations created");
+        s.int("vm.stats.vm.v_vm_faults", self.stats.v_vm_faults, "Address memory faults");
+        s.int("vm.stats.vm.v_cow_faults", self.stats.v_cow_faults, "Copy-on-write faults");
+        s.int("vm.stats.vm.v_zfod", self.stats.v_zfod, "Pages zero-filled on demand");
+        s.int("vm.stats.vm.v_forks", self.stats.v_forks, "Number of fork() calls");
+        s.int("vm.stats.vm.v_free_count", self.phys.buddy.free_count(), "Free pages");
+        s.int("vm.stats.vm.v_page_count", self.phys.buddy.npages(), "Total number of pages in system");
+        s.int("splab.vm.object_collapses", self.stats.collapses, "Shadow objects collapsed into their shadow");
+        s.int("splab.vm.superpage_soft_faults", self.stats.soft_fast_superpage, "Faults that mapped a whole superpage directly");
+        s.int("splab.vm.segfaults", self.stats.segfaults, "Faults on unmapped or protected addresses");
+        self.pmap.sysctls(&mut s);
+        s
+    }
+
+    /// Checks the invariants of every layer; used by debug builds and by
+    /// `splab check`. O(memory), so not on any hot path.
+    pub fn check_invariants(&mut self) -> Result<(), String> {
+        self.phys.check()?;
+        for (id, o) in self.objects.iter() {
+            for (&p, &f) in &o.pages {
+                let m = self.phys.pages.get(f);
+                if m.object != id || m.pindex != p || !m.has(pflags::INUSE) {
+                    return Err(format!("object {id} page {p} -> {f:?} but page says object {} pindex {}", m.object, m.pindex));
+                }
+            }
+            if o.backing != 0 && !self.objects.get(o.backing).shadows.contains(&id) {
+                return Err(format!("object {id} backed by {} which does not list it", o.backing));
+            }
+            if o.flags & oflags::COLORED == 0 {
+                return Err(format!("object {id} not coloured"));
+            }
+        }
+        let (pmap, env) = self.pmap_env();
+        pmap.check(&env)
+    }
+
+    pub fn host_bytes(&self) -> u64 {
+        self.phys.host_bytes() + self.mem.host_bytes() + self.pmap.host_bytes()
+    }
+}

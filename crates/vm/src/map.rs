@@ -1,0 +1,498 @@
+//! Address-space maps (FreeBSD vm_map.c) and the memory syscalls built on
+//! them: mmap, munmap, mprotect, madvise, fork, exit.
+//!
+//! What is always true of a `VmMap`: entries do not overlap, each is
+//! page-aligned and non-empty, and an entry's object offset `offset` (in
+//! pages) is the object page mapped at `start`. An entry with NEEDS_COPY
+//! shares its object with another map copy-on-write; its pages are mapped
+//! read-only until a write fault gives it a shadow object of its own.
+
+use crate::kernel::{Pid, Vm};
+use crate::object::{oflags, ObjKind};
+use crate::page::{pflags, ObjId};
+use crate::pmap::{prot, Advice, Prot};
+use crate::reserv::VM_LEVEL_0_NPAGES;
+use splab_hw::{Pfn, VirtAddr};
+use std::collections::BTreeMap;
+
+pub const PAGE: u64 = 4096;
+/// Lowest address mmap hands out without a hint.
+pub const MMAP_BASE: u64 = 0x0000_0008_0000_0000;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+pub enum Errno {
+    #[error("EINVAL: invalid argument")]
+    EINVAL,
+    #[error("ENOMEM: no memory or address space")]
+    ENOMEM,
+    #[error("EACCES: protection exceeds what the object allows")]
+    EACCES,
+    #[error("ESRCH: no such process")]
+    ESRCH,
+    #[error("EBADF: no such file")]
+    EBADF,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inherit {
+    Share,
+    Copy,
+    None,
+}
+
+pub mod eflags {
+    /// Copy-on-write entry: writes must not reach the shared object.
+    pub const COW: u8 = 1 << 0;
+    /// The entry still shares its object; the first write shadows it.
+    pub const NEEDS_COPY: u8 = 1 << 1;
+}
+
+#[derive(Clone, Debug)]
+pub struct MapEntry {
+    pub start: u64,
+    pub end: u64,
+    /// 0 until an anonymous entry is first faulted.
+    pub object: ObjId,
+    pub offset: u64,
+    pub prot: Prot,
+    pub max_prot: Prot,
+    pub inherit: Inherit,
+    pub eflags: u8,
+    /// Anonymous shared memory (object created at mmap time).
+    pub shared: bool,
+}
+
+impl MapEntry {
+    pub fn pindex(&self, va: u64) -> u64 {
+        self.offset + (va - self.start) / PAGE
+    }
+}
+
+pub struct VmMap {
+    pub entries: BTreeMap<u64, MapEntry>,
+    pub max: u64,
+}
+
+/// What to map.
+#[derive(Clone, Copy, Debug)]
+pub enum Backing {
+    Anon,
+    File { file: u32, offset: u64 },
+    /// A large-page shared memory object made by `shm_create_largepage`.
+    LargePage { shm: u32 },
+}
+
+#[derive(Clone, Copy, Debug)]
+pub struct MmapReq {
+    pub addr: u64,
+    pub len: u64,
+    pub prot: Prot,
+    pub shared: bool,
+    pub fixed: bool,
+    pub backing: Backing,
+    /// MAP_PREFAULT_READ: map resident pages at once.
+    pub prefault: bool,
+}
+
+impl MmapReq {
+    pub fn anon(len: u64, prot: Prot) -> MmapReq {
+        MmapReq { addr: 0, len, prot, shared: false, fixed: false, backing: Backing::Anon, prefault: false }
+    }
+}
+
+impl VmMap {
+    pub fn new(max: u64) -> VmMap {
+        VmMap { entries: BTreeMap::new(), max }
+    }
+
+    /// The entry containing `va` (vm_map_lookup_entry).
+    pub fn lookup(&self, va: u64) -> Option<&MapEntry> {
+        let (_, e) = self.entries.range(..=va).next_back()?;
+        (va < e.end).then_some(e)
+    }
+
+    pub fn lookup_mut(&mut self, va: u64) -> Option<&mut MapEntry> {
+        let (_, e) = self.entries.range_mut(..=va).next_back()?;
+        (va < e.end).then_some(e)
+    }
+
+    /// Finds free space of `len` bytes at or above `hint` whose address is
+    /// congruent to `phase` modulo `align` (vm_map_find with
+    /// VMFS_OPTIMAL_SPACE: superpage-sized requests get superpage-aligned
+    /// addresses so that they can be promoted).
+    pub fn find_space(&self, hint: u64, len: u64, align: u64, phase: u64) -> Option<u64> {
+        let fit = |a: u64| -> u64 {
+            let r = (a.wrapping_sub(phase)) % align;
+            if r == 0 {
+                a
+            } else {
+                a + (align - r)
+            }
+        };
+        let mut cand = fit(hint.max(PAGE));
+        for e in self.entries.values() {
+            if e.end <= cand {
+                continue;
+            }
+            if cand.checked_add(len)? <= e.start {
+                break;
+            }
+            cand = fit(e.end);
+        }
+        (cand.checked_add(len)? <= self.max).then_some(cand)
+    }
+
+    /// Whether [start, end) is entirely covered by entries.
+    pub fn covered(&self, start: u64, end: u64) -> bool {
+        let mut at = start;
+        for e in self.entries.range(..end).map(|(_, e)| e).filter(|e| e.end > start) {
+            if e.start > at {
+                return false;
+            }
+            at = e.end;
+        }
+        at >= end
+    }
+
+    pub fn range_keys(&self, start: u64, end: u64) -> Vec<u64> {
+        self.entries.range(..end).filter(|(_, e)| e.end > start).map(|(&k, _)| k).collect()
+    }
+}
+
+fn check_range(addr: u64, len: u64, max: u64) -> Result<(u64, u64), Errno> {
+    if addr % PAGE != 0 || len == 0 {
+        return Err(Errno::EINVAL);
+    }
+    let end = addr.checked_add(len.div_ceil(PAGE) * PAGE).ok_or(Errno::EINVAL)?;
+    if end > max {
+        return Err(Errno::EINVAL);
+    }
+    Ok((addr, end))
+}
+
+impl Vm {
+    fn map_of(&mut self, pid: Pid) -> Result<&mut crate::kernel::Proc, Errno> {
+        self.proc_mut(pid).ok_or(Errno::ESRCH)
+    }
+
+    /// Splits the entry containing `va` so that one starts at `va`
+    /// (vm_map_clip_start / clip_end). Both halves refer to the object.
+    fn clip(&mut self, pid: Pid, va: u64) {
+        let p = self.proc_mut(pid).expect("live process");
+        let Some(e) = p.map.lookup(va) else { return };
+        if e.start == va {
+            return;
+        }
+        let mut tail = e.clone();
+        let head_start = e.start;
+        tail.offset += (va - e.start) / PAGE;
+        tail.start = va;
+        p.map.entries.get_mut(&head_start).unwrap().end = va;
+        let obj = tail.object;
+        p.map.entries.insert(va, tail);
+        self.object_reference(obj);
+    }
+
+    /// Creates the object of an entry not yet backed (vm_map_entry_back).
+    pub(crate) fn entry_back(&mut self, pid: Pid, key: u64) -> ObjId {
+        let e = self.proc(pid).unwrap().map.entries[&key].clone();
+        if e.object != 0 {
+            return e.object;
+        }
+        let size = (e.end - e.start) / PAGE;
+        let color = ((e.start / PAGE).wrapping_sub(e.offset) % VM_LEVEL_0_NPAGES as u64) as u32;
+        let obj = self.objects.allocate(ObjKind::Anon, size + e.offset, color);
+        self.proc_mut(pid).unwrap().map.entries.get_mut(&key).unwrap().object = obj;
+        obj
+    }
+
+    /// mmap(2).
+    pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<VirtAddr, Errno> {
+        self.ev.syscalls += 1;
+        let max = self.proc(pid).ok_or(Errno::ESRCH)?.map.max;
+        if req.len == 0 || req.addr % PAGE != 0 || req.prot & !prot::ALL != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let len = req.len.checked_add(PAGE - 1).ok_or(Errno::ENOMEM)? / PAGE * PAGE;
+        if len / PAGE > u32::MAX as u64 {
+            return Err(Errno::ENOMEM);
+        }
+        let (object, offset_pages, max_prot, align) = match req.backing {
+            Backing::Anon => {
+                let align = if len >= VM_LEVEL_0_NPAGES as u64 * PAGE { VM_LEVEL_0_NPAGES as u64 * PAGE } else { PAGE };
+                (0, 0u64, prot::ALL, align)
+            }
+            Backing::File { file, offset } => {
+                if offset % PAGE != 0 {
+                    return Err(Errno::EINVAL);
+                }
+                let f = self.files.get(file as usize).ok_or(Errno::EBADF)?;
+                let obj = f.object;
+                (obj, offset / PAGE, prot::ALL, VM_LEVEL_0_NPAGES as u64 * PAGE)
+            }
+            Backing::LargePage { shm } => {
+                let f = self.files.get(shm as usize).ok_or(Errno::EBADF)?;
+                let obj = f.object;
+                if !matches!(self.objects.get(obj).kind, ObjKind::LargePage { .. }) || len != self.objects.get(obj).size * PAGE {
+                    return Err(Errno::EINVAL);
+                }
+                let big = *self.pmap.pagesizes().last().unwrap();
+                (obj, 0, prot::ALL, big)
+            }
+        };
+        let phase = (offset_pages * PAGE) % align;
+        let start = {
+            let p = self.map_of(pid)?;
+            if req.fixed {
+                check_range(req.addr, len, max)?;
+                req.addr
+            } else {
+                let hint = if req.addr != 0 { req.addr } else { MMAP_BASE };
+                p.map.find_space(hint, len, align, phase).or_else(|| p.map.find_space(PAGE, len, align, phase)).ok_or(Errno::ENOMEM)?
+            }
+        };
+        if req.fixed {
+            self.map_delete(pid, start, start + len);
+        }
+        // Anonymous shared memory gets its object now, so that fork shares it.
+        let mut object = object;
+        if object == 0 && req.shared {
+            let color = ((start / PAGE) % VM_LEVEL_0_NPAGES as u64) as u32;
+            object = self.objects.allocate(ObjKind::Anon, len / PAGE, color);
+            self.objects.get_mut(object).flags &= !oflags::ONEMAPPING;
+        } else if object != 0 {
+            self.object_reference(object);
+        }
+        let cow = !req.shared && object != 0;
+        let entry = MapEntry {
+            start,
+            end: start + len,
+            object,
+            offset: offset_pages,
+            prot: req.prot,
+            max_prot,
+            inherit: if req.shared { Inherit::Share } else { Inherit::Copy },
+            eflags: if cow { eflags::COW | eflags::NEEDS_COPY } else { 0 },
+            shared: req.shared,
+        };
+        self.map_of(pid)?.map.entries.insert(start, entry);
+        if req.prefault && object != 0 {
+            self.map_pmap_enter(pid, start);
+        }
+        Ok(VirtAddr(start))
+    }
+
+    /// Maps an entry's resident pages at once (vm_map_pmap_enter), which
+    /// lets the pmap create superpage mappings directly.
+    fn map_pmap_enter(&mut self, pid: Pid, key: u64) {
+        let p = self.proc(pid).unwrap();
+        let e = p.map.entries[&key].clone();
+        let pm = p.pmap;
+        let mut pr = e.prot;
+        if e.eflags & eflags::NEEDS_COPY != 0 {
+            pr &= !prot::WRITE;
+        }
+        let obj = self.objects.get(e.object);
+        let pages = &obj.pages;
+        let lookup = |va: VirtAddr| -> Option<Pfn> { pages.get(&(e.pindex(va.0) as u32)).copied() };
+        let env_pmap = self.pmap.as_mut();
+        let mut env = crate::pmap::PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev };
+        env_pmap.enter_object(&mut env, pm, VirtAddr(e.start), VirtAddr(e.end), &lookup, pr);
+    }
+
+    /// Removes [start, end) from the map (vm_map_delete): unmaps it, and
+    /// frees the object pages of ranges no other mapping can see.
+    pub(crate) fn map_delete(&mut self, pid: Pid, start: u64, end: u64) {
+        self.clip(pid, start);
+        self.clip(pid, end);
+        let p = self.proc(pid).unwrap();
+        let pm = p.pmap;
+        let keys = p.map.range_keys(start, end);
+        for k in keys {
+            let e = self.proc_mut(pid).unwrap().map.entries.remove(&k).unwrap();
+            {
+                let (pmap, mut env) = self.pmap_env();
+                pmap.remove(&mut env, pm, VirtAddr(e.start), VirtAddr(e.end));
+            }
+            if e.object != 0 {
+                let o = self.objects.get(e.object);
+                // vm_map_entry_delete: a private anonymous object mapped only
+                // here loses the pages of the deleted range.
+                if o.is_anon() && o.flags & oflags::ONEMAPPING != 0 && o.ref_count == 1 {
+                    let s = e.offset as u32;
+                    let n = ((e.end - e.start) / PAGE) as u32;
+                    self.object_page_remove(e.object, s, s + n);
+                }
+                self.object_deallocate(e.object);
+            }
+        }
+    }
+
+    /// munmap(2).
+    pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
+        self.ev.syscalls += 1;
+        let max = self.proc(pid).ok_or(Errno::ESRCH)?.map.max;
+        let (s, e) = check_range(addr, len, max)?;
+        self.map_delete(pid, s, e);
+        Ok(())
+    }
+
+    /// mprotect(2) (vm_map_protect): the whole range must be mapped and the
+    /// new protection within each entry's maximum.
+    pub fn mprotect(&mut self, pid: Pid, addr: u64, len: u64, new: Prot) -> Result<(), Errno> {
+        self.ev.syscalls += 1;
+        let p = self.proc(pid).ok_or(Errno::ESRCH)?;
+        let (s, e) = check_range(addr, len, p.map.max)?;
+        if new & !prot::ALL != 0 {
+            return Err(Errno::EINVAL);
+        }
+        if !p.map.covered(s, e) {
+            return Err(Errno::ENOMEM);
+        }
+        if p.map.range_keys(s, e).iter().any(|k| new & !p.map.entries[k].max_prot != 0) {
+            return Err(Errno::EACCES);
+        }
+        self.clip(pid, s);
+        self.clip(pid, e);
+        let pm = self.proc(pid).unwrap().pmap;
+        for k in self.proc(pid).unwrap().map.range_keys(s, e) {
+            let ent = self.proc_mut(pid).unwrap().map.entries.get_mut(&k).unwrap();
+            let old = ent.prot;
+            ent.prot = new;
+            let mask = if ent.eflags & eflags::COW != 0 { !prot::WRITE } else { prot::ALL };
+            let (es, ee) = (ent.start, ent.end);
+            if old != new {
+                let (pmap, mut env) = self.pmap_env();
+                pmap.protect(&mut env, pm, VirtAddr(es), VirtAddr(ee), new & mask);
+            }
+        }
+        Ok(())
+    }
+
+    /// madvise(2) with MADV_DONTNEED or MADV_FREE (vm_map_madvise), with
+    /// FreeBSD's meaning: DONTNEED lowers the pages' priority; FREE lets the
+    /// system discard private anonymous pages' contents until the next write.
+    /// Neither changes what a read returns unless the page daemon acts.
+    pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
+        self.ev.syscalls += 1;
+        let p = self.proc(pid).ok_or(Errno::ESRCH)?;
+        let (s, e) = check_range(addr, len, p.map.max)?;
+        if !p.map.covered(s, e) {
+            return Err(Errno::ENOMEM);
+        }
+        let pm = p.pmap;
+        for k in p.map.range_keys(s, e) {
+            let ent = self.proc(pid).unwrap().map.entries[&k].clone();
+            let (us, ue) = (ent.start.max(s), ent.end.min(e));
+            {
+                let (pmap, mut env) = self.pmap_env();
+                pmap.advise(&mut env, pm, VirtAddr(us), VirtAddr(ue), advice);
+            }
+            if ent.object == 0 {
+                continue;
+            }
+            // vm_object_madvise: MADV_FREE only for private anonymous memory
+            // mapped once; its pages become clean and eligible for reuse.
+            let o = self.objects.get(ent.object);
+            let lo = ent.pindex(us) as u32;
+            let hi = ent.pindex(ue) as u32;
+            let frames: Vec<Pfn> = o.pages.range(lo..hi).map(|(_, &f)| f).collect();
+            let free_ok = o.is_anon() && o.flags & oflags::ONEMAPPING != 0 && o.backing == 0;
+            for f in frames {
+                let m = self.phys.pages.get_mut(f);
+                m.flags &= !pflags::REFERENCED;
+                if advice == Advice::Free && free_ok {
+                    m.flags &= !pflags::DIRTY;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// fork(2) (vmspace_fork): shared entries share their object; private
+    /// ones become copy-on-write in both maps, and the parent's mappings
+    /// are write-protected.
+    pub fn fork(&mut self, pid: Pid) -> Result<Pid, Errno> {
+        self.ev.syscalls += 1;
+        self.stats.v_forks += 1;
+        let parent = self.proc(pid).ok_or(Errno::ESRCH)?;
+        let ppm = parent.pmap;
+        let keys: Vec<u64> = parent.map.entries.keys().copied().collect();
+        let child = self.spawn()?;
+        for k in keys {
+            let e = self.proc(pid).unwrap().map.entries[&k].clone();
+            match e.inherit {
+                Inherit::None => {}
+                Inherit::Share => {
+                    let obj = if e.object == 0 { self.entry_back(pid, k) } else { e.object };
+                    self.object_reference(obj);
+                    self.objects.get_mut(obj).flags &= !oflags::ONEMAPPING;
+                    let mut ce = self.proc(pid).unwrap().map.entries[&k].clone();
+                    ce.object = obj;
+                    self.proc_mut(child).unwrap().map.entries.insert(k, ce);
+                }
+                Inherit::Copy => {
+                    let mut ce = e.clone();
+                    if e.object != 0 {
+                        if e.eflags & eflags::NEEDS_COPY == 0 {
+                            let (pmap, mut env) = self.pmap_env();
+                            pmap.protect(&mut env, ppm, VirtAddr(e.start), VirtAddr(e.end), e.prot & !prot::WRITE);
+                        }
+                        self.object_reference(e.object);
+                        self.objects.get_mut(e.object).flags &= !oflags::ONEMAPPING;
+                        let pe = self.proc_mut(pid).unwrap().map.entries.get_mut(&k).unwrap();
+                        pe.eflags |= eflags::COW | eflags::NEEDS_COPY;
+                        ce.eflags |= eflags::COW | eflags::NEEDS_COPY;
+                    }
+                    self.proc_mut(child).unwrap().map.entries.insert(k, ce);
+                }
+            }
+        }
+        Ok(child)
+    }
+
+    /// exit(2): the whole address space goes, then the pmap.
+    pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
+        self.ev.syscalls += 1;
+        let p = self.proc(pid).ok_or(Errno::ESRCH)?;
+        let (pm, max) = (p.pmap, p.map.max);
+        self.map_delete(pid, 0, max);
+        for c in self.cpus.iter_mut() {
+            if c.curpmap == Some(pm) {
+                c.curpmap = None;
+            }
+        }
+        let (pmap, mut env) = self.pmap_env();
+        pmap.release(&mut env, pm);
+        self.procs[pid as usize] = None;
+        Ok(())
+    }
+
+    /// Creates a large-page shared memory object of `size` bytes, backed by
+    /// physically contiguous memory aligned to the largest page size
+    /// (shm_create_largepage). Returns its descriptor.
+    pub fn shm_create_largepage(&mut self, size: u64) -> Result<u32, Errno> {
+        let big = *self.pmap.pagesizes().last().unwrap();
+        if size == 0 || size % big != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let npages = size / PAGE;
+        let base = self.phys.buddy.alloc_contig(npages, big / PAGE).ok_or(Errno::ENOMEM)?;
+        let id = self.files.len() as u32;
+        let obj = self.objects.allocate(ObjKind::LargePage { base }, npages, 0);
+        for i in 0..npages as u32 {
+            let f = Pfn(base.0 + i);
+            *self.phys.pages.get_mut(f) = crate::page::VmPage {
+                object: obj,
+                pindex: i,
+                md: crate::page::NIL,
+                ref_count: 0,
+                flags: pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE,
+            };
+            self.mem.zero_frame(f);
+            self.objects.get_mut(obj).pages.insert(i, f);
+        }
+        self.files.push(crate::kernel::File { size, object: obj });
+        Ok(id)
+    }
+}

@@ -1,0 +1,234 @@
+//! Page allocation as the rest of the kernel sees it (vm_page_alloc,
+//! vm_page_alloc_noobj, vm_page_free): reservations first for object pages,
+//! then the buddy allocator, then breaking the least recently changed
+//! partially populated reservation when the buddy allocator is dry.
+//!
+//! Invariant: a frame is exactly one of: free in the buddy allocator; an
+//! unpopulated page of a reservation; in use (`pflags::INUSE`).
+
+use crate::page::{pflags, ObjId, PageArray, VmPage, NIL};
+use crate::phys::{VmPhys, VM_LEVEL_0_ORDER};
+use crate::reserv::{Reservations, VM_LEVEL_0_NPAGES};
+use splab_hw::Pfn;
+use std::collections::BTreeSet;
+
+/// What the allocator needs to know about the object a page is for.
+#[derive(Clone, Copy, Debug)]
+pub struct ObjInfo {
+    pub id: ObjId,
+    /// Object size in pages.
+    pub size: u64,
+    /// pg_color: the object's offset 0 corresponds to superpage offset
+    /// `color` (in pages), so that object and virtual alignment agree.
+    pub color: u32,
+    /// Anonymous objects may grow, so a reservation may extend past the end.
+    pub anon: bool,
+    /// Whether reservations may be made for it (OBJ_COLORED).
+    pub colored: bool,
+}
+
+pub struct Phys {
+    pub buddy: VmPhys,
+    pub pages: PageArray,
+    pub reserv: Reservations,
+    /// Each object's reservations, as (object, first pindex, reservation).
+    rvq: BTreeSet<(ObjId, u32, u32)>,
+    /// Frames taken at start-up to model a fragmented machine.
+    pub pinned: Vec<Pfn>,
+}
+
+impl Phys {
+    pub fn new(npages: u64, ndomains: usize) -> Phys {
+        Phys {
+            buddy: VmPhys::new(npages, ndomains),
+            pages: PageArray::new(npages),
+            reserv: Reservations::new(npages, true),
+            rvq: BTreeSet::new(),
+            pinned: Vec::new(),
+        }
+    }
+
+    /// Breaks up `fraction` of the free 2 MB blocks by pinning one page in
+    /// each, as another consumer of memory would have.
+    pub fn fragment(&mut self, fraction: f64, seed: u64) {
+        let taken = self.buddy.fragment(fraction, seed);
+        for &p in &taken {
+            self.pages.get_mut(p).flags = pflags::INUSE | pflags::UNMANAGED;
+        }
+        self.pinned.extend(taken);
+    }
+
+    fn mark_inuse(&mut self, pfn: Pfn, object: ObjId, pindex: u32) {
+        *self.pages.get_mut(pfn) = VmPage { object, pindex, md: NIL, ref_count: 0, flags: pflags::INUSE };
+    }
+
+    /// The object's reservation covering `pindex`, if any (the lookup
+    /// vm_reserv_alloc_page does through the neighbouring pages).
+    fn reserv_covering(&self, obj: ObjId, pindex: u32) -> Option<u32> {
+        let lo = pindex.saturating_sub(VM_LEVEL_0_NPAGES - 1);
+        self.rvq
+            .range((obj, lo, 0)..=(obj, pindex, u32::MAX))
+            .rev()
+            .find(|&&(_, p, i)| pindex < p + VM_LEVEL_0_NPAGES && !self.reserv.get(i).is_populated(pindex - p))
+            .map(|&(_, _, i)| i)
+    }
+
+    fn reserv_overlaps(&self, obj: ObjId, first: u32) -> bool {
+        let lo = first.saturating_sub(VM_LEVEL_0_NPAGES - 1);
+        self.rvq.range((obj, lo, 0)..(obj, first + VM_LEVEL_0_NPAGES, 0)).next().is_some()
+    }
+
+    /// Tries to allocate the page for (object, pindex) from a reservation,
+    /// creating one if the range allows (vm_reserv_alloc_page).
+    fn reserv_alloc_page(&mut self, o: &ObjInfo, pindex: u32) -> Option<Pfn> {
+        if !self.reserv.enabled || !o.colored {
+            return None;
+        }
+        if let Some(i) = self.reserv_covering(o.id, pindex) {
+            let p = self.reserv.get(i).pindex;
+            return Some(self.reserv.populate(i, pindex - p, &mut self.pages));
+        }
+        // The aligned range this page's reservation would cover.
+        let off = (pindex.wrapping_add(o.color)) % VM_LEVEL_0_NPAGES;
+        if off > pindex {
+            return None;
+        }
+        let first = pindex - off;
+        // A reservation for an object that will not grow must not extend
+        // past its end.
+        if !o.anon && first as u64 + VM_LEVEL_0_NPAGES as u64 > o.size {
+            return None;
+        }
+        if self.reserv_overlaps(o.id, first) {
+            return None;
+        }
+        let base = self.buddy.alloc(VM_LEVEL_0_ORDER)?;
+        let i = self.reserv.create(base, o.id, first);
+        self.rvq.insert((o.id, first, i));
+        Some(self.reserv.populate(i, off, &mut self.pages))
+    }
+
+    /// Breaks the least recently changed partially populated reservation
+    /// (vm_reserv_reclaim_inactive). Returns whether one was broken.
+    pub fn reclaim_inactive(&mut self) -> bool {
+        let Some(i) = self.reserv.partpopq_head() else { return false };
+        let (obj, pindex) = (self.reserv.get(i).object, self.reserv.get(i).pindex);
+        self.reserv.break_rv(i, &mut self.pages, &mut self.buddy);
+        self.rvq.remove(&(obj, pindex, i));
+        self.reserv.stats.reclaimed += 1;
+        true
+    }
+
+    fn alloc_base_page(&mut self) -> Option<Pfn> {
+        loop {
+            if let Some(p) = self.buddy.alloc(0) {
+                return Some(p);
+            }
+            if !self.reclaim_inactive() {
+                return None;
+            }
+        }
+    }
+
+    /// Allocates a page for an object (vm_page_alloc). The page's contents
+    /// are not initialised; the caller zeroes or fills it.
+    pub fn alloc_page(&mut self, o: &ObjInfo, pindex: u32) -> Option<Pfn> {
+        let pfn = match self.reserv_alloc_page(o, pindex) {
+            Some(p) => p,
+            None => self.alloc_base_page()?,
+        };
+        self.mark_inuse(pfn, o.id, pindex);
+        Some(pfn)
+    }
+
+    /// Allocates a page that belongs to no object, such as a page-table page
+    /// (vm_page_alloc_noobj).
+    pub fn alloc_noobj(&mut self) -> Option<Pfn> {
+        let pfn = self.alloc_base_page()?;
+        self.mark_inuse(pfn, 0, 0);
+        Some(pfn)
+    }
+
+    /// Frees a page (vm_page_free): back to its reservation if it is in one,
+    /// else to the buddy allocator.
+    pub fn free_page(&mut self, pfn: Pfn) {
+        debug_assert!(self.pages.get(pfn).has(pflags::INUSE), "freeing free page {pfn:?}");
+        debug_assert!(self.pages.get(pfn).md == NIL, "freeing mapped page {pfn:?}");
+        *self.pages.get_mut(pfn) = VmPage::FREE;
+        if let Some(i) = self.reserv.of_page(pfn) {
+            let r = self.reserv.get(i);
+            let (obj, p) = (r.object, r.pindex);
+            let idx = pfn.0 - Reservations::base(i).0;
+            let freed_whole = r.popcnt == 1;
+            self.reserv.depopulate(i, idx, &mut self.pages, &mut self.buddy);
+            if freed_whole {
+                self.rvq.remove(&(obj, p, i));
+            }
+        } else {
+            self.buddy.free_pages(pfn, 0);
+        }
+    }
+
+    /// Moves a page to another object and offset; its reservation moves
+    /// with it (vm_page_rename + vm_reserv_rename). `backing_offset` is the
+    /// offset of the old object within the new one's backing range.
+    pub fn rename_page(&mut self, pfn: Pfn, old: ObjId, new: ObjId, new_pindex: u32, backing_offset: u32) {
+        let m = self.pages.get_mut(pfn);
+        debug_assert_eq!(m.object, old);
+        m.object = new;
+        m.pindex = new_pindex;
+        if let Some(i) = self.reserv.of_page(pfn) {
+            let r = self.reserv.get(i);
+            if r.object == old {
+                let p = r.pindex;
+                // The reservation's first offset in the new object; a range
+                // that would start before offset 0 cannot be renamed, so the
+                // reservation is broken instead.
+                self.rvq.remove(&(old, p, i));
+                if p >= backing_offset {
+                    let np = p - backing_offset;
+                    self.reserv.rename(i, new, np);
+                    self.rvq.insert((new, np, i));
+                } else {
+                    self.reserv.break_rv(i, &mut self.pages, &mut self.buddy);
+                }
+            }
+        }
+    }
+
+    /// Whether the page is the first page of a fully populated reservation
+    /// (vm_reserv_to_superpage), i.e. m->psind == 1.
+    pub fn is_superpage_head(&self, pfn: Pfn) -> bool {
+        self.pages.get(pfn).has(pflags::PSIND1)
+    }
+
+    /// The first page of the fully populated reservation holding `pfn`.
+    pub fn to_superpage(&self, pfn: Pfn) -> Option<Pfn> {
+        if self.reserv.level_iffullpop(pfn) == 0 {
+            Some(Pfn(pfn.0 & !(VM_LEVEL_0_NPAGES - 1)))
+        } else {
+            None
+        }
+    }
+
+    /// The first pindex of the reservation holding `pfn` in its object.
+    pub fn reserv_pindex(&self, pfn: Pfn) -> Option<u32> {
+        self.reserv.of_page(pfn).map(|i| self.reserv.get(i).pindex)
+    }
+
+    pub fn check(&self) -> Result<(), String> {
+        self.buddy.check()?;
+        self.reserv.check(&self.pages, &self.buddy)?;
+        for &(obj, p, i) in &self.rvq {
+            let r = self.reserv.get(i);
+            if r.object != obj || r.pindex != p {
+                return Err(format!("rvq entry ({obj}, {p}, {i}) but reservation says ({}, {})", r.object, r.pindex));
+            }
+        }
+        Ok(())
+    }
+
+    pub fn host_bytes(&self) -> u64 {
+        self.pages.host_bytes() + self.reserv.host_bytes() + self.buddy.npages() / 4 + self.rvq.len() as u64 * 24
+    }
+}

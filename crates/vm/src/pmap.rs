@@ -1,0 +1,158 @@
+//! The machine-independent side of the pmap interface (FreeBSD pmap(9)).
+//!
+//! Each architecture implements `Pmap` over its own page-table format; the
+//! machine-independent VM calls only these operations and never sees a
+//! descriptor bit. One `Pmap` value serves every address space of the
+//! machine (pmaps are named by `PmapId`), because operations on a physical
+//! page (remove_all, remove_write, is_modified) reach into every address
+//! space that maps it through the page's PV list.
+
+use crate::physalloc::Phys;
+use crate::sysctl::Sysctls;
+use splab_hw::mmu::Mmu;
+use splab_hw::physmem::PhysMem;
+use splab_hw::{Pfn, PhysAddr, VirtAddr};
+
+pub type PmapId = u32;
+
+/// Protection bits (vm_prot_t).
+pub mod prot {
+    pub const NONE: u8 = 0;
+    pub const READ: u8 = 1;
+    pub const WRITE: u8 = 2;
+    pub const EXEC: u8 = 4;
+    pub const RW: u8 = READ | WRITE;
+    pub const ALL: u8 = READ | WRITE | EXEC;
+}
+pub type Prot = u8;
+
+/// madvise(2) advice that reaches the pmap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Advice {
+    DontNeed,
+    Free,
+}
+
+/// How a mapping is being entered (pmap_enter's flags argument).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EnterFlags {
+    /// The access that caused the fault (sets A, and D for a write).
+    pub access: Prot,
+    pub wired: bool,
+    /// Page-size index: 0 = base page, 1 = first superpage size, 2 = second.
+    pub psind: u8,
+    /// Fail rather than replace an existing mapping (PMAP_ENTER_NOREPLACE).
+    pub noreplace: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PmapError {
+    #[error("no memory for a page-table page")]
+    NoMemory,
+    #[error("a mapping already exists")]
+    Exists,
+    #[error("superpage size index not supported")]
+    BadPsind,
+}
+
+/// A CPU as the pmap sees it: its MMU and which address space it runs.
+pub struct CpuState {
+    pub mmu: Mmu,
+    /// The pmap active on this CPU (pc_curpmap).
+    pub curpmap: Option<PmapId>,
+}
+
+/// Counts of events the timing model charges for.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct KernelEvents {
+    pub faults: u64,
+    pub zero_fills: u64,
+    pub cow_copies: u64,
+    pub page_ins: u64,
+    pub pt_page_allocs: u64,
+    pub invlpg: u64,
+    pub tlb_flushes: u64,
+    pub shootdown_ipis: u64,
+    pub promotions: u64,
+    pub demotions: u64,
+    pub syscalls: u64,
+    pub context_switches: u64,
+}
+
+/// What the pmap may touch outside itself: physical pages and their
+/// metadata, modelled memory (to read and write descriptors), the CPUs (to
+/// invalidate TLBs), and the event counters.
+pub struct PmapEnv<'a> {
+    pub phys: &'a mut Phys,
+    pub mem: &'a mut PhysMem,
+    pub cpus: &'a mut [CpuState],
+    pub ev: &'a mut KernelEvents,
+}
+
+/// What the pmap knows about one mapping, for checks and display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mapping {
+    pub pa: PhysAddr,
+    /// log2 of the size of the page that maps it.
+    pub shift: u8,
+    pub prot: Prot,
+    pub dirty: bool,
+}
+
+/// The machine-dependent page-table layer of one architecture.
+pub trait Pmap: Send {
+    /// Architecture name as splab spells it (amd64, ...).
+    fn arch(&self) -> &'static str;
+    /// Page sizes in bytes, base first (FreeBSD's pagesizes[]).
+    fn pagesizes(&self) -> &'static [u64];
+    /// Whether transparent superpages are enabled (the tunable).
+    fn superpages_enabled(&self) -> bool;
+
+    /// Creates an empty address space (pmap_pinit).
+    fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError>;
+    /// Frees an address space with no mappings left (pmap_release).
+    fn release(&mut self, env: &mut PmapEnv, pm: PmapId);
+    /// Root of the page tables, as the CPU's translation base register holds it.
+    fn root(&self, pm: PmapId) -> PhysAddr;
+    /// Address-space identifier the TLB tags entries with.
+    fn asid(&self, pm: PmapId) -> u16;
+    /// Makes `pm` the address space running on `cpu` (pmap_activate).
+    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize);
+
+    /// Maps page `m` at `va` (pmap_enter); with psind > 0, `m` is the first
+    /// page of a physically contiguous, aligned superpage-sized run. May
+    /// promote the surrounding superpage afterwards.
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, prot: Prot, flags: EnterFlags) -> Result<(), PmapError>;
+    /// Maps the resident pages of an object range at once, read-only, using
+    /// superpage mappings where a fully populated aligned run allows
+    /// (pmap_enter_object). `pages` gives the page at each offset.
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, prot: Prot);
+    /// Removes mappings in [sva, eva) (pmap_remove).
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr);
+    /// Removes every mapping of page `m` in every address space (pmap_remove_all).
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn);
+    /// Reduces protection in [sva, eva) to `prot` (pmap_protect).
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, prot: Prot);
+    /// Write-protects every mapping of `m` (pmap_remove_write).
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn);
+    /// Applies madvise advice to the mappings in range (pmap_advise).
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice);
+    /// Whether any mapping of `m` is modified (pmap_is_modified).
+    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool;
+    /// Whether any mapping of `m` exists.
+    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool;
+
+    /// The pmap's view of `va` (pmap_extract plus attributes).
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping>;
+    /// Adds this pmap's tunables and counters.
+    fn sysctls(&self, out: &mut Sysctls);
+    /// Sets a tunable by its sysctl name; Err names what was wrong.
+    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String>;
+    /// Verifies the pmap's invariants (PV lists agree with the page tables,
+    /// page-table page counts equal their valid entries).
+    fn check(&self, env: &PmapEnv) -> Result<(), String>;
+    /// Highest user virtual address + 1.
+    fn max_user_address(&self) -> u64;
+    /// Host bytes used by the pmap's own structures.
+    fn host_bytes(&self) -> u64;
+}

@@ -1,0 +1,339 @@
+//! Superpage reservations (FreeBSD vm_reserv.c, after Navarro et al.).
+//!
+//! When a fault needs a page for an object range that could become a
+//! superpage, a whole aligned 2 MB physical block is reserved for that
+//! range of the object and only the faulting page is handed out; later
+//! faults on neighbouring offsets take the page at the matching position, so
+//! virtual contiguity becomes physical contiguity and the pmap can promote.
+//!
+//! Data structures and what is always true of them:
+//! - `rv[i]` describes the 2 MB physical block starting at frame i * 512
+//!   (the reservation array is indexed by physical address, as
+//!   vm_reserv_array is). It is in use iff `object != 0`.
+//! - For a reservation in use: `pindex` is the object offset (in pages) of
+//!   its first page; page k of the block, if populated, is the object's page
+//!   at `pindex + k`; `popcnt` equals the number of bits set in `popmap`;
+//!   0 < popcnt; unpopulated pages of the block are in no buddy free list.
+//! - A reservation is on the partially-populated queue iff it is in use and
+//!   0 < popcnt < 512. The queue is ordered by last change: the head is the
+//!   least recently populated or depopulated, and is the first to be broken
+//!   when the buddy allocator runs dry.
+//! - Each object lists its reservations (`VmObject::rvq`), keyed by
+//!   (pindex, reservation index).
+
+use crate::page::{pflags, ObjId, PageArray, NIL};
+use crate::phys::{VmPhys, VM_LEVEL_0_ORDER};
+use splab_hw::Pfn;
+
+/// Pages per level-0 reservation (2 MB of 4 KB pages).
+pub const VM_LEVEL_0_NPAGES: u32 = 1 << VM_LEVEL_0_ORDER;
+const POPMAP_WORDS: usize = (VM_LEVEL_0_NPAGES as usize) / 64;
+
+#[derive(Clone)]
+pub struct Reserv {
+    pub object: ObjId,
+    pub pindex: u32,
+    pub popcnt: u16,
+    inpartpopq: bool,
+    popmap: [u64; POPMAP_WORDS],
+    prev: u32,
+    next: u32,
+}
+
+impl Reserv {
+    const FREE: Reserv =
+        Reserv { object: 0, pindex: 0, popcnt: 0, inpartpopq: false, popmap: [0; POPMAP_WORDS], prev: NIL, next: NIL };
+    pub fn is_populated(&self, idx: u32) -> bool {
+        self.popmap[idx as usize / 64] >> (idx % 64) & 1 != 0
+    }
+}
+
+/// The counters FreeBSD exports under vm.reserv.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct ReservStats {
+    /// vm.reserv.broken: reservations broken (unpopulated pages returned).
+    pub broken: u64,
+    /// vm.reserv.freed: reservations freed whole (popcnt dropped to 0).
+    pub freed: u64,
+    /// vm.reserv.reclaimed: reservations broken to satisfy an allocation.
+    pub reclaimed: u64,
+    /// Reservations created (splab.reserv.allocated).
+    pub allocated: u64,
+    /// Reservations that became fully populated (splab.reserv.fullpop_events).
+    pub fullpop_events: u64,
+}
+
+pub struct Reservations {
+    rv: Vec<Reserv>,
+    head: u32,
+    tail: u32,
+    partpop: u64,
+    partpop_unused_pages: u64,
+    fullpop: u64,
+    pub stats: ReservStats,
+    /// Whether reservations are made at all (on whenever superpages are).
+    pub enabled: bool,
+}
+
+impl Reservations {
+    pub fn new(npages: u64, enabled: bool) -> Reservations {
+        let n = npages.div_ceil(VM_LEVEL_0_NPAGES as u64) as usize;
+        Reservations {
+            rv: vec![Reserv::FREE; n],
+            head: NIL,
+            tail: NIL,
+            partpop: 0,
+            partpop_unused_pages: 0,
+            fullpop: 0,
+            stats: ReservStats::default(),
+            enabled,
+        }
+    }
+
+    pub fn get(&self, i: u32) -> &Reserv {
+        &self.rv[i as usize]
+    }
+
+    /// The reservation whose block holds `pfn` (vm_reserv_from_page), if that
+    /// block is reserved.
+    #[inline]
+    pub fn of_page(&self, pfn: Pfn) -> Option<u32> {
+        let i = pfn.0 / VM_LEVEL_0_NPAGES;
+        (self.rv.get(i as usize)?.object != 0).then_some(i)
+    }
+
+    pub fn base(i: u32) -> Pfn {
+        Pfn(i * VM_LEVEL_0_NPAGES)
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let (p, n) = (self.rv[i as usize].prev, self.rv[i as usize].next);
+        if p == NIL {
+            self.head = n;
+        } else {
+            self.rv[p as usize].next = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            self.rv[n as usize].prev = p;
+        }
+        let r = &mut self.rv[i as usize];
+        r.prev = NIL;
+        r.next = NIL;
+        r.inpartpopq = false;
+        self.partpop -= 1;
+        self.partpop_unused_pages -= (VM_LEVEL_0_NPAGES - r.popcnt as u32) as u64;
+    }
+
+    fn push_tail(&mut self, i: u32) {
+        let t = self.tail;
+        {
+            let r = &mut self.rv[i as usize];
+            r.prev = t;
+            r.next = NIL;
+            r.inpartpopq = true;
+            self.partpop += 1;
+            self.partpop_unused_pages += (VM_LEVEL_0_NPAGES - r.popcnt as u32) as u64;
+        }
+        if t == NIL {
+            self.head = i;
+        } else {
+            self.rv[t as usize].next = i;
+        }
+        self.tail = i;
+    }
+
+    /// Moves the reservation to its place on the partially-populated queue
+    /// after a change of population: the tail if partial, off if full.
+    fn requeue(&mut self, i: u32) {
+        if self.rv[i as usize].inpartpopq {
+            self.unlink(i);
+        }
+        let c = self.rv[i as usize].popcnt as u32;
+        if c > 0 && c < VM_LEVEL_0_NPAGES {
+            self.push_tail(i);
+        }
+    }
+
+    /// Creates a reservation over a freshly allocated 2 MB block for the
+    /// object range starting at `pindex` (the second half of
+    /// vm_reserv_alloc_page).
+    pub fn create(&mut self, base: Pfn, object: ObjId, pindex: u32) -> u32 {
+        debug_assert_eq!(base.0 % VM_LEVEL_0_NPAGES, 0);
+        let i = base.0 / VM_LEVEL_0_NPAGES;
+        let r = &mut self.rv[i as usize];
+        debug_assert_eq!(r.object, 0, "reservation {i} already in use");
+        *r = Reserv { object, pindex, ..Reserv::FREE };
+        self.stats.allocated += 1;
+        i
+    }
+
+    /// Marks page `idx` of the reservation populated (vm_reserv_populate).
+    /// Returns the page's frame.
+    pub fn populate(&mut self, i: u32, idx: u32, pages: &mut PageArray) -> Pfn {
+        let r = &mut self.rv[i as usize];
+        debug_assert!(!r.is_populated(idx), "reservation {i} page {idx} populated twice");
+        r.popmap[idx as usize / 64] |= 1 << (idx % 64);
+        r.popcnt += 1;
+        if r.popcnt as u32 == VM_LEVEL_0_NPAGES {
+            self.fullpop += 1;
+            self.stats.fullpop_events += 1;
+            pages.get_mut(Self::base(i)).flags |= pflags::PSIND1;
+        }
+        self.requeue(i);
+        Pfn(Self::base(i).0 + idx)
+    }
+
+    /// Marks page `idx` unpopulated (vm_reserv_depopulate); a reservation
+    /// whose count drops to zero is freed whole to the buddy allocator.
+    pub fn depopulate(&mut self, i: u32, idx: u32, pages: &mut PageArray, phys: &mut VmPhys) {
+        let r = &mut self.rv[i as usize];
+        debug_assert!(r.is_populated(idx), "reservation {i} page {idx} not populated");
+        if r.popcnt as u32 == VM_LEVEL_0_NPAGES {
+            self.fullpop -= 1;
+            pages.get_mut(Self::base(i)).flags &= !pflags::PSIND1;
+        }
+        r.popmap[idx as usize / 64] &= !(1 << (idx % 64));
+        r.popcnt -= 1;
+        if r.popcnt == 0 {
+            if r.inpartpopq {
+                self.unlink(i);
+            }
+            self.rv[i as usize] = Reserv::FREE;
+            phys.free_pages(Self::base(i), VM_LEVEL_0_ORDER);
+            self.stats.freed += 1;
+        } else {
+            self.requeue(i);
+        }
+    }
+
+    /// Breaks a reservation (vm_reserv_break): its unpopulated pages go back
+    /// to the buddy allocator as maximal runs; its populated pages become
+    /// ordinary pages. The caller removes it from its object's list.
+    pub fn break_rv(&mut self, i: u32, pages: &mut PageArray, phys: &mut VmPhys) -> ObjId {
+        if self.rv[i as usize].inpartpopq {
+            self.unlink(i);
+        }
+        let r = self.rv[i as usize].clone();
+        if r.popcnt as u32 == VM_LEVEL_0_NPAGES {
+            self.fullpop -= 1;
+            pages.get_mut(Self::base(i)).flags &= !pflags::PSIND1;
+        }
+        let base = Self::base(i).0;
+        let mut k = 0;
+        while k < VM_LEVEL_0_NPAGES {
+            if r.is_populated(k) {
+                k += 1;
+                continue;
+            }
+            let start = k;
+            while k < VM_LEVEL_0_NPAGES && !r.is_populated(k) {
+                k += 1;
+            }
+            phys.free_contig(Pfn(base + start), (k - start) as u64);
+        }
+        self.rv[i as usize] = Reserv::FREE;
+        self.stats.broken += 1;
+        r.object
+    }
+
+    /// The least recently changed partially populated reservation, the one
+    /// vm_reserv_reclaim_inactive breaks.
+    pub fn partpopq_head(&self) -> Option<u32> {
+        (self.head != NIL).then_some(self.head)
+    }
+
+    /// Moves a reservation to another object (vm_reserv_rename), when a
+    /// shadow object absorbs its backing object's pages.
+    pub fn rename(&mut self, i: u32, new_object: ObjId, new_pindex: u32) {
+        let r = &mut self.rv[i as usize];
+        r.object = new_object;
+        r.pindex = new_pindex;
+    }
+
+    /// 0 if the reservation holding `pfn` is fully populated, -1 otherwise
+    /// (vm_reserv_level_iffullpop).
+    #[inline]
+    pub fn level_iffullpop(&self, pfn: Pfn) -> i32 {
+        match self.of_page(pfn) {
+            Some(i) if self.rv[i as usize].popcnt as u32 == VM_LEVEL_0_NPAGES => 0,
+            _ => -1,
+        }
+    }
+
+    /// vm.reserv.fullpop: current number of fully populated reservations.
+    pub fn fullpop(&self) -> u64 {
+        self.fullpop
+    }
+
+    /// vm.reserv.partpopq in FreeBSD's text form: per level, the unused
+    /// kilobytes and the number of reservations on the queue.
+    pub fn partpopq_text(&self) -> String {
+        format!(
+            "\nLEVEL     SIZE  NUMBER\n\n   0: {:>8}K, {:>6}\n",
+            self.partpop_unused_pages * 4,
+            self.partpop
+        )
+    }
+
+    pub fn partpop_count(&self) -> u64 {
+        self.partpop
+    }
+
+    /// Verifies the invariants stated at the top of this module against the
+    /// page array (each populated page belongs to the reservation's object
+    /// at the matching offset, or was renamed with it).
+    pub fn check(&self, pages: &PageArray, phys: &VmPhys) -> Result<(), String> {
+        let mut q = 0;
+        let mut cur = self.head;
+        let mut prev = NIL;
+        while cur != NIL {
+            let r = &self.rv[cur as usize];
+            if !r.inpartpopq || r.prev != prev {
+                return Err(format!("partpopq link broken at reservation {cur}"));
+            }
+            q += 1;
+            prev = cur;
+            cur = r.next;
+        }
+        if q != self.partpop {
+            return Err(format!("partpopq has {q} entries, count says {}", self.partpop));
+        }
+        let mut full = 0;
+        for (i, r) in self.rv.iter().enumerate() {
+            if r.object == 0 {
+                continue;
+            }
+            let n: u32 = r.popmap.iter().map(|w| w.count_ones()).sum();
+            if n != r.popcnt as u32 || n == 0 {
+                return Err(format!("reservation {i}: popcnt {} but {n} bits set", r.popcnt));
+            }
+            if n == VM_LEVEL_0_NPAGES {
+                full += 1;
+            }
+            if r.inpartpopq != (n < VM_LEVEL_0_NPAGES) {
+                return Err(format!("reservation {i}: popcnt {n}, inpartpopq {}", r.inpartpopq));
+            }
+            for k in 0..VM_LEVEL_0_NPAGES {
+                let pfn = Pfn(i as u32 * VM_LEVEL_0_NPAGES + k);
+                let m = pages.get(pfn);
+                if r.is_populated(k) {
+                    if !m.has(pflags::INUSE) || phys.is_free(pfn) {
+                        return Err(format!("reservation {i}: populated page {k} ({pfn:?}) not in use"));
+                    }
+                } else if phys.is_free(pfn) || m.has(pflags::INUSE) {
+                    return Err(format!("reservation {i}: unpopulated page {k} ({pfn:?}) is free or in use"));
+                }
+            }
+        }
+        if full != self.fullpop {
+            return Err(format!("{full} full reservations, count says {}", self.fullpop));
+        }
+        Ok(())
+    }
+
+    pub fn host_bytes(&self) -> u64 {
+        (self.rv.len() * std::mem::size_of::<Reserv>()) as u64
+    }
+}
