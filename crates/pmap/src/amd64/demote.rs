@@ -1,0 +1,107 @@
+//! Demotion of a 2 MB mapping to 512 4 KB mappings (pmap_demote_pde), and
+//! of a 1 GB mapping to 512 2 MB mappings (pmap_demote_pdpe).
+//!
+//! The page-table page stashed at promotion is reused, refilled only if its
+//! entries no longer match the superpage (protection or dirty state changed
+//! since). A superpage mapped directly has no stash: a page-table page is
+//! allocated, and if none can be had the 2 MB mapping is removed instead,
+//! which is always safe because a later fault can recreate it.
+
+use super::{table_flags, PmapAmd64};
+use splab_hw::amd64::pte::{Pte, PteFlags};
+use splab_hw::amd64::{NPTEPG, PAGE_2M, PDPSHIFT, PDRSHIFT};
+use splab_hw::{PhysAddr, Pfn};
+use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
+
+impl PmapAmd64 {
+    /// Removes a 2 MB mapping in place of demoting it
+    /// (pmap_demote_pde_abort).
+    fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va2m: u64) -> bool {
+        let mut free = Vec::new();
+        self.remove_pde(env, pm, va2m, &mut free);
+        self.invalidate_page(env, pm, va2m);
+        for p in free {
+            Self::free_ptp(env, p);
+        }
+        self.st.demotion_aborts += 1;
+        false
+    }
+
+    /// Demotes the 2 MB mapping covering `va`. Returns false if the mapping
+    /// was removed instead.
+    pub(crate) fn demote_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
+        let va2m = va & !(PAGE_2M - 1);
+        let pde_pa = self.pde_pa(env.mem, pm, va2m).expect("demote: no page directory");
+        let old = Self::rd(env.mem, pde_pa);
+        debug_assert!(old.valid() && old.has(PteFlags::PS), "demote: not a 2MB mapping");
+        let (ptp, valid) = match self.pm_mut(pm).stash.remove(&(va2m >> PDRSHIFT)) {
+            Some(s) => (s.ptp, s.valid),
+            None => {
+                // A 2 MB mapping that has never been accessed is simply
+                // destroyed; otherwise a page-table page is needed.
+                if !old.has(PteFlags::A) {
+                    return self.demote_abort(env, pm, va2m);
+                }
+                match Self::alloc_ptp(env) {
+                    Some(p) => (p, false),
+                    None => return self.demote_abort(env, pm, va2m),
+                }
+            }
+        };
+        env.phys.pages.get_mut(ptp).ref_count = NPTEPG as u16;
+        let mut flags = old.flags() - PteFlags::PS - PteFlags::SW_PROMOTED - PteFlags::PAT_LARGE;
+        if old.has(PteFlags::PAT_LARGE) {
+            flags |= PteFlags::PAT_4K;
+        }
+        let frame = old.frame_2m();
+        let first = Pte::new(frame, flags);
+        let tpa = ptp.addr().0;
+        if valid && Self::rd(env.mem, PhysAddr(tpa)) == first {
+            self.st.demotion_ptp_reused += 1;
+        } else {
+            // pmap_fill_ptp.
+            for i in 0..NPTEPG {
+                Self::wr(env.mem, PhysAddr(tpa + i * 8), Pte(first.0 + i * 4096));
+            }
+        }
+        let newpde = Pte::new(tpa, table_flags() - PteFlags::US | (old.flags() & PteFlags::US));
+        Self::wr(env.mem, pde_pa, newpde);
+        // The superpage's PV entry becomes 512 (pmap_pv_demote_pde).
+        if old.has(PteFlags::SW_MANAGED) {
+            let i = Self::pvh_idx(frame);
+            let mut h = self.pvh[i];
+            let removed = self.pv.remove(&mut h, pm, va2m);
+            debug_assert!(removed, "demote: no PV entry for the superpage");
+            self.pvh[i] = h;
+            let m0 = PhysAddr(frame).pfn();
+            for k in 0..NPTEPG as u32 {
+                let m = Pfn(m0.0 + k);
+                let mut h = env.phys.pages.get(m).md;
+                self.pv.insert(&mut h, pm, va2m + k as u64 * 4096);
+                env.phys.pages.get_mut(m).md = h;
+            }
+        }
+        self.st.demotions += 1;
+        env.ev.demotions += 1;
+        true
+    }
+
+    /// Demotes a 1 GB mapping to 512 2 MB mappings.
+    pub(crate) fn demote_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(), PmapError> {
+        let va1g = va & !((1u64 << PDPSHIFT) - 1);
+        let pdpe_pa = self.pdpe_pa(env.mem, pm, va1g).expect("demote: no PDPT");
+        let old = Self::rd(env.mem, pdpe_pa);
+        debug_assert!(old.has(PteFlags::PS));
+        let pd = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+        env.phys.pages.get_mut(pd).ref_count = NPTEPG as u16;
+        let frame = old.frame_1g();
+        let flags = old.flags();
+        for i in 0..NPTEPG {
+            Self::wr(env.mem, PhysAddr(pd.addr().0 + i * 8), Pte::new(frame + i * PAGE_2M, flags));
+        }
+        Self::wr(env.mem, pdpe_pa, Pte::new(pd.addr().0, table_flags()));
+        self.st.pdpe_demotions += 1;
+        env.ev.demotions += 1;
+        Ok(())
+    }
+}

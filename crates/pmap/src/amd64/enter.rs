@@ -1,0 +1,224 @@
+//! Entering mappings: 4 KB pages (pmap_enter), 2 MB pages directly
+//! (pmap_enter_pde), 1 GB pages of large-page shared memory
+//! (pmap_enter_largepage), and whole object ranges at once
+//! (pmap_enter_object).
+
+use super::{table_flags, PmapAmd64};
+use splab_hw::amd64::pte::{Pte, PteFlags};
+use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PDPSHIFT};
+use splab_hw::{Pfn, PhysAddr, VirtAddr};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+
+impl PmapAmd64 {
+    /// Returns the PTE address for `va`, creating the page-table page if
+    /// needed and demoting a 2 MB mapping in the way (pmap_allocpte).
+    fn alloc_pte(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
+        let pde_pa = self.alloc_pde(env, pm, va)?;
+        let mut pde = Self::rd(env.mem, pde_pa);
+        if pde.valid() && pde.has(PteFlags::PS) {
+            // A failed demotion removes the 2 MB mapping; either way the PDE
+            // no longer maps a superpage.
+            self.demote_pde(env, pm, va);
+            pde = Self::rd(env.mem, pde_pa);
+        }
+        if !pde.valid() {
+            let p = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+            pde = Pte::new(p.addr().0, table_flags());
+            Self::wr(env.mem, pde_pa, pde);
+            Self::ptp_ref(env, pde_pa.0 & !0xfff, 1);
+        }
+        Ok((Self::slot(pde.frame(), va, 12), pde.frame()))
+    }
+
+    /// pmap_enter for a 4 KB page, then the promotion attempt.
+    pub(crate) fn enter_4k(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        let managed = Self::managed(env, m);
+        let pa = m.addr().0;
+        let newpte = Self::new_pte(pa, pr, &flags, managed);
+        let (pte_pa, ptp) = self.alloc_pte(env, pm, va)?;
+        let orig = Self::rd(env.mem, pte_pa);
+        if orig.valid() {
+            if flags.noreplace {
+                return Err(PmapError::Exists);
+            }
+            let om = PhysAddr(orig.frame()).pfn();
+            let mut invalidate = false;
+            if orig.frame() != pa {
+                // Replacing the mapping of another page.
+                if orig.has(PteFlags::SW_MANAGED) {
+                    let mut h = env.phys.pages.get(om).md;
+                    self.pv.remove(&mut h, pm, va);
+                    env.phys.pages.get_mut(om).md = h;
+                }
+                invalidate |= orig.has(PteFlags::A);
+            } else if orig.has(PteFlags::A) && !orig.has(PteFlags::NX) && newpte.has(PteFlags::NX) {
+                invalidate = true;
+            }
+            if orig.has(PteFlags::RW | PteFlags::D) {
+                if orig.has(PteFlags::SW_MANAGED) {
+                    Self::dirty_page(env, om);
+                }
+                if !newpte.has(PteFlags::RW) {
+                    invalidate = true;
+                }
+            }
+            if orig.frame() == pa && !orig.has(PteFlags::SW_MANAGED) && managed {
+                // Unreachable in practice; keep PV state consistent.
+                let mut h = env.phys.pages.get(m).md;
+                self.pv.insert(&mut h, pm, va);
+                env.phys.pages.get_mut(m).md = h;
+            }
+            if orig.frame() != pa && managed {
+                let mut h = env.phys.pages.get(m).md;
+                self.pv.insert(&mut h, pm, va);
+                env.phys.pages.get_mut(m).md = h;
+            }
+            // Keep the accessed and modified state the entry already had
+            // when it maps the same page with write access.
+            let mut n = newpte;
+            if orig.frame() == pa {
+                n = Pte(n.0 | (orig.0 & PteFlags::A.bits()));
+                if n.has(PteFlags::RW) {
+                    n = Pte(n.0 | (orig.0 & PteFlags::D.bits()));
+                }
+            }
+            Self::wr(env.mem, pte_pa, n);
+            if invalidate {
+                self.invalidate_page(env, pm, va);
+            }
+        } else {
+            if managed {
+                let mut h = env.phys.pages.get(m).md;
+                self.pv.insert(&mut h, pm, va);
+                env.phys.pages.get_mut(m).md = h;
+            }
+            Self::wr(env.mem, pte_pa, newpte);
+            Self::ptp_ref(env, ptp, 1);
+            self.pm_mut(pm).resident += 1;
+        }
+        // Promotion is tried when the page-table page is full and the
+        // reservation holding the page is fully populated.
+        let full = env.phys.pages.get(PhysAddr(ptp).pfn()).ref_count as u64 == NPTEPG;
+        if self.superpages_on() && full && managed && env.phys.reserv.level_iffullpop(m) == 0 {
+            self.promote_pde(env, pm, va);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn superpages_on(&self) -> bool {
+        use splab_vm::pmap::Pmap;
+        self.superpages_enabled()
+    }
+
+    /// Maps a 2 MB page directly (pmap_enter_pde): `m` is the first page of
+    /// an aligned, fully populated 2 MB run. 4 KB mappings already in the
+    /// range are removed (unless `noreplace`); their page-table page is kept
+    /// aside for a later demotion.
+    pub(crate) fn enter_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        debug_assert!(va % PAGE_2M == 0 && m.addr().0 % PAGE_2M == 0, "unaligned 2MB mapping");
+        if !self.superpages_on() && !env.phys.pages.get(m).has(splab_vm::page::pflags::LARGEPAGE) {
+            return Err(PmapError::BadPsind);
+        }
+        let managed = Self::managed(env, m);
+        let pde_pa = self.alloc_pde(env, pm, va)?;
+        let old = Self::rd(env.mem, pde_pa);
+        let mut free = Vec::new();
+        if old.valid() {
+            if flags.noreplace {
+                return Err(PmapError::Exists);
+            }
+            if old.has(PteFlags::PS) {
+                self.remove_pde(env, pm, va, &mut free);
+                self.invalidate_page(env, pm, va);
+            } else {
+                // Remove the 4 KB mappings; the emptied page-table page is
+                // freed (user page-table pages are not kept, as in FreeBSD).
+                let ptp = old.frame();
+                self.remove_ptes(env, pm, va, va + PAGE_2M, ptp, &mut free);
+                self.invalidate_all(env, pm);
+            }
+            for p in free.drain(..) {
+                Self::free_ptp(env, p);
+            }
+        }
+        // The PD page may have been freed if the removal emptied it.
+        let pde_pa = self.alloc_pde(env, pm, va)?;
+        let pd_page = pde_pa.0 & !0xfff;
+        let f = Self::new_pte(m.addr().0, pr, &flags, managed).flags() | PteFlags::PS;
+        let newpde = Pte::new(m.addr().0, f);
+        if managed {
+            let i = Self::pvh_idx(m.addr().0);
+            let mut h = self.pvh[i];
+            self.pv.insert(&mut h, pm, va);
+            self.pvh[i] = h;
+        }
+        Self::wr(env.mem, pde_pa, newpde);
+        Self::ptp_ref(env, pd_page, 1);
+        self.pm_mut(pm).resident += NPTEPG;
+        self.st.mappings += 1;
+        Ok(())
+    }
+
+    /// Maps a 1 GB page of large-page shared memory (pmap_enter_largepage).
+    /// Such pages are unmanaged: no PV entries.
+    pub(crate) fn enter_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        debug_assert!(va % PAGE_1G == 0 && m.addr().0 % PAGE_1G == 0, "unaligned 1GB mapping");
+        let pml4e_pa = Self::slot(self.pm(pm).pml4.addr().0, va, splab_hw::amd64::PML4SHIFT);
+        let mut pml4e = Self::rd(env.mem, pml4e_pa);
+        if !pml4e.valid() {
+            let p = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+            pml4e = Pte::new(p.addr().0, table_flags());
+            Self::wr(env.mem, pml4e_pa, pml4e);
+        }
+        let pdpe_pa = Self::slot(pml4e.frame(), va, PDPSHIFT);
+        let old = Self::rd(env.mem, pdpe_pa);
+        if old.valid() {
+            if flags.noreplace || !old.has(PteFlags::PS) {
+                // A page directory with mappings is in the way.
+                return Err(PmapError::Exists);
+            }
+        } else {
+            Self::ptp_ref(env, pml4e.frame(), 1);
+        }
+        let f = Self::new_pte(m.addr().0, pr, &flags, false).flags() | PteFlags::PS;
+        Self::wr(env.mem, pdpe_pa, Pte::new(m.addr().0, f));
+        if old.valid() {
+            self.invalidate_page(env, pm, va);
+        } else {
+            self.pm_mut(pm).resident += PAGE_1G / 4096;
+        }
+        self.st.pdpe_mappings += 1;
+        Ok(())
+    }
+
+    /// Maps the resident pages of [start, end) read-only or as given, with
+    /// 2 MB mappings where the run is aligned and its reservation fully
+    /// populated (pmap_enter_2mpage), 4 KB ones otherwise
+    /// (pmap_enter_quick). Existing mappings are left alone.
+    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+        let pr = pr & !prot::WRITE;
+        let mut va = start;
+        while va < end {
+            let Some(m) = pages(VirtAddr(va)) else {
+                va += 4096;
+                continue;
+            };
+            if va % PAGE_2M == 0
+                && va + PAGE_2M <= end
+                && self.superpages_on()
+                && m.addr().0 % PAGE_2M == 0
+                && env.phys.reserv.level_iffullpop(m) == 0
+                && (1..NPTEPG).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
+            {
+                let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
+                if self.enter_pde(env, pm, va, m, pr, fl).is_ok() {
+                    va += PAGE_2M;
+                    continue;
+                }
+            }
+            let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
+            let _ = self.enter_4k(env, pm, va, m, pr, fl);
+            va += 4096;
+        }
+    }
+}

@@ -1,0 +1,517 @@
+//! The amd64 pmap: 4-level page tables in modelled physical memory, in the
+//! x86-64 descriptor format, with transparent 2 MB superpages (promotion,
+//! direct 2 MB mappings, demotion, whole-superpage removal) and explicit
+//! 1 GB pages for large-page shared memory. Follows the design of FreeBSD's
+//! sys/amd64/amd64/pmap.c; function names in comments refer to it.
+//!
+//! What is always true (checked by `check`):
+//! - Every page-table page is a page with `PTPAGE` set whose `ref_count`
+//!   equals its number of valid entries (the root excepted).
+//! - Every valid managed 4 KB leaf (pmap, va) -> page m has exactly one PV
+//!   entry (pmap, va) on m's list; every managed 2 MB leaf has one on the
+//!   list of its 2 MB physical frame (`pvh`); there are no other PV entries.
+//! - A page-table page stashed at promotion is referenced by no entry; it
+//!   is reused when the superpage is demoted, freed when it is removed.
+//! - TLBs: whenever an entry is changed in a way that removes access or
+//!   changes the frame, every CPU running the address space has the
+//!   address invalidated; CPUs not running it flush its PCID on their next
+//!   switch to it.
+
+mod check;
+mod demote;
+mod enter;
+mod promote;
+mod remove;
+
+use crate::pv::PvArena;
+use splab_hw::amd64::pte::{Pte, PteFlags};
+use splab_hw::amd64::{index, NPTEPG, PAGE_1G, PAGE_2M, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
+use splab_hw::physmem::PhysMem;
+use splab_hw::{Pfn, PhysAddr, VirtAddr};
+use splab_vm::page::{pflags, NIL};
+use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::sysctl::Sysctls;
+use std::collections::HashMap;
+
+const PAGESIZES: [u64; 3] = [4096, PAGE_2M, PAGE_1G];
+
+/// Flags of a non-leaf entry pointing at a user page-table page.
+fn table_flags() -> PteFlags {
+    PteFlags::P | PteFlags::RW | PteFlags::US | PteFlags::A | PteFlags::D
+}
+
+/// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
+/// counts them).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PromoteFail {
+    /// The first PTE does not map the first page of an aligned 2 MB frame.
+    FirstMisaligned,
+    /// Some PTE has not been accessed (a speculative mapping).
+    NotAccessed,
+    /// Some PTE does not map the next physical page.
+    NotContiguous,
+    /// Some PTE's attributes differ from the first one's.
+    Attributes,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stats {
+    pub promotions: u64,
+    pub p_failures: u64,
+    pub mappings: u64,
+    pub demotions: u64,
+    pub pdpe_demotions: u64,
+    pub pdpe_mappings: u64,
+    pub fail_reason: [u64; 4],
+    pub demotion_ptp_reused: u64,
+    pub demotion_aborts: u64,
+}
+
+/// A page-table page set aside at promotion (pmap_insert_pt_page), and
+/// whether its entries still describe the superpage (`valid`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stash {
+    pub ptp: Pfn,
+    pub valid: bool,
+}
+
+pub(crate) struct Pm {
+    pub pml4: Pfn,
+    pub asid: u16,
+    /// CPUs that must flush this PCID before running it again.
+    pub stale: u64,
+    pub stash: HashMap<u64, Stash>,
+    pub resident: u64,
+}
+
+pub struct PmapAmd64 {
+    pmaps: Vec<Option<Pm>>,
+    pub(crate) pv: PvArena,
+    /// PV list heads of 2 MB physical frames (pa_to_pvh).
+    pub(crate) pvh: Vec<u32>,
+    /// vm.pmap.pg_ps_enabled.
+    pg_ps_enabled: bool,
+    pub(crate) st: Stats,
+    next_asid: u16,
+    free_asids: Vec<u16>,
+}
+
+impl PmapAmd64 {
+    pub fn new(npages: u64, superpages: bool) -> PmapAmd64 {
+        PmapAmd64 {
+            pmaps: Vec::new(),
+            pv: PvArena::new(),
+            pvh: vec![NIL; npages.div_ceil(NPTEPG) as usize],
+            pg_ps_enabled: superpages,
+            st: Stats::default(),
+            next_asid: 1,
+            free_asids: Vec::new(),
+        }
+    }
+
+    pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
+        self.pmaps[pm as usize].as_ref().expect("live pmap")
+    }
+    pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
+        self.pmaps[pm as usize].as_mut().expect("live pmap")
+    }
+
+    #[inline]
+    pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {
+        Pte(mem.read_u64(pa))
+    }
+    #[inline]
+    pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, e: Pte) {
+        mem.write_u64(pa, e.0)
+    }
+
+    /// Address of the entry for `va` in the table at `table`.
+    #[inline]
+    pub(crate) fn slot(table: u64, va: u64, shift: u32) -> PhysAddr {
+        PhysAddr(table + index(va, shift) * 8)
+    }
+
+    /// Address of the PDPTE for `va`, if its PDPT exists (pmap_pdpe).
+    pub(crate) fn pdpe_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
+        let pml4e = Self::rd(mem, Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT));
+        pml4e.valid().then(|| Self::slot(pml4e.frame(), va, PDPSHIFT))
+    }
+
+    /// Address of the PDE for `va`, if its page directory exists (pmap_pde).
+    pub(crate) fn pde_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
+        let pdpe = Self::rd(mem, self.pdpe_pa(mem, pm, va)?);
+        (pdpe.valid() && !pdpe.has(PteFlags::PS)).then(|| Self::slot(pdpe.frame(), va, PDRSHIFT))
+    }
+
+    /// Address of the PTE for `va`, if its page-table page exists.
+    pub(crate) fn pte_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
+        let pde = Self::rd(mem, self.pde_pa(mem, pm, va)?);
+        (pde.valid() && !pde.has(PteFlags::PS)).then(|| Self::slot(pde.frame(), va, 12))
+    }
+
+    /// Allocates a zeroed page-table page (vm_page_alloc_noobj with
+    /// VM_ALLOC_ZERO) with no valid entries.
+    pub(crate) fn alloc_ptp(env: &mut PmapEnv) -> Option<Pfn> {
+        let p = env.phys.alloc_noobj()?;
+        env.mem.zero_frame(p);
+        let m = env.phys.pages.get_mut(p);
+        m.flags |= pflags::PTPAGE | pflags::UNMANAGED;
+        m.ref_count = 0;
+        env.ev.pt_page_allocs += 1;
+        Some(p)
+    }
+
+    pub(crate) fn free_ptp(env: &mut PmapEnv, p: Pfn) {
+        env.mem.zero_frame(p);
+        env.phys.free_page(p);
+    }
+
+    pub(crate) fn ptp_ref(env: &mut PmapEnv, table_pa: u64, delta: i32) -> u16 {
+        let m = env.phys.pages.get_mut(PhysAddr(table_pa).pfn());
+        debug_assert!(m.has(pflags::PTPAGE));
+        m.ref_count = (m.ref_count as i32 + delta) as u16;
+        m.ref_count
+    }
+
+    /// Makes sure the page directory for `va` exists, allocating the PDPT
+    /// and PD pages as needed (the upper part of pmap_allocpte). A 1 GB
+    /// mapping in the way is demoted. Returns the PDE's address.
+    pub(crate) fn alloc_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
+        let pml4e_pa = Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT);
+        let mut pml4e = Self::rd(env.mem, pml4e_pa);
+        if !pml4e.valid() {
+            let p = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+            pml4e = Pte::new(p.addr().0, table_flags());
+            Self::wr(env.mem, pml4e_pa, pml4e);
+        }
+        let pdpe_pa = Self::slot(pml4e.frame(), va, PDPSHIFT);
+        let mut pdpe = Self::rd(env.mem, pdpe_pa);
+        if pdpe.valid() && pdpe.has(PteFlags::PS) {
+            self.demote_pdpe(env, pm, va)?;
+            pdpe = Self::rd(env.mem, pdpe_pa);
+        }
+        if !pdpe.valid() {
+            let p = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+            pdpe = Pte::new(p.addr().0, table_flags());
+            Self::wr(env.mem, pdpe_pa, pdpe);
+            Self::ptp_ref(env, pml4e.frame(), 1);
+        }
+        Ok(Self::slot(pdpe.frame(), va, PDRSHIFT))
+    }
+
+    /// Clears a page-table entry's parent link when the table it points to
+    /// has no valid entries left, and frees the table, walking up
+    /// (pmap_unwire_ptp). `level` is the table's level: 3 = PT, 2 = PD,
+    /// 1 = PDPT. Frees are deferred to `free` until after invalidation.
+    pub(crate) fn unuse(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, level: u8, free: &mut Vec<Pfn>) {
+        let (parent_pa, table) = match level {
+            3 => {
+                let Some(pde_pa) = self.pde_pa(env.mem, pm, va) else { return };
+                (pde_pa, Self::rd(env.mem, pde_pa).frame())
+            }
+            2 => {
+                let Some(pdpe_pa) = self.pdpe_pa(env.mem, pm, va) else { return };
+                (pdpe_pa, Self::rd(env.mem, pdpe_pa).frame())
+            }
+            1 => {
+                let pa = Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT);
+                (pa, Self::rd(env.mem, pa).frame())
+            }
+            _ => return,
+        };
+        if Self::ptp_ref(env, table, -1) > 0 {
+            return;
+        }
+        Self::wr(env.mem, parent_pa, Pte::EMPTY);
+        free.push(PhysAddr(table).pfn());
+        if level > 1 {
+            self.unuse(env, pm, va, level - 1, free);
+        }
+    }
+
+    /// Invalidates one address on every CPU running `pm`, and marks the
+    /// PCID stale on the others (pmap_invalidate_page with PCID).
+    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
+        let asid = self.pm(pm).asid;
+        let mut active = 0;
+        let mut stale = 0u64;
+        for (c, cpu) in env.cpus.iter_mut().enumerate() {
+            if cpu.curpmap == Some(pm) {
+                cpu.mmu.tlb.invalidate_page(va, asid);
+                // INVLPG also drops the PCID's paging-structure cache entries.
+                cpu.mmu.pwc.invalidate_asid(asid);
+                active += 1;
+            } else {
+                stale |= 1 << c;
+            }
+        }
+        env.ev.invlpg += active;
+        env.ev.shootdown_ipis += active.saturating_sub(1);
+        self.pm_mut(pm).stale |= stale;
+    }
+
+    /// Invalidates all of `pm`'s translations (pmap_invalidate_all).
+    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
+        let asid = self.pm(pm).asid;
+        let mut active = 0;
+        let mut stale = 0u64;
+        for (c, cpu) in env.cpus.iter_mut().enumerate() {
+            if cpu.curpmap == Some(pm) {
+                cpu.mmu.tlb.invalidate_asid(asid);
+                cpu.mmu.pwc.invalidate_asid(asid);
+                active += 1;
+            } else {
+                stale |= 1 << c;
+            }
+        }
+        env.ev.tlb_flushes += active;
+        env.ev.shootdown_ipis += active.saturating_sub(1);
+        self.pm_mut(pm).stale |= stale;
+    }
+
+    /// Whether page `m` is managed (has PV entries).
+    pub(crate) fn managed(env: &PmapEnv, m: Pfn) -> bool {
+        !env.phys.pages.get(m).has(pflags::UNMANAGED)
+    }
+
+    pub(crate) fn pvh_idx(pa: u64) -> usize {
+        (pa >> PDRSHIFT) as usize
+    }
+
+    /// Transfers a mapping's modified state to its page (vm_page_dirty).
+    pub(crate) fn dirty_page(env: &mut PmapEnv, m: Pfn) {
+        env.phys.pages.get_mut(m).flags |= pflags::DIRTY;
+    }
+
+    fn leaf_prot(e: Pte) -> Prot {
+        let mut p = prot::READ;
+        if e.has(PteFlags::RW) {
+            p |= prot::WRITE;
+        }
+        if !e.has(PteFlags::NX) {
+            p |= prot::EXEC;
+        }
+        p
+    }
+
+    /// The leaf entry for `va` with its level shift and address.
+    pub(crate) fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Pte, u32, PhysAddr)> {
+        let pdpe_pa = self.pdpe_pa(mem, pm, va)?;
+        let pdpe = Self::rd(mem, pdpe_pa);
+        if !pdpe.valid() {
+            return None;
+        }
+        if pdpe.has(PteFlags::PS) {
+            return Some((pdpe, PDPSHIFT, pdpe_pa));
+        }
+        let pde_pa = Self::slot(pdpe.frame(), va, PDRSHIFT);
+        let pde = Self::rd(mem, pde_pa);
+        if !pde.valid() {
+            return None;
+        }
+        if pde.has(PteFlags::PS) {
+            return Some((pde, PDRSHIFT, pde_pa));
+        }
+        let pte_pa = Self::slot(pde.frame(), va, 12);
+        let pte = Self::rd(mem, pte_pa);
+        pte.valid().then_some((pte, 12, pte_pa))
+    }
+
+    /// PTE bits for a new mapping of `pa` with `prot` (pmap_enter's newpte).
+    pub(crate) fn new_pte(pa: u64, pr: Prot, flags: &EnterFlags, managed: bool) -> Pte {
+        let mut f = PteFlags::P | PteFlags::US;
+        if pr & prot::WRITE != 0 {
+            f |= PteFlags::RW;
+        }
+        if pr & prot::EXEC == 0 {
+            f |= PteFlags::NX;
+        }
+        if flags.access & prot::ALL != 0 {
+            f |= PteFlags::A;
+        }
+        if flags.access & prot::WRITE != 0 {
+            f |= PteFlags::D;
+        }
+        if flags.wired {
+            f |= PteFlags::SW_W;
+        }
+        if managed {
+            f |= PteFlags::SW_MANAGED;
+        }
+        Pte::new(pa, f)
+    }
+}
+
+impl Pmap for PmapAmd64 {
+    fn arch(&self) -> &'static str {
+        "amd64"
+    }
+    fn pagesizes(&self) -> &'static [u64] {
+        &PAGESIZES
+    }
+    fn superpages_enabled(&self) -> bool {
+        self.pg_ps_enabled
+    }
+    fn max_user_address(&self) -> u64 {
+        VM_MAXUSER_ADDRESS
+    }
+
+    fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
+        let pml4 = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+        let asid = match self.free_asids.pop() {
+            Some(a) => a,
+            None => {
+                let a = self.next_asid;
+                self.next_asid = self.next_asid.checked_add(1).ok_or(PmapError::NoMemory)?;
+                a
+            }
+        };
+        let p = Pm { pml4, asid, stale: 0, stash: HashMap::new(), resident: 0 };
+        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
+            self.pmaps[i] = Some(p);
+            Ok(i as PmapId)
+        } else {
+            self.pmaps.push(Some(p));
+            Ok((self.pmaps.len() - 1) as PmapId)
+        }
+    }
+
+    fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
+        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        debug_assert_eq!(p.resident, 0, "pmap released with mappings");
+        for s in p.stash.values() {
+            Self::free_ptp(env, s.ptp);
+        }
+        // The PCID may be reused: no CPU may keep its translations.
+        for cpu in env.cpus.iter_mut() {
+            cpu.mmu.tlb.invalidate_asid(p.asid);
+            cpu.mmu.pwc.invalidate_asid(p.asid);
+            if cpu.curpmap == Some(pm) {
+                cpu.curpmap = None;
+            }
+        }
+        env.phys.pages.get_mut(p.pml4).ref_count = 0;
+        Self::free_ptp(env, p.pml4);
+        self.free_asids.push(p.asid);
+    }
+
+    fn root(&self, pm: PmapId) -> PhysAddr {
+        self.pm(pm).pml4.addr()
+    }
+    fn asid(&self, pm: PmapId) -> u16 {
+        self.pm(pm).asid
+    }
+
+    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
+        if env.cpus[cpu].curpmap == Some(pm) {
+            return;
+        }
+        env.cpus[cpu].curpmap = Some(pm);
+        env.ev.context_switches += 1;
+        let p = self.pm_mut(pm);
+        if p.stale & (1 << cpu) != 0 {
+            p.stale &= !(1 << cpu);
+            let asid = p.asid;
+            env.cpus[cpu].mmu.tlb.invalidate_asid(asid);
+            env.cpus[cpu].mmu.pwc.invalidate_asid(asid);
+            env.ev.tlb_flushes += 1;
+        }
+    }
+
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            0 => self.enter_4k(env, pm, va.0, m, pr, flags),
+            1 => self.enter_pde(env, pm, va.0, m, pr, flags),
+            2 => self.enter_pdpe(env, pm, va.0, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
+    }
+
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
+    }
+
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
+        self.remove_impl(env, pm, sva.0, eva.0)
+    }
+
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_all_impl(env, m)
+    }
+
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
+        self.protect_impl(env, pm, sva.0, eva.0, pr)
+    }
+
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_write_impl(env, m)
+    }
+
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice) {
+        self.advise_impl(env, pm, sva.0, eva.0, advice)
+    }
+
+    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
+        let rw_d = PteFlags::RW | PteFlags::D;
+        let mut lists = vec![env.phys.pages.get(m).md];
+        lists.push(self.pvh[Self::pvh_idx(m.addr().0)]);
+        lists.into_iter().flat_map(|h| self.pv.list(h)).any(|(pm, va)| {
+            self.find_leaf(env.mem, pm, va).is_some_and(|(e, _, _)| e.has(rw_d))
+        })
+    }
+
+    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
+        env.phys.pages.get(m).md != NIL || self.pvh[Self::pvh_idx(m.addr().0)] != NIL
+    }
+
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
+        let (e, shift, _) = self.find_leaf(mem, pm, va.0)?;
+        let base = match shift {
+            PDPSHIFT => e.frame_1g(),
+            PDRSHIFT => e.frame_2m(),
+            _ => e.frame(),
+        };
+        let off = va.0 & ((1u64 << shift) - 1);
+        Some(Mapping { pa: PhysAddr(base + off), shift: shift as u8, prot: Self::leaf_prot(e), dirty: e.has(PteFlags::D) })
+    }
+
+    fn sysctls(&self, out: &mut Sysctls) {
+        let s = &self.st;
+        out.int("vm.pmap.pg_ps_enabled", self.pg_ps_enabled as u64, "Are large page mappings enabled?");
+        out.int("vm.pmap.pde.promotions", s.promotions, "2MB page promotions");
+        out.int("vm.pmap.pde.p_failures", s.p_failures, "2MB page promotion failures");
+        out.int("vm.pmap.pde.mappings", s.mappings, "2MB page mappings");
+        out.int("vm.pmap.pde.demotions", s.demotions, "2MB page demotions");
+        out.int("vm.pmap.pdpe.demotions", s.pdpe_demotions, "1GB page demotions");
+        out.int("splab.pmap.pdpe.mappings", s.pdpe_mappings, "1GB page mappings");
+        out.int("splab.pmap.pde.p_failures.first_misaligned", s.fail_reason[0], "Promotion failed: first PTE not 2MB-aligned");
+        out.int("splab.pmap.pde.p_failures.not_accessed", s.fail_reason[1], "Promotion failed: a PTE not accessed");
+        out.int("splab.pmap.pde.p_failures.not_contiguous", s.fail_reason[2], "Promotion failed: PTEs not physically contiguous");
+        out.int("splab.pmap.pde.p_failures.attributes", s.fail_reason[3], "Promotion failed: PTE attributes differ");
+        out.int("splab.pmap.pde.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the stashed page-table page");
+        out.int("splab.pmap.pde.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
+        out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
+    }
+
+    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
+        match name {
+            "vm.pmap.pg_ps_enabled" if value == 0 || value == 1 => {
+                self.pg_ps_enabled = value == 1;
+                Ok(())
+            }
+            "vm.pmap.pg_ps_enabled" => Err(format!("vm.pmap.pg_ps_enabled must be 0 or 1, not {value}")),
+            _ => Err(format!("unknown amd64 tunable {name:?} (known: vm.pmap.pg_ps_enabled)")),
+        }
+    }
+
+    fn check(&self, env: &PmapEnv) -> Result<(), String> {
+        self.check_impl(env)
+    }
+
+    fn host_bytes(&self) -> u64 {
+        self.pv.host_bytes() + self.pvh.len() as u64 * 4
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,104 @@
+//! Promotion of 512 4 KB mappings to one 2 MB mapping (pmap_promote_pde).
+//!
+//! Tried right after a mapping is entered, when the page-table page is full
+//! and the reservation holding the page is fully populated. The first PTE
+//! must map the first page of an aligned 2 MB frame and have been accessed;
+//! every other PTE must map the next physical page, be accessed, and have
+//! the same attributes. Writable but clean PTEs are made read-only first,
+//! so that the superpage's first write is seen (its dirty bit covers all
+//! 512 pages). The PTEs are checked from the last to the first.
+
+use super::{PmapAmd64, PromoteFail, Stash};
+use splab_hw::amd64::pte::{Pte, PteFlags, PG_FRAME};
+use splab_hw::amd64::{NPTEPG, PAGE_2M, PDRSHIFT};
+use splab_hw::{PhysAddr, Pfn};
+use splab_vm::pmap::{PmapEnv, PmapId};
+
+/// Attribute bits that must agree across the 512 PTEs (PG_PTE_PROMOTE).
+fn promote_bits() -> u64 {
+    (PteFlags::PROMOTE_MASK | PteFlags::D).bits()
+}
+
+impl PmapAmd64 {
+    /// Clears RW on a writable, clean PTE. No TLB invalidation is needed: a
+    /// TLB entry for a clean page must re-walk before its first write.
+    fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Pte) -> Pte {
+        if e.has(PteFlags::RW) && !e.has(PteFlags::D) {
+            let n = e.without(PteFlags::RW);
+            Self::wr(env.mem, pa, n);
+            n
+        } else {
+            e
+        }
+    }
+
+    fn promotion_failed(&mut self, why: PromoteFail) -> bool {
+        self.st.p_failures += 1;
+        self.st.fail_reason[why as usize] += 1;
+        false
+    }
+
+    /// Tries to replace the page-table page covering `va` with one 2 MB
+    /// mapping. Returns whether it did.
+    pub(crate) fn promote_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
+        let va2m = va & !(PAGE_2M - 1);
+        let Some(pde_pa) = self.pde_pa(env.mem, pm, va2m) else { return false };
+        let pde = Self::rd(env.mem, pde_pa);
+        if !pde.valid() || pde.has(PteFlags::PS) {
+            return false;
+        }
+        let ptp = pde.frame();
+        let first_pa = PhysAddr(ptp);
+        let first = Self::rd(env.mem, first_pa);
+        let need = PteFlags::A | PteFlags::P;
+        if first.0 & ((PG_FRAME & (PAGE_2M - 1)) | need.bits()) != need.bits() {
+            let why = if !first.valid() || first.frame() % PAGE_2M != 0 { PromoteFail::FirstMisaligned } else { PromoteFail::NotAccessed };
+            return self.promotion_failed(why);
+        }
+        let newpde = Self::write_protect_clean(env, first_pa, first);
+        // Expected frame | A | P of the last PTE, then walking down.
+        let mut expect = (newpde.frame() + PAGE_2M - 4096) | need.bits();
+        for i in (1..NPTEPG).rev() {
+            let pa = PhysAddr(ptp + i * 8);
+            let old = Self::rd(env.mem, pa);
+            if old.0 & (PG_FRAME | need.bits()) != expect {
+                let why = if old.valid() && old.frame() == expect & PG_FRAME { PromoteFail::NotAccessed } else { PromoteFail::NotContiguous };
+                return self.promotion_failed(why);
+            }
+            let old = Self::write_protect_clean(env, pa, old);
+            if old.0 & promote_bits() != newpde.0 & promote_bits() {
+                return self.promotion_failed(PromoteFail::Attributes);
+            }
+            expect -= 4096;
+        }
+        // Keep the page-table page for a later demotion.
+        let ptp_pfn = PhysAddr(ptp).pfn();
+        self.pm_mut(pm).stash.insert(va2m >> PDRSHIFT, Stash { ptp: ptp_pfn, valid: true });
+        // One PV entry for the superpage instead of 512 (pmap_pv_promote_pde).
+        let frame = newpde.frame();
+        if newpde.has(PteFlags::SW_MANAGED) {
+            let m0 = PhysAddr(frame).pfn();
+            for i in 0..NPTEPG as u32 {
+                let m = Pfn(m0.0 + i);
+                let mut h = env.phys.pages.get(m).md;
+                let removed = self.pv.remove(&mut h, pm, va2m + i as u64 * 4096);
+                debug_assert!(removed, "promotion: no PV entry for page {i}");
+                env.phys.pages.get_mut(m).md = h;
+            }
+            let i = Self::pvh_idx(frame);
+            let mut h = self.pvh[i];
+            self.pv.insert(&mut h, pm, va2m);
+            self.pvh[i] = h;
+        }
+        // The PTE's PAT bit sits at bit 12 in a 2 MB PDE.
+        let mut flags = newpde.flags() - PteFlags::PAT_4K;
+        if newpde.has(PteFlags::PAT_4K) {
+            flags |= PteFlags::PAT_LARGE;
+        }
+        let sp = Pte::new(frame, flags | PteFlags::PS | PteFlags::SW_PROMOTED);
+        Self::wr(env.mem, pde_pa, sp);
+        self.st.promotions += 1;
+        env.ev.promotions += 1;
+        true
+    }
+}

@@ -1,0 +1,8 @@
+//! The simulated system and the tools that drive it: the access path and
+//! timing (`system`), and the randomized checker against a reference model
+//! (`check`).
+
+pub mod check;
+pub mod system;
+
+pub use system::{Config, Op, System};

@@ -1,0 +1,94 @@
+//! End-to-end behaviour of the amd64 system: promotion after a region is
+//! fully touched, contents kept across promotion, demotion and COW.
+
+use splab_hw::profile::Profile;
+use splab_sim::{Config, System};
+use splab_vm::map::MmapReq;
+use splab_vm::prot;
+
+fn system(superpages: bool) -> System {
+    let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
+    c.memory = 256 << 20;
+    c.superpages = superpages;
+    c.track_contents = true;
+    c.check_tlb = true;
+    System::new(c).unwrap()
+}
+
+fn sysctl(s: &System, name: &str) -> i64 {
+    s.vm.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
+}
+
+#[test]
+fn touching_a_region_promotes_it_and_contents_survive() {
+    let mut s = system(true);
+    let pid = s.spawn().unwrap();
+    s.run_on(0, pid).unwrap();
+    let len = 8u64 << 20;
+    let va = s.mmap(pid, MmapReq::anon(len, prot::RW)).unwrap().0;
+    assert_eq!(va % (2 << 20), 0, "superpage-sized mappings are 2MB aligned");
+    for p in 0..len / 4096 {
+        s.store(0, va + p * 4096 + 8, p * 3 + 1).unwrap();
+    }
+    assert_eq!(sysctl(&s, "vm.pmap.pde.promotions"), 4);
+    assert_eq!(sysctl(&s, "vm.reserv.fullpop"), 4);
+    for p in 0..len / 4096 {
+        assert_eq!(s.load(0, va + p * 4096 + 8).unwrap(), p * 3 + 1);
+    }
+    // Unmapping one page inside a superpage demotes it.
+    s.munmap(pid, va + 4096 * 7, 4096).unwrap();
+    assert_eq!(sysctl(&s, "vm.pmap.pde.demotions"), 1);
+    assert!(s.load(0, va + 4096 * 7).is_err(), "unmapped page faults");
+    assert_eq!(s.load(0, va + 4096 * 8 + 8).unwrap(), 8 * 3 + 1);
+    // mprotect part of another superpage demotes it and forbids writes.
+    s.mprotect(pid, va + (2 << 20), 4096 * 3, prot::READ).unwrap();
+    assert_eq!(sysctl(&s, "vm.pmap.pde.demotions"), 2);
+    assert!(s.store(0, va + (2 << 20), 5).is_err());
+    assert_eq!(s.load(0, va + (2 << 20) + 8).unwrap(), 512 * 3 + 1);
+    s.vm.check_invariants().unwrap();
+    assert_eq!(s.hw.stale_translations, 0, "{:?}", s.stale_samples);
+    s.exit(pid).unwrap();
+    s.vm.check_invariants().unwrap();
+    assert_eq!(sysctl(&s, "vm.reserv.fullpop"), 0);
+}
+
+#[test]
+fn no_promotions_with_superpages_off() {
+    let mut s = system(false);
+    let pid = s.spawn().unwrap();
+    s.run_on(0, pid).unwrap();
+    let len = 4u64 << 20;
+    let va = s.mmap(pid, MmapReq::anon(len, prot::RW)).unwrap().0;
+    for p in 0..len / 4096 {
+        s.store(0, va + p * 4096, p).unwrap();
+    }
+    assert_eq!(sysctl(&s, "vm.pmap.pde.promotions"), 0);
+    assert_eq!(sysctl(&s, "vm.reserv.fullpop"), 2, "reservations are made whatever the pmap does");
+}
+
+#[test]
+fn fork_copies_on_write_and_maps_superpages_read_only() {
+    let mut s = system(true);
+    let parent = s.spawn().unwrap();
+    s.run_on(0, parent).unwrap();
+    let len = 4u64 << 20;
+    let va = s.mmap(parent, MmapReq::anon(len, prot::RW)).unwrap().0;
+    for p in 0..len / 4096 {
+        s.store(0, va + p * 4096, 100 + p).unwrap();
+    }
+    let child = s.fork(parent).unwrap();
+    s.run_on(1, child).unwrap();
+    // The child's read maps the fully populated superpage at once.
+    assert_eq!(s.load(1, va + 4096 * 3).unwrap(), 103);
+    assert_eq!(sysctl(&s, "vm.pmap.pde.mappings"), 1);
+    s.store(1, va + 4096 * 3, 7).unwrap();
+    assert_eq!(s.load(1, va + 4096 * 3).unwrap(), 7);
+    assert_eq!(s.load(0, va + 4096 * 3).unwrap(), 103, "parent unaffected");
+    s.store(0, va + 4096 * 5, 9).unwrap();
+    assert_eq!(s.load(1, va + 4096 * 5).unwrap(), 105, "child unaffected");
+    s.vm.check_invariants().unwrap();
+    s.exit(child).unwrap();
+    assert_eq!(s.load(0, va + 4096 * 5).unwrap(), 9);
+    s.vm.check_invariants().unwrap();
+    assert_eq!(s.hw.stale_translations, 0, "{:?}", s.stale_samples);
+}
