@@ -1,1 +1,493 @@
+//! `splab check`: random sequences of mmap, munmap, mprotect, madvise,
+//! fork, exit, reads and writes over several processes, run on the
+//! simulated system and on a plain reference model side by side.
 
+use serde::Serialize;
+use splab_hw::profile::Profile;
+use crate::refmodel::{Expect, Kind, RefProc, Store, PAGE};
+use crate::system::{Config, System};
+use splab_vm::kernel::Pid;
+use splab_vm::map::{Backing, MmapReq};
+use splab_vm::{prot, Advice, Errno, FaultError};
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::rc::Rc;
+
+#[derive(Clone, Debug)]
+pub struct CheckConfig {
+    pub ops: u64,
+    pub seed: u64,
+    pub arch: String,
+    pub profile: Profile,
+    pub memory: u64,
+    pub superpages: bool,
+    /// Most processes alive at once.
+    pub max_procs: usize,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CheckReport {
+    pub ops: u64,
+    pub mismatches: u64,
+    pub stale_translations: u64,
+    pub nonzero_fresh_reads: u64,
+    /// Invariant checks run, and how many failed.
+    pub invariant_checks: u64,
+    pub invariant_failures: u64,
+    /// Accesses the reference model expected to fault but the system did
+    /// not, or the other way round.
+    pub fault_disagreements: u64,
+    /// Operations by kind.
+    pub op_counts: BTreeMap<String, u64>,
+    /// The final sysctls, keyed by name.
+    pub sysctl: BTreeMap<String, splab_vm::sysctl::SysctlValue>,
+    /// The first few problems found, for diagnosis.
+    pub first_problems: Vec<String>,
+    pub refs: u64,
+}
+
+impl CheckReport {
+    /// Whether the run found nothing wrong.
+    pub fn clean(&self) -> bool {
+        self.mismatches == 0
+            && self.stale_translations == 0
+            && self.nonzero_fresh_reads == 0
+            && self.invariant_failures == 0
+            && self.fault_disagreements == 0
+    }
+}
+
+/// A small deterministic generator (splitmix64), so a seed names a run.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next() as u128 * n as u128) >> 64) as u64
+    }
+    pub fn chance(&mut self, percent: u64) -> bool {
+        self.below(100) < percent
+    }
+}
+
+/// The operations and their weights.
+const OPS: &[(&str, u64)] = &[
+    ("read", 30),
+    ("write", 30),
+    ("fill", 6),
+    ("scan", 3),
+    ("mmap_anon", 4),
+    ("mmap_shared", 1),
+    ("mmap_file", 2),
+    ("munmap", 3),
+    ("mprotect", 3),
+    ("madvise", 2),
+    ("fork", 1),
+    ("exit", 1),
+];
+
+/// Most bytes mapped by one process, so that runs stay within memory.
+const MAX_MAPPED: u64 = 48 << 20;
+
+struct Driver<'a> {
+    sys: System,
+    rng: Rng,
+    /// Live processes: (pid, reference model).
+    procs: Vec<(Pid, RefProc)>,
+    files: Vec<(u32, Rc<RefCell<Store>>, u64)>,
+    rep: CheckReport,
+    cfg: &'a CheckConfig,
+    next_value: u64,
+}
+
+fn problem(rep: &mut CheckReport, s: String) {
+    if rep.first_problems.len() < 20 {
+        rep.first_problems.push(s);
+    }
+}
+
+impl Driver<'_> {
+    fn pick_proc(&mut self) -> usize {
+        self.rng.below(self.procs.len() as u64) as usize
+    }
+
+    /// Runs process `i` on a random CPU (so several CPUs hold its
+    /// translations and invalidations must reach all of them).
+    fn schedule(&mut self, i: usize) -> usize {
+        let cpu = self.rng.below(self.sys.ncpus() as u64) as usize;
+        self.sys.run_on(cpu, self.procs[i].0).expect("live process");
+        cpu
+    }
+
+    /// A random address: usually inside a region, sometimes just outside.
+    fn pick_addr(&mut self, i: usize) -> Option<u64> {
+        let rp = &self.procs[i].1;
+        if rp.regions.is_empty() {
+            return None;
+        }
+        let k = self.rng.below(rp.regions.len() as u64) as usize;
+        let (&s, r) = rp.regions.iter().nth(k).unwrap();
+        let end = r.end;
+        let w = self.rng.below(512) * 8;
+        if self.rng.chance(2) {
+            return Some(end + w); // maybe unmapped
+        }
+        let pages = (end - s) / PAGE;
+        Some(s + self.rng.below(pages) * PAGE + w)
+    }
+
+    fn value(&mut self) -> u64 {
+        self.next_value += 1;
+        (self.next_value << 20) | (self.rng.next() & 0xf_ffff) | 1
+    }
+
+    fn access(&mut self, i: usize, cpu: usize, va: u64, write: bool) {
+        let (expect, got) = if write {
+            let v = self.value();
+            let e = self.procs[i].1.write(va, v);
+            (e, self.sys.store(cpu, va, v))
+        } else {
+            (self.procs[i].1.read(va), self.sys.load(cpu, va))
+        };
+        let pid = self.procs[i].0;
+        match (&expect, got) {
+            (Expect::Value(v), Ok(g)) if *v == g => {}
+            (Expect::FreshZero, Ok(0)) => {}
+            (Expect::FreshZero, Ok(g)) => {
+                self.rep.nonzero_fresh_reads += 1;
+                problem(&mut self.rep, format!("pid {pid} read {g:#x} from fresh anonymous memory at {va:#x}"));
+            }
+            (Expect::Value(v), Ok(g)) => {
+                self.rep.mismatches += 1;
+                problem(&mut self.rep, format!("pid {pid} {} at {va:#x}: expected {v:#x}, got {g:#x}", if write { "write" } else { "read" }));
+            }
+            (Expect::Unmapped, Err(FaultError::Unmapped(_))) | (Expect::Protection, Err(FaultError::Protection(_))) => {}
+            (e, g) => {
+                self.rep.fault_disagreements += 1;
+                problem(&mut self.rep, format!("pid {pid} {} at {va:#x}: model expects {e:?}, system gave {g:?}", if write { "write" } else { "read" }));
+            }
+        }
+    }
+
+    fn mapped_bytes(&self, i: usize) -> u64 {
+        self.procs[i].1.regions.iter().map(|(s, r)| r.end - s).sum()
+    }
+
+    fn region_len(&mut self) -> u64 {
+        let pages = match self.rng.below(6) {
+            0 => 1 + self.rng.below(16),
+            1 => 512,
+            2 => 1024,
+            3 => 512 + self.rng.below(512),
+            4 => 1536 + self.rng.below(600),
+            _ => 1 + self.rng.below(2048),
+        };
+        pages * PAGE
+    }
+
+    /// Where an mmap goes: anywhere, at a hint, or fixed over an existing
+    /// region (replacing it).
+    fn placement(&mut self, i: usize, len: u64) -> (u64, bool) {
+        let rp = &self.procs[i].1;
+        match self.rng.below(10) {
+            0 if !rp.regions.is_empty() => {
+                let k = self.rng.below(rp.regions.len() as u64) as usize;
+                let (&s, _) = rp.regions.iter().nth(k).unwrap();
+                let off = self.rng.below(4) * PAGE;
+                let _ = len;
+                (s + off, true)
+            }
+            1 => (0x10_0000_0000 + self.rng.below(1 << 20) * PAGE, false),
+            _ => (0, false),
+        }
+    }
+
+    fn do_mmap(&mut self, i: usize, kind: &str) {
+        if self.mapped_bytes(i) > MAX_MAPPED {
+            return self.do_munmap(i, true);
+        }
+        let pid = self.procs[i].0;
+        let p = [prot::READ, prot::RW, prot::RW, prot::RW][self.rng.below(4) as usize];
+        let (req_backing, len, rkind, shared, prefault) = match kind {
+            "mmap_anon" => (Backing::Anon, self.region_len(), Kind::PrivAnon, false, false),
+            "mmap_shared" => {
+                let len = self.region_len();
+                (Backing::Anon, len, Kind::Shared { store: Rc::new(RefCell::new(Store::default())), off: 0 }, true, false)
+            }
+            _ => {
+                let f = self.rng.below(self.files.len() as u64) as usize;
+                let (file, store, size) = self.files[f].clone();
+                let fpages = size.div_ceil(PAGE);
+                let off = if self.rng.chance(50) { 0 } else { self.rng.below(fpages) };
+                let len = (1 + self.rng.below(fpages - off)) * PAGE;
+                let shared = self.rng.chance(50);
+                let k = if shared { Kind::Shared { store, off } } else { Kind::PrivFile { store, off } };
+                (Backing::File { file, offset: off * PAGE }, len, k, shared, self.rng.chance(30))
+            }
+        };
+        let (addr, fixed) = self.placement(i, len);
+        let req = MmapReq { addr, len, prot: p, shared, fixed, backing: req_backing, prefault };
+        match self.sys.mmap(pid, req) {
+            Ok(va) => self.procs[i].1.map(va.0, len, p, rkind),
+            Err(e) => problem(&mut self.rep, format!("pid {pid} mmap {req:?} failed: {e}")),
+        }
+    }
+
+    /// A random subrange of a random region: whole, a tail, or a few pages
+    /// (often inside a superpage).
+    fn pick_range(&mut self, i: usize) -> Option<(u64, u64)> {
+        let rp = &self.procs[i].1;
+        if rp.regions.is_empty() {
+            return None;
+        }
+        let k = self.rng.below(rp.regions.len() as u64) as usize;
+        let (&s, r) = rp.regions.iter().nth(k).unwrap();
+        let pages = (r.end - s) / PAGE;
+        Some(match self.rng.below(4) {
+            0 => (s, r.end),
+            1 => {
+                let a = self.rng.below(pages);
+                (s + a * PAGE, r.end)
+            }
+            _ => {
+                let a = self.rng.below(pages);
+                let n = 1 + self.rng.below(8.min(pages - a));
+                (s + a * PAGE, s + (a + n) * PAGE)
+            }
+        })
+    }
+
+    fn do_munmap(&mut self, i: usize, whole: bool) {
+        let Some((mut a, mut b)) = self.pick_range(i) else { return };
+        if whole {
+            let (s, r) = self.procs[i].1.region(a).unwrap();
+            a = s;
+            b = r.end;
+        }
+        let pid = self.procs[i].0;
+        match self.sys.munmap(pid, a, b - a) {
+            Ok(()) => self.procs[i].1.unmap(a, b),
+            Err(e) => problem(&mut self.rep, format!("pid {pid} munmap({a:#x}, {}) failed: {e}", b - a)),
+        }
+    }
+
+    fn do_mprotect(&mut self, i: usize) {
+        let Some((a, b)) = self.pick_range(i) else { return };
+        let p = [prot::NONE, prot::READ, prot::RW, prot::RW][self.rng.below(4) as usize];
+        let pid = self.procs[i].0;
+        let want_ok = self.procs[i].1.covered(a, b);
+        match (self.sys.mprotect(pid, a, b - a, p), want_ok) {
+            (Ok(()), true) => self.procs[i].1.protect(a, b, p),
+            (Err(Errno::ENOMEM), false) => {}
+            (r, _) => {
+                self.rep.fault_disagreements += 1;
+                problem(&mut self.rep, format!("pid {pid} mprotect({a:#x}, {}) gave {r:?}, model expected ok={want_ok}", b - a));
+            }
+        }
+    }
+
+    fn do_madvise(&mut self, i: usize) {
+        let Some((a, b)) = self.pick_range(i) else { return };
+        let adv = if self.rng.chance(50) { Advice::DontNeed } else { Advice::Free };
+        let pid = self.procs[i].0;
+        // FreeBSD semantics: without page-out, neither advice changes what
+        // reads return, so the model does nothing.
+        if let Err(e) = self.sys.madvise(pid, a, b - a, adv) {
+            problem(&mut self.rep, format!("pid {pid} madvise({a:#x}, {}, {adv:?}) failed: {e}", b - a));
+        }
+    }
+
+    /// Writes one word in every page of a range (or reads every page): the
+    /// pattern that fills reservations and triggers promotion.
+    fn do_fill(&mut self, i: usize, write: bool) {
+        let rp = &self.procs[i].1;
+        if rp.regions.is_empty() {
+            return;
+        }
+        let k = self.rng.below(rp.regions.len() as u64) as usize;
+        let (&s, r) = rp.regions.iter().nth(k).unwrap();
+        let end = r.end;
+        let cpu = self.schedule(i);
+        let w = self.rng.below(512) * 8;
+        let mut va = s;
+        while va < end {
+            self.access(i, cpu, va + w, write);
+            va += PAGE;
+        }
+    }
+
+    fn do_fork(&mut self, i: usize) {
+        if self.procs.len() >= self.cfg.max_procs {
+            return self.do_exit();
+        }
+        let pid = self.procs[i].0;
+        match self.sys.fork(pid) {
+            Ok(child) => {
+                let m = self.procs[i].1.clone();
+                self.procs.push((child, m));
+            }
+            Err(e) => problem(&mut self.rep, format!("fork of {pid} failed: {e}")),
+        }
+    }
+
+    fn do_exit(&mut self) {
+        let i = self.pick_proc();
+        let pid = self.procs[i].0;
+        if let Err(e) = self.sys.exit(pid) {
+            problem(&mut self.rep, format!("exit of {pid} failed: {e}"));
+        }
+        self.procs.swap_remove(i);
+        if self.procs.is_empty() {
+            let pid = self.sys.spawn().expect("spawn");
+            self.procs.push((pid, RefProc::default()));
+        }
+    }
+
+    fn check_invariants(&mut self) {
+        self.rep.invariant_checks += 1;
+        if let Err(e) = self.sys.vm.check_invariants() {
+            self.rep.invariant_failures += 1;
+            problem(&mut self.rep, format!("invariant: {e}"));
+        }
+    }
+
+    fn step(&mut self) {
+        let total: u64 = OPS.iter().map(|o| o.1).sum();
+        let mut x = self.rng.below(total);
+        let op = OPS.iter().find(|o| {
+            if x < o.1 {
+                true
+            } else {
+                x -= o.1;
+                false
+            }
+        });
+        let op = op.unwrap().0;
+        *self.rep.op_counts.entry(op.to_string()).or_default() += 1;
+        let i = self.pick_proc();
+        match op {
+            "read" | "write" => {
+                if let Some(va) = self.pick_addr(i) {
+                    let cpu = self.schedule(i);
+                    self.access(i, cpu, va, op == "write");
+                }
+            }
+            "fill" => self.do_fill(i, true),
+            "scan" => self.do_fill(i, false),
+            "mmap_anon" | "mmap_shared" | "mmap_file" => self.do_mmap(i, op),
+            "munmap" => self.do_munmap(i, false),
+            "mprotect" => self.do_mprotect(i),
+            "madvise" => self.do_madvise(i),
+            "fork" => self.do_fork(i),
+            "exit" => self.do_exit(),
+            _ => unreachable!(),
+        }
+    }
+}
+
+/// Runs the check; `progress` is called with the number of operations done.
+pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
+    let mut sc = Config::new(cfg.profile.clone());
+    sc.arch = cfg.arch.clone();
+    sc.memory = cfg.memory;
+    sc.superpages = cfg.superpages;
+    sc.track_contents = true;
+    sc.check_tlb = true;
+    sc.seed = cfg.seed;
+    if cfg.max_procs == 0 {
+        return Err("--procs must be at least 1".into());
+    }
+    let mut sys = System::new(sc)?;
+    let mut files = Vec::new();
+    for (k, size) in [4u64 << 20, (6 << 20) + 123, 2 << 20].into_iter().enumerate() {
+        let f = sys.vm.create_file(size);
+        let store = Store { file: Some((f, size)), ..Default::default() };
+        let _ = k;
+        files.push((f, Rc::new(RefCell::new(store)), size));
+    }
+    let pid = sys.spawn().map_err(|e| format!("spawn: {e}"))?;
+    let rep = CheckReport {
+        ops: 0,
+        mismatches: 0,
+        stale_translations: 0,
+        nonzero_fresh_reads: 0,
+        invariant_checks: 0,
+        invariant_failures: 0,
+        fault_disagreements: 0,
+        op_counts: BTreeMap::new(),
+        sysctl: BTreeMap::new(),
+        first_problems: Vec::new(),
+        refs: 0,
+    };
+    let mut d = Driver { sys, rng: Rng::new(cfg.seed), procs: vec![(pid, RefProc::default())], files, rep, cfg, next_value: 0 };
+    let every = (cfg.ops / 50).clamp(1000, 20000);
+    for n in 0..cfg.ops {
+        d.step();
+        d.rep.ops += 1;
+        if (n + 1) % every == 0 {
+            d.check_invariants();
+            progress(n + 1);
+        }
+    }
+    // Everything exits; then nothing may be left mapped or reserved.
+    while let Some((pid, _)) = d.procs.pop() {
+        if let Err(e) = d.sys.exit(pid) {
+            problem(&mut d.rep, format!("final exit of {pid}: {e}"));
+        }
+    }
+    d.check_invariants();
+    progress(cfg.ops);
+    d.rep.stale_translations = d.sys.hw.stale_translations;
+    for s in d.sys.stale_samples.clone() {
+        problem(&mut d.rep, format!("stale translation: {s}"));
+    }
+    d.rep.refs = d.sys.hw.refs;
+    d.rep.sysctl = d.sys.vm.sysctls().values;
+    Ok(d.rep)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(ops: u64, seed: u64, superpages: bool) -> CheckConfig {
+        CheckConfig {
+            ops,
+            seed,
+            arch: "amd64".into(),
+            profile: Profile::load("sapphire-rapids").unwrap(),
+            memory: 256 << 20,
+            superpages,
+            max_procs: 4,
+        }
+    }
+
+    #[test]
+    fn short_runs_are_clean_and_exercise_superpages() {
+        let mut promotions = 0;
+        let mut demotions = 0;
+        for seed in 1..=3 {
+            let r = run(&cfg(4000, seed, true), &mut |_| {}).unwrap();
+            assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
+            promotions += r.sysctl.get("vm.pmap.pde.promotions").map(|v| v.to_string().parse::<u64>().unwrap()).unwrap();
+            demotions += r.sysctl.get("vm.pmap.pde.demotions").map(|v| v.to_string().parse::<u64>().unwrap()).unwrap();
+        }
+        assert!(promotions > 0 && demotions > 0, "promotions {promotions}, demotions {demotions}");
+    }
+
+    #[test]
+    fn clean_with_superpages_off() {
+        let r = run(&cfg(3000, 7, false), &mut |_| {}).unwrap();
+        assert!(r.clean(), "{:#?}", r.first_problems);
+    }
+}

@@ -3,6 +3,7 @@
 //! (`check`).
 
 pub mod check;
+pub mod refmodel;
 pub mod system;
 
 pub use system::{Config, Op, System};

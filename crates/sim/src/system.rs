@@ -366,8 +366,13 @@ impl System {
                 }
                 Err(_) => {
                     if tries > 4 {
-                        panic!("fault at {va:#x} ({acc:?}) not resolved after {tries} tries");
+                        return Err(FaultError::Unresolved(va));
                     }
+                    // A page fault drops the TLB and paging-structure cache
+                    // entries the processor used for the address.
+                    let mmu = &mut self.vm.cpus[cpu].mmu;
+                    mmu.tlb.invalidate_page(va, asid);
+                    mmu.pwc.invalidate_asid(asid);
                     self.hw.faults_taken += 1;
                     let before = self.vm.ev.clone();
                     let r = self.vm.fault(pid, va, access_prot(acc));

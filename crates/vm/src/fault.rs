@@ -28,6 +28,10 @@ pub enum FaultError {
     /// No free memory could be found for the page or a page table.
     #[error("out of memory handling a fault at {0:#x}")]
     NoMemory(u64),
+    /// The hardware kept faulting after the handler resolved the fault:
+    /// a translation the pmap failed to invalidate.
+    #[error("fault at {0:#x} not resolved after repeated tries (stale translation?)")]
+    Unresolved(u64),
     #[error("no such process {0}")]
     NoProcess(u32),
 }

@@ -1,0 +1,38 @@
+//! Workloads: programs that run on the simulated system through its
+//! process interface (mmap, loads, stores), and report their own figure of
+//! merit the way the original benchmark does.
+
+pub mod gups;
+
+use serde::Serialize;
+use splab_sim::System;
+
+/// A workload's own result, e.g. GUP/s.
+#[derive(Clone, Debug, Serialize)]
+pub struct Figure {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+    pub higher_is_better: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct WorkloadResult {
+    pub figure: Figure,
+    /// The report in the original benchmark's shape.
+    pub report: String,
+    /// Simulated seconds of the timed part.
+    pub timed_seconds: f64,
+}
+
+pub trait Workload {
+    fn name(&self) -> String;
+    /// Memory references the run will make, for progress reporting.
+    fn estimated_refs(&self) -> u64;
+    /// Runs to completion; `progress` is called now and then with the
+    /// number of references made so far.
+    fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String>;
+}
+
+/// Workload names `splab sim` and `splab compare` accept.
+pub const WORKLOADS: &[&str] = &["gups"];
