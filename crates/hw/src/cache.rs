@@ -17,19 +17,31 @@ pub struct CacheConfig {
 
 pub const LINE_SHIFT: u32 = 6;
 
+/// Tags of up to 16 ways in one host cache line.
+#[derive(Clone, Copy)]
+#[repr(align(64))]
+struct Block([u32; 16]);
+
+/// A cache's tag store. Each set keeps its ways in recency order, most
+/// recently used first, so LRU needs no timestamps and a set of up to 16
+/// ways is one host cache line: the model's own lookups stay cheap even
+/// for a 100 MB last-level cache. Tags are line numbers (physical address
+/// >> 6), which fit 32 bits for the model's 256 GiB maximum.
 pub struct Cache {
     sets: usize,
     ways: usize,
+    blocks_per_set: usize,
     pow2: bool,
-    tags: Vec<u64>,
-    lru: Vec<u32>,
-    clock: u32,
+    tags: Vec<Block>,
     pub latency: u32,
     pub hits: u64,
     pub misses: u64,
+    /// The line of the last access: it is the most recently used line of
+    /// its set, so accessing it again is a hit that changes nothing.
+    last: u32,
 }
 
-const INVALID: u64 = u64::MAX;
+const INVALID: u32 = u32::MAX;
 
 impl Cache {
     pub fn new(c: &CacheConfig) -> Result<Cache, String> {
@@ -38,16 +50,17 @@ impl Cache {
             return Err(format!("cache of {} KB with {} ways", c.size_kb, c.ways));
         }
         let sets = (lines / c.ways as u64) as usize;
+        let blocks_per_set = c.ways.div_ceil(16);
         Ok(Cache {
             sets,
             ways: c.ways,
+            blocks_per_set,
             pow2: sets.is_power_of_two(),
-            tags: vec![INVALID; lines as usize],
-            lru: vec![0; lines as usize],
-            clock: 0,
+            tags: vec![Block([INVALID; 16]); sets * blocks_per_set],
             latency: c.latency,
             hits: 0,
             misses: 0,
+            last: INVALID,
         })
     }
 
@@ -68,30 +81,80 @@ impl Cache {
     /// whether it hit.
     #[inline]
     pub fn access(&mut self, pa: u64) -> bool {
-        let line = pa >> LINE_SHIFT;
-        let base = self.set_of(line) * self.ways;
-        self.clock = self.clock.wrapping_add(1);
-        let tags = &mut self.tags[base..base + self.ways];
-        if let Some(w) = tags.iter().position(|&t| t == line) {
-            self.lru[base + w] = self.clock;
+        let line = (pa >> LINE_SHIFT) as u32;
+        if line == self.last {
             self.hits += 1;
             return true;
         }
-        self.misses += 1;
-        let clock = self.clock;
-        let lru = &self.lru[base..base + self.ways];
-        let victim = tags
-            .iter()
-            .position(|&t| t == INVALID)
-            .unwrap_or_else(|| (0..lru.len()).max_by_key(|&w| clock.wrapping_sub(lru[w])).unwrap_or(0));
-        tags[victim] = line;
-        self.lru[base + victim] = clock;
-        false
+        self.last = line;
+        let set = self.set_of(pa >> LINE_SHIFT);
+        let ways = self.ways;
+        let b = set * self.blocks_per_set;
+        let hit = if self.blocks_per_set == 1 {
+            probe16(&mut self.tags[b].0, ways, line)
+        } else {
+            // Wider sets span several blocks; view them as one slice.
+            let flat = flatten(&mut self.tags[b..b + self.blocks_per_set]);
+            probe(&mut flat[..ways], line)
+        };
+        if hit {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+        hit
     }
 
     pub fn size_bytes(&self) -> u64 {
-        (self.tags.len() as u64) << LINE_SHIFT
+        ((self.sets * self.ways) as u64) << LINE_SHIFT
     }
+}
+
+/// Finds `line` in a set kept in recency order and moves it to the front;
+/// on a miss, inserts it at the front and drops the last (LRU) way.
+#[inline]
+fn probe(t: &mut [u32], line: u32) -> bool {
+    // One pass: each way takes its predecessor's tag; stopping where the
+    // line was found leaves it at the front and the rest in order.
+    let mut prev = line;
+    for slot in t.iter_mut() {
+        let cur = std::mem::replace(slot, prev);
+        if cur == line {
+            return true;
+        }
+        prev = cur;
+    }
+    false
+}
+
+/// The same for a set of at most 16 ways in one block, without branches:
+/// the position comes from a compare mask, and the move to front is a
+/// lane-wise select, both of which the compiler vectorises.
+#[inline]
+fn probe16(b: &mut [u32; 16], ways: usize, line: u32) -> bool {
+    let mut mask: u32 = 0;
+    for (i, &t) in b.iter().enumerate() {
+        mask |= ((t == line) as u32) << i;
+    }
+    mask &= ((1u64 << ways) - 1) as u32;
+    let hit = mask != 0;
+    let w = if hit { mask.trailing_zeros() as usize } else { ways - 1 };
+    let old = *b;
+    for i in 1..16 {
+        b[i] = if i <= w { old[i - 1] } else { old[i] };
+    }
+    b[0] = line;
+    hit
+}
+
+/// Views consecutive blocks as one slice of tags.
+fn flatten(blocks: &mut [Block]) -> &mut [u32] {
+    let len = blocks.len() * 16;
+    let ptr = blocks.as_mut_ptr() as *mut u32;
+    // SAFETY: Block is #[repr(align(64))] over [u32; 16], exactly 64 bytes,
+    // so consecutive Blocks are consecutive u32s with no padding; the
+    // pointer and length come from a valid mutable slice.
+    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
 }
 
 #[cfg(test)]

@@ -51,31 +51,72 @@ pub fn size_name(shift: u8) -> String {
     }
 }
 
-#[derive(Clone, Copy)]
-struct Entry {
-    /// vpn << 16 | asid; INVALID when empty.
-    tag: u64,
-    pa_base: u64,
-    perm: u8,
-    shift: u8,
-    lru: u32,
-}
-
+/// Tag of an entry: vpn << 16 | asid; INVALID when empty. The page size
+/// is kept beside it and checked only when the tag matches.
 const INVALID: u64 = u64::MAX;
-const EMPTY: Entry = Entry { tag: INVALID, pa_base: 0, perm: 0, shift: 0, lru: 0 };
+/// ASID stored in global entries.
+const GLOBAL_ASID: u16 = u16::MAX;
 
+/// One set-associative array. Tags are kept apart from the rest of the
+/// entry so that a set's tags share a host cache line or two.
 struct Array {
     shifts: Vec<u8>,
     sets: usize,
     ways: usize,
     level: u8,
-    e: Vec<Entry>,
+    tags: Vec<u64>,
+    shift: Vec<u8>,
+    pa_base: Vec<u64>,
+    perm: Vec<u8>,
+    lru: Vec<u32>,
+    /// Valid entries per page size (indexed like `shifts`): sizes with none
+    /// are not probed.
+    valid: Vec<u32>,
+    /// Valid global entries: only when non-zero are global tags probed.
+    globals: u32,
 }
 
 impl Array {
     #[inline]
     fn set_base(&self, vpn: u64) -> usize {
         (vpn as usize % self.sets) * self.ways
+    }
+
+    fn shift_idx(&self, sh: u8) -> usize {
+        self.shifts.iter().position(|&s| s == sh).unwrap()
+    }
+
+    /// Empties way `i`, keeping the counts right.
+    fn clear(&mut self, i: usize) {
+        if self.tags[i] != INVALID {
+            let k = self.shift_idx(self.shift[i]);
+            self.valid[k] -= 1;
+            if self.perm[i] & perm::GLOBAL != 0 {
+                self.globals -= 1;
+            }
+            self.tags[i] = INVALID;
+        }
+    }
+
+    /// Finds the way holding (vpn, asid) at page size `sh` in its set.
+    #[inline]
+    fn find(&self, vpn: u64, asid: u16, sh: u8) -> Option<usize> {
+        let base = self.set_base(vpn);
+        let tag = (vpn << 16) | asid as u64;
+        let set = &self.tags[base..base + self.ways];
+        if let Some(w) = set.iter().position(|&t| t == tag) {
+            if self.shift[base + w] == sh {
+                return Some(base + w);
+            }
+            // A tag of another page size that happens to match: fall back
+            // to a full scan of the set.
+            return (0..self.ways).map(|w| base + w).find(|&i| self.tags[i] == tag && self.shift[i] == sh);
+        }
+        if self.globals > 0 {
+            let gtag = (vpn << 16) | GLOBAL_ASID as u64;
+            return (0..self.ways).map(|w| base + w).find(|&i| self.tags[i] == gtag && self.shift[i] == sh);
+        }
+        None
     }
 }
 
@@ -100,6 +141,11 @@ pub enum TlbHit {
 }
 
 pub struct Tlb {
+    /// The last lookup that hit: (va >> 12, asid, translation). Until the
+    /// next fill or invalidation, a lookup in the same 4 KB page finds the
+    /// same entry, already most recently used, so the probe can be skipped
+    /// without changing any outcome.
+    last: Option<(u64, u16, Translation)>,
     arrays: Vec<Array>,
     /// All page sizes any array holds, ascending.
     shifts: Vec<u8>,
@@ -130,12 +176,19 @@ impl Tlb {
                 return Err(format!("TLB array level {} (must be 1 or 2)", c.level));
             }
             shifts.sort_unstable();
+            let n = shifts.len();
             arrays.push(Array {
                 shifts,
                 sets: c.entries / c.ways,
                 ways: c.ways,
                 level: c.level,
-                e: vec![EMPTY; c.entries],
+                tags: vec![INVALID; c.entries],
+                shift: vec![0; c.entries],
+                pa_base: vec![0; c.entries],
+                perm: vec![0; c.entries],
+                lru: vec![0; c.entries],
+                valid: vec![0; n],
+                globals: 0,
             });
         }
         // First-level arrays first, so lookups probe them first.
@@ -145,6 +198,7 @@ impl Tlb {
         shifts.dedup();
         let n = shifts.len();
         Ok(Tlb {
+            last: None,
             arrays,
             shifts,
             clock: 0,
@@ -160,44 +214,48 @@ impl Tlb {
         self.shifts.iter().position(|&s| s == shift).unwrap_or(0)
     }
 
-    #[inline]
-    fn tag(vpn: u64, asid: u16) -> u64 {
-        (vpn << 16) | asid as u64
-    }
-
     /// Looks `va` up in every array; on a second-level hit the entry is also
     /// filled into the first level. Counts hits; the caller counts misses
     /// with `count_miss` once the walk tells the page size.
     #[inline]
     pub fn lookup(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
         self.stats.lookups += 1;
+        if let Some((p, a, t)) = self.last {
+            if p == va >> 12 && a == asid {
+                let idx = self.size_idx(t.shift);
+                self.stats.l1_hits[idx] += 1;
+                return Some((t, TlbHit::L1));
+            }
+        }
+        let r = self.lookup_arrays(va, asid);
+        if let Some((t, _)) = r {
+            self.last = Some((va >> 12, asid, t));
+        }
+        r
+    }
+
+    fn lookup_arrays(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
         self.clock = self.clock.wrapping_add(1);
         let clock = self.clock;
         for ai in 0..self.arrays.len() {
             let a = &mut self.arrays[ai];
             for si in 0..a.shifts.len() {
-                let sh = a.shifts[si];
-                let vpn = va >> sh;
-                let base = a.set_base(vpn);
-                let tag = Self::tag(vpn, asid);
-                for w in 0..a.ways {
-                    let e = &mut a.e[base + w];
-                    let hit = (e.tag == tag && e.shift == sh)
-                        || (e.perm & perm::GLOBAL != 0 && e.tag != INVALID && e.shift == sh && e.tag >> 16 == vpn);
-                    if hit {
-                        e.lru = clock;
-                        let t = Translation { pa_base: e.pa_base, shift: sh, perm: e.perm };
-                        let level = a.level;
-                        let idx = self.size_idx(sh);
-                        if level == 1 {
-                            self.stats.l1_hits[idx] += 1;
-                            return Some((t, TlbHit::L1));
-                        }
-                        self.stats.l2_hits[idx] += 1;
-                        self.fill_level(1, va, asid, t);
-                        return Some((t, TlbHit::L2));
-                    }
+                if a.valid[si] == 0 {
+                    continue;
                 }
+                let sh = a.shifts[si];
+                let Some(i) = a.find(va >> sh, asid, sh) else { continue };
+                a.lru[i] = clock;
+                let t = Translation { pa_base: a.pa_base[i], shift: sh, perm: a.perm[i] };
+                let level = a.level;
+                let idx = self.size_idx(sh);
+                if level == 1 {
+                    self.stats.l1_hits[idx] += 1;
+                    return Some((t, TlbHit::L1));
+                }
+                self.stats.l2_hits[idx] += 1;
+                self.fill_level(1, va, asid, t);
+                return Some((t, TlbHit::L2));
             }
         }
         None
@@ -209,27 +267,32 @@ impl Tlb {
     }
 
     fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation) {
+        self.last = None;
         self.clock = self.clock.wrapping_add(1);
         let clock = self.clock;
-        for a in self.arrays.iter_mut().filter(|a| a.level == level) {
-            if !a.shifts.contains(&t.shift) {
-                continue;
-            }
+        let global = t.perm & perm::GLOBAL != 0;
+        let tag_asid = if global { GLOBAL_ASID } else { asid };
+        if let Some(a) = self.arrays.iter_mut().find(|a| a.level == level && a.shifts.contains(&t.shift)) {
             let vpn = va >> t.shift;
             let base = a.set_base(vpn);
-            let tag = Self::tag(vpn, asid);
-            let set = &mut a.e[base..base + a.ways];
             // Replace an existing entry for the same page, else an empty
             // one, else the least recently used.
-            let victim = set
-                .iter()
-                .position(|e| e.tag == tag && e.shift == t.shift)
-                .or_else(|| set.iter().position(|e| e.tag == INVALID))
-                .unwrap_or_else(|| {
-                    (0..set.len()).max_by_key(|&w| clock.wrapping_sub(set[w].lru)).unwrap_or(0)
-                });
-            set[victim] = Entry { tag, pa_base: t.pa_base, perm: t.perm, shift: t.shift, lru: clock };
-            return;
+            let i = a.find(vpn, tag_asid, t.shift).unwrap_or_else(|| {
+                (base..base + a.ways)
+                    .find(|&i| a.tags[i] == INVALID)
+                    .unwrap_or_else(|| (base..base + a.ways).max_by_key(|&i| clock.wrapping_sub(a.lru[i])).unwrap_or(base))
+            });
+            a.clear(i);
+            a.tags[i] = (vpn << 16) | tag_asid as u64;
+            a.shift[i] = t.shift;
+            a.pa_base[i] = t.pa_base;
+            a.perm[i] = t.perm;
+            a.lru[i] = clock;
+            let k = a.shift_idx(t.shift);
+            a.valid[k] += 1;
+            if global {
+                a.globals += 1;
+            }
         }
     }
 
@@ -242,15 +305,14 @@ impl Tlb {
     /// Invalidates every entry of any size that translates `va` in `asid`
     /// (and global ones): the effect of INVLPG / TLBI VAE1 / SFENCE.VMA va.
     pub fn invalidate_page(&mut self, va: u64, asid: u16) {
+        self.last = None;
         self.stats.invalidations += 1;
         for a in &mut self.arrays {
-            for &sh in &a.shifts {
+            for si in 0..a.shifts.len() {
+                let sh = a.shifts[si];
                 let vpn = va >> sh;
-                let base = a.set_base(vpn);
-                for e in &mut a.e[base..base + a.ways] {
-                    if e.tag != INVALID && e.shift == sh && e.tag >> 16 == vpn && ((e.tag & 0xffff) as u16 == asid || e.perm & perm::GLOBAL != 0) {
-                        *e = EMPTY;
-                    }
+                while let Some(i) = a.find(vpn, asid, sh) {
+                    a.clear(i);
                 }
             }
         }
@@ -258,11 +320,15 @@ impl Tlb {
 
     /// Invalidates every non-global entry of one address space.
     pub fn invalidate_asid(&mut self, asid: u16) {
+        self.last = None;
         self.stats.flushes += 1;
         for a in &mut self.arrays {
-            for e in &mut a.e {
-                if e.tag != INVALID && (e.tag & 0xffff) as u16 == asid && e.perm & perm::GLOBAL == 0 {
-                    *e = EMPTY;
+            if a.valid.iter().all(|&v| v == 0) {
+                continue;
+            }
+            for i in 0..a.tags.len() {
+                if a.tags[i] != INVALID && (a.tags[i] & 0xffff) as u16 == asid && a.perm[i] & perm::GLOBAL == 0 {
+                    a.clear(i);
                 }
             }
         }
@@ -270,9 +336,12 @@ impl Tlb {
 
     /// Invalidates everything.
     pub fn invalidate_all(&mut self) {
+        self.last = None;
         self.stats.flushes += 1;
         for a in &mut self.arrays {
-            a.e.fill(EMPTY);
+            for i in 0..a.tags.len() {
+                a.clear(i);
+            }
         }
     }
 
@@ -280,10 +349,10 @@ impl Tlb {
     pub fn entries(&self) -> Vec<(u64, u16, Translation)> {
         let mut v = Vec::new();
         for a in &self.arrays {
-            for e in a.e.iter().filter(|e| e.tag != INVALID) {
-                let vpn = e.tag >> 16;
-                let t = Translation { pa_base: e.pa_base, shift: e.shift, perm: e.perm };
-                v.push((vpn << e.shift, (e.tag & 0xffff) as u16, t));
+            for i in (0..a.tags.len()).filter(|&i| a.tags[i] != INVALID) {
+                let vpn = a.tags[i] >> 16;
+                let t = Translation { pa_base: a.pa_base[i], shift: a.shift[i], perm: a.perm[i] };
+                v.push((vpn << a.shift[i], (a.tags[i] & 0xffff) as u16, t));
             }
         }
         v
@@ -330,6 +399,30 @@ mod tests {
         assert!(tlb.lookup(0x40_0000, 1).is_none(), "2M entry covering va removed");
         tlb.invalidate_asid(1);
         assert!(tlb.lookup(0x1000, 1).is_none());
+    }
+
+    #[test]
+    fn global_entries_match_every_asid() {
+        let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
+        let g = Translation { pa_base: 0x5000, shift: 12, perm: perm::READ | perm::GLOBAL };
+        tlb.fill(0x7000, 1, g);
+        assert_eq!(tlb.lookup(0x7010, 2).unwrap().0.pa_base, 0x5000);
+        tlb.invalidate_asid(1);
+        assert!(tlb.lookup(0x7010, 3).is_some(), "a PCID flush keeps global entries");
+        tlb.invalidate_page(0x7000, 3);
+        assert!(tlb.lookup(0x7010, 1).is_none(), "INVLPG removes global entries too");
+    }
+
+    #[test]
+    fn sizes_with_the_same_tag_do_not_alias() {
+        let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
+        // vpn 1 at 4 KB (va 0x1000) and vpn 1 at 2 MB (va 0x200000).
+        tlb.fill(0x1000, 1, t(0xa000, 12));
+        tlb.fill(0x20_0000, 1, t(0x60_0000, 21));
+        assert_eq!(tlb.lookup(0x1000, 1).unwrap().0.pa_base, 0xa000);
+        assert_eq!(tlb.lookup(0x20_1000, 1).unwrap().0.pa_base, 0x60_0000);
+        tlb.invalidate_page(0x1000, 1);
+        assert_eq!(tlb.lookup(0x20_1000, 1).unwrap().0.shift, 21);
     }
 
     #[test]

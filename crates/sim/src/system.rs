@@ -84,6 +84,8 @@ struct CpuHw {
     l2: Cache,
     cycles: f64,
     running: Option<Pid>,
+    /// Page-table root and ASID of the running process (fixed for its life).
+    space: (PhysAddr, u16),
 }
 
 pub struct System {
@@ -94,6 +96,9 @@ pub struct System {
     l3: Cache,
     dram: u32,
     refs: WalkRefs,
+    /// 1 / the profile's overlap factors.
+    inv_walk_mlp: f64,
+    inv_data_mlp: f64,
     pub hw: HwStats,
     pub breakdown: CycleBreakdown,
     /// The first few stale translations seen, for diagnosis.
@@ -135,7 +140,7 @@ impl System {
         for _ in 0..p.cpus {
             let tlb = Tlb::new(&p.tlb, walker.page_shifts())?;
             cpus_vm.push(CpuState { mmu: Mmu { tlb, pwc: Pwc::new(&p.pwc) }, curpmap: None });
-            cpus.push(CpuHw { l1: Cache::new(&p.cache.l1d)?, l2: Cache::new(&p.cache.l2)?, cycles: 0.0, running: None });
+            cpus.push(CpuHw { l1: Cache::new(&p.cache.l1d)?, l2: Cache::new(&p.cache.l2)?, cycles: 0.0, running: None, space: (PhysAddr(0), 0) });
         }
         let mut phys = Phys::new(npages, cfg.domains.max(1));
         if cfg.fragment > 0.0 {
@@ -150,6 +155,8 @@ impl System {
             l3: Cache::new(&p.cache.l3)?,
             dram: p.dram_cycles(),
             refs: WalkRefs::default(),
+            inv_walk_mlp: 1.0 / p.overlap.walk_mlp,
+            inv_data_mlp: 1.0 / p.overlap.data_mlp,
             hw: HwStats::default(),
             breakdown: CycleBreakdown::default(),
             stale_samples: Vec::new(),
@@ -240,6 +247,7 @@ impl System {
         let (pmap, mut env) = self.vm.pmap_env();
         pmap.activate(&mut env, pm, cpu);
         self.cpus[cpu].running = Some(pid);
+        self.cpus[cpu].space = (self.vm.pmap.root(pm), self.vm.pmap.asid(pm));
         self.charge_events(cpu, &before);
         Ok(())
     }
@@ -309,9 +317,7 @@ impl System {
     /// values are only kept when content tracking is on.
     pub fn access(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, FaultError> {
         let pid = self.cpus[cpu].running.ok_or(FaultError::NoProcess(u32::MAX))?;
-        let pm = self.vm.proc(pid).ok_or(FaultError::NoProcess(pid))?.pmap;
-        let root = self.vm.pmap.root(pm);
-        let asid = self.vm.pmap.asid(pm);
+        let (root, asid) = self.cpus[cpu].space;
         let acc = if matches!(op, Op::Load) { Access::Read } else { Access::Write };
         self.hw.refs += 1;
         let mut xlat: u32 = 0;
@@ -383,11 +389,10 @@ impl System {
         };
         let pa = t.pa(va);
         let data = self.mem_latency(cpu, pa.0);
-        let prof = &self.cfg.profile.overlap;
         let (xc, dc) = if dependent {
             (xlat as f64, data as f64)
         } else {
-            (xlat as f64 / prof.walk_mlp, data as f64 / prof.data_mlp)
+            (xlat as f64 * self.inv_walk_mlp, data as f64 * self.inv_data_mlp)
         };
         let cyc = (xc + dc).max(1.0);
         self.cpus[cpu].cycles += cyc;

@@ -144,12 +144,18 @@ impl Reservations {
         self.tail = i;
     }
 
-    /// Moves the reservation to its place on the partially-populated queue
-    /// after a change of population: the tail if partial, off if full.
-    fn requeue(&mut self, i: u32) {
+    /// Takes the reservation off the queue before its population changes
+    /// (the queue's unused-page total is kept from the count).
+    fn dequeue(&mut self, i: u32) {
         if self.rv[i as usize].inpartpopq {
             self.unlink(i);
         }
+    }
+
+    /// Puts the reservation at its place on the partially-populated queue
+    /// after a change of population: the tail if partial, off if full.
+    fn requeue(&mut self, i: u32) {
+        debug_assert!(!self.rv[i as usize].inpartpopq);
         let c = self.rv[i as usize].popcnt as u32;
         if c > 0 && c < VM_LEVEL_0_NPAGES {
             self.push_tail(i);
@@ -172,6 +178,7 @@ impl Reservations {
     /// Marks page `idx` of the reservation populated (vm_reserv_populate).
     /// Returns the page's frame.
     pub fn populate(&mut self, i: u32, idx: u32, pages: &mut PageArray) -> Pfn {
+        self.dequeue(i);
         let r = &mut self.rv[i as usize];
         debug_assert!(!r.is_populated(idx), "reservation {i} page {idx} populated twice");
         r.popmap[idx as usize / 64] |= 1 << (idx % 64);
@@ -188,6 +195,7 @@ impl Reservations {
     /// Marks page `idx` unpopulated (vm_reserv_depopulate); a reservation
     /// whose count drops to zero is freed whole to the buddy allocator.
     pub fn depopulate(&mut self, i: u32, idx: u32, pages: &mut PageArray, phys: &mut VmPhys) {
+        self.dequeue(i);
         let r = &mut self.rv[i as usize];
         debug_assert!(r.is_populated(idx), "reservation {i} page {idx} not populated");
         if r.popcnt as u32 == VM_LEVEL_0_NPAGES {
@@ -197,9 +205,6 @@ impl Reservations {
         r.popmap[idx as usize / 64] &= !(1 << (idx % 64));
         r.popcnt -= 1;
         if r.popcnt == 0 {
-            if r.inpartpopq {
-                self.unlink(i);
-            }
             self.rv[i as usize] = Reserv::FREE;
             phys.free_pages(Self::base(i), VM_LEVEL_0_ORDER);
             self.stats.freed += 1;
@@ -299,6 +304,10 @@ impl Reservations {
         }
         if q != self.partpop {
             return Err(format!("partpopq has {q} entries, count says {}", self.partpop));
+        }
+        let unused: u64 = self.rv.iter().filter(|r| r.inpartpopq).map(|r| (VM_LEVEL_0_NPAGES - r.popcnt as u32) as u64).sum();
+        if unused != self.partpop_unused_pages {
+            return Err(format!("partpopq holds {unused} unused pages, total says {}", self.partpop_unused_pages));
         }
         let mut full = 0;
         for (i, r) in self.rv.iter().enumerate() {

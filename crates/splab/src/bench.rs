@@ -1,0 +1,257 @@
+//! `splab bench`: how fast the simulator runs and how much host memory it
+//! needs. Each part runs in a child process (this executable, hidden
+//! subcommand `bench-part`) so that its peak RSS (VmHWM) belongs to that
+//! part alone and not to whatever ran before it in the same process.
+
+use crate::error::{input, Fail};
+use crate::output::{emit, json, num};
+use crate::progress::Progress;
+use crate::run::{self, RunArgs};
+use crate::setup::{self, MachineArgs};
+use crate::size;
+use crate::workload::WorkloadArgs;
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use splab_vm::map::MmapReq;
+use splab_vm::prot;
+use std::fmt::Write as _;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+#[derive(Args, Clone, Debug)]
+pub struct BenchArgs {
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    /// GUPS table size (log2 of 64-bit words).
+    #[arg(long, value_name = "N", default_value_t = 24)]
+    pub log2_table: u32,
+    /// Modelled memory of the GUPS runs.
+    #[arg(long, value_name = "SIZE", default_value = "8G")]
+    pub gups_memory: String,
+    /// Anonymous memory the footprint test maps and touches.
+    #[arg(long, value_name = "SIZE", default_value = "16G")]
+    pub footprint: String,
+    /// Modelled memory of the footprint test.
+    #[arg(long, value_name = "SIZE", default_value = "20G")]
+    pub memory: String,
+}
+
+/// One part's result, as the child prints it and the parent reads it.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct GupsPart {
+    pub refs: u64,
+    pub host_seconds: f64,
+    pub refs_per_second: f64,
+    pub peak_rss_bytes: Option<u64>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct FootprintPart {
+    /// Bytes mapped and touched (one store per 4 KB page).
+    pub bytes: u64,
+    pub refs: u64,
+    /// Wall time of the touching loop.
+    pub host_seconds: f64,
+    /// Wall time of building the system.
+    pub host_setup_seconds: f64,
+    pub peak_rss_bytes: Option<u64>,
+    pub model_host_bytes: u64,
+    pub promotions: Option<i64>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Bench {
+    gups_off: GupsPart,
+    gups_on: GupsPart,
+    footprint: FootprintPart,
+}
+
+const PARTS: &[&str] = &["gups-off", "gups-on", "footprint"];
+
+fn gups_args(a: &BenchArgs) -> RunArgs {
+    RunArgs {
+        workload: "gups".into(),
+        machine: a.machine.clone(),
+        memory: a.gups_memory.clone(),
+        workload_args: WorkloadArgs { log2_table: a.log2_table, verify: false },
+        fragment: 0.0,
+        seed: 1,
+        track_contents: false,
+        check_tlb: false,
+    }
+}
+
+/// Checks every option before any child starts, so a typo is reported
+/// once, by the parent, with exit status 2.
+fn validate(a: &BenchArgs) -> Result<u64, Fail> {
+    let g = gups_args(a);
+    let cfg = setup::config(&g.machine, &g.memory)?;
+    crate::workload::build("gups", &g.workload_args, &cfg)?;
+    let memory = setup::config(&a.machine, &a.memory)?.memory;
+    let footprint = input(size::parse(&a.footprint)).map_err(|e| Fail::Input(format!("--footprint: {}", e.message())))?;
+    if footprint == 0 || footprint >= memory {
+        return Err(Fail::Input(format!(
+            "--footprint {} must be more than 0 and less than --memory {}",
+            a.footprint, a.memory
+        )));
+    }
+    Ok(footprint)
+}
+
+/// The options a child needs to repeat this run's configuration.
+fn child_args(a: &BenchArgs) -> Vec<String> {
+    let mut v = vec![
+        "--machine".to_string(),
+        a.machine.machine.clone(),
+        "--log2-table".into(),
+        a.log2_table.to_string(),
+        "--gups-memory".into(),
+        a.gups_memory.clone(),
+        "--footprint".into(),
+        a.footprint.clone(),
+        "--memory".into(),
+        a.memory.clone(),
+    ];
+    if let Some(arch) = &a.machine.arch {
+        v.extend(["--arch".to_string(), arch.clone()]);
+    }
+    v
+}
+
+/// Runs one part in a child process and parses what it prints.
+fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bool) -> Result<T, Fail> {
+    let exe = std::env::current_exe().map_err(|e| Fail::Run(format!("cannot find this executable to re-run it: {e}")))?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("bench-part").arg(part).args(child_args(a));
+    if quiet {
+        cmd.arg("--quiet");
+    }
+    let out = cmd
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| Fail::Run(format!("bench part {part}: cannot start: {e}")))?;
+    if !out.status.success() {
+        return Err(Fail::Run(format!("bench part {part} failed ({})", out.status)));
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| Fail::Run(format!("bench part {part}: unreadable output: {e}")))
+}
+
+pub fn cmd(a: &BenchArgs, as_json: bool) -> Result<i32, Fail> {
+    validate(a)?;
+    let b = Bench {
+        gups_off: spawn_part(a, "gups-off", as_json)?,
+        gups_on: spawn_part(a, "gups-on", as_json)?,
+        footprint: spawn_part(a, "footprint", as_json)?,
+    };
+    emit(&if as_json { json(&b) } else { human(a, &b) });
+    Ok(0)
+}
+
+fn mib(b: Option<u64>) -> String {
+    b.map(|b| format!("{:.1}", b as f64 / (1 << 20) as f64)).unwrap_or_else(|| "?".into())
+}
+
+fn human(a: &BenchArgs, b: &Bench) -> String {
+    let mut o = String::new();
+    let _ = writeln!(o, "{:<28}{:>14}{:>10}{:>14}{:>16}", "part", "sim refs", "host s", "refs/s", "peak RSS (MiB)");
+    for (name, g) in [("GUPS superpages off", &b.gups_off), ("GUPS superpages on", &b.gups_on)] {
+        let _ = writeln!(
+            o,
+            "{:<28}{:>14}{:>10}{:>14}{:>16}",
+            name,
+            g.refs,
+            num(g.host_seconds),
+            num(g.refs_per_second.round()),
+            mib(g.peak_rss_bytes)
+        );
+    }
+    let f = &b.footprint;
+    let rate = f.refs as f64 / f.host_seconds.max(1e-9);
+    let _ = writeln!(
+        o,
+        "{:<28}{:>14}{:>10}{:>14}{:>16}",
+        "footprint, superpages on",
+        f.refs,
+        num(f.host_seconds),
+        num(rate.round()),
+        mib(f.peak_rss_bytes)
+    );
+    let _ = writeln!(
+        o,
+        "\nGUPS: table 2^{} words, {} modelled memory. Footprint: {} touched (one store per 4 KB page) of {} modelled memory;\nmodel's own host memory {} MiB, setup {} s, {} 2MB promotions.",
+        a.log2_table,
+        a.gups_memory,
+        size::show(f.bytes),
+        a.memory,
+        mib(Some(f.model_host_bytes)),
+        num(f.host_setup_seconds),
+        f.promotions.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
+    );
+    o
+}
+
+#[derive(Args, Clone, Debug)]
+pub struct PartArgs {
+    /// gups-off, gups-on or footprint.
+    pub part: String,
+    #[command(flatten)]
+    pub bench: BenchArgs,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// The child side: runs one part and prints its JSON.
+pub fn part(p: &PartArgs) -> Result<i32, Fail> {
+    let a = &p.bench;
+    let footprint = validate(a)?;
+    let text = match p.part.as_str() {
+        "gups-off" | "gups-on" => {
+            let r = run::simulate(&gups_args(a), p.part == "gups-on", p.quiet)?;
+            json(&GupsPart {
+                refs: r.refs,
+                host_seconds: r.host_seconds,
+                refs_per_second: r.refs_per_second(),
+                peak_rss_bytes: setup::peak_rss_bytes(),
+            })
+        }
+        "footprint" => json(&touch(a, footprint, p.quiet)?),
+        other => return Err(Fail::Input(format!("unknown bench part {other:?} (known: {})", PARTS.join(", ")))),
+    };
+    emit(&text);
+    Ok(0)
+}
+
+/// The footprint test: one process maps `bytes` of anonymous memory and
+/// stores one word to every 4 KB page of it, superpages on.
+fn touch(a: &BenchArgs, bytes: u64, quiet: bool) -> Result<FootprintPart, Fail> {
+    let cfg = setup::config(&a.machine, &a.memory)?;
+    let t0 = Instant::now();
+    let mut sys = setup::system(cfg)?;
+    let host_setup_seconds = t0.elapsed().as_secs_f64();
+    let run = |e: String| Fail::Run(format!("footprint test: {e}"));
+    let pid = sys.spawn().map_err(|e| run(format!("spawn: {e}")))?;
+    sys.run_on(0, pid).map_err(|e| run(format!("run: {e}")))?;
+    let base = sys.mmap(pid, MmapReq::anon(bytes, prot::RW)).map_err(|e| run(format!("mmap of {bytes} bytes: {e}")))?.0;
+    let pages = bytes / 4096;
+    let mut bar = Progress::new(pages, "footprint", "pages", quiet);
+    let t1 = Instant::now();
+    for i in 0..pages {
+        sys.store(0, base + i * 4096, i).map_err(|e| run(format!("store to page {i}: {e}")))?;
+        if i & 0xffff == 0 {
+            bar.update(i);
+        }
+    }
+    let host_seconds = t1.elapsed().as_secs_f64();
+    bar.finish();
+    Ok(FootprintPart {
+        bytes: pages * 4096,
+        refs: sys.hw.refs,
+        host_seconds,
+        host_setup_seconds,
+        peak_rss_bytes: setup::peak_rss_bytes(),
+        model_host_bytes: sys.model_host_bytes(),
+        promotions: sys.vm.sysctls().get_int("vm.pmap.pde.promotions"),
+    })
+}

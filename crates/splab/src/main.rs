@@ -1,0 +1,136 @@
+//! `splab`: run workloads on a simulated machine with FreeBSD-style
+//! transparent, reservation-based superpages, compare superpages off and
+//! on, read the system's sysctls, check the system against a reference
+//! model, and benchmark the simulator.
+//!
+//! This file holds the command-line definitions and the one place that
+//! turns a command's result into an exit status: 0 success, 1 a failed run
+//! (or a check that found problems), 2 bad input.
+
+mod bench;
+mod check;
+mod error;
+mod output;
+mod progress;
+mod run;
+mod setup;
+mod size;
+mod workload;
+
+use clap::{Parser, Subcommand};
+use error::Fail;
+use output::{emit, json};
+use setup::{MachineArgs, OnOff};
+
+#[derive(Parser)]
+#[command(name = "splab", version, about = "Simulator of transparent, reservation-based superpages")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run a workload once and report it, with every sysctl.
+    Sim {
+        #[command(flatten)]
+        run: run::RunArgs,
+        /// Transparent superpages (vm.pmap.pg_ps_enabled).
+        #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
+        superpages: OnOff,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a workload with superpages off, then on, and compare.
+    Compare {
+        #[command(flatten)]
+        run: run::RunArgs,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the sysctls of a freshly booted system.
+    Sysctl {
+        /// Names to print (default: all).
+        names: Vec<String>,
+        #[command(flatten)]
+        machine: MachineArgs,
+        /// Modelled physical memory.
+        #[arg(long, value_name = "SIZE", default_value = "8G")]
+        memory: String,
+        /// Transparent superpages (vm.pmap.pg_ps_enabled).
+        #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
+        superpages: OnOff,
+        /// Also print each one's description (as `sysctl -d` gives it).
+        #[arg(short = 'd', long)]
+        describe: bool,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run random operations against a reference model and report problems.
+    Check {
+        #[command(flatten)]
+        args: check::CheckArgs,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Measure simulated references per second and host memory use.
+    Bench {
+        #[command(flatten)]
+        args: bench::BenchArgs,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// One part of `splab bench`, run in its own process (internal).
+    #[command(hide = true)]
+    BenchPart(bench::PartArgs),
+}
+
+fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: &str, sp: OnOff, describe: bool, as_json: bool) -> Result<i32, Fail> {
+    let mut s = run::fresh_sysctls(m, memory, sp.on())?;
+    if !names.is_empty() {
+        if let Some(bad) = names.iter().find(|n| !s.values.contains_key(*n)) {
+            return Err(Fail::Input(format!("unknown sysctl {bad:?}")));
+        }
+        s.values.retain(|k, _| names.contains(k));
+    }
+    emit(&if as_json { output::sysctls_json(&s, describe) } else { output::sysctls(&s, describe) });
+    Ok(0)
+}
+
+fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
+    match cmd {
+        Cmd::Sim { run, superpages, json: j } => {
+            let r = run::simulate(&run, superpages.on(), j)?;
+            emit(&if j { json(&r) } else { output::sim(&r) });
+            Ok(0)
+        }
+        Cmd::Compare { run, json: j } => {
+            let c = run::compare(&run, j)?;
+            emit(&if j { json(&c) } else { output::compare(&c) });
+            Ok(0)
+        }
+        Cmd::Sysctl { names, machine, memory, superpages, describe, json } => {
+            sysctl_cmd(&names, &machine, &memory, superpages, describe, json)
+        }
+        Cmd::Check { args, json } => check::cmd(&args, json),
+        Cmd::Bench { args, json } => bench::cmd(&args, json),
+        Cmd::BenchPart(p) => bench::part(&p),
+    }
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let status = match dispatch(cli.cmd) {
+        Ok(s) => s,
+        Err(f) => {
+            eprintln!("splab: {}", f.message());
+            f.status()
+        }
+    };
+    std::process::exit(status);
+}

@@ -1,0 +1,182 @@
+//! `splab sim` and `splab compare`: run a workload on a fresh system and
+//! collect everything worth reporting about the run into one record, which
+//! is both what the JSON output serialises and what the tables are drawn
+//! from.
+
+use crate::error::Fail;
+use crate::progress::Progress;
+use crate::setup::{self, MachineArgs};
+use crate::workload::{self, WorkloadArgs};
+use clap::Args;
+use serde::Serialize;
+use splab_sim::system::{CycleBreakdown, HwStats, TlbReport};
+use splab_vm::pmap::KernelEvents;
+use splab_vm::sysctl::SysctlValue;
+use splab_workloads::Figure;
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+/// Options of a run, shared by `sim` and `compare` (which adds no others
+/// but runs both superpage settings).
+#[derive(Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Workload to run (gups).
+    pub workload: String,
+    #[command(flatten)]
+    pub machine: MachineArgs,
+    /// Modelled physical memory (e.g. 512M, 8G, 8GiB; 16M to 256G).
+    #[arg(long, value_name = "SIZE", default_value = "8G")]
+    pub memory: String,
+    #[command(flatten)]
+    pub workload_args: WorkloadArgs,
+    /// Fraction (0 to 1) of free 2 MB blocks broken up at start.
+    #[arg(long, value_name = "F", default_value_t = 0.0, allow_negative_numbers = true)]
+    pub fragment: f64,
+    /// Seed for the fragmentation pattern.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Keep the values of written words.
+    #[arg(long)]
+    pub track_contents: bool,
+    /// Check every TLB hit against the page tables.
+    #[arg(long)]
+    pub check_tlb: bool,
+}
+
+/// Everything about one run.
+#[derive(Serialize)]
+pub struct SimRun {
+    pub workload: String,
+    /// The workload's own description of itself, e.g. `gups(2^24)`.
+    pub workload_detail: String,
+    pub arch: String,
+    pub machine: String,
+    pub memory_bytes: u64,
+    pub superpages: bool,
+    pub fragment: f64,
+    pub seed: u64,
+    pub figure: Figure,
+    pub report: String,
+    pub sysctl: BTreeMap<String, SysctlValue>,
+    /// Simulated memory references.
+    pub refs: u64,
+    /// Simulated seconds of the workload's timed part.
+    pub sim_seconds: f64,
+    /// Simulated seconds of the whole run, setup included.
+    pub sim_seconds_total: f64,
+    /// Wall time of the simulation (the workload's run, not building the
+    /// system).
+    pub host_seconds: f64,
+    /// Wall time spent building the system.
+    pub host_setup_seconds: f64,
+    pub tlb: TlbReport,
+    pub hw: HwStats,
+    pub events: KernelEvents,
+    pub cycles: CycleBreakdown,
+    pub host_model_bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_samples: Option<Vec<String>>,
+}
+
+impl SimRun {
+    pub fn refs_per_second(&self) -> f64 {
+        self.refs as f64 / self.host_seconds.max(1e-9)
+    }
+}
+
+/// Runs the workload once with superpages `on` or off. `quiet` hides the
+/// progress bar.
+pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
+    let mut cfg = setup::config(&a.machine, &a.memory)?;
+    if !(0.0..=1.0).contains(&a.fragment) {
+        return Err(Fail::Input(format!("--fragment {} is out of range (0 to 1)", a.fragment)));
+    }
+    cfg.superpages = on;
+    cfg.fragment = a.fragment;
+    cfg.seed = a.seed;
+    cfg.track_contents = a.track_contents || a.workload_args.verify;
+    cfg.check_tlb = a.check_tlb;
+    // The workload is built before the system so that its errors come
+    // before the (for large memories, slow) setup.
+    let mut w = workload::build(&a.workload, &a.workload_args, &cfg)?;
+    let arch = cfg.arch.clone();
+    let machine = cfg.profile.name.clone();
+    let t0 = Instant::now();
+    let mut sys = setup::system(cfg)?;
+    let host_setup_seconds = t0.elapsed().as_secs_f64();
+
+    let label = if on { "superpages on" } else { "superpages off" };
+    let mut bar = Progress::new(w.estimated_refs(), label, "refs", quiet);
+    let t1 = Instant::now();
+    let result = w.run(&mut sys, &mut |n| bar.update(n));
+    let host_seconds = t1.elapsed().as_secs_f64();
+    bar.finish();
+    let result = result.map_err(|e| Fail::Run(format!("{} ({label}): {e}", w.name())))?;
+
+    Ok(SimRun {
+        workload: a.workload.clone(),
+        workload_detail: w.name(),
+        arch,
+        machine,
+        memory_bytes: sys.cfg.memory,
+        superpages: on,
+        fragment: a.fragment,
+        seed: a.seed,
+        figure: result.figure,
+        report: result.report,
+        sysctl: sys.vm.sysctls().values,
+        refs: sys.hw.refs,
+        sim_seconds: result.timed_seconds,
+        sim_seconds_total: sys.sim_seconds(),
+        host_seconds,
+        host_setup_seconds,
+        tlb: sys.tlb_report(),
+        hw: sys.hw.clone(),
+        events: sys.vm.ev.clone(),
+        cycles: sys.breakdown.clone(),
+        host_model_bytes: sys.model_host_bytes(),
+        stale_samples: a.check_tlb.then(|| sys.stale_samples.clone()),
+    })
+}
+
+/// (on - off) / off in percent; None when off is zero.
+pub fn change_percent(off: f64, on: f64) -> Option<f64> {
+    (off != 0.0).then(|| (on - off) / off * 100.0)
+}
+
+/// `splab compare` as JSON.
+#[derive(Serialize)]
+pub struct Comparison {
+    pub workload: String,
+    pub off: SimRun,
+    pub on: SimRun,
+    pub change_percent: Changes,
+}
+
+#[derive(Serialize)]
+pub struct Changes {
+    pub figure: Option<f64>,
+    pub sim_seconds: Option<f64>,
+    pub tlb_misses: Option<f64>,
+}
+
+/// Runs superpages off, then on, each on a fresh system.
+pub fn compare(a: &RunArgs, quiet: bool) -> Result<Comparison, Fail> {
+    let off = simulate(a, false, quiet)?;
+    let on = simulate(a, true, quiet)?;
+    let change_percent = Changes {
+        figure: change_percent(off.figure.value, on.figure.value),
+        sim_seconds: change_percent(off.sim_seconds, on.sim_seconds),
+        tlb_misses: change_percent(off.tlb.total_misses as f64, on.tlb.total_misses as f64),
+    };
+    Ok(Comparison { workload: a.workload.clone(), off, on, change_percent })
+}
+
+/// Sysctls of a fresh system, for `splab sysctl`.
+pub fn fresh_sysctls(m: &MachineArgs, memory: &str, on: bool) -> Result<splab_vm::sysctl::Sysctls, Fail> {
+    let mut cfg = setup::config(m, memory)?;
+    cfg.superpages = on;
+    let sys = setup::system(cfg)?;
+    Ok(sys.vm.sysctls())
+}
+
