@@ -17,31 +17,124 @@ pub struct CacheConfig {
 
 pub const LINE_SHIFT: u32 = 6;
 
-/// Tags of up to 16 ways in one host cache line.
-#[derive(Clone, Copy)]
-#[repr(align(64))]
-struct Block([u32; 16]);
+/// Highest line number the model can see (256 GiB of 64-byte lines).
+const MAX_LINES: u64 = 1 << 32;
 
-/// A cache's tag store. Each set keeps its ways in recency order, most
-/// recently used first, so LRU needs no timestamps and a set of up to 16
-/// ways is one host cache line: the model's own lookups stay cheap even
-/// for a 100 MB last-level cache. Tags are line numbers (physical address
-/// >> 6), which fit 32 bits for the model's 256 GiB maximum.
+/// One set of at most 16 ways: the tags, and the recency order as sixteen
+/// 4-bit way numbers, most recently used in the low nibble. Tags never
+/// move; an access rewrites one u64.
+#[derive(Clone, Copy)]
+#[repr(C)]
+struct Set16<T: Copy> {
+    tags: [T; 16],
+    order: u64,
+}
+
+/// The order of a fresh set: way i at position i.
+const IDENTITY: u64 = 0xFEDC_BA98_7654_3210;
+const NIBBLE_ONES: u64 = 0x1111_1111_1111_1111;
+const NIBBLE_HIGHS: u64 = 0x8888_8888_8888_8888;
+
+/// Moves way `w` to the front of a recency order. Each way number appears
+/// once among the 16 nibbles, so the first zero nibble of order ^ w is its
+/// position (the borrow trick is exact for the lowest zero).
+#[inline]
+fn touch(order: u64, w: u64) -> u64 {
+    let x = order ^ (w * NIBBLE_ONES);
+    let z = x.wrapping_sub(NIBBLE_ONES) & !x & NIBBLE_HIGHS;
+    // Nibbles 0..=p, and 0..p: z's lowest set bit is bit 4p + 3.
+    let through = u64::MAX >> (63 - z.trailing_zeros());
+    let below = through >> 4;
+    (order & !through) | ((order & below) << 4) | w
+}
+
+/// Tags that can be compared 16 at a time.
+trait Tag: Copy + PartialEq {
+    /// Bit i set iff tags[i] == tag.
+    fn match_mask(tags: &[Self; 16], tag: Self) -> u32;
+}
+
+impl Tag for u16 {
+    #[inline(always)]
+    fn match_mask(tags: &[u16; 16], tag: u16) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: SSE2 is part of the x86-64 baseline; the loads read the
+        // 32 bytes of `tags` (unaligned loads).
+        unsafe {
+            use core::arch::x86_64::*;
+            let k = _mm_set1_epi16(tag as i16);
+            let a = _mm_loadu_si128(tags.as_ptr() as *const __m128i);
+            let b = _mm_loadu_si128(tags.as_ptr().add(8) as *const __m128i);
+            let m = _mm_packs_epi16(_mm_cmpeq_epi16(a, k), _mm_cmpeq_epi16(b, k));
+            _mm_movemask_epi8(m) as u32
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        tags.iter().enumerate().fold(0, |m, (i, &t)| m | ((t == tag) as u32) << i)
+    }
+}
+
+impl Tag for u32 {
+    #[inline(always)]
+    fn match_mask(tags: &[u32; 16], tag: u32) -> u32 {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above, over the 64 bytes of `tags`.
+        unsafe {
+            use core::arch::x86_64::*;
+            let k = _mm_set1_epi32(tag as i32);
+            let p = tags.as_ptr() as *const __m128i;
+            let c0 = _mm_cmpeq_epi32(_mm_loadu_si128(p), k);
+            let c1 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(1)), k);
+            let c2 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(2)), k);
+            let c3 = _mm_cmpeq_epi32(_mm_loadu_si128(p.add(3)), k);
+            let m = _mm_packs_epi16(_mm_packs_epi32(c0, c1), _mm_packs_epi32(c2, c3));
+            _mm_movemask_epi8(m) as u32
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        tags.iter().enumerate().fold(0, |m, (i, &t)| m | ((t == tag) as u32) << i)
+    }
+}
+
+/// Without branches on the outcome: the way is the matching one or else
+/// the LRU one, and storing the tag there is harmless on a hit.
+#[inline]
+fn probe16<T: Tag>(s: &mut Set16<T>, ways: usize, tag: T) -> bool {
+    let mask = T::match_mask(&s.tags, tag);
+    let hit = mask != 0;
+    let victim = (s.order >> (4 * (ways - 1))) & 0xF;
+    let w = if hit { (mask.trailing_zeros() & 15) as u64 } else { victim };
+    s.tags[w as usize] = tag;
+    s.order = touch(s.order, w);
+    hit
+}
+
+/// The tag store. Tags are 16 bits when the cache has enough sets that
+/// line / sets always fits (a 100 MB last-level cache does), else 32: a
+/// smaller store keeps the model's own lookups in the host's caches and
+/// TLB. Sets of more than 16 ways keep their tags in recency order.
+enum Tags {
+    U16(HugeBuf<Set16<u16>>),
+    U32(HugeBuf<Set16<u32>>),
+    Wide(HugeBuf<u32>),
+}
+
+/// The tag store of a set-associative cache with true LRU replacement.
+/// The set of a line is line mod sets and its tag line / sets.
 pub struct Cache {
-    sets: usize,
+    sets: u64,
+    /// log2(sets) when sets is a power of two.
+    set_shift: Option<u32>,
+    /// floor(2^64 / sets) + 1: line / sets is the high half of line * this,
+    /// exactly, for every line below 2^32 (Lemire's fast division).
+    magic: u64,
     ways: usize,
-    blocks_per_set: usize,
-    pow2: bool,
-    tags: Vec<Block>,
+    tags: Tags,
     pub latency: u32,
     pub hits: u64,
     pub misses: u64,
     /// The line of the last access: it is the most recently used line of
     /// its set, so accessing it again is a hit that changes nothing.
-    last: u32,
+    last: u64,
 }
-
-const INVALID: u32 = u32::MAX;
 
 impl Cache {
     pub fn new(c: &CacheConfig) -> Result<Cache, String> {
@@ -49,53 +142,93 @@ impl Cache {
         if c.ways == 0 || lines == 0 || lines % c.ways as u64 != 0 {
             return Err(format!("cache of {} KB with {} ways", c.size_kb, c.ways));
         }
-        let sets = (lines / c.ways as u64) as usize;
-        let blocks_per_set = c.ways.div_ceil(16);
+        let sets = lines / c.ways as u64;
+        let n = sets as usize;
+        let tags = if c.ways > 16 {
+            Tags::Wide(HugeBuf::new(lines as usize, u32::MAX))
+        } else if MAX_LINES / sets < u16::MAX as u64 {
+            Tags::U16(HugeBuf::new(n, Set16 { tags: [u16::MAX; 16], order: IDENTITY }))
+        } else {
+            Tags::U32(HugeBuf::new(n, Set16 { tags: [u32::MAX; 16], order: IDENTITY }))
+        };
         Ok(Cache {
             sets,
+            set_shift: sets.is_power_of_two().then(|| sets.trailing_zeros()),
+            magic: (u64::MAX / sets).wrapping_add(1),
             ways: c.ways,
-            blocks_per_set,
-            pow2: sets.is_power_of_two(),
-            tags: vec![Block([INVALID; 16]); sets * blocks_per_set],
+            tags,
             latency: c.latency,
             hits: 0,
             misses: 0,
-            last: INVALID,
+            last: u64::MAX,
         })
-    }
-
-    #[inline]
-    fn set_of(&self, line: u64) -> usize {
-        if self.pow2 {
-            line as usize & (self.sets - 1)
-        } else {
-            // Large last-level caches hash addresses over slices; a
-            // multiplicative hash and a range reduction stand in for that.
-            let h = line.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            ((h as u128 * self.sets as u128) >> 64) as usize
-        }
     }
 
     /// Looks up the line holding physical address `pa`; on a miss the line
     /// is filled, evicting the set's least recently used line. Returns
     /// whether it hit.
-    #[inline]
+    #[inline(always)]
     pub fn access(&mut self, pa: u64) -> bool {
-        let line = (pa >> LINE_SHIFT) as u32;
+        let line = pa >> LINE_SHIFT;
         if line == self.last {
             self.hits += 1;
             return true;
         }
+        self.access_set(line)
+    }
+
+    /// Whether `pa` is on the line of the last access (a certain hit).
+    #[inline(always)]
+    pub fn is_last(&self, pa: u64) -> bool {
+        pa >> LINE_SHIFT == self.last
+    }
+
+    /// Asks the host to start loading the tag set `pa` maps to, so that a
+    /// later access finds it in the host's caches. Changes nothing.
+    #[inline]
+    pub fn touch_ahead(&self, pa: u64) -> u8 {
+        let (set, _) = self.split(pa >> LINE_SHIFT);
+        let ptr: *const u8 = match &self.tags {
+            Tags::U16(t) => t.as_ptr().wrapping_add(set) as *const u8,
+            Tags::U32(t) => t.as_ptr().wrapping_add(set) as *const u8,
+            Tags::Wide(t) => t.as_ptr().wrapping_add(set * self.ways) as *const u8,
+        };
+        // SAFETY: ptr points into the tag store.
+        unsafe { std::ptr::read_volatile(ptr) }
+    }
+
+    #[inline]
+    pub fn prefetch(&self, pa: u64) {
+        let (set, _) = self.split(pa >> LINE_SHIFT);
+        let ptr: *const u8 = match &self.tags {
+            Tags::U16(t) => t.as_ptr().wrapping_add(set) as *const u8,
+            Tags::U32(t) => t.as_ptr().wrapping_add(set) as *const u8,
+            Tags::Wide(t) => t.as_ptr().wrapping_add(set * self.ways) as *const u8,
+        };
+        host_prefetch(ptr);
+    }
+
+    /// (set, tag) of a line: line mod sets and line / sets.
+    #[inline(always)]
+    fn split(&self, line: u64) -> (usize, u64) {
+        match self.set_shift {
+            Some(sh) => ((line & (self.sets - 1)) as usize, line >> sh),
+            None => {
+                let q = ((line as u128 * self.magic as u128) >> 64) as u64;
+                ((line - q * self.sets) as usize, q)
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn access_set(&mut self, line: u64) -> bool {
         self.last = line;
-        let set = self.set_of(pa >> LINE_SHIFT);
-        let ways = self.ways;
-        let b = set * self.blocks_per_set;
-        let hit = if self.blocks_per_set == 1 {
-            probe16(&mut self.tags[b].0, ways, line)
-        } else {
-            // Wider sets span several blocks; view them as one slice.
-            let flat = flatten(&mut self.tags[b..b + self.blocks_per_set]);
-            probe(&mut flat[..ways], line)
+        debug_assert!(line < MAX_LINES);
+        let (set, tag) = self.split(line);
+        let hit = match &mut self.tags {
+            Tags::U16(t) => probe16(&mut t[set], self.ways, tag as u16),
+            Tags::U32(t) => probe16(&mut t[set], self.ways, tag as u32),
+            Tags::Wide(t) => probe(&mut t[set * self.ways..(set + 1) * self.ways], tag as u32),
         };
         if hit {
             self.hits += 1;
@@ -106,60 +239,182 @@ impl Cache {
     }
 
     pub fn size_bytes(&self) -> u64 {
-        ((self.sets * self.ways) as u64) << LINE_SHIFT
+        (self.sets * self.ways as u64) << LINE_SHIFT
+    }
+
+    /// Host bytes of the tag store.
+    pub fn host_bytes(&self) -> u64 {
+        match &self.tags {
+            Tags::U16(t) => (t.len() * std::mem::size_of::<Set16<u16>>()) as u64,
+            Tags::U32(t) => (t.len() * std::mem::size_of::<Set16<u32>>()) as u64,
+            Tags::Wide(t) => t.len() as u64 * 4,
+        }
     }
 }
 
-/// Finds `line` in a set kept in recency order and moves it to the front;
+/// A fixed-size buffer of `n` copies of `v`, 2 MB-aligned, whose memory
+/// the host kernel is asked to back with transparent huge pages before it
+/// is first touched: the model's big tag stores are read at random, and on
+/// a virtual machine each host TLB miss costs a two-dimensional walk.
+struct HugeBuf<T: Copy> {
+    ptr: std::ptr::NonNull<T>,
+    len: usize,
+    layout: std::alloc::Layout,
+}
+
+// SAFETY: HugeBuf owns its memory like a Vec<T>.
+unsafe impl<T: Copy + Send> Send for HugeBuf<T> {}
+unsafe impl<T: Copy + Sync> Sync for HugeBuf<T> {}
+
+const HUGE: usize = 2 << 20;
+
+impl<T: Copy> HugeBuf<T> {
+    fn new(n: usize, v: T) -> HugeBuf<T> {
+        let bytes = (n * std::mem::size_of::<T>()).max(1);
+        let align = if bytes >= HUGE { HUGE } else { std::mem::align_of::<T>().max(64) };
+        let size = bytes.next_multiple_of(align);
+        let layout = std::alloc::Layout::from_size_align(size, align).expect("tag store layout");
+        // SAFETY: the layout has a non-zero size.
+        let raw = unsafe { std::alloc::alloc(layout) } as *mut T;
+        let ptr = std::ptr::NonNull::new(raw).unwrap_or_else(|| std::alloc::handle_alloc_error(layout));
+        #[cfg(target_os = "linux")]
+        if align == HUGE {
+            // SAFETY: the range is the allocation just made; madvise only
+            // changes how the kernel backs it, and failure is harmless.
+            unsafe {
+                libc::madvise(raw as *mut libc::c_void, size, libc::MADV_HUGEPAGE);
+            }
+        }
+        for i in 0..n {
+            // SAFETY: i < n, inside the allocation, properly aligned.
+            unsafe { raw.add(i).write(v) };
+        }
+        HugeBuf { ptr, len: n, layout }
+    }
+}
+
+impl<T: Copy> std::ops::Deref for HugeBuf<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        // SAFETY: ptr..ptr+len was initialised in new().
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Copy> std::ops::DerefMut for HugeBuf<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        // SAFETY: as above, and &mut self gives exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl<T: Copy> Drop for HugeBuf<T> {
+    fn drop(&mut self) {
+        // SAFETY: allocated in new() with this layout; T is Copy (no drop).
+        unsafe { std::alloc::dealloc(self.ptr.as_ptr() as *mut u8, self.layout) };
+    }
+}
+
+#[inline(always)]
+fn host_prefetch(p: *const u8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: prefetch is a hint; it never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Finds `tag` in a set kept in recency order and moves it to the front;
 /// on a miss, inserts it at the front and drops the last (LRU) way.
 #[inline]
-fn probe(t: &mut [u32], line: u32) -> bool {
-    // One pass: each way takes its predecessor's tag; stopping where the
-    // line was found leaves it at the front and the rest in order.
-    let mut prev = line;
-    for slot in t.iter_mut() {
-        let cur = std::mem::replace(slot, prev);
-        if cur == line {
-            return true;
-        }
-        prev = cur;
+fn probe<T: Copy + PartialEq>(t: &mut [T], tag: T) -> bool {
+    if t[0] == tag {
+        return true;
     }
-    false
-}
-
-/// The same for a set of at most 16 ways in one block, without branches:
-/// the position comes from a compare mask, and the move to front is a
-/// lane-wise select, both of which the compiler vectorises.
-#[inline]
-fn probe16(b: &mut [u32; 16], ways: usize, line: u32) -> bool {
-    let mut mask: u32 = 0;
-    for (i, &t) in b.iter().enumerate() {
-        mask |= ((t == line) as u32) << i;
+    let (hit, w) = match t.iter().position(|&x| x == tag) {
+        Some(w) => (true, w),
+        None => (false, t.len() - 1),
+    };
+    let mut i = w;
+    while i > 0 {
+        t[i] = t[i - 1];
+        i -= 1;
     }
-    mask &= ((1u64 << ways) - 1) as u32;
-    let hit = mask != 0;
-    let w = if hit { mask.trailing_zeros() as usize } else { ways - 1 };
-    let old = *b;
-    for i in 1..16 {
-        b[i] = if i <= w { old[i - 1] } else { old[i] };
-    }
-    b[0] = line;
+    t[0] = tag;
     hit
-}
-
-/// Views consecutive blocks as one slice of tags.
-fn flatten(blocks: &mut [Block]) -> &mut [u32] {
-    let len = blocks.len() * 16;
-    let ptr = blocks.as_mut_ptr() as *mut u32;
-    // SAFETY: Block is #[repr(align(64))] over [u32; 16], exactly 64 bytes,
-    // so consecutive Blocks are consecutive u32s with no padding; the
-    // pointer and length come from a valid mutable slice.
-    unsafe { std::slice::from_raw_parts_mut(ptr, len) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_caches_use_16_bit_tags_without_aliasing() {
+        let mut c = Cache::new(&CacheConfig { size_kb: 107520, ways: 15, latency: 70 }).unwrap();
+        assert_eq!(c.host_bytes(), 107520 * 1024 / 64 / 15 * 40);
+        // Two lines in the same set with different tags both fit.
+        let sets = 107520 * 1024 / 64 / 15;
+        let a = 5u64 << 6;
+        let b = (5 + sets) << 6;
+        assert!(!c.access(a));
+        assert!(!c.access(b));
+        assert!(c.access(a) && c.access(b));
+        // The highest line the model allows still has a distinct tag.
+        let top = ((1u64 << 32) - 1) << 6;
+        assert!(!c.access(top));
+        assert!(c.access(top));
+    }
+
+    /// The packed recency order agrees with a list kept in LRU order.
+    #[test]
+    fn recency_order_matches_a_list() {
+        for ways in [1usize, 2, 4, 8, 12, 15, 16, 20] {
+            // ways KB = 16 sets of `ways` lines.
+            let mut c = Cache::new(&CacheConfig { size_kb: ways as u64, ways, latency: 1 }).unwrap();
+            let sets = c.sets;
+            assert_eq!(sets, 16);
+            let mut model: Vec<u64> = Vec::new();
+            let mut x = 7u64;
+            for _ in 0..5000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Lines of set 0 only, from a pool a little larger than the set.
+                let line = (x % (ways as u64 + 3)) * sets;
+                let want = model.contains(&line);
+                if want {
+                    model.retain(|&l| l != line);
+                } else if model.len() == ways {
+                    model.pop();
+                }
+                model.insert(0, line);
+                c.last = u64::MAX;
+                assert_eq!(c.access(line << LINE_SHIFT), want, "ways {ways}");
+            }
+        }
+    }
+
+    #[test]
+    fn fast_division_is_exact() {
+        for sets in [3u64, 7, 15, 114_688, 122_880, 1 << 17, 999_983] {
+            let c = Cache::new(&CacheConfig { size_kb: sets * 64 / 1024 + 1, ways: 1, latency: 1 }).ok();
+            let _ = c;
+            let magic = (u64::MAX / sets).wrapping_add(1);
+            for line in [0u64, 1, sets - 1, sets, sets + 1, 123_456_789, (1 << 32) - 1, (1 << 32) - sets] {
+                let q = ((line as u128 * magic as u128) >> 64) as u64;
+                assert_eq!(q, line / sets, "{line} / {sets}");
+            }
+        }
+    }
+
+    #[test]
+    fn touch_moves_a_way_to_the_front() {
+        assert_eq!(touch(IDENTITY, 0), IDENTITY);
+        assert_eq!(touch(IDENTITY, 3), 0xFEDC_BA98_7654_2103);
+        assert_eq!(touch(IDENTITY, 15), 0xEDCB_A987_6543_210F);
+    }
 
     #[test]
     fn hits_after_fill_and_lru_eviction() {

@@ -62,6 +62,8 @@ const GLOBAL_ASID: u16 = u16::MAX;
 struct Array {
     shifts: Vec<u8>,
     sets: usize,
+    /// sets - 1 when sets is a power of two, else 0 (use a division).
+    set_mask: usize,
     ways: usize,
     level: u8,
     tags: Vec<u64>,
@@ -79,7 +81,8 @@ struct Array {
 impl Array {
     #[inline]
     fn set_base(&self, vpn: u64) -> usize {
-        (vpn as usize % self.sets) * self.ways
+        let set = if self.set_mask != 0 || self.sets == 1 { vpn as usize & self.set_mask } else { vpn as usize % self.sets };
+        set * self.ways
     }
 
     fn shift_idx(&self, sh: u8) -> usize {
@@ -103,21 +106,31 @@ impl Array {
     fn find(&self, vpn: u64, asid: u16, sh: u8) -> Option<usize> {
         let base = self.set_base(vpn);
         let tag = (vpn << 16) | asid as u64;
-        let set = &self.tags[base..base + self.ways];
-        if let Some(w) = set.iter().position(|&t| t == tag) {
-            if self.shift[base + w] == sh {
+        let tags = &self.tags[base..base + self.ways];
+        let shifts = &self.shift[base..base + self.ways];
+        for (w, (&t, &s)) in tags.iter().zip(shifts).enumerate() {
+            if t == tag && s == sh {
                 return Some(base + w);
             }
-            // A tag of another page size that happens to match: fall back
-            // to a full scan of the set.
-            return (0..self.ways).map(|w| base + w).find(|&i| self.tags[i] == tag && self.shift[i] == sh);
         }
         if self.globals > 0 {
             let gtag = (vpn << 16) | GLOBAL_ASID as u64;
-            return (0..self.ways).map(|w| base + w).find(|&i| self.tags[i] == gtag && self.shift[i] == sh);
+            return (base..base + self.ways).find(|&i| self.tags[i] == gtag && self.shift[i] == sh);
         }
         None
     }
+}
+
+/// One probe of a lookup: an array and a page size it holds.
+#[derive(Clone, Copy)]
+struct Probe {
+    array: usize,
+    shift: u8,
+    /// Index of the size in `Tlb::shifts`, for statistics.
+    size: usize,
+    /// Index of the size in the array's own `shifts`.
+    local: usize,
+    level: u8,
 }
 
 /// Hit and miss counts, by level and page size.
@@ -145,8 +158,19 @@ pub struct Tlb {
     /// next fill or invalidation, a lookup in the same 4 KB page finds the
     /// same entry, already most recently used, so the probe can be skipped
     /// without changing any outcome.
-    last: Option<(u64, u16, Translation)>,
+    last_page: u64,
+    last_asid: u16,
+    last_t: Translation,
+    last_size: usize,
     arrays: Vec<Array>,
+    /// The lookup order: first-level arrays, then second-level ones, and
+    /// within a level the largest page size first. (When entries of two
+    /// sizes translate the same address, which happens after a promotion
+    /// until the 4 KB entries age out, the hardware may use either; splab
+    /// uses the larger.)
+    plan: Vec<Probe>,
+    /// For each level (1, 2) and page size index, the array that holds it.
+    fill_target: [Vec<Option<usize>>; 2],
     /// All page sizes any array holds, ascending.
     shifts: Vec<u8>,
     clock: u32,
@@ -177,9 +201,11 @@ impl Tlb {
             }
             shifts.sort_unstable();
             let n = shifts.len();
+            let sets = c.entries / c.ways;
             arrays.push(Array {
                 shifts,
-                sets: c.entries / c.ways,
+                sets,
+                set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
                 ways: c.ways,
                 level: c.level,
                 tags: vec![INVALID; c.entries],
@@ -197,8 +223,25 @@ impl Tlb {
         shifts.sort_unstable();
         shifts.dedup();
         let n = shifts.len();
+        let mut plan = Vec::new();
+        for (ai, a) in arrays.iter().enumerate() {
+            for (li, &sh) in a.shifts.iter().enumerate() {
+                let size = shifts.iter().position(|&s| s == sh).unwrap_or(0);
+                plan.push(Probe { array: ai, shift: sh, size, local: li, level: a.level });
+            }
+        }
+        plan.sort_by_key(|p| (p.level, std::cmp::Reverse(p.shift)));
+        let target = |level: u8| -> Vec<Option<usize>> {
+            shifts.iter().map(|s| arrays.iter().position(|a| a.level == level && a.shifts.contains(s))).collect()
+        };
+        let fill_target = [target(1), target(2)];
         Ok(Tlb {
-            last: None,
+            plan,
+            fill_target,
+            last_page: INVALID,
+            last_asid: 0,
+            last_size: 0,
+            last_t: Translation { pa_base: 0, shift: 0, perm: 0 },
             arrays,
             shifts,
             clock: 0,
@@ -220,45 +263,75 @@ impl Tlb {
     #[inline]
     pub fn lookup(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
         self.stats.lookups += 1;
-        if let Some((p, a, t)) = self.last {
-            if p == va >> 12 && a == asid {
-                let idx = self.size_idx(t.shift);
-                self.stats.l1_hits[idx] += 1;
-                return Some((t, TlbHit::L1));
-            }
+        if self.last_page == va >> self.last_t.shift && self.last_asid == asid {
+            self.stats.l1_hits[self.last_size] += 1;
+            return Some((self.last_t, TlbHit::L1));
         }
-        let r = self.lookup_arrays(va, asid);
-        if let Some((t, _)) = r {
-            self.last = Some((va >> 12, asid, t));
-        }
-        r
+        self.lookup_arrays(va, asid)
     }
 
     fn lookup_arrays(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
         self.clock = self.clock.wrapping_add(1);
-        let clock = self.clock;
-        for ai in 0..self.arrays.len() {
-            let a = &mut self.arrays[ai];
-            for si in 0..a.shifts.len() {
-                if a.valid[si] == 0 {
-                    continue;
-                }
-                let sh = a.shifts[si];
-                let Some(i) = a.find(va >> sh, asid, sh) else { continue };
-                a.lru[i] = clock;
-                let t = Translation { pa_base: a.pa_base[i], shift: sh, perm: a.perm[i] };
-                let level = a.level;
-                let idx = self.size_idx(sh);
-                if level == 1 {
-                    self.stats.l1_hits[idx] += 1;
-                    return Some((t, TlbHit::L1));
-                }
-                self.stats.l2_hits[idx] += 1;
-                self.fill_level(1, va, asid, t);
-                return Some((t, TlbHit::L2));
+        for k in 0..self.plan.len() {
+            let p = self.plan[k];
+            let a = &mut self.arrays[p.array];
+            if a.valid[p.local] == 0 {
+                continue;
             }
+            let Some(i) = a.find(va >> p.shift, asid, p.shift) else { continue };
+            a.lru[i] = self.clock;
+            let t = Translation { pa_base: a.pa_base[i], shift: p.shift, perm: a.perm[i] };
+            if p.level == 1 {
+                self.stats.l1_hits[p.size] += 1;
+                // Until the next fill or invalidation, this page's lookups
+                // end at this same entry, already most recently used.
+                self.last_page = va >> p.shift;
+                self.last_asid = asid;
+                self.last_t = t;
+                self.last_size = p.size;
+                return Some((t, TlbHit::L1));
+            }
+            self.stats.l2_hits[p.size] += 1;
+            self.fill_level(1, va, asid, t);
+            return Some((t, TlbHit::L2));
         }
         None
+    }
+
+    /// The translation of the last hit if `va` is in the same page: a lookup
+    /// would return it from the first level. Counts the hit.
+    #[inline(always)]
+    pub fn memo_hit(&mut self, va: u64, asid: u16) -> Option<Translation> {
+        if self.last_page == va >> self.last_t.shift && self.last_asid == asid {
+            self.stats.lookups += 1;
+            self.stats.l1_hits[self.last_size] += 1;
+            Some(self.last_t)
+        } else {
+            None
+        }
+    }
+
+    /// Takes back the count of a `memo_hit` whose result was not used.
+    #[inline(always)]
+    pub fn uncount_memo_hit(&mut self) {
+        self.stats.lookups -= 1;
+        self.stats.l1_hits[self.last_size] -= 1;
+    }
+
+    /// What a lookup would return, without counting it or changing any
+    /// replacement state (for prefetch hints).
+    pub fn peek(&self, va: u64, asid: u16) -> Option<Translation> {
+        if self.last_page == va >> self.last_t.shift && self.last_asid == asid {
+            return Some(self.last_t);
+        }
+        self.plan.iter().find_map(|p| {
+            let a = &self.arrays[p.array];
+            if a.valid[p.local] == 0 {
+                return None;
+            }
+            let i = a.find(va >> p.shift, asid, p.shift)?;
+            Some(Translation { pa_base: a.pa_base[i], shift: p.shift, perm: a.perm[i] })
+        })
     }
 
     pub fn count_miss(&mut self, shift: u8) {
@@ -267,12 +340,14 @@ impl Tlb {
     }
 
     fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation) {
-        self.last = None;
+        self.last_page = INVALID;
         self.clock = self.clock.wrapping_add(1);
         let clock = self.clock;
         let global = t.perm & perm::GLOBAL != 0;
         let tag_asid = if global { GLOBAL_ASID } else { asid };
-        if let Some(a) = self.arrays.iter_mut().find(|a| a.level == level && a.shifts.contains(&t.shift)) {
+        let size = self.size_idx(t.shift);
+        if let Some(ai) = self.fill_target[level as usize - 1][size] {
+            let a = &mut self.arrays[ai];
             let vpn = va >> t.shift;
             let base = a.set_base(vpn);
             // Replace an existing entry for the same page, else an empty
@@ -305,7 +380,7 @@ impl Tlb {
     /// Invalidates every entry of any size that translates `va` in `asid`
     /// (and global ones): the effect of INVLPG / TLBI VAE1 / SFENCE.VMA va.
     pub fn invalidate_page(&mut self, va: u64, asid: u16) {
-        self.last = None;
+        self.last_page = INVALID;
         self.stats.invalidations += 1;
         for a in &mut self.arrays {
             for si in 0..a.shifts.len() {
@@ -320,7 +395,7 @@ impl Tlb {
 
     /// Invalidates every non-global entry of one address space.
     pub fn invalidate_asid(&mut self, asid: u16) {
-        self.last = None;
+        self.last_page = INVALID;
         self.stats.flushes += 1;
         for a in &mut self.arrays {
             if a.valid.iter().all(|&v| v == 0) {
@@ -336,7 +411,7 @@ impl Tlb {
 
     /// Invalidates everything.
     pub fn invalidate_all(&mut self) {
-        self.last = None;
+        self.last_page = INVALID;
         self.stats.flushes += 1;
         for a in &mut self.arrays {
             for i in 0..a.tags.len() {

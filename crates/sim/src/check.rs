@@ -447,11 +447,11 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
     }
     d.check_invariants();
     progress(cfg.ops);
-    d.rep.stale_translations = d.sys.hw.stale_translations;
+    d.rep.stale_translations = d.sys.hw().stale_translations;
     for s in d.sys.stale_samples.clone() {
         problem(&mut d.rep, format!("stale translation: {s}"));
     }
-    d.rep.refs = d.sys.hw.refs;
+    d.rep.refs = d.sys.hw().refs;
     d.rep.sysctl = d.sys.vm.sysctls().values;
     Ok(d.rep)
 }

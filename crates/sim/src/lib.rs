@@ -5,5 +5,6 @@
 pub mod check;
 pub mod refmodel;
 pub mod system;
+pub mod timing;
 
 pub use system::{Config, Op, System};

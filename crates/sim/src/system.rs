@@ -9,7 +9,7 @@
 //! in cycles from the machine profile.
 
 use serde::Serialize;
-use splab_hw::cache::Cache;
+use crate::timing::{BatchRef, Job, Timing, Worker};
 use splab_hw::mmu::{perm, Access, Mmu, Translation, WalkFault, WalkRefs, Walker};
 use splab_hw::physmem::PhysMem;
 use splab_hw::profile::Profile;
@@ -80,10 +80,12 @@ pub struct CycleBreakdown {
 }
 
 struct CpuHw {
-    l1: Cache,
-    l2: Cache,
-    cycles: f64,
     running: Option<Pid>,
+    /// Host-side guesses of recent translations, for prefetch hints only:
+    /// (va >> 21, pa of that 2 MB range) and (va >> 12, pa of that page).
+    /// A stale guess costs a useless prefetch, nothing else.
+    guess_2m: [(u64, u64); 64],
+    guess_4k: [(u64, u64); 256],
     /// Page-table root and ASID of the running process (fixed for its life).
     space: (PhysAddr, u16),
 }
@@ -93,14 +95,20 @@ pub struct System {
     pub cfg: Config,
     walker: Box<dyn Walker>,
     cpus: Vec<CpuHw>,
-    l3: Cache,
-    dram: u32,
+    /// The timing model; None while a batch is with the timing thread.
+    timing: Option<Box<Timing>>,
+    worker: Option<Worker>,
+    /// Buffers of the batch being built, and spares returned by the worker.
+    spare_refs: Vec<BatchRef>,
+    spare_walks: Vec<u64>,
+    /// Cycles of kernel work per CPU.
+    kernel_cycles: Vec<f64>,
     refs: WalkRefs,
-    /// 1 / the profile's overlap factors.
-    inv_walk_mlp: f64,
-    inv_data_mlp: f64,
-    pub hw: HwStats,
-    pub breakdown: CycleBreakdown,
+    /// Walk references of translations not yet charged to the caches.
+    pending_walks: Vec<u64>,
+    /// References of a batch awaiting the cache model.
+    batch: Vec<BatchRef>,
+    hw: HwStats,
     /// The first few stale translations seen, for diagnosis.
     pub stale_samples: Vec<String>,
 }
@@ -140,7 +148,7 @@ impl System {
         for _ in 0..p.cpus {
             let tlb = Tlb::new(&p.tlb, walker.page_shifts())?;
             cpus_vm.push(CpuState { mmu: Mmu { tlb, pwc: Pwc::new(&p.pwc) }, curpmap: None });
-            cpus.push(CpuHw { l1: Cache::new(&p.cache.l1d)?, l2: Cache::new(&p.cache.l2)?, cycles: 0.0, running: None, space: (PhysAddr(0), 0) });
+            cpus.push(CpuHw { running: None, space: (PhysAddr(0), 0), guess_2m: [(u64::MAX, 0); 64], guess_4k: [(u64::MAX, 0); 256] });
         }
         let mut phys = Phys::new(npages, cfg.domains.max(1));
         if cfg.fragment > 0.0 {
@@ -152,13 +160,15 @@ impl System {
             vm,
             walker,
             cpus,
-            l3: Cache::new(&p.cache.l3)?,
-            dram: p.dram_cycles(),
+            timing: Some(Box::new(Timing::new(p)?)),
+            worker: None,
+            spare_refs: Vec::new(),
+            spare_walks: Vec::new(),
+            kernel_cycles: vec![0.0; p.cpus],
             refs: WalkRefs::default(),
-            inv_walk_mlp: 1.0 / p.overlap.walk_mlp,
-            inv_data_mlp: 1.0 / p.overlap.data_mlp,
+            pending_walks: Vec::new(),
+            batch: Vec::new(),
             hw: HwStats::default(),
-            breakdown: CycleBreakdown::default(),
             stale_samples: Vec::new(),
             cfg,
         })
@@ -185,8 +195,7 @@ impl System {
             + d(e.demotions, before.demotions) * c.demotion as f64
             + d(e.syscalls, before.syscalls) * c.syscall as f64
             + d(e.context_switches, before.context_switches) * c.context_switch as f64;
-        self.cpus[cpu].cycles += cyc;
-        self.breakdown.kernel += cyc;
+        self.kernel_cycles[cpu] += cyc;
     }
 
     fn syscall_cpu(&self, pid: Pid) -> usize {
@@ -256,39 +265,36 @@ impl System {
         self.cpus.get(cpu)?.running
     }
 
-    /// Latency of one access to physical address `pa` through the caches.
-    #[inline]
-    fn mem_latency(&mut self, cpu: usize, pa: u64) -> u32 {
-        let c = &mut self.cpus[cpu];
-        if c.l1.access(pa) {
-            self.hw.cache_hits[0] += 1;
-            return c.l1.latency;
+    /// Waits for the timing thread to hand the timing model back.
+    fn sync(&mut self) {
+        if self.timing.is_none() {
+            let job = self.worker.as_ref().expect("timing is with the worker").recv();
+            self.timing = Some(job.timing);
+            self.spare_refs = job.refs;
+            self.spare_walks = job.walks;
         }
-        if c.l2.access(pa) {
-            self.hw.cache_hits[1] += 1;
-            return c.l2.latency;
-        }
-        if self.l3.access(pa) {
-            self.hw.cache_hits[2] += 1;
-            return self.l3.latency;
-        }
-        self.hw.dram_accesses += 1;
-        self.dram
     }
 
-    /// Walks the page tables for `va`, charging the walk's memory references.
-    fn walk(&mut self, cpu: usize, root: PhysAddr, asid: u16, va: u64, acc: Access) -> (Result<Translation, WalkFault>, u32) {
+    /// The timing model, once any batch in flight is done.
+    #[inline]
+    fn timing(&mut self) -> &mut Timing {
+        if self.timing.is_none() {
+            self.sync();
+        }
+        self.timing.as_mut().unwrap()
+    }
+
+    /// Walks the page tables for `va`. The walk's memory references are
+    /// appended to `pending_walks`; the caller charges them through the
+    /// caches (now, or later in a batch).
+    fn walk(&mut self, cpu: usize, root: PhysAddr, asid: u16, va: u64, acc: Access) -> Result<Translation, WalkFault> {
         self.refs.clear();
         let mmu = &mut self.vm.cpus[cpu].mmu;
         let r = self.walker.walk(&mut self.vm.mem, &mut mmu.pwc, root, asid, va, acc, &mut self.refs);
         self.hw.walks += 1;
-        let mut lat = 0;
-        for i in 0..self.refs.n {
-            let pa = self.refs.pa[i];
-            lat += self.mem_latency(cpu, pa);
-        }
         self.hw.walk_mem_refs += self.refs.n as u64;
-        (r, lat)
+        self.pending_walks.extend_from_slice(self.refs.as_slice());
+        r
     }
 
     /// Checks a TLB hit against the page tables: a translation used after
@@ -315,16 +321,106 @@ impl System {
     /// means the access waits for the previous one (a pointer chase), so
     /// its latency is not overlapped. Returns the value read (or written);
     /// values are only kept when content tracking is on.
+    #[inline]
     pub fn access(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, FaultError> {
+        // Fast path: the same page as the last TLB hit, permitted without a
+        // dirty-bit assist, on the line of the last cache access. Its result
+        // is what the general path would compute.
+        if !self.cfg.check_tlb && !self.vm.mem.tracks_data() && self.timing.is_some() {
+            let asid = self.cpus[cpu].space.1;
+            let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
+            if let Some(t) = tlb.memo_hit(va, asid) {
+                let need = match op {
+                    Op::Load => perm::READ,
+                    Op::Store(_) => perm::WRITE | perm::DIRTY,
+                };
+                let pa = t.pa_base | (va & ((1u64 << t.shift) - 1));
+                if t.perm & need == need && self.timing.as_mut().unwrap().charge_same_line(cpu, pa, dependent) {
+                    self.hw.refs += 1;
+                    return Ok(match op {
+                        Op::Load => {
+                            self.hw.loads += 1;
+                            0
+                        }
+                        Op::Store(v) => {
+                            self.hw.stores += 1;
+                            v
+                        }
+                    });
+                }
+                // Not taken: undo the count; the general path counts again.
+                self.vm.cpus[cpu].mmu.tlb.uncount_memo_hit();
+            }
+        }
+        self.access_general(cpu, va, op, dependent)
+    }
+
+    /// Tells the model an access to `va` by `cpu` is coming soon, so it can
+    /// have the host fetch the model's own data for it. No effect on results.
+    #[inline]
+    pub fn hint(&self, cpu: usize, va: u64) {
+        let c = &self.cpus[cpu];
+        let g2 = c.guess_2m[((va >> 21) & 63) as usize];
+        let g4 = c.guess_4k[((va >> 12) & 255) as usize];
+        let pa = if g2.0 == va >> 21 {
+            g2.1 | (va & ((1 << 21) - 1))
+        } else if g4.0 == va >> 12 {
+            g4.1 | (va & 0xfff)
+        } else {
+            return;
+        };
+        if let Some(t) = &self.timing {
+            t.prefetch(cpu, pa);
+        }
+    }
+
+    /// Records a translation for `hint`.
+    #[inline]
+    fn remember(&mut self, cpu: usize, va: u64, t: &Translation) {
+        let c = &mut self.cpus[cpu];
+        if t.shift >= 21 {
+            c.guess_2m[((va >> 21) & 63) as usize] = (va >> 21, t.pa_base | (va & ((1 << t.shift) - 1) & !((1 << 21) - 1)));
+        } else {
+            c.guess_4k[((va >> 12) & 255) as usize] = (va >> 12, t.pa_base | (va & ((1 << t.shift) - 1) & !0xfff));
+        }
+    }
+
+    /// The hardware's translation of `va` for `acc`: TLB lookup, walk on a
+    /// miss, dirty-bit assist, and page faults resolved by the kernel, until
+    /// a usable translation is found. Returns it with the fixed cycles of
+    /// TLB lookups and assists; walk references are left in `pending_walks`.
+    #[inline]
+    fn translate(&mut self, cpu: usize, va: u64, acc: Access) -> Result<(Translation, u32), FaultError> {
+        // The common case: a TLB hit that permits the access as it is.
+        let asid = self.cpus[cpu].space.1;
+        let hit = self.vm.cpus[cpu].mmu.tlb.lookup(va, asid);
+        if let Some((t, lvl)) = hit {
+            let need = match acc {
+                Access::Read => perm::READ,
+                Access::Write => perm::WRITE | perm::DIRTY,
+                Access::Exec => perm::EXEC,
+            };
+            if t.perm & need == need && !self.cfg.check_tlb {
+                let x = if lvl == TlbHit::L2 { self.cfg.profile.costs.stlb_hit } else { 0 };
+                return Ok((t, x));
+            }
+        }
+        self.translate_slow(cpu, va, acc, hit)
+    }
+
+    #[inline(never)]
+    fn translate_slow(&mut self, cpu: usize, va: u64, acc: Access, first: Option<(Translation, TlbHit)>) -> Result<(Translation, u32), FaultError> {
         let pid = self.cpus[cpu].running.ok_or(FaultError::NoProcess(u32::MAX))?;
         let (root, asid) = self.cpus[cpu].space;
-        let acc = if matches!(op, Op::Load) { Access::Read } else { Access::Write };
-        self.hw.refs += 1;
         let mut xlat: u32 = 0;
         let mut tries = 0;
-        let t = loop {
+        let mut first = Some(first);
+        loop {
             tries += 1;
-            let hit = self.vm.cpus[cpu].mmu.tlb.lookup(va, asid);
+            let hit = match first.take() {
+                Some(h) => h,
+                None => self.vm.cpus[cpu].mmu.tlb.lookup(va, asid),
+            };
             let res = match hit {
                 Some((t, lvl)) => {
                     if lvl == TlbHit::L2 {
@@ -338,8 +434,7 @@ impl System {
                         // The processor re-walks to set the dirty bit.
                         self.hw.dirty_assists += 1;
                         xlat += self.cfg.profile.costs.dirty_assist;
-                        let (r, lat) = self.walk(cpu, root, asid, va, acc);
-                        xlat += lat;
+                        let r = self.walk(cpu, root, asid, va, acc);
                         self.vm.cpus[cpu].mmu.tlb.invalidate_page(va, asid);
                         if let Ok(n) = r {
                             self.vm.cpus[cpu].mmu.tlb.fill(va, asid, n);
@@ -355,8 +450,7 @@ impl System {
                 }
                 None => {
                     xlat += self.cfg.profile.costs.stlb_hit;
-                    let (r, lat) = self.walk(cpu, root, asid, va, acc);
-                    xlat += lat;
+                    let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
                         self.vm.cpus[cpu].mmu.tlb.count_miss(t.shift);
                         self.vm.cpus[cpu].mmu.tlb.fill(va, asid, t);
@@ -365,7 +459,7 @@ impl System {
                 }
             };
             match res {
-                Ok(t) => break t,
+                Ok(t) => return Ok((t, xlat)),
                 Err(WalkFault::BadAddress) => {
                     self.vm.stats.segfaults += 1;
                     return Err(FaultError::Unmapped(va));
@@ -386,30 +480,103 @@ impl System {
                     r?;
                 }
             }
-        };
-        let pa = t.pa(va);
-        let data = self.mem_latency(cpu, pa.0);
-        let (xc, dc) = if dependent {
-            (xlat as f64, data as f64)
-        } else {
-            (xlat as f64 * self.inv_walk_mlp, data as f64 * self.inv_data_mlp)
-        };
-        let cyc = (xc + dc).max(1.0);
-        self.cpus[cpu].cycles += cyc;
-        self.breakdown.translation += xc;
-        self.breakdown.data += cyc - xc;
-        let word = PhysAddr(pa.0 & !7);
+        }
+    }
+
+    /// Performs the load or store itself on modelled memory.
+    #[inline]
+    fn do_op(&mut self, pa: u64, op: Op) -> u64 {
+        let word = PhysAddr(pa & !7);
         match op {
             Op::Load => {
                 self.hw.loads += 1;
-                Ok(if self.vm.mem.tracks_data() { self.vm.mem.read_u64(word) } else { 0 })
+                if self.vm.mem.tracks_data() {
+                    self.vm.mem.read_u64(word)
+                } else {
+                    0
+                }
             }
             Op::Store(v) => {
                 self.hw.stores += 1;
                 self.vm.mem.store_data(word, v);
-                Ok(v)
+                v
             }
         }
+    }
+
+    #[inline(never)]
+    fn access_general(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, FaultError> {
+        let acc = if matches!(op, Op::Load) { Access::Read } else { Access::Write };
+        self.hw.refs += 1;
+        self.pending_walks.clear();
+        let (t, xlat) = self.translate(cpu, va, acc)?;
+        self.remember(cpu, va, &t);
+        let pa = t.pa(va).0;
+        let walks = std::mem::take(&mut self.pending_walks);
+        self.timing().charge(cpu, xlat, &walks, pa, dependent);
+        self.pending_walks = walks;
+        self.pending_walks.clear();
+        Ok(self.do_op(pa, op))
+    }
+
+    /// Runs a batch of independent accesses by the process on `cpu`, in
+    /// order, with the same results as calling `access` for each. Each
+    /// `(va, x)` is a read-modify-write: a load of the word at va, then a
+    /// store of (value ^ x), as in GUPS's update. The batch is executed in
+    /// two passes: first every translation in order (TLB, walks, faults,
+    /// values), then the cache model over the recorded references in the
+    /// same order, after asking the host to prefetch the model's tag sets
+    /// for all of them. Neither model reads the other's state, so the
+    /// outcome is the same; the host overlaps its own cache misses.
+    pub fn xor_batch(&mut self, cpu: usize, ops: &[(u64, u64)]) -> Result<(), FaultError> {
+        self.pending_walks.clear();
+        self.batch.clear();
+        for &(va, x) in ops {
+            for (acc, is_store) in [(Access::Read, false), (Access::Write, true)] {
+                self.hw.refs += 1;
+                let w0 = self.pending_walks.len();
+                let (t, xlat) = match self.translate(cpu, va, acc) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        self.finish_batch(cpu);
+                        return Err(e);
+                    }
+                };
+                let pa = t.pa(va).0;
+                self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32 });
+                if is_store {
+                    let v = self.do_op(pa, Op::Load) ^ x;
+                    self.hw.loads -= 1;
+                    self.do_op(pa, Op::Store(v));
+                } else {
+                    self.do_op(pa, Op::Load);
+                }
+            }
+        }
+        self.finish_batch(cpu);
+        Ok(())
+    }
+
+    /// The second pass of a batch: the cache model over the references in
+    /// order, on the timing thread when the batch is large enough to be
+    /// worth it (the caller goes on translating the next batch meanwhile).
+    fn finish_batch(&mut self, cpu: usize) {
+        const THREAD_MIN: usize = 512;
+        self.sync();
+        if self.batch.len() < THREAD_MIN {
+            let t = self.timing.as_mut().unwrap();
+            t.run_batch(cpu, &self.batch, &self.pending_walks);
+            self.batch.clear();
+            self.pending_walks.clear();
+            return;
+        }
+        let worker = self.worker.get_or_insert_with(Worker::spawn);
+        let refs = std::mem::replace(&mut self.batch, std::mem::take(&mut self.spare_refs));
+        let walks = std::mem::replace(&mut self.pending_walks, std::mem::take(&mut self.spare_walks));
+        let timing = self.timing.take().unwrap();
+        worker.send(Job { timing, cpu, refs, walks });
+        self.batch.clear();
+        self.pending_walks.clear();
     }
 
     pub fn load(&mut self, cpu: usize, va: u64) -> Result<u64, FaultError> {
@@ -419,13 +586,32 @@ impl System {
         self.access(cpu, va, Op::Store(v), false)
     }
 
-    pub fn cycles(&self, cpu: usize) -> f64 {
-        self.cpus[cpu].cycles
+    /// Cycles CPU `cpu` has spent so far (accesses and kernel work).
+    pub fn cycles(&mut self, cpu: usize) -> f64 {
+        self.timing().cycles[cpu] + self.kernel_cycles[cpu]
+    }
+
+    /// Counts of what the hardware did.
+    pub fn hw(&mut self) -> HwStats {
+        let t = self.timing();
+        let (hits, dram) = (t.cache_hits, t.dram_accesses);
+        let mut h = self.hw.clone();
+        h.cache_hits = hits;
+        h.dram_accesses = dram;
+        h
+    }
+
+    /// Where the cycles went.
+    pub fn breakdown(&mut self) -> CycleBreakdown {
+        let mut b = self.timing().breakdown.clone();
+        b.kernel = self.kernel_cycles.iter().sum();
+        b
     }
 
     /// Simulated time so far: the busiest CPU's cycles at the profile's clock.
-    pub fn sim_seconds(&self) -> f64 {
-        let c = self.cpus.iter().map(|c| c.cycles).fold(0.0, f64::max);
+    pub fn sim_seconds(&mut self) -> f64 {
+        let n = self.cpus.len();
+        let c = (0..n).map(|i| self.cycles(i)).fold(0.0, f64::max);
         c / (self.cfg.profile.freq_ghz * 1e9)
     }
 

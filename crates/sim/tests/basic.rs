@@ -46,7 +46,7 @@ fn touching_a_region_promotes_it_and_contents_survive() {
     assert!(s.store(0, va + (2 << 20), 5).is_err());
     assert_eq!(s.load(0, va + (2 << 20) + 8).unwrap(), 512 * 3 + 1);
     s.vm.check_invariants().unwrap();
-    assert_eq!(s.hw.stale_translations, 0, "{:?}", s.stale_samples);
+    assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
     s.exit(pid).unwrap();
     s.vm.check_invariants().unwrap();
     assert_eq!(sysctl(&s, "vm.reserv.fullpop"), 0);
@@ -90,5 +90,5 @@ fn fork_copies_on_write_and_maps_superpages_read_only() {
     s.exit(child).unwrap();
     assert_eq!(s.load(0, va + 4096 * 5).unwrap(), 9);
     s.vm.check_invariants().unwrap();
-    assert_eq!(s.hw.stale_translations, 0, "{:?}", s.stale_samples);
+    assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
 }

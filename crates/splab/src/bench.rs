@@ -247,7 +247,7 @@ fn touch(a: &BenchArgs, bytes: u64, quiet: bool) -> Result<FootprintPart, Fail> 
     bar.finish();
     Ok(FootprintPart {
         bytes: pages * 4096,
-        refs: sys.hw.refs,
+        refs: sys.hw().refs,
         host_seconds,
         host_setup_seconds,
         peak_rss_bytes: setup::peak_rss_bytes(),

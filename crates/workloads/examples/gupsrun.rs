@@ -10,5 +10,5 @@ fn main() {
     let r = g.run(&mut s, &mut |_| {}).unwrap();
     let el = t.elapsed().as_secs_f64();
     print!("{}", r.report);
-    println!("refs {} host {:.2}s  {:.1} Mrefs/s  promotions {:?} tlbmiss {}", s.hw.refs, el, s.hw.refs as f64 / el / 1e6, s.vm.sysctls().get_int("vm.pmap.pde.promotions"), s.tlb_report().total_misses);
+    println!("refs {} host {:.2}s  {:.1} Mrefs/s  promotions {:?} tlbmiss {}", s.hw().refs, el, s.hw().refs as f64 / el / 1e6, s.vm.sysctls().get_int("vm.pmap.pde.promotions"), s.tlb_report().total_misses);
 }
