@@ -1,1 +1,234 @@
+//! Direct tests of the amd64 pmap: promotion and its failure reasons,
+//! demotion with and without a stashed page-table page, whole-superpage
+//! removal, 1 GB mappings, and TLB shootdown to every CPU running the
+//! address space.
 
+use super::*;
+use splab_hw::mmu::{perm, Mmu, Translation};
+use splab_hw::pwc::{Pwc, PwcLevelConfig};
+use splab_hw::tlb::{Tlb, TlbArrayConfig};
+use splab_vm::physalloc::{ObjInfo, Phys};
+use splab_vm::pmap::{CpuState, KernelEvents};
+
+const VA: u64 = 0x40_0000_0000;
+
+struct Rig {
+    pmap: PmapAmd64,
+    phys: Phys,
+    mem: PhysMem,
+    cpus: Vec<CpuState>,
+    ev: KernelEvents,
+}
+
+impl Rig {
+    fn new(npages: u64) -> Rig {
+        let tlb = vec![
+            TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1 },
+            TlbArrayConfig { sizes: vec!["2M".into(), "1G".into()], entries: 32, ways: 4, level: 1 },
+        ];
+        let cpus = (0..2)
+            .map(|_| CpuState {
+                mmu: Mmu { tlb: Tlb::new(&tlb, &[12, 21, 30]).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: 21, entries: 4 }]) },
+                curpmap: None,
+            })
+            .collect();
+        Rig { pmap: PmapAmd64::new(npages, true), phys: Phys::new(npages, 1), mem: PhysMem::new(npages, false), cpus, ev: KernelEvents::default() }
+    }
+
+    fn env(&mut self) -> (&mut PmapAmd64, PmapEnv<'_>) {
+        (&mut self.pmap, PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev })
+    }
+
+    /// 512 pages of one object, all from one fully populated reservation.
+    fn superpage_run(&mut self) -> Vec<Pfn> {
+        let o = ObjInfo { id: 1, size: 1 << 20, color: 0, anon: true, colored: true };
+        let base = self.phys.alloc_page(&o, 0).unwrap();
+        let mut v = vec![base];
+        for i in 1..512 {
+            v.push(self.phys.alloc_page(&o, i).unwrap());
+        }
+        assert!(v.windows(2).all(|w| w[1].0 == w[0].0 + 1), "reservation gives contiguous frames");
+        assert_eq!(self.phys.reserv.level_iffullpop(base), 0);
+        v
+    }
+
+    fn stat(&self, name: &str) -> i64 {
+        let mut s = Sysctls::default();
+        self.pmap.sysctls(&mut s);
+        s.get_int(name).unwrap()
+    }
+
+    fn check(&mut self) {
+        let (p, env) = self.env();
+        p.check(&env).unwrap();
+    }
+}
+
+fn rw_access() -> EnterFlags {
+    EnterFlags { access: prot::READ | prot::WRITE, ..Default::default() }
+}
+
+fn enter_all(r: &mut Rig, pm: PmapId, pages: &[Pfn], flags: impl Fn(usize) -> EnterFlags) {
+    for (i, &m) in pages.iter().enumerate() {
+        let (p, mut env) = r.env();
+        p.enter(&mut env, pm, VirtAddr(VA + i as u64 * 4096), m, prot::RW, flags(i)).unwrap();
+    }
+}
+
+#[test]
+fn full_dirty_run_promotes_with_one_pv_entry() {
+    let mut r = Rig::new(4096);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    enter_all(&mut r, pm, &pages, |_| rw_access());
+    assert_eq!(r.stat("vm.pmap.pde.promotions"), 1);
+    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
+    assert_eq!((m.shift, m.pa.0), (21, pages[5].addr().0 + 8));
+    assert_eq!(r.pmap.pv.live(), 1, "512 PV entries became one");
+    r.check();
+}
+
+#[test]
+fn promotion_fails_on_mixed_dirty_state_and_write_protects_clean_pages() {
+    let mut r = Rig::new(4096);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    // Page 100 is only read: accessed but clean.
+    enter_all(&mut r, pm, &pages, |i| if i == 100 { EnterFlags { access: prot::READ, ..Default::default() } } else { rw_access() });
+    assert_eq!(r.stat("vm.pmap.pde.promotions"), 0);
+    assert_eq!(r.stat("splab.pmap.pde.p_failures.attributes"), 1);
+    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 100 * 4096)).unwrap();
+    assert_eq!(m.prot & prot::WRITE, 0, "the clean page lost write access so its first write is seen");
+    r.check();
+}
+
+#[test]
+fn promotion_needs_every_page_accessed() {
+    let mut r = Rig::new(4096);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    // The first page is entered without an access (a prefault): A clear.
+    enter_all(&mut r, pm, &pages, |i| if i == 0 { EnterFlags::default() } else { rw_access() });
+    assert_eq!(r.stat("vm.pmap.pde.promotions"), 0);
+    assert_eq!(r.stat("splab.pmap.pde.p_failures.not_accessed"), 1);
+}
+
+#[test]
+fn demotion_reuses_the_stashed_page_table_page() {
+    let mut r = Rig::new(4096);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    enter_all(&mut r, pm, &pages, |_| rw_access());
+    let allocs = r.ev.pt_page_allocs;
+    let (p, mut env) = r.env();
+    p.protect(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 3 * 4096), prot::READ);
+    assert_eq!(r.stat("vm.pmap.pde.demotions"), 1);
+    assert_eq!(r.stat("splab.pmap.pde.demotion_ptp_reused"), 1);
+    assert_eq!(r.ev.pt_page_allocs, allocs, "no page-table page allocated");
+    let ro = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap();
+    let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
+    assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.prot & prot::WRITE), (12, 0, prot::WRITE));
+    assert_eq!(r.pmap.pv.live(), 512);
+    r.check();
+}
+
+#[test]
+fn direct_mapping_demotion_without_memory_removes_the_mapping() {
+    let mut r = Rig::new(2048);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    let (p, mut env) = r.env();
+    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::READ, psind: 1, ..Default::default() }).unwrap();
+    assert_eq!(r.stat("vm.pmap.pde.mappings"), 1);
+    // Use up every free page, so demotion cannot get a page-table page.
+    while r.phys.alloc_noobj().is_some() {}
+    let (p, mut env) = r.env();
+    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    assert_eq!(r.stat("splab.pmap.pde.demotion_aborts"), 1);
+    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none(), "the 2MB mapping is gone, to be refaulted");
+    assert_eq!(r.pmap.pv.live(), 0);
+    r.check();
+}
+
+#[test]
+fn removing_a_whole_superpage_does_not_demote_and_frees_the_stash() {
+    let mut r = Rig::new(4096);
+    let pages = r.superpage_run();
+    let free0 = r.phys.buddy.free_count();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    enter_all(&mut r, pm, &pages, |_| rw_access());
+    let (p, mut env) = r.env();
+    p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + PAGE_2M));
+    assert_eq!(r.stat("vm.pmap.pde.demotions"), 0);
+    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY)), "dirty state moved to all 512 pages");
+    // Only the PML4 page remains allocated by the pmap.
+    assert_eq!(r.phys.buddy.free_count(), free0 - 1);
+    r.check();
+}
+
+#[test]
+fn one_gigabyte_mapping_demotes_in_two_steps() {
+    let mut r = Rig::new(1 << 19); // 2 GiB
+    let base = r.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
+    for i in 0..1u32 << 18 {
+        r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
+    }
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    let (p, mut env) = r.env();
+    p.enter(&mut env, pm, VirtAddr(1 << 30), base, prot::RW, EnterFlags { access: prot::READ, psind: 2, ..Default::default() }).unwrap();
+    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + 12345)).unwrap().shift, 30);
+    let (p, mut env) = r.env();
+    p.remove(&mut env, pm, VirtAddr((1 << 30) + (5 << 21) + 4096), VirtAddr((1 << 30) + (5 << 21) + 8192));
+    assert_eq!(r.stat("vm.pmap.pdpe.demotions"), 1);
+    assert_eq!(r.stat("vm.pmap.pde.demotions"), 1);
+    assert!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + (5 << 21) + 4096)).is_none());
+    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + (6 << 21))).unwrap().shift, 21);
+    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + (5 << 21))).unwrap().shift, 12);
+    r.check();
+}
+
+#[test]
+fn removal_invalidates_every_cpu_running_the_space() {
+    let mut r = Rig::new(4096);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    p.activate(&mut env, pm, 0);
+    p.activate(&mut env, pm, 1);
+    enter_all(&mut r, pm, &pages[..1], |_| rw_access());
+    let asid = r.pmap.asid(pm);
+    let t = Translation { pa_base: pages[0].addr().0, shift: 12, perm: perm::READ | perm::USER };
+    for c in &mut r.cpus {
+        c.mmu.tlb.fill(VA, asid, t);
+    }
+    let (p, mut env) = r.env();
+    p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096));
+    for c in &mut r.cpus {
+        assert!(c.mmu.tlb.lookup(VA, asid).is_none(), "stale entry left on a CPU");
+    }
+    assert_eq!(r.ev.shootdown_ipis, 1, "one IPI to the other CPU");
+}
+
+#[test]
+fn check_finds_a_mapping_without_a_pv_entry() {
+    let mut r = Rig::new(4096);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    enter_all(&mut r, pm, &pages[..2], |_| rw_access());
+    // Corrupt: drop page 1's PV entry behind the pmap's back.
+    let mut h = r.phys.pages.get(pages[1]).md;
+    assert!(r.pmap.pv.remove(&mut h, pm, VA + 4096));
+    r.phys.pages.get_mut(pages[1]).md = h;
+    let (p, env) = r.env();
+    let e = p.check(&env).unwrap_err();
+    assert!(e.contains("no PV entry"), "{e}");
+}
