@@ -139,7 +139,7 @@ pub struct Cache {
 impl Cache {
     pub fn new(c: &CacheConfig) -> Result<Cache, String> {
         let lines = (c.size_kb * 1024) >> LINE_SHIFT;
-        if c.ways == 0 || lines == 0 || lines % c.ways as u64 != 0 {
+        if c.ways == 0 || lines == 0 || !lines.is_multiple_of(c.ways as u64) {
             return Err(format!("cache of {} KB with {} ways", c.size_kb, c.ways));
         }
         let sets = lines / c.ways as u64;

@@ -94,6 +94,7 @@ pub trait Walker: Send {
     fn page_shifts(&self) -> &[u8];
     /// Translates `va` for `access` in the address space rooted at `root`,
     /// tagged `asid`, using and filling `pwc`.
+    #[allow(clippy::too_many_arguments)] // each is a separate input of the walk
     fn walk(
         &self,
         mem: &mut PhysMem,

@@ -64,7 +64,7 @@ impl Rng {
     pub fn new(seed: u64) -> Rng {
         Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
     }
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -73,7 +73,7 @@ impl Rng {
     }
     /// Uniform in 0..n (n > 0).
     pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next() as u128 * n as u128) >> 64) as u64
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
     }
     pub fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent
@@ -148,7 +148,7 @@ impl Driver<'_> {
 
     fn value(&mut self) -> u64 {
         self.next_value += 1;
-        (self.next_value << 20) | (self.rng.next() & 0xf_ffff) | 1
+        (self.next_value << 20) | (self.rng.next_u64() & 0xf_ffff) | 1
     }
 
     fn access(&mut self, i: usize, cpu: usize, va: u64, write: bool) {

@@ -326,7 +326,7 @@ impl System {
         // Fast path: the same page as the last TLB hit, permitted without a
         // dirty-bit assist, on the line of the last cache access. Its result
         // is what the general path would compute.
-        if !self.cfg.check_tlb && !self.vm.mem.tracks_data() && self.timing.is_some() {
+        if let (false, false, Some(timing)) = (self.cfg.check_tlb, self.vm.mem.tracks_data(), self.timing.as_mut()) {
             let asid = self.cpus[cpu].space.1;
             let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
             if let Some(t) = tlb.memo_hit(va, asid) {
@@ -335,7 +335,7 @@ impl System {
                     Op::Store(_) => perm::WRITE | perm::DIRTY,
                 };
                 let pa = t.pa_base | (va & ((1u64 << t.shift) - 1));
-                if t.perm & need == need && self.timing.as_mut().unwrap().charge_same_line(cpu, pa, dependent) {
+                if t.perm & need == need && timing.charge_same_line(cpu, pa, dependent) {
                     self.hw.refs += 1;
                     return Ok(match op {
                         Op::Load => {

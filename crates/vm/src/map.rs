@@ -160,7 +160,7 @@ impl VmMap {
 }
 
 fn check_range(addr: u64, len: u64, max: u64) -> Result<(u64, u64), Errno> {
-    if addr % PAGE != 0 || len == 0 {
+    if !addr.is_multiple_of(PAGE) || len == 0 {
         return Err(Errno::EINVAL);
     }
     let end = addr.checked_add(len.div_ceil(PAGE) * PAGE).ok_or(Errno::EINVAL)?;
@@ -210,7 +210,7 @@ impl Vm {
     pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<VirtAddr, Errno> {
         self.ev.syscalls += 1;
         let max = self.proc(pid).ok_or(Errno::ESRCH)?.map.max;
-        if req.len == 0 || req.addr % PAGE != 0 || req.prot & !prot::ALL != 0 {
+        if req.len == 0 || !req.addr.is_multiple_of(PAGE) || req.prot & !prot::ALL != 0 {
             return Err(Errno::EINVAL);
         }
         let len = req.len.checked_add(PAGE - 1).ok_or(Errno::ENOMEM)? / PAGE * PAGE;
@@ -473,7 +473,7 @@ impl Vm {
     /// (shm_create_largepage). Returns its descriptor.
     pub fn shm_create_largepage(&mut self, size: u64) -> Result<u32, Errno> {
         let big = *self.pmap.pagesizes().last().unwrap();
-        if size == 0 || size % big != 0 {
+        if size == 0 || !size.is_multiple_of(big) {
             return Err(Errno::EINVAL);
         }
         let npages = size / PAGE;

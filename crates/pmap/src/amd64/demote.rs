@@ -64,7 +64,7 @@ impl PmapAmd64 {
                 Self::wr(env.mem, PhysAddr(tpa + i * 8), Pte(first.0 + i * 4096));
             }
         }
-        let newpde = Pte::new(tpa, table_flags() - PteFlags::US | (old.flags() & PteFlags::US));
+        let newpde = Pte::new(tpa, (table_flags() - PteFlags::US) | (old.flags() & PteFlags::US));
         Self::wr(env.mem, pde_pa, newpde);
         // The superpage's PV entry becomes 512 (pmap_pv_demote_pde).
         if old.has(PteFlags::SW_MANAGED) {

@@ -115,7 +115,7 @@ impl PmapAmd64 {
     /// range are removed (unless `noreplace`); their page-table page is kept
     /// aside for a later demotion.
     pub(crate) fn enter_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va % PAGE_2M == 0 && m.addr().0 % PAGE_2M == 0, "unaligned 2MB mapping");
+        debug_assert!(va.is_multiple_of(PAGE_2M) && m.addr().0.is_multiple_of(PAGE_2M), "unaligned 2MB mapping");
         if !self.superpages_on() && !env.phys.pages.get(m).has(splab_vm::page::pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
@@ -162,14 +162,8 @@ impl PmapAmd64 {
     /// Maps a 1 GB page of large-page shared memory (pmap_enter_largepage).
     /// Such pages are unmanaged: no PV entries.
     pub(crate) fn enter_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va % PAGE_1G == 0 && m.addr().0 % PAGE_1G == 0, "unaligned 1GB mapping");
-        let pml4e_pa = Self::slot(self.pm(pm).pml4.addr().0, va, splab_hw::amd64::PML4SHIFT);
-        let mut pml4e = Self::rd(env.mem, pml4e_pa);
-        if !pml4e.valid() {
-            let p = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
-            pml4e = Pte::new(p.addr().0, table_flags());
-            Self::wr(env.mem, pml4e_pa, pml4e);
-        }
+        debug_assert!(va.is_multiple_of(PAGE_1G) && m.addr().0.is_multiple_of(PAGE_1G), "unaligned 1GB mapping");
+        let pml4e = self.alloc_pdpt(env, pm, va)?;
         let pdpe_pa = Self::slot(pml4e.frame(), va, PDPSHIFT);
         let old = Self::rd(env.mem, pdpe_pa);
         if old.valid() {
@@ -203,7 +197,7 @@ impl PmapAmd64 {
                 va += 4096;
                 continue;
             };
-            if va % PAGE_2M == 0
+            if va.is_multiple_of(PAGE_2M)
                 && va + PAGE_2M <= end
                 && self.superpages_on()
                 && m.addr().0 % PAGE_2M == 0

@@ -176,7 +176,8 @@ impl PmapAmd64 {
     /// Makes sure the page directory for `va` exists, allocating the PDPT
     /// and PD pages as needed (the upper part of pmap_allocpte). A 1 GB
     /// mapping in the way is demoted. Returns the PDE's address.
-    pub(crate) fn alloc_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
+    /// Makes sure the PDPT page for `va` exists; returns the PML4 entry.
+    pub(crate) fn alloc_pdpt(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<Pte, PmapError> {
         let pml4e_pa = Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT);
         let mut pml4e = Self::rd(env.mem, pml4e_pa);
         if !pml4e.valid() {
@@ -184,6 +185,11 @@ impl PmapAmd64 {
             pml4e = Pte::new(p.addr().0, table_flags());
             Self::wr(env.mem, pml4e_pa, pml4e);
         }
+        Ok(pml4e)
+    }
+
+    pub(crate) fn alloc_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
+        let pml4e = self.alloc_pdpt(env, pm, va)?;
         let pdpe_pa = Self::slot(pml4e.frame(), va, PDPSHIFT);
         let mut pdpe = Self::rd(env.mem, pdpe_pa);
         if pdpe.valid() && pdpe.has(PteFlags::PS) {
@@ -229,44 +235,44 @@ impl PmapAmd64 {
         }
     }
 
-    /// Invalidates one address on every CPU running `pm`, and marks the
-    /// PCID stale on the others (pmap_invalidate_page with PCID).
-    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
+    /// Runs `f` on the MMU of every CPU running `pm` and marks the PCID
+    /// stale on the others, which flush it when they next switch to it (the
+    /// PCID scheme of FreeBSD's pmap_invalidate_*). Returns how many CPUs
+    /// ran it; all but one of them needed an IPI.
+    fn shootdown(&mut self, env: &mut PmapEnv, pm: PmapId, f: impl Fn(&mut splab_hw::mmu::Mmu, u16)) -> u64 {
         let asid = self.pm(pm).asid;
-        let mut active = 0;
+        let mut active: u64 = 0;
         let mut stale = 0u64;
         for (c, cpu) in env.cpus.iter_mut().enumerate() {
             if cpu.curpmap == Some(pm) {
-                cpu.mmu.tlb.invalidate_page(va, asid);
-                // INVLPG also drops the PCID's paging-structure cache entries.
-                cpu.mmu.pwc.invalidate_asid(asid);
+                f(&mut cpu.mmu, asid);
                 active += 1;
             } else {
                 stale |= 1 << c;
             }
         }
-        env.ev.invlpg += active;
         env.ev.shootdown_ipis += active.saturating_sub(1);
         self.pm_mut(pm).stale |= stale;
+        active
+    }
+
+    /// Invalidates one address (pmap_invalidate_page). INVLPG also drops
+    /// the PCID's paging-structure cache entries.
+    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
+        let n = self.shootdown(env, pm, |mmu, asid| {
+            mmu.tlb.invalidate_page(va, asid);
+            mmu.pwc.invalidate_asid(asid);
+        });
+        env.ev.invlpg += n;
     }
 
     /// Invalidates all of `pm`'s translations (pmap_invalidate_all).
     pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let asid = self.pm(pm).asid;
-        let mut active = 0;
-        let mut stale = 0u64;
-        for (c, cpu) in env.cpus.iter_mut().enumerate() {
-            if cpu.curpmap == Some(pm) {
-                cpu.mmu.tlb.invalidate_asid(asid);
-                cpu.mmu.pwc.invalidate_asid(asid);
-                active += 1;
-            } else {
-                stale |= 1 << c;
-            }
-        }
-        env.ev.tlb_flushes += active;
-        env.ev.shootdown_ipis += active.saturating_sub(1);
-        self.pm_mut(pm).stale |= stale;
+        let n = self.shootdown(env, pm, |mmu, asid| {
+            mmu.tlb.invalidate_asid(asid);
+            mmu.pwc.invalidate_asid(asid);
+        });
+        env.ev.tlb_flushes += n;
     }
 
     /// Whether page `m` is managed (has PV entries).

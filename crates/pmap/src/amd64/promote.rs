@@ -52,7 +52,7 @@ impl PmapAmd64 {
         let first = Self::rd(env.mem, first_pa);
         let need = PteFlags::A | PteFlags::P;
         if first.0 & ((PG_FRAME & (PAGE_2M - 1)) | need.bits()) != need.bits() {
-            let why = if !first.valid() || first.frame() % PAGE_2M != 0 { PromoteFail::FirstMisaligned } else { PromoteFail::NotAccessed };
+            let why = if !first.valid() || !first.frame().is_multiple_of(PAGE_2M) { PromoteFail::FirstMisaligned } else { PromoteFail::NotAccessed };
             return self.promotion_failed(why);
         }
         let newpde = Self::write_protect_clean(env, first_pa, first);

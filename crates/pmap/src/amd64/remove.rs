@@ -121,6 +121,26 @@ impl PmapAmd64 {
         self.unuse(env, pm, va2m, 2, free);
     }
 
+    /// Rewrites each valid PTE in [sva, eva) of one page-table page with
+    /// `f(env, old)`; returns whether any changed.
+    fn update_ptes(env: &mut PmapEnv, ptp: u64, sva: u64, eva: u64, mut f: impl FnMut(&mut PmapEnv, Pte) -> Pte) -> bool {
+        let mut any = false;
+        let mut v = sva;
+        while v < eva {
+            let pa = Self::slot(ptp, v, 12);
+            let old = Self::rd(env.mem, pa);
+            if old.valid() {
+                let n = f(env, old);
+                if n != old {
+                    Self::wr(env.mem, pa, n);
+                    any = true;
+                }
+            }
+            v += 4096;
+        }
+        any
+    }
+
     fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
         for p in free {
             Self::free_ptp(env, p);
@@ -136,7 +156,7 @@ impl PmapAmd64 {
                 Step::Skip(next) => va = next,
                 Step::Leaf1g(pa) => {
                     let next = (va & !(PAGE_1G - 1)) + PAGE_1G;
-                    if va % PAGE_1G == 0 && next <= eva {
+                    if va.is_multiple_of(PAGE_1G) && next <= eva {
                         Self::wr(env.mem, pa, Pte::EMPTY);
                         self.pm_mut(pm).resident -= PAGE_1G / 4096;
                         self.unuse(env, pm, va, 1, &mut free);
@@ -153,7 +173,7 @@ impl PmapAmd64 {
                 }
                 Step::Leaf2m(_) => {
                     let next = next_2m(va);
-                    if va % PAGE_2M == 0 && next <= eva {
+                    if va.is_multiple_of(PAGE_2M) && next <= eva {
                         self.remove_pde(env, pm, va, &mut free);
                         any = true;
                         va = next;
@@ -231,7 +251,7 @@ impl PmapAmd64 {
                 Step::Skip(next) => va = next,
                 Step::Leaf1g(pa) => {
                     let next = (va & !(PAGE_1G - 1)) + PAGE_1G;
-                    if va % PAGE_1G == 0 && next <= eva {
+                    if va.is_multiple_of(PAGE_1G) && next <= eva {
                         let old = Self::rd(env.mem, pa);
                         let n = Self::protected(env, old, pr, 0);
                         if n != old {
@@ -245,7 +265,7 @@ impl PmapAmd64 {
                 }
                 Step::Leaf2m(pa) => {
                     let next = next_2m(va);
-                    if va % PAGE_2M == 0 && next <= eva {
+                    if va.is_multiple_of(PAGE_2M) && next <= eva {
                         // pmap_protect_pde.
                         let old = Self::rd(env.mem, pa);
                         let n = Self::protected(env, old, pr, NPTEPG as u32);
@@ -261,19 +281,7 @@ impl PmapAmd64 {
                 }
                 Step::Table(ptp) => {
                     let next = next_2m(va);
-                    let mut v = va;
-                    while v < next.min(eva) {
-                        let pa = Self::slot(ptp, v, 12);
-                        let old = Self::rd(env.mem, pa);
-                        if old.valid() {
-                            let n = Self::protected(env, old, pr, 1);
-                            if n != old {
-                                Self::wr(env.mem, pa, n);
-                                any = true;
-                            }
-                        }
-                        v += 4096;
-                    }
+                    any |= Self::update_ptes(env, ptp, va, next.min(eva), |env, old| Self::protected(env, old, pr, 1));
                     va = next;
                 }
             }
@@ -338,27 +346,18 @@ impl PmapAmd64 {
                 }
                 Step::Table(ptp) => {
                     let next = next_2m(va);
-                    let mut v = va;
-                    while v < next.min(eva) {
-                        let pa = Self::slot(ptp, v, 12);
-                        let old = Self::rd(env.mem, pa);
-                        if old.valid() && old.has(PteFlags::SW_MANAGED) {
-                            let mut n = old;
-                            if old.has(PteFlags::RW | PteFlags::D) {
-                                if advice == Advice::DontNeed {
-                                    Self::dirty_page(env, PhysAddr(old.frame()).pfn());
-                                }
-                                n = n.without(PteFlags::D | PteFlags::A);
-                            } else if old.has(PteFlags::A) {
-                                n = n.without(PteFlags::A);
+                    any |= Self::update_ptes(env, ptp, va, next.min(eva), |env, old| {
+                        if !old.has(PteFlags::SW_MANAGED) {
+                            old
+                        } else if old.has(PteFlags::RW | PteFlags::D) {
+                            if advice == Advice::DontNeed {
+                                Self::dirty_page(env, PhysAddr(old.frame()).pfn());
                             }
-                            if n != old {
-                                Self::wr(env.mem, pa, n);
-                                any = true;
-                            }
+                            old.without(PteFlags::D | PteFlags::A)
+                        } else {
+                            old.without(PteFlags::A)
                         }
-                        v += 4096;
-                    }
+                    });
                     va = next;
                 }
             }
