@@ -1,21 +1,31 @@
+//! Host cost of the cache model: random accesses to a modelled cache of
+//! each size, without and with prefetch hints.
 use splab_hw::cache::{Cache, CacheConfig};
+
 fn main() {
-    let mut c = Cache::new(&CacheConfig { size_kb: 107520, ways: 15, latency: 1 }).unwrap();
-    let n = 20_000_000usize;
-    let mut addrs = Vec::with_capacity(n);
+    let n = 10_000_000usize;
     let mut x = 12345u64;
-    for _ in 0..n { x ^= x << 13; x ^= x >> 7; x ^= x << 17; addrs.push(x % (128 << 20)); }
-    for rep in 0..2 {
-    for mode in ["none", "prefetch", "load"] {
-        for ahead in [8usize, 24, 64] {
-            if mode == "none" && ahead != 8 { continue; }
+    let addrs: Vec<u64> = (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x % (128 << 20)
+        })
+        .collect();
+    for kb in [1920u64, 30720, 107520] {
+        let mut c = Cache::new(&CacheConfig { size_kb: kb, ways: 15, latency: 1 }).unwrap();
+        for ahead in [0usize, 16] {
             let t = std::time::Instant::now();
-            let mut h = 0; let mut acc = 0u8;
+            let mut hits = 0u64;
             for i in 0..n {
-                if i + ahead < n { match mode { "prefetch" => c.prefetch(addrs[i + ahead]), "load" => acc ^= c.touch_ahead(addrs[i+ahead]), _ => {} } }
-                if c.access(addrs[i]) { h += 1; }
+                if ahead > 0 && i + ahead < n {
+                    c.prefetch(addrs[i + ahead]);
+                }
+                hits += c.access(addrs[i]) as u64;
             }
-            println!("rep {rep} {mode:8} ahead {ahead:2}: {:.1} ns/access ({h} {acc})", t.elapsed().as_secs_f64() * 1e9 / n as f64);
+            let ns = t.elapsed().as_secs_f64() * 1e9 / n as f64;
+            println!("{kb:>6} KB cache ({:>5} KB of tags), prefetch {ahead:>2} ahead: {ns:5.1} ns/access, {hits} hits", c.host_bytes() / 1024);
         }
-    }}
+    }
 }

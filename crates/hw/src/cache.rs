@@ -186,18 +186,6 @@ impl Cache {
     /// Asks the host to start loading the tag set `pa` maps to, so that a
     /// later access finds it in the host's caches. Changes nothing.
     #[inline]
-    pub fn touch_ahead(&self, pa: u64) -> u8 {
-        let (set, _) = self.split(pa >> LINE_SHIFT);
-        let ptr: *const u8 = match &self.tags {
-            Tags::U16(t) => t.as_ptr().wrapping_add(set) as *const u8,
-            Tags::U32(t) => t.as_ptr().wrapping_add(set) as *const u8,
-            Tags::Wide(t) => t.as_ptr().wrapping_add(set * self.ways) as *const u8,
-        };
-        // SAFETY: ptr points into the tag store.
-        unsafe { std::ptr::read_volatile(ptr) }
-    }
-
-    #[inline]
     pub fn prefetch(&self, pa: u64) {
         let (set, _) = self.split(pa >> LINE_SHIFT);
         let ptr: *const u8 = match &self.tags {
