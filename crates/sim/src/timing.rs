@@ -221,8 +221,8 @@ mod tests {
             x ^= x << 17;
             let start = walks.len() as u32;
             if i % 7 == 0 {
-                walks.push(x % (64 << 20) & !7);
-                walks.push((x >> 3) % (1 << 20) & !7);
+                walks.push((x % (64 << 20)) & !7);
+                walks.push(((x >> 3) % (1 << 20)) & !7);
             }
             // Mostly random, sometimes the same line again.
             let pa = if i % 3 == 0 && i > 0 { refs.last().map(|r: &BatchRef| r.pa + 8).unwrap() } else { x % (512 << 20) };
