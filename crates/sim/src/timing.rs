@@ -201,49 +201,6 @@ impl Timing {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Running a batch level by level gives exactly the state and cycles of
-    /// charging each reference through all levels in turn.
-    #[test]
-    fn level_by_level_batches_match_reference_by_reference() {
-        let p = Profile::load("sapphire-rapids").unwrap();
-        let mut a = Timing::new(&p).unwrap();
-        let mut b = Timing::new(&p).unwrap();
-        let mut x = 99u64;
-        let mut walks = Vec::new();
-        let mut refs = Vec::new();
-        for i in 0..5000u32 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let start = walks.len() as u32;
-            if i % 7 == 0 {
-                walks.push((x % (64 << 20)) & !7);
-                walks.push(((x >> 3) % (1 << 20)) & !7);
-            }
-            // Mostly random, sometimes the same line again.
-            let pa = if i % 3 == 0 && i > 0 { refs.last().map(|r: &BatchRef| r.pa + 8).unwrap() } else { x % (512 << 20) };
-            refs.push(BatchRef { pa, xlat: i % 11, walks_start: start, walks_end: walks.len() as u32 });
-        }
-        for chunk in refs.chunks(300) {
-            a.run_batch(1, chunk, &walks);
-        }
-        for r in &refs {
-            b.charge(1, r.xlat, &walks[r.walks_start as usize..r.walks_end as usize], r.pa, false);
-        }
-        assert_eq!(a.cycles, b.cycles);
-        assert_eq!((a.cache_hits, a.dram_accesses), (b.cache_hits, b.dram_accesses));
-        assert_eq!(a.breakdown.data, b.breakdown.data);
-        // And the caches hold the same lines: the same accesses hit or miss next.
-        for r in &refs[..500] {
-            assert_eq!(a.mem_latency(1, r.pa ^ 0x40), b.mem_latency(1, r.pa ^ 0x40));
-        }
-    }
-}
-
 /// A batch of references travelling to the timing thread with the timing
 /// state itself, and back.
 pub struct Job {
@@ -293,6 +250,49 @@ impl Drop for Worker {
         self.tx = None;
         if let Some(h) = self.handle.take() {
             let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Running a batch level by level gives exactly the state and cycles of
+    /// charging each reference through all levels in turn.
+    #[test]
+    fn level_by_level_batches_match_reference_by_reference() {
+        let p = Profile::load("sapphire-rapids").unwrap();
+        let mut a = Timing::new(&p).unwrap();
+        let mut b = Timing::new(&p).unwrap();
+        let mut x = 99u64;
+        let mut walks = Vec::new();
+        let mut refs = Vec::new();
+        for i in 0..5000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let start = walks.len() as u32;
+            if i % 7 == 0 {
+                walks.push((x % (64 << 20)) & !7);
+                walks.push(((x >> 3) % (1 << 20)) & !7);
+            }
+            // Mostly random, sometimes the same line again.
+            let pa = if i % 3 == 0 && i > 0 { refs.last().map(|r: &BatchRef| r.pa + 8).unwrap() } else { x % (512 << 20) };
+            refs.push(BatchRef { pa, xlat: i % 11, walks_start: start, walks_end: walks.len() as u32 });
+        }
+        for chunk in refs.chunks(300) {
+            a.run_batch(1, chunk, &walks);
+        }
+        for r in &refs {
+            b.charge(1, r.xlat, &walks[r.walks_start as usize..r.walks_end as usize], r.pa, false);
+        }
+        assert_eq!(a.cycles, b.cycles);
+        assert_eq!((a.cache_hits, a.dram_accesses), (b.cache_hits, b.dram_accesses));
+        assert_eq!(a.breakdown.data, b.breakdown.data);
+        // And the caches hold the same lines: the same accesses hit or miss next.
+        for r in &refs[..500] {
+            assert_eq!(a.mem_latency(1, r.pa ^ 0x40), b.mem_latency(1, r.pa ^ 0x40));
         }
     }
 }
