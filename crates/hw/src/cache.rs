@@ -177,6 +177,18 @@ impl Cache {
         self.access_set(line)
     }
 
+    /// A handle that computes where `pa`'s tag set lives and asks the host
+    /// to fetch it, usable from another thread: it holds an address, never
+    /// a reference, and prefetching reads nothing.
+    pub fn prefetcher(&self) -> Prefetcher {
+        let (base, stride) = match &self.tags {
+            Tags::U16(t) => (t.as_ptr() as usize, std::mem::size_of::<Set16<u16>>()),
+            Tags::U32(t) => (t.as_ptr() as usize, std::mem::size_of::<Set16<u32>>()),
+            Tags::Wide(t) => (t.as_ptr() as usize, 4 * self.ways),
+        };
+        Prefetcher { base, stride, sets: self.sets, set_shift: self.set_shift, magic: self.magic }
+    }
+
     /// Whether `pa` is on the line of the last access (a certain hit).
     #[inline(always)]
     pub fn is_last(&self, pa: u64) -> bool {
@@ -312,6 +324,32 @@ fn host_prefetch(p: *const u8) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// See `Cache::prefetcher`. Valid while the cache it came from lives; a
+/// prefetch of a stale address is harmless.
+#[derive(Clone, Copy, Debug)]
+pub struct Prefetcher {
+    base: usize,
+    stride: usize,
+    sets: u64,
+    set_shift: Option<u32>,
+    magic: u64,
+}
+
+impl Prefetcher {
+    #[inline]
+    pub fn prefetch(&self, pa: u64) {
+        let line = pa >> LINE_SHIFT;
+        let set = match self.set_shift {
+            Some(_) => line & (self.sets - 1),
+            None => {
+                let q = ((line as u128 * self.magic as u128) >> 64) as u64;
+                line - q * self.sets
+            }
+        };
+        host_prefetch((self.base + set as usize * self.stride) as *const u8);
+    }
 }
 
 /// Finds `tag` in a set kept in recency order and moves it to the front;

@@ -103,6 +103,9 @@ pub struct System {
     spare_walks: Vec<u64>,
     /// Cycles of kernel work per CPU.
     kernel_cycles: Vec<f64>,
+    /// Prefetches the timing model's last-level tag sets while a batch is
+    /// being translated, for the timing thread that will look them up.
+    l3_prefetch: splab_hw::cache::Prefetcher,
     refs: WalkRefs,
     /// Walk references of translations not yet charged to the caches.
     pending_walks: Vec<u64>,
@@ -155,12 +158,14 @@ impl System {
             phys.fragment(cfg.fragment, cfg.seed);
         }
         let mem = PhysMem::new(npages, cfg.track_contents);
+        let timing = Box::new(Timing::new(p)?);
         let vm = Vm::new(phys, mem, cpus_vm, pmap);
         Ok(System {
             vm,
             walker,
             cpus,
-            timing: Some(Box::new(Timing::new(p)?)),
+            l3_prefetch: timing.l3_prefetcher(),
+            timing: Some(timing),
             worker: None,
             spare_refs: Vec::new(),
             spare_walks: Vec::new(),
@@ -543,6 +548,9 @@ impl System {
                     }
                 };
                 let pa = t.pa(va).0;
+                if !is_store {
+                    self.l3_prefetch.prefetch(pa);
+                }
                 self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32 });
                 if is_store {
                     let v = self.do_op(pa, Op::Load) ^ x;

@@ -122,6 +122,11 @@ impl Timing {
         true
     }
 
+    /// A handle to prefetch the last level's tag sets from another thread.
+    pub fn l3_prefetcher(&self) -> splab_hw::cache::Prefetcher {
+        self.l3.prefetcher()
+    }
+
     /// Asks the host to start fetching the model's tag sets for `pa`.
     #[inline]
     pub fn prefetch(&self, cpu: usize, pa: u64) {
