@@ -237,6 +237,13 @@ impl System {
     pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
         let cpu = self.syscall_cpu(pid);
         let r = self.syscall(pid, |vm| vm.exit(pid));
+        // Debug builds check every layer's invariants whenever a process
+        // goes (buddy lists, reservations, objects, PV lists, page tables).
+        if cfg!(debug_assertions) {
+            if let Err(e) = self.vm.check_invariants() {
+                panic!("invariant broken after exit of {pid}: {e}");
+            }
+        }
         if self.cpus[cpu].running == Some(pid) {
             self.cpus[cpu].running = None;
         }
@@ -299,7 +306,28 @@ impl System {
         self.hw.walks += 1;
         self.hw.walk_mem_refs += self.refs.n as u64;
         self.pending_walks.extend_from_slice(self.refs.as_slice());
+        if let Ok(t) = &r {
+            if self.cfg.check_tlb || cfg!(debug_assertions) {
+                self.check_walk(cpu, va, t);
+            }
+        }
         r
+    }
+
+    /// The hardware walk must agree with the pmap's own view of the address
+    /// (pmap_extract): same physical address, same write permission.
+    fn check_walk(&mut self, cpu: usize, va: u64, t: &Translation) {
+        let Some(pid) = self.cpus[cpu].running else { return };
+        let pm = self.vm.proc(pid).expect("running process").pmap;
+        let view = self.vm.pmap.extract(&self.vm.mem, pm, VirtAddr(va));
+        let agree = view.is_some_and(|m| m.pa == t.pa(va) && (m.prot & prot::WRITE != 0) == t.allows(Access::Write));
+        if !agree {
+            self.hw.stale_translations += 1;
+            if self.stale_samples.len() < 10 {
+                self.stale_samples.push(format!("va {va:#x}: walker gives {:?}, pmap says {view:?}", t.pa(va)));
+            }
+            debug_assert!(agree, "walker and pmap disagree at {va:#x}: {t:?} vs {view:?}");
+        }
     }
 
     /// Checks a TLB hit against the page tables: a translation used after
