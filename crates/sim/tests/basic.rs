@@ -92,3 +92,31 @@ fn fork_copies_on_write_and_maps_superpages_read_only() {
     s.vm.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
 }
+
+#[test]
+fn adjacent_small_mappings_share_an_object_and_promote_together() {
+    let mut s = system(true);
+    let pid = s.spawn().unwrap();
+    s.run_on(0, pid).unwrap();
+    // Place the first at a 2 MB boundary so both halves make one superpage.
+    let mut req = MmapReq::anon(1 << 20, prot::RW);
+    req.addr = 0x7000_0000_0000 - (2 << 20) * 8;
+    req.fixed = true;
+    let a = s.mmap(pid, req).unwrap().0;
+    let b = s.mmap(pid, MmapReq { addr: a + (1 << 20), ..req }).unwrap().0;
+    assert_eq!(b, a + (1 << 20));
+    assert_eq!(s.vm.proc(pid).unwrap().map.entries.len(), 1, "the second mapping extended the first entry");
+    for p in 0..512u64 {
+        s.store(0, a + p * 4096, p).unwrap();
+    }
+    assert_eq!(sysctl(&s, "vm.pmap.pde.promotions"), 1);
+    assert_eq!(s.load(0, b + 4096).unwrap(), 257);
+    // A mapping with another protection gets its own entry on the same object.
+    let c = s.mmap(pid, MmapReq { addr: a + (2 << 20), prot: prot::READ, ..req }).unwrap().0;
+    let m = &s.vm.proc(pid).unwrap().map;
+    assert_eq!(m.entries.len(), 2);
+    assert_eq!(m.entries[&a].object, m.entries[&c].object);
+    assert_eq!(s.load(0, c + 8).unwrap(), 0);
+    s.vm.check_invariants().unwrap();
+    s.exit(pid).unwrap();
+}

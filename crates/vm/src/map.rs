@@ -254,6 +254,9 @@ impl Vm {
         if req.fixed {
             self.map_delete(pid, start, start + len);
         }
+        if matches!(req.backing, Backing::Anon) && !req.shared && self.coalesce(pid, start, len, req.prot) {
+            return Ok(VirtAddr(start));
+        }
         // Anonymous shared memory gets its object now, so that fork shares it.
         let mut object = object;
         if object == 0 && req.shared {
@@ -280,6 +283,54 @@ impl Vm {
             self.map_pmap_enter(pid, start);
         }
         Ok(VirtAddr(start))
+    }
+
+    /// Extends the private anonymous entry ending at `start` over a new
+    /// anonymous range (vm_map_insert with vm_object_coalesce): its object
+    /// grows instead of a new one being made, so neighbouring small
+    /// mappings share reservations and can be promoted together. Returns
+    /// whether the new range was taken care of.
+    fn coalesce(&mut self, pid: Pid, start: u64, len: u64, prot: Prot) -> bool {
+        let Some(p) = self.proc(pid) else { return false };
+        let Some((&pk, prev)) = p.map.entries.range(..start).next_back() else { return false };
+        if prev.end != start || prev.eflags != 0 || prev.shared || prev.inherit != Inherit::Copy {
+            return false;
+        }
+        let prev = prev.clone();
+        let pages = len / PAGE;
+        let next_pindex = prev.offset + (prev.end - prev.start) / PAGE;
+        if prev.object != 0 {
+            // vm_object_coalesce.
+            let obj = prev.object;
+            if !self.objects.get(obj).is_anon() {
+                return false;
+            }
+            self.object_collapse(obj);
+            let o = self.objects.get(obj);
+            if o.backing != 0 || (o.ref_count > 1 && o.size != next_pindex && o.flags & oflags::ONEMAPPING == 0) {
+                return false;
+            }
+            if next_pindex + pages > u32::MAX as u64 {
+                return false;
+            }
+            // Pages left from an earlier mapping of that range go.
+            if next_pindex < o.size {
+                self.object_page_remove(obj, next_pindex as u32, (next_pindex + pages) as u32);
+            }
+            let o = self.objects.get_mut(obj);
+            o.size = o.size.max(next_pindex + pages);
+        }
+        let p = self.proc_mut(pid).unwrap();
+        if prev.prot == prot && prev.max_prot == prot::ALL {
+            p.map.entries.get_mut(&pk).unwrap().end = start + len;
+        } else {
+            // The object grew but the entry cannot: a new entry on the
+            // same object, continuing where the previous one ends.
+            let e = MapEntry { start, end: start + len, offset: next_pindex, prot, ..prev.clone() };
+            p.map.entries.insert(start, e);
+            self.object_reference(prev.object);
+        }
+        true
     }
 
     /// Maps an entry's resident pages at once (vm_map_pmap_enter), which
