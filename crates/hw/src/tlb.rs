@@ -154,9 +154,10 @@ pub enum TlbHit {
 }
 
 pub struct Tlb {
-    /// The last lookup that hit: (va >> 12, asid, translation). Until the
-    /// next fill or invalidation, a lookup in the same 4 KB page finds the
-    /// same entry, already most recently used, so the probe can be skipped
+    /// The last first-level hit: its page number at its own page size, ASID
+    /// and translation. Until the next fill or invalidation, a lookup in the
+    /// same page ends at the same entry (the plan probes sizes in a fixed
+    /// order), already most recently used, so the probe can be skipped
     /// without changing any outcome.
     last_page: u64,
     last_asid: u16,
@@ -262,11 +263,11 @@ impl Tlb {
     /// with `count_miss` once the walk tells the page size.
     #[inline]
     pub fn lookup(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
-        self.stats.lookups += 1;
-        if self.last_page == va >> self.last_t.shift && self.last_asid == asid {
-            self.stats.l1_hits[self.last_size] += 1;
-            return Some((self.last_t, TlbHit::L1));
+        if let Some(t) = self.memo(va, asid) {
+            self.count_memo_hit();
+            return Some((t, TlbHit::L1));
         }
+        self.stats.lookups += 1;
         self.lookup_arrays(va, asid)
     }
 
@@ -298,40 +299,18 @@ impl Tlb {
         None
     }
 
-    /// The translation of the last hit if `va` is in the same page: a lookup
-    /// would return it from the first level. Counts the hit.
+    /// What a lookup of `va` would return if it is in the page of the last
+    /// first-level hit (see `last_page`); counts nothing.
     #[inline(always)]
-    pub fn memo_hit(&mut self, va: u64, asid: u16) -> Option<Translation> {
-        if self.last_page == va >> self.last_t.shift && self.last_asid == asid {
-            self.stats.lookups += 1;
-            self.stats.l1_hits[self.last_size] += 1;
-            Some(self.last_t)
-        } else {
-            None
-        }
+    pub fn memo(&self, va: u64, asid: u16) -> Option<Translation> {
+        (self.last_page == va >> self.last_t.shift && self.last_asid == asid).then_some(self.last_t)
     }
 
-    /// Takes back the count of a `memo_hit` whose result was not used.
+    /// Counts a lookup answered by `memo` (a first-level hit).
     #[inline(always)]
-    pub fn uncount_memo_hit(&mut self) {
-        self.stats.lookups -= 1;
-        self.stats.l1_hits[self.last_size] -= 1;
-    }
-
-    /// What a lookup would return, without counting it or changing any
-    /// replacement state (for prefetch hints).
-    pub fn peek(&self, va: u64, asid: u16) -> Option<Translation> {
-        if self.last_page == va >> self.last_t.shift && self.last_asid == asid {
-            return Some(self.last_t);
-        }
-        self.plan.iter().find_map(|p| {
-            let a = &self.arrays[p.array];
-            if a.valid[p.local] == 0 {
-                return None;
-            }
-            let i = a.find(va >> p.shift, asid, p.shift)?;
-            Some(Translation { pa_base: a.pa_base[i], shift: p.shift, perm: a.perm[i] })
-        })
+    pub fn count_memo_hit(&mut self) {
+        self.stats.lookups += 1;
+        self.stats.l1_hits[self.last_size] += 1;
     }
 
     pub fn count_miss(&mut self, shift: u8) {

@@ -81,11 +81,6 @@ pub struct CycleBreakdown {
 
 struct CpuHw {
     running: Option<Pid>,
-    /// Host-side guesses of recent translations, for prefetch hints only:
-    /// (va >> 21, pa of that 2 MB range) and (va >> 12, pa of that page).
-    /// A stale guess costs a useless prefetch, nothing else.
-    guess_2m: [(u64, u64); 64],
-    guess_4k: [(u64, u64); 256],
     /// Page-table root and ASID of the running process (fixed for its life).
     space: (PhysAddr, u16),
 }
@@ -123,6 +118,23 @@ pub enum Op {
     Store(u64),
 }
 
+/// The TLB permission bits an access needs to use an entry as it is (a
+/// write through an entry whose dirty bit is clear needs an assist).
+fn need(acc: Access) -> u8 {
+    match acc {
+        Access::Read => perm::READ,
+        Access::Write => perm::WRITE | perm::DIRTY,
+        Access::Exec => perm::EXEC,
+    }
+}
+
+fn op_access(op: Op) -> Access {
+    match op {
+        Op::Load => Access::Read,
+        Op::Store(_) => Access::Write,
+    }
+}
+
 fn access_prot(a: Access) -> u8 {
     match a {
         Access::Read => prot::READ,
@@ -151,7 +163,7 @@ impl System {
         for _ in 0..p.cpus {
             let tlb = Tlb::new(&p.tlb, walker.page_shifts())?;
             cpus_vm.push(CpuState { mmu: Mmu { tlb, pwc: Pwc::new(&p.pwc) }, curpmap: None });
-            cpus.push(CpuHw { running: None, space: (PhysAddr(0), 0), guess_2m: [(u64::MAX, 0); 64], guess_4k: [(u64::MAX, 0); 256] });
+            cpus.push(CpuHw { running: None, space: (PhysAddr(0), 0) });
         }
         let mut phys = Phys::new(npages, cfg.domains.max(1));
         if cfg.fragment > 0.0 {
@@ -235,7 +247,6 @@ impl System {
         self.syscall(pid, |vm| vm.fork(pid))
     }
     pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
-        let cpu = self.syscall_cpu(pid);
         let r = self.syscall(pid, |vm| vm.exit(pid));
         // Debug builds check every layer's invariants whenever a process
         // goes (buddy lists, reservations, objects, PV lists, page tables).
@@ -243,9 +254,6 @@ impl System {
             if let Err(e) = self.vm.check_invariants() {
                 panic!("invariant broken after exit of {pid}: {e}");
             }
-        }
-        if self.cpus[cpu].running == Some(pid) {
-            self.cpus[cpu].running = None;
         }
         for c in &mut self.cpus {
             if c.running == Some(pid) {
@@ -362,13 +370,11 @@ impl System {
         if let (false, false, Some(timing)) = (self.cfg.check_tlb, self.vm.mem.tracks_data(), self.timing.as_mut()) {
             let asid = self.cpus[cpu].space.1;
             let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
-            if let Some(t) = tlb.memo_hit(va, asid) {
-                let need = match op {
-                    Op::Load => perm::READ,
-                    Op::Store(_) => perm::WRITE | perm::DIRTY,
-                };
-                let pa = t.pa_base | (va & ((1u64 << t.shift) - 1));
+            if let Some(t) = tlb.memo(va, asid) {
+                let need = need(op_access(op));
+                let pa = t.pa(va).0;
                 if t.perm & need == need && timing.charge_same_line(cpu, pa, dependent) {
+                    tlb.count_memo_hit();
                     self.hw.refs += 1;
                     return Ok(match op {
                         Op::Load => {
@@ -381,41 +387,9 @@ impl System {
                         }
                     });
                 }
-                // Not taken: undo the count; the general path counts again.
-                self.vm.cpus[cpu].mmu.tlb.uncount_memo_hit();
             }
         }
         self.access_general(cpu, va, op, dependent)
-    }
-
-    /// Tells the model an access to `va` by `cpu` is coming soon, so it can
-    /// have the host fetch the model's own data for it. No effect on results.
-    #[inline]
-    pub fn hint(&self, cpu: usize, va: u64) {
-        let c = &self.cpus[cpu];
-        let g2 = c.guess_2m[((va >> 21) & 63) as usize];
-        let g4 = c.guess_4k[((va >> 12) & 255) as usize];
-        let pa = if g2.0 == va >> 21 {
-            g2.1 | (va & ((1 << 21) - 1))
-        } else if g4.0 == va >> 12 {
-            g4.1 | (va & 0xfff)
-        } else {
-            return;
-        };
-        if let Some(t) = &self.timing {
-            t.prefetch(cpu, pa);
-        }
-    }
-
-    /// Records a translation for `hint`.
-    #[inline]
-    fn remember(&mut self, cpu: usize, va: u64, t: &Translation) {
-        let c = &mut self.cpus[cpu];
-        if t.shift >= 21 {
-            c.guess_2m[((va >> 21) & 63) as usize] = (va >> 21, t.pa_base | (va & ((1 << t.shift) - 1) & !((1 << 21) - 1)));
-        } else {
-            c.guess_4k[((va >> 12) & 255) as usize] = (va >> 12, t.pa_base | (va & ((1 << t.shift) - 1) & !0xfff));
-        }
     }
 
     /// The hardware's translation of `va` for `acc`: TLB lookup, walk on a
@@ -428,11 +402,7 @@ impl System {
         let asid = self.cpus[cpu].space.1;
         let hit = self.vm.cpus[cpu].mmu.tlb.lookup(va, asid);
         if let Some((t, lvl)) = hit {
-            let need = match acc {
-                Access::Read => perm::READ,
-                Access::Write => perm::WRITE | perm::DIRTY,
-                Access::Exec => perm::EXEC,
-            };
+            let need = need(acc);
             if t.perm & need == need && !self.cfg.check_tlb {
                 let x = if lvl == TlbHit::L2 { self.cfg.profile.costs.stlb_hit } else { 0 };
                 return Ok((t, x));
@@ -516,6 +486,17 @@ impl System {
         }
     }
 
+    /// The word at `pa` as modelled memory holds it (0 when values are not
+    /// kept).
+    #[inline]
+    fn read_word(&self, pa: u64) -> u64 {
+        if self.vm.mem.tracks_data() {
+            self.vm.mem.read_u64(PhysAddr(pa & !7))
+        } else {
+            0
+        }
+    }
+
     /// Performs the load or store itself on modelled memory.
     #[inline]
     fn do_op(&mut self, pa: u64, op: Op) -> u64 {
@@ -523,11 +504,7 @@ impl System {
         match op {
             Op::Load => {
                 self.hw.loads += 1;
-                if self.vm.mem.tracks_data() {
-                    self.vm.mem.read_u64(word)
-                } else {
-                    0
-                }
+                self.read_word(pa)
             }
             Op::Store(v) => {
                 self.hw.stores += 1;
@@ -539,11 +516,10 @@ impl System {
 
     #[inline(never)]
     fn access_general(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, FaultError> {
-        let acc = if matches!(op, Op::Load) { Access::Read } else { Access::Write };
+        let acc = op_access(op);
         self.hw.refs += 1;
         self.pending_walks.clear();
         let (t, xlat) = self.translate(cpu, va, acc)?;
-        self.remember(cpu, va, &t);
         let pa = t.pa(va).0;
         let walks = std::mem::take(&mut self.pending_walks);
         self.timing().charge(cpu, xlat, &walks, pa, dependent);
@@ -557,10 +533,10 @@ impl System {
     /// `(va, x)` is a read-modify-write: a load of the word at va, then a
     /// store of (value ^ x), as in GUPS's update. The batch is executed in
     /// two passes: first every translation in order (TLB, walks, faults,
-    /// values), then the cache model over the recorded references in the
-    /// same order, after asking the host to prefetch the model's tag sets
-    /// for all of them. Neither model reads the other's state, so the
-    /// outcome is the same; the host overlaps its own cache misses.
+    /// values), then the timing model over the recorded references in the
+    /// same order (`Timing::run_batch`, on the timing thread for large
+    /// batches). Neither model reads the other's state, so the outcome is
+    /// the same as one access at a time.
     pub fn xor_batch(&mut self, cpu: usize, ops: &[(u64, u64)]) -> Result<(), FaultError> {
         self.pending_walks.clear();
         self.batch.clear();
@@ -580,13 +556,8 @@ impl System {
                     self.l3_prefetch.prefetch(pa);
                 }
                 self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32 });
-                if is_store {
-                    let v = self.do_op(pa, Op::Load) ^ x;
-                    self.hw.loads -= 1;
-                    self.do_op(pa, Op::Store(v));
-                } else {
-                    self.do_op(pa, Op::Load);
-                }
+                let op = if is_store { Op::Store(self.read_word(pa) ^ x) } else { Op::Load };
+                self.do_op(pa, op);
             }
         }
         self.finish_batch(cpu);

@@ -127,14 +127,6 @@ impl Timing {
         self.l3.prefetcher()
     }
 
-    /// Asks the host to start fetching the model's tag sets for `pa`.
-    #[inline]
-    pub fn prefetch(&self, cpu: usize, pa: u64) {
-        self.l1[cpu].prefetch(pa);
-        self.l2[cpu].prefetch(pa);
-        self.l3.prefetch(pa);
-    }
-
     /// Times a batch of references. Each cache only ever sees the accesses
     /// that reach it, in program order, so the batch is run one level at a
     /// time: every access through L1, then L1's misses through L2, then
