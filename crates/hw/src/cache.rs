@@ -117,15 +117,40 @@ enum Tags {
     Wide(HugeBuf<u32>),
 }
 
+/// Which set a line falls in and its tag there: set = line mod sets,
+/// tag = line / sets (a shift and mask when sets is a power of two, else
+/// Lemire's multiply-high division, exact for every line below 2^32).
+#[derive(Clone, Copy, Debug)]
+struct SetMap {
+    sets: u64,
+    /// log2(sets) when sets is a power of two.
+    shift: Option<u32>,
+    /// floor(2^64 / sets) + 1.
+    magic: u64,
+}
+
+impl SetMap {
+    fn new(sets: u64) -> SetMap {
+        SetMap { sets, shift: sets.is_power_of_two().then(|| sets.trailing_zeros()), magic: (u64::MAX / sets).wrapping_add(1) }
+    }
+
+    /// (set, tag) of a line.
+    #[inline(always)]
+    fn split(&self, line: u64) -> (usize, u64) {
+        match self.shift {
+            Some(sh) => ((line & (self.sets - 1)) as usize, line >> sh),
+            None => {
+                let q = ((line as u128 * self.magic as u128) >> 64) as u64;
+                ((line - q * self.sets) as usize, q)
+            }
+        }
+    }
+}
+
 /// The tag store of a set-associative cache with true LRU replacement.
 /// The set of a line is line mod sets and its tag line / sets.
 pub struct Cache {
-    sets: u64,
-    /// log2(sets) when sets is a power of two.
-    set_shift: Option<u32>,
-    /// floor(2^64 / sets) + 1: line / sets is the high half of line * this,
-    /// exactly, for every line below 2^32 (Lemire's fast division).
-    magic: u64,
+    map: SetMap,
     ways: usize,
     tags: Tags,
     pub latency: u32,
@@ -152,9 +177,7 @@ impl Cache {
             Tags::U32(HugeBuf::new(n, Set16 { tags: [u32::MAX; 16], order: IDENTITY }))
         };
         Ok(Cache {
-            sets,
-            set_shift: sets.is_power_of_two().then(|| sets.trailing_zeros()),
-            magic: (u64::MAX / sets).wrapping_add(1),
+            map: SetMap::new(sets),
             ways: c.ways,
             tags,
             latency: c.latency,
@@ -186,7 +209,7 @@ impl Cache {
             Tags::U32(t) => (t.as_ptr() as usize, std::mem::size_of::<Set16<u32>>()),
             Tags::Wide(t) => (t.as_ptr() as usize, 4 * self.ways),
         };
-        Prefetcher { base, stride, sets: self.sets, set_shift: self.set_shift, magic: self.magic }
+        Prefetcher { base, stride, map: self.map }
     }
 
     /// Whether `pa` is on the line of the last access (a certain hit).
@@ -199,32 +222,14 @@ impl Cache {
     /// later access finds it in the host's caches. Changes nothing.
     #[inline]
     pub fn prefetch(&self, pa: u64) {
-        let (set, _) = self.split(pa >> LINE_SHIFT);
-        let ptr: *const u8 = match &self.tags {
-            Tags::U16(t) => t.as_ptr().wrapping_add(set) as *const u8,
-            Tags::U32(t) => t.as_ptr().wrapping_add(set) as *const u8,
-            Tags::Wide(t) => t.as_ptr().wrapping_add(set * self.ways) as *const u8,
-        };
-        host_prefetch(ptr);
-    }
-
-    /// (set, tag) of a line: line mod sets and line / sets.
-    #[inline(always)]
-    fn split(&self, line: u64) -> (usize, u64) {
-        match self.set_shift {
-            Some(sh) => ((line & (self.sets - 1)) as usize, line >> sh),
-            None => {
-                let q = ((line as u128 * self.magic as u128) >> 64) as u64;
-                ((line - q * self.sets) as usize, q)
-            }
-        }
+        self.prefetcher().prefetch(pa);
     }
 
     #[inline(never)]
     fn access_set(&mut self, line: u64) -> bool {
         self.last = line;
         debug_assert!(line < MAX_LINES);
-        let (set, tag) = self.split(line);
+        let (set, tag) = self.map.split(line);
         let hit = match &mut self.tags {
             Tags::U16(t) => probe16(&mut t[set], self.ways, tag as u16),
             Tags::U32(t) => probe16(&mut t[set], self.ways, tag as u32),
@@ -236,10 +241,6 @@ impl Cache {
             self.misses += 1;
         }
         hit
-    }
-
-    pub fn size_bytes(&self) -> u64 {
-        (self.sets * self.ways as u64) << LINE_SHIFT
     }
 
     /// Host bytes of the tag store.
@@ -332,23 +333,14 @@ fn host_prefetch(p: *const u8) {
 pub struct Prefetcher {
     base: usize,
     stride: usize,
-    sets: u64,
-    set_shift: Option<u32>,
-    magic: u64,
+    map: SetMap,
 }
 
 impl Prefetcher {
     #[inline]
     pub fn prefetch(&self, pa: u64) {
-        let line = pa >> LINE_SHIFT;
-        let set = match self.set_shift {
-            Some(_) => line & (self.sets - 1),
-            None => {
-                let q = ((line as u128 * self.magic as u128) >> 64) as u64;
-                line - q * self.sets
-            }
-        };
-        host_prefetch((self.base + set as usize * self.stride) as *const u8);
+        let (set, _) = self.map.split(pa >> LINE_SHIFT);
+        host_prefetch((self.base + set * self.stride) as *const u8);
     }
 }
 
@@ -399,7 +391,7 @@ mod tests {
         for ways in [1usize, 2, 4, 8, 12, 15, 16, 20] {
             // ways KB = 16 sets of `ways` lines.
             let mut c = Cache::new(&CacheConfig { size_kb: ways as u64, ways, latency: 1 }).unwrap();
-            let sets = c.sets;
+            let sets = c.map.sets;
             assert_eq!(sets, 16);
             let mut model: Vec<u64> = Vec::new();
             let mut x = 7u64;
@@ -425,12 +417,9 @@ mod tests {
     #[test]
     fn fast_division_is_exact() {
         for sets in [3u64, 7, 15, 114_688, 122_880, 1 << 17, 999_983] {
-            let c = Cache::new(&CacheConfig { size_kb: sets * 64 / 1024 + 1, ways: 1, latency: 1 }).ok();
-            let _ = c;
-            let magic = (u64::MAX / sets).wrapping_add(1);
+            let map = SetMap::new(sets);
             for line in [0u64, 1, sets - 1, sets, sets + 1, 123_456_789, (1 << 32) - 1, (1 << 32) - sets] {
-                let q = ((line as u128 * magic as u128) >> 64) as u64;
-                assert_eq!(q, line / sets, "{line} / {sets}");
+                assert_eq!(map.split(line), ((line % sets) as usize, line / sets), "{line} / {sets}");
             }
         }
     }

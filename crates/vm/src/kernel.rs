@@ -80,10 +80,6 @@ impl Vm {
         self.procs.get_mut(pid as usize)?.as_mut()
     }
 
-    pub fn live_pids(&self) -> Vec<Pid> {
-        self.procs.iter().flatten().map(|p| p.pid).collect()
-    }
-
     /// Creates a process with an empty address space.
     pub fn spawn(&mut self) -> Result<Pid, crate::map::Errno> {
         let (pmap, mut env) = self.pmap_env();

@@ -111,11 +111,6 @@ impl VmMap {
         (va < e.end).then_some(e)
     }
 
-    pub fn lookup_mut(&mut self, va: u64) -> Option<&mut MapEntry> {
-        let (_, e) = self.entries.range_mut(..=va).next_back()?;
-        (va < e.end).then_some(e)
-    }
-
     /// Finds free space of `len` bytes at or above `hint` whose address is
     /// congruent to `phase` modulo `align` (vm_map_find with
     /// VMFS_OPTIMAL_SPACE: superpage-sized requests get superpage-aligned

@@ -196,24 +196,12 @@ impl Phys {
         }
     }
 
-    /// Whether the page is the first page of a fully populated reservation
-    /// (vm_reserv_to_superpage), i.e. m->psind == 1.
-    pub fn is_superpage_head(&self, pfn: Pfn) -> bool {
-        self.pages.get(pfn).has(pflags::PSIND1)
-    }
-
-    /// The first page of the fully populated reservation holding `pfn`.
+    /// The first page of the fully populated reservation holding `pfn`
+    /// (vm_reserv_to_superpage): the reservation marks that page with
+    /// psind 1 (`pflags::PSIND1`) while it is full.
     pub fn to_superpage(&self, pfn: Pfn) -> Option<Pfn> {
-        if self.reserv.level_iffullpop(pfn) == 0 {
-            Some(Pfn(pfn.0 & !(VM_LEVEL_0_NPAGES - 1)))
-        } else {
-            None
-        }
-    }
-
-    /// The first pindex of the reservation holding `pfn` in its object.
-    pub fn reserv_pindex(&self, pfn: Pfn) -> Option<u32> {
-        self.reserv.of_page(pfn).map(|i| self.reserv.get(i).pindex)
+        let m0 = Pfn(pfn.0 & !(VM_LEVEL_0_NPAGES - 1));
+        self.pages.get(m0).has(pflags::PSIND1).then_some(m0)
     }
 
     pub fn check(&self) -> Result<(), String> {

@@ -282,10 +282,6 @@ impl Reservations {
         )
     }
 
-    pub fn partpop_count(&self) -> u64 {
-        self.partpop
-    }
-
     /// Verifies the invariants stated at the top of this module against the
     /// page array (each populated page belongs to the reservation's object
     /// at the matching offset, or was renamed with it).
