@@ -68,17 +68,11 @@ impl PmapAmd64 {
         Self::wr(env.mem, pde_pa, newpde);
         // The superpage's PV entry becomes 512 (pmap_pv_demote_pde).
         if old.has(PteFlags::SW_MANAGED) {
-            let i = Self::pvh_idx(frame);
-            let mut h = self.pvh[i];
-            let removed = self.pv.remove(&mut h, pm, va2m);
+            let removed = self.pvh_del(frame, pm, va2m);
             debug_assert!(removed, "demote: no PV entry for the superpage");
-            self.pvh[i] = h;
             let m0 = PhysAddr(frame).pfn();
             for k in 0..NPTEPG as u32 {
-                let m = Pfn(m0.0 + k);
-                let mut h = env.phys.pages.get(m).md;
-                self.pv.insert(&mut h, pm, va2m + k as u64 * 4096);
-                env.phys.pages.get_mut(m).md = h;
+                self.pv_add(env, Pfn(m0.0 + k), pm, va2m + k as u64 * 4096);
             }
         }
         self.st.demotions += 1;

@@ -37,46 +37,39 @@ impl PmapAmd64 {
         let newpte = Self::new_pte(pa, pr, &flags, managed);
         let (pte_pa, ptp) = self.alloc_pte(env, pm, va)?;
         let orig = Self::rd(env.mem, pte_pa);
+        if orig.valid() && flags.noreplace {
+            return Err(PmapError::Exists);
+        }
+        // The PV entry (pm, va) belongs to the page the PTE maps: it stays
+        // when the same managed page is mapped again, and moves otherwise.
+        let same = orig.valid() && orig.frame() == pa;
+        let had_pv = orig.valid() && orig.has(PteFlags::SW_MANAGED);
+        let om = PhysAddr(orig.frame()).pfn();
+        if had_pv && !(same && managed) {
+            self.pv_del(env, om, pm, va);
+        }
+        if managed && !(same && had_pv) {
+            self.pv_add(env, m, pm, va);
+        }
         if orig.valid() {
-            if flags.noreplace {
-                return Err(PmapError::Exists);
-            }
-            let om = PhysAddr(orig.frame()).pfn();
             let mut invalidate = false;
-            if orig.frame() != pa {
-                // Replacing the mapping of another page.
-                if orig.has(PteFlags::SW_MANAGED) {
-                    let mut h = env.phys.pages.get(om).md;
-                    self.pv.remove(&mut h, pm, va);
-                    env.phys.pages.get_mut(om).md = h;
-                }
+            if !same {
                 invalidate |= orig.has(PteFlags::A);
             } else if orig.has(PteFlags::A) && !orig.has(PteFlags::NX) && newpte.has(PteFlags::NX) {
                 invalidate = true;
             }
             if orig.has(PteFlags::RW | PteFlags::D) {
-                if orig.has(PteFlags::SW_MANAGED) {
+                if had_pv {
                     Self::dirty_page(env, om);
                 }
                 if !newpte.has(PteFlags::RW) {
                     invalidate = true;
                 }
             }
-            if orig.frame() == pa && !orig.has(PteFlags::SW_MANAGED) && managed {
-                // Unreachable in practice; keep PV state consistent.
-                let mut h = env.phys.pages.get(m).md;
-                self.pv.insert(&mut h, pm, va);
-                env.phys.pages.get_mut(m).md = h;
-            }
-            if orig.frame() != pa && managed {
-                let mut h = env.phys.pages.get(m).md;
-                self.pv.insert(&mut h, pm, va);
-                env.phys.pages.get_mut(m).md = h;
-            }
             // Keep the accessed and modified state the entry already had
             // when it maps the same page with write access.
             let mut n = newpte;
-            if orig.frame() == pa {
+            if same {
                 n = Pte(n.0 | (orig.0 & PteFlags::A.bits()));
                 if n.has(PteFlags::RW) {
                     n = Pte(n.0 | (orig.0 & PteFlags::D.bits()));
@@ -87,11 +80,6 @@ impl PmapAmd64 {
                 self.invalidate_page(env, pm, va);
             }
         } else {
-            if managed {
-                let mut h = env.phys.pages.get(m).md;
-                self.pv.insert(&mut h, pm, va);
-                env.phys.pages.get_mut(m).md = h;
-            }
             Self::wr(env.mem, pte_pa, newpte);
             Self::ptp_ref(env, ptp, 1);
             self.pm_mut(pm).resident += 1;
@@ -147,10 +135,7 @@ impl PmapAmd64 {
         let f = Self::new_pte(m.addr().0, pr, &flags, managed).flags() | PteFlags::PS;
         let newpde = Pte::new(m.addr().0, f);
         if managed {
-            let i = Self::pvh_idx(m.addr().0);
-            let mut h = self.pvh[i];
-            self.pv.insert(&mut h, pm, va);
-            self.pvh[i] = h;
+            self.pvh_add(m.addr().0, pm, va);
         }
         Self::wr(env.mem, pde_pa, newpde);
         Self::ptp_ref(env, pd_page, 1);

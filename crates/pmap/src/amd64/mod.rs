@@ -284,6 +284,26 @@ impl PmapAmd64 {
         (pa >> PDRSHIFT) as usize
     }
 
+    /// Adds (pm, va) to the PV list of 4 KB page `m`.
+    pub(crate) fn pv_add(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) {
+        self.pv.insert(&mut env.phys.pages.get_mut(m).md, pm, va);
+    }
+
+    /// Removes (pm, va) from the PV list of 4 KB page `m`.
+    pub(crate) fn pv_del(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) -> bool {
+        self.pv.remove(&mut env.phys.pages.get_mut(m).md, pm, va)
+    }
+
+    /// Adds (pm, va) to the PV list of the 2 MB frame at `frame`.
+    pub(crate) fn pvh_add(&mut self, frame: u64, pm: PmapId, va: u64) {
+        self.pv.insert(&mut self.pvh[Self::pvh_idx(frame)], pm, va);
+    }
+
+    /// Removes (pm, va) from the PV list of the 2 MB frame at `frame`.
+    pub(crate) fn pvh_del(&mut self, frame: u64, pm: PmapId, va: u64) -> bool {
+        self.pv.remove(&mut self.pvh[Self::pvh_idx(frame)], pm, va)
+    }
+
     /// Transfers a mapping's modified state to its page (vm_page_dirty).
     pub(crate) fn dirty_page(env: &mut PmapEnv, m: Pfn) {
         env.phys.pages.get_mut(m).flags |= pflags::DIRTY;

@@ -79,16 +79,10 @@ impl PmapAmd64 {
         if newpde.has(PteFlags::SW_MANAGED) {
             let m0 = PhysAddr(frame).pfn();
             for i in 0..NPTEPG as u32 {
-                let m = Pfn(m0.0 + i);
-                let mut h = env.phys.pages.get(m).md;
-                let removed = self.pv.remove(&mut h, pm, va2m + i as u64 * 4096);
+                let removed = self.pv_del(env, Pfn(m0.0 + i), pm, va2m + i as u64 * 4096);
                 debug_assert!(removed, "promotion: no PV entry for page {i}");
-                env.phys.pages.get_mut(m).md = h;
             }
-            let i = Self::pvh_idx(frame);
-            let mut h = self.pvh[i];
-            self.pv.insert(&mut h, pm, va2m);
-            self.pvh[i] = h;
+            self.pvh_add(frame, pm, va2m);
         }
         // The PTE's PAT bit sits at bit 12 in a 2 MB PDE.
         let mut flags = newpde.flags() - PteFlags::PAT_4K;

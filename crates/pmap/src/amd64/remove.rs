@@ -60,10 +60,8 @@ impl PmapAmd64 {
             if old.has(PteFlags::A) {
                 env.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
             }
-            let mut h = env.phys.pages.get(m).md;
-            let removed = self.pv.remove(&mut h, pm, va);
+            let removed = self.pv_del(env, m, pm, va);
             debug_assert!(removed, "no PV entry for {va:#x}");
-            env.phys.pages.get_mut(m).md = h;
         }
     }
 
@@ -98,11 +96,8 @@ impl PmapAmd64 {
         self.pm_mut(pm).resident -= NPTEPG;
         if old.has(PteFlags::SW_MANAGED) {
             let frame = old.frame_2m();
-            let i = Self::pvh_idx(frame);
-            let mut h = self.pvh[i];
-            let removed = self.pv.remove(&mut h, pm, va2m);
+            let removed = self.pvh_del(frame, pm, va2m);
             debug_assert!(removed, "no PV entry for the 2MB mapping at {va2m:#x}");
-            self.pvh[i] = h;
             let m0 = PhysAddr(frame).pfn();
             for k in 0..NPTEPG as u32 {
                 let m = Pfn(m0.0 + k);
