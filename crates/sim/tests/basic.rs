@@ -120,3 +120,71 @@ fn adjacent_small_mappings_share_an_object_and_promote_together() {
     s.vm.check_invariants().unwrap();
     s.exit(pid).unwrap();
 }
+
+#[test]
+fn large_page_shared_memory_maps_1g_pages_and_demotes_on_partial_unmap() {
+    let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
+    c.memory = 2 << 30;
+    c.track_contents = true;
+    c.check_tlb = true;
+    let mut s = System::new(c).unwrap();
+    let pid = s.spawn().unwrap();
+    s.run_on(0, pid).unwrap();
+    let shm = s.vm.shm_create_largepage(1 << 30).unwrap();
+    let backing = splab_vm::Backing::LargePage { shm };
+    let private = MmapReq { backing, ..MmapReq::anon(1 << 30, prot::RW) };
+    assert_eq!(s.mmap(pid, private), Err(splab_vm::Errno::EINVAL), "large pages are shared only");
+    let va = s.mmap(pid, MmapReq { shared: true, ..private }).unwrap().0;
+    assert_eq!(va % (1 << 30), 0);
+    s.store(0, va + 12345 * 8, 77).unwrap();
+    let pm = s.vm.proc(pid).unwrap().pmap;
+    let m = s.vm.pmap.extract(&s.vm.mem, pm, splab_hw::VirtAddr(va + 4096)).unwrap();
+    assert_eq!(m.shift, 30, "one 1 GB mapping");
+    assert_eq!(sysctl(&s, "splab.pmap.pdpe.mappings"), 1);
+    // Unmapping one page demotes 1 GB -> 2 MB -> 4 KB around it.
+    s.munmap(pid, va + (3 << 21) + 4096, 4096).unwrap();
+    assert_eq!(sysctl(&s, "vm.pmap.pdpe.demotions"), 1);
+    assert!(s.load(0, va + (3 << 21) + 4096).is_err());
+    assert_eq!(s.load(0, va + 12345 * 8).unwrap(), 77);
+    assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
+    let free = s.vm.phys.buddy.free_count();
+    s.exit(pid).unwrap();
+    // The run is still held by the shm object, not the exited process.
+    assert!(s.vm.phys.buddy.free_count() < free + (1 << 18));
+}
+
+#[test]
+fn batched_updates_match_single_loads_and_stores() {
+    let run = |batched: bool| {
+        let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
+        c.memory = 512 << 20;
+        let mut s = System::new(c).unwrap();
+        let pid = s.spawn().unwrap();
+        s.run_on(0, pid).unwrap();
+        let len = 64u64 << 20;
+        let va = s.mmap(pid, MmapReq::anon(len, prot::RW)).unwrap().0;
+        let mut x = 7u64;
+        let ops: Vec<(u64, u64)> = (0..40_000)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (va + (x % len) & !7, x)
+            })
+            .collect();
+        for chunk in ops.chunks(1000) {
+            if batched {
+                s.xor_batch(0, chunk).unwrap();
+            } else {
+                for &(a, v) in chunk {
+                    let old = s.load(0, a).unwrap();
+                    s.store(0, a, old ^ v).unwrap();
+                }
+            }
+        }
+        let t = s.tlb_report();
+        let h = s.hw();
+        (s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses)
+    };
+    assert_eq!(run(true), run(false));
+}

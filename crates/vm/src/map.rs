@@ -226,6 +226,10 @@ impl Vm {
                 (obj, offset / PAGE, prot::ALL, VM_LEVEL_0_NPAGES as u64 * PAGE)
             }
             Backing::LargePage { shm } => {
+                // Large-page memory is shared memory: no private copies.
+                if !req.shared {
+                    return Err(Errno::EINVAL);
+                }
                 let f = self.files.get(shm as usize).ok_or(Errno::EBADF)?;
                 let obj = f.object;
                 if !matches!(self.objects.get(obj).kind, ObjKind::LargePage { .. }) || len != self.objects.get(obj).size * PAGE {
