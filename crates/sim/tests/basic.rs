@@ -169,7 +169,7 @@ fn batched_updates_match_single_loads_and_stores() {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                (va + (x % len) & !7, x)
+                ((va + (x % len)) & !7, x)
             })
             .collect();
         for chunk in ops.chunks(1000) {
