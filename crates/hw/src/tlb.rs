@@ -51,14 +51,23 @@ pub fn size_name(shift: u8) -> String {
     }
 }
 
-/// Tag of an entry: vpn << 16 | asid; INVALID when empty. The page size
-/// is kept beside it and checked only when the tag matches.
+/// Key of an entry: its page number, page size and ASID in one word,
+/// `vpn << 21 | shift << 16 | asid`, so that a set is searched by comparing
+/// words. Page numbers keep their low 43 bits, that is, virtual address
+/// bits 0..55: every architecture modelled translates at most 48 bits, and
+/// the canonical upper half of amd64 differs from the lower half in bit 47.
+/// INVALID (no valid shift is 31) marks an empty way.
 const INVALID: u64 = u64::MAX;
 /// ASID stored in global entries.
 const GLOBAL_ASID: u16 = u16::MAX;
 
-/// One set-associative array. Tags are kept apart from the rest of the
-/// entry so that a set's tags share a host cache line or two.
+#[inline(always)]
+fn key(vpn: u64, sh: u8, asid: u16) -> u64 {
+    (vpn << 21) | (sh as u64) << 16 | asid as u64
+}
+
+/// One set-associative array. Keys are kept apart from the rest of the
+/// entry so that a set's keys share a host cache line or two.
 struct Array {
     shifts: Vec<u8>,
     sets: usize,
@@ -66,15 +75,14 @@ struct Array {
     set_mask: usize,
     ways: usize,
     level: u8,
-    tags: Vec<u64>,
-    shift: Vec<u8>,
+    keys: Vec<u64>,
     pa_base: Vec<u64>,
     perm: Vec<u8>,
     lru: Vec<u32>,
-    /// Valid entries per page size (indexed like `shifts`): sizes with none
-    /// are not probed.
-    valid: Vec<u32>,
-    /// Valid global entries: only when non-zero are global tags probed.
+    /// Valid entries per page size, indexed by the size's shift: sizes with
+    /// none are not probed.
+    valid: [u32; 32],
+    /// Valid global entries: only when non-zero are global keys probed.
     globals: u32,
 }
 
@@ -85,19 +93,35 @@ impl Array {
         set * self.ways
     }
 
-    fn shift_idx(&self, sh: u8) -> usize {
-        self.shifts.iter().position(|&s| s == sh).unwrap()
+    fn shift_of(&self, i: usize) -> u8 {
+        ((self.keys[i] >> 16) & 0x1f) as u8
     }
 
     /// Empties way `i`, keeping the counts right.
     fn clear(&mut self, i: usize) {
-        if self.tags[i] != INVALID {
-            let k = self.shift_idx(self.shift[i]);
-            self.valid[k] -= 1;
+        if self.keys[i] != INVALID {
+            self.valid[self.shift_of(i) as usize] -= 1;
             if self.perm[i] & perm::GLOBAL != 0 {
                 self.globals -= 1;
             }
-            self.tags[i] = INVALID;
+            self.keys[i] = INVALID;
+        }
+    }
+
+    /// The first way of the set at `base` whose key is `k`. Sets of up to
+    /// 16 ways are compared whole, without exits, which the compiler turns
+    /// into vector compares.
+    #[inline(always)]
+    fn first(&self, base: usize, k: u64) -> Option<usize> {
+        let keys = &self.keys[base..base + self.ways];
+        if keys.len() <= 16 {
+            let mut m = 0u32;
+            for (w, &x) in keys.iter().enumerate() {
+                m |= ((x == k) as u32) << w;
+            }
+            (m != 0).then(|| base + m.trailing_zeros() as usize)
+        } else {
+            keys.iter().position(|&x| x == k).map(|w| base + w)
         }
     }
 
@@ -105,19 +129,11 @@ impl Array {
     #[inline]
     fn find(&self, vpn: u64, asid: u16, sh: u8) -> Option<usize> {
         let base = self.set_base(vpn);
-        let tag = (vpn << 16) | asid as u64;
-        let tags = &self.tags[base..base + self.ways];
-        let shifts = &self.shift[base..base + self.ways];
-        for (w, (&t, &s)) in tags.iter().zip(shifts).enumerate() {
-            if t == tag && s == sh {
-                return Some(base + w);
-            }
+        let f = self.first(base, key(vpn, sh, asid));
+        if f.is_none() && self.globals > 0 {
+            return self.first(base, key(vpn, sh, GLOBAL_ASID));
         }
-        if self.globals > 0 {
-            let gtag = (vpn << 16) | GLOBAL_ASID as u64;
-            return (base..base + self.ways).find(|&i| self.tags[i] == gtag && self.shift[i] == sh);
-        }
-        None
+        f
     }
 }
 
@@ -128,8 +144,6 @@ struct Probe {
     shift: u8,
     /// Index of the size in `Tlb::shifts`, for statistics.
     size: usize,
-    /// Index of the size in the array's own `shifts`.
-    local: usize,
     level: u8,
 }
 
@@ -201,7 +215,6 @@ impl Tlb {
                 return Err(format!("TLB array level {} (must be 1 or 2)", c.level));
             }
             shifts.sort_unstable();
-            let n = shifts.len();
             let sets = c.entries / c.ways;
             arrays.push(Array {
                 shifts,
@@ -209,12 +222,11 @@ impl Tlb {
                 set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
                 ways: c.ways,
                 level: c.level,
-                tags: vec![INVALID; c.entries],
-                shift: vec![0; c.entries],
+                keys: vec![INVALID; c.entries],
                 pa_base: vec![0; c.entries],
                 perm: vec![0; c.entries],
                 lru: vec![0; c.entries],
-                valid: vec![0; n],
+                valid: [0; 32],
                 globals: 0,
             });
         }
@@ -226,9 +238,9 @@ impl Tlb {
         let n = shifts.len();
         let mut plan = Vec::new();
         for (ai, a) in arrays.iter().enumerate() {
-            for (li, &sh) in a.shifts.iter().enumerate() {
+            for &sh in &a.shifts {
                 let size = shifts.iter().position(|&s| s == sh).unwrap_or(0);
-                plan.push(Probe { array: ai, shift: sh, size, local: li, level: a.level });
+                plan.push(Probe { array: ai, shift: sh, size, level: a.level });
             }
         }
         plan.sort_by_key(|p| (p.level, std::cmp::Reverse(p.shift)));
@@ -276,7 +288,7 @@ impl Tlb {
         for k in 0..self.plan.len() {
             let p = self.plan[k];
             let a = &mut self.arrays[p.array];
-            if a.valid[p.local] == 0 {
+            if a.valid[p.shift as usize] == 0 {
                 continue;
             }
             let Some(i) = a.find(va >> p.shift, asid, p.shift) else { continue };
@@ -331,19 +343,24 @@ impl Tlb {
             let base = a.set_base(vpn);
             // Replace an existing entry for the same page, else an empty
             // one, else the least recently used.
-            let i = a.find(vpn, tag_asid, t.shift).unwrap_or_else(|| {
-                (base..base + a.ways)
-                    .find(|&i| a.tags[i] == INVALID)
-                    .unwrap_or_else(|| (base..base + a.ways).max_by_key(|&i| clock.wrapping_sub(a.lru[i])).unwrap_or(base))
+            let k = key(vpn, t.shift, tag_asid);
+            let i = a.first(base, k).or_else(|| a.first(base, INVALID)).unwrap_or_else(|| {
+                // The least recently used way: the oldest stamp.
+                let (mut best, mut age) = (base, 0);
+                for (w, &l) in a.lru[base..base + a.ways].iter().enumerate() {
+                    let x = clock.wrapping_sub(l);
+                    if x > age {
+                        (best, age) = (base + w, x);
+                    }
+                }
+                best
             });
             a.clear(i);
-            a.tags[i] = (vpn << 16) | tag_asid as u64;
-            a.shift[i] = t.shift;
+            a.keys[i] = k;
             a.pa_base[i] = t.pa_base;
             a.perm[i] = t.perm;
             a.lru[i] = clock;
-            let k = a.shift_idx(t.shift);
-            a.valid[k] += 1;
+            a.valid[t.shift as usize] += 1;
             if global {
                 a.globals += 1;
             }
@@ -380,8 +397,8 @@ impl Tlb {
             if a.valid.iter().all(|&v| v == 0) {
                 continue;
             }
-            for i in 0..a.tags.len() {
-                if a.tags[i] != INVALID && (a.tags[i] & 0xffff) as u16 == asid && a.perm[i] & perm::GLOBAL == 0 {
+            for i in 0..a.keys.len() {
+                if a.keys[i] != INVALID && (a.keys[i] & 0xffff) as u16 == asid && a.perm[i] & perm::GLOBAL == 0 {
                     a.clear(i);
                 }
             }
@@ -393,7 +410,7 @@ impl Tlb {
         self.last_page = INVALID;
         self.stats.flushes += 1;
         for a in &mut self.arrays {
-            for i in 0..a.tags.len() {
+            for i in 0..a.keys.len() {
                 a.clear(i);
             }
         }
@@ -403,10 +420,12 @@ impl Tlb {
     pub fn entries(&self) -> Vec<(u64, u16, Translation)> {
         let mut v = Vec::new();
         for a in &self.arrays {
-            for i in (0..a.tags.len()).filter(|&i| a.tags[i] != INVALID) {
-                let vpn = a.tags[i] >> 16;
-                let t = Translation { pa_base: a.pa_base[i], shift: a.shift[i], perm: a.perm[i] };
-                v.push((vpn << a.shift[i], (a.tags[i] & 0xffff) as u16, t));
+            for i in (0..a.keys.len()).filter(|&i| a.keys[i] != INVALID) {
+                let (vpn, sh) = (a.keys[i] >> 21, a.shift_of(i));
+                let t = Translation { pa_base: a.pa_base[i], shift: sh, perm: a.perm[i] };
+                // The key holds address bits 0..55; the rest copy bit 54.
+                let va = (((vpn << sh) << 9) as i64 >> 9) as u64;
+                v.push((va, (a.keys[i] & 0xffff) as u16, t));
             }
         }
         v
@@ -453,6 +472,17 @@ mod tests {
         assert!(tlb.lookup(0x40_0000, 1).is_none(), "2M entry covering va removed");
         tlb.invalidate_asid(1);
         assert!(tlb.lookup(0x1000, 1).is_none());
+    }
+
+    #[test]
+    fn upper_half_addresses_are_kept_whole() {
+        let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
+        let va = 0xffff_8000_0020_0000u64;
+        tlb.fill(va, 1, t(0x40_0000, 21));
+        assert!(tlb.lookup(va & 0x0000_ffff_ffff_ffff, 1).is_none(), "the lower-half alias does not match");
+        assert_eq!(tlb.lookup(va + 0x1234, 1).unwrap().0.pa_base, 0x40_0000);
+        let e = tlb.entries();
+        assert!(e.iter().any(|&(a, asid, tr)| a == va && asid == 1 && tr.shift == 21), "{e:x?}");
     }
 
     #[test]

@@ -541,26 +541,56 @@ impl System {
         self.pending_walks.clear();
         self.batch.clear();
         for &(va, x) in ops {
-            for (acc, is_store) in [(Access::Read, false), (Access::Write, true)] {
-                self.hw.refs += 1;
-                let w0 = self.pending_walks.len();
-                let (t, xlat) = match self.translate(cpu, va, acc) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        self.finish_batch(cpu);
-                        return Err(e);
-                    }
-                };
-                let pa = t.pa(va).0;
-                if !is_store {
-                    self.l3_prefetch.prefetch(pa);
-                }
-                self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32 });
-                let op = if is_store { Op::Store(self.read_word(pa) ^ x) } else { Op::Load };
-                self.do_op(pa, op);
-            }
+            self.batch_one(cpu, va, Access::Read, |_| None)?;
+            self.batch_one(cpu, va, Access::Write, |old| Some(old ^ x))?;
         }
         self.finish_batch(cpu);
+        Ok(())
+    }
+
+    /// Runs a batch of independent loads and stores by the process on
+    /// `cpu` (a trace, a streaming kernel), in order, two-pass as
+    /// `xor_batch` does, with the same results as calling `access` with
+    /// `dependent` false for each. On a fault the accesses before it have
+    /// been made and timed; the error tells which failed.
+    pub fn access_batch(&mut self, cpu: usize, ops: &[(u64, Op)]) -> Result<(), (usize, FaultError)> {
+        self.pending_walks.clear();
+        self.batch.clear();
+        for (i, &(va, op)) in ops.iter().enumerate() {
+            let r = match op {
+                Op::Load => self.batch_one(cpu, va, Access::Read, |_| None),
+                Op::Store(v) => self.batch_one(cpu, va, Access::Write, |_| Some(v)),
+            };
+            r.map_err(|e| (i, e))?;
+        }
+        self.finish_batch(cpu);
+        Ok(())
+    }
+
+    /// One access of a batch: translated now, timed when the batch ends.
+    /// `store` gets the word's old value and returns the value to store,
+    /// or None for a load.
+    #[inline]
+    fn batch_one(&mut self, cpu: usize, va: u64, acc: Access, store: impl Fn(u64) -> Option<u64>) -> Result<(), FaultError> {
+        self.hw.refs += 1;
+        let w0 = self.pending_walks.len();
+        let (t, xlat) = match self.translate(cpu, va, acc) {
+            Ok(r) => r,
+            Err(e) => {
+                self.finish_batch(cpu);
+                return Err(e);
+            }
+        };
+        let pa = t.pa(va).0;
+        if acc == Access::Read {
+            self.l3_prefetch.prefetch(pa);
+        }
+        self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32 });
+        let op = match store(self.read_word(pa)) {
+            Some(v) => Op::Store(v),
+            None => Op::Load,
+        };
+        self.do_op(pa, op);
         Ok(())
     }
 

@@ -207,45 +207,110 @@ pub struct Job {
     pub walks: Vec<u64>,
 }
 
+/// A one-item hand-off between two threads. The waiting side spins for a
+/// while before it parks: a batch takes the other thread tens of
+/// microseconds, less than a sleep and wake-up costs on a virtual machine,
+/// where waking a parked thread means an interrupt to another virtual CPU.
+struct Slot<T> {
+    item: std::sync::Mutex<Option<T>>,
+    full: std::sync::atomic::AtomicBool,
+}
+
+impl<T> Slot<T> {
+    fn new() -> Slot<T> {
+        Slot { item: std::sync::Mutex::new(None), full: std::sync::atomic::AtomicBool::new(false) }
+    }
+
+    /// Leaves `v` for the waiter and wakes it if it parked. The slot must be
+    /// empty (one item is in flight at a time).
+    fn put(&self, v: T, waiter: &std::thread::Thread) {
+        *self.item.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
+        self.full.store(true, std::sync::atomic::Ordering::Release);
+        waiter.unpark();
+    }
+
+    fn try_take(&self) -> Option<T> {
+        if !self.full.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.full.store(false, std::sync::atomic::Ordering::Relaxed);
+        self.item.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    /// Waits for an item; None once `closed()` holds and the slot is empty.
+    /// The putter wakes the thread it was given; a waiter on another thread
+    /// still sees the item within a millisecond.
+    fn take(&self, closed: impl Fn() -> bool) -> Option<T> {
+        const SPINS: u32 = 1 << 16;
+        let mut n = 0u32;
+        loop {
+            if let Some(v) = self.try_take() {
+                return Some(v);
+            }
+            if closed() {
+                return self.try_take();
+            }
+            if n < SPINS {
+                n += 1;
+                std::hint::spin_loop();
+            } else {
+                // A put between the check and here leaves the unpark token,
+                // so this returns at once.
+                std::thread::park_timeout(std::time::Duration::from_millis(1));
+            }
+        }
+    }
+}
+
+struct Shared {
+    jobs: Slot<Job>,
+    done: Slot<Job>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
 /// A thread that runs the timing model for batches while the caller
-/// translates the next one (the machine's second core).
+/// translates the next one (the machine's second core). One batch is in
+/// flight at a time: the timing state travels with it.
 pub struct Worker {
-    tx: Option<std::sync::mpsc::Sender<Job>>,
-    rx: std::sync::mpsc::Receiver<Job>,
+    shared: std::sync::Arc<Shared>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Worker {
     pub fn spawn() -> Worker {
-        let (tx, jobs) = std::sync::mpsc::channel::<Job>();
-        let (done, rx) = std::sync::mpsc::channel::<Job>();
+        let shared = std::sync::Arc::new(Shared { jobs: Slot::new(), done: Slot::new(), closed: false.into() });
+        let (sh, back) = (shared.clone(), std::thread::current());
         let handle = std::thread::Builder::new()
             .name("splab-timing".into())
             .spawn(move || {
-                for mut job in jobs {
+                while let Some(mut job) = sh.jobs.take(|| sh.closed.load(std::sync::atomic::Ordering::Acquire)) {
                     job.timing.run_batch(job.cpu, &job.refs, &job.walks);
-                    if done.send(job).is_err() {
-                        break;
-                    }
+                    sh.done.put(job, &back);
                 }
             })
             .expect("spawning the timing thread");
-        Worker { tx: Some(tx), rx, handle: Some(handle) }
+        Worker { shared, handle: Some(handle) }
     }
 
+    /// Hands a batch to the timing thread. Called from the thread that
+    /// spawned the worker, with no batch in flight.
     pub fn send(&self, job: Job) {
-        self.tx.as_ref().expect("worker running").send(job).expect("timing thread alive");
+        let h = self.handle.as_ref().expect("worker running");
+        self.shared.jobs.put(job, h.thread());
     }
 
+    /// Waits for the batch in flight.
     pub fn recv(&self) -> Job {
-        self.rx.recv().expect("timing thread alive")
+        let h = self.handle.as_ref().expect("worker running");
+        self.shared.done.take(|| h.is_finished()).expect("timing thread alive")
     }
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        self.tx = None;
+        self.shared.closed.store(true, std::sync::atomic::Ordering::Release);
         if let Some(h) = self.handle.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
     }

@@ -2,6 +2,7 @@
 //! fully touched, contents kept across promotion, demotion and COW.
 
 use splab_hw::profile::Profile;
+use splab_sim::system::Op;
 use splab_sim::{Config, System};
 use splab_vm::map::MmapReq;
 use splab_vm::prot;
@@ -187,4 +188,50 @@ fn batched_updates_match_single_loads_and_stores() {
         (s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses)
     };
     assert_eq!(run(true), run(false));
+}
+
+/// Loads and stores in batches (as a trace replay makes them) leave the
+/// same counters, cycles and memory contents as one access at a time.
+#[test]
+fn access_batches_match_single_accesses() {
+    let run = |batched: bool| {
+        let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
+        c.memory = 512 << 20;
+        c.track_contents = true;
+        let mut s = System::new(c).unwrap();
+        let pid = s.spawn().unwrap();
+        s.run_on(0, pid).unwrap();
+        let len = 16u64 << 20;
+        let va = s.mmap(pid, MmapReq::anon(len, prot::RW)).unwrap().0;
+        let mut x = 11u64;
+        let ops: Vec<(u64, Op)> = (0..30_000)
+            .map(|i| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Runs of neighbouring words, as streams make.
+                let a = (va + ((x >> 8) % len)) & !7;
+                (va + (a - va + 8 * (i % 4)) % len, if x & 3 == 0 { Op::Store(x) } else { Op::Load })
+            })
+            .collect();
+        let mut seen = 0u64;
+        for chunk in ops.chunks(700) {
+            if batched {
+                s.access_batch(0, chunk).unwrap();
+            } else {
+                for &(a, op) in chunk {
+                    s.access(0, a, op, false).unwrap();
+                }
+            }
+        }
+        for &(a, _) in ops.iter().step_by(97) {
+            seen = seen.wrapping_mul(31).wrapping_add(s.load(0, a).unwrap());
+        }
+        let t = s.tlb_report();
+        let h = s.hw();
+        (seen, s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses)
+    };
+    let (a, b) = (run(true), run(false));
+    assert_ne!(a.0, 0, "stores were kept");
+    assert_eq!(a, b);
 }
