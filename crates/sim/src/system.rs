@@ -165,7 +165,14 @@ impl System {
             cpus_vm.push(CpuState { mmu: Mmu { tlb, pwc: Pwc::new(&p.pwc) }, curpmap: None });
             cpus.push(CpuHw { running: None, space: (PhysAddr(0), 0) });
         }
-        let mut phys = Phys::new(npages, cfg.domains.max(1));
+        // Reservations are the size of the architecture's first superpage
+        // (VM_LEVEL_0_ORDER); without one, amd64's 2 MB.
+        let sizes = pmap.pagesizes();
+        let order = match sizes {
+            [base, sp, ..] => (sp / base).trailing_zeros(),
+            _ => splab_vm::phys::VM_LEVEL_0_ORDER as u32,
+        };
+        let mut phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
         if cfg.fragment > 0.0 {
             phys.fragment(cfg.fragment, cfg.seed);
         }

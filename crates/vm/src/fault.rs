@@ -10,7 +10,7 @@ use crate::map::{eflags, PAGE};
 use crate::object::{file_word, ObjKind};
 use crate::page::{pflags, ObjId};
 use crate::pmap::{prot, EnterFlags, Prot};
-use crate::reserv::VM_LEVEL_0_NPAGES;
+use crate::reserv::MAX_RESERV_NPAGES;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 
 /// Why a fault could not be resolved.
@@ -152,7 +152,7 @@ impl Vm {
             return;
         }
         let size = (e.end - e.start) / PAGE;
-        let color = ((e.start / PAGE) % VM_LEVEL_0_NPAGES as u64) as u32;
+        let color = ((e.start / PAGE) % MAX_RESERV_NPAGES as u64) as u32;
         let s = self.object_shadow(e.object, e.offset, size, color);
         let pe = self.proc_mut(pid).unwrap().map.entries.get_mut(&key).unwrap();
         pe.object = s;
@@ -198,7 +198,7 @@ impl Vm {
         }
         let sp = self.pmap.pagesizes()[1];
         let npages = (sp / PAGE) as u32;
-        if npages != VM_LEVEL_0_NPAGES {
+        if npages != self.phys.reserv.npages() {
             return false;
         }
         let Some(msuper) = self.phys.to_superpage(m) else { return false };

@@ -11,7 +11,7 @@ use crate::kernel::{Pid, Vm};
 use crate::object::{oflags, ObjKind};
 use crate::page::{pflags, ObjId};
 use crate::pmap::{prot, Advice, Prot};
-use crate::reserv::VM_LEVEL_0_NPAGES;
+use crate::reserv::MAX_RESERV_NPAGES;
 use splab_hw::{Pfn, VirtAddr};
 use std::collections::BTreeMap;
 
@@ -195,7 +195,7 @@ impl Vm {
             return e.object;
         }
         let size = (e.end - e.start) / PAGE;
-        let color = ((e.start / PAGE).wrapping_sub(e.offset) % VM_LEVEL_0_NPAGES as u64) as u32;
+        let color = ((e.start / PAGE).wrapping_sub(e.offset) % MAX_RESERV_NPAGES as u64) as u32;
         let obj = self.objects.allocate(ObjKind::Anon, size + e.offset, color);
         self.proc_mut(pid).unwrap().map.entries.get_mut(&key).unwrap().object = obj;
         obj
@@ -214,7 +214,8 @@ impl Vm {
         }
         let (object, offset_pages, max_prot, align) = match req.backing {
             Backing::Anon => {
-                let align = if len >= VM_LEVEL_0_NPAGES as u64 * PAGE { VM_LEVEL_0_NPAGES as u64 * PAGE } else { PAGE };
+                let sp = self.phys.reserv.npages() as u64 * PAGE;
+                let align = if len >= sp { sp } else { PAGE };
                 (0, 0u64, prot::ALL, align)
             }
             Backing::File { file, offset } => {
@@ -223,7 +224,7 @@ impl Vm {
                 }
                 let f = self.files.get(file as usize).ok_or(Errno::EBADF)?;
                 let obj = f.object;
-                (obj, offset / PAGE, prot::ALL, VM_LEVEL_0_NPAGES as u64 * PAGE)
+                (obj, offset / PAGE, prot::ALL, self.phys.reserv.npages() as u64 * PAGE)
             }
             Backing::LargePage { shm } => {
                 // Large-page memory is shared memory: no private copies.
@@ -259,7 +260,7 @@ impl Vm {
         // Anonymous shared memory gets its object now, so that fork shares it.
         let mut object = object;
         if object == 0 && req.shared {
-            let color = ((start / PAGE) % VM_LEVEL_0_NPAGES as u64) as u32;
+            let color = ((start / PAGE) % MAX_RESERV_NPAGES as u64) as u32;
             object = self.objects.allocate(ObjKind::Anon, len / PAGE, color);
             self.objects.get_mut(object).flags &= !oflags::ONEMAPPING;
         } else if object != 0 {

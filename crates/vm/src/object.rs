@@ -16,7 +16,7 @@
 
 use crate::page::ObjId;
 use crate::physalloc::ObjInfo;
-use crate::reserv::VM_LEVEL_0_NPAGES;
+use crate::reserv::MAX_RESERV_NPAGES;
 use splab_hw::Pfn;
 use std::collections::BTreeMap;
 
@@ -95,7 +95,7 @@ impl Objects {
             backing_offset: 0,
             shadows: Vec::new(),
             pages: BTreeMap::new(),
-            color: color % VM_LEVEL_0_NPAGES,
+            color: color % MAX_RESERV_NPAGES,
             flags,
         };
         match self.free.pop() {

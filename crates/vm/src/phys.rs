@@ -27,7 +27,8 @@ use std::ops::Range;
 /// Number of buddy orders; the largest block is `2^(VM_NFREEORDER - 1)`
 /// pages (16 MB of 4 KB pages).
 pub const VM_NFREEORDER: usize = 13;
-/// Order of a 2 MB superpage (a level-0 reservation).
+/// Order of a 2 MB superpage: amd64's level-0 reservation (other
+/// architectures give their own to `Phys::with_reservation_order`).
 pub const VM_LEVEL_0_ORDER: usize = 9;
 
 const MAX_ORDER: usize = VM_NFREEORDER - 1;
@@ -434,24 +435,24 @@ impl VmPhys {
                 .is_some()
     }
 
-    /// Fragments memory to model other consumers: of the 2 MB-aligned 2 MB
-    /// regions that are currently wholly free, chooses round(`fraction` *
-    /// count) by a seeded shuffle, takes one pseudo-random page out of each
-    /// with [`VmPhys::unfree_page`], and returns those pages, sorted. The
-    /// caller keeps them allocated; no 2 MB block can then form there.
-    pub fn fragment(&mut self, fraction: f64, seed: u64) -> Vec<Pfn> {
+    /// Fragments memory to model other consumers: of the aligned regions
+    /// of 2^`order` pages (the reservation size, 2 MB on amd64) that are
+    /// currently wholly free, chooses round(`fraction` * count) by a seeded
+    /// shuffle, takes one pseudo-random page out of each with
+    /// [`VmPhys::unfree_page`], and returns those pages, sorted. The caller
+    /// keeps them allocated; no such block can then form there.
+    pub fn fragment(&mut self, fraction: f64, seed: u64, order: usize) -> Vec<Pfn> {
+        assert!(order < VM_NFREEORDER, "fragment order {order}");
         assert!(
             (0.0..=1.0).contains(&fraction),
             "fraction {fraction} out of range"
         );
         let mut regions = Vec::new();
         for d in &self.domains {
-            for o in VM_LEVEL_0_ORDER..VM_NFREEORDER {
+            for o in order..VM_NFREEORDER {
                 for s in d.lists[o].iter() {
                     let b = d.block_start(s, o);
-                    regions.extend(
-                        (0..1u64 << (o - VM_LEVEL_0_ORDER)).map(|r| b + (r << VM_LEVEL_0_ORDER)),
-                    );
+                    regions.extend((0..1u64 << (o - order)).map(|r| b + (r << order)));
                 }
             }
         }
@@ -467,7 +468,7 @@ impl VmPhys {
         }
         let mut pages: Vec<Pfn> = regions[..take]
             .iter()
-            .map(|&r| Pfn((r + rng.below(1 << VM_LEVEL_0_ORDER)) as u32))
+            .map(|&r| Pfn((r + rng.below(1 << order)) as u32))
             .collect();
         for &p in &pages {
             let taken = self.unfree_page(p);
@@ -779,7 +780,7 @@ mod tests {
         let mut p = VmPhys::new(8 * BIG + 512, 2);
         let before = free_regions(&p);
         assert_eq!(before, 65);
-        let pinned = p.fragment(0.5, 42);
+        let pinned = p.fragment(0.5, 42, VM_LEVEL_0_ORDER);
         assert_eq!(pinned.len(), 33);
         let regions: std::collections::BTreeSet<u32> = pinned.iter().map(|p| p.0 >> 9).collect();
         assert_eq!(regions.len(), 33, "one page per region");
@@ -793,13 +794,13 @@ mod tests {
         assert_eq!(got, before - 33);
         // Same seed, same pages; another seed, another choice.
         let mut q = VmPhys::new(8 * BIG + 512, 2);
-        assert_eq!(q.fragment(0.5, 42), pinned);
+        assert_eq!(q.fragment(0.5, 42, VM_LEVEL_0_ORDER), pinned);
         let mut r = VmPhys::new(8 * BIG + 512, 2);
-        assert_ne!(r.fragment(0.5, 43), pinned);
+        assert_ne!(r.fragment(0.5, 43, VM_LEVEL_0_ORDER), pinned);
         // Extremes.
         let mut s = VmPhys::new(2 * BIG, 1);
-        assert!(s.fragment(0.0, 1).is_empty());
-        assert_eq!(s.fragment(1.0, 1).len(), 16);
+        assert!(s.fragment(0.0, 1, VM_LEVEL_0_ORDER).is_empty());
+        assert_eq!(s.fragment(1.0, 1, VM_LEVEL_0_ORDER).len(), 16);
         assert_eq!(free_regions(&s), 0);
         s.check().unwrap();
     }

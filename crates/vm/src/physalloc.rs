@@ -8,7 +8,7 @@
 
 use crate::page::{pflags, ObjId, PageArray, VmPage, NIL};
 use crate::phys::{VmPhys, VM_LEVEL_0_ORDER};
-use crate::reserv::{Reservations, VM_LEVEL_0_NPAGES};
+use crate::reserv::Reservations;
 use splab_hw::Pfn;
 use std::collections::BTreeSet;
 
@@ -38,44 +38,57 @@ pub struct Phys {
 }
 
 impl Phys {
+    /// Physical memory of `npages` frames with amd64's 2 MB reservations.
     pub fn new(npages: u64, ndomains: usize) -> Phys {
+        Phys::with_reservation_order(npages, ndomains, VM_LEVEL_0_ORDER as u32)
+    }
+
+    /// Physical memory whose reservations are 2^order frames, the
+    /// architecture's first superpage size.
+    pub fn with_reservation_order(npages: u64, ndomains: usize, order: u32) -> Phys {
         Phys {
             buddy: VmPhys::new(npages, ndomains),
             pages: PageArray::new(npages),
-            reserv: Reservations::new(npages, true),
+            reserv: Reservations::new(npages, order, true),
             rvq: BTreeSet::new(),
             pinned: Vec::new(),
         }
     }
 
-    /// Breaks up `fraction` of the free 2 MB blocks by pinning one page in
-    /// each, as another consumer of memory would have.
+    /// Breaks up `fraction` of the free reservation-sized blocks by pinning
+    /// one page in each, as another consumer of memory would have.
     pub fn fragment(&mut self, fraction: f64, seed: u64) {
-        let taken = self.buddy.fragment(fraction, seed);
+        let taken = self.buddy.fragment(fraction, seed, self.reserv.order() as usize);
         for &p in &taken {
             self.pages.get_mut(p).flags = pflags::INUSE | pflags::UNMANAGED;
         }
         self.pinned.extend(taken);
     }
 
+    /// Initialises a newly allocated page. The reservation's psind mark
+    /// survives: the page that completes a reservation may be its first.
     fn mark_inuse(&mut self, pfn: Pfn, object: ObjId, pindex: u32) {
-        *self.pages.get_mut(pfn) = VmPage { object, pindex, md: NIL, ref_count: 0, flags: pflags::INUSE };
+        let m = self.pages.get_mut(pfn);
+        let keep = m.flags & pflags::PSIND1;
+        *m = VmPage { object, pindex, md: NIL, ref_count: 0, flags: pflags::INUSE | keep };
     }
 
     /// The object's reservation covering `pindex`, if any (the lookup
     /// vm_reserv_alloc_page does through the neighbouring pages).
     fn reserv_covering(&self, obj: ObjId, pindex: u32) -> Option<u32> {
-        let lo = pindex.saturating_sub(VM_LEVEL_0_NPAGES - 1);
+        let n = self.reserv.npages();
+        let lo = pindex.saturating_sub(n - 1);
         self.rvq
             .range((obj, lo, 0)..=(obj, pindex, u32::MAX))
             .rev()
-            .find(|&&(_, p, i)| pindex < p + VM_LEVEL_0_NPAGES && !self.reserv.get(i).is_populated(pindex - p))
+            .find(|&&(_, p, i)| pindex < p + n && !self.reserv.is_populated(i, pindex - p))
             .map(|&(_, _, i)| i)
     }
 
     fn reserv_overlaps(&self, obj: ObjId, first: u32) -> bool {
-        let lo = first.saturating_sub(VM_LEVEL_0_NPAGES - 1);
-        self.rvq.range((obj, lo, 0)..(obj, first + VM_LEVEL_0_NPAGES, 0)).next().is_some()
+        let n = self.reserv.npages();
+        let lo = first.saturating_sub(n - 1);
+        self.rvq.range((obj, lo, 0)..(obj, first + n, 0)).next().is_some()
     }
 
     /// Tries to allocate the page for (object, pindex) from a reservation,
@@ -89,20 +102,21 @@ impl Phys {
             return Some(self.reserv.populate(i, pindex - p, &mut self.pages));
         }
         // The aligned range this page's reservation would cover.
-        let off = (pindex.wrapping_add(o.color)) % VM_LEVEL_0_NPAGES;
+        let n = self.reserv.npages();
+        let off = (pindex.wrapping_add(o.color)) % n;
         if off > pindex {
             return None;
         }
         let first = pindex - off;
         // A reservation for an object that will not grow must not extend
         // past its end.
-        if !o.anon && first as u64 + VM_LEVEL_0_NPAGES as u64 > o.size {
+        if !o.anon && first as u64 + n as u64 > o.size {
             return None;
         }
         if self.reserv_overlaps(o.id, first) {
             return None;
         }
-        let base = self.buddy.alloc(VM_LEVEL_0_ORDER)?;
+        let base = self.buddy.alloc(self.reserv.order() as usize)?;
         let i = self.reserv.create(base, o.id, first);
         self.rvq.insert((o.id, first, i));
         Some(self.reserv.populate(i, off, &mut self.pages))
@@ -158,7 +172,7 @@ impl Phys {
         if let Some(i) = self.reserv.of_page(pfn) {
             let r = self.reserv.get(i);
             let (obj, p) = (r.object, r.pindex);
-            let idx = pfn.0 - Reservations::base(i).0;
+            let idx = pfn.0 - self.reserv.base(i).0;
             let freed_whole = r.popcnt == 1;
             self.reserv.depopulate(i, idx, &mut self.pages, &mut self.buddy);
             if freed_whole {
@@ -200,7 +214,7 @@ impl Phys {
     /// (vm_reserv_to_superpage): the reservation marks that page with
     /// psind 1 (`pflags::PSIND1`) while it is full.
     pub fn to_superpage(&self, pfn: Pfn) -> Option<Pfn> {
-        let m0 = Pfn(pfn.0 & !(VM_LEVEL_0_NPAGES - 1));
+        let m0 = Pfn(pfn.0 & !(self.reserv.npages() - 1));
         self.pages.get(m0).has(pflags::PSIND1).then_some(m0)
     }
 
@@ -218,5 +232,74 @@ impl Phys {
 
     pub fn host_bytes(&self) -> u64 {
         self.pages.host_bytes() + self.reserv.host_bytes() + self.buddy.npages() / 4 + self.rvq.len() as u64 * 24
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn anon(id: ObjId) -> ObjInfo {
+        ObjInfo { id, size: 1 << 20, color: 0, anon: true, colored: true }
+    }
+
+    /// Reservations of each architecture's size: 1 MB (armv7), 2 MB
+    /// (amd64, arm64, riscv) and 16 MB (powerpc64) blocks fill, mark their
+    /// first page, answer the sub-run query, and free whole.
+    #[test]
+    fn reservations_of_every_size() {
+        for order in [8u32, 9, 12] {
+            let n = 1u32 << order;
+            let mut p = Phys::with_reservation_order(4 * 4096, 1, order);
+            let o = anon(7);
+            let pages: Vec<Pfn> = (0..n).map(|k| p.alloc_page(&o, k).unwrap()).collect();
+            assert_eq!(pages[0].0 % n, 0, "order {order}: the reservation is aligned");
+            assert!(pages.windows(2).all(|w| w[1].0 == w[0].0 + 1), "order {order}: contiguous");
+            assert_eq!(p.to_superpage(pages[n as usize / 2]), Some(pages[0]));
+            assert_eq!(p.reserv.level_iffullpop(pages[3]), 0);
+            p.check().unwrap();
+            // Free one page of the second 16-page run: that run is no longer
+            // populated, the first still is, the reservation is partial.
+            p.free_page(pages[17]);
+            assert!(p.reserv.is_populated_run(pages[3], 16));
+            assert!(!p.reserv.is_populated_run(pages[20], 16));
+            assert_eq!(p.to_superpage(pages[3]), None);
+            p.check().unwrap();
+            for (k, &m) in pages.iter().enumerate() {
+                if k != 17 {
+                    p.free_page(m);
+                }
+            }
+            assert_eq!(p.reserv.stats.freed, 1, "order {order}: freed whole");
+            p.check().unwrap();
+        }
+    }
+
+    /// The page that completes a reservation may be its first one; the
+    /// superpage mark must survive that page's initialisation.
+    #[test]
+    fn first_page_allocated_last_keeps_the_mark() {
+        let mut p = Phys::with_reservation_order(2048, 1, 8);
+        let o = anon(3);
+        let pages: Vec<Pfn> = (1..256).rev().map(|k| p.alloc_page(&o, k).unwrap()).collect();
+        let first = p.alloc_page(&o, 0).unwrap();
+        assert_eq!(first.0 + 1, pages[pages.len() - 1].0);
+        assert_eq!(p.to_superpage(first), Some(first));
+        p.check().unwrap();
+    }
+
+    /// Breaking a reservation returns its unpopulated pages to the buddy
+    /// allocator; the populated ones stay in use.
+    #[test]
+    fn reclaim_breaks_the_oldest_partial_reservation() {
+        let mut p = Phys::with_reservation_order(2048, 1, 8);
+        let a = p.alloc_page(&anon(1), 0).unwrap();
+        let b = p.alloc_page(&anon(2), 0).unwrap();
+        let free_before = p.buddy.free_count();
+        assert!(p.reclaim_inactive());
+        assert_eq!(p.buddy.free_count(), free_before + 255);
+        assert_eq!(p.reserv.of_page(a), None, "the older reservation was broken");
+        assert!(p.reserv.of_page(b).is_some());
+        p.check().unwrap();
     }
 }

@@ -1,33 +1,42 @@
 //! Superpage reservations (FreeBSD vm_reserv.c, after Navarro et al.).
 //!
 //! When a fault needs a page for an object range that could become a
-//! superpage, a whole aligned 2 MB physical block is reserved for that
+//! superpage, a whole aligned physical block of the architecture's first
+//! superpage size (2 MB on amd64, arm64 and riscv, 1 MB on armv7, 16 MB on
+//! powerpc64; VM_LEVEL_0_ORDER in FreeBSD's vmparam.h) is reserved for that
 //! range of the object and only the faulting page is handed out; later
 //! faults on neighbouring offsets take the page at the matching position, so
 //! virtual contiguity becomes physical contiguity and the pmap can promote.
 //!
 //! Data structures and what is always true of them:
-//! - `rv[i]` describes the 2 MB physical block starting at frame i * 512
-//!   (the reservation array is indexed by physical address, as
-//!   vm_reserv_array is). It is in use iff `object != 0`.
+//! - `rv[i]` describes the block of N = 2^order frames starting at frame
+//!   i * N (the reservation array is indexed by physical address, as
+//!   vm_reserv_array is), and `popmap[i * N / 64..]` its population. It is
+//!   in use iff `object != 0`.
 //! - For a reservation in use: `pindex` is the object offset (in pages) of
 //!   its first page; page k of the block, if populated, is the object's page
 //!   at `pindex + k`; `popcnt` equals the number of bits set in `popmap`;
 //!   0 < popcnt; unpopulated pages of the block are in no buddy free list.
 //! - A reservation is on the partially-populated queue iff it is in use and
-//!   0 < popcnt < 512. The queue is ordered by last change: the head is the
+//!   0 < popcnt < N. The queue is ordered by last change: the head is the
 //!   least recently populated or depopulated, and is the first to be broken
 //!   when the buddy allocator runs dry.
 //! - Each object lists its reservations (`VmObject::rvq`), keyed by
 //!   (pindex, reservation index).
+//!
+//! Sizes below the reservation's (arm64's 64 KB contiguous runs, armv7's
+//! 64 KB large pages) are not reservations of their own: as in FreeBSD, the
+//! pmap asks whether an aligned run inside the reservation is fully
+//! populated (`is_populated_run`, vm_reserv_is_populated).
 
 use crate::page::{pflags, ObjId, PageArray, NIL};
-use crate::phys::{VmPhys, VM_LEVEL_0_ORDER};
+use crate::phys::VmPhys;
 use splab_hw::Pfn;
 
-/// Pages per level-0 reservation (2 MB of 4 KB pages).
-pub const VM_LEVEL_0_NPAGES: u32 = 1 << VM_LEVEL_0_ORDER;
-const POPMAP_WORDS: usize = (VM_LEVEL_0_NPAGES as usize) / 64;
+/// Pages in the largest reservation any architecture has (powerpc64's
+/// 16 MB, with room to spare). Object colours are kept modulo this, which
+/// keeps them right modulo every smaller power of two.
+pub const MAX_RESERV_NPAGES: u32 = 1 << 15;
 
 #[derive(Clone)]
 pub struct Reserv {
@@ -35,17 +44,12 @@ pub struct Reserv {
     pub pindex: u32,
     pub popcnt: u16,
     inpartpopq: bool,
-    popmap: [u64; POPMAP_WORDS],
     prev: u32,
     next: u32,
 }
 
 impl Reserv {
-    const FREE: Reserv =
-        Reserv { object: 0, pindex: 0, popcnt: 0, inpartpopq: false, popmap: [0; POPMAP_WORDS], prev: NIL, next: NIL };
-    pub fn is_populated(&self, idx: u32) -> bool {
-        self.popmap[idx as usize / 64] >> (idx % 64) & 1 != 0
-    }
+    const FREE: Reserv = Reserv { object: 0, pindex: 0, popcnt: 0, inpartpopq: false, prev: NIL, next: NIL };
 }
 
 /// The counters FreeBSD exports under vm.reserv.
@@ -64,7 +68,13 @@ pub struct ReservStats {
 }
 
 pub struct Reservations {
+    /// log2 of the pages in a reservation (VM_LEVEL_0_ORDER).
+    order: u32,
+    /// Pages in a reservation (VM_LEVEL_0_NPAGES).
+    n: u32,
     rv: Vec<Reserv>,
+    /// Population bitmaps, n / 64 words per reservation (at least one).
+    popmap: Vec<u64>,
     head: u32,
     tail: u32,
     partpop: u64,
@@ -76,10 +86,16 @@ pub struct Reservations {
 }
 
 impl Reservations {
-    pub fn new(npages: u64, enabled: bool) -> Reservations {
-        let n = npages.div_ceil(VM_LEVEL_0_NPAGES as u64) as usize;
+    /// Reservations of 2^order pages over `npages` frames (order 6 to 15).
+    pub fn new(npages: u64, order: u32, enabled: bool) -> Reservations {
+        assert!((6..=15).contains(&order), "reservation order {order}");
+        let n = 1u32 << order;
+        let count = npages.div_ceil(n as u64) as usize;
         Reservations {
-            rv: vec![Reserv::FREE; n],
+            order,
+            n,
+            rv: vec![Reserv::FREE; count],
+            popmap: vec![0; count * (n as usize / 64)],
             head: NIL,
             tail: NIL,
             partpop: 0,
@@ -94,16 +110,60 @@ impl Reservations {
         &self.rv[i as usize]
     }
 
+    /// Pages in a reservation (VM_LEVEL_0_NPAGES).
+    #[inline]
+    pub fn npages(&self) -> u32 {
+        self.n
+    }
+
+    /// log2 of the pages in a reservation (VM_LEVEL_0_ORDER).
+    pub fn order(&self) -> u32 {
+        self.order
+    }
+
+    fn words(&self, i: u32) -> std::ops::Range<usize> {
+        let w = self.n as usize / 64;
+        i as usize * w..(i as usize + 1) * w
+    }
+
+    /// Whether page `idx` of reservation `i` is populated.
+    #[inline]
+    pub fn is_populated(&self, i: u32, idx: u32) -> bool {
+        self.popmap[self.words(i).start + idx as usize / 64] >> (idx % 64) & 1 != 0
+    }
+
+    fn set_populated(&mut self, i: u32, idx: u32, on: bool) {
+        let k = self.words(i).start + idx as usize / 64;
+        let w = &mut self.popmap[k];
+        if on {
+            *w |= 1 << (idx % 64);
+        } else {
+            *w &= !(1 << (idx % 64));
+        }
+    }
+
+    /// Whether `pfn` lies in a reservation whose aligned run of `npages`
+    /// pages around it is fully populated (vm_reserv_is_populated): the
+    /// test for superpage sizes smaller than a reservation.
+    pub fn is_populated_run(&self, pfn: Pfn, npages: u32) -> bool {
+        debug_assert!(npages.is_power_of_two() && npages <= self.n);
+        let Some(i) = self.of_page(pfn) else { return false };
+        let first = (pfn.0 - self.base(i).0) & !(npages - 1);
+        (first..first + npages).all(|k| self.is_populated(i, k))
+    }
+
     /// The reservation whose block holds `pfn` (vm_reserv_from_page), if that
     /// block is reserved.
     #[inline]
     pub fn of_page(&self, pfn: Pfn) -> Option<u32> {
-        let i = pfn.0 / VM_LEVEL_0_NPAGES;
+        let i = pfn.0 >> self.order;
         (self.rv.get(i as usize)?.object != 0).then_some(i)
     }
 
-    pub fn base(i: u32) -> Pfn {
-        Pfn(i * VM_LEVEL_0_NPAGES)
+    /// The first frame of reservation `i`'s block.
+    #[inline]
+    pub fn base(&self, i: u32) -> Pfn {
+        Pfn(i << self.order)
     }
 
     fn unlink(&mut self, i: u32) {
@@ -123,18 +183,18 @@ impl Reservations {
         r.next = NIL;
         r.inpartpopq = false;
         self.partpop -= 1;
-        self.partpop_unused_pages -= (VM_LEVEL_0_NPAGES - r.popcnt as u32) as u64;
+        self.partpop_unused_pages -= (self.n - r.popcnt as u32) as u64;
     }
 
     fn push_tail(&mut self, i: u32) {
-        let t = self.tail;
+        let (t, n) = (self.tail, self.n);
         {
             let r = &mut self.rv[i as usize];
             r.prev = t;
             r.next = NIL;
             r.inpartpopq = true;
             self.partpop += 1;
-            self.partpop_unused_pages += (VM_LEVEL_0_NPAGES - r.popcnt as u32) as u64;
+            self.partpop_unused_pages += (n - r.popcnt as u32) as u64;
         }
         if t == NIL {
             self.head = i;
@@ -157,17 +217,17 @@ impl Reservations {
     fn requeue(&mut self, i: u32) {
         debug_assert!(!self.rv[i as usize].inpartpopq);
         let c = self.rv[i as usize].popcnt as u32;
-        if c > 0 && c < VM_LEVEL_0_NPAGES {
+        if c > 0 && c < self.n {
             self.push_tail(i);
         }
     }
 
-    /// Creates a reservation over a freshly allocated 2 MB block for the
+    /// Creates a reservation over a freshly allocated block for the
     /// object range starting at `pindex` (the second half of
     /// vm_reserv_alloc_page).
     pub fn create(&mut self, base: Pfn, object: ObjId, pindex: u32) -> u32 {
-        debug_assert_eq!(base.0 % VM_LEVEL_0_NPAGES, 0);
-        let i = base.0 / VM_LEVEL_0_NPAGES;
+        debug_assert_eq!(base.0 % self.n, 0);
+        let i = base.0 >> self.order;
         let r = &mut self.rv[i as usize];
         debug_assert_eq!(r.object, 0, "reservation {i} already in use");
         *r = Reserv { object, pindex, ..Reserv::FREE };
@@ -179,34 +239,34 @@ impl Reservations {
     /// Returns the page's frame.
     pub fn populate(&mut self, i: u32, idx: u32, pages: &mut PageArray) -> Pfn {
         self.dequeue(i);
+        debug_assert!(!self.is_populated(i, idx), "reservation {i} page {idx} populated twice");
+        self.set_populated(i, idx, true);
         let r = &mut self.rv[i as usize];
-        debug_assert!(!r.is_populated(idx), "reservation {i} page {idx} populated twice");
-        r.popmap[idx as usize / 64] |= 1 << (idx % 64);
         r.popcnt += 1;
-        if r.popcnt as u32 == VM_LEVEL_0_NPAGES {
+        if r.popcnt as u32 == self.n {
             self.fullpop += 1;
             self.stats.fullpop_events += 1;
-            pages.get_mut(Self::base(i)).flags |= pflags::PSIND1;
+            pages.get_mut(self.base(i)).flags |= pflags::PSIND1;
         }
         self.requeue(i);
-        Pfn(Self::base(i).0 + idx)
+        Pfn(self.base(i).0 + idx)
     }
 
     /// Marks page `idx` unpopulated (vm_reserv_depopulate); a reservation
     /// whose count drops to zero is freed whole to the buddy allocator.
     pub fn depopulate(&mut self, i: u32, idx: u32, pages: &mut PageArray, phys: &mut VmPhys) {
         self.dequeue(i);
-        let r = &mut self.rv[i as usize];
-        debug_assert!(r.is_populated(idx), "reservation {i} page {idx} not populated");
-        if r.popcnt as u32 == VM_LEVEL_0_NPAGES {
+        debug_assert!(self.is_populated(i, idx), "reservation {i} page {idx} not populated");
+        if self.rv[i as usize].popcnt as u32 == self.n {
             self.fullpop -= 1;
-            pages.get_mut(Self::base(i)).flags &= !pflags::PSIND1;
+            pages.get_mut(self.base(i)).flags &= !pflags::PSIND1;
         }
-        r.popmap[idx as usize / 64] &= !(1 << (idx % 64));
+        self.set_populated(i, idx, false);
+        let r = &mut self.rv[i as usize];
         r.popcnt -= 1;
         if r.popcnt == 0 {
             self.rv[i as usize] = Reserv::FREE;
-            phys.free_pages(Self::base(i), VM_LEVEL_0_ORDER);
+            phys.free_pages(self.base(i), self.order as usize);
             self.stats.freed += 1;
         } else {
             self.requeue(i);
@@ -221,24 +281,26 @@ impl Reservations {
             self.unlink(i);
         }
         let r = self.rv[i as usize].clone();
-        if r.popcnt as u32 == VM_LEVEL_0_NPAGES {
+        if r.popcnt as u32 == self.n {
             self.fullpop -= 1;
-            pages.get_mut(Self::base(i)).flags &= !pflags::PSIND1;
+            pages.get_mut(self.base(i)).flags &= !pflags::PSIND1;
         }
-        let base = Self::base(i).0;
+        let base = self.base(i).0;
         let mut k = 0;
-        while k < VM_LEVEL_0_NPAGES {
-            if r.is_populated(k) {
+        while k < self.n {
+            if self.is_populated(i, k) {
                 k += 1;
                 continue;
             }
             let start = k;
-            while k < VM_LEVEL_0_NPAGES && !r.is_populated(k) {
+            while k < self.n && !self.is_populated(i, k) {
                 k += 1;
             }
             phys.free_contig(Pfn(base + start), (k - start) as u64);
         }
         self.rv[i as usize] = Reserv::FREE;
+        let w = self.words(i);
+        self.popmap[w].fill(0);
         self.stats.broken += 1;
         r.object
     }
@@ -262,7 +324,7 @@ impl Reservations {
     #[inline]
     pub fn level_iffullpop(&self, pfn: Pfn) -> i32 {
         match self.of_page(pfn) {
-            Some(i) if self.rv[i as usize].popcnt as u32 == VM_LEVEL_0_NPAGES => 0,
+            Some(i) if self.rv[i as usize].popcnt as u32 == self.n => 0,
             _ => -1,
         }
     }
@@ -301,7 +363,7 @@ impl Reservations {
         if q != self.partpop {
             return Err(format!("partpopq has {q} entries, count says {}", self.partpop));
         }
-        let unused: u64 = self.rv.iter().filter(|r| r.inpartpopq).map(|r| (VM_LEVEL_0_NPAGES - r.popcnt as u32) as u64).sum();
+        let unused: u64 = self.rv.iter().filter(|r| r.inpartpopq).map(|r| (self.n - r.popcnt as u32) as u64).sum();
         if unused != self.partpop_unused_pages {
             return Err(format!("partpopq holds {unused} unused pages, total says {}", self.partpop_unused_pages));
         }
@@ -310,20 +372,24 @@ impl Reservations {
             if r.object == 0 {
                 continue;
             }
-            let n: u32 = r.popmap.iter().map(|w| w.count_ones()).sum();
+            let n: u32 = self.popmap[self.words(i as u32)].iter().map(|w| w.count_ones()).sum();
             if n != r.popcnt as u32 || n == 0 {
                 return Err(format!("reservation {i}: popcnt {} but {n} bits set", r.popcnt));
             }
-            if n == VM_LEVEL_0_NPAGES {
+            if n == self.n {
                 full += 1;
             }
-            if r.inpartpopq != (n < VM_LEVEL_0_NPAGES) {
+            if r.inpartpopq != (n < self.n) {
                 return Err(format!("reservation {i}: popcnt {n}, inpartpopq {}", r.inpartpopq));
             }
-            for k in 0..VM_LEVEL_0_NPAGES {
-                let pfn = Pfn(i as u32 * VM_LEVEL_0_NPAGES + k);
+            let base = self.base(i as u32);
+            if pages.get(base).has(pflags::PSIND1) != (n == self.n) {
+                return Err(format!("reservation {i}: popcnt {n}, psind mark {} (first page flags {:#x}, object {})", pages.get(base).has(pflags::PSIND1), pages.get(base).flags, pages.get(base).object));
+            }
+            for k in 0..self.n {
+                let pfn = Pfn(base.0 + k);
                 let m = pages.get(pfn);
-                if r.is_populated(k) {
+                if self.is_populated(i as u32, k) {
                     if !m.has(pflags::INUSE) || phys.is_free(pfn) {
                         return Err(format!("reservation {i}: populated page {k} ({pfn:?}) not in use"));
                     }
@@ -339,6 +405,6 @@ impl Reservations {
     }
 
     pub fn host_bytes(&self) -> u64 {
-        (self.rv.len() * std::mem::size_of::<Reserv>()) as u64
+        (self.rv.len() * std::mem::size_of::<Reserv>() + self.popmap.len() * 8) as u64
     }
 }
