@@ -146,7 +146,7 @@ fn access_prot(a: Access) -> u8 {
 impl System {
     pub fn new(cfg: Config) -> Result<System, String> {
         let p = &cfg.profile;
-        if p.arch != cfg.arch {
+        if p.arch != splab_pmap::machine_arch(&cfg.arch) {
             return Err(format!("machine profile {:?} is an {} machine, not {}", p.name, p.arch, cfg.arch));
         }
         let npages = cfg.memory / 4096;
@@ -156,7 +156,7 @@ impl System {
         if !(0.0..=1.0).contains(&cfg.fragment) {
             return Err(format!("fragmentation {} is out of range (0 to 1)", cfg.fragment));
         }
-        let walker = splab_pmap::new_walker(&cfg.arch)?;
+        let walker = splab_pmap::new_walker(&cfg.arch, p)?;
         let pmap = splab_pmap::new_pmap(&cfg.arch, npages, cfg.superpages)?;
         let mut cpus_vm = Vec::new();
         let mut cpus = Vec::new();
@@ -208,6 +208,7 @@ impl System {
         let e = &self.vm.ev;
         let d = |a: u64, b: u64| (a - b) as f64;
         let cyc = d(e.faults, before.faults) * c.fault as f64
+            + d(e.pmap_faults, before.pmap_faults) * c.pmap_fault_cycles() as f64
             + d(e.zero_fills, before.zero_fills) * c.zero_4k as f64
             + d(e.cow_copies, before.cow_copies) * c.copy_4k as f64
             + d(e.page_ins, before.page_ins) * c.copy_4k as f64
@@ -485,7 +486,7 @@ impl System {
                     mmu.pwc.invalidate_asid(asid);
                     self.hw.faults_taken += 1;
                     let before = self.vm.ev.clone();
-                    let r = self.vm.fault(pid, va, access_prot(acc));
+                    let r = self.vm.trap(pid, va, access_prot(acc));
                     self.charge_events(cpu, &before);
                     r?;
                 }

@@ -58,7 +58,7 @@ impl PmapAmd64 {
                             resident += NPTEPG;
                             if e2.has(PteFlags::SW_MANAGED) {
                                 pv_seen += 1;
-                                if !self.pv.contains(self.pvh[Self::pvh_idx(e2.frame_2m())], pm, va2) {
+                                if !self.pv.contains_sp(e2.frame_2m(), pm, va2) {
                                     return Err(format!("pmap {pm}: 2MB mapping at {va2:#x} has no PV entry"));
                                 }
                             }
@@ -81,7 +81,7 @@ impl PmapAmd64 {
                             }
                             if e1.has(PteFlags::SW_MANAGED) {
                                 pv_seen += 1;
-                                if !self.pv.contains(pg.md, pm, va) {
+                                if !self.pv.contains(env, m, pm, va) {
                                     return Err(format!("pmap {pm}: {va:#x} -> {m:?} has no PV entry"));
                                 }
                             }

@@ -1,0 +1,55 @@
+//! TLB shootdown: applying an invalidation to every CPU whose current
+//! address space is the pmap being changed (FreeBSD's pmap_invalidate_page
+//! and pmap_invalidate_all: the local CPU directly, the others by IPI, or on
+//! RISC-V by an SBI remote SFENCE.VMA). What a pmap does about the CPUs not
+//! running the address space depends on the architecture (amd64 marks its
+//! PCID stale on them; riscv without ASIDs flushes at every switch), so the
+//! helpers return the mask of those CPUs.
+
+use splab_hw::mmu::Mmu;
+use splab_vm::pmap::{PmapEnv, PmapId};
+
+/// Runs `f` on the MMU of every CPU running `pm` (tagged `asid`). Returns
+/// how many ran it and the mask of the CPUs that did not. All but one of
+/// the CPUs that ran it needed an IPI; those are counted.
+pub fn on_active_cpus(env: &mut PmapEnv, pm: PmapId, asid: u16, f: impl Fn(&mut Mmu, u16)) -> (u64, u64) {
+    let mut active = 0u64;
+    let mut others = 0u64;
+    for (c, cpu) in env.cpus.iter_mut().enumerate() {
+        if cpu.curpmap == Some(pm) {
+            f(&mut cpu.mmu, asid);
+            active += 1;
+        } else {
+            others |= 1 << c;
+        }
+    }
+    env.ev.shootdown_ipis += active.saturating_sub(1);
+    (active, others)
+}
+
+/// Invalidates one address on every CPU running `pm` (INVLPG, SFENCE.VMA
+/// with an address). Both also drop the address space's page-walk cache
+/// entries: INVLPG does by definition; on RISC-V an address-specific fence
+/// need not order non-leaf PTEs, but implementations of the Rocket family
+/// flush their PTE caches on any SFENCE.VMA, and the model keeps no walk
+/// cache entry a pmap could have made stale. Returns the mask of the other
+/// CPUs.
+pub fn invalidate_page(env: &mut PmapEnv, pm: PmapId, asid: u16, va: u64) -> u64 {
+    let (n, others) = on_active_cpus(env, pm, asid, |mmu, asid| {
+        mmu.tlb.invalidate_page(va, asid);
+        mmu.pwc.invalidate_asid(asid);
+    });
+    env.ev.invlpg += n;
+    others
+}
+
+/// Invalidates every translation of `pm` on every CPU running it; returns
+/// the mask of the other CPUs.
+pub fn invalidate_all(env: &mut PmapEnv, pm: PmapId, asid: u16) -> u64 {
+    let (n, others) = on_active_cpus(env, pm, asid, |mmu, asid| {
+        mmu.tlb.invalidate_asid(asid);
+        mmu.pwc.invalidate_asid(asid);
+    });
+    env.ev.tlb_flushes += n;
+    others
+}
