@@ -3,7 +3,7 @@
 //! in `ref_count`), the page-table page kept aside at promotion, and the
 //! page state a mapping hands over when it goes (dirty, referenced).
 
-use splab_hw::{Pfn, PhysAddr};
+use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::pflags;
 use splab_vm::pmap::PmapEnv;
 
@@ -57,4 +57,17 @@ pub fn dirty(env: &mut PmapEnv, m: Pfn) {
 /// Transfers a mapping's accessed state to its page (PGA_REFERENCED).
 pub fn referenced(env: &mut PmapEnv, m: Pfn) {
     env.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
+}
+
+/// Whether [va, va + size) below `end` is mapped by one aligned run of an
+/// object's pages, `m` first, in a fully populated reservation: the test
+/// pmap_enter_object makes (through m->psind) before mapping a superpage.
+/// `pages` gives the object page at each address.
+pub fn is_superpage_run(env: &PmapEnv, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
+    let n = size / splab_hw::PAGE_SIZE;
+    va.is_multiple_of(size)
+        && va + size <= end
+        && m.addr().0.is_multiple_of(size)
+        && env.phys.reserv.level_iffullpop(m) == 0
+        && (1..n).all(|i| pages(VirtAddr(va + i * splab_hw::PAGE_SIZE)) == Some(Pfn(m.0 + i as u32)))
 }

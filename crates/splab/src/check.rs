@@ -29,7 +29,8 @@ pub struct CheckArgs {
     /// Most processes alive at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
-    /// Transparent superpages (vm.pmap.pg_ps_enabled).
+    /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
+    /// vm.pmap.superpages_enabled on riscv).
     #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
 }
@@ -47,6 +48,11 @@ const SHOWN: &[&str] = &[
     "vm.pmap.pde.p_failures",
     "vm.pmap.pde.demotions",
     "vm.pmap.pde.mappings",
+    "vm.pmap.l2.promotions",
+    "vm.pmap.l2.p_failures",
+    "vm.pmap.l2.demotions",
+    "vm.pmap.l2.mappings",
+    "splab.pmap.ad_faults",
     "vm.reserv.broken",
     "vm.reserv.freed",
     "vm.reserv.reclaimed",

@@ -6,7 +6,7 @@
 use crate::error::{input, Fail};
 use crate::size;
 use clap::{Args, ValueEnum};
-use splab_hw::profile::{Profile, DEFAULT_PROFILE};
+use splab_hw::profile::{default_for_arch, Profile, DEFAULT_PROFILE};
 use splab_sim::{Config, System};
 
 /// The range the model accepts (`System::new` enforces the same).
@@ -16,10 +16,12 @@ pub const MAX_MEMORY: u64 = 256 << 30;
 /// The machine to model; shared by every command that builds a system.
 #[derive(Args, Clone, Debug)]
 pub struct MachineArgs {
-    /// Machine profile: a built-in name or the path of a TOML file.
-    #[arg(long, value_name = "PROFILE", default_value = DEFAULT_PROFILE)]
-    pub machine: String,
-    /// Architecture of the pmap and walker [default: the profile's].
+    /// Machine profile: a built-in name or the path of a TOML file
+    /// [default: sapphire-rapids; sifive-u74 with --arch riscv or riscv-sv48].
+    #[arg(long, value_name = "PROFILE")]
+    pub machine: Option<String>,
+    /// Architecture of the pmap and walker: amd64, riscv (Sv39) or
+    /// riscv-sv48 [default: the profile's].
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<String>,
 }
@@ -53,12 +55,23 @@ pub fn memory(text: &str, what: &str) -> Result<u64, Fail> {
 /// A system configuration with the given machine and memory; everything
 /// else at its default (superpages on, no fragmentation, seed 1).
 pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
-    let profile = input(Profile::load(&m.machine))?;
+    if let Some(arch) = &m.arch {
+        if !splab_pmap::ARCHES.contains(&arch.as_str()) {
+            return Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))));
+        }
+    }
+    // Without --machine, the architecture picks its built-in profile.
+    let machine = match (&m.machine, &m.arch) {
+        (Some(name), _) => name.as_str(),
+        (None, Some(arch)) => default_for_arch(splab_pmap::machine_arch(arch)).unwrap_or(DEFAULT_PROFILE),
+        (None, None) => DEFAULT_PROFILE,
+    };
+    let profile = input(Profile::load(machine))?;
     let arch = m.arch.clone().unwrap_or_else(|| profile.arch.clone());
     if !splab_pmap::ARCHES.contains(&arch.as_str()) {
         return Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))));
     }
-    if arch != profile.arch {
+    if splab_pmap::machine_arch(&arch) != profile.arch {
         return Err(Fail::Input(format!(
             "--arch {arch}: machine profile {:?} is an {} machine; choose a profile of that architecture",
             profile.name, profile.arch

@@ -74,6 +74,22 @@ fn compare_shows_superpages_help_gups() {
     assert!(v["change_percent"]["figure"].as_f64().unwrap() > 0.0);
 }
 
+/// `--arch riscv` alone runs on the SiFive U74 profile, with FreeBSD's
+/// riscv names for the tunable and counters.
+#[test]
+fn compare_on_riscv_promotes_and_helps_gups() {
+    let v = json(&["compare", "gups", "--arch", "riscv", "--log2-table", "18", "--memory", "256M", "--json"]);
+    let (off, on) = (&v["off"], &v["on"]);
+    assert_eq!((&off["arch"], &off["machine"]), (&Value::from("riscv"), &Value::from("sifive-u74")));
+    assert_eq!(off["sysctl"]["vm.pmap.superpages_enabled"], 0);
+    assert_eq!(on["sysctl"]["vm.pmap.superpages_enabled"], 1);
+    assert_eq!(off["sysctl"]["vm.pmap.l2.promotions"], 0);
+    assert!(on["sysctl"]["vm.pmap.l2.promotions"].as_i64().unwrap() > 0, "{}", on["sysctl"]);
+    assert!(on["sysctl"].get("vm.pmap.pg_ps_enabled").is_none(), "no amd64 names on riscv");
+    let f = |r: &Value| r["figure"]["value"].as_f64().unwrap();
+    assert!(f(on) > f(off), "on {} vs off {}", f(on), f(off));
+}
+
 #[test]
 fn sysctl_lists_tunable_and_counters() {
     let out = splab(&["sysctl"]);
@@ -111,6 +127,8 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["compare", "gups", "--memory", "12Q", "--json"], "12Q"),
         (&["sysctl", "--memory", "8X"], "8X"),
         (&["check", "--arch", "vax"], "vax"),
+        (&["sim", "gups", "--arch", "riscv", "--machine", "sapphire-rapids"], "sapphire-rapids"),
+        (&["sim", "gups", "--arch", "amd64", "--machine", "sifive-u74"], "sifive-u74"),
         (&["bench", "--footprint", "30G"], "30G"),
     ];
     for (args, named) in cases {

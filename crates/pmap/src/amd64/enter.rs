@@ -14,12 +14,15 @@ impl PmapAmd64 {
     /// Returns the PTE address for `va`, creating the page-table page if
     /// needed and demoting a 2 MB mapping in the way (pmap_allocpte).
     fn alloc_pte(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
-        let pde_pa = self.alloc_pde(env, pm, va)?;
+        let mut pde_pa = self.alloc_pde(env, pm, va)?;
         let mut pde = Self::rd(env.mem, pde_pa);
         if pde.valid() && pde.has(PteFlags::PS) {
             // A failed demotion removes the 2 MB mapping; either way the PDE
-            // no longer maps a superpage.
-            self.demote_pde(env, pm, va);
+            // no longer maps a superpage. The removal may have freed the
+            // page directory (its only entry), so look the PDE up again.
+            if !self.demote_pde(env, pm, va) {
+                pde_pa = self.alloc_pde(env, pm, va)?;
+            }
             pde = Self::rd(env.mem, pde_pa);
         }
         if !pde.valid() {
@@ -183,13 +186,7 @@ impl PmapAmd64 {
                 va += 4096;
                 continue;
             };
-            if va.is_multiple_of(PAGE_2M)
-                && va + PAGE_2M <= end
-                && self.superpages_on()
-                && m.addr().0 % PAGE_2M == 0
-                && env.phys.reserv.level_iffullpop(m) == 0
-                && (1..NPTEPG).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
-            {
+            if self.superpages_on() && ptpage::is_superpage_run(env, pages, va, end, m, PAGE_2M) {
                 let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
                 if self.enter_pde(env, pm, va, m, pr, fl).is_ok() {
                     va += PAGE_2M;

@@ -173,3 +173,24 @@ fn check_finds_a_mapping_without_a_pv_entry() {
     let e = p.check(&env).unwrap_err();
     assert!(e.contains("no PV entry"), "{e}");
 }
+
+/// A 2 MB mapping never accessed (entered by pmap_enter_object) is removed
+/// rather than demoted when a 4 KB page is entered under it; if it was the
+/// only entry of its page directory, that goes too, and the new page-table
+/// page must hang from a new one.
+#[test]
+fn entering_under_an_unaccessed_superpage_that_was_alone_in_its_directory() {
+    let mut r = rig(4096);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    let lookup = |v: VirtAddr| (v.0 >= VA && v.0 < VA + PAGE_2M).then(|| pages[((v.0 - VA) / 4096) as usize]);
+    let (p, mut env) = r.env();
+    p.enter_object(&mut env, pm, VirtAddr(VA), VirtAddr(VA + PAGE_2M), &lookup, prot::RW);
+    assert_eq!(r.stat("vm.pmap.pde.mappings"), 1);
+    let (p, mut env) = r.env();
+    p.enter(&mut env, pm, VirtAddr(VA + 4096), pages[1], prot::RW, rw_access()).unwrap();
+    assert_eq!(r.stat("splab.pmap.pde.demotion_aborts"), 1);
+    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).map(|m| m.pa), Some(pages[1].addr()));
+    r.check();
+}

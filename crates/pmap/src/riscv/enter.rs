@@ -160,13 +160,7 @@ impl PmapRiscv {
                 va += 4096;
                 continue;
             };
-            if va.is_multiple_of(L2_SIZE)
-                && va + L2_SIZE <= end
-                && self.superpages_enabled
-                && m.addr().0.is_multiple_of(L2_SIZE)
-                && env.phys.reserv.level_iffullpop(m) == 0
-                && (1..LN_ENTRIES).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
-            {
+            if self.superpages_enabled && ptpage::is_superpage_run(env, pages, va, end, m, L2_SIZE) {
                 let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
                 match self.enter_l2(env, pm, va, m, pr, fl) {
                     // A 2 MB mapping already there counts as done

@@ -355,3 +355,21 @@ fn sv48_promotes_and_frees_its_four_levels() {
     assert_eq!(r.phys.buddy.free_count(), free0 - 1, "only the root remains");
     r.check();
 }
+
+/// Entering a 4 KB page under a 2 MB mapping that was never accessed
+/// removes that mapping (the only entry of its L2 table, which goes too)
+/// and maps the page from fresh tables.
+#[test]
+fn entering_under_an_unaccessed_superpage_that_was_alone_in_its_table() {
+    let mut r = rig(4096);
+    let pages = r.superpage_run();
+    let pm = r.pinit();
+    let lookup = |v: VirtAddr| (v.0 >= VA && v.0 < VA + L2_SIZE).then(|| pages[((v.0 - VA) / 4096) as usize]);
+    let (p, mut env) = r.env();
+    p.enter_object(&mut env, pm, VirtAddr(VA), VirtAddr(VA + L2_SIZE), &lookup, prot::RW);
+    let (p, mut env) = r.env();
+    p.enter(&mut env, pm, VirtAddr(VA + 4096), pages[1], prot::RW, rw_access()).unwrap();
+    assert_eq!(r.stat("splab.pmap.l2.demotion_aborts"), 1);
+    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).map(|m| (m.pa, m.shift)), Some((pages[1].addr(), 12)));
+    r.check();
+}
