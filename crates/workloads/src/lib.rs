@@ -2,7 +2,14 @@
 //! process interface (mmap, loads, stores), and report their own figure of
 //! merit the way the original benchmark does.
 
+pub mod bw;
+pub mod common;
 pub mod gups;
+pub mod gups_mp;
+pub mod lat;
+pub mod sched;
+pub mod stream;
+pub mod transpose;
 
 use serde::Serialize;
 use splab_sim::System;
@@ -35,4 +42,4 @@ pub trait Workload {
 }
 
 /// Workload names `splab sim` and `splab compare` accept.
-pub const WORKLOADS: &[&str] = &["gups"];
+pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream"];
