@@ -9,6 +9,7 @@ use splab_sim::Config;
 use splab_workloads::bw::Bw;
 use splab_workloads::gups::Gups;
 use splab_workloads::gups_mp::GupsMp;
+use splab_workloads::index::Index;
 use splab_workloads::lat::{Lat, Pattern};
 use splab_workloads::stream::Stream;
 use splab_workloads::transpose::Transpose;
@@ -57,6 +58,15 @@ pub struct WorkloadArgs {
     /// stream: times each kernel runs (NTIMES; the first is not counted).
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub ntimes: u32,
+    /// index: pgbench scaling factor (100000 accounts each).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub scale: u64,
+    /// index: clients, each a backend process on a CPU of its own.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub clients: usize,
+    /// index: transactions per client (pgbench -t).
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub transactions: u64,
 }
 
 /// `WorkloadArgs` as the command line would give them for `args` (the
@@ -75,7 +85,7 @@ type Build = fn(&WorkloadArgs, &Config) -> Result<Box<dyn Workload>, String>;
 
 /// Every workload the front end can run, by name.
 const WORKLOADS: &[(&str, Build)] =
-    &[("gups", gups), ("gups-mp", gups_mp), ("lat", lat), ("bw", bw), ("transpose", transpose), ("stream", stream)];
+    &[("gups", gups), ("gups-mp", gups_mp), ("lat", lat), ("bw", bw), ("transpose", transpose), ("stream", stream), ("index", index)];
 
 /// A size option, parsed; errors name the option.
 fn size_arg(text: &str, what: &str) -> Result<u64, String> {
@@ -132,6 +142,12 @@ fn stream(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let s = Stream::new(a.n, a.ntimes)?;
     fits(&format!("--n {}: the three arrays", a.n), 3 * 8 * a.n, cfg)?;
     Ok(Box::new(s))
+}
+
+fn index(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let i = Index::new(a.scale, a.clients, a.transactions)?;
+    fits(&format!("--scale {}: the shared buffers", a.scale), i.shared_bytes(), cfg)?;
+    Ok(Box::new(i))
 }
 
 pub fn names() -> Vec<&'static str> {

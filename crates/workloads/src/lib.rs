@@ -6,6 +6,7 @@ pub mod bw;
 pub mod common;
 pub mod gups;
 pub mod gups_mp;
+pub mod index;
 pub mod lat;
 pub mod sched;
 pub mod stream;
@@ -42,4 +43,4 @@ pub trait Workload {
 }
 
 /// Workload names `splab sim` and `splab compare` accept.
-pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream"];
+pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index"];
