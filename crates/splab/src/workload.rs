@@ -6,12 +6,15 @@ use crate::error::Fail;
 use crate::size;
 use clap::{Args, Parser};
 use splab_sim::Config;
+use splab_workloads::build::Build;
 use splab_workloads::bw::Bw;
 use splab_workloads::gups::Gups;
 use splab_workloads::gups_mp::GupsMp;
 use splab_workloads::index::Index;
 use splab_workloads::lat::{Lat, Pattern};
+use splab_workloads::realloc::Realloc;
 use splab_workloads::stream::Stream;
+use splab_workloads::stress::Stress;
 use splab_workloads::transpose::Transpose;
 use splab_workloads::Workload;
 
@@ -67,6 +70,25 @@ pub struct WorkloadArgs {
     /// index: transactions per client (pgbench -t).
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub transactions: u64,
+    /// build: compilation units (source files), one compiler process each.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub units: usize,
+    /// build: compilers running at once (make -j) [default: one per CPU].
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// stress: vm workers, forked from one parent [default: one per CPU].
+    #[arg(long, value_name = "N")]
+    pub vm: Option<usize>,
+    /// stress: bytes each worker maps, touches and unmaps per loop.
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub vm_bytes: String,
+    /// stress: rounds of mmap, touch, munmap per worker.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub loops: u64,
+    /// realloc: size of the first allocation (then doubled until memory
+    /// runs out).
+    #[arg(long, value_name = "SIZE", default_value = "1M")]
+    pub start_size: String,
 }
 
 /// `WorkloadArgs` as the command line would give them for `args` (the
@@ -81,15 +103,23 @@ pub fn args_from(args: &[&str]) -> Result<WorkloadArgs, String> {
     Only::try_parse_from(argv).map(|o| o.w).map_err(|e| e.to_string())
 }
 
-type Build = fn(&WorkloadArgs, &Config) -> Result<Box<dyn Workload>, String>;
+type Builder = fn(&WorkloadArgs, &Config) -> Result<Box<dyn Workload>, String>;
 
 /// Every workload the front end can run, by name.
-const WORKLOADS: &[(&str, Build)] =
-    &[("gups", gups), ("gups-mp", gups_mp), ("lat", lat), ("bw", bw), ("transpose", transpose), ("stream", stream), ("index", index)];
+const WORKLOADS: &[(&str, Builder)] = &[
+    ("gups", gups), ("gups-mp", gups_mp), ("lat", lat), ("bw", bw), ("transpose", transpose), ("stream", stream),
+    ("index", index),
+    ("build", build_tree),
+    ("stress", stress),
+    ("realloc", realloc),
+];
 
-/// A size option, parsed; errors name the option.
-fn size_arg(text: &str, what: &str) -> Result<u64, String> {
-    size::parse(text).map_err(|e| format!("{what}: {e}"))
+/// A size option, parsed and checked; errors name the option and the text
+/// as typed.
+fn size_arg(text: &str, what: &str, check: fn(u64) -> Result<(), String>) -> Result<u64, String> {
+    let bytes = size::parse(text).map_err(|e| format!("{what}: {e}"))?;
+    check(bytes).map_err(|e| format!("{what} {text}: {e}"))?;
+    Ok(bytes)
 }
 
 /// Refuses a run whose data cannot fit in the modelled memory (the page
@@ -118,14 +148,14 @@ fn gups_mp(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> 
 }
 
 fn lat(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
-    let max = size_arg(&a.max_size, "--max-size")?;
+    let max = size_arg(&a.max_size, "--max-size", Lat::check_max_size)?;
     let l = Lat::new(max, a.stride.clone(), Pattern::parse(&a.pattern)?, a.loads)?;
     fits(&format!("--max-size {}: the array", a.max_size), max, cfg)?;
     Ok(Box::new(l))
 }
 
 fn bw(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
-    let s = size_arg(&a.size, "--size")?;
+    let s = size_arg(&a.size, "--size", Bw::check_size)?;
     let b = Bw::new(s, a.tests.clone())?;
     // A copy maps twice the size; each mmap_rd file stays in the page cache.
     fits(&format!("--size {}: the buffers and file", a.size), 3 * s, cfg)?;
@@ -148,6 +178,27 @@ fn index(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let i = Index::new(a.scale, a.clients, a.transactions)?;
     fits(&format!("--scale {}: the shared buffers", a.scale), i.shared_bytes(), cfg)?;
     Ok(Box::new(i))
+}
+
+fn build_tree(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let b = Build::new(a.units, a.jobs)?;
+    fits(&format!("--units {} with {} jobs: the tree and the compilers", a.units, a.jobs.unwrap_or(cfg.profile.cpus)), b.footprint(cfg.profile.cpus), cfg)?;
+    Ok(Box::new(b))
+}
+
+fn stress(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let bytes = size_arg(&a.vm_bytes, "--vm-bytes", Stress::check_vm_bytes)?;
+    let s = Stress::new(a.vm, bytes, a.loops)?;
+    let n = a.vm.unwrap_or(cfg.profile.cpus) as u64;
+    fits(&format!("--vm {n} --vm-bytes {}: the workers' memory", a.vm_bytes), n.saturating_mul(bytes), cfg)?;
+    Ok(Box::new(s))
+}
+
+fn realloc(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let start = size_arg(&a.start_size, "--start-size", Realloc::check_start)?;
+    let r = Realloc::new(start)?;
+    fits(&format!("--start-size {}: the first allocation", a.start_size), start, cfg)?;
+    Ok(Box::new(r))
 }
 
 pub fn names() -> Vec<&'static str> {

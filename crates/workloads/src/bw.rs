@@ -19,11 +19,11 @@
 //! lmbench repeats each test and reports the median; the simulation is
 //! deterministic, so one timed pass (after the zeroing pass) is reported.
 
-use crate::common::{exit, fault, map, mib, spawn_on, touch_pages, unmap, Batch, LINE};
+use crate::common::{exit, fault, file_req, map, mib, spawn_on, touch_pages, unmap, Batch, LINE};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::kernel::Pid;
-use splab_vm::map::{Backing, MmapReq};
+use splab_vm::map::MmapReq;
 use splab_vm::prot;
 use std::fmt::Write as _;
 
@@ -37,10 +37,16 @@ pub struct Bw {
 }
 
 impl Bw {
-    pub fn new(size: u64, tests: Vec<String>) -> Result<Bw, String> {
+    /// Checks a buffer size (the error does not name the option).
+    pub fn check_size(size: u64) -> Result<(), String> {
         if size < 1 << 16 || !size.is_multiple_of(4096) {
-            return Err(format!("--size {size}: must be a multiple of 4 KB and at least 64 KB"));
+            return Err("must be a multiple of 4 KB and at least 64 KB".into());
         }
+        Ok(())
+    }
+
+    pub fn new(size: u64, tests: Vec<String>) -> Result<Bw, String> {
+        Self::check_size(size).map_err(|e| format!("--size {size} bytes: {e}"))?;
         if tests.is_empty() {
             return Err("--tests: give at least one test".into());
         }
@@ -108,7 +114,7 @@ impl Bw {
                 // The file is read once first, so that the timed pass is a
                 // re-read from the page cache, as bw_mmap_rd intends.
                 let file = sys.vm.create_file(size);
-                let req = MmapReq { addr: 0, len: size, prot: prot::READ, shared: true, fixed: false, backing: Backing::File { file, offset: 0 }, prefault: false };
+                let req = file_req(file, size, prot::READ, true);
                 let va = map(sys, pid, req, "the file")?;
                 touch_pages(sys, &mut b, va, size, None).map_err(fault("reading the file into the page cache"))?;
                 unmap(sys, pid, va, size, "the file")?;

@@ -6,7 +6,7 @@
 use splab_sim::system::BATCH_THREAD_MIN;
 use splab_sim::{Op, System};
 use splab_vm::kernel::Pid;
-use splab_vm::map::MmapReq;
+use splab_vm::map::{Backing, MmapReq};
 use splab_vm::FaultError;
 
 /// The base page size of every architecture the workloads run on.
@@ -26,6 +26,11 @@ pub fn map(sys: &mut System, pid: Pid, req: MmapReq, what: &str) -> Result<u64, 
     sys.mmap(pid, req).map(|va| va.0).map_err(|e| format!("mmap of {} bytes for {what}: {e}", req.len))
 }
 
+/// A mapping of the first `len` bytes of a file.
+pub fn file_req(file: u32, len: u64, prot: u8, shared: bool) -> MmapReq {
+    MmapReq { addr: 0, len, prot, shared, fixed: false, backing: Backing::File { file, offset: 0 }, prefault: false }
+}
+
 /// munmap(2); the error says what the mapping was for.
 pub fn unmap(sys: &mut System, pid: Pid, va: u64, len: u64, what: &str) -> Result<(), String> {
     sys.munmap(pid, va, len).map_err(|e| format!("munmap of {what}: {e}"))
@@ -34,6 +39,12 @@ pub fn unmap(sys: &mut System, pid: Pid, va: u64, len: u64, what: &str) -> Resul
 /// exit(2).
 pub fn exit(sys: &mut System, pid: Pid) -> Result<(), String> {
     sys.exit(pid).map_err(|e| format!("exit of process {pid}: {e}"))
+}
+
+/// Simulated seconds CPU `cpu` has spent since it was at `t0` cycles.
+pub fn since(sys: &mut System, cpu: usize, t0: f64) -> f64 {
+    let c = sys.cycles(cpu) - t0;
+    sys.cycles_to_seconds(c)
 }
 
 /// Turns a fault into text naming the data structure that was accessed.

@@ -59,10 +59,16 @@ pub struct Lat {
 pub const MIN_SIZE: u64 = 4096;
 
 impl Lat {
-    pub fn new(max_size: u64, strides: Vec<u64>, pattern: Pattern, loads: u64) -> Result<Lat, String> {
+    /// Checks a largest size (the error does not name the option).
+    pub fn check_max_size(max_size: u64) -> Result<(), String> {
         if max_size < MIN_SIZE {
-            return Err(format!("--max-size {max_size} is below the sweep's smallest size ({MIN_SIZE} bytes)"));
+            return Err(format!("below the sweep's smallest size ({MIN_SIZE} bytes)"));
         }
+        Ok(())
+    }
+
+    pub fn new(max_size: u64, strides: Vec<u64>, pattern: Pattern, loads: u64) -> Result<Lat, String> {
+        Self::check_max_size(max_size).map_err(|e| format!("--max-size {max_size} bytes: {e}"))?;
         if strides.is_empty() {
             return Err("--stride: give at least one stride".into());
         }

@@ -2,14 +2,18 @@
 //! process interface (mmap, loads, stores), and report their own figure of
 //! merit the way the original benchmark does.
 
+pub mod build;
 pub mod bw;
 pub mod common;
 pub mod gups;
 pub mod gups_mp;
 pub mod index;
 pub mod lat;
+pub mod realloc;
 pub mod sched;
+pub mod script;
 pub mod stream;
+pub mod stress;
 pub mod transpose;
 
 use serde::Serialize;
@@ -43,4 +47,4 @@ pub trait Workload {
 }
 
 /// Workload names `splab sim` and `splab compare` accept.
-pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index"];
+pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "stress", "realloc"];

@@ -174,6 +174,12 @@ impl Sched {
                 ph.refs += step.refs;
                 r.used += step.refs;
                 moved |= step.refs > 0 || step.done || !spawned.is_empty();
+                // New tasks are placed while this one is off its queue, so
+                // that its own CPU counts as free if nothing else waits there
+                // (a parent that forks and then waits leaves its CPU idle).
+                for s in spawned.drain(..) {
+                    self.add(s.cpu, s.task)?;
+                }
                 let q = &mut self.queues[cpu];
                 if step.done {
                     ph.finished += 1;
@@ -182,9 +188,6 @@ impl Sched {
                     q.push_back(r);
                 } else {
                     q.push_front(r);
-                }
-                for s in spawned.drain(..) {
-                    self.add(s.cpu, s.task)?;
                 }
             }
             if moved {

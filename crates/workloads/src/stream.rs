@@ -15,7 +15,7 @@
 //! faults them in. Values are not modelled, so STREAM's check of the
 //! results is not made.
 
-use crate::common::{exit, fault, map, spawn_on, Batch, LINE};
+use crate::common::{exit, fault, map, since, spawn_on, Batch, LINE};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::map::MmapReq;
@@ -92,8 +92,7 @@ impl Workload for Stream {
                     b.store(sys, arrays[*write] + l * LINE, 0).map_err(&err)?;
                 }
                 b.flush(sys).map_err(&err)?;
-                let c = sys.cycles(cpu) - t0;
-                t[k] = sys.cycles_to_seconds(c);
+                t[k] = since(sys, cpu, t0);
                 done += lines * (reads.len() as u64 + 1);
                 progress(done);
             }
