@@ -19,7 +19,7 @@
 //! lmbench repeats each test and reports the median; the simulation is
 //! deterministic, so one timed pass (after the zeroing pass) is reported.
 
-use crate::common::{exit, fault, file_req, map, mib, spawn_on, touch_pages, unmap, Batch, LINE};
+use crate::common::{exit, fault, file_req, map, mib, size_text, spawn_on, touch_pages, unmap, Batch, LINE};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::kernel::Pid;
@@ -156,7 +156,7 @@ impl Bw {
 
 impl Workload for Bw {
     fn name(&self) -> String {
-        format!("bw({} MB)", self.size >> 20)
+        format!("bw({})", size_text(self.size))
     }
 
     fn estimated_refs(&self) -> u64 {
@@ -182,7 +182,7 @@ impl Workload for Bw {
                 "bcopy_hand" => "bw_mem SIZE bcopy, hand-written (word by word)",
                 _ => "bw_mmap_rd SIZE FILE (mmap, read, munmap timed)",
             };
-            let _ = writeln!(report, "# {t}: {}", what.replace("SIZE", &format!("{}m", self.size >> 20)));
+            let _ = writeln!(report, "# {t}: {}", what.replace("SIZE", &size_text(self.size)));
             let _ = writeln!(report, "{:.2} {:.2}", mib(self.size), mbs);
             first.get_or_insert((t.clone(), mbs));
             done += self.refs_of(t);

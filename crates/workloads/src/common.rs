@@ -162,6 +162,17 @@ pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1u64 << 20) as f64
 }
 
+/// A size as lmbench's options take it: `64k`, `256m`, `4g` (the largest
+/// unit that divides it), or bytes.
+pub fn size_text(bytes: u64) -> String {
+    for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
 /// Rounds up to a whole number of pages.
 pub fn page_round(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE) * PAGE

@@ -17,7 +17,7 @@
 //! written with the same stores, so the caches and page tables see the
 //! same thing either way.
 
-use crate::common::{exit, fault, map, spawn_on, Batch};
+use crate::common::{exit, fault, map, size_text, spawn_on, Batch};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::{Op, System};
 use splab_vm::map::MmapReq;
@@ -194,7 +194,7 @@ impl Chain {
 
 impl Workload for Lat {
     fn name(&self) -> String {
-        format!("lat({} chase up to {} MB)", self.pattern.name(), self.max_size >> 20)
+        format!("lat({} chase up to {})", self.pattern.name(), size_text(self.max_size))
     }
 
     fn estimated_refs(&self) -> u64 {
@@ -275,7 +275,7 @@ impl Workload for Lat {
         let (stride, ns) = figure.ok_or("no size of the sweep holds an element")?;
         Ok(WorkloadResult {
             figure: Figure {
-                name: format!("ns/load at {} MB, stride {stride}", self.max_size >> 20),
+                name: format!("ns/load at {}, stride {stride}", size_text(self.max_size)),
                 value: ns,
                 unit: "ns".into(),
                 higher_is_better: false,

@@ -10,7 +10,7 @@
 //! a page), exits, and reports how far it got and how fast memory was
 //! filled (MB per simulated second, higher is better).
 
-use crate::common::{exit, fault, map, mib, since, spawn_on, touch_pages, unmap, Batch, LINE};
+use crate::common::{exit, fault, map, mib, since, size_text, spawn_on, touch_pages, unmap, Batch, LINE};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::map::MmapReq;
@@ -46,7 +46,7 @@ enum Stop {
 
 impl Workload for Realloc {
     fn name(&self) -> String {
-        format!("realloc(from {} KB, doubling)", self.start >> 10)
+        format!("realloc(from {}, doubling)", size_text(self.start))
     }
 
     fn estimated_refs(&self) -> u64 {

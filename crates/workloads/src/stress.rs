@@ -6,7 +6,7 @@
 //! the measure is the time until the last worker is done (lower is
 //! better), as stress reports "successful run completed in".
 
-use crate::common::{spawn_on, PAGE};
+use crate::common::{size_text, spawn_on, PAGE};
 use crate::sched::{Quanta, Sched, Spawn};
 use crate::script::{Act, End, Job, Parent, Script, ScriptTask};
 use crate::{Figure, Workload, WorkloadResult};
@@ -64,7 +64,7 @@ fn worker(bytes: u64, loops: u64) -> Vec<Act> {
 impl Workload for Stress {
     fn name(&self) -> String {
         let vm = self.vm.map_or("one per CPU".into(), |n| n.to_string());
-        format!("stress(--vm {vm}, --vm-bytes {} MB, {} loops)", self.vm_bytes >> 20, self.loops)
+        format!("stress(--vm {vm}, --vm-bytes {}, {} loops)", size_text(self.vm_bytes), self.loops)
     }
 
     fn estimated_refs(&self) -> u64 {
@@ -93,7 +93,7 @@ impl Workload for Stress {
         let ev = &sys.vm.ev;
         let mut r = String::new();
         let _ = writeln!(r, "stress: info: [{parent}] dispatching hogs: 0 cpu, 0 io, {n} vm, 0 hdd");
-        let _ = writeln!(r, "# each vm worker: {loops} x (mmap {} MB, write every page, munmap), on {ncpus} CPUs", bytes >> 20);
+        let _ = writeln!(r, "# each vm worker: {loops} x (mmap {}, write every page, munmap), on {ncpus} CPUs", size_text(bytes));
         let _ = writeln!(r, "{:>4}  {:>14}", "CPU", "busy (s, sim)");
         for (c, &cyc) in ph.busy_cycles.iter().enumerate() {
             let _ = writeln!(r, "{c:>4}  {:>14.6}", sys.cycles_to_seconds(cyc));
