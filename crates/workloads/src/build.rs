@@ -26,7 +26,7 @@
 //! starts (read once beforehand, untimed), as on a machine that has built
 //! before; object files and the output are new.
 
-use crate::common::{exit, fault, file_req, map, spawn_on, touch_pages, unmap, Batch, Rng, PAGE};
+use crate::common::{between, exit, fault, file_req, map, spawn_on, touch_pages, unmap, Batch, Rng, PAGE};
 use crate::sched::{Quanta, Sched, Spawn};
 use crate::script::{Act, Child, End, Job, Parent, Region, Script, ScriptTask};
 use crate::{Figure, Workload, WorkloadResult};
@@ -64,7 +64,7 @@ impl Build {
     pub fn footprint(&self, ncpus: usize) -> u64 {
         let jobs = self.jobs.unwrap_or(ncpus) as u64;
         let tree = 64 << 20;
-        tree + self.units as u64 * (3 * 128 << 10) + jobs * (MAX_HEAP + (4 << 20))
+        tree + self.units as u64 * (3 * (128 << 10)) + jobs * (MAX_HEAP + (4 << 20))
     }
 }
 
@@ -126,7 +126,7 @@ impl Tree {
         let mut rng = Rng::new(seed);
         let mut file = |size: u64| File { id: sys.vm.create_file(size), size };
         let (cc, cc_data, libc, ld, make) = (file(CC_TEXT), file(CC_DATA), file(LIBC), file(LD_TEXT), file(MAKE_TEXT));
-        let headers: Vec<File> = (0..HEADERS).map(|_| file(rng.range(2, 16) * PAGE)).collect();
+        let headers: Vec<File> = (0..HEADERS).map(|_| file(between(&mut rng, 2, 16) * PAGE)).collect();
         let mut list = Vec::new();
         let mut out_off = Vec::new();
         let mut out = 0;

@@ -165,7 +165,7 @@ impl Workload for Bw {
 
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
         let pid = spawn_on(sys, self.cpu)?;
-        let mut report = format!("# memory bandwidth, lmbench bw_mem/bw_mmap_rd style (simulated); MB = 2^20 bytes\n");
+        let mut report = String::from("# memory bandwidth, lmbench bw_mem/bw_mmap_rd style (simulated); MB = 2^20 bytes\n");
         let mut done = 0;
         let mut total = 0.0;
         let mut first = None;

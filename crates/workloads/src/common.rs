@@ -127,34 +127,14 @@ pub fn touch_pages(sys: &mut System, b: &mut Batch, va: u64, len: u64, store: Op
     b.flush(sys)
 }
 
-/// SplitMix64: small, fast and deterministic, for choosing keys, sizes and
-/// orders; the same seed gives the same run on every host.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
+/// The checker's SplitMix64 generator: small, fast and deterministic, for
+/// choosing keys, sizes and orders; the same seed gives the same run on
+/// every host.
+pub use splab_sim::check::Rng;
 
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, n); n > 0.
-    pub fn below(&mut self, n: u64) -> u64 {
-        debug_assert!(n > 0);
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-
-    /// Uniform in [lo, hi].
-    pub fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo + 1)
-    }
+/// Uniform in [lo, hi].
+pub fn between(rng: &mut Rng, lo: u64, hi: u64) -> u64 {
+    lo + rng.below(hi - lo + 1)
 }
 
 /// Bytes in lmbench's megabytes (2^20).
@@ -176,23 +156,4 @@ pub fn size_text(bytes: u64) -> String {
 /// Rounds up to a whole number of pages.
 pub fn page_round(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE) * PAGE
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn rng_is_deterministic_and_in_range() {
-        let mut a = Rng::new(7);
-        let mut b = Rng::new(7);
-        for _ in 0..1000 {
-            let x = a.below(10);
-            assert_eq!(x, b.below(10));
-            assert!(x < 10);
-            let y = a.range(3, 5);
-            b.range(3, 5);
-            assert!((3..=5).contains(&y));
-        }
-    }
 }

@@ -39,7 +39,7 @@
 //! CPU of its own (more clients than CPUs share them). Long-lived backends
 //! have touched all of shared memory; so do these, before timing.
 
-use crate::common::{exit, fault, map, page_round, spawn_on, touch_pages, Batch, Rng};
+use crate::common::{between, exit, fault, map, page_round, spawn_on, touch_pages, Batch, Rng};
 use crate::sched::{Quanta, Sched, Spawn, Step, Task};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::{Op, System};
@@ -198,7 +198,7 @@ impl Backend {
     /// One select-only transaction.
     fn transaction(&mut self, sys: &mut System, cpu: usize) -> Result<(), String> {
         let db = self.db.clone();
-        let aid = self.rng.range(1, db.rows);
+        let aid = between(&mut self.rng, 1, db.rows);
         let key = aid - 1;
         // Descend from the root: at each level, the page under which the
         // key lies, and the binary search within it.
