@@ -258,7 +258,7 @@ impl Workload for Build {
     }
 
     fn estimated_refs(&self) -> u64 {
-        self.units as u64 * 110_000
+        self.units as u64 * 80_000
     }
 
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
