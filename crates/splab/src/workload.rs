@@ -37,7 +37,7 @@ pub struct WorkloadArgs {
     pub max_size: String,
     /// lat: strides in bytes between chain elements, comma-separated; the
     /// figure is for the first.
-    #[arg(long, value_name = "BYTES,...", value_delimiter = ',', default_values_t = [64u64, 4096])]
+    #[arg(long, value_name = "BYTES,...", value_delimiter = ',', default_value = "64,4096")]
     pub stride: Vec<u64>,
     /// lat: chase order, random (one random cycle) or seq (ascending).
     #[arg(long, value_name = "random|seq", default_value = "random")]
@@ -53,13 +53,15 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "TEST,...", value_delimiter = ',', default_value = "rd,wr,rdwr,bcopy_libc,bcopy_hand,mmap_rd")]
     pub tests: Vec<String>,
     /// transpose: matrix sizes N (N x N doubles), comma-separated.
-    #[arg(long, value_name = "N,...", value_delimiter = ',', default_values_t = [3000u64, 3072, 3300])]
+    #[arg(long, value_name = "N,...", value_delimiter = ',', default_value = "3000,3072,3300")]
     pub sizes: Vec<u64>,
     /// stream: elements per array (STREAM_ARRAY_SIZE).
     #[arg(long, value_name = "N", default_value_t = 10_000_000)]
     pub n: u64,
     /// stream: times each kernel runs (NTIMES; the first is not counted).
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    /// STREAM's own default is 10; runs here are deterministic, so later
+    /// runs differ only by the caches the first one warmed.
+    #[arg(long, value_name = "N", default_value_t = 5)]
     pub ntimes: u32,
     /// index: pgbench scaling factor (100000 accounts each).
     #[arg(long, value_name = "N", default_value_t = 100)]

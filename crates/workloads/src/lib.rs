@@ -1,6 +1,14 @@
 //! Workloads: programs that run on the simulated system through its
 //! process interface (mmap, loads, stores), and report their own figure of
 //! merit the way the original benchmark does.
+//!
+//! One module per benchmark: `gups` and `gups_mp` (HPCC RandomAccess, one
+//! and many processes), `lat` and `bw` (lmbench's lat_mem_rd, bw_mem and
+//! bw_mmap_rd), `transpose`, `stream`, `index` (pgbench select-only),
+//! `build` (make -j), `stress` (stress --vm) and `realloc`. What they
+//! share: `common` (processes, mappings, batched accesses), `sched` (several
+//! processes on several CPUs, interleaved deterministically) and `script`
+//! (processes described as lists of actions, and a forking parent).
 
 pub mod build;
 pub mod bw;
