@@ -111,6 +111,12 @@ pub struct System {
     pub stale_samples: Vec<String>,
 }
 
+/// Batches of fewer references than this are timed on the calling thread;
+/// larger ones go to the timing thread. Callers that stream many short
+/// batches on a busy host (where the hand-off's spinning competes with
+/// other work for the cores) can stay below it.
+pub const BATCH_THREAD_MIN: usize = 512;
+
 /// One memory access to perform.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -606,9 +612,8 @@ impl System {
     /// order, on the timing thread when the batch is large enough to be
     /// worth it (the caller goes on translating the next batch meanwhile).
     fn finish_batch(&mut self, cpu: usize) {
-        const THREAD_MIN: usize = 512;
         self.sync();
-        if self.batch.len() < THREAD_MIN {
+        if self.batch.len() < BATCH_THREAD_MIN {
             let t = self.timing.as_mut().unwrap();
             t.run_batch(cpu, &self.batch, &self.pending_walks);
             self.batch.clear();

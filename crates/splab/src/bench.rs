@@ -9,7 +9,6 @@ use crate::progress::Progress;
 use crate::run::{self, RunArgs};
 use crate::setup::{self, MachineArgs};
 use crate::size;
-use crate::workload::WorkloadArgs;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use splab_vm::map::MmapReq;
@@ -69,11 +68,13 @@ struct Bench {
 const PARTS: &[&str] = &["gups-off", "gups-on", "footprint"];
 
 fn gups_args(a: &BenchArgs) -> RunArgs {
+    let log2 = a.log2_table.to_string();
+    let workload_args = crate::workload::args_from(&["--log2-table", &log2]).expect("GUPS options parse");
     RunArgs {
         workload: "gups".into(),
         machine: a.machine.clone(),
         memory: a.gups_memory.clone(),
-        workload_args: WorkloadArgs { log2_table: a.log2_table, verify: false },
+        workload_args,
         fragment: 0.0,
         seed: 1,
         track_contents: false,

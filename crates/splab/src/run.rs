@@ -20,7 +20,8 @@ use std::time::Instant;
 /// but runs both superpage settings).
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
-    /// Workload to run (gups).
+    /// Workload to run: gups, gups-mp, lat, bw, transpose, stream, index,
+    /// build, stress, realloc.
     pub workload: String,
     #[command(flatten)]
     pub machine: MachineArgs,
