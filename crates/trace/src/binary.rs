@@ -307,10 +307,12 @@ impl<R: Read> Reader<R> {
     }
 
     fn header(&mut self) -> Result<(), TraceError> {
-        let h = self.take(20, "the header")?;
-        if &h[..8] != MAGIC {
-            return Err(TraceError::at_byte(0, format!("expected the magic \"SPLTRACE\", found {}", show_bytes(&h[..8]))));
+        self.ensure(20)?;
+        let first = &self.buf[self.pos..self.end.min(self.pos + 8)];
+        if first != MAGIC {
+            return Err(TraceError::at_byte(0, format!("expected the magic \"SPLTRACE\", found {}", show_bytes(first))));
         }
+        let h = self.take(20, "the header")?;
         let version = u16::from_le_bytes([h[8], h[9]]);
         let flags = u16::from_le_bytes([h[10], h[11]]);
         let count = u64::from_le_bytes(h[12..20].try_into().unwrap());

@@ -258,3 +258,30 @@ pub(crate) fn show_bytes(b: &[u8]) -> String {
     }
     format!("\"{s}\"")
 }
+
+/// One item of a trace, for tests and fuzzing (`read_items`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Item {
+    Ref(Ref),
+    Event(Event),
+}
+
+/// Reads a whole trace into memory, stopping with an error after
+/// `max_items` items: for tests and fuzz targets, never for real traces.
+pub fn read_items(src: &mut dyn Source, max_items: usize) -> Result<Vec<Item>, TraceError> {
+    let mut items = Vec::new();
+    let mut refs = Vec::new();
+    loop {
+        refs.clear();
+        let step = src.read(&mut refs, 1024)?;
+        items.extend(refs.iter().map(|&r| Item::Ref(r)));
+        match step {
+            Step::Full => {}
+            Step::Event(e) => items.push(Item::Event(e)),
+            Step::End => return Ok(items),
+        }
+        if items.len() > max_items {
+            return Err(TraceError::other(format!("more than {max_items} items")));
+        }
+    }
+}
