@@ -397,6 +397,46 @@ impl<R: Read> Reader<R> {
         Ok(Ref { addr, size, kind })
     }
 
+    /// The hot loop: decodes plain references with a size code below 7
+    /// while a whole record is buffered, and stops at anything else (an
+    /// event, an explicit size, a malformed record) for `read`'s general
+    /// path to handle and, if need be, report.
+    #[inline]
+    fn fast(&mut self, out: &mut Vec<Ref>, max: usize) {
+        let (mut pos, end) = (self.pos, self.end);
+        let mut prev = self.prev;
+        let start = out.len();
+        'refs: while out.len() < max && end - pos >= MAX_REF_BYTES {
+            let b: &[u8; MAX_REF_BYTES] = self.buf[pos..pos + MAX_REF_BYTES].try_into().unwrap();
+            let tag = b[0];
+            if tag & 0xe0 != 0 || (tag >> 2) & 7 == 7 {
+                break;
+            }
+            let mut v = 0u64;
+            let mut n = 0;
+            for i in 0..10 {
+                let byte = b[1 + i];
+                v |= ((byte & 0x7f) as u64) << (7 * i);
+                if byte < 0x80 {
+                    n = i + 1;
+                    break;
+                }
+            }
+            if n == 0 || (n == 10 && b[10] > 1) {
+                break 'refs;
+            }
+            let kind = Kind::from_bits(tag);
+            let stream = (tag & 3 != Kind::Instr as u8) as usize;
+            let addr = prev[stream].wrapping_add(unzigzag(v) as u64);
+            prev[stream] = addr;
+            out.push(Ref { addr, size: 1 << ((tag >> 2) & 7), kind });
+            pos += 1 + n;
+        }
+        self.seen += (out.len() - start) as u64;
+        self.pos = pos;
+        self.prev = prev;
+    }
+
     fn end_of_trace(&mut self) -> Result<Step, TraceError> {
         self.pos += 1;
         if self.ensure(1)? {
@@ -428,16 +468,7 @@ impl<R: Read> Source for Reader<R> {
             return Ok(Step::End);
         }
         loop {
-            // The hot loop: plain references while a whole one is buffered.
-            while out.len() < max && self.end - self.pos >= MAX_REF_BYTES {
-                let tag = self.buf[self.pos];
-                if tag & 0x80 != 0 {
-                    break;
-                }
-                let r = self.decode_ref(tag)?;
-                out.push(r);
-                self.seen += 1;
-            }
+            self.fast(out, max);
             if out.len() >= max {
                 return Ok(Step::Full);
             }
