@@ -42,6 +42,7 @@
 //! the header make a truncated file an error instead of a shorter trace.
 
 use crate::{show_bytes, Event, Format, Kind, Origin, Ref, Region, Source, Step, TraceError, MAX_NAME};
+use crate::window::Window;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 pub const MAGIC: &[u8; 8] = b"SPLTRACE";
@@ -216,14 +217,7 @@ pub fn patch_count<F: Write + Seek>(f: &mut F, count: u64) -> io::Result<()> {
 /// Reads the binary format. Holds one buffer of input (256 KiB) however
 /// long the trace.
 pub struct Reader<R: Read> {
-    r: R,
-    buf: Box<[u8]>,
-    /// Unread bytes are buf[pos..end].
-    pos: usize,
-    end: usize,
-    /// Input offset of buf[0].
-    base: u64,
-    eof: bool,
+    w: Window<R>,
     prev: [u64; 2],
     layout: Vec<Region>,
     count: Option<u64>,
@@ -237,12 +231,7 @@ impl<R: Read> Reader<R> {
     /// Reads and checks the header.
     pub fn new(r: R) -> Result<Reader<R>, TraceError> {
         let mut rd = Reader {
-            r,
-            buf: vec![0u8; BUF].into_boxed_slice(),
-            pos: 0,
-            end: 0,
-            base: 0,
-            eof: false,
+            w: Window::new(r, BUF),
             prev: [0; 2],
             layout: Vec::new(),
             count: None,
@@ -254,51 +243,27 @@ impl<R: Read> Reader<R> {
     }
 
     fn offset(&self) -> u64 {
-        self.base + self.pos as u64
+        self.w.offset()
     }
 
     fn err(&self, msg: impl Into<String>) -> TraceError {
         TraceError::at_byte(self.offset(), msg)
     }
 
-    /// Reads until at least `n` bytes are unread or the input ends; returns
-    /// whether `n` are there. `n` is at most the buffer's size.
-    fn ensure(&mut self, n: usize) -> Result<bool, TraceError> {
-        debug_assert!(n <= BUF);
-        if self.end - self.pos >= n {
-            return Ok(true);
-        }
-        if self.pos > 0 {
-            self.buf.copy_within(self.pos..self.end, 0);
-            self.base += self.pos as u64;
-            self.end -= self.pos;
-            self.pos = 0;
-        }
-        while self.end < n.max(BUF / 2) && !self.eof {
-            match self.r.read(&mut self.buf[self.end..]) {
-                Ok(0) => self.eof = true,
-                Ok(k) => self.end += k,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(TraceError::at_byte(self.base + self.end as u64, format!("read error: {e}"))),
-            }
-        }
-        Ok(self.end - self.pos >= n)
-    }
-
     fn take(&mut self, n: usize, what: &str) -> Result<&[u8], TraceError> {
-        if !self.ensure(n)? {
-            return Err(self.err(format!("the data ends inside {what} ({n} bytes expected, {} there)", self.end - self.pos)));
+        if !self.w.ensure(n)? {
+            return Err(self.err(format!("the data ends inside {what} ({n} bytes expected, {} there)", self.w.end - self.w.pos)));
         }
-        let s = &self.buf[self.pos..self.pos + n];
-        self.pos += n;
+        let s = &self.w.buf[self.w.pos..self.w.pos + n];
+        self.w.pos += n;
         Ok(s)
     }
 
     fn varint(&mut self, what: &str) -> Result<u64, TraceError> {
-        self.ensure(10)?;
-        match get_varint(&self.buf[self.pos..self.end]) {
+        self.w.ensure(10)?;
+        match get_varint(&self.w.buf[self.w.pos..self.w.end]) {
             Ok((v, n)) => {
-                self.pos += n;
+                self.w.pos += n;
                 Ok(v)
             }
             Err(true) => Err(self.err(format!("the data ends inside {what} (a varint)"))),
@@ -307,8 +272,8 @@ impl<R: Read> Reader<R> {
     }
 
     fn header(&mut self) -> Result<(), TraceError> {
-        self.ensure(20)?;
-        let first = &self.buf[self.pos..self.end.min(self.pos + 8)];
+        self.w.ensure(20)?;
+        let first = &self.w.buf[self.w.pos..self.w.end.min(self.w.pos + 8)];
         if first != MAGIC {
             return Err(TraceError::at_byte(0, format!("expected the magic \"SPLTRACE\", found {}", show_bytes(first))));
         }
@@ -371,7 +336,7 @@ impl<R: Read> Reader<R> {
         }
         let kind = Kind::from_bits(tag);
         let code = (tag >> 2) & 7;
-        let b = &self.buf[self.pos + 1..self.end];
+        let b = &self.w.buf[self.w.pos + 1..self.w.end];
         let (d, n) = match get_varint(b) {
             Ok(x) => x,
             Err(true) => return Err(self.err("the data ends inside a reference's address")),
@@ -393,7 +358,7 @@ impl<R: Read> Reader<R> {
         let stream = (kind != Kind::Instr) as usize;
         let addr = self.prev[stream].wrapping_add(unzigzag(d) as u64);
         self.prev[stream] = addr;
-        self.pos += used;
+        self.w.pos += used;
         Ok(Ref { addr, size, kind })
     }
 
@@ -403,11 +368,11 @@ impl<R: Read> Reader<R> {
     /// path to handle and, if need be, report.
     #[inline]
     fn fast(&mut self, out: &mut Vec<Ref>, max: usize) {
-        let (mut pos, end) = (self.pos, self.end);
+        let (mut pos, end) = (self.w.pos, self.w.end);
         let mut prev = self.prev;
         let start = out.len();
         'refs: while out.len() < max && end - pos >= MAX_REF_BYTES {
-            let b: &[u8; MAX_REF_BYTES] = self.buf[pos..pos + MAX_REF_BYTES].try_into().unwrap();
+            let b: &[u8; MAX_REF_BYTES] = self.w.buf[pos..pos + MAX_REF_BYTES].try_into().unwrap();
             let tag = b[0];
             if tag & 0xe0 != 0 || (tag >> 2) & 7 == 7 {
                 break;
@@ -433,14 +398,14 @@ impl<R: Read> Reader<R> {
             pos += 1 + n;
         }
         self.seen += (out.len() - start) as u64;
-        self.pos = pos;
+        self.w.pos = pos;
         self.prev = prev;
     }
 
     fn end_of_trace(&mut self) -> Result<Step, TraceError> {
-        self.pos += 1;
-        if self.ensure(1)? {
-            return Err(self.err(format!("expected nothing after the end marker, found {} or more bytes", self.end - self.pos)));
+        self.w.pos += 1;
+        if self.w.ensure(1)? {
+            return Err(self.err(format!("expected nothing after the end marker, found {} or more bytes", self.w.end - self.w.pos)));
         }
         if let Some(c) = self.count {
             if c != self.seen {
@@ -472,11 +437,11 @@ impl<R: Read> Source for Reader<R> {
             if out.len() >= max {
                 return Ok(Step::Full);
             }
-            self.ensure(MAX_REF_BYTES)?;
-            if self.pos == self.end {
+            self.w.ensure(MAX_REF_BYTES)?;
+            if self.w.pos == self.w.end {
                 return Err(self.err("the data ends without the end marker (0xff): the trace is truncated"));
             }
-            let tag = self.buf[self.pos];
+            let tag = self.w.buf[self.w.pos];
             match tag {
                 0..=0x7f => {
                     let r = self.decode_ref(tag)?;
@@ -484,13 +449,13 @@ impl<R: Read> Source for Reader<R> {
                     self.seen += 1;
                 }
                 TAG_MAP => {
-                    self.pos += 1;
+                    self.w.pos += 1;
                     let r = self.region()?;
                     return Ok(Step::Event(Event::Map(r)));
                 }
                 TAG_UNMAP => {
                     let at = self.offset();
-                    self.pos += 1;
+                    self.w.pos += 1;
                     let start = self.varint("an unmap's start")?;
                     let len = self.varint("an unmap's length")?;
                     if len == 0 || start.checked_add(len).is_none() {

@@ -16,44 +16,21 @@
 //! address, in that order (the order ChampSim executes them). ChampSim
 //! records no sizes, so every reference has size 0 (unknown).
 
-use crate::{Format, Kind, Ref, Region, Source, Step, TraceError};
-use std::io::{self, Read};
+use crate::window::Window;
+use crate::{Format, Kind, Ref, Source, Step, TraceError};
+use std::io::Read;
 
 pub const RECORD: usize = 64;
 /// Records read from the input at a time.
 const CHUNK: usize = 4096;
 
 pub struct Reader<R: Read> {
-    r: R,
-    buf: Box<[u8]>,
-    pos: usize,
-    end: usize,
-    /// Input offset of buf[0].
-    base: u64,
-    eof: bool,
+    w: Window<R>,
 }
 
 impl<R: Read> Reader<R> {
     pub fn new(r: R) -> Reader<R> {
-        Reader { r, buf: vec![0u8; RECORD * CHUNK].into_boxed_slice(), pos: 0, end: 0, base: 0, eof: false }
-    }
-
-    /// Refills the buffer with whole records where the input has them.
-    fn fill(&mut self) -> Result<(), TraceError> {
-        let rest = self.end - self.pos;
-        self.buf.copy_within(self.pos..self.end, 0);
-        self.base += self.pos as u64;
-        self.pos = 0;
-        self.end = rest;
-        while self.end < self.buf.len() && !self.eof {
-            match self.r.read(&mut self.buf[self.end..]) {
-                Ok(0) => self.eof = true,
-                Ok(n) => self.end += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(TraceError::at_byte(self.base + self.end as u64, format!("read error: {e}"))),
-            }
-        }
-        Ok(())
+        Reader { w: Window::new(r, RECORD * CHUNK) }
     }
 }
 
@@ -66,19 +43,14 @@ impl<R: Read> Source for Reader<R> {
     fn format(&self) -> Format {
         Format::ChampSim
     }
-    fn layout(&self) -> &[Region] {
-        &[]
-    }
-    fn ref_count(&self) -> Option<u64> {
-        None
-    }
 
     fn read(&mut self, out: &mut Vec<Ref>, max: usize) -> Result<Step, TraceError> {
+        let w = &mut self.w;
         loop {
             // One record gives at most 7 references; the first always fits.
-            while self.end - self.pos >= RECORD && (out.len() + 7 <= max || out.is_empty()) {
-                let at = self.base + self.pos as u64;
-                let rec = &self.buf[self.pos..self.pos + RECORD];
+            while w.avail() >= RECORD && (out.len() + 7 <= max || out.is_empty()) {
+                let at = w.offset();
+                let rec = &w.buf[w.pos..w.pos + RECORD];
                 if rec[8] > 1 || rec[9] > 1 {
                     return Err(TraceError::at_byte(
                         at + 8,
@@ -101,22 +73,18 @@ impl<R: Read> Source for Reader<R> {
                         out.push(Ref { addr: a, size: 0, kind: Kind::Store });
                     }
                 }
-                self.pos += RECORD;
+                w.pos += RECORD;
             }
             if out.len() + 7 > max && !out.is_empty() {
                 return Ok(Step::Full);
             }
-            if self.eof {
-                let left = self.end - self.pos;
+            if !w.ensure(RECORD)? {
+                let left = w.avail();
                 if left != 0 {
-                    return Err(TraceError::at_byte(
-                        self.base + self.pos as u64,
-                        format!("the data ends {left} bytes into a {RECORD}-byte ChampSim record"),
-                    ));
+                    return Err(TraceError::at_byte(w.offset(), format!("the data ends {left} bytes into a {RECORD}-byte ChampSim record")));
                 }
                 return Ok(Step::End);
             }
-            self.fill()?;
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::binary::{patch_count, Writer};
 use crate::info::KindCounts;
-use crate::{Event, Kind, Source, Step, TraceError};
+use crate::{Event, Source, Step, TraceError};
 use serde::Serialize;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
@@ -50,12 +50,7 @@ pub fn convert<W: Write + Seek>(src: &mut dyn Source, out: W, progress: &mut dyn
         refs.clear();
         let step = src.read(&mut refs, 8192)?;
         for r in &refs {
-            match r.kind {
-                Kind::Instr => c.by_kind.instr += 1,
-                Kind::Load => c.by_kind.load += 1,
-                Kind::Store => c.by_kind.store += 1,
-                Kind::Modify => c.by_kind.modify += 1,
-            }
+            c.by_kind.count(r.kind);
             w.write_ref(r)?;
         }
         progress(w.count());

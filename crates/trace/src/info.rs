@@ -59,6 +59,18 @@ pub struct KindCounts {
     pub modify: u64,
 }
 
+impl KindCounts {
+    #[inline]
+    pub fn count(&mut self, k: Kind) {
+        match k {
+            Kind::Instr => self.instr += 1,
+            Kind::Load => self.load += 1,
+            Kind::Store => self.store += 1,
+            Kind::Modify => self.modify += 1,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct Info {
     pub format: Format,
@@ -107,21 +119,13 @@ pub fn scan(src: &mut crate::Opened, progress: &mut dyn FnMut(u64)) -> Result<In
         refs.clear();
         let step = src.read(&mut refs, 8192)?;
         for r in &refs {
-            match r.kind {
-                Kind::Instr => {
-                    info.by_kind.instr += 1;
-                    code.touch(r.addr);
-                }
-                k => {
-                    match k {
-                        Kind::Load => info.by_kind.load += 1,
-                        Kind::Store => info.by_kind.store += 1,
-                        _ => info.by_kind.modify += 1,
-                    }
-                    data.touch(r.addr);
-                    lo = lo.min(r.addr);
-                    hi = hi.max(r.addr);
-                }
+            info.by_kind.count(r.kind);
+            if r.kind == Kind::Instr {
+                code.touch(r.addr);
+            } else {
+                data.touch(r.addr);
+                lo = lo.min(r.addr);
+                hi = hi.max(r.addr);
             }
         }
         info.refs += refs.len() as u64;

@@ -126,12 +126,6 @@ impl<R: BufRead> Source for Reader<R> {
     fn format(&self) -> Format {
         Format::Lackey
     }
-    fn layout(&self) -> &[Region] {
-        &[]
-    }
-    fn ref_count(&self) -> Option<u64> {
-        None
-    }
 
     fn read(&mut self, out: &mut Vec<Ref>, max: usize) -> Result<Step, TraceError> {
         loop {

@@ -31,6 +31,7 @@ pub mod record;
 #[cfg(feature = "replay")]
 pub mod replay;
 pub mod synth;
+mod window;
 
 use serde::Serialize;
 use std::fmt;
@@ -240,9 +241,13 @@ impl std::error::Error for TraceError {}
 pub trait Source {
     fn format(&self) -> Format;
     /// The layout the trace starts with (its header's), before any reference.
-    fn layout(&self) -> &[Region];
+    fn layout(&self) -> &[Region] {
+        &[]
+    }
     /// How many references the trace holds, where its header says.
-    fn ref_count(&self) -> Option<u64>;
+    fn ref_count(&self) -> Option<u64> {
+        None
+    }
     /// Appends references to `out` until it holds `max` of them (a reader
     /// may go over by the few references of one source record), the next
     /// item is an event, or the trace ends.
