@@ -15,6 +15,7 @@ mod progress;
 mod run;
 mod setup;
 mod size;
+mod trace;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -87,6 +88,12 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Record, convert and describe memory-reference traces (replay one
+    /// with `splab sim trace:FILE`).
+    Trace {
+        #[command(subcommand)]
+        cmd: trace::TraceCmd,
+    },
     /// One part of `splab bench`, run in its own process (internal).
     #[command(hide = true)]
     BenchPart(bench::PartArgs),
@@ -122,6 +129,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
         Cmd::Check { args, json } => check::cmd(&args, json),
         Cmd::Bench { args, json } => bench::cmd(&args, json),
         Cmd::BenchPart(p) => bench::part(&p),
+        Cmd::Trace { cmd } => trace::cmd(cmd),
     }
 }
 

@@ -209,8 +209,12 @@ pub fn names() -> Vec<&'static str> {
 
 /// The workload called `name`, built for a system configured as `cfg`.
 pub fn build(name: &str, a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, Fail> {
+    if let Some(path) = name.strip_prefix("trace:") {
+        let r = splab_trace::replay::Replay::new(std::path::Path::new(path), None).map_err(Fail::Input)?;
+        return Ok(Box::new(r));
+    }
     let Some((_, make)) = WORKLOADS.iter().find(|(n, _)| *n == name) else {
-        return Err(Fail::Input(format!("unknown workload {name:?} (known: {})", names().join(", "))));
+        return Err(Fail::Input(format!("unknown workload {name:?} (known: {}, trace:FILE)", names().join(", "))));
     };
     make(a, cfg).map_err(Fail::Input)
 }

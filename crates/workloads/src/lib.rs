@@ -52,6 +52,12 @@ pub trait Workload {
     /// Runs to completion; `progress` is called now and then with the
     /// number of references made so far.
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String>;
+    /// Whether the last `run` failed because its input (a trace file) is
+    /// malformed, not because the run went wrong; the front end exits 2
+    /// for such errors, as for any bad input.
+    fn failed_on_input(&self) -> bool {
+        false
+    }
 }
 
 /// Workload names `splab sim` and `splab compare` accept.
