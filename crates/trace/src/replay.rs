@@ -239,7 +239,7 @@ impl Run<'_> {
     /// Maps a region of the trace (rounded out to pages).
     fn map_region(&mut self, r: &Region) -> Result<(), Failure> {
         let start = r.start & !(PAGE - 1);
-        let end = r.end().checked_add(PAGE - 1).map(|e| e & !(PAGE - 1)).unwrap_or(u64::MAX & !(PAGE - 1));
+        let end = r.end().checked_add(PAGE - 1).map(|e| e & !(PAGE - 1)).unwrap_or(!(PAGE - 1));
         self.mmap(start, end.max(start + PAGE))
     }
 
