@@ -11,7 +11,7 @@ use splab_trace::synth;
 use splab_vm::map::{Backing, MmapReq};
 use splab_vm::prot;
 use splab_workloads::Workload;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn system(superpages: bool) -> System {
     let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
@@ -31,7 +31,7 @@ fn temp(name: &str) -> PathBuf {
     dir.join(name)
 }
 
-fn replay(path: &PathBuf, sys: &mut System) -> Result<Replay, (String, bool)> {
+fn replay(path: &Path, sys: &mut System) -> Result<Replay, (String, bool)> {
     let mut r = Replay::new(path, None).map_err(|e| (e, true))?;
     match r.run(sys, &mut |_| {}) {
         Ok(_) => Ok(r),
