@@ -23,6 +23,8 @@ pub struct CheckConfig {
     pub superpages: bool,
     /// Most processes alive at once.
     pub max_procs: usize,
+    /// Pmap tunables (sysctl name, value) set at boot.
+    pub tunables: Vec<(String, i64)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -207,7 +209,15 @@ impl Driver<'_> {
                 let _ = len;
                 (s + off, true)
             }
-            1 => (0x10_0000_0000 + self.rng.below(1 << 20) * PAGE, false),
+            1 => {
+                // A hint well inside the user address space: at 64 GB on
+                // 64-bit address spaces, at a quarter of a smaller one
+                // (armv7's 3 GB), spread over up to 4 GB.
+                let max = self.sys.vm.pmap.max_user_address();
+                let base = (max / 4).min(0x10_0000_0000) & !(PAGE - 1);
+                let span = (1u64 << 20).min(max / 4 / PAGE);
+                (base + self.rng.below(span) * PAGE, false)
+            }
             _ => (0, false),
         }
     }
@@ -404,6 +414,7 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
     sc.track_contents = true;
     sc.check_tlb = true;
     sc.seed = cfg.seed;
+    sc.tunables = cfg.tunables.clone();
     if cfg.max_procs == 0 {
         return Err("--procs must be at least 1".into());
     }
@@ -469,6 +480,7 @@ mod tests {
             memory: 256 << 20,
             superpages,
             max_procs: 4,
+            tunables: Vec::new(),
         }
     }
 

@@ -72,12 +72,13 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
     RunArgs {
         workload: "gups".into(),
         machine: a.machine.clone(),
-        memory: a.gups_memory.clone(),
+        memory: Some(a.gups_memory.clone()),
         workload_args: WorkloadArgs { log2_table: a.log2_table, verify: false },
         fragment: 0.0,
         seed: 1,
         track_contents: false,
         check_tlb: false,
+        tunables: Vec::new(),
     }
 }
 
@@ -85,7 +86,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
 /// once, by the parent, with exit status 2.
 fn validate(a: &BenchArgs) -> Result<u64, Fail> {
     let g = gups_args(a);
-    let cfg = setup::config(&g.machine, &g.memory)?;
+    let cfg = setup::config(&g.machine, &a.gups_memory)?;
     crate::workload::build("gups", &g.workload_args, &cfg)?;
     let memory = setup::config(&a.machine, &a.memory)?.memory;
     let footprint = input(size::parse(&a.footprint)).map_err(|e| Fail::Input(format!("--footprint: {}", e.message())))?;
@@ -101,9 +102,7 @@ fn validate(a: &BenchArgs) -> Result<u64, Fail> {
 /// The options a child needs to repeat this run's configuration.
 fn child_args(a: &BenchArgs) -> Vec<String> {
     let mut v = vec![
-        "--machine".to_string(),
-        a.machine.machine.clone(),
-        "--log2-table".into(),
+        "--log2-table".to_string(),
         a.log2_table.to_string(),
         "--gups-memory".into(),
         a.gups_memory.clone(),
@@ -112,6 +111,9 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
         "--memory".into(),
         a.memory.clone(),
     ];
+    if let Some(m) = &a.machine.machine {
+        v.extend(["--machine".to_string(), m.clone()]);
+    }
     if let Some(arch) = &a.machine.arch {
         v.extend(["--arch".to_string(), arch.clone()]);
     }

@@ -30,6 +30,19 @@ fn gups(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     // A table as large as memory cannot be run (the page tables need room
     // too); say so now instead of after minutes of simulation.
     let bytes = 8u64 << a.log2_table;
+    // On 32-bit architectures the table must also fit the user address
+    // space (3 GB on armv7), with room for nothing else mapped.
+    let space = splab_pmap::max_user_address(&cfg.arch)?;
+    if bytes >= space {
+        let most = (space - 1).ilog2() - 3;
+        return Err(format!(
+            "--log2-table {}: the GUPS table ({}) does not fit in {}'s user address space ({}); the largest is --log2-table {most}",
+            a.log2_table,
+            crate::size::show(bytes),
+            cfg.arch,
+            crate::size::show(space)
+        ));
+    }
     if bytes >= cfg.memory {
         return Err(format!(
             "--log2-table {}: the GUPS table ({}) does not fit in --memory {}",
