@@ -497,6 +497,31 @@ mod tests {
         assert!(promotions > 0 && demotions > 0, "promotions {promotions}, demotions {demotions}");
     }
 
+    fn sysctl(r: &CheckReport, name: &str) -> u64 {
+        r.sysctl.get(name).map(|v| v.to_string().parse::<u64>().unwrap()).unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    /// armv7: sections, then both levels, in a 32-bit address space (debug
+    /// builds also check every layer's invariants at each exit).
+    #[test]
+    fn armv7_short_runs_are_clean_at_both_superpage_sizes() {
+        let mut total = [0u64; 3];
+        for (seed, lp) in [(1, 0), (2, 1)] {
+            let mut c = cfg(4000, seed, true);
+            c.arch = "armv7".into();
+            c.profile = Profile::load("armada-xp").unwrap();
+            c.tunables = vec![("vm.pmap.lp_enabled".into(), lp)];
+            let r = run(&c, &mut |_| {}).unwrap();
+            assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
+            total[0] += sysctl(&r, "vm.pmap.section.promotions");
+            total[1] += sysctl(&r, "vm.pmap.section.demotions");
+            let large = sysctl(&r, "vm.pmap.largepage.promotions");
+            assert_eq!(large > 0, lp == 1, "seed {seed}: {large} 64KB promotions with lp_enabled={lp}");
+            total[2] += large;
+        }
+        assert!(total[0] > 0 && total[1] > 0, "sections: {total:?}");
+    }
+
     #[test]
     fn clean_with_superpages_off() {
         let r = run(&cfg(3000, 7, false), &mut |_| {}).unwrap();
