@@ -207,9 +207,26 @@ impl PmapArmv7 {
         true
     }
 
-    /// Whether the object maps `n` consecutive frames from `m` at `va`.
-    fn run_of(pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, m: Pfn, n: u64) -> bool {
-        (1..n).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
+    /// Whether the object's page `m` at `va` starts a run [va, va + size)
+    /// inside [.., end) that one mapping of `size` may cover: aligned
+    /// virtually and physically, allowed there, managed, populated in its
+    /// reservation (all of it for a section, vm_reserv_level_iffullpop; the
+    /// 16 pages for a large page, vm_reserv_is_populated), and made of the
+    /// consecutive frames.
+    fn direct_fits(&self, env: &PmapEnv, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
+        let n = size / 4096;
+        let populated = if size == SECTION_SIZE {
+            env.phys.reserv.level_iffullpop(m) == 0
+        } else {
+            env.phys.reserv.is_populated_run(m, n as u32)
+        };
+        va.is_multiple_of(size)
+            && va + size <= end
+            && self.superpage_allowed(va, size)
+            && m.addr().0.is_multiple_of(size)
+            && ptpage::managed(env, m)
+            && populated
+            && (1..n).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
     }
 
     /// Maps the resident pages of [start, end) read-only (pmap_enter_object):
@@ -225,16 +242,7 @@ impl PmapArmv7 {
                 va += 4096;
                 continue;
             };
-            let pa = m.addr().0;
-            if va.is_multiple_of(SECTION_SIZE)
-                && va + SECTION_SIZE <= end
-                && self.sp_enabled
-                && self.superpage_allowed(va, SECTION_SIZE)
-                && pa.is_multiple_of(SECTION_SIZE)
-                && ptpage::managed(env, m)
-                && env.phys.reserv.level_iffullpop(m) == 0
-                && Self::run_of(pages, va, m, L2_ENTRIES)
-            {
+            if self.sp_enabled && self.direct_fits(env, pages, va, end, m, SECTION_SIZE) {
                 match self.enter_1mpage(env, pm, va, m, pr) {
                     Ok(()) => {
                         va += SECTION_SIZE;
@@ -248,16 +256,7 @@ impl PmapArmv7 {
                     Err(_) => {}
                 }
             }
-            if va.is_multiple_of(LARGE_SIZE)
-                && va + LARGE_SIZE <= end
-                && self.lp_enabled
-                && self.superpage_allowed(va, LARGE_SIZE)
-                && pa.is_multiple_of(LARGE_SIZE)
-                && ptpage::managed(env, m)
-                && env.phys.reserv.is_populated_run(m, REPLICAS as u32)
-                && Self::run_of(pages, va, m, REPLICAS)
-                && self.enter_64kpage(env, pm, va, m, pr)
-            {
+            if self.lp_enabled && self.direct_fits(env, pages, va, end, m, LARGE_SIZE) && self.enter_64kpage(env, pm, va, m, pr) {
                 va += LARGE_SIZE;
                 continue;
             }

@@ -100,34 +100,39 @@ impl PmapArmv7 {
         self.pt2_sub(env, pm, l1_index(base), REPLICAS as u16, free)
     }
 
-    /// Removes the mappings of [sva, eva) in one L2 table (the inner loop
-    /// of pmap_remove); stops when the table's page is freed.
-    pub(crate) fn remove_range_in_table(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, free: &mut Vec<Pfn>) {
+    /// Visits the valid entries of [sva, eva) in one L2 table: `f` gets
+    /// each small page, and each large page the range covers whole, as
+    /// (va, the entry's address, the entry, its size in pages); a large
+    /// page partly inside is demoted first, so that only what is in the
+    /// range changes. `f` returns false to stop (the table went).
+    fn each_in_table(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, mut f: impl FnMut(&mut Self, &mut PmapEnv, u64, PhysAddr, L2Desc, u64) -> bool) {
         let mut va = sva;
         while va < eva {
             let Some(p2) = self.pte2_pa(pm, va) else { return };
             let e = Self::rd2(env.mem, p2);
-            let gone = if e.is_large() {
+            let mut n = 1;
+            if e.is_large() {
                 let base = Self::group_base(va);
-                if va == base && base + LARGE_SIZE <= eva {
-                    let gone = self.remove_large(env, pm, base, free);
-                    va = base + LARGE_SIZE;
-                    if gone {
-                        return;
-                    }
+                if va != base || base + LARGE_SIZE > eva {
+                    self.demote_large(env, pm, base);
                     continue;
                 }
-                self.remove_page(env, pm, va, free)
-            } else if e.valid() {
-                self.remove_pte2(env, pm, va, p2, free)
-            } else {
-                false
-            };
-            if gone {
+                n = REPLICAS;
+            }
+            if e.valid() && !f(self, env, va, p2, e, n) {
                 return;
             }
-            va += 4096;
+            va += n * 4096;
         }
+    }
+
+    /// Removes the mappings of [sva, eva) in one L2 table (the inner loop
+    /// of pmap_remove); stops when the table's page is freed.
+    pub(crate) fn remove_range_in_table(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, free: &mut Vec<Pfn>) {
+        self.each_in_table(env, pm, sva, eva, |this, env, va, p2, e, _| {
+            let gone = if e.is_large() { this.remove_large(env, pm, va, free) } else { this.remove_pte2(env, pm, va, p2, free) };
+            !gone
+        });
     }
 
     pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
@@ -189,41 +194,22 @@ impl PmapArmv7 {
         nf
     }
 
-    /// Applies `f` to each valid entry of [sva, eva) in one L2 table: a
-    /// large page covered whole as one (all 16 entries, one 64 KB flush),
-    /// one partly covered demoted first. `f` gets the entry's attributes,
-    /// its first frame and page count, and returns the new attributes.
+    /// Rewrites the attributes of each valid entry of [sva, eva) in one L2
+    /// table with `f` (given the attributes, the first frame and the page
+    /// count), a large page covered whole as one (its 16 entries, one
+    /// 64 KB flush).
     fn update_range_in_table(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, mut f: impl FnMut(&mut PmapEnv, SmallFlags, u64, u32) -> SmallFlags) {
-        let mut va = sva;
-        while va < eva {
-            let Some(p2) = self.pte2_pa(pm, va) else { return };
-            let e = Self::rd2(env.mem, p2);
-            if e.is_large() {
-                let base = Self::group_base(va);
-                if va == base && base + LARGE_SIZE <= eva {
-                    let nf = f(env, e.attrs(), e.frame(), REPLICAS as u32);
-                    if nf != e.attrs() {
-                        let n = e.without(e.attrs()).with(nf);
-                        for i in 0..REPLICAS {
-                            Self::wr2(env.mem, PhysAddr(p2.0 + i * 4), n);
-                        }
-                        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
-                    }
-                    va = base + LARGE_SIZE;
-                    continue;
+        self.each_in_table(env, pm, sva, eva, |this, env, va, p2, e, n| {
+            let nf = f(env, e.attrs(), e.frame(), n as u32);
+            if nf != e.attrs() {
+                let new = e.without(e.attrs()).with(nf);
+                for i in 0..n {
+                    Self::wr2(env.mem, PhysAddr(p2.0 + i * 4), new);
                 }
-                self.demote_large(env, pm, base);
-                continue;
+                this.tlb_flush_range(env, pm, va, n * 4096);
             }
-            if e.valid() {
-                let nf = f(env, e.attrs(), e.frame(), 1);
-                if nf != e.attrs() {
-                    Self::wr2(env.mem, p2, L2Desc::small(e.frame(), nf));
-                    self.tlb_flush(env, pm, va);
-                }
-            }
-            va += 4096;
-        }
+            true
+        });
     }
 
     /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
