@@ -213,7 +213,7 @@ impl PmapArmv7 {
         if npages * 4096 > MAX_PHYS_BYTES {
             return Err(format!(
                 "armv7 short descriptors address at most 4 GiB of physical memory, not {} MiB (choose --memory 4G or less)",
-                npages * 4096 >> 20
+                (npages * 4096) >> 20
             ));
         }
         Ok(PmapArmv7 { pmaps: Vec::new(), pv: PvTable::new(npages, SECTION_SHIFT), sp_enabled: superpages, lp_enabled: false, vectors: VECTORS_HIGH, st: Stats::default() })
