@@ -4,6 +4,7 @@
 //! lists, page-table pages, TLB shootdown).
 
 pub mod amd64;
+pub mod armv7;
 pub mod ptpage;
 pub mod pv;
 pub mod riscv;
@@ -18,8 +19,9 @@ use splab_vm::Pmap;
 
 /// Architectures with a pmap. `riscv` translates with Sv39, as FreeBSD
 /// does by default; `riscv-sv48` with Sv48 (FreeBSD's vm.pmap.mode=1).
-/// Both run on machine profiles of architecture `riscv`.
-pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48"];
+/// Both run on machine profiles of architecture `riscv`. `armv7` is ARMv7-A
+/// with short descriptors (LPAE off), as FreeBSD's pmap-v6 runs it.
+pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48", "armv7"];
 
 fn unknown(arch: &str) -> String {
     format!("unknown architecture {arch:?} (known: {})", ARCHES.join(", "))
@@ -42,13 +44,27 @@ fn riscv_mode(arch: &str) -> Option<Mode> {
     }
 }
 
-/// Builds the pmap of an architecture by name.
+/// The highest user address + 1 of an architecture's address spaces, for
+/// checking workload sizes before a system is built.
+pub fn max_user_address(arch: &str) -> Result<u64, String> {
+    Ok(new_pmap(arch, 512, false)?.max_user_address())
+}
+
+/// Most physical memory an architecture's pmap addresses, if it has a
+/// limit below what the model supports (armv7: 4 GiB).
+pub fn max_memory(arch: &str) -> Option<u64> {
+    (arch == "armv7").then_some(armv7::MAX_PHYS_BYTES)
+}
+
+/// Builds the pmap of an architecture by name, for `npages` of physical
+/// memory (an error if the architecture cannot address that much).
 pub fn new_pmap(arch: &str, npages: u64, superpages: bool) -> Result<Box<dyn Pmap>, String> {
     if let Some(mode) = riscv_mode(arch) {
         return Ok(Box::new(riscv::PmapRiscv::new(mode, npages, superpages)));
     }
     match arch {
         "amd64" => Ok(Box::new(amd64::PmapAmd64::new(npages, superpages))),
+        "armv7" => Ok(Box::new(armv7::PmapArmv7::new(npages, superpages)?)),
         _ => Err(unknown(arch)),
     }
 }
@@ -67,6 +83,14 @@ pub fn new_walker(arch: &str, profile: &Profile) -> Result<Box<dyn Walker>, Stri
             profile.name
         )),
         "amd64" => Ok(Box::new(splab_hw::amd64::Amd64Walker)),
+        // FreeBSD's pmap-v6 keeps the access flag in software (SCTLR.HA
+        // clear): with hardware updates, the 16 entries of a large page
+        // would stop being identical.
+        "armv7" if profile.ad_update == Some(AdUpdate::Hardware) => Err(format!(
+            "machine profile {:?}: ad_update = \"hardware\" (SCTLR.HA) is not modelled for armv7; FreeBSD's pmap-v6 emulates the access flag in software",
+            profile.name
+        )),
+        "armv7" => Ok(Box::new(splab_hw::armv7::Armv7Walker::freebsd())),
         _ => Err(unknown(arch)),
     }
 }

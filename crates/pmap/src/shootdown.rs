@@ -53,3 +53,25 @@ pub fn invalidate_all(env: &mut PmapEnv, pm: PmapId, asid: u16) -> u64 {
     env.ev.tlb_flushes += n;
     others
 }
+
+/// Invalidates one address on every CPU running `pm` the way a
+/// hardware-broadcast maintenance instruction does (ARMv7's TLBIMVAAIS,
+/// arm64's TLBI VAE1IS): the issuing CPU executes one instruction and the
+/// interconnect delivers it to the others, so no IPI is sent. TLB entries
+/// of any size covering `va` go, and so do the address space's walk-cache
+/// entries (by-address maintenance also drops cached table descriptors for
+/// the address; the model drops the ASID's). Counted as one `invlpg`.
+/// Returns the mask of the CPUs not running `pm`.
+pub fn broadcast_invalidate_page(env: &mut PmapEnv, pm: PmapId, asid: u16, va: u64) -> u64 {
+    let mut others = 0u64;
+    for (c, cpu) in env.cpus.iter_mut().enumerate() {
+        if cpu.curpmap == Some(pm) {
+            cpu.mmu.tlb.invalidate_page(va, asid);
+            cpu.mmu.pwc.invalidate_asid(asid);
+        } else {
+            others |= 1 << c;
+        }
+    }
+    env.ev.invlpg += 1;
+    others
+}

@@ -19,20 +19,29 @@ pub struct Rig<P: Pmap> {
 }
 
 impl<P: Pmap> Rig<P> {
-    /// A machine of `npages` 4 KB pages running `pmap`, whose walk cache
-    /// keeps pointers to last-level tables (shift 21).
+    /// A machine of `npages` 4 KB pages running `pmap`, with 2 MB
+    /// reservations, whose walk cache keeps pointers to last-level tables
+    /// (shift 21).
     pub fn new(pmap: P, npages: u64) -> Rig<P> {
+        Rig::with_reservations(pmap, npages, 9, 21)
+    }
+
+    /// The same with reservations of 2^`order` pages and a walk cache
+    /// keyed by virtual-address bits above `pwc_shift`. The TLBs hold every
+    /// page size any architecture has.
+    pub fn with_reservations(pmap: P, npages: u64, order: u32, pwc_shift: u8) -> Rig<P> {
         let tlb = vec![
             TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1 },
-            TlbArrayConfig { sizes: vec!["2M".into(), "1G".into()], entries: 32, ways: 4, level: 1 },
+            TlbArrayConfig { sizes: ["64K", "1M", "2M", "16M", "1G"].map(String::from).to_vec(), entries: 32, ways: 4, level: 1 },
         ];
         let cpus = (0..2)
             .map(|_| CpuState {
-                mmu: Mmu { tlb: Tlb::new(&tlb, &[12, 21, 30]).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: 21, entries: 4 }]) },
+                mmu: Mmu { tlb: Tlb::new(&tlb, &[12, 16, 20, 21, 24, 30]).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: pwc_shift, entries: 4 }]) },
                 curpmap: None,
             })
             .collect();
-        Rig { pmap, phys: Phys::new(npages, 1), mem: PhysMem::new(npages, false), cpus, ev: KernelEvents::default() }
+        let phys = Phys::with_reservation_order(npages, 1, order);
+        Rig { pmap, phys, mem: PhysMem::new(npages, false), cpus, ev: KernelEvents::default() }
     }
 
     pub fn env(&mut self) -> (&mut P, PmapEnv<'_>) {
@@ -44,12 +53,13 @@ impl<P: Pmap> Rig<P> {
         p.pinit(&mut env).unwrap()
     }
 
-    /// 512 pages of one object, all from one fully populated reservation.
+    /// The pages of one object filling one reservation (512 with 2 MB
+    /// reservations), all from that reservation.
     pub fn superpage_run(&mut self) -> Vec<Pfn> {
         let o = ObjInfo { id: 1, size: 1 << 20, color: 0, anon: true, colored: true };
         let base = self.phys.alloc_page(&o, 0).unwrap();
         let mut v = vec![base];
-        for i in 1..512 {
+        for i in 1..self.phys.reserv.npages() {
             v.push(self.phys.alloc_page(&o, i).unwrap());
         }
         assert!(v.windows(2).all(|w| w[1].0 == w[0].0 + 1), "reservation gives contiguous frames");

@@ -23,6 +23,8 @@ pub struct CheckConfig {
     pub superpages: bool,
     /// Most processes alive at once.
     pub max_procs: usize,
+    /// Pmap tunables (sysctl name, value) set at boot.
+    pub tunables: Vec<(String, i64)>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -207,7 +209,15 @@ impl Driver<'_> {
                 let _ = len;
                 (s + off, true)
             }
-            1 => (0x10_0000_0000 + self.rng.below(1 << 20) * PAGE, false),
+            1 => {
+                // A hint well inside the user address space: at 64 GB on
+                // 64-bit address spaces, at a quarter of a smaller one
+                // (armv7's 3 GB), spread over up to 4 GB.
+                let max = self.sys.vm.pmap.max_user_address();
+                let base = (max / 4).min(0x10_0000_0000) & !(PAGE - 1);
+                let span = (1u64 << 20).min(max / 4 / PAGE);
+                (base + self.rng.below(span) * PAGE, false)
+            }
             _ => (0, false),
         }
     }
@@ -404,6 +414,7 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
     sc.track_contents = true;
     sc.check_tlb = true;
     sc.seed = cfg.seed;
+    sc.tunables = cfg.tunables.clone();
     if cfg.max_procs == 0 {
         return Err("--procs must be at least 1".into());
     }
@@ -469,6 +480,7 @@ mod tests {
             memory: 256 << 20,
             superpages,
             max_procs: 4,
+            tunables: Vec::new(),
         }
     }
 
@@ -503,6 +515,31 @@ mod tests {
             ad_faults += int(&r, "splab.pmap.ad_faults");
         }
         assert!(promotions > 0 && demotions > 0 && ad_faults > 0, "promotions {promotions}, demotions {demotions}, ad_faults {ad_faults}");
+    }
+
+    fn sysctl(r: &CheckReport, name: &str) -> u64 {
+        r.sysctl.get(name).map(|v| v.to_string().parse::<u64>().unwrap()).unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    /// armv7: sections, then both levels, in a 32-bit address space (debug
+    /// builds also check every layer's invariants at each exit).
+    #[test]
+    fn armv7_short_runs_are_clean_at_both_superpage_sizes() {
+        let mut total = [0u64; 3];
+        for (seed, lp) in [(1, 0), (2, 1)] {
+            let mut c = cfg(4000, seed, true);
+            c.arch = "armv7".into();
+            c.profile = Profile::load("armada-xp").unwrap();
+            c.tunables = vec![("vm.pmap.lp_enabled".into(), lp)];
+            let r = run(&c, &mut |_| {}).unwrap();
+            assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
+            total[0] += sysctl(&r, "vm.pmap.section.promotions");
+            total[1] += sysctl(&r, "vm.pmap.section.demotions");
+            let large = sysctl(&r, "vm.pmap.largepage.promotions");
+            assert_eq!(large > 0, lp == 1, "seed {seed}: {large} 64KB promotions with lp_enabled={lp}");
+            total[2] += large;
+        }
+        assert!(total[0] > 0 && total[1] > 0, "sections: {total:?}");
     }
 
     #[test]

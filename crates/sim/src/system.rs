@@ -38,6 +38,9 @@ pub struct Config {
     pub fragment: f64,
     pub seed: u64,
     pub domains: usize,
+    /// Pmap tunables set before the system starts (sysctl name, value),
+    /// as a loader.conf would.
+    pub tunables: Vec<(String, i64)>,
 }
 
 impl Config {
@@ -52,6 +55,7 @@ impl Config {
             fragment: 0.0,
             seed: 1,
             domains: 1,
+            tunables: Vec::new(),
         }
     }
 }
@@ -163,7 +167,10 @@ impl System {
             return Err(format!("fragmentation {} is out of range (0 to 1)", cfg.fragment));
         }
         let walker = splab_pmap::new_walker(&cfg.arch, p)?;
-        let pmap = splab_pmap::new_pmap(&cfg.arch, npages, cfg.superpages)?;
+        let mut pmap = splab_pmap::new_pmap(&cfg.arch, npages, cfg.superpages)?;
+        for (name, value) in &cfg.tunables {
+            pmap.set_tunable(name, *value)?;
+        }
         let mut cpus_vm = Vec::new();
         let mut cpus = Vec::new();
         for _ in 0..p.cpus {

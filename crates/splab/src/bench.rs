@@ -93,12 +93,13 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
     RunArgs {
         workload: "gups".into(),
         machine: a.machine.clone(),
-        memory: a.gups_memory.clone(),
+        memory: Some(a.gups_memory.clone()),
         workload_args,
         fragment: 0.0,
         seed: 1,
         track_contents: false,
         check_tlb: false,
+        tunables: Vec::new(),
     }
 }
 
@@ -106,7 +107,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
 /// once, by the parent, with exit status 2.
 fn validate(a: &BenchArgs) -> Result<u64, Fail> {
     let g = gups_args(a);
-    let cfg = setup::config(&g.machine, &g.memory)?;
+    let cfg = setup::config(&g.machine, &a.gups_memory)?;
     crate::workload::build("gups", &g.workload_args, &cfg)?;
     let memory = setup::config(&a.machine, &a.memory)?.memory;
     let footprint = input(size::parse(&a.footprint)).map_err(|e| Fail::Input(format!("--footprint: {}", e.message())))?;

@@ -33,6 +33,9 @@ pub struct CheckArgs {
     /// vm.pmap.superpages_enabled on riscv).
     #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
+    /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
+    #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
+    pub tunables: Vec<(String, i64)>,
 }
 
 #[derive(Serialize)]
@@ -53,6 +56,14 @@ const SHOWN: &[&str] = &[
     "vm.pmap.l2.demotions",
     "vm.pmap.l2.mappings",
     "splab.pmap.ad_faults",
+    "vm.pmap.section.promotions",
+    "vm.pmap.section.p_failures",
+    "vm.pmap.section.demotions",
+    "vm.pmap.section.mappings",
+    "vm.pmap.largepage.promotions",
+    "vm.pmap.largepage.p_failures",
+    "vm.pmap.largepage.demotions",
+    "vm.pmap.largepage.mappings",
     "vm.reserv.broken",
     "vm.reserv.freed",
     "vm.reserv.reclaimed",
@@ -64,6 +75,7 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
     if a.procs == 0 {
         return Err(Fail::Input("--procs 0: at least one process is needed".into()));
     }
+    setup::check_tunables(&cfg.arch, &a.tunables)?;
     let ccfg = CheckConfig {
         ops: a.ops,
         seed: a.seed,
@@ -72,6 +84,7 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
         memory: cfg.memory,
         superpages: a.superpages.on(),
         max_procs: a.procs,
+        tunables: a.tunables.clone(),
     };
     let mut bar = Progress::new(a.ops, "check", "ops", as_json);
     let t0 = Instant::now();
@@ -89,8 +102,9 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
 
 fn human(r: &CheckReport, host_seconds: f64) -> String {
     let mut o = String::new();
+    // A name of 28 characters or more still gets a space before its value.
     let line = |o: &mut String, k: &str, v: &dyn std::fmt::Display| {
-        let _ = writeln!(o, "  {k:<28}{v}");
+        let _ = writeln!(o, "  {:<28}{v}", format!("{k} "));
     };
     let verdict = if r.clean() { "clean" } else { "PROBLEMS FOUND" };
     let _ = writeln!(o, "check: {verdict}");

@@ -58,11 +58,15 @@ enum Cmd {
         names: Vec<String>,
         #[command(flatten)]
         machine: MachineArgs,
-        /// Modelled physical memory.
-        #[arg(long, value_name = "SIZE", default_value = "8G")]
-        memory: String,
-        /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
-        /// vm.pmap.superpages_enabled on riscv).
+        /// Modelled physical memory [default: 8G, or 4G on armv7].
+        #[arg(long, value_name = "SIZE")]
+        memory: Option<String>,
+        /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
+        #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
+        tunables: Vec<(String, i64)>,
+        /// Transparent superpages (the architecture's tunable:
+        /// vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on
+        /// riscv, vm.pmap.sp_enabled on armv7).
         #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
         superpages: OnOff,
         /// Also print each one's description (as `sysctl -d` gives it).
@@ -99,8 +103,8 @@ enum Cmd {
     BenchPart(bench::PartArgs),
 }
 
-fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: &str, sp: OnOff, describe: bool, as_json: bool) -> Result<i32, Fail> {
-    let mut s = run::fresh_sysctls(m, memory, sp.on())?;
+fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: Option<&str>, sp: OnOff, tunables: &[(String, i64)], describe: bool, as_json: bool) -> Result<i32, Fail> {
+    let mut s = run::fresh_sysctls(m, memory, sp.on(), tunables)?;
     if !names.is_empty() {
         if let Some(bad) = names.iter().find(|n| !s.values.contains_key(*n)) {
             return Err(Fail::Input(format!("unknown sysctl {bad:?}")));
@@ -123,8 +127,8 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
             emit(&if j { json(&c) } else { output::compare(&c) });
             Ok(0)
         }
-        Cmd::Sysctl { names, machine, memory, superpages, describe, json } => {
-            sysctl_cmd(&names, &machine, &memory, superpages, describe, json)
+        Cmd::Sysctl { names, machine, memory, superpages, tunables, describe, json } => {
+            sysctl_cmd(&names, &machine, memory.as_deref(), superpages, &tunables, describe, json)
         }
         Cmd::Check { args, json } => check::cmd(&args, json),
         Cmd::Bench { args, json } => bench::cmd(&args, json),

@@ -25,9 +25,11 @@ pub struct RunArgs {
     pub workload: String,
     #[command(flatten)]
     pub machine: MachineArgs,
-    /// Modelled physical memory (e.g. 512M, 8G, 8GiB; 16M to 256G).
-    #[arg(long, value_name = "SIZE", default_value = "8G")]
-    pub memory: String,
+    /// Modelled physical memory (e.g. 512M, 8G, 8GiB; 16M to 256G)
+    /// [default: 8G, or all the architecture addresses if less: 4G on
+    /// armv7].
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
     #[command(flatten)]
     pub workload_args: WorkloadArgs,
     /// Fraction (0 to 1) of free 2 MB blocks broken up at start.
@@ -42,6 +44,11 @@ pub struct RunArgs {
     /// Check every TLB hit against the page tables.
     #[arg(long)]
     pub check_tlb: bool,
+    /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
+    /// `compare` applies these to its superpages-on run only: the off run
+    /// has every superpage size off.
+    #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
+    pub tunables: Vec<(String, i64)>,
 }
 
 /// Everything about one run.
@@ -88,7 +95,10 @@ impl SimRun {
 /// Runs the workload once with superpages `on` or off. `quiet` hides the
 /// progress bar.
 pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
-    let mut cfg = setup::config(&a.machine, &a.memory)?;
+    let mut cfg = setup::config_or_default(&a.machine, a.memory.as_deref())?;
+    if on {
+        cfg.tunables = a.tunables.clone();
+    }
     if !(0.0..=1.0).contains(&a.fragment) {
         return Err(Fail::Input(format!("--fragment {} is out of range (0 to 1)", a.fragment)));
     }
@@ -181,9 +191,10 @@ pub fn compare(a: &RunArgs, quiet: bool) -> Result<Comparison, Fail> {
 }
 
 /// Sysctls of a fresh system, for `splab sysctl`.
-pub fn fresh_sysctls(m: &MachineArgs, memory: &str, on: bool) -> Result<splab_vm::sysctl::Sysctls, Fail> {
-    let mut cfg = setup::config(m, memory)?;
+pub fn fresh_sysctls(m: &MachineArgs, memory: Option<&str>, on: bool, tunables: &[(String, i64)]) -> Result<splab_vm::sysctl::Sysctls, Fail> {
+    let mut cfg = setup::config_or_default(m, memory)?;
     cfg.superpages = on;
+    cfg.tunables = tunables.to_vec();
     let sys = setup::system(cfg)?;
     Ok(sys.vm.sysctls())
 }

@@ -13,15 +13,19 @@ use splab_sim::{Config, System};
 pub const MIN_MEMORY: u64 = 16 << 20;
 pub const MAX_MEMORY: u64 = 256 << 30;
 
+/// Modelled memory when none is given, unless the architecture addresses
+/// less (see `config_or_default`).
+pub const DEFAULT_MEMORY: &str = "8G";
+
 /// The machine to model; shared by every command that builds a system.
 #[derive(Args, Clone, Debug)]
 pub struct MachineArgs {
     /// Machine profile: a built-in name or the path of a TOML file
-    /// [default: sapphire-rapids; sifive-u74 with --arch riscv or riscv-sv48].
+    /// [default: sapphire-rapids; with --arch, that architecture's own
+    /// built-in profile].
     #[arg(long, value_name = "PROFILE")]
     pub machine: Option<String>,
-    /// Architecture of the pmap and walker: amd64, riscv (Sv39) or
-    /// riscv-sv48 [default: the profile's].
+    /// Architecture of the pmap and walker [default: the profile's].
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<String>,
 }
@@ -52,24 +56,61 @@ pub fn memory(text: &str, what: &str) -> Result<u64, Fail> {
     Ok(bytes)
 }
 
+impl MachineArgs {
+    /// The profile to load: the one named, else the built-in profile of
+    /// the architecture named, else the default.
+    fn profile_name(&self) -> Result<String, Fail> {
+        if let Some(m) = &self.machine {
+            return Ok(m.clone());
+        }
+        let Some(arch) = &self.arch else { return Ok(DEFAULT_PROFILE.to_string()) };
+        if !splab_pmap::ARCHES.contains(&arch.as_str()) {
+            return Err(unknown_arch(arch));
+        }
+        let machine = splab_pmap::machine_arch(arch);
+        default_for_arch(machine)
+            .map(str::to_string)
+            .ok_or_else(|| Fail::Input(format!("--arch {arch}: no built-in profile of a {machine} machine; name one with --machine")))
+    }
+}
+
+fn unknown_arch(arch: &str) -> Fail {
+    Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", ")))
+}
+
 /// A system configuration with the given machine and memory; everything
 /// else at its default (superpages on, no fragmentation, seed 1).
 pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
-    if let Some(arch) = &m.arch {
-        if !splab_pmap::ARCHES.contains(&arch.as_str()) {
-            return Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))));
-        }
+    let mut cfg = machine_config(m)?;
+    cfg.memory = memory(memory_text, "--memory")?;
+    if let Some(limit) = splab_pmap::max_memory(&cfg.arch).filter(|&l| cfg.memory > l) {
+        return Err(Fail::Input(format!(
+            "--memory {memory_text}: {} addresses at most {} of physical memory",
+            cfg.arch,
+            size::show(limit)
+        )));
     }
-    // Without --machine, the architecture picks its built-in profile.
-    let machine = match (&m.machine, &m.arch) {
-        (Some(name), _) => name.as_str(),
-        (None, Some(arch)) => default_for_arch(splab_pmap::machine_arch(arch)).unwrap_or(DEFAULT_PROFILE),
-        (None, None) => DEFAULT_PROFILE,
-    };
-    let profile = input(Profile::load(machine))?;
+    Ok(cfg)
+}
+
+/// As `config`, with no memory size meaning `DEFAULT_MEMORY`, or all the
+/// architecture addresses if that is less (4G on armv7).
+pub fn config_or_default(m: &MachineArgs, memory_text: Option<&str>) -> Result<Config, Fail> {
+    if let Some(t) = memory_text {
+        return config(m, t);
+    }
+    let mut cfg = config(m, "16M")?;
+    let default = memory(DEFAULT_MEMORY, "--memory")?;
+    cfg.memory = splab_pmap::max_memory(&cfg.arch).map_or(default, |l| l.min(default));
+    Ok(cfg)
+}
+
+/// The machine profile and architecture, checked against each other.
+fn machine_config(m: &MachineArgs) -> Result<Config, Fail> {
+    let profile = input(Profile::load(&m.profile_name()?))?;
     let arch = m.arch.clone().unwrap_or_else(|| profile.arch.clone());
     if !splab_pmap::ARCHES.contains(&arch.as_str()) {
-        return Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))));
+        return Err(unknown_arch(&arch));
     }
     if splab_pmap::machine_arch(&arch) != profile.arch {
         return Err(Fail::Input(format!(
@@ -79,8 +120,25 @@ pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
     }
     let mut cfg = Config::new(profile);
     cfg.arch = arch;
-    cfg.memory = memory(memory_text, "--memory")?;
     Ok(cfg)
+}
+
+/// Checks `--sysctl` settings against the architecture's tunables, so that
+/// a bad one is reported before any work starts.
+pub fn check_tunables(arch: &str, tunables: &[(String, i64)]) -> Result<(), Fail> {
+    let mut pmap = input(splab_pmap::new_pmap(arch, 512, true))?;
+    for (name, value) in tunables {
+        pmap.set_tunable(name, *value).map_err(|e| Fail::Input(format!("--sysctl {name}={value}: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Parses a `--sysctl NAME=VALUE` setting of a tunable. Whether the name
+/// is a tunable of the architecture is checked when the system is built.
+pub fn tunable(text: &str) -> Result<(String, i64), String> {
+    let (name, value) = text.split_once('=').ok_or_else(|| format!("--sysctl {text:?}: expected NAME=VALUE"))?;
+    let v = value.trim().parse::<i64>().map_err(|_| format!("--sysctl {text:?}: {value:?} is not an integer"))?;
+    Ok((name.trim().to_string(), v))
 }
 
 /// Builds the system. Its own checks repeat ours, so an error here is still

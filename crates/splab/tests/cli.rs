@@ -147,6 +147,41 @@ fn assert_rejected(cases: &[(&[&str], &str)]) {
     }
 }
 
+/// armv7 on its own profile (picked by --arch): sections promote, and with
+/// the 64 KB level on, large pages too; the off run has neither.
+#[test]
+fn armv7_compare_promotes_at_both_sizes() {
+    let v = json(&["compare", "gups", "--arch", "armv7", "--log2-table", "18", "--sysctl", "vm.pmap.lp_enabled=1", "--json"]);
+    let (off, on) = (&v["off"], &v["on"]);
+    assert_eq!((on["machine"].as_str(), on["arch"].as_str()), (Some("armada-xp"), Some("armv7")));
+    assert_eq!(on["memory_bytes"], 4u64 << 30, "the default memory is what armv7 addresses");
+    let n = |r: &Value, k: &str| r["sysctl"][k].as_i64().unwrap_or_else(|| panic!("no {k}"));
+    assert!(n(on, "vm.pmap.section.promotions") > 0 && n(on, "vm.pmap.largepage.promotions") > 0, "{}", on["sysctl"]);
+    assert_eq!((n(off, "vm.pmap.section.promotions"), n(off, "vm.pmap.largepage.promotions")), (0, 0));
+    assert_eq!((n(off, "vm.pmap.lp_enabled"), n(on, "vm.pmap.lp_enabled")), (0, 1));
+    let f = |r: &Value| r["figure"]["value"].as_f64().unwrap();
+    assert!(f(on) > f(off), "on {} vs off {}", f(on), f(off));
+}
+
+#[test]
+fn armv7_bad_input_exits_2_and_names_the_value() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["sim", "gups", "--arch", "armv7", "--memory", "8G"], "8G"),
+        (&["sim", "gups", "--arch", "armv7", "--log2-table", "29"], "29"),
+        (&["sim", "gups", "--arch", "armv7", "--machine", "sapphire-rapids"], "sapphire-rapids"),
+        (&["sim", "gups", "--arch", "armv7", "--sysctl", "vm.pmap.nosuch=1"], "vm.pmap.nosuch"),
+        (&["sim", "gups", "--sysctl", "vm.pmap.lp_enabled"], "vm.pmap.lp_enabled"),
+        (&["check", "--arch", "armv7", "--sysctl", "vm.pmap.lp_enabled=2"], "lp_enabled"),
+    ];
+    for (args, named) in cases {
+        let out = splab(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(named), "{args:?}: message does not name {named:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?}");
+    }
+}
+
 #[test]
 fn check_small_run_is_clean() {
     let v = json(&["check", "--ops", "2000", "--json"]);

@@ -1,0 +1,351 @@
+//! The ARMv7 short-descriptor hardware walk (ARM ARM B3.5 and B3.7),
+//! starting from a cached L1 page-table descriptor when the walk cache
+//! holds one for the address.
+//!
+//! Faithful points: TTBR0 covers all 4 GB (TTBCR.N = 0), so the L1 index
+//! is VA[31:20]; L1 fault and reserved encodings fault at level 0, an L2
+//! fault entry at level 1; any of a large page's (or supersection's) 16
+//! identical entries gives the whole 64 KB (16 MB) translation. Faults come
+//! in the architecture's priority order: translation, then access flag,
+//! then domain, then permission. With SCTLR.AFE set, a leaf with AP[0]
+//! clear takes an access flag fault, unless the hardware manages the flag
+//! (SCTLR.HA), in which case the walker sets AP[0] in the descriptor it
+//! read. A domain that DACR marks no-access (or reserved) faults; a manager
+//! domain skips permission checks; a client domain checks the simplified
+//! access permissions: AP[1] for PL0 access, AP[2] clear for writes, XN
+//! clear for instruction fetches. There is no dirty bit: a store through a
+//! writable entry needs no assist. Entries with nG set are tagged with the
+//! ASID (CONTEXTIDR); others are global. The walk cache holds L1
+//! page-table descriptors only (the L2 table's address and its domain).
+//! Memory types (TEX/C/B) do not change timing in the model.
+
+use super::pte::{L1Desc, L1Kind, L2Desc, L2Kind, SectionFlags, SmallFlags};
+use super::{dacr, l1_index, l2_index, SECTION_SHIFT, VA_LIMIT};
+use crate::addr::PhysAddr;
+use crate::mmu::{perm, Access, AdUpdate, Translation, WalkFault, WalkRefs, Walker};
+use crate::physmem::PhysMem;
+use crate::pwc::Pwc;
+
+pub struct Armv7Walker {
+    /// The Domain Access Control Register.
+    dacr: u32,
+    /// Who sets the access flag: the walker (SCTLR.HA) or software after
+    /// an access flag fault.
+    af: AdUpdate,
+}
+
+impl Armv7Walker {
+    pub fn new(dacr: u32, af: AdUpdate) -> Armv7Walker {
+        Armv7Walker { dacr, af }
+    }
+    /// The walker FreeBSD's pmap-v6 configures: domain 0 a client and the
+    /// access flag left to software.
+    pub fn freebsd() -> Armv7Walker {
+        Armv7Walker::new(dacr::FREEBSD, AdUpdate::Fault)
+    }
+}
+
+const SHIFTS: [u8; 4] = [12, 16, 20, 24];
+
+/// The leaf a descent found.
+struct Leaf {
+    /// Address of the descriptor read.
+    entry: u64,
+    /// Whether it is an L1 descriptor (section or supersection).
+    l1: bool,
+    /// First byte of the mapped page and log2 of its size.
+    frame: u64,
+    shift: u8,
+    /// Attributes in the small-page layout.
+    attrs: SmallFlags,
+    domain: u32,
+}
+
+/// What a descent read: the descriptor addresses, root first, the L2
+/// table it went through (with its domain), and the leaf.
+struct Descent {
+    entries: [u64; 2],
+    n: usize,
+    table: Option<(u64, u32)>,
+    leaf: Result<Leaf, WalkFault>,
+}
+
+/// Walks from the L1 table at `root`, or from the L2 table `cached` (with
+/// its domain) that the walk cache gave.
+fn descend(mem: &PhysMem, root: u64, cached: Option<(u64, u32)>, va: u64) -> Descent {
+    let mut d = Descent { entries: [0; 2], n: 0, table: None, leaf: Err(WalkFault::BadAddress) };
+    let (table, domain) = match cached {
+        Some(t) => t,
+        None => {
+            let ea = root + l1_index(va) * 4;
+            d.entries[0] = ea;
+            d.n = 1;
+            let e = L1Desc(mem.read_u32(PhysAddr(ea)));
+            match e.kind() {
+                L1Kind::Fault => {
+                    d.leaf = Err(WalkFault::NotPresent { level: 0 });
+                    return d;
+                }
+                L1Kind::Reserved => {
+                    d.leaf = Err(WalkFault::Reserved { level: 0 });
+                    return d;
+                }
+                L1Kind::Section | L1Kind::Supersection => {
+                    let shift = if e.kind() == L1Kind::Section { 20 } else { 24 };
+                    let attrs = SmallFlags::from_section(e.flags() - SectionFlags::SUPER);
+                    d.leaf = Ok(Leaf { entry: ea, l1: true, frame: e.frame(), shift, attrs, domain: e.domain() });
+                    return d;
+                }
+                L1Kind::Table => (e.table_base(), e.domain()),
+            }
+        }
+    };
+    d.table = Some((table, domain));
+    let ea = table + l2_index(va) * 4;
+    d.entries[d.n] = ea;
+    d.n += 1;
+    let e = L2Desc(mem.read_u32(PhysAddr(ea)));
+    d.leaf = match e.kind() {
+        L2Kind::Fault => Err(WalkFault::NotPresent { level: 1 }),
+        L2Kind::Large => Ok(Leaf { entry: ea, l1: false, frame: e.frame(), shift: 16, attrs: e.attrs(), domain }),
+        L2Kind::Small => Ok(Leaf { entry: ea, l1: false, frame: e.frame(), shift: 12, attrs: e.attrs(), domain }),
+    };
+    d
+}
+
+impl Armv7Walker {
+    /// The TLB permissions of a leaf, or why it gives none: the domain and
+    /// permission checks of a client domain, none for a manager domain.
+    fn permissions(&self, l: &Leaf) -> Result<u8, WalkFault> {
+        let global = if l.attrs.contains(SmallFlags::NG) { 0 } else { perm::GLOBAL };
+        match dacr::domain(self.dacr, l.domain) {
+            dacr::MANAGER => Ok(perm::READ | perm::WRITE | perm::EXEC | perm::USER | perm::DIRTY | global),
+            dacr::CLIENT => {
+                if !l.attrs.contains(SmallFlags::AP1) {
+                    // PL1-only: no access from user mode.
+                    return Ok(global);
+                }
+                let mut p = perm::READ | perm::USER | global;
+                if !l.attrs.contains(SmallFlags::AP2) {
+                    p |= perm::WRITE | perm::DIRTY;
+                }
+                if !l.attrs.contains(SmallFlags::XN) {
+                    p |= perm::EXEC;
+                }
+                Ok(p)
+            }
+            _ => Err(WalkFault::Protection), // a domain fault
+        }
+    }
+
+    fn translation(l: &Leaf, p: u8) -> Translation {
+        Translation { pa_base: l.frame, shift: l.shift, perm: p }
+    }
+}
+
+/// The access flag's bit in the descriptor a leaf was read from.
+fn af_bit(l: &Leaf) -> u32 {
+    if l.l1 {
+        SectionFlags::AP0.bits()
+    } else {
+        SmallFlags::AP0.bits() // the same bit in the large-page format
+    }
+}
+
+impl Walker for Armv7Walker {
+    fn page_shifts(&self) -> &[u8] {
+        &SHIFTS
+    }
+
+    fn walk(
+        &self,
+        mem: &mut PhysMem,
+        pwc: &mut Pwc,
+        root: PhysAddr,
+        asid: u16,
+        va: u64,
+        access: Access,
+        refs: &mut WalkRefs,
+    ) -> Result<Translation, WalkFault> {
+        if va >= VA_LIMIT {
+            return Err(WalkFault::BadAddress);
+        }
+        let cached = pwc.lookup(va, asid).map(|(shift, v)| {
+            debug_assert_eq!(shift as u32, SECTION_SHIFT, "the walk cache holds L1 descriptors only");
+            (v & !0x3ff, (v & 0xf) as u32)
+        });
+        let d = descend(mem, root.0, cached, va);
+        for &ea in &d.entries[..d.n] {
+            refs.push(ea);
+        }
+        let leaf = d.leaf?;
+        if !leaf.attrs.contains(SmallFlags::AP0) {
+            match self.af {
+                AdUpdate::Fault => return Err(WalkFault::AccessedDirty),
+                AdUpdate::Hardware => {
+                    let ea = PhysAddr(leaf.entry);
+                    mem.write_u32(ea, mem.read_u32(ea) | af_bit(&leaf));
+                }
+            }
+        }
+        let p = self.permissions(&leaf)?;
+        let needed = match access {
+            Access::Read => perm::READ,
+            Access::Write => perm::WRITE,
+            Access::Exec => perm::EXEC,
+        };
+        if p & needed == 0 {
+            return Err(WalkFault::Protection);
+        }
+        if let Some((table, domain)) = d.table {
+            pwc.fill(va, asid, SECTION_SHIFT as u8, table | domain as u64);
+        }
+        Ok(Self::translation(&leaf, p))
+    }
+
+    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
+        if va >= VA_LIMIT {
+            return None;
+        }
+        let leaf = descend(mem, root.0, None, va).leaf.ok()?;
+        let p = self.permissions(&leaf).ok()?;
+        (p & perm::USER != 0).then(|| Self::translation(&leaf, p))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::armv7::pte::LargeFlags;
+    use crate::pwc::PwcLevelConfig;
+
+    /// User read/write, accessed, not global: what FreeBSD writes for a
+    /// dirty user page (AP[0] = A, AP[1] = U, S, nG).
+    const URW: SmallFlags = SmallFlags::AP0.union(SmallFlags::AP1).union(SmallFlags::S).union(SmallFlags::NG);
+
+    fn setup() -> (PhysMem, Pwc, WalkRefs) {
+        (PhysMem::new(1 << 16, false), Pwc::new(&[PwcLevelConfig { shift: 20, entries: 4 }]), WalkRefs::default())
+    }
+
+    fn walk(w: &Armv7Walker, mem: &mut PhysMem, pwc: &mut Pwc, root: u64, va: u64, a: Access) -> Result<Translation, WalkFault> {
+        w.walk(mem, pwc, PhysAddr(root), 7, va, a, &mut WalkRefs::default())
+    }
+
+    /// Builds, by hand, an L1 table with a page-table pointer, a section
+    /// and a supersection, and walks addresses through each.
+    #[test]
+    fn walk_by_hand() {
+        let (mut mem, mut pwc, mut refs) = setup();
+        let (root, l2t) = (0x4000u64, 0x8400u64);
+        let w = Armv7Walker::freebsd();
+        let va: u64 = 0x1234_5678;
+        // L1 index 0x123, L2 index 0x45.
+        mem.write_u32(PhysAddr(root + 0x123 * 4), L1Desc::table(l2t, 0).0);
+        mem.write_u32(PhysAddr(l2t + 0x45 * 4), L2Desc::small(0x9_9000, URW | SmallFlags::AP2).0);
+        let t = w.walk(&mut mem, &mut pwc, PhysAddr(root), 7, va, Access::Read, &mut refs).unwrap();
+        assert_eq!((t.pa(va), t.shift), (PhysAddr(0x9_9678), 12));
+        assert_eq!(t.perm & (perm::WRITE | perm::GLOBAL), 0, "read-only, not global");
+        assert_eq!(refs.as_slice(), &[root + 0x123 * 4, l2t + 0x45 * 4]);
+        assert_eq!(walk(&w, &mut mem, &mut pwc, root, va, Access::Write), Err(WalkFault::Protection));
+        // The walk cache now holds the L1 descriptor: one read.
+        refs.clear();
+        w.walk(&mut mem, &mut pwc, PhysAddr(root), 7, va, Access::Read, &mut refs).unwrap();
+        assert_eq!(refs.as_slice(), &[l2t + 0x45 * 4]);
+
+        // A section at L1 index 0x200, writable, executable.
+        mem.write_u32(PhysAddr(root + 0x200 * 4), L1Desc::section(0x7f0_0000, URW.to_section(), 0).0);
+        let t = walk(&w, &mut mem, &mut pwc, root, 0x2001_2345, Access::Write).unwrap();
+        assert_eq!((t.shift, t.pa(0x2001_2345)), (20, PhysAddr(0x7f1_2345)));
+        assert_ne!(t.perm & perm::DIRTY, 0, "no dirty bit: a writable entry needs no assist");
+        assert_ne!(t.perm & perm::EXEC, 0);
+        // A supersection: 16 identical entries from index 0x300.
+        let ss = L1Desc::supersection(0x0300_0000, (URW - SmallFlags::NG).to_section() | SectionFlags::XN);
+        for i in 0..16 {
+            mem.write_u32(PhysAddr(root + (0x300 + i) * 4), ss.0);
+        }
+        let t = walk(&w, &mut mem, &mut pwc, root, 0x30a_bcde + 0x2d00_0000, Access::Read).unwrap();
+        assert_eq!((t.shift, t.pa(0x30a_bcde)), (24, PhysAddr(0x30a_bcde)));
+        assert_ne!(t.perm & perm::GLOBAL, 0, "nG clear");
+        assert_eq!(walk(&w, &mut mem, &mut pwc, root, 0x3000_0000, Access::Exec), Err(WalkFault::Protection), "XN");
+        // Fault entries, a reserved L1 encoding, and addresses past 4 GB.
+        assert_eq!(walk(&w, &mut mem, &mut pwc, root, 0x1000, Access::Read), Err(WalkFault::NotPresent { level: 0 }));
+        assert_eq!(walk(&w, &mut mem, &mut pwc, root, 0x1234_6000, Access::Read), Err(WalkFault::NotPresent { level: 1 }));
+        mem.write_u32(PhysAddr(root + 0x400 * 4), 0x4010_0003);
+        assert_eq!(walk(&w, &mut mem, &mut pwc, root, 0x4000_0000, Access::Read), Err(WalkFault::Reserved { level: 0 }));
+        assert_eq!(walk(&w, &mut mem, &mut pwc, root, 1 << 32, Access::Read), Err(WalkFault::BadAddress));
+        assert_eq!(w.page_shifts(), &[12, 16, 20, 24]);
+    }
+
+    #[test]
+    fn any_of_a_large_pages_sixteen_entries_translates_all_of_it() {
+        let (mut mem, mut pwc, _) = setup();
+        let (root, l2t) = (0x4000u64, 0x8000u64);
+        let w = Armv7Walker::freebsd();
+        mem.write_u32(PhysAddr(root), L1Desc::table(l2t, 0).0);
+        let large = L2Desc::large(0x5_0000, URW.to_large());
+        assert_eq!(large.large_flags(), LargeFlags::AP0 | LargeFlags::AP1 | LargeFlags::S | LargeFlags::NG);
+        for i in 16..32 {
+            mem.write_u32(PhysAddr(l2t + i * 4), large.0);
+        }
+        for va in [0x1_0000u64, 0x1_7abc, 0x1_ffff] {
+            let t = walk(&w, &mut mem, &mut pwc, root, va, Access::Write).unwrap();
+            assert_eq!((t.shift, t.pa(va)), (16, PhysAddr(0x5_0000 + (va & 0xffff))));
+        }
+        assert_eq!(w.probe(&mem, PhysAddr(root), 0x1_2000).unwrap().shift, 16);
+    }
+
+    #[test]
+    fn access_flag_faults_or_is_set_by_the_walker() {
+        let (mut mem, mut pwc, _) = setup();
+        let root = 0x4000u64;
+        let section = L1Desc::section(0x10_0000, (URW - SmallFlags::AP0).to_section(), 0);
+        mem.write_u32(PhysAddr(root + 4), section.0);
+        let va = 0x10_0010;
+        let sw = Armv7Walker::freebsd();
+        assert_eq!(walk(&sw, &mut mem, &mut pwc, root, va, Access::Read), Err(WalkFault::AccessedDirty));
+        assert_eq!(mem.read_u32(PhysAddr(root + 4)), section.0, "software management leaves the entry alone");
+        // The access flag fault comes before the permission fault.
+        let ro = section.with(SectionFlags::AP2);
+        mem.write_u32(PhysAddr(root + 4), ro.0);
+        assert_eq!(walk(&sw, &mut mem, &mut pwc, root, va, Access::Write), Err(WalkFault::AccessedDirty));
+        let hw = Armv7Walker::new(dacr::FREEBSD, AdUpdate::Hardware);
+        assert_eq!(walk(&hw, &mut mem, &mut pwc, root, va, Access::Write), Err(WalkFault::Protection));
+        assert!(L1Desc(mem.read_u32(PhysAddr(root + 4))).has(SectionFlags::AP0), "SCTLR.HA: the walker set AP[0]");
+        assert!(walk(&hw, &mut mem, &mut pwc, root, va, Access::Read).is_ok());
+        assert!(walk(&sw, &mut mem, &mut pwc, root, va, Access::Read).is_ok());
+    }
+
+    #[test]
+    fn domains_gate_and_bypass_the_permission_checks() {
+        let (mut mem, mut pwc, _) = setup();
+        let root = 0x4000u64;
+        // A read-only, kernel-only section in domain 2.
+        let s = L1Desc::section(0x20_0000, (SmallFlags::AP0 | SmallFlags::AP2).to_section(), 2);
+        mem.write_u32(PhysAddr(root + 8), s.0);
+        let va = 0x20_0000;
+        // FreeBSD's DACR: only domain 0 is usable.
+        assert_eq!(walk(&Armv7Walker::freebsd(), &mut mem, &mut pwc, root, va, Access::Read), Err(WalkFault::Protection));
+        assert!(Armv7Walker::freebsd().probe(&mem, PhysAddr(root), va).is_none());
+        // Domain 2 a client: user access needs AP[1].
+        let client = Armv7Walker::new(dacr::CLIENT << 4, AdUpdate::Fault);
+        assert_eq!(walk(&client, &mut mem, &mut pwc, root, va, Access::Read), Err(WalkFault::Protection));
+        // Domain 2 a manager: no permission checks at all.
+        let manager = Armv7Walker::new(dacr::MANAGER << 4, AdUpdate::Fault);
+        let t = walk(&manager, &mut mem, &mut pwc, root, va, Access::Write).unwrap();
+        assert_eq!(t.pa(va), PhysAddr(0x20_0000));
+    }
+
+    #[test]
+    fn walk_cache_keeps_the_domain_of_the_table() {
+        let (mut mem, mut pwc, _) = setup();
+        let (root, l2t) = (0x4000u64, 0x8c00u64);
+        mem.write_u32(PhysAddr(root), L1Desc::table(l2t, 1).0);
+        mem.write_u32(PhysAddr(l2t), L2Desc::small(0x7000, URW).0);
+        let both = Armv7Walker::new(dacr::CLIENT | dacr::CLIENT << 2, AdUpdate::Fault);
+        assert!(walk(&both, &mut mem, &mut pwc, root, 0x10, Access::Read).is_ok());
+        // A walker that forbids domain 1 faults even through the cached
+        // descriptor.
+        let only0 = Armv7Walker::freebsd();
+        assert_eq!(walk(&only0, &mut mem, &mut pwc, root, 0x10, Access::Read), Err(WalkFault::Protection));
+    }
+}

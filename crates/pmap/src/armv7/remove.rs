@@ -1,0 +1,326 @@
+//! Removing and changing mappings: pmap_remove (sections in one step,
+//! partial ones demoted first), pmap_remove_all, pmap_protect,
+//! pmap_remove_write and pmap_advise. A large page is changed whole when
+//! the range covers all of it, and demoted first otherwise.
+
+use super::{is_dirty, Leaf, PmapArmv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_W};
+use crate::ptpage;
+use splab_hw::armv7::pte::{L2Desc, SectionFlags, SmallFlags};
+use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
+
+fn next_section(va: u64) -> u64 {
+    (va & !(SECTION_SIZE - 1)) + SECTION_SIZE
+}
+
+impl PmapArmv7 {
+    /// Hands the state of a mapping of `n` pages from `m0` back and drops
+    /// nothing else (the per-page part of pmap_remove_pte1).
+    fn hand_over_run(env: &mut PmapEnv, m0: Pfn, n: u32, f: SmallFlags) {
+        for k in 0..n {
+            Self::hand_over(env, Pfn(m0.0 + k), f);
+        }
+    }
+
+    /// pmap_remove_pte1: removes the section at `va` (1 MB-aligned) in one
+    /// step: cleared and flushed (one TLB entry), its PV entry gone, its
+    /// state handed to all 256 pages, and the L2 table kept at promotion
+    /// cleared and released (pmap_unwire_pt2_all).
+    pub(crate) fn remove_pte1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) {
+        debug_assert!(va.is_multiple_of(SECTION_SIZE));
+        let p1 = self.pte1_pa(pm, va);
+        let old = Self::rd1(env.mem, p1);
+        debug_assert!(old.is_section(), "remove_pte1: not a section");
+        Self::wr1(env.mem, p1, splab_hw::armv7::pte::L1Desc::FAULT);
+        self.tlb_flush(env, pm, va);
+        self.pm_mut(pm).resident -= L2_ENTRIES;
+        let m0 = PhysAddr(old.frame()).pfn();
+        if ptpage::managed(env, m0) {
+            let removed = self.pv.remove_sp(old.frame(), pm, va);
+            debug_assert!(removed, "no PV entry for the section at {va:#x}");
+            Self::hand_over_run(env, m0, L2_ENTRIES as u32, SmallFlags::from_section(old.flags()));
+        }
+        let idx = l1_index(va);
+        if self.pm(pm).pt2_count[idx as usize] > 0 {
+            let table = self.pt2_table(pm, idx).expect("a stash lives in a PT2PG page");
+            for i in 0..L2_ENTRIES {
+                Self::wr2(env.mem, PhysAddr(table + i * 4), L2Desc::FAULT);
+            }
+            self.pt2_sub(env, pm, idx, L2_ENTRIES as u16, free);
+        }
+    }
+
+    /// pmap_remove_pte2: removes one small page: cleared, flushed, handed
+    /// back, and its slot counted down (which may free the PT2PG page).
+    /// Returns whether the page went.
+    fn remove_pte2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, p2: PhysAddr, free: &mut Vec<Pfn>) -> bool {
+        let old = Self::rd2(env.mem, p2);
+        debug_assert!(old.is_small());
+        Self::wr2(env.mem, p2, L2Desc::FAULT);
+        self.tlb_flush(env, pm, va);
+        self.pm_mut(pm).resident -= 1;
+        let m = PhysAddr(old.frame()).pfn();
+        if ptpage::managed(env, m) {
+            Self::hand_over(env, m, old.attrs());
+            let removed = self.pv.remove(env, m, pm, va);
+            debug_assert!(removed, "no PV entry for {va:#x}");
+        }
+        self.unuse(env, pm, va, free)
+    }
+
+    /// Removes the 4 KB mapping at `va`, demoting the large page holding it
+    /// first. Returns whether the PT2PG page went.
+    fn remove_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) -> bool {
+        let p2 = self.pte2_pa(pm, va).expect("remove_page: no L2 table");
+        if Self::rd2(env.mem, p2).is_large() {
+            self.demote_large(env, pm, Self::group_base(va));
+        }
+        self.remove_pte2(env, pm, va, p2, free)
+    }
+
+    /// Removes the large page at `base` whole. Returns whether the PT2PG
+    /// page went.
+    fn remove_large(&mut self, env: &mut PmapEnv, pm: PmapId, base: u64, free: &mut Vec<Pfn>) -> bool {
+        let p0 = self.pte2_pa(pm, base).expect("remove_large: no table");
+        let old = Self::rd2(env.mem, p0);
+        for i in 0..REPLICAS {
+            Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), L2Desc::FAULT);
+        }
+        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
+        self.pm_mut(pm).resident -= REPLICAS;
+        let m0 = PhysAddr(old.frame()).pfn();
+        if ptpage::managed(env, m0) {
+            for i in 0..REPLICAS {
+                let removed = self.pv.remove(env, Pfn(m0.0 + i as u32), pm, base + i * 4096);
+                debug_assert!(removed, "no PV entry for {:#x}", base + i * 4096);
+            }
+            Self::hand_over_run(env, m0, REPLICAS as u32, old.attrs());
+        }
+        self.pt2_sub(env, pm, l1_index(base), REPLICAS as u16, free)
+    }
+
+    /// Visits the valid entries of [sva, eva) in one L2 table: `f` gets
+    /// each small page, and each large page the range covers whole, as
+    /// (va, the entry's address, the entry, its size in pages); a large
+    /// page partly inside is demoted first, so that only what is in the
+    /// range changes. `f` returns false to stop (the table went).
+    fn each_in_table(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, mut f: impl FnMut(&mut Self, &mut PmapEnv, u64, PhysAddr, L2Desc, u64) -> bool) {
+        let mut va = sva;
+        while va < eva {
+            let Some(p2) = self.pte2_pa(pm, va) else { return };
+            let e = Self::rd2(env.mem, p2);
+            let mut n = 1;
+            if e.is_large() {
+                let base = Self::group_base(va);
+                if va != base || base + LARGE_SIZE > eva {
+                    self.demote_large(env, pm, base);
+                    continue;
+                }
+                n = REPLICAS;
+            }
+            if e.valid() && !f(self, env, va, p2, e, n) {
+                return;
+            }
+            va += n * 4096;
+        }
+    }
+
+    /// Removes the mappings of [sva, eva) in one L2 table (the inner loop
+    /// of pmap_remove); stops when the table's page is freed.
+    pub(crate) fn remove_range_in_table(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, free: &mut Vec<Pfn>) {
+        self.each_in_table(env, pm, sva, eva, |this, env, va, p2, e, _| {
+            let gone = if e.is_large() { this.remove_large(env, pm, va, free) } else { this.remove_pte2(env, pm, va, p2, free) };
+            !gone
+        });
+    }
+
+    pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
+        let mut free = Vec::new();
+        let mut va = sva;
+        while va < eva && self.pm(pm).resident > 0 {
+            let next = next_section(va);
+            let e1 = Self::rd1(env.mem, self.pte1_pa(pm, va));
+            if e1.is_section() {
+                if va.is_multiple_of(SECTION_SIZE) && next <= eva {
+                    self.remove_pte1(env, pm, va, &mut free);
+                    va = next;
+                    continue;
+                }
+                if !self.demote_pte1(env, pm, va) {
+                    // The section was destroyed.
+                    va = next;
+                    continue;
+                }
+            } else if !e1.is_table() {
+                va = next;
+                continue;
+            }
+            self.remove_range_in_table(env, pm, va, next.min(eva), &mut free);
+            va = next;
+        }
+        Self::free_all(env, free);
+    }
+
+    /// Removes every mapping of page `m` (pmap_remove_all): sections of its
+    /// 1 MB frame and large pages holding it are demoted first.
+    pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+        let mut free = Vec::new();
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
+            self.demote_pte1(env, pm, va);
+        }
+        for (pm, va) in self.pv.list(env, m) {
+            self.remove_page(env, pm, va, &mut free);
+        }
+        Self::free_all(env, free);
+    }
+
+    /// The attributes of an entry under pmap_protect: RO and NM without
+    /// write access, NX without execute; a modified managed mapping that
+    /// loses write access hands its state to its `n` pages first.
+    fn protected(env: &mut PmapEnv, f: SmallFlags, frame: u64, n: u32, pr: Prot) -> SmallFlags {
+        let mut nf = f;
+        if pr & prot::WRITE == 0 {
+            if is_dirty(f) && ptpage::managed(env, PhysAddr(frame).pfn()) {
+                for k in 0..n {
+                    ptpage::dirty(env, Pfn(PhysAddr(frame).pfn().0 + k));
+                }
+            }
+            nf |= PTE2_RO | PTE2_NM;
+        }
+        if pr & prot::EXEC == 0 {
+            nf |= PTE2_NX;
+        }
+        nf
+    }
+
+    /// Rewrites the attributes of each valid entry of [sva, eva) in one L2
+    /// table with `f` (given the attributes, the first frame and the page
+    /// count), a large page covered whole as one (its 16 entries, one
+    /// 64 KB flush).
+    fn update_range_in_table(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, mut f: impl FnMut(&mut PmapEnv, SmallFlags, u64, u32) -> SmallFlags) {
+        self.each_in_table(env, pm, sva, eva, |this, env, va, p2, e, n| {
+            let nf = f(env, e.attrs(), e.frame(), n as u32);
+            if nf != e.attrs() {
+                let new = e.without(e.attrs()).with(nf);
+                for i in 0..n {
+                    Self::wr2(env.mem, PhysAddr(p2.0 + i * 4), new);
+                }
+                this.tlb_flush_range(env, pm, va, n * 4096);
+            }
+            true
+        });
+    }
+
+    /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
+    pub(crate) fn protect_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
+        if pr & prot::READ == 0 {
+            return self.remove_impl(env, pm, sva, eva);
+        }
+        if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
+            return;
+        }
+        let mut va = sva;
+        while va < eva {
+            let next = next_section(va);
+            let p1 = self.pte1_pa(pm, va);
+            let e1 = Self::rd1(env.mem, p1);
+            if e1.is_section() {
+                if va.is_multiple_of(SECTION_SIZE) && next <= eva {
+                    // pmap_protect_pte1: one flush for the one TLB entry.
+                    let f = SmallFlags::from_section(e1.flags());
+                    let nf = Self::protected(env, f, e1.frame(), L2_ENTRIES as u32, pr);
+                    if nf != f {
+                        Self::wr1(env.mem, p1, e1.without(e1.flags() - SectionFlags::SUPER).with(nf.to_section()));
+                        self.tlb_flush(env, pm, va);
+                    }
+                    va = next;
+                    continue;
+                }
+                if !self.demote_pte1(env, pm, va) {
+                    va = next;
+                    continue;
+                }
+            } else if !e1.is_table() {
+                va = next;
+                continue;
+            }
+            self.update_range_in_table(env, pm, va, next.min(eva), |env, f, frame, n| Self::protected(env, f, frame, n, pr));
+            va = next;
+        }
+    }
+
+    /// Write-protects every mapping of `m` (pmap_remove_write): writable
+    /// sections of its frame and large pages holding it are demoted first.
+    pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
+            if let Some(Leaf::Section(_, e)) = self.find(env.mem, pm, va) {
+                if !SmallFlags::from_section(e.flags()).contains(PTE2_RO) {
+                    self.demote_pte1(env, pm, va);
+                }
+            }
+        }
+        for (pm, va) in self.pv.list(env, m) {
+            let p2 = self.pte2_pa(pm, va).expect("PV entry without an L2 table");
+            let e = Self::rd2(env.mem, p2);
+            if e.has(PTE2_RO) {
+                continue;
+            }
+            if e.is_large() {
+                self.demote_large(env, pm, Self::group_base(va));
+            }
+            let e = Self::rd2(env.mem, p2);
+            if is_dirty(e.attrs()) {
+                ptpage::dirty(env, m);
+            }
+            Self::wr2(env.mem, p2, e.with(PTE2_RO | PTE2_NM));
+            self.tlb_flush(env, pm, va);
+        }
+    }
+
+    /// pmap_advise for MADV_DONTNEED and MADV_FREE: a managed section in
+    /// the range is demoted and, unless wired, the small page at the start
+    /// of the range removed, so that a later access can repromote; then
+    /// each managed mapping loses its referenced bit, and a modified one
+    /// becomes unmodified (DONTNEED first hands the modified state to the
+    /// page). The next access to each page takes an access flag fault that
+    /// pmap_fault resolves.
+    pub(crate) fn advise_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
+        let mut free = Vec::new();
+        let mut va = sva;
+        while va < eva {
+            let next = next_section(va);
+            let e1 = Self::rd1(env.mem, self.pte1_pa(pm, va));
+            if e1.is_section() {
+                if !ptpage::managed(env, PhysAddr(e1.frame()).pfn()) || !self.demote_pte1(env, pm, va) {
+                    va = next;
+                    continue;
+                }
+                if !SmallFlags::from_section(e1.flags()).contains(PTE2_W) {
+                    // Never frees the table: it is full.
+                    self.remove_page(env, pm, va, &mut free);
+                }
+            } else if !e1.is_table() {
+                va = next;
+                continue;
+            }
+            self.update_range_in_table(env, pm, va, next.min(eva), |env, f, frame, n| {
+                if !ptpage::managed(env, PhysAddr(frame).pfn()) {
+                    return f;
+                }
+                if is_dirty(f) {
+                    if advice == Advice::DontNeed {
+                        for k in 0..n {
+                            ptpage::dirty(env, Pfn(PhysAddr(frame).pfn().0 + k));
+                        }
+                    }
+                    (f | PTE2_NM) - PTE2_A
+                } else {
+                    f - PTE2_A
+                }
+            });
+            va = next;
+        }
+        Self::free_all(env, free);
+    }
+}
