@@ -179,7 +179,7 @@ fn realloc_stops_cleanly_when_memory_is_full() {
         } else {
             // Old and new copies must both fit: at most half of memory.
             assert!(r.report.contains(" 0 grown in place"), "{}", r.report);
-            assert!(mb >= 16.0 && mb <= 32.0, "{}", r.report);
+            assert!((16.0..=32.0).contains(&mb), "{}", r.report);
         }
         assert_eq!(sys.vm.phys.buddy.free_count(), free, "everything freed after the exit");
         sys.vm.check_invariants().unwrap();
