@@ -123,6 +123,32 @@ fn adjacent_small_mappings_share_an_object_and_promote_together() {
 }
 
 #[test]
+fn unmapping_part_of_a_coalesced_mapping_frees_its_pages() {
+    let mut s = system(false);
+    let free = s.vm.phys.buddy.free_count();
+    let pid = s.spawn().unwrap();
+    s.run_on(0, pid).unwrap();
+    // Two adjacent mappings become one entry on one object.
+    let a = s.mmap(pid, MmapReq::anon(4 << 20, prot::RW)).unwrap().0;
+    let b = s.mmap(pid, MmapReq { addr: a + (4 << 20), ..MmapReq::anon(4 << 20, prot::RW) }).unwrap().0;
+    assert_eq!(b, a + (4 << 20));
+    for p in 0..2048u64 {
+        s.store(0, a + p * 4096, p).unwrap();
+    }
+    let touched = s.vm.phys.buddy.free_count();
+    // The first half goes while the second is still mapped: its 1024
+    // pages are free again at once (vm_map_entry_delete with
+    // OBJ_ONEMAPPING), not when the object dies; so are the page-table
+    // pages that mapped only them.
+    s.munmap(pid, a, 4 << 20).unwrap();
+    let freed = s.vm.phys.buddy.free_count() - touched;
+    assert!((1024..1024 + 4).contains(&freed), "{freed} pages freed");
+    assert_eq!(s.load(0, b + 4096 * 5).unwrap(), 1029);
+    s.exit(pid).unwrap();
+    assert_eq!(s.vm.phys.buddy.free_count(), free);
+}
+
+#[test]
 fn large_page_shared_memory_maps_1g_pages_and_demotes_on_partial_unmap() {
     let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
     c.memory = 2 << 30;

@@ -91,6 +91,10 @@ pub struct WorkloadArgs {
     /// runs out).
     #[arg(long, value_name = "SIZE", default_value = "1M")]
     pub start_size: String,
+    /// realloc: always move and copy (the default grows in place when the
+    /// range after the allocation is free, as jemalloc does).
+    #[arg(long)]
+    pub always_move: bool,
 }
 
 /// `WorkloadArgs` as the command line would give them for `args` (the
@@ -204,7 +208,8 @@ fn stress(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
 
 fn realloc(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let start = size_arg(&a.start_size, "--start-size", Realloc::check_start)?;
-    let r = Realloc::new(start)?;
+    let mut r = Realloc::new(start)?;
+    r.in_place = !a.always_move;
     fits(&format!("--start-size {}: the first allocation", a.start_size), start, cfg)?;
     Ok(Box::new(r))
 }

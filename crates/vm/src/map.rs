@@ -367,9 +367,12 @@ impl Vm {
             }
             if e.object != 0 {
                 let o = self.objects.get(e.object);
-                // vm_map_entry_delete: a private anonymous object mapped only
-                // here loses the pages of the deleted range.
-                if o.is_anon() && o.flags & oflags::ONEMAPPING != 0 && o.ref_count == 1 {
+                // vm_map_entry_delete: a private anonymous object whose every
+                // range is mapped once loses the pages of the deleted range,
+                // also when other entries still map other ranges of it (a
+                // clipped or coalesced mapping partly unmapped); otherwise
+                // they would stay until the whole object goes.
+                if o.is_anon() && o.flags & oflags::ONEMAPPING != 0 {
                     let s = e.offset as u32;
                     let n = ((e.end - e.start) / PAGE) as u32;
                     self.object_page_remove(e.object, s, s + n);

@@ -189,7 +189,7 @@ impl Workload for Bw {
             progress(done);
         }
         exit(sys, pid)?;
-        let (name, value) = first.expect("at least one test");
+        let (name, value) = first.ok_or("bw: no test to run")?;
         Ok(WorkloadResult {
             figure: Figure { name: format!("{name} MB/s"), value, unit: "MB/s".into(), higher_is_better: true },
             report,

@@ -5,7 +5,8 @@
 //! kernel extends the same anonymous object, so the old and new parts can
 //! share reservations); if that range is taken it maps a new region of the
 //! new size, copies the old contents a line at a time, and unmaps the old
-//! one. The new part is written a page at a time. It stops cleanly at the
+//! one (`in_place` false: always so). The new part is written a page at a
+//! time. It stops cleanly at the
 //! first "out of memory" (a failed mmap, or a fault the kernel cannot give
 //! a page), exits, and reports how far it got and how fast memory was
 //! filled (MB per simulated second, higher is better).
@@ -19,6 +20,9 @@ use std::fmt::Write as _;
 
 pub struct Realloc {
     pub start: u64,
+    /// Try to grow in place before moving (jemalloc's huge realloc);
+    /// false: always move and copy.
+    pub in_place: bool,
     pub cpu: usize,
 }
 
@@ -34,19 +38,22 @@ impl Realloc {
 
     pub fn new(start: u64) -> Result<Realloc, String> {
         Self::check_start(start).map_err(|e| format!("--start-size {start} bytes: {e}"))?;
-        Ok(Realloc { start, cpu: 0 })
+        Ok(Realloc { start, in_place: true, cpu: 0 })
     }
 }
 
 /// How the growth ended.
 enum Stop {
     Mmap(Errno),
+    /// Out of memory writing the new part, at this address.
     Fault(u64),
+    /// Out of memory copying into a moved allocation, at this offset.
+    Copy(u64),
 }
 
 impl Workload for Realloc {
     fn name(&self) -> String {
-        format!("realloc(from {}, doubling)", size_text(self.start))
+        format!("realloc(from {}, doubling, {})", size_text(self.start), if self.in_place { "in place when possible" } else { "always moving" })
     }
 
     fn estimated_refs(&self) -> u64 {
@@ -78,41 +85,45 @@ impl Workload for Realloc {
             progress(b.refs);
             steps += 1;
             grow_to = size.checked_mul(2).ok_or("realloc: size overflow")?;
-            // realloc: grow in place if the range after the allocation is free.
-            let more = grow_to - size;
-            match sys.mmap(pid, MmapReq { addr: cur + size, ..MmapReq::anon(more, prot::RW) }) {
-                Ok(va) if va.0 == cur + size => in_place += 1,
-                Ok(va) => {
-                    unmap(sys, pid, va.0, more, "the misplaced extension")?;
-                    let new = match sys.mmap(pid, MmapReq::anon(grow_to, prot::RW)) {
-                        Ok(v) => v.0,
-                        Err(e) => break Stop::Mmap(e),
-                    };
-                    let copy = |sys: &mut System, b: &mut Batch| -> Result<(), FaultError> {
-                        for off in (0..size).step_by(LINE as usize) {
-                            b.load(sys, cur + off)?;
-                            b.store(sys, new + off, 1)?;
-                        }
-                        b.flush(sys)
-                    };
-                    match copy(sys, &mut b) {
-                        Ok(()) => {}
-                        Err(FaultError::NoMemory(va)) => break Stop::Fault(va),
-                        Err(e) => return Err(fault("realloc: copying")(e)),
+            // realloc: grow in place if the range after the allocation is
+            // free (and allowed), else move.
+            if self.in_place {
+                let more = grow_to - size;
+                match sys.mmap(pid, MmapReq { addr: cur + size, ..MmapReq::anon(more, prot::RW) }) {
+                    Ok(va) if va.0 == cur + size => {
+                        in_place += 1;
+                        continue;
                     }
-                    unmap(sys, pid, cur, size, "the old allocation")?;
-                    cur = new;
-                    moved += 1;
-                    copied += size;
+                    Ok(va) => unmap(sys, pid, va.0, more, "the misplaced extension")?,
+                    Err(e) => break Stop::Mmap(e),
                 }
-                Err(e) => break Stop::Mmap(e),
             }
+            let new = match sys.mmap(pid, MmapReq::anon(grow_to, prot::RW)) {
+                Ok(v) => v.0,
+                Err(e) => break Stop::Mmap(e),
+            };
+            let copy = |sys: &mut System, b: &mut Batch| -> Result<(), FaultError> {
+                for off in (0..size).step_by(LINE as usize) {
+                    b.load(sys, cur + off)?;
+                    b.store(sys, new + off, 1)?;
+                }
+                b.flush(sys)
+            };
+            match copy(sys, &mut b) {
+                Ok(()) => {}
+                Err(FaultError::NoMemory(va)) => break Stop::Copy(va - new),
+                Err(e) => return Err(fault("realloc: copying")(e)),
+            }
+            unmap(sys, pid, cur, size, "the old allocation")?;
+            cur = new;
+            moved += 1;
+            copied += size;
         };
         let secs = since(sys, cpu, t0);
         exit(sys, pid)?;
         let rate = mib(touched) / secs;
         let mut r = String::new();
-        let _ = writeln!(r, "realloc: one allocation from {} KB, doubling, written page by page (simulated)", self.start >> 10);
+        let _ = writeln!(r, "realloc: one allocation from {}, doubling, written page by page (simulated)", size_text(self.start));
         let _ = writeln!(r, "steps {steps}: {in_place} grown in place, {moved} moved ({:.1} MB copied)", mib(copied));
         match stop {
             Stop::Mmap(e) => {
@@ -120,6 +131,9 @@ impl Workload for Realloc {
             }
             Stop::Fault(va) => {
                 let _ = writeln!(r, "stopped: out of memory writing offset {:.1} MB of a {:.1} MB allocation", mib(va - cur), mib(grow_to));
+            }
+            Stop::Copy(off) => {
+                let _ = writeln!(r, "stopped: out of memory copying offset {:.1} MB into a new {:.1} MB allocation", mib(off), mib(grow_to));
             }
         }
         let _ = writeln!(r, "memory written: {:.1} MB in {secs:.6} s = {rate:.1} MB/s", mib(touched));

@@ -165,14 +165,22 @@ fn stress_workers_allocate_touch_and_free() {
 
 #[test]
 fn realloc_stops_cleanly_when_memory_is_full() {
-    for sp in [false, true] {
+    for (sp, in_place) in [(false, true), (true, true), (true, false)] {
         let mut sys = system(64 << 20, sp, false);
         let free = sys.vm.phys.buddy.free_count();
         let mut a = Realloc::new(1 << 20).unwrap();
+        a.in_place = in_place;
         let r = run(&mut a, &mut sys);
         assert!(r.report.contains("stopped: out of memory"), "{}", r.report);
         let mb: f64 = r.report.lines().find_map(|l| l.strip_prefix("memory written: ")).unwrap().split(' ').next().unwrap().parse().unwrap();
-        assert!(mb > 48.0 && mb < 64.0, "{}", r.report);
+        if in_place {
+            assert!(r.report.contains(" 0 moved"), "{}", r.report);
+            assert!(mb > 48.0 && mb < 64.0, "{}", r.report);
+        } else {
+            // Old and new copies must both fit: at most half of memory.
+            assert!(r.report.contains(" 0 grown in place"), "{}", r.report);
+            assert!((16.0..=32.0).contains(&mb), "{}", r.report);
+        }
         assert_eq!(sys.vm.phys.buddy.free_count(), free, "everything freed after the exit");
         sys.vm.check_invariants().unwrap();
     }
