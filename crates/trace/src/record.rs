@@ -147,10 +147,41 @@ impl<R: std::io::BufRead> Source for Started<R> {
     }
 }
 
+/// The FIFO, read in large gulps. valgrind writes its log one line (one
+/// reference) per write call; a reader that woke for each would cost a
+/// context switch per reference. After a read that did not fill the
+/// buffer it waits a little, so the pipe (enlarged to 1 MiB where the host
+/// allows) fills in the meantime.
+struct Gulps {
+    f: File,
+    short: bool,
+}
+
+impl Gulps {
+    fn new(f: File) -> Gulps {
+        use std::os::fd::AsRawFd;
+        // SAFETY: fcntl on a descriptor this File owns; a failure (an older
+        // kernel, a lower pipe-max-size) leaves the default size.
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20) };
+        Gulps { f, short: false }
+    }
+}
+
+impl std::io::Read for Gulps {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.short {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let n = self.f.read(buf)?;
+        self.short = n < buf.len().min(32 << 10);
+        Ok(n)
+    }
+}
+
 /// The reading thread: lackey text from the FIFO to the binary trace.
 fn copy(fifo: &Path, out: &Path, pid: u32, count: &AtomicU64) -> Result<Converted, String> {
     let f = File::open(fifo).map_err(|e| format!("open {}: {e}", fifo.display()))?;
-    let mut src = lackey::Reader::new(BufReader::with_capacity(1 << 20, f));
+    let mut src = lackey::Reader::new(BufReader::with_capacity(1 << 20, Gulps::new(f)));
     let mut refs = Vec::with_capacity(8192);
     let step = src.read(&mut refs, 8192).map_err(|e| format!("valgrind's log, {e}"))?;
     let layout = std::fs::read_to_string(format!("/proc/{pid}/maps")).map(|m| image_regions(&m)).unwrap_or_default();
