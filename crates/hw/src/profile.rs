@@ -68,10 +68,23 @@ pub struct Profile {
 }
 
 /// Profiles compiled into the binary, by name.
-pub const BUILTIN: &[(&str, &str)] = &[("sapphire-rapids", include_str!("../../../profiles/sapphire-rapids.toml"))];
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("sapphire-rapids", include_str!("../../../profiles/sapphire-rapids.toml")),
+    ("neoverse-n1", include_str!("../../../profiles/neoverse-n1.toml")),
+];
 
 /// The profile used when none is named.
 pub const DEFAULT_PROFILE: &str = "sapphire-rapids";
+
+/// The built-in profile used for an architecture when only the
+/// architecture is named, if there is one.
+pub fn default_for_arch(arch: &str) -> Option<&'static str> {
+    match arch {
+        "amd64" => Some("sapphire-rapids"),
+        "arm64" => Some("neoverse-n1"),
+        _ => None,
+    }
+}
 
 impl Profile {
     /// Parses a profile from TOML text; `origin` names it in errors.
@@ -124,6 +137,15 @@ mod tests {
             let p = Profile::load(n).unwrap();
             assert_eq!(&p.name, n);
         }
+    }
+
+    #[test]
+    fn each_arch_default_is_a_builtin_of_that_arch() {
+        for arch in ["amd64", "arm64"] {
+            let p = Profile::load(default_for_arch(arch).unwrap()).unwrap();
+            assert_eq!(p.arch, arch);
+        }
+        assert_eq!(default_for_arch("vax"), None);
     }
 
     #[test]

@@ -152,25 +152,15 @@ impl PmapAmd64 {
     /// Allocates a zeroed page-table page (vm_page_alloc_noobj with
     /// VM_ALLOC_ZERO) with no valid entries.
     pub(crate) fn alloc_ptp(env: &mut PmapEnv) -> Option<Pfn> {
-        let p = env.phys.alloc_noobj()?;
-        env.mem.zero_frame(p);
-        let m = env.phys.pages.get_mut(p);
-        m.flags |= pflags::PTPAGE | pflags::UNMANAGED;
-        m.ref_count = 0;
-        env.ev.pt_page_allocs += 1;
-        Some(p)
+        crate::ptp::alloc(env)
     }
 
     pub(crate) fn free_ptp(env: &mut PmapEnv, p: Pfn) {
-        env.mem.zero_frame(p);
-        env.phys.free_page(p);
+        crate::ptp::free(env, p)
     }
 
     pub(crate) fn ptp_ref(env: &mut PmapEnv, table_pa: u64, delta: i32) -> u16 {
-        let m = env.phys.pages.get_mut(PhysAddr(table_pa).pfn());
-        debug_assert!(m.has(pflags::PTPAGE));
-        m.ref_count = (m.ref_count as i32 + delta) as u16;
-        m.ref_count
+        crate::ptp::adjust(env, table_pa, delta)
     }
 
     /// Makes sure the page directory for `va` exists, allocating the PDPT
@@ -241,19 +231,9 @@ impl PmapAmd64 {
     /// ran it; all but one of them needed an IPI.
     fn shootdown(&mut self, env: &mut PmapEnv, pm: PmapId, f: impl Fn(&mut splab_hw::mmu::Mmu, u16)) -> u64 {
         let asid = self.pm(pm).asid;
-        let mut active: u64 = 0;
-        let mut stale = 0u64;
-        for (c, cpu) in env.cpus.iter_mut().enumerate() {
-            if cpu.curpmap == Some(pm) {
-                f(&mut cpu.mmu, asid);
-                active += 1;
-            } else {
-                stale |= 1 << c;
-            }
-        }
-        env.ev.shootdown_ipis += active.saturating_sub(1);
-        self.pm_mut(pm).stale |= stale;
-        active
+        let shot = crate::shootdown::shootdown(env, pm, asid, crate::shootdown::Reach::Ipi, f);
+        self.pm_mut(pm).stale |= shot.stale;
+        shot.ran
     }
 
     /// Invalidates one address (pmap_invalidate_page). INVLPG also drops
@@ -277,7 +257,7 @@ impl PmapAmd64 {
 
     /// Whether page `m` is managed (has PV entries).
     pub(crate) fn managed(env: &PmapEnv, m: Pfn) -> bool {
-        !env.phys.pages.get(m).has(pflags::UNMANAGED)
+        crate::ptp::managed(env, m)
     }
 
     pub(crate) fn pvh_idx(pa: u64) -> usize {
@@ -306,7 +286,7 @@ impl PmapAmd64 {
 
     /// Transfers a mapping's modified state to its page (vm_page_dirty).
     pub(crate) fn dirty_page(env: &mut PmapEnv, m: Pfn) {
-        env.phys.pages.get_mut(m).flags |= pflags::DIRTY;
+        crate::ptp::dirty_page(env, m)
     }
 
     fn leaf_prot(e: Pte) -> Prot {
