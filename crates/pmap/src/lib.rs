@@ -4,9 +4,11 @@
 
 pub mod amd64;
 pub mod arm64;
+pub mod invariants;
 pub mod ptp;
 pub mod pv;
 pub mod shootdown;
+pub mod spaces;
 #[cfg(test)]
 mod testrig;
 

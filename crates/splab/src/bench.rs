@@ -101,9 +101,7 @@ fn validate(a: &BenchArgs) -> Result<u64, Fail> {
 /// The options a child needs to repeat this run's configuration.
 fn child_args(a: &BenchArgs) -> Vec<String> {
     let mut v = vec![
-        "--machine".to_string(),
-        a.machine.machine.clone(),
-        "--log2-table".into(),
+        "--log2-table".to_string(),
         a.log2_table.to_string(),
         "--gups-memory".into(),
         a.gups_memory.clone(),
@@ -112,6 +110,9 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
         "--memory".into(),
         a.memory.clone(),
     ];
+    if let Some(m) = &a.machine.machine {
+        v.extend(["--machine".to_string(), m.clone()]);
+    }
     if let Some(arch) = &a.machine.arch {
         v.extend(["--arch".to_string(), arch.clone()]);
     }

@@ -29,7 +29,7 @@ pub struct CheckArgs {
     /// Most processes alive at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
-    /// Transparent superpages (vm.pmap.pg_ps_enabled).
+    /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on arm64).
     #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
 }
@@ -47,6 +47,14 @@ const SHOWN: &[&str] = &[
     "vm.pmap.pde.p_failures",
     "vm.pmap.pde.demotions",
     "vm.pmap.pde.mappings",
+    "vm.pmap.l2.promotions",
+    "vm.pmap.l2.p_failures",
+    "vm.pmap.l2.demotions",
+    "vm.pmap.l2.mappings",
+    "vm.pmap.l3c.promotions",
+    "vm.pmap.l3c.p_failures",
+    "vm.pmap.l3c.demotions",
+    "vm.pmap.l3c.mappings",
     "vm.reserv.broken",
     "vm.reserv.freed",
     "vm.reserv.reclaimed",

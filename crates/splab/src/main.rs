@@ -35,7 +35,7 @@ enum Cmd {
     Sim {
         #[command(flatten)]
         run: run::RunArgs,
-        /// Transparent superpages (vm.pmap.pg_ps_enabled).
+        /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on arm64).
         #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
         superpages: OnOff,
         /// Print one JSON document instead of text.
@@ -59,7 +59,7 @@ enum Cmd {
         /// Modelled physical memory.
         #[arg(long, value_name = "SIZE", default_value = "8G")]
         memory: String,
-        /// Transparent superpages (vm.pmap.pg_ps_enabled).
+        /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on arm64).
         #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
         superpages: OnOff,
         /// Also print each one's description (as `sysctl -d` gives it).

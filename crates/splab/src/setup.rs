@@ -6,7 +6,7 @@
 use crate::error::{input, Fail};
 use crate::size;
 use clap::{Args, ValueEnum};
-use splab_hw::profile::{Profile, DEFAULT_PROFILE};
+use splab_hw::profile::{default_for_arch, Profile, DEFAULT_PROFILE};
 use splab_sim::{Config, System};
 
 /// The range the model accepts (`System::new` enforces the same).
@@ -16,12 +16,36 @@ pub const MAX_MEMORY: u64 = 256 << 30;
 /// The machine to model; shared by every command that builds a system.
 #[derive(Args, Clone, Debug)]
 pub struct MachineArgs {
-    /// Machine profile: a built-in name or the path of a TOML file.
-    #[arg(long, value_name = "PROFILE", default_value = DEFAULT_PROFILE)]
-    pub machine: String,
+    /// Machine profile: a built-in name or the path of a TOML file
+    /// [default: the built-in profile of --arch, else sapphire-rapids].
+    #[arg(long, value_name = "PROFILE")]
+    pub machine: Option<String>,
     /// Architecture of the pmap and walker [default: the profile's].
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<String>,
+}
+
+impl MachineArgs {
+    /// The profile to load: the one named, else the built-in one of the
+    /// architecture named, else the default.
+    pub fn profile_name(&self) -> Result<String, Fail> {
+        if let Some(m) = &self.machine {
+            return Ok(m.clone());
+        }
+        let Some(arch) = &self.arch else { return Ok(DEFAULT_PROFILE.to_string()) };
+        known_arch(arch)?;
+        default_for_arch(arch).map(str::to_string).ok_or_else(|| {
+            Fail::Input(format!("--arch {arch}: no built-in machine profile for this architecture; name one with --machine"))
+        })
+    }
+}
+
+fn known_arch(arch: &str) -> Result<(), Fail> {
+    if splab_pmap::ARCHES.contains(&arch) {
+        Ok(())
+    } else {
+        Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))))
+    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,11 +77,9 @@ pub fn memory(text: &str, what: &str) -> Result<u64, Fail> {
 /// A system configuration with the given machine and memory; everything
 /// else at its default (superpages on, no fragmentation, seed 1).
 pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
-    let profile = input(Profile::load(&m.machine))?;
+    let profile = input(Profile::load(&m.profile_name()?))?;
     let arch = m.arch.clone().unwrap_or_else(|| profile.arch.clone());
-    if !splab_pmap::ARCHES.contains(&arch.as_str()) {
-        return Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))));
-    }
+    known_arch(&arch)?;
     if arch != profile.arch {
         return Err(Fail::Input(format!(
             "--arch {arch}: machine profile {:?} is an {} machine; choose a profile of that architecture",

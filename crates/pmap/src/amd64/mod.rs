@@ -24,11 +24,12 @@ mod promote;
 mod remove;
 
 use crate::pv::PvArena;
+use crate::spaces::Spaces;
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{index, NPTEPG, PAGE_1G, PAGE_2M, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::page::{pflags, NIL};
+use splab_vm::page::NIL;
 use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
@@ -85,35 +86,31 @@ pub(crate) struct Pm {
 }
 
 pub struct PmapAmd64 {
-    pmaps: Vec<Option<Pm>>,
+    pmaps: Spaces<Pm>,
     pub(crate) pv: PvArena,
     /// PV list heads of 2 MB physical frames (pa_to_pvh).
     pub(crate) pvh: Vec<u32>,
     /// vm.pmap.pg_ps_enabled.
     pg_ps_enabled: bool,
     pub(crate) st: Stats,
-    next_asid: u16,
-    free_asids: Vec<u16>,
 }
 
 impl PmapAmd64 {
     pub fn new(npages: u64, superpages: bool) -> PmapAmd64 {
         PmapAmd64 {
-            pmaps: Vec::new(),
+            pmaps: Spaces::default(),
             pv: PvArena::new(),
             pvh: vec![NIL; npages.div_ceil(NPTEPG) as usize],
             pg_ps_enabled: superpages,
             st: Stats::default(),
-            next_asid: 1,
-            free_asids: Vec::new(),
         }
     }
 
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps[pm as usize].as_ref().expect("live pmap")
+        self.pmaps.get(pm)
     }
     pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps[pm as usize].as_mut().expect("live pmap")
+        self.pmaps.get_mut(pm)
     }
 
     #[inline]
@@ -364,26 +361,16 @@ impl Pmap for PmapAmd64 {
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let pml4 = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
-        let asid = match self.free_asids.pop() {
-            Some(a) => a,
-            None => {
-                let a = self.next_asid;
-                self.next_asid = self.next_asid.checked_add(1).ok_or(PmapError::NoMemory)?;
-                a
-            }
+        let Some(asid) = self.pmaps.alloc_asid() else {
+            crate::ptp::free(env, pml4);
+            return Err(PmapError::NoMemory);
         };
         let p = Pm { pml4, asid, stale: 0, stash: HashMap::new(), resident: 0 };
-        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
-            self.pmaps[i] = Some(p);
-            Ok(i as PmapId)
-        } else {
-            self.pmaps.push(Some(p));
-            Ok((self.pmaps.len() - 1) as PmapId)
-        }
+        Ok(self.pmaps.insert(p))
     }
 
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         for s in p.stash.values() {
             Self::free_ptp(env, s.ptp);
@@ -398,7 +385,7 @@ impl Pmap for PmapAmd64 {
         }
         env.phys.pages.get_mut(p.pml4).ref_count = 0;
         Self::free_ptp(env, p.pml4);
-        self.free_asids.push(p.asid);
+        self.pmaps.free_asid(p.asid);
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {

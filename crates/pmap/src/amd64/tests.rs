@@ -4,6 +4,7 @@
 //! address space.
 
 use super::*;
+use splab_vm::page::pflags;
 use splab_hw::mmu::{perm, Mmu, Translation};
 use splab_hw::pwc::{Pwc, PwcLevelConfig};
 use splab_hw::tlb::{Tlb, TlbArrayConfig};

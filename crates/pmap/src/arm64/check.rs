@@ -2,10 +2,10 @@
 //! translation table.
 
 use super::PmapArm64;
+use crate::invariants;
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES, VM_MAXUSER_ADDRESS};
 use splab_hw::PhysAddr;
-use splab_vm::page::pflags;
 use splab_vm::pmap::PmapEnv;
 
 impl PmapArm64 {
@@ -15,15 +15,8 @@ impl PmapArm64 {
     }
 
     fn check_ptp(env: &PmapEnv, table: u64, what: &str) -> Result<Vec<Desc>, String> {
-        let m = env.phys.pages.get(PhysAddr(table).pfn());
         let entries = Self::table(env, table);
-        let valid = entries.iter().filter(|e| e.valid()).count();
-        if !m.has(pflags::PTPAGE) || !m.has(pflags::INUSE) {
-            return Err(format!("{what} at {table:#x} is not an in-use page-table page"));
-        }
-        if m.ref_count as usize != valid {
-            return Err(format!("{what} at {table:#x}: ref_count {} but {valid} valid entries", m.ref_count));
-        }
+        invariants::page_table(env, table, entries.iter().filter(|e| e.valid()).count(), what)?;
         Ok(entries)
     }
 
@@ -54,9 +47,7 @@ impl PmapArm64 {
 
     pub(crate) fn check_impl(&self, env: &PmapEnv) -> Result<(), String> {
         let mut pv_seen = 0u64;
-        for (pmid, p) in self.pmaps.iter().enumerate() {
-            let Some(p) = p else { continue };
-            let pm = pmid as u32;
+        for (pm, p) in self.pmaps.iter() {
             let mut resident = 0u64;
             for (i0, e0) in Self::table(env, p.l0.addr().0).into_iter().enumerate().filter(|(_, e)| e.valid()) {
                 let va0 = (i0 as u64) << L0_SHIFT;
@@ -102,29 +93,17 @@ impl PmapArm64 {
                                 return Err(format!("pmap {pm}: reserved L3 encoding at {va:#x}: {e3:?}"));
                             }
                             resident += 1;
-                            let m = PhysAddr(e3.oa()).pfn();
-                            let pg = env.phys.pages.get(m);
-                            if !pg.has(pflags::INUSE) || env.phys.buddy.is_free(m) {
-                                return Err(format!("pmap {pm}: {va:#x} maps free frame {m:?}"));
-                            }
-                            if e3.has(DescFlags::SW_MANAGED) {
-                                pv_seen += 1;
-                                if !self.pv.contains(pg.md, pm, va) {
-                                    return Err(format!("pmap {pm}: {va:#x} -> {m:?} has no PV entry"));
-                                }
-                            }
+                            let managed = e3.has(DescFlags::SW_MANAGED);
+                            invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(e3.oa()).pfn(), managed)?;
+                            pv_seen += managed as u64;
                         }
                     }
                 }
             }
             for (k, s) in &p.stash {
                 let va2 = k << L2_SHIFT;
-                if !self.l2_pa(env.mem, pm, va2).is_some_and(|a| Self::rd(env.mem, a).is_block()) {
-                    return Err(format!("pmap {pm}: stash for {va2:#x} but no 2MB block there"));
-                }
-                if !env.phys.pages.get(s.ptp).has(pflags::PTPAGE) {
-                    return Err(format!("pmap {pm}: stashed page {:?} is not a page-table page", s.ptp));
-                }
+                let block = self.l2_pa(env.mem, pm, va2).is_some_and(|a| Self::rd(env.mem, a).is_block());
+                invariants::stashed(env, pm, va2, s.ptp, block)?;
             }
             if resident != p.resident {
                 return Err(format!("pmap {pm}: resident count {} but {resident} pages mapped", p.resident));

@@ -94,7 +94,7 @@ impl PmapArm64 {
         }
         env.phys.pages.get_mut(ml3).ref_count = LN_ENTRIES as u16;
         // One TLBI suffices for the one 2 MB TLB entry.
-        self.update_entries(env, pm, l2_pa, 1, Desc::table(table), va, L3_SIZE, false);
+        self.update_entry(env, pm, l2_pa, Desc::table(table), va, L3_SIZE);
         // The block's PV entry becomes 512 (pmap_pv_demote_l2).
         if old.has(DescFlags::SW_MANAGED) {
             let frame = old.block_oa(L2_SHIFT);
@@ -124,7 +124,7 @@ impl PmapArm64 {
         for k in 0..LN_ENTRIES {
             Self::wr(env.mem, PhysAddr(l2.addr().0 + k * 8), Desc(attrs | (frame + k * L2_SIZE)));
         }
-        self.update_entries(env, pm, l1_pa, 1, Desc::table(l2.addr().0), va, L3_SIZE, false);
+        self.update_entry(env, pm, l1_pa, Desc::table(l2.addr().0), va, L3_SIZE);
         self.st.l1_demotions += 1;
         env.ev.demotions += 1;
         Ok(())

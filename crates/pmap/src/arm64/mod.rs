@@ -39,9 +39,10 @@ mod remove;
 
 use crate::ptp;
 use crate::pv::PvArena;
+use crate::spaces::Spaces;
 use crate::shootdown::{shootdown, Reach};
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_IDX_WRITE_BACK, SH_INNER};
-use splab_hw::arm64::{index, L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES, VM_MAXUSER_ADDRESS};
+use splab_hw::arm64::{index, L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::NIL;
@@ -119,15 +120,13 @@ pub(crate) enum At {
 }
 
 pub struct PmapArm64 {
-    pmaps: Vec<Option<Pm>>,
+    pmaps: Spaces<Pm>,
     pub(crate) pv: PvArena,
     /// PV list heads of 2 MB physical frames (pa_to_pvh).
     pub(crate) pvh: Vec<u32>,
     /// vm.pmap.superpages_enabled.
     superpages_enabled: bool,
     pub(crate) st: Stats,
-    next_asid: u16,
-    free_asids: Vec<u16>,
 }
 
 /// The first address of the next naturally aligned block of `size`.
@@ -138,21 +137,19 @@ pub(crate) fn next_block(va: u64, size: u64) -> u64 {
 impl PmapArm64 {
     pub fn new(npages: u64, superpages: bool) -> PmapArm64 {
         PmapArm64 {
-            pmaps: Vec::new(),
+            pmaps: Spaces::default(),
             pv: PvArena::new(),
             pvh: vec![NIL; npages.div_ceil(LN_ENTRIES) as usize],
             superpages_enabled: superpages,
             st: Stats::default(),
-            next_asid: 1,
-            free_asids: Vec::new(),
         }
     }
 
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps[pm as usize].as_ref().expect("live pmap")
+        self.pmaps.get(pm)
     }
     pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps[pm as usize].as_mut().expect("live pmap")
+        self.pmaps.get_mut(pm)
     }
 
     #[inline]
@@ -266,20 +263,33 @@ impl PmapArm64 {
         env.ev.tlb_flushes += 1;
     }
 
-    /// Replaces `n` consecutive valid entries starting at `first` (each
-    /// mapping the next 4 KB of `newd`'s run, or one entry of any size)
-    /// break-before-make: clear their valid bits, invalidate the range
-    /// [va, va + size), then write the new entries (pmap_update_entry,
-    /// pmap_update_strided).
-    pub(crate) fn update_entries(&mut self, env: &mut PmapEnv, pm: PmapId, first: PhysAddr, n: u64, newd: Desc, va: u64, size: u64, final_only: bool) {
+    /// Clears the valid bit of the `n` entries from `first`: the "break"
+    /// of break-before-make.
+    fn break_entries(env: &mut PmapEnv, first: PhysAddr, n: u64) {
         for k in 0..n {
             let pa = PhysAddr(first.0 + k * 8);
             let d = Self::rd(env.mem, pa);
             Self::wr(env.mem, pa, d.without(DescFlags::VALID));
         }
-        self.invalidate_range(env, pm, va, va + size, final_only);
-        for k in 0..n {
-            Self::wr(env.mem, PhysAddr(first.0 + k * 8), Desc(newd.0 + k * L3_SIZE));
+    }
+
+    /// Replaces the valid entry at `entry` by `newd` break-before-make:
+    /// invalid first, then [va, va + size) invalidated at every level
+    /// (a table entry being replaced may be in the walk caches), then the
+    /// new entry (pmap_update_entry).
+    pub(crate) fn update_entry(&mut self, env: &mut PmapEnv, pm: PmapId, entry: PhysAddr, newd: Desc, va: u64, size: u64) {
+        Self::break_entries(env, entry, 1);
+        self.invalidate_range(env, pm, va, va + size, false);
+        Self::wr(env.mem, entry, newd);
+    }
+
+    /// Remakes the 16 L3 entries of the 64 KB run from `first` as `newl3`
+    /// and its next pages, break-before-make (pmap_update_strided).
+    pub(crate) fn update_l3c(&mut self, env: &mut PmapEnv, pm: PmapId, first: PhysAddr, newl3: Desc, va: u64) {
+        Self::break_entries(env, first, L3C_ENTRIES);
+        self.invalidate_range(env, pm, va, va + L3C_SIZE, true);
+        for k in 0..L3C_ENTRIES {
+            Self::wr(env.mem, PhysAddr(first.0 + k * 8), Desc(newl3.0 + k * L3_SIZE));
         }
     }
 
@@ -436,28 +446,18 @@ impl Pmap for PmapArm64 {
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let l0 = ptp::alloc(env).ok_or(PmapError::NoMemory)?;
-        let asid = match self.free_asids.pop() {
-            Some(a) => a,
-            None => {
-                let a = self.next_asid;
-                self.next_asid = self.next_asid.checked_add(1).ok_or(PmapError::NoMemory)?;
-                a
-            }
+        let Some(asid) = self.pmaps.alloc_asid() else {
+            crate::ptp::free(env, l0);
+            return Err(PmapError::NoMemory);
         };
         let p = Pm { l0, asid, stash: HashMap::new(), resident: 0 };
-        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
-            self.pmaps[i] = Some(p);
-            Ok(i as PmapId)
-        } else {
-            self.pmaps.push(Some(p));
-            Ok((self.pmaps.len() - 1) as PmapId)
-        }
+        Ok(self.pmaps.insert(p))
     }
 
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
         // The ASID may be reused: no CPU may keep its translations.
         self.invalidate_all(env, pm);
-        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         for s in p.stash.values() {
             ptp::free(env, s.ptp);
@@ -468,7 +468,7 @@ impl Pmap for PmapArm64 {
             }
         }
         ptp::free(env, p.l0);
-        self.free_asids.push(p.asid);
+        self.pmaps.free_asid(p.asid);
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {

@@ -83,7 +83,7 @@ impl PmapArm64 {
         };
         // Remake the 16 entries with the Contiguous bit (pmap_update_strided).
         let va = va & !(L3C_SIZE - 1);
-        self.update_entries(env, pm, first, L3C_ENTRIES, newl3, va, L3C_SIZE, true);
+        self.update_l3c(env, pm, first, newl3, va);
         self.st.l3c.promotions += 1;
         env.ev.promotions += 1;
         true
@@ -125,9 +125,7 @@ impl PmapArm64 {
             }
             self.pvh_add(newl2.oa(), pm, va);
         }
-        // The L2 table entry being replaced may be in the walk caches:
-        // invalidate at all levels.
-        self.update_entries(env, pm, l2_pa, 1, newl2, va, L2_SIZE, false);
+        self.update_entry(env, pm, l2_pa, newl2, va, L2_SIZE);
         self.st.l2.promotions += 1;
         env.ev.promotions += 1;
         true

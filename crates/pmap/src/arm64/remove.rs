@@ -14,6 +14,27 @@ use splab_hw::arm64::{L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIF
 use splab_hw::{PhysAddr, Pfn};
 use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
 
+/// A protection change: the bits `mask` of an entry become `bits`
+/// (pmap_protect's mask and nbits).
+#[derive(Clone, Copy)]
+struct MaskSet {
+    mask: u64,
+    bits: u64,
+}
+
+impl MaskSet {
+    fn apply(self, e: Desc) -> Desc {
+        Desc((e.0 & !self.mask) | self.bits)
+    }
+    /// Whether the entry has the new protection already.
+    fn holds(self, e: Desc) -> bool {
+        e.0 & self.mask == self.bits
+    }
+    fn write_protects(self) -> bool {
+        self.bits & DescFlags::AP_RO.bits() != 0
+    }
+}
+
 /// The start of a run of changed addresses not yet invalidated.
 struct Pending(Option<u64>);
 
@@ -201,24 +222,25 @@ impl PmapArm64 {
         Self::free_all(env, free);
     }
 
-    /// Applies (e & !mask) | nbits to a managed or unmanaged entry; when
-    /// write access goes, a dirty managed page keeps its modified state.
-    fn masked(env: &mut PmapEnv, old: Desc, mask: u64, nbits: u64, m0: Pfn, npages: u64) -> Desc {
-        if nbits & DescFlags::AP_RO.bits() != 0 && old.has(DescFlags::SW_MANAGED) && Self::dirty(old) {
+    /// Applies a protection change to an entry of `npages` pages from
+    /// `m0`; when write access goes, a dirty managed mapping's modified
+    /// state moves to its pages.
+    fn masked(env: &mut PmapEnv, old: Desc, ms: MaskSet, m0: Pfn, npages: u64) -> Desc {
+        if ms.write_protects() && old.has(DescFlags::SW_MANAGED) && Self::dirty(old) {
             for k in 0..npages as u32 {
                 ptp::dirty_page(env, Pfn(m0.0 + k));
             }
         }
-        Desc((old.0 & !mask) | nbits)
+        ms.apply(old)
     }
 
     /// Changes a whole 2 MB block (pmap_protect_l2).
-    fn protect_l2(&mut self, env: &mut PmapEnv, pm: PmapId, l2_pa: PhysAddr, va: u64, mask: u64, nbits: u64) {
+    fn protect_l2(&mut self, env: &mut PmapEnv, pm: PmapId, l2_pa: PhysAddr, va: u64, ms: MaskSet) {
         let old = Self::rd(env.mem, l2_pa);
-        if old.0 & mask == nbits {
+        if ms.holds(old) {
             return;
         }
-        let new = Self::masked(env, old, mask, nbits, PhysAddr(old.block_oa(L2_SHIFT)).pfn(), LN_ENTRIES);
+        let new = Self::masked(env, old, ms, PhysAddr(old.block_oa(L2_SHIFT)).pfn(), LN_ENTRIES);
         Self::wr(env.mem, l2_pa, new);
         self.invalidate_page(env, pm, va, true);
     }
@@ -226,25 +248,24 @@ impl PmapArm64 {
     /// Changes a whole 64 KB run in place (pmap_mask_set_l3c): the run's
     /// dirty state, from any of its entries, is what write protection
     /// saves.
-    fn mask_set_l3c(env: &mut PmapEnv, first: PhysAddr, mask: u64, nbits: u64) {
+    fn mask_set_l3c(env: &mut PmapEnv, first: PhysAddr, ms: MaskSet) {
         let whole = Self::load_l3c(env.mem, first);
-        let m0 = PhysAddr(whole.oa()).pfn();
-        Self::masked(env, whole, mask, nbits, m0, L3C_ENTRIES);
+        Self::masked(env, whole, ms, PhysAddr(whole.oa()).pfn(), L3C_ENTRIES);
         for k in 0..L3C_ENTRIES {
             let pa = PhysAddr(first.0 + k * 8);
             let e = Self::rd(env.mem, pa);
-            Self::wr(env.mem, pa, Desc((e.0 & !mask) | nbits));
+            Self::wr(env.mem, pa, ms.apply(e));
         }
     }
 
     /// pmap_mask_set over the L3 entries of [sva, eva) in `table`.
-    fn mask_set_l3_range(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, table: u64, mask: u64, nbits: u64) {
+    fn mask_set_l3_range(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, table: u64, ms: MaskSet) {
         let mut pending = Pending(None);
         let mut va = sva;
         while va < eva {
             let pa = Self::slot(table, va, L3_SHIFT);
             let e = Self::rd(env.mem, pa);
-            if !e.valid() || e.0 & mask == nbits {
+            if !e.valid() || ms.holds(e) {
                 self.flush(env, pm, &mut pending, va);
                 // The rest of a run has the same bits.
                 va = if e.valid() && e.has(DescFlags::CONTIGUOUS) { next_block(va, L3C_SIZE) } else { va + L3_SIZE };
@@ -252,7 +273,7 @@ impl PmapArm64 {
             }
             if e.has(DescFlags::CONTIGUOUS) {
                 if va.is_multiple_of(L3C_SIZE) && va + L3C_SIZE <= eva {
-                    Self::mask_set_l3c(env, pa, mask, nbits);
+                    Self::mask_set_l3c(env, pa, ms);
                     pending.add(va);
                     va += L3C_SIZE;
                     continue;
@@ -260,7 +281,7 @@ impl PmapArm64 {
                 self.demote_l3c(env, pm, pa, va);
             }
             let e = Self::rd(env.mem, pa);
-            let new = Self::masked(env, e, mask, nbits, PhysAddr(e.oa()).pfn(), 1);
+            let new = Self::masked(env, e, ms, PhysAddr(e.oa()).pfn(), 1);
             Self::wr(env.mem, pa, new);
             pending.add(va);
             va += L3_SIZE;
@@ -274,16 +295,16 @@ impl PmapArm64 {
         if pr & prot::READ == 0 {
             return self.remove_impl(env, pm, sva, eva);
         }
-        let (mut mask, mut nbits) = (0, 0);
+        let mut ms = MaskSet { mask: 0, bits: 0 };
         if pr & prot::WRITE == 0 {
-            mask |= (DescFlags::AP_RO | DescFlags::DBM).bits();
-            nbits |= DescFlags::AP_RO.bits();
+            ms.mask |= (DescFlags::AP_RO | DescFlags::DBM).bits();
+            ms.bits |= DescFlags::AP_RO.bits();
         }
         if pr & prot::EXEC == 0 {
-            mask |= DescFlags::UXN.bits();
-            nbits |= DescFlags::UXN.bits();
+            ms.mask |= DescFlags::UXN.bits();
+            ms.bits |= DescFlags::UXN.bits();
         }
-        if mask == 0 {
+        if ms.mask == 0 {
             return;
         }
         let mut va = sva;
@@ -294,8 +315,8 @@ impl PmapArm64 {
                     let next = next_block(va, L1_SIZE);
                     if va.is_multiple_of(L1_SIZE) && next <= eva {
                         let old = Self::rd(env.mem, pa);
-                        if old.0 & mask != nbits {
-                            Self::wr(env.mem, pa, Desc((old.0 & !mask) | nbits));
+                        if !ms.holds(old) {
+                            Self::wr(env.mem, pa, ms.apply(old));
                             self.invalidate_page(env, pm, va, true);
                         }
                         va = next;
@@ -306,7 +327,7 @@ impl PmapArm64 {
                 At::L2Block(pa) => {
                     let next = next_block(va, L2_SIZE);
                     if va.is_multiple_of(L2_SIZE) && next <= eva {
-                        self.protect_l2(env, pm, pa, va, mask, nbits);
+                        self.protect_l2(env, pm, pa, va, ms);
                         va = next;
                     } else if !self.demote_l2(env, pm, va) {
                         va = next;
@@ -314,7 +335,7 @@ impl PmapArm64 {
                 }
                 At::L3Table(table) => {
                     let next = next_block(va, L2_SIZE);
-                    self.mask_set_l3_range(env, pm, va, next.min(eva), table, mask, nbits);
+                    self.mask_set_l3_range(env, pm, va, next.min(eva), table, ms);
                     va = next;
                 }
             }
