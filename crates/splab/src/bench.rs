@@ -253,6 +253,7 @@ fn touch(a: &BenchArgs, bytes: u64, quiet: bool) -> Result<FootprintPart, Fail> 
         host_setup_seconds,
         peak_rss_bytes: setup::peak_rss_bytes(),
         model_host_bytes: sys.model_host_bytes(),
-        promotions: sys.vm.sysctls().get_int("vm.pmap.pde.promotions"),
+        // The 2 MB counter by its amd64 or arm64 name.
+        promotions: ["vm.pmap.pde.promotions", "vm.pmap.l2.promotions"].iter().find_map(|n| sys.vm.sysctls().get_int(n)),
     })
 }

@@ -274,6 +274,29 @@ fn madvise_dontneed_keeps_every_run_dirty_or_read_only() {
     r.check();
 }
 
+/// pmap_remove_write and pmap_is_modified: a writable block and the
+/// writable run holding the page are demoted, only that page loses write
+/// access, and its modified state moves to the page.
+#[test]
+fn remove_write_demotes_what_maps_the_page_writable() {
+    let mut r = rig(4096);
+    let pm = new_space(&mut r);
+    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (p, env) = r.env();
+    assert!(p.is_modified(&env, pages[3]));
+    let (p, mut env) = r.env();
+    p.remove_write(&mut env, pages[3]);
+    assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
+    let m3 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
+    assert_eq!((m3.shift, m3.prot & prot::WRITE, m3.dirty), (12, 0, false));
+    assert!(r.phys.pages.get(pages[3]).has(pflags::DIRTY));
+    let m20 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 20 * 4096)).unwrap();
+    assert_eq!((m20.shift, m20.prot & prot::WRITE, m20.dirty), (16, prot::WRITE, true));
+    let (p, env) = r.env();
+    assert!(!p.is_modified(&env, pages[3]) && p.is_modified(&env, pages[20]));
+    r.check();
+}
+
 #[test]
 fn check_finds_a_missing_pv_entry_and_a_broken_run() {
     let mut r = rig(4096);
