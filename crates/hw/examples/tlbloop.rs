@@ -13,7 +13,7 @@ fn main() {
         tlb.fill(0x7fff_0000_0000 + (i << 12), 1, Translation { pa_base: i << 12, shift: 12, perm: perm::READ });
     }
     let mut x = 88172645463325252u64;
-    let n = 20_000_000u64;
+    let n: u64 = std::env::var("N").ok().and_then(|s| s.parse().ok()).unwrap_or(20_000_000);
     let mut best = f64::MAX;
     let mut sum = 0u64;
     for _ in 0..5 {

@@ -8,6 +8,7 @@
 use crate::physmem::PhysMem;
 use crate::pwc::Pwc;
 use crate::addr::PhysAddr;
+use serde::{Deserialize, Serialize};
 
 /// The kind of memory access being translated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,6 +63,27 @@ pub enum WalkFault {
     Protection,
     /// The address is outside the translatable range (non-canonical).
     BadAddress,
+    /// A valid leaf permits the access, but its accessed bit is clear, or
+    /// its dirty bit is clear on a write, and this hardware leaves setting
+    /// them to software (RISC-V without Svadu): a page fault the OS
+    /// resolves by setting the bits.
+    AccessedDirty,
+    /// A reserved encoding at the given level (0 = the root table): a
+    /// RISC-V PTE with W but not R, reserved high bits set, a pointer at the
+    /// last level, or a superpage leaf whose frame is not aligned to its
+    /// size. A page fault the OS never causes on purpose.
+    Reserved { level: u8 },
+}
+
+/// Who keeps a leaf's accessed and dirty bits up to date.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AdUpdate {
+    /// The walker sets them (x86-64 always; RISC-V with Svadu).
+    Hardware,
+    /// The walker raises a page fault and software sets them (RISC-V's
+    /// behaviour before Svadu, the Svade extension).
+    Fault,
 }
 
 /// Physical addresses the walker read, in order, so the timing model can

@@ -4,6 +4,7 @@
 //! other is read from a path.
 
 use crate::cache::CacheConfig;
+use crate::mmu::AdUpdate;
 use crate::pwc::PwcLevelConfig;
 use crate::tlb::TlbArrayConfig;
 use serde::{Deserialize, Serialize};
@@ -48,6 +49,18 @@ pub struct Costs {
     pub shootdown_ipi: u32,
     pub syscall: u32,
     pub context_switch: u32,
+    /// A page fault the pmap resolves alone, by setting an accessed or
+    /// dirty bit (FreeBSD's riscv pmap_fault): trap entry and exit, one
+    /// PTE update, a local SFENCE.VMA. Defaults to `fault`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pmap_fault: Option<u32>,
+}
+
+impl Costs {
+    /// Cycles of a fault resolved by the pmap alone.
+    pub fn pmap_fault_cycles(&self) -> u32 {
+        self.pmap_fault.unwrap_or(self.fault)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -55,8 +68,14 @@ pub struct Costs {
 pub struct Profile {
     pub name: String,
     pub description: String,
-    /// The architecture this machine is (amd64, ...).
+    /// The architecture this machine is (amd64, riscv, ...).
     pub arch: String,
+    /// Who sets accessed and dirty bits: "hardware" (the walker) or
+    /// "fault" (the walker page-faults and the OS sets them). Absent means
+    /// the architecture's baseline: hardware on amd64; fault on riscv,
+    /// whose privileged spec lets hardware fault until Svadu.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ad_update: Option<AdUpdate>,
     pub freq_ghz: f64,
     pub cpus: usize,
     pub tlb: Vec<TlbArrayConfig>,
@@ -70,20 +89,21 @@ pub struct Profile {
 /// Profiles compiled into the binary, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("sapphire-rapids", include_str!("../../../profiles/sapphire-rapids.toml")),
+    ("sifive-u74", include_str!("../../../profiles/sifive-u74.toml")),
     ("neoverse-n1", include_str!("../../../profiles/neoverse-n1.toml")),
 ];
 
-/// The profile used when none is named.
+/// The profile used when neither a profile nor an architecture is named.
 pub const DEFAULT_PROFILE: &str = "sapphire-rapids";
 
 /// The built-in profile used for an architecture when only the
-/// architecture is named, if there is one.
+/// architecture is named (`--arch riscv`, `--arch arm64`).
+pub const DEFAULT_FOR_ARCH: &[(&str, &str)] = &[("amd64", "sapphire-rapids"), ("riscv", "sifive-u74"), ("arm64", "neoverse-n1")];
+
+/// The default profile for machines of architecture `arch` (a profile's
+/// `arch` value, e.g. "riscv" for both Sv39 and Sv48).
 pub fn default_for_arch(arch: &str) -> Option<&'static str> {
-    match arch {
-        "amd64" => Some("sapphire-rapids"),
-        "arm64" => Some("neoverse-n1"),
-        _ => None,
-    }
+    DEFAULT_FOR_ARCH.iter().find(|(a, _)| *a == arch).map(|(_, p)| *p)
 }
 
 impl Profile {
@@ -140,12 +160,25 @@ mod tests {
     }
 
     #[test]
-    fn each_arch_default_is_a_builtin_of_that_arch() {
-        for arch in ["amd64", "arm64"] {
-            let p = Profile::load(default_for_arch(arch).unwrap()).unwrap();
-            assert_eq!(p.arch, arch);
+    fn every_default_for_an_architecture_is_a_builtin_of_it() {
+        for (arch, name) in DEFAULT_FOR_ARCH {
+            assert_eq!(&Profile::load(name).unwrap().arch, arch);
         }
+        assert_eq!(default_for_arch("riscv"), Some("sifive-u74"));
+        assert_eq!(default_for_arch("arm64"), Some("neoverse-n1"));
         assert_eq!(default_for_arch("vax"), None);
+    }
+
+    #[test]
+    fn riscv_profile_reads_its_mmu_options() {
+        let p = Profile::load("sifive-u74").unwrap();
+        assert_eq!(p.ad_update, Some(AdUpdate::Fault));
+        assert!(p.costs.pmap_fault_cycles() < p.costs.fault);
+        let amd = Profile::load("sapphire-rapids").unwrap();
+        assert_eq!((amd.ad_update, amd.costs.pmap_fault_cycles()), (None, amd.costs.fault));
+        let text = BUILTIN[1].1.replace("ad_update = \"fault\"", "ad_update = \"sometimes\"");
+        let e = Profile::parse(&text, "u74").unwrap_err();
+        assert!(e.contains("sometimes"), "{e}");
     }
 
     #[test]

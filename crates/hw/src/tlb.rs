@@ -66,6 +66,32 @@ fn key(vpn: u64, sh: u8, asid: u16) -> u64 {
     (vpn << 21) | (sh as u64) << 16 | asid as u64
 }
 
+/// A 32-bit digest of a key, compared four at a time to find the ways that
+/// may hold it; the full key decides.
+#[inline(always)]
+fn fold(k: u64) -> u32 {
+    (k ^ (k >> 32)) as u32
+}
+
+/// Bit w set iff d[w] == f, for w < 16. `d` must have 16 readable entries.
+#[inline(always)]
+fn digest_matches(d: &[u32], f: u32) -> u32 {
+    debug_assert!(d.len() >= 16);
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE2 is part of the x86-64 baseline; the four unaligned loads
+    // read d[0..16], which the assertion above (and the padding of every
+    // digest array) guarantees.
+    unsafe {
+        use core::arch::x86_64::*;
+        let k = _mm_set1_epi32(f as i32);
+        let p = d.as_ptr() as *const __m128i;
+        let m = |i: usize| _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k))) as u32;
+        m(0) | m(1) << 4 | m(2) << 8 | m(3) << 12
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    d[..16].iter().enumerate().fold(0, |m, (i, &x)| m | ((x == f) as u32) << i)
+}
+
 /// One set-associative array. Keys are kept apart from the rest of the
 /// entry so that a set's keys share a host cache line or two.
 struct Array {
@@ -76,6 +102,9 @@ struct Array {
     ways: usize,
     level: u8,
     keys: Vec<u64>,
+    /// fold(keys[i]), with 16 entries of padding so that any set's digests
+    /// can be read 16 at a time.
+    digests: Vec<u32>,
     pa_base: Vec<u64>,
     perm: Vec<u8>,
     lru: Vec<u32>,
@@ -104,24 +133,32 @@ impl Array {
             if self.perm[i] & perm::GLOBAL != 0 {
                 self.globals -= 1;
             }
-            self.keys[i] = INVALID;
+            self.set_key(i, INVALID);
         }
     }
 
+    fn set_key(&mut self, i: usize, k: u64) {
+        self.keys[i] = k;
+        self.digests[i] = fold(k);
+    }
+
     /// The first way of the set at `base` whose key is `k`. Sets of up to
-    /// 16 ways are compared whole, without exits, which the compiler turns
-    /// into vector compares.
+    /// 16 ways compare their digests at once, then the full keys of the
+    /// (almost always single) candidates.
     #[inline(always)]
     fn first(&self, base: usize, k: u64) -> Option<usize> {
-        let keys = &self.keys[base..base + self.ways];
-        if keys.len() <= 16 {
-            let mut m = 0u32;
-            for (w, &x) in keys.iter().enumerate() {
-                m |= ((x == k) as u32) << w;
+        if self.ways <= 16 {
+            let mut m = digest_matches(&self.digests[base..base + 16], fold(k)) & ((1u32 << self.ways) - 1);
+            while m != 0 {
+                let i = base + m.trailing_zeros() as usize;
+                if self.keys[i] == k {
+                    return Some(i);
+                }
+                m &= m - 1;
             }
-            (m != 0).then(|| base + m.trailing_zeros() as usize)
+            None
         } else {
-            keys.iter().position(|&x| x == k).map(|w| base + w)
+            self.keys[base..base + self.ways].iter().position(|&x| x == k).map(|w| base + w)
         }
     }
 
@@ -184,8 +221,8 @@ pub struct Tlb {
     /// until the 4 KB entries age out, the hardware may use either; splab
     /// uses the larger.)
     plan: Vec<Probe>,
-    /// For each level (1, 2) and page size index, the array that holds it.
-    fill_target: [Vec<Option<usize>>; 2],
+    /// For each level (1, 2) and page shift, the array that holds that size.
+    fill_target: [[Option<usize>; 32]; 2],
     /// All page sizes any array holds, ascending.
     shifts: Vec<u8>,
     clock: u32,
@@ -223,6 +260,7 @@ impl Tlb {
                 ways: c.ways,
                 level: c.level,
                 keys: vec![INVALID; c.entries],
+                digests: vec![fold(INVALID); c.entries + 16],
                 pa_base: vec![0; c.entries],
                 perm: vec![0; c.entries],
                 lru: vec![0; c.entries],
@@ -244,8 +282,8 @@ impl Tlb {
             }
         }
         plan.sort_by_key(|p| (p.level, std::cmp::Reverse(p.shift)));
-        let target = |level: u8| -> Vec<Option<usize>> {
-            shifts.iter().map(|s| arrays.iter().position(|a| a.level == level && a.shifts.contains(s))).collect()
+        let target = |level: u8| -> [Option<usize>; 32] {
+            std::array::from_fn(|sh| arrays.iter().position(|a| a.level == level && a.shifts.contains(&(sh as u8))))
         };
         let fill_target = [target(1), target(2)];
         Ok(Tlb {
@@ -305,7 +343,8 @@ impl Tlb {
                 return Some((t, TlbHit::L1));
             }
             self.stats.l2_hits[p.size] += 1;
-            self.fill_level(1, va, asid, t);
+            // The first level was probed for this size and missed.
+            self.fill_level(1, va, asid, t, true);
             return Some((t, TlbHit::L2));
         }
         None
@@ -330,47 +369,52 @@ impl Tlb {
         self.stats.misses[i] += 1;
     }
 
-    fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation) {
+    /// Enters `t` for `va` in the level's array for its page size.
+    /// `absent` says the caller knows no entry for the page is there (a
+    /// lookup just missed it), which spares the search for one.
+    #[inline]
+    fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool) {
         self.last_page = INVALID;
         self.clock = self.clock.wrapping_add(1);
         let clock = self.clock;
         let global = t.perm & perm::GLOBAL != 0;
         let tag_asid = if global { GLOBAL_ASID } else { asid };
-        let size = self.size_idx(t.shift);
-        if let Some(ai) = self.fill_target[level as usize - 1][size] {
-            let a = &mut self.arrays[ai];
-            let vpn = va >> t.shift;
-            let base = a.set_base(vpn);
-            // Replace an existing entry for the same page, else an empty
-            // one, else the least recently used.
-            let k = key(vpn, t.shift, tag_asid);
-            let i = a.first(base, k).or_else(|| a.first(base, INVALID)).unwrap_or_else(|| {
-                // The least recently used way: the oldest stamp.
+        let Some(ai) = self.fill_target[level as usize - 1][t.shift as usize] else { return };
+        let a = &mut self.arrays[ai];
+        let vpn = va >> t.shift;
+        let base = a.set_base(vpn);
+        // Replace an existing entry for the same page, else the first
+        // empty way, else the least recently used (the oldest stamp; an
+        // empty way counts as older than any).
+        let k = key(vpn, t.shift, tag_asid);
+        let i = match if absent { None } else { a.first(base, k) } {
+            Some(i) => i,
+            None => {
                 let (mut best, mut age) = (base, 0);
-                for (w, &l) in a.lru[base..base + a.ways].iter().enumerate() {
-                    let x = clock.wrapping_sub(l);
+                for w in base..base + a.ways {
+                    let x = if a.keys[w] == INVALID { u32::MAX } else { clock.wrapping_sub(a.lru[w]) };
                     if x > age {
-                        (best, age) = (base + w, x);
+                        (best, age) = (w, x);
                     }
                 }
                 best
-            });
-            a.clear(i);
-            a.keys[i] = k;
-            a.pa_base[i] = t.pa_base;
-            a.perm[i] = t.perm;
-            a.lru[i] = clock;
-            a.valid[t.shift as usize] += 1;
-            if global {
-                a.globals += 1;
             }
+        };
+        a.clear(i);
+        a.set_key(i, k);
+        a.pa_base[i] = t.pa_base;
+        a.perm[i] = t.perm;
+        a.lru[i] = clock;
+        a.valid[t.shift as usize] += 1;
+        if global {
+            a.globals += 1;
         }
     }
 
     /// Installs a translation the walker produced, in both levels.
     pub fn fill(&mut self, va: u64, asid: u16, t: Translation) {
-        self.fill_level(1, va, asid, t);
-        self.fill_level(2, va, asid, t);
+        self.fill_level(1, va, asid, t, false);
+        self.fill_level(2, va, asid, t, false);
     }
 
     /// Invalidates every entry of any size that translates `va` in `asid`

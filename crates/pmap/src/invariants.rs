@@ -2,7 +2,7 @@
 //! pages and their counts, 4 KB mappings against frames and PV lists,
 //! stashed page-table pages.
 
-use crate::pv::PvArena;
+use crate::pv::PvTable;
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::page::pflags;
 use splab_vm::pmap::{PmapEnv, PmapId};
@@ -22,12 +22,12 @@ pub fn page_table(env: &PmapEnv, table: u64, valid: usize, what: &str) -> Result
 
 /// A valid 4 KB mapping (pm, va) -> frame `m` must map a frame in use,
 /// and, if managed, be on the frame's PV list.
-pub fn page_mapping(env: &PmapEnv, pv: &PvArena, pm: PmapId, va: u64, m: Pfn, managed: bool) -> Result<(), String> {
+pub fn page_mapping(env: &PmapEnv, pv: &PvTable, pm: PmapId, va: u64, m: Pfn, managed: bool) -> Result<(), String> {
     let pg = env.phys.pages.get(m);
     if !pg.has(pflags::INUSE) || env.phys.buddy.is_free(m) {
         return Err(format!("pmap {pm}: {va:#x} maps free frame {m:?}"));
     }
-    if managed && !pv.contains(pg.md, pm, va) {
+    if managed && !pv.contains(env, m, pm, va) {
         return Err(format!("pmap {pm}: {va:#x} -> {m:?} has no PV entry"));
     }
     Ok(())

@@ -1,36 +1,81 @@
 //! Machine-dependent page-table code: one pmap per architecture, each
 //! implementing `splab_vm::Pmap` over that architecture's real descriptor
-//! format in modelled physical memory.
+//! format in modelled physical memory, and the helpers they share (PV
+//! lists, page-table pages, TLB shootdown).
 
 pub mod amd64;
 pub mod arm64;
 pub mod invariants;
-pub mod ptp;
+pub mod ptpage;
 pub mod pv;
+pub mod riscv;
 pub mod shootdown;
 pub mod spaces;
 #[cfg(test)]
 mod testrig;
 
+use splab_hw::mmu::{AdUpdate, Walker};
+use splab_hw::profile::Profile;
+use splab_hw::riscv::Mode;
 use splab_vm::Pmap;
 
-/// Architectures with a pmap.
-pub const ARCHES: &[&str] = &["amd64", "arm64"];
+/// Architectures with a pmap. `riscv` translates with Sv39, as FreeBSD
+/// does by default; `riscv-sv48` with Sv48 (FreeBSD's vm.pmap.mode=1).
+/// Both run on machine profiles of architecture `riscv`.
+pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48", "arm64"];
 
-/// Builds the pmap of an architecture by name.
-pub fn new_pmap(arch: &str, npages: u64, superpages: bool) -> Result<Box<dyn Pmap>, String> {
+fn unknown(arch: &str) -> String {
+    format!("unknown architecture {arch:?} (known: {})", ARCHES.join(", "))
+}
+
+/// The machine architecture a pmap architecture runs on: what a machine
+/// profile's `arch` must say (`riscv` for both RISC-V modes).
+pub fn machine_arch(arch: &str) -> &str {
     match arch {
-        "amd64" => Ok(Box::new(amd64::PmapAmd64::new(npages, superpages))),
-        "arm64" => Ok(Box::new(arm64::PmapArm64::new(npages, superpages))),
-        _ => Err(format!("unknown architecture {arch:?} (known: {})", ARCHES.join(", "))),
+        "riscv-sv48" => "riscv",
+        a => a,
     }
 }
 
-/// The architecture's hardware walker.
-pub fn new_walker(arch: &str) -> Result<Box<dyn splab_hw::mmu::Walker>, String> {
+fn riscv_mode(arch: &str) -> Option<Mode> {
     match arch {
+        "riscv" => Some(Mode::Sv39),
+        "riscv-sv48" => Some(Mode::Sv48),
+        _ => None,
+    }
+}
+
+/// Builds the pmap of an architecture by name.
+pub fn new_pmap(arch: &str, npages: u64, superpages: bool) -> Result<Box<dyn Pmap>, String> {
+    if let Some(mode) = riscv_mode(arch) {
+        return Ok(Box::new(riscv::PmapRiscv::new(mode, npages, superpages)));
+    }
+    match arch {
+        "amd64" => Ok(Box::new(amd64::PmapAmd64::new(npages, superpages))),
+        "arm64" => Ok(Box::new(arm64::PmapArm64::new(npages, superpages))),
+        _ => Err(unknown(arch)),
+    }
+}
+
+/// The architecture's hardware walker, as the machine profile configures
+/// it (who updates accessed and dirty bits).
+pub fn new_walker(arch: &str, profile: &Profile) -> Result<Box<dyn Walker>, String> {
+    if let Some(mode) = riscv_mode(arch) {
+        // The privileged spec lets hardware fault on A/D until Svadu.
+        let ad = profile.ad_update.unwrap_or(AdUpdate::Fault);
+        return Ok(Box::new(splab_hw::riscv::RiscvWalker::new(mode, ad)));
+    }
+    match arch {
+        "amd64" if profile.ad_update == Some(AdUpdate::Fault) => Err(format!(
+            "machine profile {:?}: ad_update = \"fault\" is not an x86-64 behaviour (its walker always sets A and D)",
+            profile.name
+        )),
         "amd64" => Ok(Box::new(splab_hw::amd64::Amd64Walker)),
+        "arm64" if profile.ad_update == Some(AdUpdate::Fault) => Err(format!(
+            "machine profile {:?}: ad_update = \"fault\" is not modelled for arm64 (its walker manages the access flag and dirty state, FEAT_HAFDBS)",
+            profile.name
+        )),
         "arm64" => Ok(Box::new(splab_hw::arm64::Arm64Walker)),
-        _ => Err(format!("unknown architecture {arch:?} (known: {})", ARCHES.join(", "))),
+        _ => Err(unknown(arch)),
     }
 }

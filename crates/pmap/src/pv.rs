@@ -6,8 +6,13 @@
 //! Entries live in one arena and are linked through `next`; list heads are
 //! stored by the owner (the page's `md` field for 4 KB mappings, a per-frame
 //! table for superpage mappings). Freed entries are kept on a free list.
+//! `PvTable` is the whole arrangement as every pmap here uses it: the
+//! arena, the per-page heads in the page array, and the per-superpage-frame
+//! heads (FreeBSD's pv_table, reached through pa_to_pvh).
 
+use splab_hw::Pfn;
 use splab_vm::page::NIL;
+use splab_vm::pmap::{PmapEnv, PmapId};
 
 #[derive(Clone, Copy, Debug)]
 struct PvEntry {
@@ -98,6 +103,116 @@ impl PvArena {
 
     pub fn host_bytes(&self) -> u64 {
         (self.e.capacity() * std::mem::size_of::<PvEntry>()) as u64
+    }
+}
+
+/// The PV lists of a machine: one per 4 KB page, headed in the page's `md`
+/// field, and one per superpage-sized, aligned physical frame, for
+/// superpage mappings of it.
+///
+/// Invariant (checked by each pmap's `check`): every managed 4 KB leaf
+/// (pmap, va) -> m has exactly one entry on m's list, every managed
+/// superpage leaf has exactly one on its frame's list, and there are no
+/// other entries.
+pub struct PvTable {
+    arena: PvArena,
+    /// List heads of superpage frames, indexed by physical address >> sp_shift.
+    pvh: Vec<u32>,
+    sp_shift: u32,
+}
+
+impl PvTable {
+    /// Lists for `npages` 4 KB pages and superpage frames of 2^sp_shift bytes.
+    pub fn new(npages: u64, sp_shift: u32) -> PvTable {
+        let per_frame = 1u64 << (sp_shift - splab_hw::PAGE_SHIFT);
+        PvTable { arena: PvArena::new(), pvh: vec![NIL; npages.div_ceil(per_frame) as usize], sp_shift }
+    }
+
+    fn pvh_idx(&self, pa: u64) -> usize {
+        (pa >> self.sp_shift) as usize
+    }
+
+    /// Adds (pm, va) to the list of 4 KB page `m`.
+    pub fn add(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) {
+        self.arena.insert(&mut env.phys.pages.get_mut(m).md, pm, va);
+    }
+
+    /// Removes (pm, va) from the list of 4 KB page `m`; false if absent.
+    pub fn remove(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) -> bool {
+        self.arena.remove(&mut env.phys.pages.get_mut(m).md, pm, va)
+    }
+
+    /// Adds (pm, va) to the list of the superpage frame holding `pa`.
+    pub fn add_sp(&mut self, pa: u64, pm: PmapId, va: u64) {
+        let i = self.pvh_idx(pa);
+        self.arena.insert(&mut self.pvh[i], pm, va);
+    }
+
+    /// Removes (pm, va) from the list of the superpage frame holding `pa`.
+    pub fn remove_sp(&mut self, pa: u64, pm: PmapId, va: u64) -> bool {
+        let i = self.pvh_idx(pa);
+        self.arena.remove(&mut self.pvh[i], pm, va)
+    }
+
+    /// The 4 KB mappings of page `m`, as (pmap, va).
+    pub fn list(&self, env: &PmapEnv, m: Pfn) -> Vec<(PmapId, u64)> {
+        self.arena.list(env.phys.pages.get(m).md)
+    }
+
+    /// The superpage mappings of the frame holding physical address `pa`.
+    pub fn list_sp(&self, pa: u64) -> Vec<(PmapId, u64)> {
+        self.arena.list(self.pvh[self.pvh_idx(pa)])
+    }
+
+    /// Every mapping of page `m`: its own, then its superpage frame's.
+    pub fn all(&self, env: &PmapEnv, m: Pfn) -> Vec<(PmapId, u64)> {
+        let mut v = self.list(env, m);
+        v.extend(self.list_sp(m.addr().0));
+        v
+    }
+
+    pub fn contains(&self, env: &PmapEnv, m: Pfn, pm: PmapId, va: u64) -> bool {
+        self.arena.contains(env.phys.pages.get(m).md, pm, va)
+    }
+
+    pub fn contains_sp(&self, pa: u64, pm: PmapId, va: u64) -> bool {
+        self.arena.contains(self.pvh[self.pvh_idx(pa)], pm, va)
+    }
+
+    /// Whether `m` is mapped at all, alone or in a superpage
+    /// (pmap_page_is_mapped).
+    pub fn is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
+        env.phys.pages.get(m).md != NIL || self.pvh[self.pvh_idx(m.addr().0)] != NIL
+    }
+
+    /// The entries of the `n` base pages from `m0`, mapped from `va` on,
+    /// become one entry for the superpage (pmap_pv_promote_pde,
+    /// pmap_pv_promote_l2).
+    pub fn promote(&mut self, env: &mut PmapEnv, m0: Pfn, pm: PmapId, va: u64, n: u32) {
+        for i in 0..n {
+            let removed = self.remove(env, Pfn(m0.0 + i), pm, va + i as u64 * splab_hw::PAGE_SIZE);
+            debug_assert!(removed, "promotion: no PV entry for page {i}");
+        }
+        self.add_sp(m0.addr().0, pm, va);
+    }
+
+    /// The superpage's entry becomes one entry per base page
+    /// (pmap_pv_demote_pde, pmap_pv_demote_l2).
+    pub fn demote(&mut self, env: &mut PmapEnv, m0: Pfn, pm: PmapId, va: u64, n: u32) {
+        let removed = self.remove_sp(m0.addr().0, pm, va);
+        debug_assert!(removed, "demotion: no PV entry for the superpage at {va:#x}");
+        for i in 0..n {
+            self.add(env, Pfn(m0.0 + i), pm, va + i as u64 * splab_hw::PAGE_SIZE);
+        }
+    }
+
+    /// Entries in use.
+    pub fn live(&self) -> u64 {
+        self.arena.live()
+    }
+
+    pub fn host_bytes(&self) -> u64 {
+        self.arena.host_bytes() + self.pvh.len() as u64 * 4
     }
 }
 

@@ -1,49 +1,66 @@
-//! Reaching the TLBs of the CPUs that may cache an address space's
-//! translations, the two ways the modelled architectures do it.
-//!
-//! - `Reach::Ipi` (x86, FreeBSD's pmap_invalidate_* with PCIDs): the
-//!   initiating CPU interrupts every other CPU running the address space,
-//!   each invalidates locally; CPUs not running it are marked stale and
-//!   flush the address space's tag when they next switch to it.
-//! - `Reach::Broadcast` (Arm's TLBI ...IS instructions, FreeBSD's
-//!   pmap_s1_invalidate_*): one instruction on the initiating CPU
-//!   invalidates the matching entries in every CPU of the inner-shareable
-//!   domain, running the address space or not; no interrupts, nothing
-//!   left stale.
+//! TLB shootdown: applying an invalidation to every CPU whose current
+//! address space is the pmap being changed (FreeBSD's pmap_invalidate_page
+//! and pmap_invalidate_all: the local CPU directly, the others by IPI, or on
+//! RISC-V by an SBI remote SFENCE.VMA). What a pmap does about the CPUs not
+//! running the address space depends on the architecture (amd64 marks its
+//! PCID stale on them; riscv without ASIDs flushes at every switch), so the
+//! helpers return the mask of those CPUs.
 
 use splab_hw::mmu::Mmu;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Reach {
-    Ipi,
-    Broadcast,
-}
-
-/// What a shootdown did.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Shot {
-    /// CPUs whose MMU ran the invalidation.
-    pub ran: u64,
-    /// With `Reach::Ipi`, the CPUs (bit per CPU) that must flush the
-    /// address space before running it again.
-    pub stale: u64,
-}
-
-/// Runs `f(mmu, asid)` on the MMUs `reach` covers for address space `pm`
-/// tagged `asid`, counting the interrupts it takes.
-pub fn shootdown(env: &mut PmapEnv, pm: PmapId, asid: u16, reach: Reach, f: impl Fn(&mut Mmu, u16)) -> Shot {
-    let mut shot = Shot::default();
+/// Runs `f` on the MMU of every CPU running `pm` (tagged `asid`). Returns
+/// how many ran it and the mask of the CPUs that did not. All but one of
+/// the CPUs that ran it needed an IPI; those are counted.
+pub fn on_active_cpus(env: &mut PmapEnv, pm: PmapId, asid: u16, f: impl Fn(&mut Mmu, u16)) -> (u64, u64) {
+    let mut active = 0u64;
+    let mut others = 0u64;
     for (c, cpu) in env.cpus.iter_mut().enumerate() {
-        if reach == Reach::Broadcast || cpu.curpmap == Some(pm) {
+        if cpu.curpmap == Some(pm) {
             f(&mut cpu.mmu, asid);
-            shot.ran += 1;
+            active += 1;
         } else {
-            shot.stale |= 1 << c;
+            others |= 1 << c;
         }
     }
-    if reach == Reach::Ipi {
-        env.ev.shootdown_ipis += shot.ran.saturating_sub(1);
+    env.ev.shootdown_ipis += active.saturating_sub(1);
+    (active, others)
+}
+
+/// Invalidates one address on every CPU running `pm` (INVLPG, SFENCE.VMA
+/// with an address). Both also drop the address space's page-walk cache
+/// entries: INVLPG does by definition; on RISC-V an address-specific fence
+/// need not order non-leaf PTEs, but implementations of the Rocket family
+/// flush their PTE caches on any SFENCE.VMA, and the model keeps no walk
+/// cache entry a pmap could have made stale. Returns the mask of the other
+/// CPUs.
+pub fn invalidate_page(env: &mut PmapEnv, pm: PmapId, asid: u16, va: u64) -> u64 {
+    let (n, others) = on_active_cpus(env, pm, asid, |mmu, asid| {
+        mmu.tlb.invalidate_page(va, asid);
+        mmu.pwc.invalidate_asid(asid);
+    });
+    env.ev.invlpg += n;
+    others
+}
+
+/// Invalidates every translation of `pm` on every CPU running it; returns
+/// the mask of the other CPUs.
+pub fn invalidate_all(env: &mut PmapEnv, pm: PmapId, asid: u16) -> u64 {
+    let (n, others) = on_active_cpus(env, pm, asid, |mmu, asid| {
+        mmu.tlb.invalidate_asid(asid);
+        mmu.pwc.invalidate_asid(asid);
+    });
+    env.ev.tlb_flushes += n;
+    others
+}
+
+/// Invalidates with a broadcast instruction (Arm's TLBI ...IS, FreeBSD's
+/// pmap_s1_invalidate_*): one instruction on the initiating CPU runs `f`
+/// on every CPU of the inner-shareable domain, running the address space
+/// or not; no interrupts, nothing left stale. Returns how many ran it.
+pub fn broadcast(env: &mut PmapEnv, asid: u16, f: impl Fn(&mut Mmu, u16)) -> u64 {
+    for cpu in env.cpus.iter_mut() {
+        f(&mut cpu.mmu, asid);
     }
-    shot
+    env.cpus.len() as u64
 }

@@ -1,16 +1,16 @@
-//! A small machine for testing a pmap directly: physical memory with 2 MB
-//! reservations, two CPUs with TLBs and walk caches, and the pmap.
+//! A test machine for pmap unit tests: physical memory, two CPUs with
+//! small TLBs and walk caches, and one pmap of any architecture.
 
 use splab_hw::mmu::Mmu;
 use splab_hw::physmem::PhysMem;
 use splab_hw::pwc::{Pwc, PwcLevelConfig};
 use splab_hw::tlb::{Tlb, TlbArrayConfig};
-use splab_hw::Pfn;
+use splab_hw::{Pfn, VirtAddr};
 use splab_vm::physalloc::{ObjInfo, Phys};
-use splab_vm::pmap::{CpuState, KernelEvents, Pmap, PmapEnv};
+use splab_vm::pmap::{prot, CpuState, EnterFlags, KernelEvents, Pmap, PmapEnv, PmapId};
 use splab_vm::sysctl::Sysctls;
 
-pub struct Rig<P> {
+pub struct Rig<P: Pmap> {
     pub pmap: P,
     pub phys: Phys,
     pub mem: PhysMem,
@@ -22,9 +22,19 @@ pub struct Rig<P> {
 const OBJ: ObjInfo = ObjInfo { id: 1, size: 1 << 20, color: 0, anon: true, colored: true };
 
 impl<P: Pmap> Rig<P> {
-    /// `npages` of memory; each CPU gets the TLB arrays `tlb` for the
-    /// architecture's page sizes `shifts` and a walk cache of L2 tables.
-    pub fn new(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8]) -> Rig<P> {
+    /// A machine of `npages` 4 KB pages running `pmap`, whose walk cache
+    /// keeps pointers to last-level tables (shift 21).
+    pub fn new(pmap: P, npages: u64) -> Rig<P> {
+        let tlb = vec![
+            TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1 },
+            TlbArrayConfig { sizes: vec!["2M".into(), "1G".into()], entries: 32, ways: 4, level: 1 },
+        ];
+        Rig::with_tlb(pmap, npages, &tlb, &[12, 21, 30])
+    }
+
+    /// As `new`, with each CPU's TLB made of the arrays `tlb` for the
+    /// architecture's page sizes `shifts`.
+    pub fn with_tlb(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8]) -> Rig<P> {
         let cpus = (0..2)
             .map(|_| CpuState {
                 mmu: Mmu { tlb: Tlb::new(tlb, shifts).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: 21, entries: 4 }]) },
@@ -38,9 +48,36 @@ impl<P: Pmap> Rig<P> {
         (&mut self.pmap, PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev })
     }
 
-    /// Page `pindex` of the rig's object, from its reservation.
+    pub fn pinit(&mut self) -> PmapId {
+        let (p, mut env) = self.env();
+        p.pinit(&mut env).unwrap()
+    }
+
+    /// Page `pindex` of the rig's object (the one `superpage_run` maps),
+    /// from its reservation.
     pub fn page(&mut self, pindex: u32) -> Pfn {
         self.phys.alloc_page(&OBJ, pindex).unwrap()
+    }
+
+    /// 512 pages of one object, all from one fully populated reservation.
+    pub fn superpage_run(&mut self) -> Vec<Pfn> {
+        let base = self.page(0);
+        let mut v = vec![base];
+        for i in 1..512 {
+            v.push(self.page(i));
+        }
+        assert!(v.windows(2).all(|w| w[1].0 == w[0].0 + 1), "reservation gives contiguous frames");
+        assert_eq!(self.phys.reserv.level_iffullpop(base), 0);
+        v
+    }
+
+    /// Maps `pages` read/write from `va` on, one pmap_enter each, with the
+    /// flags `flags(i)` gives page i.
+    pub fn enter_all(&mut self, pm: PmapId, va: u64, pages: &[Pfn], flags: impl Fn(usize) -> EnterFlags) {
+        for (i, &m) in pages.iter().enumerate() {
+            let (p, mut env) = self.env();
+            p.enter(&mut env, pm, VirtAddr(va + i as u64 * 4096), m, prot::RW, flags(i)).unwrap();
+        }
     }
 
     pub fn stat(&self, name: &str) -> i64 {
@@ -53,4 +90,9 @@ impl<P: Pmap> Rig<P> {
         let (p, env) = self.env();
         p.check(&env).unwrap();
     }
+}
+
+/// The flags of a mapping entered for a write fault.
+pub fn rw_access() -> EnterFlags {
+    EnterFlags { access: prot::READ | prot::WRITE, ..Default::default() }
 }

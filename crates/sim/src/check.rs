@@ -472,6 +472,10 @@ mod tests {
         }
     }
 
+    fn int(r: &CheckReport, name: &str) -> u64 {
+        r.sysctl.get(name).map(|v| v.to_string().parse::<u64>().unwrap()).unwrap_or_else(|| panic!("no sysctl {name}"))
+    }
+
     #[test]
     fn short_runs_are_clean_and_exercise_superpages() {
         let mut promotions = 0;
@@ -485,6 +489,22 @@ mod tests {
         assert!(promotions > 0 && demotions > 0, "promotions {promotions}, demotions {demotions}");
     }
 
+    /// The riscv system (Sv39, accessed and dirty bits by pmap_fault)
+    /// under the same random operations.
+    #[test]
+    fn riscv_short_runs_are_clean_and_exercise_superpages_and_pmap_fault() {
+        let (mut promotions, mut demotions, mut ad_faults) = (0, 0, 0);
+        for seed in 1..=2 {
+            let c = CheckConfig { arch: "riscv".into(), profile: Profile::load("sifive-u74").unwrap(), ..cfg(4000, seed, true) };
+            let r = run(&c, &mut |_| {}).unwrap();
+            assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
+            promotions += int(&r, "vm.pmap.l2.promotions");
+            demotions += int(&r, "vm.pmap.l2.demotions");
+            ad_faults += int(&r, "splab.pmap.ad_faults");
+        }
+        assert!(promotions > 0 && demotions > 0 && ad_faults > 0, "promotions {promotions}, demotions {demotions}, ad_faults {ad_faults}");
+    }
+
     /// The same on arm64, where both superpage sizes must be exercised.
     #[test]
     fn short_arm64_runs_are_clean_and_exercise_64k_and_2m_superpages() {
@@ -494,7 +514,7 @@ mod tests {
             let r = run(&c, &mut |_| {}).unwrap();
             assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
             for k in ["vm.pmap.l2.promotions", "vm.pmap.l2.demotions", "vm.pmap.l3c.promotions", "vm.pmap.l3c.demotions"] {
-                *n.entry(k).or_default() += r.sysctl.get(k).map(|v| v.to_string().parse::<u64>().unwrap()).unwrap();
+                *n.entry(k).or_default() += int(&r, k);
             }
         }
         assert!(n.values().all(|&v| v > 0), "{n:?}");

@@ -111,6 +111,12 @@ pub struct System {
     pub stale_samples: Vec<String>,
 }
 
+/// Batches of fewer references than this are timed on the calling thread;
+/// larger ones go to the timing thread. Callers that stream many short
+/// batches on a busy host (where the hand-off's spinning competes with
+/// other work for the cores) can stay below it.
+pub const BATCH_THREAD_MIN: usize = 512;
+
 /// One memory access to perform.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
@@ -146,7 +152,7 @@ fn access_prot(a: Access) -> u8 {
 impl System {
     pub fn new(cfg: Config) -> Result<System, String> {
         let p = &cfg.profile;
-        if p.arch != cfg.arch {
+        if p.arch != splab_pmap::machine_arch(&cfg.arch) {
             return Err(format!("machine profile {:?} is an {} machine, not {}", p.name, p.arch, cfg.arch));
         }
         let npages = cfg.memory / 4096;
@@ -156,7 +162,7 @@ impl System {
         if !(0.0..=1.0).contains(&cfg.fragment) {
             return Err(format!("fragmentation {} is out of range (0 to 1)", cfg.fragment));
         }
-        let walker = splab_pmap::new_walker(&cfg.arch)?;
+        let walker = splab_pmap::new_walker(&cfg.arch, p)?;
         let pmap = splab_pmap::new_pmap(&cfg.arch, npages, cfg.superpages)?;
         let mut cpus_vm = Vec::new();
         let mut cpus = Vec::new();
@@ -209,6 +215,7 @@ impl System {
         let e = &self.vm.ev;
         let d = |a: u64, b: u64| (a - b) as f64;
         let cyc = d(e.faults, before.faults) * c.fault as f64
+            + d(e.pmap_faults, before.pmap_faults) * c.pmap_fault_cycles() as f64
             + d(e.zero_fills, before.zero_fills) * c.zero_4k as f64
             + d(e.cow_copies, before.cow_copies) * c.copy_4k as f64
             + d(e.page_ins, before.page_ins) * c.copy_4k as f64
@@ -486,7 +493,7 @@ impl System {
                     mmu.pwc.invalidate_asid(asid);
                     self.hw.faults_taken += 1;
                     let before = self.vm.ev.clone();
-                    let r = self.vm.fault(pid, va, access_prot(acc));
+                    let r = self.vm.trap(pid, va, access_prot(acc));
                     self.charge_events(cpu, &before);
                     r?;
                 }
@@ -606,9 +613,8 @@ impl System {
     /// order, on the timing thread when the batch is large enough to be
     /// worth it (the caller goes on translating the next batch meanwhile).
     fn finish_batch(&mut self, cpu: usize) {
-        const THREAD_MIN: usize = 512;
         self.sync();
-        if self.batch.len() < THREAD_MIN {
+        if self.batch.len() < BATCH_THREAD_MIN {
             let t = self.timing.as_mut().unwrap();
             t.run_batch(cpu, &self.batch, &self.pending_walks);
             self.batch.clear();

@@ -9,7 +9,6 @@ use crate::progress::Progress;
 use crate::run::{self, RunArgs};
 use crate::setup::{self, MachineArgs};
 use crate::size;
-use crate::workload::WorkloadArgs;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use splab_vm::map::MmapReq;
@@ -34,6 +33,9 @@ pub struct BenchArgs {
     /// Modelled memory of the footprint test.
     #[arg(long, value_name = "SIZE", default_value = "20G")]
     pub memory: String,
+    /// References of the generated binary trace the trace part replays.
+    #[arg(long, value_name = "N", default_value_t = 48_000_000)]
+    pub trace_refs: u64,
 }
 
 /// One part's result, as the child prints it and the parent reads it.
@@ -59,21 +61,40 @@ pub struct FootprintPart {
     pub promotions: Option<i64>,
 }
 
+/// Replay of a generated binary trace (`splab sim trace:FILE`).
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct TracePart {
+    /// What the trace is.
+    pub pattern: String,
+    /// References in the trace.
+    pub refs: u64,
+    pub trace_bytes: u64,
+    /// Wall time of the replay: reading, decoding and simulating.
+    pub host_seconds: f64,
+    pub refs_per_second: f64,
+    pub peak_rss_bytes: Option<u64>,
+}
+
 #[derive(Serialize, Deserialize)]
 struct Bench {
     gups_off: GupsPart,
     gups_on: GupsPart,
+    trace: TracePart,
     footprint: FootprintPart,
 }
 
-const PARTS: &[&str] = &["gups-off", "gups-on", "footprint"];
+const PARTS: &[&str] = &["gups-off", "gups-on", "trace", "footprint"];
+/// Each of the triad's three arrays.
+const TRIAD_ARRAY: u64 = 64 << 20;
 
 fn gups_args(a: &BenchArgs) -> RunArgs {
+    let log2 = a.log2_table.to_string();
+    let workload_args = crate::workload::args_from(&["--log2-table", &log2]).expect("GUPS options parse");
     RunArgs {
         workload: "gups".into(),
         machine: a.machine.clone(),
         memory: a.gups_memory.clone(),
-        workload_args: WorkloadArgs { log2_table: a.log2_table, verify: false },
+        workload_args,
         fragment: 0.0,
         seed: 1,
         track_contents: false,
@@ -109,9 +130,11 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
         a.footprint.clone(),
         "--memory".into(),
         a.memory.clone(),
+        "--trace-refs".into(),
+        a.trace_refs.to_string(),
     ];
-    if let Some(m) = &a.machine.machine {
-        v.extend(["--machine".to_string(), m.clone()]);
+    if let Some(machine) = &a.machine.machine {
+        v.extend(["--machine".to_string(), machine.clone()]);
     }
     if let Some(arch) = &a.machine.arch {
         v.extend(["--arch".to_string(), arch.clone()]);
@@ -143,6 +166,7 @@ pub fn cmd(a: &BenchArgs, as_json: bool) -> Result<i32, Fail> {
     let b = Bench {
         gups_off: spawn_part(a, "gups-off", as_json)?,
         gups_on: spawn_part(a, "gups-on", as_json)?,
+        trace: spawn_part(a, "trace", as_json)?,
         footprint: spawn_part(a, "footprint", as_json)?,
     };
     emit(&if as_json { json(&b) } else { human(a, &b) });
@@ -167,6 +191,16 @@ fn human(a: &BenchArgs, b: &Bench) -> String {
             mib(g.peak_rss_bytes)
         );
     }
+    let t = &b.trace;
+    let _ = writeln!(
+        o,
+        "{:<28}{:>14}{:>10}{:>14}{:>16}",
+        "trace replay, superpages on",
+        t.refs,
+        num(t.host_seconds),
+        num(t.refs_per_second.round()),
+        mib(t.peak_rss_bytes)
+    );
     let f = &b.footprint;
     let rate = f.refs as f64 / f.host_seconds.max(1e-9);
     let _ = writeln!(
@@ -178,9 +212,10 @@ fn human(a: &BenchArgs, b: &Bench) -> String {
         num(rate.round()),
         mib(f.peak_rss_bytes)
     );
+    let _ = writeln!(o, "\nTrace: {}, a {} binary trace read from a file.", t.pattern, size::show(t.trace_bytes));
     let _ = writeln!(
         o,
-        "\nGUPS: table 2^{} words, {} modelled memory. Footprint: {} touched (one store per 4 KB page) of {} modelled memory;\nmodel's own host memory {} MiB, setup {} s, {} 2MB promotions.",
+        "GUPS: table 2^{} words, {} modelled memory. Footprint: {} touched (one store per 4 KB page) of {} modelled memory;\nmodel's own host memory {} MiB, setup {} s, {} 2MB promotions.",
         a.log2_table,
         a.gups_memory,
         size::show(f.bytes),
@@ -218,6 +253,7 @@ pub fn part(p: &PartArgs) -> Result<i32, Fail> {
             })
         }
         "footprint" => json(&touch(a, footprint, p.quiet)?),
+        "trace" => json(&trace_replay(a, p.quiet)?),
         other => return Err(Fail::Input(format!("unknown bench part {other:?} (known: {})", PARTS.join(", ")))),
     };
     emit(&text);
@@ -253,7 +289,33 @@ fn touch(a: &BenchArgs, bytes: u64, quiet: bool) -> Result<FootprintPart, Fail> 
         host_setup_seconds,
         peak_rss_bytes: setup::peak_rss_bytes(),
         model_host_bytes: sys.model_host_bytes(),
-        // The 2 MB counter by its amd64 or arm64 name.
+        // The 2 MB counter by its amd64 or riscv/arm64 name (arm64's
+        // event count also includes its 64 KB promotions).
         promotions: ["vm.pmap.pde.promotions", "vm.pmap.l2.promotions"].iter().find_map(|n| sys.vm.sysctls().get_int(n)),
+    })
+}
+
+/// The trace part: writes a STREAM-triad trace (three 64 MiB arrays) of
+/// `--trace-refs` references to a temporary file, then replays it with
+/// superpages on, as `splab sim trace:FILE` does.
+fn trace_replay(a: &BenchArgs, quiet: bool) -> Result<TracePart, Fail> {
+    let path = std::env::temp_dir().join(format!("splab-bench-{}.trace", std::process::id()));
+    let written = splab_trace::synth::triad(&path, a.trace_refs, TRIAD_ARRAY)
+        .map_err(|e| Fail::Run(format!("writing the bench trace {}: {e}", path.display())));
+    let r = written.and_then(|_| {
+        let mut args = gups_args(a);
+        args.workload = format!("trace:{}", path.display());
+        run::simulate(&args, true, quiet)
+    });
+    let trace_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+    let _ = std::fs::remove_file(&path);
+    let r = r?;
+    Ok(TracePart {
+        pattern: format!("STREAM triad a[i] = b[i] + s*c[i] over three {} arrays, 8-byte loads and stores", size::show(TRIAD_ARRAY)),
+        refs: a.trace_refs,
+        trace_bytes,
+        host_seconds: r.host_seconds,
+        refs_per_second: a.trace_refs as f64 / r.host_seconds.max(1e-9),
+        peak_rss_bytes: setup::peak_rss_bytes(),
     })
 }

@@ -29,7 +29,8 @@ pub struct CheckArgs {
     /// Most processes alive at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
-    /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on arm64).
+    /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
+    /// vm.pmap.superpages_enabled on riscv and arm64).
     #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
 }
@@ -55,6 +56,7 @@ const SHOWN: &[&str] = &[
     "vm.pmap.l3c.p_failures",
     "vm.pmap.l3c.demotions",
     "vm.pmap.l3c.mappings",
+    "splab.pmap.ad_faults",
     "vm.reserv.broken",
     "vm.reserv.freed",
     "vm.reserv.reclaimed",

@@ -15,6 +15,7 @@ mod progress;
 mod run;
 mod setup;
 mod size;
+mod trace;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -35,7 +36,8 @@ enum Cmd {
     Sim {
         #[command(flatten)]
         run: run::RunArgs,
-        /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on arm64).
+        /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
+        /// vm.pmap.superpages_enabled on riscv and arm64).
         #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
         superpages: OnOff,
         /// Print one JSON document instead of text.
@@ -59,7 +61,8 @@ enum Cmd {
         /// Modelled physical memory.
         #[arg(long, value_name = "SIZE", default_value = "8G")]
         memory: String,
-        /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on arm64).
+        /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
+        /// vm.pmap.superpages_enabled on riscv and arm64).
         #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
         superpages: OnOff,
         /// Also print each one's description (as `sysctl -d` gives it).
@@ -84,6 +87,12 @@ enum Cmd {
         /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
+    },
+    /// Record, convert and describe memory-reference traces (replay one
+    /// with `splab sim trace:FILE`).
+    Trace {
+        #[command(subcommand)]
+        cmd: trace::TraceCmd,
     },
     /// One part of `splab bench`, run in its own process (internal).
     #[command(hide = true)]
@@ -120,6 +129,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
         Cmd::Check { args, json } => check::cmd(&args, json),
         Cmd::Bench { args, json } => bench::cmd(&args, json),
         Cmd::BenchPart(p) => bench::part(&p),
+        Cmd::Trace { cmd } => trace::cmd(cmd),
     }
 }
 

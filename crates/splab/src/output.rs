@@ -48,6 +48,14 @@ pub fn change(off: f64, on: f64) -> String {
     }
 }
 
+/// "better" or "worse" for a change of a figure, None when it did not move.
+pub fn verdict(off: f64, on: f64, higher_is_better: bool) -> Option<&'static str> {
+    if off == on || !off.is_finite() || !on.is_finite() {
+        return None;
+    }
+    Some(if (on > off) == higher_is_better { "better" } else { "worse" })
+}
+
 fn tlb_table(out: &mut String, r: &SimRun) {
     let t = &r.tlb;
     let _ = writeln!(out, "  {:<22}{:>14}{:>14}{:>14}", "TLB (page size)", "L1 hits", "L2 hits", "misses");
@@ -107,7 +115,14 @@ pub fn compare(c: &Comparison) -> String {
         let _ = writeln!(o, "{name:<34}{:>16}{:>16}{:>10}", num(a), num(b), change(a, b));
     };
     let _ = writeln!(o, "{:<34}{:>16}{:>16}{:>10}", "", "superpages off", "superpages on", "change");
+    // The workload's own figure, with whether the change is for the better
+    // (a time or latency that falls is an improvement, a rate that falls is
+    // not).
     row(&mut o, &off.figure.name, off.figure.value, on.figure.value);
+    if let Some(v) = verdict(off.figure.value, on.figure.value, off.figure.higher_is_better) {
+        o.pop();
+        let _ = writeln!(o, " {v}");
+    }
     row(&mut o, "simulated seconds (timed)", off.sim_seconds, on.sim_seconds);
     row(&mut o, "memory references", off.refs as f64, on.refs as f64);
     row(&mut o, "TLB misses", off.tlb.total_misses as f64, on.tlb.total_misses as f64);
@@ -183,6 +198,14 @@ mod tests {
         assert_eq!(change(0.0, 3.0), "new");
         assert_eq!(change(2.0, 3.0), "+50.0%");
         assert_eq!(change(4.0, 1.0), "-75.0%");
+    }
+
+    #[test]
+    fn verdicts_follow_the_direction_of_the_figure() {
+        assert_eq!(verdict(1.0, 2.0, true), Some("better"));
+        assert_eq!(verdict(1.0, 2.0, false), Some("worse"));
+        assert_eq!(verdict(2.0, 1.0, false), Some("better"));
+        assert_eq!(verdict(1.0, 1.0, true), None);
     }
 
     #[test]

@@ -20,7 +20,8 @@ use std::time::Instant;
 /// but runs both superpage settings).
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
-    /// Workload to run (gups).
+    /// Workload to run: gups, gups-mp, lat, bw, transpose, stream, index,
+    /// build, stress, realloc, or trace:FILE to replay a memory trace.
     pub workload: String,
     #[command(flatten)]
     pub machine: MachineArgs,
@@ -111,7 +112,14 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
     let result = w.run(&mut sys, &mut |n| bar.update(n));
     let host_seconds = t1.elapsed().as_secs_f64();
     bar.finish();
-    let result = result.map_err(|e| Fail::Run(format!("{} ({label}): {e}", w.name())))?;
+    let result = result.map_err(|e| {
+        let msg = format!("{} ({label}): {e}", w.name());
+        if w.failed_on_input() {
+            Fail::Input(msg)
+        } else {
+            Fail::Run(msg)
+        }
+    })?;
 
     Ok(SimRun {
         workload: a.workload.clone(),

@@ -17,35 +17,14 @@ pub const MAX_MEMORY: u64 = 256 << 30;
 #[derive(Args, Clone, Debug)]
 pub struct MachineArgs {
     /// Machine profile: a built-in name or the path of a TOML file
-    /// [default: the built-in profile of --arch, else sapphire-rapids].
+    /// [default: sapphire-rapids; sifive-u74 with --arch riscv or riscv-sv48;
+    /// neoverse-n1 with --arch arm64].
     #[arg(long, value_name = "PROFILE")]
     pub machine: Option<String>,
-    /// Architecture of the pmap and walker [default: the profile's].
+    /// Architecture of the pmap and walker: amd64, riscv (Sv39),
+    /// riscv-sv48 or arm64 [default: the profile's].
     #[arg(long, value_name = "ARCH")]
     pub arch: Option<String>,
-}
-
-impl MachineArgs {
-    /// The profile to load: the one named, else the built-in one of the
-    /// architecture named, else the default.
-    pub fn profile_name(&self) -> Result<String, Fail> {
-        if let Some(m) = &self.machine {
-            return Ok(m.clone());
-        }
-        let Some(arch) = &self.arch else { return Ok(DEFAULT_PROFILE.to_string()) };
-        known_arch(arch)?;
-        default_for_arch(arch).map(str::to_string).ok_or_else(|| {
-            Fail::Input(format!("--arch {arch}: no built-in machine profile for this architecture; name one with --machine"))
-        })
-    }
-}
-
-fn known_arch(arch: &str) -> Result<(), Fail> {
-    if splab_pmap::ARCHES.contains(&arch) {
-        Ok(())
-    } else {
-        Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))))
-    }
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,10 +56,23 @@ pub fn memory(text: &str, what: &str) -> Result<u64, Fail> {
 /// A system configuration with the given machine and memory; everything
 /// else at its default (superpages on, no fragmentation, seed 1).
 pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
-    let profile = input(Profile::load(&m.profile_name()?))?;
+    if let Some(arch) = &m.arch {
+        if !splab_pmap::ARCHES.contains(&arch.as_str()) {
+            return Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))));
+        }
+    }
+    // Without --machine, the architecture picks its built-in profile.
+    let machine = match (&m.machine, &m.arch) {
+        (Some(name), _) => name.as_str(),
+        (None, Some(arch)) => default_for_arch(splab_pmap::machine_arch(arch)).unwrap_or(DEFAULT_PROFILE),
+        (None, None) => DEFAULT_PROFILE,
+    };
+    let profile = input(Profile::load(machine))?;
     let arch = m.arch.clone().unwrap_or_else(|| profile.arch.clone());
-    known_arch(&arch)?;
-    if arch != profile.arch {
+    if !splab_pmap::ARCHES.contains(&arch.as_str()) {
+        return Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))));
+    }
+    if splab_pmap::machine_arch(&arch) != profile.arch {
         return Err(Fail::Input(format!(
             "--arch {arch}: machine profile {:?} is an {} machine; choose a profile of that architecture",
             profile.name, profile.arch

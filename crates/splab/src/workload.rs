@@ -3,42 +3,204 @@
 //! has new ones, in `WorkloadArgs`).
 
 use crate::error::Fail;
-use clap::Args;
+use crate::size;
+use clap::{Args, Parser};
 use splab_sim::Config;
+use splab_workloads::build::Build;
+use splab_workloads::bw::Bw;
 use splab_workloads::gups::Gups;
+use splab_workloads::gups_mp::GupsMp;
+use splab_workloads::index::Index;
+use splab_workloads::lat::{Lat, Pattern};
+use splab_workloads::realloc::Realloc;
+use splab_workloads::stream::Stream;
+use splab_workloads::stress::Stress;
+use splab_workloads::transpose::Transpose;
 use splab_workloads::Workload;
 
 /// Options of the workloads; each workload reads the ones it has.
 #[derive(Args, Clone, Debug)]
 pub struct WorkloadArgs {
-    /// GUPS: log2 of the table size in 64-bit words.
-    #[arg(long, value_name = "N", default_value_t = 24)]
-    pub log2_table: u32,
-    /// GUPS: run the HPCC verification pass (implies --track-contents).
+    /// gups, gups-mp: log2 of the table size in 64-bit words, per process
+    /// for gups-mp [default: 24 for gups, 21 for gups-mp].
+    #[arg(long, value_name = "N")]
+    pub log2_table: Option<u32>,
+    /// gups: run the HPCC verification pass (implies --track-contents).
     #[arg(long)]
     pub verify: bool,
+    /// gups-mp: processes, each with a table of its own [default: one per
+    /// CPU of the machine].
+    #[arg(long, value_name = "N")]
+    pub procs: Option<usize>,
+    /// lat: largest array of the size sweep (which starts at 4K).
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub max_size: String,
+    /// lat: strides in bytes between chain elements, comma-separated; the
+    /// figure is for the first.
+    #[arg(long, value_name = "BYTES,...", value_delimiter = ',', default_value = "64,4096")]
+    pub stride: Vec<u64>,
+    /// lat: chase order, random (one random cycle) or seq (ascending).
+    #[arg(long, value_name = "random|seq", default_value = "random")]
+    pub pattern: String,
+    /// lat: timed dependent loads per array size.
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub loads: u64,
+    /// bw: bytes each test moves (bcopy tests map twice this).
+    #[arg(long, value_name = "SIZE", default_value = "128M")]
+    pub size: String,
+    /// bw: tests to run, comma-separated, from rd, wr, rdwr, bcopy_libc,
+    /// bcopy_hand, mmap_rd; the figure is the first one's.
+    #[arg(long, value_name = "TEST,...", value_delimiter = ',', default_value = "rd,wr,rdwr,bcopy_libc,bcopy_hand,mmap_rd")]
+    pub tests: Vec<String>,
+    /// transpose: matrix sizes N (N x N doubles), comma-separated.
+    #[arg(long, value_name = "N,...", value_delimiter = ',', default_value = "3000,3072,3300")]
+    pub sizes: Vec<u64>,
+    /// stream: elements per array (STREAM_ARRAY_SIZE).
+    #[arg(long, value_name = "N", default_value_t = 10_000_000)]
+    pub n: u64,
+    /// stream: times each kernel runs (NTIMES; the first is not counted).
+    /// STREAM's own default is 10; runs here are deterministic, so later
+    /// runs differ only by the caches the first one warmed.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub ntimes: u32,
+    /// index: pgbench scaling factor (100000 accounts each).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub scale: u64,
+    /// index: clients, each a backend process on a CPU of its own.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub clients: usize,
+    /// index: transactions per client (pgbench -t).
+    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    pub transactions: u64,
+    /// build: compilation units (source files), one compiler process each.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub units: usize,
+    /// build: compilers running at once (make -j) [default: one per CPU].
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// stress: vm workers, forked from one parent [default: one per CPU].
+    #[arg(long, value_name = "N")]
+    pub vm: Option<usize>,
+    /// stress: bytes each worker maps, touches and unmaps per loop.
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub vm_bytes: String,
+    /// stress: rounds of mmap, touch, munmap per worker.
+    #[arg(long, value_name = "N", default_value_t = 4)]
+    pub loops: u64,
+    /// realloc: size of the first allocation (then doubled until memory
+    /// runs out).
+    #[arg(long, value_name = "SIZE", default_value = "1M")]
+    pub start_size: String,
 }
 
-type Build = fn(&WorkloadArgs, &Config) -> Result<Box<dyn Workload>, String>;
+/// `WorkloadArgs` as the command line would give them for `args` (the
+/// defaults where `args` says nothing), for callers other than the CLI.
+pub fn args_from(args: &[&str]) -> Result<WorkloadArgs, String> {
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        w: WorkloadArgs,
+    }
+    let argv = std::iter::once("splab").chain(args.iter().copied());
+    Only::try_parse_from(argv).map(|o| o.w).map_err(|e| e.to_string())
+}
+
+type Builder = fn(&WorkloadArgs, &Config) -> Result<Box<dyn Workload>, String>;
 
 /// Every workload the front end can run, by name.
-const WORKLOADS: &[(&str, Build)] = &[("gups", gups)];
+const WORKLOADS: &[(&str, Builder)] = &[
+    ("gups", gups), ("gups-mp", gups_mp), ("lat", lat), ("bw", bw), ("transpose", transpose), ("stream", stream),
+    ("index", index),
+    ("build", build_tree),
+    ("stress", stress),
+    ("realloc", realloc),
+];
+
+/// A size option, parsed and checked; errors name the option and the text
+/// as typed.
+fn size_arg(text: &str, what: &str, check: fn(u64) -> Result<(), String>) -> Result<u64, String> {
+    let bytes = size::parse(text).map_err(|e| format!("{what}: {e}"))?;
+    check(bytes).map_err(|e| format!("{what} {text}: {e}"))?;
+    Ok(bytes)
+}
+
+/// Refuses a run whose data cannot fit in the modelled memory (the page
+/// tables need room too): said now instead of after minutes of simulation.
+fn fits(what: &str, bytes: u64, cfg: &Config) -> Result<(), String> {
+    if bytes >= cfg.memory {
+        return Err(format!("{what} ({}) does not fit in --memory {}", size::show(bytes), size::show(cfg.memory)));
+    }
+    Ok(())
+}
 
 fn gups(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
-    let mut g = Gups::new(a.log2_table)?;
+    let log2 = a.log2_table.unwrap_or(24);
+    let mut g = Gups::new(log2)?;
     g.verify = a.verify;
-    // A table as large as memory cannot be run (the page tables need room
-    // too); say so now instead of after minutes of simulation.
-    let bytes = 8u64 << a.log2_table;
-    if bytes >= cfg.memory {
-        return Err(format!(
-            "--log2-table {}: the GUPS table ({}) does not fit in --memory {}",
-            a.log2_table,
-            crate::size::show(bytes),
-            crate::size::show(cfg.memory)
-        ));
-    }
+    fits(&format!("--log2-table {log2}: the GUPS table"), 8u64 << log2, cfg)?;
     Ok(Box::new(g))
+}
+
+fn gups_mp(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let log2 = a.log2_table.unwrap_or(21);
+    let g = GupsMp::new(log2, a.procs)?;
+    let procs = a.procs.unwrap_or(cfg.profile.cpus) as u64;
+    fits(&format!("--log2-table {log2} with {procs} processes: the tables"), procs * (8u64 << log2), cfg)?;
+    Ok(Box::new(g))
+}
+
+fn lat(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let max = size_arg(&a.max_size, "--max-size", Lat::check_max_size)?;
+    let l = Lat::new(max, a.stride.clone(), Pattern::parse(&a.pattern)?, a.loads)?;
+    fits(&format!("--max-size {}: the array", a.max_size), max, cfg)?;
+    Ok(Box::new(l))
+}
+
+fn bw(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let s = size_arg(&a.size, "--size", Bw::check_size)?;
+    let b = Bw::new(s, a.tests.clone())?;
+    // A copy maps twice the size; each mmap_rd file stays in the page cache.
+    fits(&format!("--size {}: the buffers and file", a.size), 3 * s, cfg)?;
+    Ok(Box::new(b))
+}
+
+fn transpose(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let t = Transpose::new(a.sizes.clone())?;
+    fits("--sizes: the two matrices of the largest size", t.footprint(), cfg)?;
+    Ok(Box::new(t))
+}
+
+fn stream(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let s = Stream::new(a.n, a.ntimes)?;
+    fits(&format!("--n {}: the three arrays", a.n), 3 * 8 * a.n, cfg)?;
+    Ok(Box::new(s))
+}
+
+fn index(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let i = Index::new(a.scale, a.clients, a.transactions)?;
+    fits(&format!("--scale {}: the shared buffers", a.scale), i.shared_bytes(), cfg)?;
+    Ok(Box::new(i))
+}
+
+fn build_tree(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let b = Build::new(a.units, a.jobs)?;
+    fits(&format!("--units {} with {} jobs: the tree and the compilers", a.units, a.jobs.unwrap_or(cfg.profile.cpus)), b.footprint(cfg.profile.cpus), cfg)?;
+    Ok(Box::new(b))
+}
+
+fn stress(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let bytes = size_arg(&a.vm_bytes, "--vm-bytes", Stress::check_vm_bytes)?;
+    let s = Stress::new(a.vm, bytes, a.loops)?;
+    let n = a.vm.unwrap_or(cfg.profile.cpus) as u64;
+    fits(&format!("--vm {n} --vm-bytes {}: the workers' memory", a.vm_bytes), n.saturating_mul(bytes), cfg)?;
+    Ok(Box::new(s))
+}
+
+fn realloc(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let start = size_arg(&a.start_size, "--start-size", Realloc::check_start)?;
+    let r = Realloc::new(start)?;
+    fits(&format!("--start-size {}: the first allocation", a.start_size), start, cfg)?;
+    Ok(Box::new(r))
 }
 
 pub fn names() -> Vec<&'static str> {
@@ -47,8 +209,12 @@ pub fn names() -> Vec<&'static str> {
 
 /// The workload called `name`, built for a system configured as `cfg`.
 pub fn build(name: &str, a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, Fail> {
+    if let Some(path) = name.strip_prefix("trace:") {
+        let r = splab_trace::replay::Replay::new(std::path::Path::new(path), None).map_err(Fail::Input)?;
+        return Ok(Box::new(r));
+    }
     let Some((_, make)) = WORKLOADS.iter().find(|(n, _)| *n == name) else {
-        return Err(Fail::Input(format!("unknown workload {name:?} (known: {})", names().join(", "))));
+        return Err(Fail::Input(format!("unknown workload {name:?} (known: {}, trace:FILE)", names().join(", "))));
     };
     make(a, cfg).map_err(Fail::Input)
 }
@@ -60,5 +226,13 @@ mod tests {
         for w in splab_workloads::WORKLOADS {
             assert!(super::names().contains(w), "workload {w} has no builder");
         }
+    }
+
+    #[test]
+    fn args_from_gives_defaults_and_overrides() {
+        let a = super::args_from(&["--log2-table", "18"]).unwrap();
+        assert_eq!(a.log2_table, Some(18));
+        assert_eq!(a.stride, vec![64, 4096]);
+        assert!(super::args_from(&["--no-such-option"]).is_err());
     }
 }

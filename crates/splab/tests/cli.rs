@@ -74,6 +74,22 @@ fn compare_shows_superpages_help_gups() {
     assert!(v["change_percent"]["figure"].as_f64().unwrap() > 0.0);
 }
 
+/// `--arch riscv` alone runs on the SiFive U74 profile, with FreeBSD's
+/// riscv names for the tunable and counters.
+#[test]
+fn compare_on_riscv_promotes_and_helps_gups() {
+    let v = json(&["compare", "gups", "--arch", "riscv", "--log2-table", "18", "--memory", "256M", "--json"]);
+    let (off, on) = (&v["off"], &v["on"]);
+    assert_eq!((&off["arch"], &off["machine"]), (&Value::from("riscv"), &Value::from("sifive-u74")));
+    assert_eq!(off["sysctl"]["vm.pmap.superpages_enabled"], 0);
+    assert_eq!(on["sysctl"]["vm.pmap.superpages_enabled"], 1);
+    assert_eq!(off["sysctl"]["vm.pmap.l2.promotions"], 0);
+    assert!(on["sysctl"]["vm.pmap.l2.promotions"].as_i64().unwrap() > 0, "{}", on["sysctl"]);
+    assert!(on["sysctl"].get("vm.pmap.pg_ps_enabled").is_none(), "no amd64 names on riscv");
+    let f = |r: &Value| r["figure"]["value"].as_f64().unwrap();
+    assert!(f(on) > f(off), "on {} vs off {}", f(on), f(off));
+}
+
 #[test]
 fn sysctl_lists_tunable_and_counters() {
     let out = splab(&["sysctl"]);
@@ -129,8 +145,15 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["compare", "gups", "--memory", "12Q", "--json"], "12Q"),
         (&["sysctl", "--memory", "8X"], "8X"),
         (&["check", "--arch", "vax"], "vax"),
+        (&["sim", "gups", "--arch", "riscv", "--machine", "sapphire-rapids"], "sapphire-rapids"),
+        (&["sim", "gups", "--arch", "amd64", "--machine", "sifive-u74"], "sifive-u74"),
         (&["bench", "--footprint", "30G"], "30G"),
     ];
+    assert_rejected(cases);
+}
+
+/// Each command must exit 2 with one line on stderr naming the value.
+fn assert_rejected(cases: &[(&[&str], &str)]) {
     for (args, named) in cases {
         let out = splab(args);
         let err = String::from_utf8_lossy(&out.stderr);
@@ -165,4 +188,70 @@ fn bench_small_runs_each_part_in_a_child() {
     if cfg!(target_os = "linux") {
         assert!(v["footprint"]["peak_rss_bytes"].as_u64().unwrap() > 0);
     }
+}
+
+// The benchmark workloads (gups-mp, lat, bw, transpose, stream, index,
+// build, stress, realloc) at small sizes.
+
+#[test]
+fn every_workload_runs_small_from_the_command_line() {
+    // (arguments, memory, figure, a line of the report)
+    let cases: &[(&[&str], &str, &str, &str)] = &[
+        (&["gups-mp", "--log2-table", "12", "--procs", "3"], "64M", "aggregate GUP/s", "[GUP/s] (aggregate of 3)"),
+        (&["lat", "--max-size", "64K", "--stride", "64", "--loads", "200", "--pattern", "seq"], "64M", "ns/load at 64k, stride 64", "\"stride=64"),
+        (&["bw", "--size", "64K", "--tests", "wr,mmap_rd"], "64M", "wr MB/s", "# mmap_rd: bw_mmap_rd 64k FILE"),
+        (&["transpose", "--sizes", "40,50"], "64M", "transpose MB/s (all)", "all transposes:"),
+        (&["stream", "--n", "4000", "--ntimes", "2"], "64M", "Triad MB/s", "Function    Best Rate MB/s"),
+        (&["index", "--scale", "1", "--transactions", "100", "--clients", "2"], "64M", "tps", "number of transactions actually processed: 200/200"),
+        (&["build", "--units", "3", "--jobs", "2"], "256M", "build time (s)", " real "),
+        (&["stress", "--vm", "2", "--vm-bytes", "2M", "--loops", "2"], "64M", "completion time (s)", "successful run completed in"),
+        (&["realloc"], "64M", "fill rate MB/s", "stopped: out of memory"),
+    ];
+    for (args, memory, figure, in_report) in cases {
+        let mut a = vec!["sim"];
+        a.extend_from_slice(args);
+        a.extend(["--memory", memory, "--json"]);
+        let v = json(&a);
+        assert_eq!(v["workload"], args[0]);
+        assert_eq!(v["figure"]["name"], *figure, "{args:?}");
+        assert!(v["figure"]["value"].as_f64().unwrap() > 0.0, "{args:?}: {}", v["figure"]);
+        let report = v["report"].as_str().unwrap();
+        assert!(report.contains(in_report), "{args:?}: no {in_report:?} in\n{report}");
+    }
+}
+
+#[test]
+fn compare_lat_shows_superpages_shortening_the_chase() {
+    // 16 MB with a 4 KB stride: 4096 pages, twice what the STLB holds.
+    let v = json(&["compare", "lat", "--max-size", "16M", "--stride", "4096", "--loads", "2000", "--memory", "128M", "--json"]);
+    let f = |r: &Value| r["figure"]["value"].as_f64().unwrap();
+    assert!(f(&v["on"]) < f(&v["off"]), "on {} vs off {}", f(&v["on"]), f(&v["off"]));
+    assert_eq!(v["on"]["figure"]["higher_is_better"], false);
+    assert!(v["change_percent"]["figure"].as_f64().unwrap() < 0.0);
+    assert!(v["on"]["sysctl"]["vm.pmap.pde.promotions"].as_i64().unwrap() > 0);
+    // The text form has the figure's row with its change.
+    let out = splab(&["compare", "lat", "--max-size", "16M", "--stride", "4096", "--loads", "2000", "--memory", "128M"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text.lines().find(|l| l.starts_with("ns/load at 16m, stride 4096")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains('%') && row.trim_end().ends_with("better"), "{row}");
+}
+
+#[test]
+fn bad_workload_options_exit_2_and_name_the_value() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["sim", "lat", "--pattern", "zigzag"], "zigzag"),
+        (&["sim", "lat", "--max-size", "1K"], "1K"),
+        (&["sim", "lat", "--stride", "12"], "12"),
+        (&["sim", "bw", "--tests", "rd,nosuch"], "nosuch"),
+        (&["sim", "bw", "--size", "12Q"], "12Q"),
+        (&["sim", "transpose", "--sizes", "3000,1"], "1"),
+        (&["sim", "stream", "--ntimes", "1"], "1"),
+        (&["sim", "index", "--scale", "0"], "0"),
+        (&["sim", "index", "--scale", "9000"], "9000"),
+        (&["sim", "build", "--jobs", "0"], "0"),
+        (&["sim", "stress", "--vm-bytes", "100G"], "100G"),
+        (&["sim", "realloc", "--start-size", "3K"], "3K"),
+        (&["sim", "gups-mp", "--procs", "999"], "999"),
+    ];
+    assert_rejected(cases);
 }

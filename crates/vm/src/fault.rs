@@ -37,6 +37,20 @@ pub enum FaultError {
 }
 
 impl Vm {
+    /// A page fault trap at `va` for `access` in process `pid`: the pmap
+    /// first (pmap_fault, for accessed/dirty bits the hardware leaves to
+    /// software), then the VM (vm_fault), as FreeBSD's riscv trap handler
+    /// does.
+    pub fn trap(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
+        let pm = self.proc(pid).ok_or(FaultError::NoProcess(pid))?.pmap;
+        let (pmap, mut env) = self.pmap_env();
+        if pmap.fault(&mut env, pm, VirtAddr(va & !(PAGE - 1)), access) {
+            self.ev.pmap_faults += 1;
+            return Ok(());
+        }
+        self.fault(pid, va, access)
+    }
+
     /// Resolves a fault at `va` for `access` in process `pid` (vm_fault).
     pub fn fault(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
         self.ev.faults += 1;

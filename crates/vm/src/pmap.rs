@@ -67,6 +67,9 @@ pub struct CpuState {
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct KernelEvents {
     pub faults: u64,
+    /// Page faults the pmap resolved alone (pmap_fault), not counted in
+    /// `faults`.
+    pub pmap_faults: u64,
     pub zero_fills: u64,
     pub cow_copies: u64,
     pub page_ins: u64,
@@ -150,6 +153,15 @@ pub trait Pmap: Send {
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool;
     /// Whether any mapping of `m` exists.
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool;
+    /// Tries to resolve a page fault at `va` for `access` without the
+    /// machine-independent fault handler: one the hardware raised because
+    /// a valid mapping that permits the access has its accessed bit clear,
+    /// or its dirty bit clear on a write (FreeBSD's pmap_fault, which the
+    /// riscv trap handler calls before vm_fault). Returns whether it did.
+    /// Architectures whose hardware sets those bits have nothing to do.
+    fn fault(&mut self, _env: &mut PmapEnv, _pm: PmapId, _va: VirtAddr, _access: Prot) -> bool {
+        false
+    }
 
     /// The pmap's view of `va` (pmap_extract plus attributes).
     fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping>;

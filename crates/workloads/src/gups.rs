@@ -4,8 +4,10 @@
 //! (x <- x << 1 ^ (x < 0 ? POLY : 0)) started at 128 equally spaced
 //! points. Only the update loop is timed, as in HPCC.
 
+use crate::common::{fault, map, spawn_on, Batch};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
+use splab_vm::FaultError;
 use splab_vm::map::MmapReq;
 use splab_vm::prot;
 
@@ -59,6 +61,76 @@ pub fn starts(n: i64) -> u64 {
     ran
 }
 
+/// HPCC's update loop over one table, resumable so that a scheduler can
+/// run it a quantum at a time: 128 streams, started at equally spaced
+/// points of the random sequence, each stepped once per round, and the
+/// table word each value selects XORed with it, in HPCC's order.
+pub struct Updater {
+    table: u64,
+    mask: u64,
+    ran: [u64; 128],
+    /// Rounds (of 128 updates) done and to do.
+    round: u64,
+    rounds: u64,
+    batch: Vec<(u64, u64)>,
+}
+
+impl Updater {
+    /// The 4 x 2^log2 updates of a table of 2^log2 words at `table`.
+    pub fn new(table: u64, log2: u32) -> Updater {
+        let n = 1u64 << log2;
+        let nupdate = 4 * n;
+        let mut ran = [0u64; 128];
+        for (i, r) in ran.iter_mut().enumerate() {
+            *r = starts((nupdate / 128 * i as u64) as i64);
+        }
+        Updater { table, mask: n - 1, ran, round: 0, rounds: nupdate / 128, batch: Vec::new() }
+    }
+
+    pub fn updates(&self) -> u64 {
+        self.rounds * 128
+    }
+
+    pub fn done(&self) -> bool {
+        self.round == self.rounds
+    }
+
+    /// Runs up to `max_rounds` rounds, `per_batch` rounds to a batch. The
+    /// streams do not depend on the table, so the updates of several rounds
+    /// are independent and go to the system as one batch, in HPCC's order.
+    /// Returns the updates made.
+    pub fn run(&mut self, sys: &mut System, cpu: usize, max_rounds: u64, per_batch: usize) -> Result<u64, FaultError> {
+        let end = (self.round + max_rounds).min(self.rounds);
+        let first = self.round;
+        while self.round < end {
+            for r in self.ran.iter_mut() {
+                *r = next(*r);
+                self.batch.push((self.table + (*r & self.mask) * 8, *r));
+            }
+            self.round += 1;
+            if self.batch.len() >= 128 * per_batch || self.round == end {
+                let r = sys.xor_batch(cpu, &self.batch);
+                self.batch.clear();
+                r?;
+            }
+        }
+        Ok((end - first) * 128)
+    }
+}
+
+/// Initialises Table[i] = i for i in [from, to) (independent stores).
+pub fn init_table(sys: &mut System, b: &mut Batch, table: u64, from: u64, to: u64) -> Result<(), FaultError> {
+    for i in from..to {
+        b.store(sys, table + i * 8, i)?;
+    }
+    b.flush(sys)
+}
+
+/// HPCC's line for a rate.
+pub fn gups_line(gups: f64) -> String {
+    format!("{gups:.9} Billion(10^9) Updates    per second [GUP/s]")
+}
+
 pub struct Gups {
     pub log2_table: u32,
     /// Run HPCC's verification pass (needs content tracking).
@@ -68,14 +140,20 @@ pub struct Gups {
 
 impl Gups {
     pub fn new(log2_table: u32) -> Result<Gups, String> {
-        if !(10..=34).contains(&log2_table) {
-            return Err(format!("--log2-table {log2_table} is out of range (10 to 34)"));
-        }
+        check_log2_table(log2_table)?;
         Ok(Gups { log2_table, verify: false, cpu: 0 })
     }
     fn table_size(&self) -> u64 {
         1 << self.log2_table
     }
+}
+
+/// The table sizes the workloads accept.
+pub fn check_log2_table(log2_table: u32) -> Result<(), String> {
+    if !(10..=34).contains(&log2_table) {
+        return Err(format!("--log2-table {log2_table} is out of range (10 to 34)"));
+    }
+    Ok(())
 }
 
 impl Workload for Gups {
@@ -90,50 +168,36 @@ impl Workload for Gups {
 
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
         let n = self.table_size();
-        let nupdate = 4 * n;
         let cpu = self.cpu;
-        let pid = sys.spawn().map_err(|e| format!("spawn: {e}"))?;
-        sys.run_on(cpu, pid).map_err(|e| format!("run: {e}"))?;
-        let table = sys.mmap(pid, MmapReq::anon(n * 8, prot::RW)).map_err(|e| format!("mmap of {} bytes: {e}", n * 8))?.0;
-        let fault = |e: splab_vm::FaultError| format!("GUPS table access: {e}");
-        let mut done = 0u64;
-        for i in 0..n {
-            sys.store(cpu, table + i * 8, i).map_err(fault)?;
-            if i & 0xfffff == 0 {
-                progress(i);
-            }
+        let pid = spawn_on(sys, cpu)?;
+        let table = map(sys, pid, MmapReq::anon(n * 8, prot::RW), "the GUPS table")?;
+        let fault = fault("GUPS table access");
+        let mut b = Batch::new(cpu);
+        const CHUNK: u64 = 1 << 20;
+        for from in (0..n).step_by(CHUNK as usize) {
+            init_table(sys, &mut b, table, from, (from + CHUNK).min(n)).map_err(&fault)?;
+            progress(from);
         }
-        done += n;
+        let mut done = n;
         let t0 = sys.cycles(cpu);
-        let mut ran = [0u64; 128];
-        for (i, r) in ran.iter_mut().enumerate() {
-            *r = starts((nupdate / 128 * i as u64) as i64);
+        let mut u = Updater::new(table, self.log2_table);
+        let nupdate = u.updates();
+        while !u.done() {
+            // Eight rounds (1024 updates) to a batch: large enough for the
+            // system's timing thread.
+            done += 2 * u.run(sys, cpu, 4096, 8).map_err(&fault)?;
+            progress(done);
         }
-        // The 128 streams do not depend on the table, so the updates of
-        // several rounds are independent and go to the system as one batch,
-        // in the same order as HPCC's loop.
-        const ROUNDS: usize = 8;
-        let mut batch = Vec::with_capacity(128 * ROUNDS);
-        for j in 0..nupdate / 128 {
-            for r in ran.iter_mut() {
-                *r = next(*r);
-                batch.push((table + (*r & (n - 1)) * 8, *r));
-            }
-            if batch.len() == batch.capacity() || j + 1 == nupdate / 128 {
-                sys.xor_batch(cpu, &batch).map_err(fault)?;
-                batch.clear();
-            }
-            if j & 0xfff == 0 {
-                progress(done + j * 256);
-            }
-        }
-        done += 2 * nupdate;
         let t1 = sys.cycles(cpu);
         let timed = sys.cycles_to_seconds(t1 - t0);
         let gups = nupdate as f64 / timed / 1e9;
         let mut report = format!(
-            "Main table size   = 2^{} = {} words\nNumber of updates = {}\nReal time used    = {:.6} seconds (simulated)\n{:.9} Billion(10^9) Updates    per second [GUP/s]\n",
-            self.log2_table, n, nupdate, timed, gups
+            "Main table size   = 2^{} = {} words\nNumber of updates = {}\nReal time used    = {:.6} seconds (simulated)\n{}\n",
+            self.log2_table,
+            n,
+            nupdate,
+            timed,
+            gups_line(gups)
         );
         if self.verify {
             // HPCC verification: redo the updates (XOR undoes them) and
@@ -142,12 +206,12 @@ impl Workload for Gups {
             for _ in 0..nupdate {
                 r = next(r);
                 let va = table + (r & (n - 1)) * 8;
-                let v = sys.load(cpu, va).map_err(fault)?;
-                sys.store(cpu, va, v ^ r).map_err(fault)?;
+                let v = sys.load(cpu, va).map_err(&fault)?;
+                sys.store(cpu, va, v ^ r).map_err(&fault)?;
             }
             let mut errors = 0u64;
             for i in 0..n {
-                if sys.load(cpu, table + i * 8).map_err(fault)? != i {
+                if sys.load(cpu, table + i * 8).map_err(&fault)? != i {
                     errors += 1;
                 }
             }
@@ -156,7 +220,7 @@ impl Workload for Gups {
             report.push_str(&format!("Found {errors} errors in {n} locations ({}).\n", if ok { "passed" } else { "failed" }));
         }
         progress(done);
-        sys.exit(pid).map_err(|e| format!("exit: {e}"))?;
+        crate::common::exit(sys, pid)?;
         Ok(WorkloadResult {
             figure: Figure { name: "GUP/s".into(), value: gups, unit: "GUP/s".into(), higher_is_better: true },
             report,

@@ -1,8 +1,28 @@
 //! Workloads: programs that run on the simulated system through its
 //! process interface (mmap, loads, stores), and report their own figure of
 //! merit the way the original benchmark does.
+//!
+//! One module per benchmark: `gups` and `gups_mp` (HPCC RandomAccess, one
+//! and many processes), `lat` and `bw` (lmbench's lat_mem_rd, bw_mem and
+//! bw_mmap_rd), `transpose`, `stream`, `index` (pgbench select-only),
+//! `build` (make -j), `stress` (stress --vm) and `realloc`. What they
+//! share: `common` (processes, mappings, batched accesses), `sched` (several
+//! processes on several CPUs, interleaved deterministically) and `script`
+//! (processes described as lists of actions, and a forking parent).
 
+pub mod build;
+pub mod bw;
+pub mod common;
 pub mod gups;
+pub mod gups_mp;
+pub mod index;
+pub mod lat;
+pub mod realloc;
+pub mod sched;
+pub mod script;
+pub mod stream;
+pub mod stress;
+pub mod transpose;
 
 use serde::Serialize;
 use splab_sim::System;
@@ -32,7 +52,13 @@ pub trait Workload {
     /// Runs to completion; `progress` is called now and then with the
     /// number of references made so far.
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String>;
+    /// Whether the last `run` failed because its input (a trace file) is
+    /// malformed, not because the run went wrong; the front end exits 2
+    /// for such errors, as for any bad input.
+    fn failed_on_input(&self) -> bool {
+        false
+    }
 }
 
 /// Workload names `splab sim` and `splab compare` accept.
-pub const WORKLOADS: &[&str] = &["gups"];
+pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "stress", "realloc"];

@@ -1,10 +1,10 @@
 //! The amd64 pmap's invariants, checked by walking every page table.
 
 use super::PmapAmd64;
-use crate::invariants;
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::PhysAddr;
+use splab_vm::page::pflags;
 use splab_vm::pmap::PmapEnv;
 
 impl PmapAmd64 {
@@ -13,13 +13,22 @@ impl PmapAmd64 {
     }
 
     fn check_ptp(env: &PmapEnv, table: u64, what: &str) -> Result<(), String> {
+        let m = env.phys.pages.get(PhysAddr(table).pfn());
         let valid = Self::table_entries(env, table).into_iter().filter(|(_, e)| e.valid()).count();
-        invariants::page_table(env, table, valid, what)
+        if !m.has(pflags::PTPAGE) || !m.has(pflags::INUSE) {
+            return Err(format!("{what} at {table:#x} is not an in-use page-table page"));
+        }
+        if m.ref_count as usize != valid {
+            return Err(format!("{what} at {table:#x}: ref_count {} but {valid} valid entries", m.ref_count));
+        }
+        Ok(())
     }
 
     pub(crate) fn check_impl(&self, env: &PmapEnv) -> Result<(), String> {
         let mut pv_seen = 0u64;
-        for (pm, p) in self.pmaps.iter() {
+        for (pmid, p) in self.pmaps.iter().enumerate() {
+            let Some(p) = p else { continue };
+            let pm = pmid as u32;
             let mut resident = 0u64;
             for (i4, e4) in Self::table_entries(env, p.pml4.addr().0) {
                 if !e4.valid() {
@@ -49,7 +58,7 @@ impl PmapAmd64 {
                             resident += NPTEPG;
                             if e2.has(PteFlags::SW_MANAGED) {
                                 pv_seen += 1;
-                                if !self.pv.contains(self.pvh[Self::pvh_idx(e2.frame_2m())], pm, va2) {
+                                if !self.pv.contains_sp(e2.frame_2m(), pm, va2) {
                                     return Err(format!("pmap {pm}: 2MB mapping at {va2:#x} has no PV entry"));
                                 }
                             }
@@ -65,9 +74,17 @@ impl PmapAmd64 {
                             }
                             resident += 1;
                             let va = va2 | (i1 << 12);
-                            let managed = e1.has(PteFlags::SW_MANAGED);
-                            invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(e1.frame()).pfn(), managed)?;
-                            pv_seen += managed as u64;
+                            let m = PhysAddr(e1.frame()).pfn();
+                            let pg = env.phys.pages.get(m);
+                            if !pg.has(pflags::INUSE) || env.phys.buddy.is_free(m) {
+                                return Err(format!("pmap {pm}: {va:#x} maps free frame {m:?}"));
+                            }
+                            if e1.has(PteFlags::SW_MANAGED) {
+                                pv_seen += 1;
+                                if !self.pv.contains(env, m, pm, va) {
+                                    return Err(format!("pmap {pm}: {va:#x} -> {m:?} has no PV entry"));
+                                }
+                            }
                         }
                     }
                 }
@@ -75,7 +92,12 @@ impl PmapAmd64 {
             for (k, s) in &p.stash {
                 let va2 = k << PDRSHIFT;
                 let pde = self.pde_pa(env.mem, pm, va2).map(|a| Self::rd(env.mem, a));
-                invariants::stashed(env, pm, va2, s.ptp, pde.is_some_and(|e| e.valid() && e.has(PteFlags::PS)))?;
+                if !pde.is_some_and(|e| e.valid() && e.has(PteFlags::PS)) {
+                    return Err(format!("pmap {pm}: stash for {va2:#x} but no 2MB mapping there"));
+                }
+                if !env.phys.pages.get(s.ptp).has(pflags::PTPAGE) {
+                    return Err(format!("pmap {pm}: stashed page {:?} is not a page-table page", s.ptp));
+                }
             }
             if resident != p.resident {
                 return Err(format!("pmap {pm}: resident count {} but {resident} pages mapped", p.resident));

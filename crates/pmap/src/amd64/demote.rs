@@ -8,9 +8,10 @@
 //! which is always safe because a later fault can recreate it.
 
 use super::{table_flags, PmapAmd64};
+use crate::ptpage;
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_2M, PDPSHIFT, PDRSHIFT};
-use splab_hw::{PhysAddr, Pfn};
+use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
 
 impl PmapAmd64 {
@@ -21,7 +22,7 @@ impl PmapAmd64 {
         self.remove_pde(env, pm, va2m, &mut free);
         self.invalidate_page(env, pm, va2m);
         for p in free {
-            Self::free_ptp(env, p);
+            ptpage::free(env, p);
         }
         self.st.demotion_aborts += 1;
         false
@@ -42,7 +43,7 @@ impl PmapAmd64 {
                 if !old.has(PteFlags::A) {
                     return self.demote_abort(env, pm, va2m);
                 }
-                match Self::alloc_ptp(env) {
+                match ptpage::alloc(env) {
                     Some(p) => (p, false),
                     None => return self.demote_abort(env, pm, va2m),
                 }
@@ -68,12 +69,7 @@ impl PmapAmd64 {
         Self::wr(env.mem, pde_pa, newpde);
         // The superpage's PV entry becomes 512 (pmap_pv_demote_pde).
         if old.has(PteFlags::SW_MANAGED) {
-            let removed = self.pvh_del(frame, pm, va2m);
-            debug_assert!(removed, "demote: no PV entry for the superpage");
-            let m0 = PhysAddr(frame).pfn();
-            for k in 0..NPTEPG as u32 {
-                self.pv_add(env, Pfn(m0.0 + k), pm, va2m + k as u64 * 4096);
-            }
+            self.pv.demote(env, PhysAddr(frame).pfn(), pm, va2m, NPTEPG as u32);
         }
         self.st.demotions += 1;
         env.ev.demotions += 1;
@@ -86,7 +82,7 @@ impl PmapAmd64 {
         let pdpe_pa = self.pdpe_pa(env.mem, pm, va1g).expect("demote: no PDPT");
         let old = Self::rd(env.mem, pdpe_pa);
         debug_assert!(old.has(PteFlags::PS));
-        let pd = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+        let pd = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
         env.phys.pages.get_mut(pd).ref_count = NPTEPG as u16;
         let frame = old.frame_1g();
         let flags = old.flags();

@@ -3,6 +3,7 @@
 //! (pmap_enter_largepage), and whole object ranges at once
 //! (pmap_enter_object).
 
+use crate::ptpage;
 use super::{table_flags, PmapAmd64};
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PDPSHIFT};
@@ -13,26 +14,29 @@ impl PmapAmd64 {
     /// Returns the PTE address for `va`, creating the page-table page if
     /// needed and demoting a 2 MB mapping in the way (pmap_allocpte).
     fn alloc_pte(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
-        let pde_pa = self.alloc_pde(env, pm, va)?;
+        let mut pde_pa = self.alloc_pde(env, pm, va)?;
         let mut pde = Self::rd(env.mem, pde_pa);
         if pde.valid() && pde.has(PteFlags::PS) {
             // A failed demotion removes the 2 MB mapping; either way the PDE
-            // no longer maps a superpage.
-            self.demote_pde(env, pm, va);
+            // no longer maps a superpage. The removal may have freed the
+            // page directory (its only entry), so look the PDE up again.
+            if !self.demote_pde(env, pm, va) {
+                pde_pa = self.alloc_pde(env, pm, va)?;
+            }
             pde = Self::rd(env.mem, pde_pa);
         }
         if !pde.valid() {
-            let p = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             pde = Pte::new(p.addr().0, table_flags());
             Self::wr(env.mem, pde_pa, pde);
-            Self::ptp_ref(env, pde_pa.0 & !0xfff, 1);
+            ptpage::adjust_ref(env, pde_pa.0 & !0xfff, 1);
         }
         Ok((Self::slot(pde.frame(), va, 12), pde.frame()))
     }
 
     /// pmap_enter for a 4 KB page, then the promotion attempt.
     pub(crate) fn enter_4k(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        let managed = Self::managed(env, m);
+        let managed = ptpage::managed(env, m);
         let pa = m.addr().0;
         let newpte = Self::new_pte(pa, pr, &flags, managed);
         let (pte_pa, ptp) = self.alloc_pte(env, pm, va)?;
@@ -46,10 +50,10 @@ impl PmapAmd64 {
         let had_pv = orig.valid() && orig.has(PteFlags::SW_MANAGED);
         let om = PhysAddr(orig.frame()).pfn();
         if had_pv && !(same && managed) {
-            self.pv_del(env, om, pm, va);
+            self.pv.remove(env, om, pm, va);
         }
         if managed && !(same && had_pv) {
-            self.pv_add(env, m, pm, va);
+            self.pv.add(env, m, pm, va);
         }
         if orig.valid() {
             let mut invalidate = false;
@@ -60,7 +64,7 @@ impl PmapAmd64 {
             }
             if orig.has(PteFlags::RW | PteFlags::D) {
                 if had_pv {
-                    Self::dirty_page(env, om);
+                    ptpage::dirty(env, om);
                 }
                 if !newpte.has(PteFlags::RW) {
                     invalidate = true;
@@ -81,7 +85,7 @@ impl PmapAmd64 {
             }
         } else {
             Self::wr(env.mem, pte_pa, newpte);
-            Self::ptp_ref(env, ptp, 1);
+            ptpage::adjust_ref(env, ptp, 1);
             self.pm_mut(pm).resident += 1;
         }
         // Promotion is tried when the page-table page is full and the
@@ -107,7 +111,7 @@ impl PmapAmd64 {
         if !self.superpages_on() && !env.phys.pages.get(m).has(splab_vm::page::pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
-        let managed = Self::managed(env, m);
+        let managed = ptpage::managed(env, m);
         let pde_pa = self.alloc_pde(env, pm, va)?;
         let old = Self::rd(env.mem, pde_pa);
         let mut free = Vec::new();
@@ -126,7 +130,7 @@ impl PmapAmd64 {
                 self.invalidate_all(env, pm);
             }
             for p in free.drain(..) {
-                Self::free_ptp(env, p);
+                ptpage::free(env, p);
             }
         }
         // The PD page may have been freed if the removal emptied it.
@@ -135,10 +139,10 @@ impl PmapAmd64 {
         let f = Self::new_pte(m.addr().0, pr, &flags, managed).flags() | PteFlags::PS;
         let newpde = Pte::new(m.addr().0, f);
         if managed {
-            self.pvh_add(m.addr().0, pm, va);
+            self.pv.add_sp(m.addr().0, pm, va);
         }
         Self::wr(env.mem, pde_pa, newpde);
-        Self::ptp_ref(env, pd_page, 1);
+        ptpage::adjust_ref(env, pd_page, 1);
         self.pm_mut(pm).resident += NPTEPG;
         self.st.mappings += 1;
         Ok(())
@@ -157,7 +161,7 @@ impl PmapAmd64 {
                 return Err(PmapError::Exists);
             }
         } else {
-            Self::ptp_ref(env, pml4e.frame(), 1);
+            ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
         let f = Self::new_pte(m.addr().0, pr, &flags, false).flags() | PteFlags::PS;
         Self::wr(env.mem, pdpe_pa, Pte::new(m.addr().0, f));
@@ -182,13 +186,7 @@ impl PmapAmd64 {
                 va += 4096;
                 continue;
             };
-            if va.is_multiple_of(PAGE_2M)
-                && va + PAGE_2M <= end
-                && self.superpages_on()
-                && m.addr().0 % PAGE_2M == 0
-                && env.phys.reserv.level_iffullpop(m) == 0
-                && (1..NPTEPG).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
-            {
+            if self.superpages_on() && ptpage::is_superpage_run(env, pages, va, end, m, PAGE_2M) {
                 let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
                 if self.enter_pde(env, pm, va, m, pr, fl).is_ok() {
                     va += PAGE_2M;

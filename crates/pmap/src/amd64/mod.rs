@@ -23,13 +23,13 @@ mod enter;
 mod promote;
 mod remove;
 
-use crate::pv::PvArena;
-use crate::spaces::Spaces;
+use crate::ptpage::{self, Stash};
+use crate::pv::PvTable;
+use crate::shootdown;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{index, NPTEPG, PAGE_1G, PAGE_2M, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
+use splab_hw::amd64::{index, PAGE_1G, PAGE_2M, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::page::NIL;
 use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
@@ -68,14 +68,6 @@ pub(crate) struct Stats {
     pub demotion_aborts: u64,
 }
 
-/// A page-table page set aside at promotion (pmap_insert_pt_page), and
-/// whether its entries still describe the superpage (`valid`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Stash {
-    pub ptp: Pfn,
-    pub valid: bool,
-}
-
 pub(crate) struct Pm {
     pub pml4: Pfn,
     pub asid: u16,
@@ -86,31 +78,33 @@ pub(crate) struct Pm {
 }
 
 pub struct PmapAmd64 {
-    pmaps: Spaces<Pm>,
-    pub(crate) pv: PvArena,
-    /// PV list heads of 2 MB physical frames (pa_to_pvh).
-    pub(crate) pvh: Vec<u32>,
+    pmaps: Vec<Option<Pm>>,
+    /// PV lists per 4 KB page and per 2 MB frame.
+    pub(crate) pv: PvTable,
     /// vm.pmap.pg_ps_enabled.
     pg_ps_enabled: bool,
     pub(crate) st: Stats,
+    next_asid: u16,
+    free_asids: Vec<u16>,
 }
 
 impl PmapAmd64 {
     pub fn new(npages: u64, superpages: bool) -> PmapAmd64 {
         PmapAmd64 {
-            pmaps: Spaces::default(),
-            pv: PvArena::new(),
-            pvh: vec![NIL; npages.div_ceil(NPTEPG) as usize],
+            pmaps: Vec::new(),
+            pv: PvTable::new(npages, PDRSHIFT),
             pg_ps_enabled: superpages,
             st: Stats::default(),
+            next_asid: 1,
+            free_asids: Vec::new(),
         }
     }
 
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps.get(pm)
+        self.pmaps[pm as usize].as_ref().expect("live pmap")
     }
     pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps.get_mut(pm)
+        self.pmaps[pm as usize].as_mut().expect("live pmap")
     }
 
     #[inline]
@@ -146,20 +140,6 @@ impl PmapAmd64 {
         (pde.valid() && !pde.has(PteFlags::PS)).then(|| Self::slot(pde.frame(), va, 12))
     }
 
-    /// Allocates a zeroed page-table page (vm_page_alloc_noobj with
-    /// VM_ALLOC_ZERO) with no valid entries.
-    pub(crate) fn alloc_ptp(env: &mut PmapEnv) -> Option<Pfn> {
-        crate::ptp::alloc(env)
-    }
-
-    pub(crate) fn free_ptp(env: &mut PmapEnv, p: Pfn) {
-        crate::ptp::free(env, p)
-    }
-
-    pub(crate) fn ptp_ref(env: &mut PmapEnv, table_pa: u64, delta: i32) -> u16 {
-        crate::ptp::adjust(env, table_pa, delta)
-    }
-
     /// Makes sure the page directory for `va` exists, allocating the PDPT
     /// and PD pages as needed (the upper part of pmap_allocpte). A 1 GB
     /// mapping in the way is demoted. Returns the PDE's address.
@@ -168,7 +148,7 @@ impl PmapAmd64 {
         let pml4e_pa = Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT);
         let mut pml4e = Self::rd(env.mem, pml4e_pa);
         if !pml4e.valid() {
-            let p = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             pml4e = Pte::new(p.addr().0, table_flags());
             Self::wr(env.mem, pml4e_pa, pml4e);
         }
@@ -184,10 +164,10 @@ impl PmapAmd64 {
             pdpe = Self::rd(env.mem, pdpe_pa);
         }
         if !pdpe.valid() {
-            let p = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
+            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             pdpe = Pte::new(p.addr().0, table_flags());
             Self::wr(env.mem, pdpe_pa, pdpe);
-            Self::ptp_ref(env, pml4e.frame(), 1);
+            ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
         Ok(Self::slot(pdpe.frame(), va, PDRSHIFT))
     }
@@ -212,7 +192,7 @@ impl PmapAmd64 {
             }
             _ => return,
         };
-        if Self::ptp_ref(env, table, -1) > 0 {
+        if ptpage::adjust_ref(env, table, -1) > 0 {
             return;
         }
         Self::wr(env.mem, parent_pa, Pte::EMPTY);
@@ -222,68 +202,18 @@ impl PmapAmd64 {
         }
     }
 
-    /// Runs `f` on the MMU of every CPU running `pm` and marks the PCID
-    /// stale on the others, which flush it when they next switch to it (the
-    /// PCID scheme of FreeBSD's pmap_invalidate_*). Returns how many CPUs
-    /// ran it; all but one of them needed an IPI.
-    fn shootdown(&mut self, env: &mut PmapEnv, pm: PmapId, f: impl Fn(&mut splab_hw::mmu::Mmu, u16)) -> u64 {
-        let asid = self.pm(pm).asid;
-        let shot = crate::shootdown::shootdown(env, pm, asid, crate::shootdown::Reach::Ipi, f);
-        self.pm_mut(pm).stale |= shot.stale;
-        shot.ran
-    }
-
-    /// Invalidates one address (pmap_invalidate_page). INVLPG also drops
-    /// the PCID's paging-structure cache entries.
+    /// Invalidates one address (pmap_invalidate_page) on every CPU running
+    /// `pm`; the others flush the PCID when they next switch to it (the
+    /// PCID scheme of FreeBSD's pmap_invalidate_*).
     pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
-        let n = self.shootdown(env, pm, |mmu, asid| {
-            mmu.tlb.invalidate_page(va, asid);
-            mmu.pwc.invalidate_asid(asid);
-        });
-        env.ev.invlpg += n;
+        let others = shootdown::invalidate_page(env, pm, self.pm(pm).asid, va);
+        self.pm_mut(pm).stale |= others;
     }
 
     /// Invalidates all of `pm`'s translations (pmap_invalidate_all).
     pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let n = self.shootdown(env, pm, |mmu, asid| {
-            mmu.tlb.invalidate_asid(asid);
-            mmu.pwc.invalidate_asid(asid);
-        });
-        env.ev.tlb_flushes += n;
-    }
-
-    /// Whether page `m` is managed (has PV entries).
-    pub(crate) fn managed(env: &PmapEnv, m: Pfn) -> bool {
-        crate::ptp::managed(env, m)
-    }
-
-    pub(crate) fn pvh_idx(pa: u64) -> usize {
-        (pa >> PDRSHIFT) as usize
-    }
-
-    /// Adds (pm, va) to the PV list of 4 KB page `m`.
-    pub(crate) fn pv_add(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) {
-        self.pv.insert(&mut env.phys.pages.get_mut(m).md, pm, va);
-    }
-
-    /// Removes (pm, va) from the PV list of 4 KB page `m`.
-    pub(crate) fn pv_del(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) -> bool {
-        self.pv.remove(&mut env.phys.pages.get_mut(m).md, pm, va)
-    }
-
-    /// Adds (pm, va) to the PV list of the 2 MB frame at `frame`.
-    pub(crate) fn pvh_add(&mut self, frame: u64, pm: PmapId, va: u64) {
-        self.pv.insert(&mut self.pvh[Self::pvh_idx(frame)], pm, va);
-    }
-
-    /// Removes (pm, va) from the PV list of the 2 MB frame at `frame`.
-    pub(crate) fn pvh_del(&mut self, frame: u64, pm: PmapId, va: u64) -> bool {
-        self.pv.remove(&mut self.pvh[Self::pvh_idx(frame)], pm, va)
-    }
-
-    /// Transfers a mapping's modified state to its page (vm_page_dirty).
-    pub(crate) fn dirty_page(env: &mut PmapEnv, m: Pfn) {
-        crate::ptp::dirty_page(env, m)
+        let others = shootdown::invalidate_all(env, pm, self.pm(pm).asid);
+        self.pm_mut(pm).stale |= others;
     }
 
     fn leaf_prot(e: Pte) -> Prot {
@@ -360,20 +290,30 @@ impl Pmap for PmapAmd64 {
     }
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
-        let pml4 = Self::alloc_ptp(env).ok_or(PmapError::NoMemory)?;
-        let Some(asid) = self.pmaps.alloc_asid() else {
-            crate::ptp::free(env, pml4);
-            return Err(PmapError::NoMemory);
+        let pml4 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
+        let asid = match self.free_asids.pop() {
+            Some(a) => a,
+            None => {
+                let a = self.next_asid;
+                self.next_asid = self.next_asid.checked_add(1).ok_or(PmapError::NoMemory)?;
+                a
+            }
         };
         let p = Pm { pml4, asid, stale: 0, stash: HashMap::new(), resident: 0 };
-        Ok(self.pmaps.insert(p))
+        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
+            self.pmaps[i] = Some(p);
+            Ok(i as PmapId)
+        } else {
+            self.pmaps.push(Some(p));
+            Ok((self.pmaps.len() - 1) as PmapId)
+        }
     }
 
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let p = self.pmaps.remove(pm);
+        let p = self.pmaps[pm as usize].take().expect("live pmap");
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         for s in p.stash.values() {
-            Self::free_ptp(env, s.ptp);
+            ptpage::free(env, s.ptp);
         }
         // The PCID may be reused: no CPU may keep its translations.
         for cpu in env.cpus.iter_mut() {
@@ -384,8 +324,8 @@ impl Pmap for PmapAmd64 {
             }
         }
         env.phys.pages.get_mut(p.pml4).ref_count = 0;
-        Self::free_ptp(env, p.pml4);
-        self.pmaps.free_asid(p.asid);
+        ptpage::free(env, p.pml4);
+        self.free_asids.push(p.asid);
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {
@@ -446,15 +386,11 @@ impl Pmap for PmapAmd64 {
 
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
         let rw_d = PteFlags::RW | PteFlags::D;
-        let mut lists = vec![env.phys.pages.get(m).md];
-        lists.push(self.pvh[Self::pvh_idx(m.addr().0)]);
-        lists.into_iter().flat_map(|h| self.pv.list(h)).any(|(pm, va)| {
-            self.find_leaf(env.mem, pm, va).is_some_and(|(e, _, _)| e.has(rw_d))
-        })
+        self.pv.all(env, m).into_iter().any(|(pm, va)| self.find_leaf(env.mem, pm, va).is_some_and(|(e, _, _)| e.has(rw_d)))
     }
 
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        env.phys.pages.get(m).md != NIL || self.pvh[Self::pvh_idx(m.addr().0)] != NIL
+        self.pv.is_mapped(env, m)
     }
 
     fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
@@ -502,7 +438,7 @@ impl Pmap for PmapAmd64 {
     }
 
     fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes() + self.pvh.len() as u64 * 4
+        self.pv.host_bytes()
     }
 }
 

@@ -11,7 +11,7 @@
 use super::{PmapAmd64, PromoteFail, Stash};
 use splab_hw::amd64::pte::{Pte, PteFlags, PG_FRAME};
 use splab_hw::amd64::{NPTEPG, PAGE_2M, PDRSHIFT};
-use splab_hw::{PhysAddr, Pfn};
+use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
 /// Attribute bits that must agree across the 512 PTEs (PG_PTE_PROMOTE).
@@ -77,12 +77,7 @@ impl PmapAmd64 {
         // One PV entry for the superpage instead of 512 (pmap_pv_promote_pde).
         let frame = newpde.frame();
         if newpde.has(PteFlags::SW_MANAGED) {
-            let m0 = PhysAddr(frame).pfn();
-            for i in 0..NPTEPG as u32 {
-                let removed = self.pv_del(env, Pfn(m0.0 + i), pm, va2m + i as u64 * 4096);
-                debug_assert!(removed, "promotion: no PV entry for page {i}");
-            }
-            self.pvh_add(frame, pm, va2m);
+            self.pv.promote(env, PhysAddr(frame).pfn(), pm, va2m, NPTEPG as u32);
         }
         // The PTE's PAT bit sits at bit 12 in a 2 MB PDE.
         let mut flags = newpde.flags() - PteFlags::PAT_4K;

@@ -2,6 +2,7 @@
 //! step, partial ones demoted first), pmap_remove_all, pmap_protect,
 //! pmap_remove_write and pmap_advise.
 
+use crate::ptpage;
 use super::PmapAmd64;
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PML4SHIFT};
@@ -55,12 +56,12 @@ impl PmapAmd64 {
         if old.has(PteFlags::SW_MANAGED) {
             let m = PhysAddr(old.frame()).pfn();
             if old.has(PteFlags::RW | PteFlags::D) {
-                Self::dirty_page(env, m);
+                ptpage::dirty(env, m);
             }
             if old.has(PteFlags::A) {
                 env.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
             }
-            let removed = self.pv_del(env, m, pm, va);
+            let removed = self.pv.remove(env, m, pm, va);
             debug_assert!(removed, "no PV entry for {va:#x}");
         }
     }
@@ -96,13 +97,13 @@ impl PmapAmd64 {
         self.pm_mut(pm).resident -= NPTEPG;
         if old.has(PteFlags::SW_MANAGED) {
             let frame = old.frame_2m();
-            let removed = self.pvh_del(frame, pm, va2m);
+            let removed = self.pv.remove_sp(frame, pm, va2m);
             debug_assert!(removed, "no PV entry for the 2MB mapping at {va2m:#x}");
             let m0 = PhysAddr(frame).pfn();
             for k in 0..NPTEPG as u32 {
                 let m = Pfn(m0.0 + k);
                 if old.has(PteFlags::RW | PteFlags::D) {
-                    Self::dirty_page(env, m);
+                    ptpage::dirty(env, m);
                 }
                 if old.has(PteFlags::A) {
                     env.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
@@ -138,7 +139,7 @@ impl PmapAmd64 {
 
     fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
         for p in free {
-            Self::free_ptp(env, p);
+            ptpage::free(env, p);
         }
     }
 
@@ -198,11 +199,10 @@ impl PmapAmd64 {
     /// mappings of its 2 MB frame are demoted first.
     pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
         let mut free = Vec::new();
-        let i = Self::pvh_idx(m.addr().0);
-        for (pm, va) in self.pv.list(self.pvh[i]) {
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
             self.demote_pde(env, pm, va);
         }
-        for (pm, va) in self.pv.list(env.phys.pages.get(m).md) {
+        for (pm, va) in self.pv.list(env, m) {
             let pa = self.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
             let old = Self::rd(env.mem, pa);
             Self::wr(env.mem, pa, Pte::EMPTY);
@@ -221,7 +221,7 @@ impl PmapAmd64 {
             if old.has(PteFlags::SW_MANAGED | PteFlags::D) {
                 let m0 = PhysAddr(if npages == 1 { old.frame() } else { old.frame_2m() }).pfn();
                 for k in 0..npages {
-                    Self::dirty_page(env, Pfn(m0.0 + k));
+                    ptpage::dirty(env, Pfn(m0.0 + k));
                 }
             }
             n = n.without(PteFlags::RW | PteFlags::D);
@@ -289,19 +289,18 @@ impl PmapAmd64 {
     /// Write-protects every mapping of `m` (pmap_remove_write); writable
     /// superpage mappings of its frame are demoted first.
     pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let i = Self::pvh_idx(m.addr().0);
-        for (pm, va) in self.pv.list(self.pvh[i]) {
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
             let pde = Self::rd(env.mem, self.pde_pa(env.mem, pm, va).unwrap());
             if pde.has(PteFlags::RW) {
                 self.demote_pde(env, pm, va);
             }
         }
-        for (pm, va) in self.pv.list(env.phys.pages.get(m).md) {
+        for (pm, va) in self.pv.list(env, m) {
             let pa = self.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
             let old = Self::rd(env.mem, pa);
             if old.has(PteFlags::RW) {
                 if old.has(PteFlags::D) {
-                    Self::dirty_page(env, m);
+                    ptpage::dirty(env, m);
                 }
                 Self::wr(env.mem, pa, old.without(PteFlags::RW | PteFlags::D));
                 self.invalidate_page(env, pm, va);
@@ -346,7 +345,7 @@ impl PmapAmd64 {
                             old
                         } else if old.has(PteFlags::RW | PteFlags::D) {
                             if advice == Advice::DontNeed {
-                                Self::dirty_page(env, PhysAddr(old.frame()).pfn());
+                                ptpage::dirty(env, PhysAddr(old.frame()).pfn());
                             }
                             old.without(PteFlags::D | PteFlags::A)
                         } else {

@@ -4,81 +4,23 @@
 //! address space.
 
 use super::*;
+use crate::testrig::{rw_access, Rig};
+use splab_hw::mmu::{perm, Translation};
 use splab_vm::page::pflags;
-use splab_hw::mmu::{perm, Mmu, Translation};
-use splab_hw::pwc::{Pwc, PwcLevelConfig};
-use splab_hw::tlb::{Tlb, TlbArrayConfig};
-use splab_vm::physalloc::{ObjInfo, Phys};
-use splab_vm::pmap::{CpuState, KernelEvents};
 
 const VA: u64 = 0x40_0000_0000;
 
-struct Rig {
-    pmap: PmapAmd64,
-    phys: Phys,
-    mem: PhysMem,
-    cpus: Vec<CpuState>,
-    ev: KernelEvents,
+fn rig(npages: u64) -> Rig<PmapAmd64> {
+    Rig::new(PmapAmd64::new(npages, true), npages)
 }
 
-impl Rig {
-    fn new(npages: u64) -> Rig {
-        let tlb = vec![
-            TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1 },
-            TlbArrayConfig { sizes: vec!["2M".into(), "1G".into()], entries: 32, ways: 4, level: 1 },
-        ];
-        let cpus = (0..2)
-            .map(|_| CpuState {
-                mmu: Mmu { tlb: Tlb::new(&tlb, &[12, 21, 30]).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: 21, entries: 4 }]) },
-                curpmap: None,
-            })
-            .collect();
-        Rig { pmap: PmapAmd64::new(npages, true), phys: Phys::new(npages, 1), mem: PhysMem::new(npages, false), cpus, ev: KernelEvents::default() }
-    }
-
-    fn env(&mut self) -> (&mut PmapAmd64, PmapEnv<'_>) {
-        (&mut self.pmap, PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev })
-    }
-
-    /// 512 pages of one object, all from one fully populated reservation.
-    fn superpage_run(&mut self) -> Vec<Pfn> {
-        let o = ObjInfo { id: 1, size: 1 << 20, color: 0, anon: true, colored: true };
-        let base = self.phys.alloc_page(&o, 0).unwrap();
-        let mut v = vec![base];
-        for i in 1..512 {
-            v.push(self.phys.alloc_page(&o, i).unwrap());
-        }
-        assert!(v.windows(2).all(|w| w[1].0 == w[0].0 + 1), "reservation gives contiguous frames");
-        assert_eq!(self.phys.reserv.level_iffullpop(base), 0);
-        v
-    }
-
-    fn stat(&self, name: &str) -> i64 {
-        let mut s = Sysctls::default();
-        self.pmap.sysctls(&mut s);
-        s.get_int(name).unwrap()
-    }
-
-    fn check(&mut self) {
-        let (p, env) = self.env();
-        p.check(&env).unwrap();
-    }
-}
-
-fn rw_access() -> EnterFlags {
-    EnterFlags { access: prot::READ | prot::WRITE, ..Default::default() }
-}
-
-fn enter_all(r: &mut Rig, pm: PmapId, pages: &[Pfn], flags: impl Fn(usize) -> EnterFlags) {
-    for (i, &m) in pages.iter().enumerate() {
-        let (p, mut env) = r.env();
-        p.enter(&mut env, pm, VirtAddr(VA + i as u64 * 4096), m, prot::RW, flags(i)).unwrap();
-    }
+fn enter_all(r: &mut Rig<PmapAmd64>, pm: PmapId, pages: &[Pfn], flags: impl Fn(usize) -> EnterFlags) {
+    r.enter_all(pm, VA, pages, flags)
 }
 
 #[test]
 fn full_dirty_run_promotes_with_one_pv_entry() {
-    let mut r = Rig::new(4096);
+    let mut r = rig(4096);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
@@ -92,7 +34,7 @@ fn full_dirty_run_promotes_with_one_pv_entry() {
 
 #[test]
 fn promotion_fails_on_mixed_dirty_state_and_write_protects_clean_pages() {
-    let mut r = Rig::new(4096);
+    let mut r = rig(4096);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
@@ -107,7 +49,7 @@ fn promotion_fails_on_mixed_dirty_state_and_write_protects_clean_pages() {
 
 #[test]
 fn promotion_needs_every_page_accessed() {
-    let mut r = Rig::new(4096);
+    let mut r = rig(4096);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
@@ -119,7 +61,7 @@ fn promotion_needs_every_page_accessed() {
 
 #[test]
 fn demotion_reuses_the_stashed_page_table_page() {
-    let mut r = Rig::new(4096);
+    let mut r = rig(4096);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
@@ -139,7 +81,7 @@ fn demotion_reuses_the_stashed_page_table_page() {
 
 #[test]
 fn direct_mapping_demotion_without_memory_removes_the_mapping() {
-    let mut r = Rig::new(2048);
+    let mut r = rig(2048);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
@@ -158,7 +100,7 @@ fn direct_mapping_demotion_without_memory_removes_the_mapping() {
 
 #[test]
 fn removing_a_whole_superpage_does_not_demote_and_frees_the_stash() {
-    let mut r = Rig::new(4096);
+    let mut r = rig(4096);
     let pages = r.superpage_run();
     let free0 = r.phys.buddy.free_count();
     let (p, mut env) = r.env();
@@ -176,7 +118,7 @@ fn removing_a_whole_superpage_does_not_demote_and_frees_the_stash() {
 
 #[test]
 fn one_gigabyte_mapping_demotes_in_two_steps() {
-    let mut r = Rig::new(1 << 19); // 2 GiB
+    let mut r = rig(1 << 19); // 2 GiB
     let base = r.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
     for i in 0..1u32 << 18 {
         r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
@@ -198,7 +140,7 @@ fn one_gigabyte_mapping_demotes_in_two_steps() {
 
 #[test]
 fn removal_invalidates_every_cpu_running_the_space() {
-    let mut r = Rig::new(4096);
+    let mut r = rig(4096);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
@@ -220,16 +162,35 @@ fn removal_invalidates_every_cpu_running_the_space() {
 
 #[test]
 fn check_finds_a_mapping_without_a_pv_entry() {
-    let mut r = Rig::new(4096);
+    let mut r = rig(4096);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
     enter_all(&mut r, pm, &pages[..2], |_| rw_access());
     // Corrupt: drop page 1's PV entry behind the pmap's back.
-    let mut h = r.phys.pages.get(pages[1]).md;
-    assert!(r.pmap.pv.remove(&mut h, pm, VA + 4096));
-    r.phys.pages.get_mut(pages[1]).md = h;
-    let (p, env) = r.env();
+    let (p, mut env) = r.env();
+    assert!(p.pv.remove(&mut env, pages[1], pm, VA + 4096));
     let e = p.check(&env).unwrap_err();
     assert!(e.contains("no PV entry"), "{e}");
+}
+
+/// A 2 MB mapping never accessed (entered by pmap_enter_object) is removed
+/// rather than demoted when a 4 KB page is entered under it; if it was the
+/// only entry of its page directory, that goes too, and the new page-table
+/// page must hang from a new one.
+#[test]
+fn entering_under_an_unaccessed_superpage_that_was_alone_in_its_directory() {
+    let mut r = rig(4096);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    let lookup = |v: VirtAddr| (v.0 >= VA && v.0 < VA + PAGE_2M).then(|| pages[((v.0 - VA) / 4096) as usize]);
+    let (p, mut env) = r.env();
+    p.enter_object(&mut env, pm, VirtAddr(VA), VirtAddr(VA + PAGE_2M), &lookup, prot::RW);
+    assert_eq!(r.stat("vm.pmap.pde.mappings"), 1);
+    let (p, mut env) = r.env();
+    p.enter(&mut env, pm, VirtAddr(VA + 4096), pages[1], prot::RW, rw_access()).unwrap();
+    assert_eq!(r.stat("splab.pmap.pde.demotion_aborts"), 1);
+    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).map(|m| m.pa), Some(pages[1].addr()));
+    r.check();
 }

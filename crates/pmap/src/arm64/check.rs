@@ -74,7 +74,7 @@ impl PmapArm64 {
                             }
                             if e2.has(DescFlags::SW_MANAGED) {
                                 pv_seen += 1;
-                                if !self.pv.contains(self.pvh[Self::pvh_idx(e2.block_oa(L2_SHIFT))], pm, va2) {
+                                if !self.pv.contains_sp(e2.block_oa(L2_SHIFT), pm, va2) {
                                     return Err(format!("pmap {pm}: 2MB block at {va2:#x} has no PV entry"));
                                 }
                             }

@@ -13,7 +13,7 @@
 //! run that must change is demoted further.
 
 use super::PmapArm64;
-use crate::ptp;
+use crate::ptpage;
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_MASK};
 use splab_hw::arm64::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
@@ -76,7 +76,7 @@ impl PmapArm64 {
         }
         let (ml3, stashed_whole) = match self.pm_mut(pm).stash.remove(&(va >> L2_SHIFT)) {
             Some(s) => (s.ptp, s.all_af),
-            None => match ptp::alloc(env) {
+            None => match ptpage::alloc(env) {
                 Some(p) => (p, false),
                 None => return self.demote_l2_abort(env, pm, va),
             },
@@ -117,7 +117,7 @@ impl PmapArm64 {
         let l1_pa = self.l1_pa(env.mem, pm, va).expect("demote_l1: no L1 table");
         let old = Self::rd(env.mem, l1_pa);
         debug_assert!(old.is_block() && !old.has(DescFlags::SW_MANAGED));
-        let l2 = ptp::alloc(env).ok_or(PmapError::NoMemory)?;
+        let l2 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
         env.phys.pages.get_mut(l2).ref_count = LN_ENTRIES as u16;
         let attrs = old.0 & ATTR_MASK;
         let frame = old.block_oa(L1_SHIFT);

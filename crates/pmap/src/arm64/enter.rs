@@ -5,7 +5,7 @@
 //! (pmap_enter_object).
 
 use super::{PmapArm64, L3C_SIZE};
-use crate::ptp;
+use crate::ptpage;
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -18,7 +18,7 @@ impl PmapArm64 {
         let l0e_pa = Self::slot(self.pm(pm).l0.addr().0, va, L0_SHIFT);
         let mut l0e = Self::rd(env.mem, l0e_pa);
         if !l0e.valid() {
-            let p = ptp::alloc(env).ok_or(PmapError::NoMemory)?;
+            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l0e = Desc::table(p.addr().0);
             Self::wr(env.mem, l0e_pa, l0e);
         }
@@ -35,10 +35,10 @@ impl PmapArm64 {
             l1e = Self::rd(env.mem, l1e_pa);
         }
         if !l1e.valid() {
-            let p = ptp::alloc(env).ok_or(PmapError::NoMemory)?;
+            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l1e = Desc::table(p.addr().0);
             Self::wr(env.mem, l1e_pa, l1e);
-            ptp::adjust(env, l1e_pa.0 & !0xfff, 1);
+            ptpage::adjust_ref(env, l1e_pa.0 & !0xfff, 1);
         }
         Ok(Self::slot(l1e.oa(), va, L2_SHIFT))
     }
@@ -56,10 +56,10 @@ impl PmapArm64 {
         let l2e_pa = self.alloc_l2(env, pm, va)?;
         l2e = Self::rd(env.mem, l2e_pa);
         if !l2e.valid() {
-            let p = ptp::alloc(env).ok_or(PmapError::NoMemory)?;
+            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l2e = Desc::table(p.addr().0);
             Self::wr(env.mem, l2e_pa, l2e);
-            ptp::adjust(env, l2e_pa.0 & !0xfff, 1);
+            ptpage::adjust_ref(env, l2e_pa.0 & !0xfff, 1);
         }
         Ok((Self::slot(l2e.oa(), va, L3_SHIFT), l2e.oa()))
     }
@@ -70,7 +70,7 @@ impl PmapArm64 {
     /// (vm_reserv_is_populated); if that succeeds and both the L3 table
     /// and the reservation are full, the 2 MB block.
     pub(crate) fn enter_l3(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        let managed = ptp::managed(env, m);
+        let managed = ptpage::managed(env, m);
         let pa = m.addr().0;
         let new = Self::new_l3(pa, pr, &flags, managed);
         let (l3_pa, table) = self.alloc_l3(env, pm, va)?;
@@ -79,7 +79,7 @@ impl PmapArm64 {
             return Err(PmapError::Exists);
         }
         if !orig.valid() {
-            ptp::adjust(env, table, 1);
+            ptpage::adjust_ref(env, table, 1);
             self.pm_mut(pm).resident += 1;
             if managed {
                 self.pv_add(env, m, pm, va);
@@ -98,10 +98,10 @@ impl PmapArm64 {
             }
             if old.has(DescFlags::SW_MANAGED) {
                 if Self::dirty(old) {
-                    ptp::dirty_page(env, om);
+                    ptpage::dirty(env, om);
                 }
                 if old.has(DescFlags::AF) {
-                    ptp::referenced(env, om);
+                    ptpage::referenced(env, om);
                 }
                 self.pv_del(env, om, pm, va);
             }
@@ -119,7 +119,7 @@ impl PmapArm64 {
             Self::wr(env.mem, l3_pa, new);
             self.invalidate_page(env, pm, va, true);
             if old.has(DescFlags::SW_MANAGED) && Self::dirty(old) {
-                ptp::dirty_page(env, m);
+                ptpage::dirty(env, m);
             }
         }
         let full_ptp = env.phys.pages.get(PhysAddr(table).pfn()).ref_count as u64 == LN_ENTRIES;
@@ -152,7 +152,7 @@ impl PmapArm64 {
         if flags.noreplace && self.l2_pa(env.mem, pm, va).is_some_and(|a| Self::rd(env.mem, a).is_block()) {
             return Err(PmapError::Exists);
         }
-        let managed = ptp::managed(env, m);
+        let managed = ptpage::managed(env, m);
         let new = Self::new_l3(m.addr().0, pr, &flags, managed).with(DescFlags::CONTIGUOUS);
         debug_assert!(!new.writable_clean(), "a writable 64KB mapping must be dirty");
         let (l3_pa, table) = self.alloc_l3(env, pm, va)?;
@@ -162,7 +162,7 @@ impl PmapArm64 {
         }
         // The 16 new entries are counted first, so that removing what is
         // there cannot free the table.
-        ptp::adjust(env, table, L3C_ENTRIES as i32);
+        ptpage::adjust_ref(env, table, L3C_ENTRIES as i32);
         let mut free = Vec::new();
         self.remove_l3_range(env, pm, va, va + L3C_SIZE, table, &mut free);
         debug_assert!(free.is_empty());
@@ -187,7 +187,7 @@ impl PmapArm64 {
         if !self.superpage_allowed(env, m) {
             return Err(PmapError::BadPsind);
         }
-        let managed = ptp::managed(env, m);
+        let managed = ptpage::managed(env, m);
         let new = Self::new_l3(m.addr().0, pr, &flags, managed).without(DescFlags::TYPE);
         debug_assert!(!new.writable_clean(), "a writable 2MB mapping must be dirty");
         let l2_pa = self.alloc_l2(env, pm, va)?;
@@ -210,7 +210,7 @@ impl PmapArm64 {
             self.pvh_add(m.addr().0, pm, va);
         }
         Self::wr(env.mem, l2_pa, new);
-        ptp::adjust(env, l2_pa.0 & !0xfff, 1);
+        ptpage::adjust_ref(env, l2_pa.0 & !0xfff, 1);
         self.pm_mut(pm).resident += LN_ENTRIES;
         self.st.l2.mappings += 1;
         Ok(())
@@ -234,7 +234,7 @@ impl PmapArm64 {
         if old.valid() {
             self.invalidate_page(env, pm, va, true);
         } else {
-            ptp::adjust(env, l1_pa.0 & !0xfff, 1);
+            ptpage::adjust_ref(env, l1_pa.0 & !0xfff, 1);
             self.pm_mut(pm).resident += L1_SIZE / L3_SIZE;
         }
         self.st.l1_mappings += 1;

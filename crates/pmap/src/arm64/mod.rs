@@ -37,15 +37,14 @@ mod enter;
 mod promote;
 mod remove;
 
-use crate::ptp;
-use crate::pv::PvArena;
+use crate::ptpage;
+use crate::pv::PvTable;
 use crate::spaces::Spaces;
-use crate::shootdown::{shootdown, Reach};
+use crate::shootdown;
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_IDX_WRITE_BACK, SH_INNER};
-use splab_hw::arm64::{index, L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES, VM_MAXUSER_ADDRESS};
+use splab_hw::arm64::{index, L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::page::NIL;
 use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
@@ -121,9 +120,8 @@ pub(crate) enum At {
 
 pub struct PmapArm64 {
     pmaps: Spaces<Pm>,
-    pub(crate) pv: PvArena,
-    /// PV list heads of 2 MB physical frames (pa_to_pvh).
-    pub(crate) pvh: Vec<u32>,
+    /// PV lists of 4 KB pages and of 2 MB physical frames (pa_to_pvh).
+    pub(crate) pv: PvTable,
     /// vm.pmap.superpages_enabled.
     superpages_enabled: bool,
     pub(crate) st: Stats,
@@ -138,8 +136,7 @@ impl PmapArm64 {
     pub fn new(npages: u64, superpages: bool) -> PmapArm64 {
         PmapArm64 {
             pmaps: Spaces::default(),
-            pv: PvArena::new(),
-            pvh: vec![NIL; npages.div_ceil(LN_ENTRIES) as usize],
+            pv: PvTable::new(npages, L2_SHIFT),
             superpages_enabled: superpages,
             st: Stats::default(),
         }
@@ -230,7 +227,7 @@ impl PmapArm64 {
     /// TLBI reaches every core of the inner-shareable domain.
     fn tlbi(&mut self, env: &mut PmapEnv, pm: PmapId, f: impl Fn(&mut splab_hw::mmu::Mmu, u16)) {
         let asid = self.pm(pm).asid;
-        shootdown(env, pm, asid, Reach::Broadcast, f);
+        shootdown::broadcast(env, asid, f);
     }
 
     /// TLBI VALE1IS (`final_only`) or VAE1IS, by address and ASID, for
@@ -307,7 +304,7 @@ impl PmapArm64 {
         };
         let parent = parent.expect("unwire: no parent table");
         let table = Self::rd(env.mem, parent).oa();
-        if ptp::adjust(env, table, -delta) > 0 {
+        if ptpage::adjust_ref(env, table, -delta) > 0 {
             return false;
         }
         Self::wr(env.mem, parent, Desc::EMPTY);
@@ -321,33 +318,29 @@ impl PmapArm64 {
 
     pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
         for p in free {
-            ptp::free(env, p);
+            ptpage::free(env, p);
         }
-    }
-
-    pub(crate) fn pvh_idx(pa: u64) -> usize {
-        (pa >> L2_SHIFT) as usize
     }
 
     /// Adds (pm, va) to the PV list of 4 KB page `m`.
     pub(crate) fn pv_add(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) {
-        self.pv.insert(&mut env.phys.pages.get_mut(m).md, pm, va);
+        self.pv.add(env, m, pm, va);
     }
 
     /// Removes (pm, va) from the PV list of 4 KB page `m` (pmap_pvh_free).
     pub(crate) fn pv_del(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) {
-        let removed = self.pv.remove(&mut env.phys.pages.get_mut(m).md, pm, va);
+        let removed = self.pv.remove(env, m, pm, va);
         debug_assert!(removed, "no PV entry for {va:#x} on {m:?}");
     }
 
     /// Adds (pm, va) to the PV list of the 2 MB frame at `frame`.
     pub(crate) fn pvh_add(&mut self, frame: u64, pm: PmapId, va: u64) {
-        self.pv.insert(&mut self.pvh[Self::pvh_idx(frame)], pm, va);
+        self.pv.add_sp(frame, pm, va);
     }
 
     /// Removes (pm, va) from the PV list of the 2 MB frame at `frame`.
     pub(crate) fn pvh_del(&mut self, frame: u64, pm: PmapId, va: u64) {
-        let removed = self.pv.remove(&mut self.pvh[Self::pvh_idx(frame)], pm, va);
+        let removed = self.pv.remove_sp(frame, pm, va);
         debug_assert!(removed, "no PV entry for the 2MB mapping at {va:#x}");
     }
 
@@ -445,9 +438,9 @@ impl Pmap for PmapArm64 {
     }
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
-        let l0 = ptp::alloc(env).ok_or(PmapError::NoMemory)?;
+        let l0 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
         let Some(asid) = self.pmaps.alloc_asid() else {
-            crate::ptp::free(env, l0);
+            ptpage::free(env, l0);
             return Err(PmapError::NoMemory);
         };
         let p = Pm { l0, asid, stash: HashMap::new(), resident: 0 };
@@ -460,14 +453,14 @@ impl Pmap for PmapArm64 {
         let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         for s in p.stash.values() {
-            ptp::free(env, s.ptp);
+            ptpage::free(env, s.ptp);
         }
         for cpu in env.cpus.iter_mut() {
             if cpu.curpmap == Some(pm) {
                 cpu.curpmap = None;
             }
         }
-        ptp::free(env, p.l0);
+        ptpage::free(env, p.l0);
         self.pmaps.free_asid(p.asid);
     }
 
@@ -524,20 +517,20 @@ impl Pmap for PmapArm64 {
     /// pmap_is_modified (pmap_page_test_mappings): L3C entries answer for
     /// their whole run.
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        let small = self.pv.list(env.phys.pages.get(m).md).into_iter().any(|(pm, va)| {
+        let small = self.pv.list(env, m).into_iter().any(|(pm, va)| {
             let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
             let e = Self::rd(env.mem, pa);
             Self::dirty(if e.has(DescFlags::CONTIGUOUS) { Self::load_l3c(env.mem, pa) } else { e })
         });
         small
-            || self.pv.list(self.pvh[Self::pvh_idx(m.addr().0)]).into_iter().any(|(pm, va)| {
+            || self.pv.list_sp(m.addr().0).into_iter().any(|(pm, va)| {
                 let pa = self.l2_pa(env.mem, pm, va).expect("PV entry without an L2 entry");
                 Self::dirty(Self::rd(env.mem, pa))
             })
     }
 
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        env.phys.pages.get(m).md != NIL || self.pvh[Self::pvh_idx(m.addr().0)] != NIL
+        self.pv.is_mapped(env, m)
     }
 
     fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
@@ -612,7 +605,7 @@ impl Pmap for PmapArm64 {
     }
 
     fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes() + self.pvh.len() as u64 * 4
+        self.pv.host_bytes()
     }
 }
 

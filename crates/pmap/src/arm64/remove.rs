@@ -8,7 +8,7 @@
 //! page) when the run ends.
 
 use super::{next_block, At, PmapArm64};
-use crate::ptp;
+use crate::ptpage;
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
@@ -58,10 +58,10 @@ impl PmapArm64 {
     fn release_pages(env: &mut PmapEnv, m0: Pfn, n: u64, old: Desc) {
         for k in 0..n as u32 {
             if Self::dirty(old) {
-                ptp::dirty_page(env, Pfn(m0.0 + k));
+                ptpage::dirty(env, Pfn(m0.0 + k));
             }
             if old.has(DescFlags::AF) {
-                ptp::referenced(env, Pfn(m0.0 + k));
+                ptpage::referenced(env, Pfn(m0.0 + k));
             }
         }
     }
@@ -203,10 +203,10 @@ impl PmapArm64 {
     /// its frame are demoted first, 64 KB runs holding it too.
     pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
         let mut free = Vec::new();
-        for (pm, va) in self.pv.list(self.pvh[Self::pvh_idx(m.addr().0)]) {
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
             self.demote_l2(env, pm, va);
         }
-        for (pm, va) in self.pv.list(env.phys.pages.get(m).md) {
+        for (pm, va) in self.pv.list(env, m) {
             let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
             if Self::rd(env.mem, pa).has(DescFlags::CONTIGUOUS) {
                 self.demote_l3c(env, pm, pa, va);
@@ -228,7 +228,7 @@ impl PmapArm64 {
     fn masked(env: &mut PmapEnv, old: Desc, ms: MaskSet, m0: Pfn, npages: u64) -> Desc {
         if ms.write_protects() && old.has(DescFlags::SW_MANAGED) && Self::dirty(old) {
             for k in 0..npages as u32 {
-                ptp::dirty_page(env, Pfn(m0.0 + k));
+                ptpage::dirty(env, Pfn(m0.0 + k));
             }
         }
         ms.apply(old)
@@ -345,13 +345,13 @@ impl PmapArm64 {
     /// Write-protects every mapping of `m` (pmap_remove_write): writable 2 MB
     /// blocks of its frame are demoted first, writable 64 KB runs too.
     pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list(self.pvh[Self::pvh_idx(m.addr().0)]) {
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
             let l2_pa = self.l2_pa(env.mem, pm, va).expect("PV entry without an L2 entry");
             if Self::rd(env.mem, l2_pa).has(DescFlags::DBM) {
                 self.demote_l2(env, pm, va);
             }
         }
-        for (pm, va) in self.pv.list(env.phys.pages.get(m).md) {
+        for (pm, va) in self.pv.list(env, m) {
             let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
             let e = Self::rd(env.mem, pa);
             if !e.has(DescFlags::DBM) {
@@ -363,7 +363,7 @@ impl PmapArm64 {
             let e = Self::rd(env.mem, pa);
             Self::wr(env.mem, pa, e.with(DescFlags::AP_RO).without(DescFlags::DBM));
             if e.written() {
-                ptp::dirty_page(env, m);
+                ptpage::dirty(env, m);
             }
             self.invalidate_page(env, pm, va, true);
         }
@@ -418,7 +418,7 @@ impl PmapArm64 {
                 }
                 if Self::dirty(e) {
                     if advice == Advice::DontNeed {
-                        ptp::dirty_page(env, PhysAddr(e.oa()).pfn());
+                        ptpage::dirty(env, PhysAddr(e.oa()).pfn());
                     }
                     if e.has(DescFlags::CONTIGUOUS) {
                         self.demote_l3c(env, pm, pa, v);

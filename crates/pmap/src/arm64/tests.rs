@@ -4,7 +4,7 @@
 //! broadcast TLB maintenance, and the invariant checker.
 
 use super::*;
-use crate::testrig::Rig;
+use crate::testrig::{rw_access, Rig};
 use splab_hw::arm64::Arm64Walker;
 use splab_hw::mmu::{Access, WalkRefs, Walker};
 use splab_hw::tlb::TlbArrayConfig;
@@ -17,16 +17,11 @@ fn rig(npages: u64) -> Rig<PmapArm64> {
         TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 48, ways: 48, level: 1 },
         TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into(), "1G".into()], entries: 1280, ways: 5, level: 2 },
     ];
-    Rig::new(PmapArm64::new(npages, true), npages, &tlb, &[12, 16, 21, 30])
-}
-
-fn rw_access() -> EnterFlags {
-    EnterFlags { access: prot::READ | prot::WRITE, ..Default::default() }
+    Rig::with_tlb(PmapArm64::new(npages, true), npages, &tlb, &[12, 16, 21, 30])
 }
 
 fn new_space(r: &mut Rig<PmapArm64>) -> PmapId {
-    let (p, mut env) = r.env();
-    p.pinit(&mut env).unwrap()
+    r.pinit()
 }
 
 /// Faults in pages `range` of the rig's object at VA + 4 KB per page, each
@@ -310,10 +305,8 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
     assert!(err.contains("L3C run"), "{err}");
     PmapArm64::wr(&mut r.mem, l3, e);
     r.check();
-    let mut h = r.phys.pages.get(pages[1]).md;
-    assert!(r.pmap.pv.remove(&mut h, pm, VA + 4096));
-    r.phys.pages.get_mut(pages[1]).md = h;
-    let (p, env) = r.env();
+    let (p, mut env) = r.env();
+    assert!(p.pv.remove(&mut env, pages[1], pm, VA + 4096));
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("no PV entry"), "{err}");
 }

@@ -1,0 +1,73 @@
+//! What every pmap does to physical pages outside its descriptor format:
+//! page-table pages (allocated zeroed, freed, their valid entries counted
+//! in `ref_count`), the page-table page kept aside at promotion, and the
+//! page state a mapping hands over when it goes (dirty, referenced).
+
+use splab_hw::{Pfn, PhysAddr, VirtAddr};
+use splab_vm::page::pflags;
+use splab_vm::pmap::PmapEnv;
+
+/// A page-table page set aside at promotion (pmap_insert_pt_page), and
+/// whether its entries still describe the superpage (`valid`, FreeBSD's
+/// mpte->valid), so that demotion can reuse it as it is.
+#[derive(Clone, Copy, Debug)]
+pub struct Stash {
+    pub ptp: Pfn,
+    pub valid: bool,
+}
+
+/// Allocates a zeroed page-table page with no valid entries
+/// (vm_page_alloc_noobj with VM_ALLOC_ZERO).
+pub fn alloc(env: &mut PmapEnv) -> Option<Pfn> {
+    let p = env.phys.alloc_noobj()?;
+    env.mem.zero_frame(p);
+    let m = env.phys.pages.get_mut(p);
+    m.flags |= pflags::PTPAGE | pflags::UNMANAGED;
+    m.ref_count = 0;
+    env.ev.pt_page_allocs += 1;
+    Some(p)
+}
+
+/// Frees a page-table page; callers free only after invalidating the TLBs
+/// and page-walk caches that may still point into it.
+pub fn free(env: &mut PmapEnv, p: Pfn) {
+    env.mem.zero_frame(p);
+    env.phys.free_page(p);
+}
+
+/// Adds `delta` to the valid-entry count of the table at `table_pa`;
+/// returns the new count.
+pub fn adjust_ref(env: &mut PmapEnv, table_pa: u64, delta: i32) -> u16 {
+    let m = env.phys.pages.get_mut(PhysAddr(table_pa).pfn());
+    debug_assert!(m.has(pflags::PTPAGE), "{table_pa:#x} is not a page-table page");
+    m.ref_count = (m.ref_count as i32 + delta) as u16;
+    m.ref_count
+}
+
+/// Whether page `m` is managed (has PV entries).
+pub fn managed(env: &PmapEnv, m: Pfn) -> bool {
+    !env.phys.pages.get(m).has(pflags::UNMANAGED)
+}
+
+/// Transfers a mapping's modified state to its page (vm_page_dirty).
+pub fn dirty(env: &mut PmapEnv, m: Pfn) {
+    env.phys.pages.get_mut(m).flags |= pflags::DIRTY;
+}
+
+/// Transfers a mapping's accessed state to its page (PGA_REFERENCED).
+pub fn referenced(env: &mut PmapEnv, m: Pfn) {
+    env.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
+}
+
+/// Whether [va, va + size) below `end` is mapped by one aligned run of an
+/// object's pages, `m` first, in a fully populated reservation: the test
+/// pmap_enter_object makes (through m->psind) before mapping a superpage.
+/// `pages` gives the object page at each address.
+pub fn is_superpage_run(env: &PmapEnv, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
+    let n = size / splab_hw::PAGE_SIZE;
+    va.is_multiple_of(size)
+        && va + size <= end
+        && m.addr().0.is_multiple_of(size)
+        && env.phys.reserv.level_iffullpop(m) == 0
+        && (1..n).all(|i| pages(VirtAddr(va + i * splab_hw::PAGE_SIZE)) == Some(Pfn(m.0 + i as u32)))
+}

@@ -1,0 +1,473 @@
+//! The riscv pmap: Sv39 (or Sv48) page tables in modelled physical memory,
+//! in the RISC-V PTE format, with transparent 2 MB superpages (promotion,
+//! direct 2 MB mappings, demotion, whole-superpage removal), explicit 1 GB
+//! pages for large-page shared memory, and software maintenance of the
+//! accessed and dirty bits when the hardware leaves them to software.
+//! Follows the design of FreeBSD's sys/riscv/riscv/pmap.c; function names in
+//! comments refer to it (and to amd64's pmap.c where riscv has no
+//! counterpart).
+//!
+//! Tables are named as FreeBSD names them: L3 tables hold 4 KB leaves, L2
+//! entries map 2 MB, L1 entries 1 GB, and under Sv48 an L0 table is the
+//! root (under Sv39 the root is the L1 table). A pointer to the next table
+//! is V alone; a leaf is V|R with W, X, U, A, D and the software bits.
+//!
+//! What is always true (checked by `check`):
+//! - Every page-table page but the root is a page with `PTPAGE` set whose
+//!   `ref_count` equals its number of valid entries.
+//! - Pointers have no bit but V set; leaves are user leaves with R set,
+//!   never W without D at 2 MB (promotion write-protects clean entries, and
+//!   a writable 2 MB mapping is only made dirty), and frames aligned to
+//!   their size.
+//! - Every valid managed 4 KB leaf (pmap, va) -> m has exactly one PV entry
+//!   (pmap, va) on m's list; every managed 2 MB leaf has one on the list of
+//!   its 2 MB physical frame; there are no other PV entries.
+//! - A page-table page stashed at promotion is referenced by no entry; it
+//!   is reused when the superpage is demoted, freed when it is removed.
+//! - TLBs: FreeBSD's riscv pmap uses no ASIDs: every address space runs
+//!   with ASID 0 and a context switch flushes the CPU's TLB
+//!   (pmap_activate_sw). So only CPUs running an address space can hold its
+//!   translations, and every change that removes access or changes a frame
+//!   is fenced (SFENCE.VMA) on exactly those CPUs.
+
+mod check;
+mod demote;
+mod enter;
+mod fault;
+mod promote;
+mod remove;
+
+use crate::ptpage::{self, Stash};
+use crate::pv::PvTable;
+use crate::shootdown;
+use splab_hw::physmem::PhysMem;
+use splab_hw::riscv::pte::{Pte, PteFlags};
+use splab_hw::riscv::{index, Mode, L1_SIZE, L2_SHIFT, L2_SIZE};
+use splab_hw::{Pfn, PhysAddr, VirtAddr};
+use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::sysctl::Sysctls;
+use std::collections::HashMap;
+
+const PAGESIZES: [u64; 3] = [4096, L2_SIZE, L1_SIZE];
+
+/// The ASID every address space runs with: FreeBSD's riscv pmap leaves
+/// satp.ASID at 0 and flushes on every switch instead.
+const ASID: u16 = 0;
+
+/// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
+/// counts them).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum PromoteFail {
+    /// The first PTE does not map the first page of an aligned 2 MB frame.
+    FirstMisaligned,
+    /// Some PTE does not map the next physical page.
+    NotContiguous,
+    /// Some PTE's attributes (PTE_PROMOTE bits) differ from the first one's.
+    Attributes,
+}
+
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Stats {
+    pub promotions: u64,
+    pub p_failures: u64,
+    pub mappings: u64,
+    pub demotions: u64,
+    pub fail_reason: [u64; 3],
+    pub demotion_ptp_reused: u64,
+    pub demotion_aborts: u64,
+    pub l1_mappings: u64,
+    pub l1_demotions: u64,
+    pub ad_faults: u64,
+}
+
+pub(crate) struct Pm {
+    /// The root table (satp.PPN).
+    pub root: Pfn,
+    /// Page-table pages kept aside at promotion, by va >> L2_SHIFT.
+    pub stash: HashMap<u64, Stash>,
+    /// Base pages mapped.
+    pub resident: u64,
+}
+
+pub struct PmapRiscv {
+    mode: Mode,
+    pmaps: Vec<Option<Pm>>,
+    /// PV lists per 4 KB page and per 2 MB frame.
+    pub(crate) pv: PvTable,
+    /// vm.pmap.superpages_enabled.
+    superpages_enabled: bool,
+    pub(crate) st: Stats,
+}
+
+impl PmapRiscv {
+    pub fn new(mode: Mode, npages: u64, superpages: bool) -> PmapRiscv {
+        PmapRiscv { mode, pmaps: Vec::new(), pv: PvTable::new(npages, L2_SHIFT), superpages_enabled: superpages, st: Stats::default() }
+    }
+
+    pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
+        self.pmaps[pm as usize].as_ref().expect("live pmap")
+    }
+    pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
+        self.pmaps[pm as usize].as_mut().expect("live pmap")
+    }
+
+    #[inline]
+    pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {
+        Pte(mem.read_u64(pa))
+    }
+    #[inline]
+    pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, e: Pte) {
+        mem.write_u64(pa, e.0)
+    }
+
+    /// Address of the entry for `va` in the table at `table` whose entries
+    /// map 2^shift bytes.
+    #[inline]
+    pub(crate) fn slot(table: u64, va: u64, shift: u32) -> PhysAddr {
+        PhysAddr(table + index(va, shift) * 8)
+    }
+
+    pub(crate) fn root(&self, pm: PmapId) -> u64 {
+        self.pm(pm).root.addr().0
+    }
+
+    /// Address of the entry for `va` among those mapping 2^shift bytes, if
+    /// every table above it exists (pmap_l0, pmap_l1, pmap_l2, pmap_l3).
+    pub(crate) fn entry(&self, mem: &PhysMem, pm: PmapId, va: u64, shift: u32) -> Option<PhysAddr> {
+        let mut table = self.root(pm);
+        for &s in self.mode.shifts() {
+            let pa = Self::slot(table, va, s);
+            if s == shift {
+                return Some(pa);
+            }
+            let e = Self::rd(mem, pa);
+            if !e.is_table() {
+                return None;
+            }
+            table = e.frame();
+        }
+        unreachable!("no table level maps 2^{shift} bytes")
+    }
+
+    /// The leaf mapping `va`: its entry, the entry's shift, its address.
+    pub(crate) fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Pte, u32, PhysAddr)> {
+        let mut table = self.root(pm);
+        for &s in self.mode.shifts() {
+            let pa = Self::slot(table, va, s);
+            let e = Self::rd(mem, pa);
+            if !e.valid() {
+                return None;
+            }
+            if e.is_leaf() {
+                return Some((e, s, pa));
+            }
+            table = e.frame();
+        }
+        None
+    }
+
+    /// Returns the address of the entry for `va` among those mapping
+    /// 2^shift bytes, allocating the tables above it as needed
+    /// (pmap_alloc_l2, pmap_alloc_l3, _pmap_alloc_l3). A superpage mapping
+    /// in the way is demoted (pmap_enter's pmap_demote_l2_locked; a 1 GB one
+    /// as amd64's pmap_demote_pdpe does); since a failed 2 MB demotion
+    /// removes the mapping and may free tables on the path, the walk then
+    /// starts over.
+    pub(crate) fn alloc_entry(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32) -> Result<PhysAddr, PmapError> {
+        'walk: loop {
+            let mut table = self.root(pm);
+            let mut counted = false; // the root's entries are not counted
+            for &s in self.mode.shifts() {
+                let pa = Self::slot(table, va, s);
+                if s == shift {
+                    return Ok(pa);
+                }
+                let mut e = Self::rd(env.mem, pa);
+                if e.is_leaf() {
+                    match s {
+                        splab_hw::riscv::L1_SHIFT => self.demote_l1(env, pm, va)?,
+                        L2_SHIFT => {
+                            self.demote_l2(env, pm, va);
+                        }
+                        _ => unreachable!("a leaf at shift {s} is never made"),
+                    }
+                    continue 'walk;
+                }
+                if !e.valid() {
+                    let Some(p) = ptpage::alloc(env) else {
+                        // Unlink the tables this call made and could not fill.
+                        let mut free = Vec::new();
+                        self.prune(env, pm, va, s, &mut free);
+                        Self::free_all(env, free);
+                        return Err(PmapError::NoMemory);
+                    };
+                    e = Pte::table(p.addr().0);
+                    Self::wr(env.mem, pa, e);
+                    if counted {
+                        ptpage::adjust_ref(env, table, 1);
+                    }
+                }
+                table = e.frame();
+                counted = true;
+            }
+            unreachable!("no table level maps 2^{shift} bytes");
+        }
+    }
+
+    /// Counts one entry fewer in the table holding `va`'s entry among those
+    /// mapping 2^shift bytes, then prunes it if that left it empty
+    /// (pmap_unuse_pt, pmap_unwire_ptp).
+    pub(crate) fn unuse(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32, free: &mut Vec<Pfn>) {
+        if shift == self.mode.shifts()[0] {
+            return;
+        }
+        let parent = self.entry(env.mem, pm, va, shift + 9).expect("unuse: the tables above exist");
+        ptpage::adjust_ref(env, Self::rd(env.mem, parent).frame(), -1);
+        self.prune(env, pm, va, shift, free);
+    }
+
+    /// If the table holding `va`'s entries of 2^shift bytes has no valid
+    /// entry, unlinks it from its parent and queues it on `free`, walking up
+    /// (_pmap_unwire_ptp). The root stays. Callers free the queued pages
+    /// after invalidating.
+    fn prune(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32, free: &mut Vec<Pfn>) {
+        if shift == self.mode.shifts()[0] {
+            return;
+        }
+        let parent = self.entry(env.mem, pm, va, shift + 9).expect("prune: the tables above exist");
+        let table = Self::rd(env.mem, parent).frame();
+        if env.phys.pages.get(PhysAddr(table).pfn()).ref_count > 0 {
+            return;
+        }
+        Self::wr(env.mem, parent, Pte::EMPTY);
+        free.push(PhysAddr(table).pfn());
+        self.unuse(env, pm, va, shift + 9, free);
+    }
+
+    /// Whether the table at `table` is `pm`'s root (whose entries are not
+    /// counted).
+    pub(crate) fn is_root(&self, pm: PmapId, table: u64) -> bool {
+        table == self.root(pm)
+    }
+
+    /// SFENCE.VMA of one address on every CPU running `pm`
+    /// (pmap_invalidate_page). CPUs not running it hold none of its
+    /// translations.
+    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
+        shootdown::invalidate_page(env, pm, ASID, va);
+    }
+
+    /// SFENCE.VMA of everything on every CPU running `pm`
+    /// (pmap_invalidate_all, and pmap_invalidate_range, which FreeBSD
+    /// implements as a full fence).
+    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
+        shootdown::invalidate_all(env, pm, ASID);
+    }
+
+    pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
+        for p in free {
+            ptpage::free(env, p);
+        }
+    }
+
+    /// PTE bits for a new mapping of `pa` with `pr` (pmap_enter's new_l3):
+    /// always V, R and U (user addresses); W and X as `pr` says; A when the
+    /// mapping is made for an access (FreeBSD's pmap_enter always has one;
+    /// pmap_enter_quick's speculative mappings do not); D for a write
+    /// access, and for any writable unmanaged mapping, whose modified state
+    /// nobody tracks.
+    pub(crate) fn new_pte(pa: u64, pr: Prot, flags: &EnterFlags, managed: bool) -> Pte {
+        let mut f = PteFlags::V | PteFlags::R | PteFlags::U;
+        if pr & prot::WRITE != 0 {
+            f |= PteFlags::W;
+        }
+        if pr & prot::EXEC != 0 {
+            f |= PteFlags::X;
+        }
+        if flags.access & prot::ALL != 0 {
+            f |= PteFlags::A;
+        }
+        if flags.access & prot::WRITE != 0 || (!managed && pr & prot::WRITE != 0) {
+            f |= PteFlags::D;
+        }
+        if flags.wired {
+            f |= PteFlags::SW_WIRED;
+        }
+        if managed {
+            f |= PteFlags::SW_MANAGED;
+        }
+        Pte::new(pa, f)
+    }
+
+    fn leaf_prot(e: Pte) -> Prot {
+        let mut p = prot::NONE;
+        for (f, b) in [(PteFlags::R, prot::READ), (PteFlags::W, prot::WRITE), (PteFlags::X, prot::EXEC)] {
+            if e.has(f) {
+                p |= b;
+            }
+        }
+        p
+    }
+}
+
+impl Pmap for PmapRiscv {
+    fn arch(&self) -> &'static str {
+        match self.mode {
+            Mode::Sv39 => "riscv",
+            Mode::Sv48 => "riscv-sv48",
+        }
+    }
+    fn pagesizes(&self) -> &'static [u64] {
+        &PAGESIZES
+    }
+    fn superpages_enabled(&self) -> bool {
+        self.superpages_enabled
+    }
+    fn max_user_address(&self) -> u64 {
+        self.mode.max_user_address()
+    }
+
+    /// pmap_pinit: a zeroed root table.
+    fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
+        let root = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
+        let p = Pm { root, stash: HashMap::new(), resident: 0 };
+        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
+            self.pmaps[i] = Some(p);
+            Ok(i as PmapId)
+        } else {
+            self.pmaps.push(Some(p));
+            Ok((self.pmaps.len() - 1) as PmapId)
+        }
+    }
+
+    /// pmap_release. CPUs that ran the address space keep its (ASID 0)
+    /// translations only until their next switch, which flushes them.
+    fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
+        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        debug_assert_eq!(p.resident, 0, "pmap released with mappings");
+        for s in p.stash.values() {
+            ptpage::free(env, s.ptp);
+        }
+        for cpu in env.cpus.iter_mut() {
+            if cpu.curpmap == Some(pm) {
+                cpu.curpmap = None;
+            }
+        }
+        ptpage::free(env, p.root);
+    }
+
+    fn root(&self, pm: PmapId) -> PhysAddr {
+        self.pm(pm).root.addr()
+    }
+    fn asid(&self, _pm: PmapId) -> u16 {
+        ASID
+    }
+
+    /// pmap_activate_sw: satp takes the new root, then SFENCE.VMA flushes
+    /// everything (no ASIDs).
+    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
+        if env.cpus[cpu].curpmap == Some(pm) {
+            return;
+        }
+        env.cpus[cpu].curpmap = Some(pm);
+        env.ev.context_switches += 1;
+        let mmu = &mut env.cpus[cpu].mmu;
+        mmu.tlb.invalidate_all();
+        mmu.pwc.invalidate_all();
+        env.ev.tlb_flushes += 1;
+    }
+
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            0 => self.enter_l3(env, pm, va.0, m, pr, flags),
+            1 => self.enter_l2(env, pm, va.0, m, pr, flags),
+            2 => self.enter_l1(env, pm, va.0, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
+    }
+
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
+    }
+
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
+        self.remove_impl(env, pm, sva.0, eva.0)
+    }
+
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_all_impl(env, m)
+    }
+
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
+        self.protect_impl(env, pm, sva.0, eva.0, pr)
+    }
+
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_write_impl(env, m)
+    }
+
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice) {
+        self.advise_impl(env, pm, sva.0, eva.0, advice)
+    }
+
+    /// pmap_is_modified: some mapping of `m` has D set (D is only ever set
+    /// with W, and write protection clears both).
+    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.pv.all(env, m).into_iter().any(|(pm, va)| self.find_leaf(env.mem, pm, va).is_some_and(|(e, _, _)| e.has(PteFlags::D)))
+    }
+
+    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.pv.is_mapped(env, m)
+    }
+
+    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, access: Prot) -> bool {
+        self.fault_impl(env, pm, va.0, access)
+    }
+
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
+        let (e, shift, _) = self.find_leaf(mem, pm, va.0)?;
+        let off = va.0 & ((1u64 << shift) - 1);
+        Some(Mapping { pa: PhysAddr(e.frame() + off), shift: shift as u8, prot: Self::leaf_prot(e), dirty: e.has(PteFlags::D) })
+    }
+
+    fn sysctls(&self, out: &mut Sysctls) {
+        let s = &self.st;
+        out.int("vm.pmap.superpages_enabled", self.superpages_enabled as u64, "Enable support for transparent superpages");
+        out.int("vm.pmap.mode", self.mode.sysctl_value(), "translation mode, 0 = SV39, 1 = SV48");
+        out.int("vm.pmap.l2.promotions", s.promotions, "2MB page promotions");
+        out.int("vm.pmap.l2.p_failures", s.p_failures, "2MB page promotion failures");
+        out.int("vm.pmap.l2.mappings", s.mappings, "2MB page mappings");
+        out.int("vm.pmap.l2.demotions", s.demotions, "2MB page demotions");
+        out.int("splab.pmap.l2.p_failures.first_misaligned", s.fail_reason[0], "Promotion failed: first PTE not 2MB-aligned");
+        out.int("splab.pmap.l2.p_failures.not_contiguous", s.fail_reason[1], "Promotion failed: PTEs not physically contiguous");
+        out.int("splab.pmap.l2.p_failures.attributes", s.fail_reason[2], "Promotion failed: PTE attributes differ");
+        out.int("splab.pmap.l2.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the stashed page-table page");
+        out.int("splab.pmap.l2.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
+        out.int("splab.pmap.l1.mappings", s.l1_mappings, "1GB page mappings");
+        out.int("splab.pmap.l1.demotions", s.l1_demotions, "1GB page demotions");
+        out.int("splab.pmap.ad_faults", s.ad_faults, "Page faults resolved by pmap_fault (accessed/dirty bit updates)");
+        out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
+    }
+
+    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
+        match name {
+            "vm.pmap.superpages_enabled" if value == 0 || value == 1 => {
+                self.superpages_enabled = value == 1;
+                Ok(())
+            }
+            "vm.pmap.superpages_enabled" => Err(format!("vm.pmap.superpages_enabled must be 0 or 1, not {value}")),
+            _ => Err(format!("unknown riscv tunable {name:?} (known: vm.pmap.superpages_enabled)")),
+        }
+    }
+
+    fn check(&self, env: &PmapEnv) -> Result<(), String> {
+        self.check_impl(env)
+    }
+
+    fn host_bytes(&self) -> u64 {
+        self.pv.host_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests;

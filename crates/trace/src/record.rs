@@ -1,0 +1,245 @@
+//! `splab trace record`: runs a program under valgrind's lackey tool and
+//! writes its references in the binary format as it runs.
+//!
+//! valgrind writes its log (`--trace-mem=yes` references and
+//! `--trace-syscalls=yes` syscall lines) into a FIFO; a thread reads it with
+//! the lackey reader and writes the binary trace, so the text (gigabytes
+//! for a few seconds of a program) never lands on disk or in memory.
+//!
+//! The layout: when the log starts, valgrind has loaded the program and its
+//! ELF interpreter; their file mappings are read from /proc/PID/maps and
+//! become the header's layout (valgrind's own files are left out). Every
+//! later mmap, munmap, mremap and brk of the program comes from the syscall
+//! lines as an event. The stack and anything else valgrind set up for the
+//! program are not told apart from valgrind's own memory; the replay maps
+//! them from the pages the program touches.
+
+use crate::convert::{convert, ConvertError, Converted};
+use crate::info::KindCounts;
+use crate::{lackey, Format, Origin, Ref, Region, Source, Step, TraceError};
+use serde::Serialize;
+use std::ffi::{CString, OsString};
+use std::fs::{File, OpenOptions};
+use std::io::BufReader;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub struct Options {
+    /// The binary trace to write.
+    pub out: PathBuf,
+    /// The program and its arguments.
+    pub program: Vec<OsString>,
+    /// The valgrind executable.
+    pub valgrind: PathBuf,
+    /// Where the program's standard output goes (None: /dev/null).
+    pub program_stdout: Option<PathBuf>,
+}
+
+#[derive(Serialize, Debug)]
+pub struct Recorded {
+    pub out: PathBuf,
+    pub refs: u64,
+    pub by_kind: KindCounts,
+    /// Regions in the header (the program image and its loader).
+    pub layout_regions: u64,
+    pub maps: u64,
+    pub unmaps: u64,
+    /// The program's exit status as valgrind passed it on.
+    pub exit_status: Option<i32>,
+    pub trace_bytes: u64,
+    pub host_seconds: f64,
+    pub valgrind: String,
+}
+
+/// Why recording failed: a bad request (exit 2) or a run that went wrong.
+#[derive(Debug)]
+pub enum RecordError {
+    Input(String),
+    Run(String),
+}
+
+/// valgrind's version line, or why it cannot be run.
+pub fn valgrind_version(valgrind: &Path) -> Result<String, String> {
+    let out = Command::new(valgrind)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {} ({e}); install valgrind (Debian: apt-get install valgrind)", valgrind.display()))?;
+    if !out.status.success() {
+        return Err(format!("{} --version failed ({})", valgrind.display(), out.status));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Whether `prog` names an executable file, directly or on PATH.
+fn find_program(prog: &Path) -> bool {
+    if prog.as_os_str().as_bytes().contains(&b'/') {
+        return prog.is_file();
+    }
+    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+}
+
+/// The program image and loader mappings in `/proc/PID/maps` of the
+/// valgrind process: file mappings that are not valgrind's own.
+pub fn image_regions(maps: &str) -> Vec<Region> {
+    let mut v: Vec<Region> = Vec::new();
+    for line in maps.lines() {
+        let mut f = line.split_whitespace();
+        let (Some(range), Some(perms)) = (f.next(), f.next()) else { continue };
+        let path = f.nth(3).unwrap_or("");
+        if !path.starts_with('/') || path.contains("/valgrind/") || path.contains("vgdb-pipe") {
+            continue;
+        }
+        let Some((a, b)) = range.split_once('-') else { continue };
+        let (Ok(start), Ok(end)) = (u64::from_str_radix(a, 16), u64::from_str_radix(b, 16)) else { continue };
+        if end <= start {
+            continue;
+        }
+        let pb = perms.as_bytes();
+        let prot = (pb.first() == Some(&b'r')) as u8 | ((pb.get(1) == Some(&b'w')) as u8) << 1 | ((pb.get(2) == Some(&b'x')) as u8) << 2;
+        v.push(Region { start, len: end - start, prot, origin: Origin::Image, name: path.to_string() });
+    }
+    v
+}
+
+fn mkfifo(path: &Path) -> Result<(), String> {
+    let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("bad path {}", path.display()))?;
+    // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
+    let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };
+    if r != 0 {
+        return Err(format!("mkfifo {}: {}", path.display(), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// The lackey reader with its first read done: by then valgrind has
+/// mapped the program and its loader, and `/proc/PID/maps` gives them as
+/// the layout.
+struct Started<R: std::io::BufRead> {
+    src: lackey::Reader<R>,
+    first: Option<(Vec<Ref>, Step)>,
+    layout: Vec<Region>,
+}
+
+impl<R: std::io::BufRead> Source for Started<R> {
+    fn format(&self) -> Format {
+        Format::Lackey
+    }
+    fn layout(&self) -> &[Region] {
+        &self.layout
+    }
+    fn ref_count(&self) -> Option<u64> {
+        None
+    }
+    fn read(&mut self, out: &mut Vec<Ref>, max: usize) -> Result<Step, TraceError> {
+        match self.first.take() {
+            Some((refs, step)) => {
+                out.extend_from_slice(&refs);
+                Ok(step)
+            }
+            None => self.src.read(out, max),
+        }
+    }
+}
+
+/// The reading thread: lackey text from the FIFO to the binary trace.
+fn copy(fifo: &Path, out: &Path, pid: u32, count: &AtomicU64) -> Result<Converted, String> {
+    let f = File::open(fifo).map_err(|e| format!("open {}: {e}", fifo.display()))?;
+    let mut src = lackey::Reader::new(BufReader::with_capacity(1 << 20, f));
+    let mut refs = Vec::with_capacity(8192);
+    let step = src.read(&mut refs, 8192).map_err(|e| format!("valgrind's log, {e}"))?;
+    let layout = std::fs::read_to_string(format!("/proc/{pid}/maps")).map(|m| image_regions(&m)).unwrap_or_default();
+    let mut started = Started { src, first: Some((refs, step)), layout };
+    let file = File::create(out).map_err(|e| format!("cannot create {}: {e}", out.display()))?;
+    convert(&mut started, file, &mut |n| count.store(n, Ordering::Relaxed)).map_err(|e| match e {
+        ConvertError::Trace(e) => format!("valgrind's log, {e}"),
+        ConvertError::Write(e) => format!("write {}: {e}", out.display()),
+    })
+}
+
+/// Records `o.program` (see the module comment). `progress` is called now
+/// and then with the references written so far.
+pub fn record(o: &Options, progress: &mut dyn FnMut(u64)) -> Result<Recorded, RecordError> {
+    let Some(prog) = o.program.first() else {
+        return Err(RecordError::Input("no program to record (usage: splab trace record [--out FILE] -- PROG ARGS)".into()));
+    };
+    if !find_program(Path::new(prog)) {
+        return Err(RecordError::Input(format!("program {:?} not found", prog)));
+    }
+    let version = valgrind_version(&o.valgrind).map_err(RecordError::Input)?;
+    if let Some(dir) = o.out.parent().filter(|d| !d.as_os_str().is_empty()) {
+        if !dir.is_dir() {
+            return Err(RecordError::Input(format!("--out {}: directory {} does not exist", o.out.display(), dir.display())));
+        }
+    }
+    let stdout = match &o.program_stdout {
+        Some(p) => Stdio::from(File::create(p).map_err(|e| RecordError::Input(format!("--program-stdout {}: {e}", p.display())))?),
+        None => Stdio::null(),
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("splab-record-{}-{nanos}", std::process::id()));
+    std::fs::create_dir(&dir).map_err(|e| RecordError::Run(format!("cannot create {}: {e}", dir.display())))?;
+    let result = run(o, &dir, stdout, version, progress);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn run(o: &Options, dir: &Path, stdout: Stdio, version: String, progress: &mut dyn FnMut(u64)) -> Result<Recorded, RecordError> {
+    let fifo = dir.join("lackey.fifo");
+    mkfifo(&fifo).map_err(RecordError::Run)?;
+    let t0 = Instant::now();
+    let mut log_arg = OsString::from("--log-file=");
+    log_arg.push(&fifo);
+    let mut child = Command::new(&o.valgrind)
+        .args(["--tool=lackey", "--trace-mem=yes", "--trace-syscalls=yes"])
+        .arg(log_arg)
+        .arg("--")
+        .args(&o.program)
+        .stdout(stdout)
+        .spawn()
+        .map_err(|e| RecordError::Run(format!("cannot start {}: {e}", o.valgrind.display())))?;
+    let count = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let (fifo, out, count, pid) = (fifo.clone(), o.out.clone(), count.clone(), child.id());
+        std::thread::spawn(move || copy(&fifo, &out, pid, &count))
+    };
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) => {
+                progress(count.load(Ordering::Relaxed));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            Err(e) => return Err(RecordError::Run(format!("waiting for valgrind: {e}"))),
+        }
+    };
+    // If valgrind never opened the log (it failed at start), the reader is
+    // still waiting in open; a writer that comes and goes lets it see the
+    // end. O_NONBLOCK: with no reader at all the open fails at once.
+    let _ = OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&fifo);
+    let copied = reader.join().map_err(|_| RecordError::Run("the trace writer thread panicked".into()))?;
+    let copied = copied.map_err(RecordError::Run)?;
+    let refs = copied.refs;
+    progress(refs);
+    if refs == 0 {
+        let _ = std::fs::remove_file(&o.out);
+        return Err(RecordError::Run(format!("valgrind exited ({status}) without recording any reference")));
+    }
+    Ok(Recorded {
+        out: o.out.clone(),
+        refs,
+        by_kind: copied.by_kind,
+        layout_regions: copied.layout_regions,
+        maps: copied.maps,
+        unmaps: copied.unmaps,
+        exit_status: status.code(),
+        trace_bytes: copied.bytes,
+        host_seconds: t0.elapsed().as_secs_f64(),
+        valgrind: version,
+    })
+}

@@ -1,0 +1,493 @@
+//! The replay workload (`splab sim trace:FILE`): one process on CPU 0 makes
+//! the trace's loads and stores on the simulated system, in order.
+//!
+//! Address space: the header's layout is mapped before the timed part; the
+//! trace's map and unmap events are replayed where they occur (mmap with
+//! MAP_FIXED, munmap), timed like the program's own syscalls. Every region
+//! is mapped private, anonymous and read-write, file mappings included (the
+//! trace has no file contents; a page of either kind costs the same fault
+//! and zeroing here). Memory the trace touches outside any mapped region
+//! (a trace without layout, the stack and image under valgrind) is mapped
+//! when first touched: the free parts of the 2 MB-aligned block around the
+//! address, as an anonymous mmap would place a large mapping, so touched
+//! pages that fill a block can be promoted; these mmap calls are not timed.
+//!
+//! References: loads and stores as they are; a modify is a load then a
+//! store; instruction fetches are counted and skipped (the model has no
+//! instruction TLB); a reference that crosses into the next 4 KB page also
+//! touches that page (a second access of the same kind). They go to the
+//! system in batches through `System::access_batch`, which gives the same
+//! results as one access at a time.
+
+use crate::{open, Event, Format, Kind, Opened, Ref, Region, Source, Step, TraceError};
+use serde::Serialize;
+use splab_sim::{Op, System};
+use splab_vm::map::{Backing, MmapReq};
+use splab_vm::{prot, FaultError, Pid};
+use splab_workloads::{Figure, Workload, WorkloadResult};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const PAGE: u64 = 4096;
+const BLOCK: u64 = 2 << 20;
+/// References read and replayed per batch.
+pub const BATCH: usize = 4096;
+/// Entries of the cache of blocks known to be mapped (a power of two).
+const READY: usize = 1024;
+
+/// What a replay did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ReplayStats {
+    pub refs: u64,
+    pub instr_skipped: u64,
+    pub loads: u64,
+    pub stores: u64,
+    pub modifies: u64,
+    /// References that crossed into the next page and touched it too.
+    pub page_crossing: u64,
+    /// Loads and stores made on the system.
+    pub accesses: u64,
+    pub header_regions: u64,
+    pub maps: u64,
+    pub unmaps: u64,
+    /// 2 MB blocks mapped because the trace touched them outside its layout.
+    pub inferred_blocks: u64,
+    /// mmap calls those took (one per free range of a block).
+    pub inferred_mmaps: u64,
+    /// Simulated cycles of those calls, left out of the timed part.
+    pub inferred_cycles: f64,
+}
+
+pub struct Replay {
+    path: PathBuf,
+    format: Option<Format>,
+    estimate: u64,
+    bad_input: bool,
+    pub cpu: usize,
+    pub stats: ReplayStats,
+}
+
+impl Replay {
+    /// Opens the trace to check its header now, so that a missing or
+    /// malformed file is reported before the system is built.
+    pub fn new(path: &Path, format: Option<Format>) -> Result<Replay, String> {
+        let src = open(path, format).map_err(|e| format!("trace {}: {e}", path.display()))?;
+        let bytes = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+        // For the progress bar only: the header's count, or a guess from
+        // the size of the file.
+        let estimate = src.ref_count().unwrap_or(match src.format() {
+            Format::Lackey => bytes / 16,
+            Format::ChampSim => bytes / 24,
+            Format::Splab => bytes / 3,
+        });
+        Ok(Replay { path: path.to_path_buf(), format, estimate, bad_input: false, cpu: 0, stats: ReplayStats::default() })
+    }
+}
+
+/// The ranges this replay has mapped, disjoint, keyed by start.
+#[derive(Default)]
+struct Mapped {
+    ranges: BTreeMap<u64, u64>,
+}
+
+impl Mapped {
+    fn add(&mut self, mut start: u64, mut end: u64) {
+        // Absorb every range that overlaps or touches [start, end).
+        let keys: Vec<u64> = self.ranges.range(..=end).filter(|(_, &e)| e >= start).map(|(&s, _)| s).collect();
+        for k in keys {
+            let e = self.ranges.remove(&k).unwrap();
+            start = start.min(k);
+            end = end.max(e);
+        }
+        self.ranges.insert(start, end);
+    }
+
+    fn remove(&mut self, start: u64, end: u64) {
+        let keys: Vec<u64> = self.ranges.range(..end).filter(|(_, &e)| e > start).map(|(&s, _)| s).collect();
+        for k in keys {
+            let e = self.ranges.remove(&k).unwrap();
+            if k < start {
+                self.ranges.insert(k, start);
+            }
+            if e > end {
+                self.ranges.insert(end, e);
+            }
+        }
+    }
+
+    /// The parts of [start, end) not mapped.
+    fn gaps(&self, start: u64, end: u64) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        let mut at = start;
+        if let Some((_, &e)) = self.ranges.range(..=start).next_back() {
+            at = at.max(e);
+        }
+        for (&s, &e) in self.ranges.range(start..end) {
+            if s > at {
+                v.push((at, s));
+            }
+            at = at.max(e);
+        }
+        if at < end {
+            v.push((at, end));
+        }
+        v
+    }
+}
+
+/// How a batch goes to the system. `access_batch` gives the same results
+/// for any split of the references into batches; what differs is the host
+/// time. Whole batches (thousands of accesses) go through the system's
+/// timing thread, which overlaps the cache model of one batch with the
+/// translation of the next: fastest when a second core is free. Pieces
+/// below the system's threshold for that thread (512) are timed on this
+/// thread: fastest when the host is busy, where two threads that hand
+/// batches to each other wait on each other's time slices.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    OneThread,
+    TwoThreads,
+}
+
+/// Accesses a batch is cut into for `Mode::OneThread`.
+const ONE_THREAD_PIECE: usize = 256;
+
+/// Picks the faster mode from the host time of recent batches, trying the
+/// other one now and then since the host's load changes.
+struct Pacer {
+    /// Seconds per access, smoothed, per mode; 0 until measured.
+    cost: [f64; 2],
+    batches: u64,
+}
+
+impl Pacer {
+    fn new() -> Pacer {
+        Pacer { cost: [0.0; 2], batches: 0 }
+    }
+
+    fn pick(&mut self) -> Mode {
+        self.batches += 1;
+        let [one, two] = self.cost;
+        let best = if one == 0.0 || (two != 0.0 && one <= two) { Mode::OneThread } else { Mode::TwoThreads };
+        // Two batches in 256 (about a million references) re-measure the
+        // other mode: little lost when it is much slower.
+        if self.batches % 256 < 2 {
+            match best {
+                Mode::OneThread => Mode::TwoThreads,
+                Mode::TwoThreads => Mode::OneThread,
+            }
+        } else {
+            best
+        }
+    }
+
+    fn record(&mut self, mode: Mode, seconds: f64, accesses: usize) {
+        if accesses < 1024 {
+            return;
+        }
+        let c = &mut self.cost[mode as usize];
+        let x = seconds / accesses as f64;
+        *c = if *c == 0.0 { x } else { 0.75 * *c + 0.25 * x };
+    }
+}
+
+/// An error of the run: the trace's fault (`input`) or the system's.
+struct Failure {
+    msg: String,
+    input: bool,
+}
+
+impl From<TraceError> for Failure {
+    fn from(e: TraceError) -> Failure {
+        Failure { msg: e.to_string(), input: true }
+    }
+}
+
+/// The state of one run.
+struct Run<'a> {
+    sys: &'a mut System,
+    pid: Pid,
+    cpu: usize,
+    mapped: Mapped,
+    /// Blocks (address >> 21, plus one) known to be mapped throughout.
+    ready: Box<[u64; READY]>,
+    max_addr: u64,
+    ops: Vec<(u64, Op)>,
+    pacer: Pacer,
+    stats: ReplayStats,
+}
+
+impl Run<'_> {
+    fn mmap(&mut self, start: u64, end: u64) -> Result<(), Failure> {
+        if end > self.max_addr {
+            return Err(Failure {
+                msg: format!(
+                    "the trace uses [{start:#x}, {end:#x}), beyond the modelled user address space (below {:#x})",
+                    self.max_addr
+                ),
+                input: true,
+            });
+        }
+        let req = MmapReq { addr: start, len: end - start, prot: prot::RW, shared: false, fixed: true, backing: Backing::Anon, prefault: false };
+        self.sys.mmap(self.pid, req).map_err(|e| Failure { msg: format!("mmap of [{start:#x}, {end:#x}): {e}"), input: false })?;
+        self.mapped.add(start, end);
+        Ok(())
+    }
+
+    /// Maps a region of the trace (rounded out to pages).
+    fn map_region(&mut self, r: &Region) -> Result<(), Failure> {
+        let start = r.start & !(PAGE - 1);
+        let end = r.end().checked_add(PAGE - 1).map(|e| e & !(PAGE - 1)).unwrap_or(!(PAGE - 1));
+        self.mmap(start, end.max(start + PAGE))
+    }
+
+    fn unmap(&mut self, start: u64, len: u64) -> Result<(), Failure> {
+        let s = start & !(PAGE - 1);
+        let e = start.saturating_add(len).saturating_add(PAGE - 1) & !(PAGE - 1);
+        let e = e.min(self.max_addr);
+        if s < e {
+            self.sys.munmap(self.pid, s, e - s).map_err(|er| Failure { msg: format!("munmap of [{s:#x}, {e:#x}): {er}"), input: false })?;
+            self.mapped.remove(s, e);
+        }
+        // A cached block may have lost part of its mapping.
+        self.ready.fill(0);
+        Ok(())
+    }
+
+    /// Makes sure the whole 2 MB block containing `addr` is mapped, mapping
+    /// its free parts (untimed). Returns whether anything was mapped.
+    #[inline(never)]
+    fn ensure_block(&mut self, addr: u64) -> Result<bool, Failure> {
+        let start = addr & !(BLOCK - 1);
+        let end = (start + BLOCK).min(self.max_addr);
+        if addr >= end {
+            return Err(Failure {
+                msg: format!("the trace touches {addr:#x}, beyond the modelled user address space (below {:#x})", self.max_addr),
+                input: true,
+            });
+        }
+        let gaps = self.mapped.gaps(start, end);
+        let mapped_any = !gaps.is_empty();
+        if mapped_any {
+            let c0 = self.sys.cycles(self.cpu);
+            for (s, e) in gaps {
+                self.mmap(s, e)?;
+                self.stats.inferred_mmaps += 1;
+            }
+            self.stats.inferred_blocks += 1;
+            self.stats.inferred_cycles += self.sys.cycles(self.cpu) - c0;
+        }
+        self.ready[((addr >> 21) as usize) & (READY - 1)] = (addr >> 21) + 1;
+        Ok(mapped_any)
+    }
+
+    #[inline]
+    fn push(&mut self, addr: u64, op: Op) -> Result<(), Failure> {
+        let block = addr >> 21;
+        if self.ready[(block as usize) & (READY - 1)] != block + 1 {
+            self.ensure_block(addr)?;
+        }
+        self.ops.push((addr, op));
+        Ok(())
+    }
+
+    /// Turns references into loads and stores (see the module comment).
+    fn add_refs(&mut self, refs: &[Ref]) -> Result<(), Failure> {
+        for r in refs {
+            let op = match r.kind {
+                Kind::Instr => {
+                    self.stats.instr_skipped += 1;
+                    continue;
+                }
+                Kind::Load => {
+                    self.stats.loads += 1;
+                    Op::Load
+                }
+                Kind::Store => {
+                    self.stats.stores += 1;
+                    Op::Store(0)
+                }
+                Kind::Modify => {
+                    self.stats.modifies += 1;
+                    self.push(r.addr, Op::Load)?;
+                    Op::Store(0)
+                }
+            };
+            self.push(r.addr, op)?;
+            if (r.addr & (PAGE - 1)) + r.size as u64 > PAGE {
+                if let Some(next) = (r.addr | (PAGE - 1)).checked_add(1) {
+                    self.stats.page_crossing += 1;
+                    if r.kind == Kind::Modify {
+                        self.push(next, Op::Load)?;
+                    }
+                    self.push(next, op)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes the accumulated accesses.
+    fn flush(&mut self) -> Result<(), Failure> {
+        let t0 = Instant::now();
+        let mode = self.pacer.pick();
+        let piece = match mode {
+            Mode::OneThread => ONE_THREAD_PIECE,
+            Mode::TwoThreads => usize::MAX,
+        };
+        let mut from = 0;
+        while from < self.ops.len() {
+            let to = from.saturating_add(piece).min(self.ops.len());
+            match self.sys.access_batch(self.cpu, &self.ops[from..to]) {
+                Ok(()) => from = to,
+                Err((i, FaultError::Unmapped(va))) => {
+                    // Only after an unmap the cache did not see (it is
+                    // cleared on every unmap): map the block and go on.
+                    self.ready[((va >> 21) as usize) & (READY - 1)] = 0;
+                    if !self.ensure_block(va)? {
+                        return Err(Failure { msg: format!("access {} of the batch: {}", i, FaultError::Unmapped(va)), input: false });
+                    }
+                    from += i;
+                }
+                Err((_, e)) => return Err(Failure { msg: e.to_string(), input: false }),
+            }
+        }
+        self.pacer.record(mode, t0.elapsed().as_secs_f64(), self.ops.len());
+        self.stats.accesses += self.ops.len() as u64;
+        self.ops.clear();
+        Ok(())
+    }
+
+    fn event(&mut self, e: Event) -> Result<(), Failure> {
+        self.flush()?;
+        match e {
+            Event::Map(r) => {
+                self.stats.maps += 1;
+                self.map_region(&r)
+            }
+            Event::Unmap { start, len } => {
+                self.stats.unmaps += 1;
+                self.unmap(start, len)
+            }
+        }
+    }
+}
+
+fn describe(src: &Opened) -> String {
+    let f = match src.format() {
+        Format::Splab => "splab binary",
+        Format::Lackey => "valgrind lackey text",
+        Format::ChampSim => "ChampSim records",
+    };
+    match src.compression {
+        crate::Compression::None => f.to_string(),
+        c => format!("{f}, {}-compressed", c.name()),
+    }
+}
+
+impl Replay {
+    fn replay(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, Failure> {
+        let mut src = open(&self.path, self.format)?;
+        let cpu = self.cpu;
+        let sysf = |what: &str, e: splab_vm::Errno| Failure { msg: format!("{what}: {e}"), input: false };
+        let pid = sys.spawn().map_err(|e| sysf("spawn", e))?;
+        sys.run_on(cpu, pid).map_err(|e| sysf("run", e))?;
+        let max_addr = sys.vm.pmap.max_user_address();
+        let mut run = Run {
+            sys,
+            pid,
+            cpu,
+            mapped: Mapped::default(),
+            ready: Box::new([0; READY]),
+            max_addr,
+            ops: Vec::with_capacity(4 * BATCH),
+            pacer: Pacer::new(),
+            stats: ReplayStats::default(),
+        };
+        for r in src.layout().to_vec() {
+            run.map_region(&r)?;
+            run.stats.header_regions += 1;
+        }
+        let t0 = run.sys.cycles(cpu);
+        let mut refs = Vec::with_capacity(BATCH + 8);
+        loop {
+            refs.clear();
+            let step = src.read(&mut refs, BATCH)?;
+            run.stats.refs += refs.len() as u64;
+            run.add_refs(&refs)?;
+            match step {
+                Step::Full => run.flush()?,
+                Step::Event(e) => run.event(e)?,
+                Step::End => {
+                    run.flush()?;
+                    break;
+                }
+            }
+            progress(run.stats.refs);
+        }
+        let cycles = run.sys.cycles(cpu) - t0 - run.stats.inferred_cycles;
+        let timed = run.sys.cycles_to_seconds(cycles);
+        let stats = run.stats;
+        sys_exit(run.sys, pid)?;
+        let mut report = String::new();
+        let s = &stats;
+        let _ = writeln!(report, "Trace replay: {}", self.path.display());
+        let _ = writeln!(report, "  {:<20}{}", "format", describe(&src));
+        let _ = writeln!(
+            report,
+            "  {:<20}{} ({} loads, {} stores, {} modifies as a load and a store; {} instruction fetches skipped)",
+            "references", s.refs, s.loads, s.stores, s.modifies, s.instr_skipped
+        );
+        let _ = writeln!(report, "  {:<20}{} ({} page-crossing references touched the next page too)", "memory accesses", s.accesses, s.page_crossing);
+        let _ = writeln!(
+            report,
+            "  {:<20}{} regions from the header, {} map and {} unmap events replayed; all mapped anonymous read-write",
+            "layout", s.header_regions, s.maps, s.unmaps
+        );
+        let _ = writeln!(
+            report,
+            "  {:<20}{} 2 MB blocks mapped where the trace touched memory outside its layout ({} mmap calls, not timed)",
+            "inferred", s.inferred_blocks, s.inferred_mmaps
+        );
+        let _ = writeln!(report, "  {:<20}{:.6} s (the replay, after mapping the header's layout)", "simulated time", timed);
+        self.stats = stats;
+        Ok(WorkloadResult {
+            figure: Figure { name: "simulated seconds".into(), value: timed, unit: "s".into(), higher_is_better: false },
+            report,
+            timed_seconds: timed,
+        })
+    }
+}
+
+fn sys_exit(sys: &mut System, pid: Pid) -> Result<(), Failure> {
+    sys.exit(pid).map_err(|e| Failure { msg: format!("exit: {e}"), input: false })
+}
+
+impl Workload for Replay {
+    fn name(&self) -> String {
+        let file = self.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        format!("trace({file})")
+    }
+
+    fn estimated_refs(&self) -> u64 {
+        self.estimate
+    }
+
+    fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
+        self.bad_input = false;
+        self.replay(sys, progress).map_err(|f| {
+            self.bad_input = f.input;
+            if f.input {
+                format!("trace {}: {}", self.path.display(), f.msg)
+            } else {
+                f.msg
+            }
+        })
+    }
+
+    fn failed_on_input(&self) -> bool {
+        self.bad_input
+    }
+}

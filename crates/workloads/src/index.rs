@@ -1,0 +1,391 @@
+//! A database's read-only index lookups, after `pgbench -S` (select-only)
+//! on PostgreSQL: each transaction looks up one random account by primary
+//! key, `SELECT abalance FROM pgbench_accounts WHERE aid = :aid`, which
+//! descends the B-tree index from the root to a leaf and then reads the
+//! row from its heap page.
+//!
+//! Everything lives in one shared anonymous mapping made by a "postmaster"
+//! process, as PostgreSQL's shared buffers do, sized so that the whole
+//! database is cached (the usual in-memory select-only setup):
+//! - buffer-mapping partition locks (128, one cache line each),
+//! - buffer descriptors (64 bytes each),
+//! - the buffer-mapping hash table (bucket array and entries),
+//! - the buffers: 8 KB pages.
+//!
+//! The pages have PostgreSQL's layout: a 24-byte page header, then 4-byte
+//! line pointers growing up, tuples growing down from the end, and on index
+//! pages 16 bytes of B-tree special space. Index tuples are 16 bytes (tuple
+//! header with the heap pointer or downlink, then the int4 key); leaves are
+//! filled to 90% and inner pages to 70% as a bottom-up index build does;
+//! pages other than the rightmost of their level start with a high key.
+//! Heap pages hold 61 pgbench_accounts rows (the real density).
+//!
+//! A lookup does what the server's memory does: for each page, the
+//! buffer-mapping lock is taken, the hash bucket and entry are read, the
+//! buffer is pinned (a read-modify-write of its descriptor), the page is
+//! binary-searched (each probe reads a line pointer, then the key it points
+//! to: dependent loads), the downlink or heap pointer is read, and the
+//! buffer is unpinned. The heap fetch reads the row's line pointer, tuple
+//! header and balance. Every load depends on the one before.
+//!
+//! The tree's shape and the keys are computed on the host (they follow
+//! from the bottom-up build), so the values need not be kept in modelled
+//! memory; the references are those of the real structure. Parsing,
+//! planning and the executor's own work are not modelled: only memory
+//! references are timed, so tps is far above a real server's, and the
+//! change with superpages is the change of the memory part alone.
+//!
+//! pgbench's clients are backends forked from the postmaster, each on a
+//! CPU of its own (more clients than CPUs share them). Long-lived backends
+//! have touched all of shared memory; so do these, before timing.
+
+use crate::common::{between, exit, fault, map, page_round, spawn_on, touch_pages, Batch, Rng};
+use crate::sched::{Quanta, Sched, Spawn, Step, Task};
+use crate::{Figure, Workload, WorkloadResult};
+use splab_sim::{Op, System};
+use splab_vm::kernel::Pid;
+use splab_vm::map::{Backing, MmapReq};
+use splab_vm::prot;
+use std::fmt::Write as _;
+use std::rc::Rc;
+
+/// PostgreSQL's page size (BLCKSZ).
+pub const BLCKSZ: u64 = 8192;
+const PAGE_HEADER: u64 = 24;
+const ITEM_ID: u64 = 4;
+const BT_SPECIAL: u64 = 16;
+const INDEX_TUPLE: u64 = 16;
+const HEAP_TUPLE: u64 = 128;
+const HEAP_PER_PAGE: u64 = 61;
+const ROWS_PER_SCALE: u64 = 100_000;
+const PARTITIONS: u64 = 128;
+const DESC: u64 = 64;
+const HASH_ENTRY: u64 = 32;
+
+/// Index entries per page at a fill factor (percent).
+fn per_page(fill: u64) -> u64 {
+    (BLCKSZ - PAGE_HEADER - BT_SPECIAL) * fill / 100 / (INDEX_TUPLE + ITEM_ID)
+}
+
+/// One level of the B-tree; level 0 is the leaves.
+#[derive(Clone, Debug)]
+struct Level {
+    first_block: u64,
+    pages: u64,
+    /// Data items per full page.
+    per: u64,
+    /// Keys under one page of this level.
+    span: u64,
+}
+
+/// The database: the index levels, the heap, and where the buffers are.
+#[derive(Clone, Debug)]
+struct Db {
+    rows: u64,
+    levels: Vec<Level>,
+    heap_first_block: u64,
+    heap_pages: u64,
+    nbuffers: u64,
+    nbuckets: u64,
+    locks: u64,
+    descs: u64,
+    buckets: u64,
+    entries: u64,
+    blocks: u64,
+    segment: u64,
+}
+
+impl Db {
+    /// The layout for `scale` (rows = 100000 x scale); addresses are offsets
+    /// into the shared segment until `place`.
+    fn new(scale: u64) -> Db {
+        let rows = scale * ROWS_PER_SCALE;
+        let (leaf, inner) = (per_page(90), per_page(70));
+        // Block 0 is the index's metapage; the leaves follow, then each
+        // level above, the root last.
+        let mut levels = Vec::new();
+        let mut block = 1;
+        let mut pages = rows.div_ceil(leaf);
+        let (mut per, mut span) = (leaf, leaf);
+        loop {
+            levels.push(Level { first_block: block, pages, per, span });
+            block += pages;
+            if pages == 1 {
+                break;
+            }
+            pages = pages.div_ceil(inner);
+            per = inner;
+            span *= inner;
+        }
+        let heap_pages = rows.div_ceil(HEAP_PER_PAGE);
+        let nbuffers = block + heap_pages;
+        let nbuckets = nbuffers.next_power_of_two();
+        let locks = 0;
+        let descs = locks + PARTITIONS * 64;
+        let buckets = descs + nbuffers * DESC;
+        let entries = buckets + nbuckets * 8;
+        let blocks = page_round(entries + nbuffers * HASH_ENTRY);
+        let segment = blocks + nbuffers * BLCKSZ;
+        Db { rows, levels, heap_first_block: block, heap_pages, nbuffers, nbuckets, locks, descs, buckets, entries, blocks, segment }
+    }
+
+    fn place(&mut self, base: u64) {
+        for a in [&mut self.locks, &mut self.descs, &mut self.buckets, &mut self.entries, &mut self.blocks] {
+            *a += base;
+        }
+    }
+
+    fn height(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// The buffer-mapping hash of a block (relation 0 is the index, 1 the
+    /// heap; every block of both sits in the buffer of the same number).
+    fn hash(buf: u64) -> u64 {
+        let mut z = buf.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        z ^= z >> 31;
+        z
+    }
+}
+
+/// A backend: runs its transactions, a quantum at a time.
+struct Backend {
+    pid: Pid,
+    db: Rc<Db>,
+    rng: Rng,
+    left: u64,
+    /// References made so far.
+    refs: u64,
+}
+
+impl Backend {
+    /// A dependent access: every step of a lookup needs the one before.
+    #[inline]
+    fn access(&mut self, sys: &mut System, cpu: usize, va: u64, op: Op) -> Result<(), String> {
+        self.refs += 1;
+        sys.access(cpu, va, op, true).map(|_| ()).map_err(fault("index lookup"))
+    }
+
+    fn load(&mut self, sys: &mut System, cpu: usize, va: u64) -> Result<(), String> {
+        self.access(sys, cpu, va, Op::Load)
+    }
+
+    /// A read-modify-write of a shared word (a lock or a pin count).
+    fn update(&mut self, sys: &mut System, cpu: usize, va: u64) -> Result<(), String> {
+        self.access(sys, cpu, va, Op::Load)?;
+        self.access(sys, cpu, va, Op::Store(1))
+    }
+
+    /// ReadBuffer for a block that is in the pool: the mapping lookup under
+    /// its partition lock, then the pin. Returns the page's address.
+    fn pin(&mut self, sys: &mut System, cpu: usize, buf: u64) -> Result<u64, String> {
+        let db = self.db.clone();
+        let h = Db::hash(buf);
+        let lock = db.locks + (h % PARTITIONS) * 64;
+        self.update(sys, cpu, lock)?;
+        self.load(sys, cpu, db.buckets + (h & (db.nbuckets - 1)) * 8)?;
+        self.load(sys, cpu, db.entries + buf * HASH_ENTRY)?;
+        self.access(sys, cpu, lock, Op::Store(0))?;
+        self.update(sys, cpu, db.descs + buf * DESC)?;
+        Ok(db.blocks + buf * BLCKSZ)
+    }
+
+    fn unpin(&mut self, sys: &mut System, cpu: usize, buf: u64) -> Result<(), String> {
+        let desc = self.db.descs + buf * DESC;
+        self.access(sys, cpu, desc, Op::Store(0))
+    }
+
+    /// One select-only transaction.
+    fn transaction(&mut self, sys: &mut System, cpu: usize) -> Result<(), String> {
+        let db = self.db.clone();
+        let aid = between(&mut self.rng, 1, db.rows);
+        let key = aid - 1;
+        // Descend from the root: at each level, the page under which the
+        // key lies, and the binary search within it.
+        for lv in (0..db.height()).rev() {
+            let l = &db.levels[lv];
+            let page = key / l.span;
+            let buf = l.first_block + page;
+            let pa = self.pin(sys, cpu, buf)?;
+            // Data items on the page, each covering `child` keys.
+            let (n, child) = match lv {
+                0 => ((db.rows - page * l.span).min(l.per), 1),
+                _ => ((db.levels[lv - 1].pages - page * l.per).min(l.per), db.levels[lv - 1].span),
+            };
+            let first = if page + 1 == l.pages { 1 } else { 2 };
+            let key_of = |j: u64| page * l.span + j * child;
+            // Leaves: the first item with key >= the key sought; inner
+            // pages: the last item with key <= it (the first item of an
+            // inner page is minus infinity and never compared).
+            let (mut low, mut high) = (if lv == 0 { 0 } else { 1 }, n);
+            while low < high {
+                let mid = low + (high - low) / 2;
+                let off = first + mid;
+                self.load(sys, cpu, pa + PAGE_HEADER + (off - 1) * ITEM_ID)?;
+                self.load(sys, cpu, pa + BLCKSZ - BT_SPECIAL - INDEX_TUPLE * off + 8)?;
+                let past = if lv == 0 { key_of(mid) >= key } else { key_of(mid) > key };
+                if past {
+                    high = mid;
+                } else {
+                    low = mid + 1;
+                }
+            }
+            let j = if lv == 0 { low } else { low - 1 };
+            debug_assert!(j < n && key_of(j) <= key && key < key_of(j) + child, "key {aid}: level {lv} page {page} item {j}");
+            // The heap pointer or downlink of the item found.
+            self.load(sys, cpu, pa + BLCKSZ - BT_SPECIAL - INDEX_TUPLE * (first + j))?;
+            self.unpin(sys, cpu, buf)?;
+        }
+        // The heap fetch: line pointer, tuple header (visibility), balance.
+        let buf = db.heap_first_block + key / HEAP_PER_PAGE;
+        let off = key % HEAP_PER_PAGE + 1;
+        let pa = self.pin(sys, cpu, buf)?;
+        self.load(sys, cpu, pa + PAGE_HEADER + (off - 1) * ITEM_ID)?;
+        let tuple = pa + BLCKSZ - HEAP_TUPLE * off;
+        self.load(sys, cpu, tuple)?;
+        self.load(sys, cpu, tuple + 32)?;
+        self.unpin(sys, cpu, buf)
+    }
+}
+
+impl Task for Backend {
+    fn pid(&self) -> Pid {
+        self.pid
+    }
+    fn step(&mut self, sys: &mut System, cpu: usize, budget: u64, _: &mut Vec<Spawn>) -> Result<Step, String> {
+        let before = self.refs;
+        while self.left > 0 && self.refs - before < budget {
+            self.transaction(sys, cpu)?;
+            self.left -= 1;
+        }
+        Ok(Step { refs: self.refs - before, done: self.left == 0 })
+    }
+}
+
+pub struct Index {
+    pub scale: u64,
+    pub clients: usize,
+    /// Transactions per client (pgbench -t).
+    pub transactions: u64,
+    pub quanta: Quanta,
+}
+
+impl Index {
+    pub fn new(scale: u64, clients: usize, transactions: u64) -> Result<Index, String> {
+        if !(1..=10_000).contains(&scale) {
+            return Err(format!("--scale {scale} is out of range (1 to 10000)"));
+        }
+        if !(1..=256).contains(&clients) {
+            return Err(format!("--clients {clients} is out of range (1 to 256)"));
+        }
+        if !(1..=1_000_000_000).contains(&transactions) {
+            return Err(format!("--transactions {transactions} is out of range (1 to 1000000000)"));
+        }
+        Ok(Index { scale, clients, transactions, quanta: Quanta::default() })
+    }
+
+    /// Bytes of the shared segment.
+    pub fn shared_bytes(&self) -> u64 {
+        Db::new(self.scale).segment
+    }
+}
+
+impl Workload for Index {
+    fn name(&self) -> String {
+        format!("index(scale {}, {} clients)", self.scale, self.clients)
+    }
+
+    fn estimated_refs(&self) -> u64 {
+        let db = Db::new(self.scale);
+        let pages = db.segment / 4096;
+        let per_xact = 100 * db.height() as u64;
+        pages * (1 + self.clients as u64) + per_xact * self.transactions * self.clients as u64
+    }
+
+    fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
+        let ncpus = sys.ncpus();
+        let mut db = Db::new(self.scale);
+        // The postmaster makes shared memory and pgbench -i fills it.
+        let postmaster = spawn_on(sys, 0)?;
+        let req = MmapReq { addr: 0, len: db.segment, prot: prot::RW, shared: true, fixed: false, backing: Backing::Anon, prefault: false };
+        let base = map(sys, postmaster, req, "shared buffers")?;
+        db.place(base);
+        let mut b = Batch::new(0);
+        touch_pages(sys, &mut b, base, db.segment, Some(0)).map_err(fault("loading the database"))?;
+        let mut done = b.refs;
+        progress(done);
+        let db = Rc::new(db);
+        // The backends, each having touched all of shared memory.
+        let mut sched = Sched::new(ncpus, self.quanta)?;
+        let mut pids = Vec::new();
+        for c in 0..self.clients {
+            let cpu = c % ncpus;
+            sys.run_on(0, postmaster).map_err(|e| format!("postmaster: {e}"))?;
+            let pid = sys.fork(postmaster).map_err(|e| format!("fork of a backend: {e}"))?;
+            sys.run_on(cpu, pid).map_err(|e| format!("backend on CPU {cpu}: {e}"))?;
+            let mut b = Batch::new(cpu);
+            touch_pages(sys, &mut b, base, db.segment, None).map_err(fault("backend warm-up"))?;
+            done += b.refs;
+            progress(done);
+            let rng = Rng::new(0xB7EE ^ c as u64);
+            sched.add(Some(cpu), Box::new(Backend { pid, db: db.clone(), rng, left: self.transactions, refs: 0 }))?;
+            pids.push(pid);
+        }
+        let ph = sched.run(sys, done, progress)?;
+        for pid in pids {
+            exit(sys, pid)?;
+        }
+        exit(sys, postmaster)?;
+
+        let total = self.transactions * self.clients as u64;
+        let secs = ph.seconds(sys);
+        let tps = total as f64 / secs;
+        let mut r = String::new();
+        let _ = writeln!(r, "transaction type: <builtin: select only>");
+        let _ = writeln!(r, "scaling factor: {}", self.scale);
+        let _ = writeln!(r, "query mode: simple");
+        let _ = writeln!(r, "number of clients: {}", self.clients);
+        let _ = writeln!(r, "number of threads: 1");
+        let _ = writeln!(r, "number of transactions per client: {}", self.transactions);
+        let _ = writeln!(r, "number of transactions actually processed: {total}/{total}");
+        let _ = writeln!(r, "number of failed transactions: 0 (0.000%)");
+        let _ = writeln!(r, "latency average = {:.6} ms", secs * self.clients as f64 / total as f64 * 1e3);
+        let _ = writeln!(r, "tps = {tps:.6} (without initial connection time)");
+        let leaves = db.levels[0].pages;
+        let _ = writeln!(
+            r,
+            "# simulated: {} rows in {} heap blocks; index height {}, {} leaf blocks; {} buffers of 8 KB in {:.1} MiB of shared memory; {} memory references per transaction on average; only memory references are timed",
+            db.rows,
+            db.heap_pages,
+            db.height(),
+            leaves,
+            db.nbuffers,
+            db.segment as f64 / (1u64 << 20) as f64,
+            ph.refs / total.max(1)
+        );
+        Ok(WorkloadResult {
+            figure: Figure { name: "tps".into(), value: tps, unit: "transactions/s".into(), higher_is_better: true },
+            report: r,
+            timed_seconds: secs,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_shape_follows_the_build() {
+        let db = Db::new(1);
+        assert_eq!(db.rows, 100_000);
+        assert_eq!(per_page(90), 366);
+        assert_eq!(db.levels[0].pages, 274);
+        assert_eq!(db.height(), 2);
+        assert_eq!(db.levels[1].pages, 1);
+        assert_eq!(db.heap_pages, 1640);
+        let big = Db::new(100);
+        assert_eq!(big.height(), 3);
+        assert!(big.segment > big.nbuffers * BLCKSZ);
+    }
+}

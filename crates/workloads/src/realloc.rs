@@ -1,0 +1,132 @@
+//! A program that grows one allocation with realloc until memory runs out,
+//! touching what it gets: it starts with 1 MB and doubles. Like a large
+//! allocation in jemalloc (FreeBSD's malloc), each realloc first tries to
+//! grow in place, by mapping the range right after the allocation (the
+//! kernel extends the same anonymous object, so the old and new parts can
+//! share reservations); if that range is taken it maps a new region of the
+//! new size, copies the old contents a line at a time, and unmaps the old
+//! one. The new part is written a page at a time. It stops cleanly at the
+//! first "out of memory" (a failed mmap, or a fault the kernel cannot give
+//! a page), exits, and reports how far it got and how fast memory was
+//! filled (MB per simulated second, higher is better).
+
+use crate::common::{exit, fault, map, mib, since, size_text, spawn_on, touch_pages, unmap, Batch, LINE};
+use crate::{Figure, Workload, WorkloadResult};
+use splab_sim::System;
+use splab_vm::map::MmapReq;
+use splab_vm::{prot, Errno, FaultError};
+use std::fmt::Write as _;
+
+pub struct Realloc {
+    pub start: u64,
+    pub cpu: usize,
+}
+
+impl Realloc {
+    /// Checks the first allocation's size (the error does not name the
+    /// option).
+    pub fn check_start(start: u64) -> Result<(), String> {
+        if start < 4096 || !start.is_multiple_of(4096) {
+            return Err("must be a positive multiple of 4 KB".into());
+        }
+        Ok(())
+    }
+
+    pub fn new(start: u64) -> Result<Realloc, String> {
+        Self::check_start(start).map_err(|e| format!("--start-size {start} bytes: {e}"))?;
+        Ok(Realloc { start, cpu: 0 })
+    }
+}
+
+/// How the growth ended.
+enum Stop {
+    Mmap(Errno),
+    Fault(u64),
+}
+
+impl Workload for Realloc {
+    fn name(&self) -> String {
+        format!("realloc(from {}, doubling)", size_text(self.start))
+    }
+
+    fn estimated_refs(&self) -> u64 {
+        // One store per page of memory, roughly: the size is the system's.
+        2 << 20
+    }
+
+    fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
+        let cpu = self.cpu;
+        let pid = spawn_on(sys, cpu)?;
+        let t0 = sys.cycles(cpu);
+        let mut b = Batch::new(cpu);
+        let mut cur = map(sys, pid, MmapReq::anon(self.start, prot::RW), "the first allocation")?;
+        let mut size = 0;
+        let mut grow_to = self.start;
+        let (mut steps, mut in_place, mut moved, mut copied) = (0u64, 0u64, 0u64, 0u64);
+        let mut touched;
+        let stop = loop {
+            // Write the new part, page by page.
+            match touch_pages(sys, &mut b, cur + size, grow_to - size, Some(1)) {
+                Ok(()) => touched = grow_to,
+                Err(FaultError::NoMemory(va)) => {
+                    touched = (va - cur) & !4095;
+                    break Stop::Fault(va);
+                }
+                Err(e) => return Err(format!("realloc: touching the allocation: {e}")),
+            }
+            size = grow_to;
+            progress(b.refs);
+            steps += 1;
+            grow_to = size.checked_mul(2).ok_or("realloc: size overflow")?;
+            // realloc: grow in place if the range after the allocation is free.
+            let more = grow_to - size;
+            match sys.mmap(pid, MmapReq { addr: cur + size, ..MmapReq::anon(more, prot::RW) }) {
+                Ok(va) if va.0 == cur + size => in_place += 1,
+                Ok(va) => {
+                    unmap(sys, pid, va.0, more, "the misplaced extension")?;
+                    let new = match sys.mmap(pid, MmapReq::anon(grow_to, prot::RW)) {
+                        Ok(v) => v.0,
+                        Err(e) => break Stop::Mmap(e),
+                    };
+                    let copy = |sys: &mut System, b: &mut Batch| -> Result<(), FaultError> {
+                        for off in (0..size).step_by(LINE as usize) {
+                            b.load(sys, cur + off)?;
+                            b.store(sys, new + off, 1)?;
+                        }
+                        b.flush(sys)
+                    };
+                    match copy(sys, &mut b) {
+                        Ok(()) => {}
+                        Err(FaultError::NoMemory(va)) => break Stop::Fault(va),
+                        Err(e) => return Err(fault("realloc: copying")(e)),
+                    }
+                    unmap(sys, pid, cur, size, "the old allocation")?;
+                    cur = new;
+                    moved += 1;
+                    copied += size;
+                }
+                Err(e) => break Stop::Mmap(e),
+            }
+        };
+        let secs = since(sys, cpu, t0);
+        exit(sys, pid)?;
+        let rate = mib(touched) / secs;
+        let mut r = String::new();
+        let _ = writeln!(r, "realloc: one allocation from {} KB, doubling, written page by page (simulated)", self.start >> 10);
+        let _ = writeln!(r, "steps {steps}: {in_place} grown in place, {moved} moved ({:.1} MB copied)", mib(copied));
+        match stop {
+            Stop::Mmap(e) => {
+                let _ = writeln!(r, "stopped: mmap of {:.1} MB failed: {e}", mib(grow_to));
+            }
+            Stop::Fault(va) => {
+                let _ = writeln!(r, "stopped: out of memory writing offset {:.1} MB of a {:.1} MB allocation", mib(va - cur), mib(grow_to));
+            }
+        }
+        let _ = writeln!(r, "memory written: {:.1} MB in {secs:.6} s = {rate:.1} MB/s", mib(touched));
+        Ok(WorkloadResult {
+            figure: Figure { name: "fill rate MB/s".into(), value: rate, unit: "MB/s".into(), higher_is_better: true },
+            report: r,
+            timed_seconds: secs,
+        })
+    }
+}

@@ -1,0 +1,133 @@
+//! STREAM (McCalpin): four kernels over three arrays of N doubles, each
+//! run NTIMES times and timed separately; the best time of all but the
+//! first run gives the rate (MB = 10^6 bytes), with the average, minimum and
+//! maximum times beside it, in STREAM's table.
+//!
+//!   Copy:  c[j] = a[j]            16 bytes per element
+//!   Scale: b[j] = s * c[j]        16
+//!   Add:   c[j] = a[j] + b[j]     24
+//!   Triad: a[j] = b[j] + s * c[j] 24
+//!
+//! The kernels are modelled as the vectorised loops a compiler makes of
+//! them: one 64-byte access per array per line of 8 elements (an AVX-512
+//! load or store), all independent. The arrays are separate allocations,
+//! initialised (a = 1, b = 2, c = 0) before timing as STREAM does, which
+//! faults them in. Values are not modelled, so STREAM's check of the
+//! results is not made.
+
+use crate::common::{exit, fault, map, since, spawn_on, Batch, LINE};
+use crate::{Figure, Workload, WorkloadResult};
+use splab_sim::System;
+use splab_vm::map::MmapReq;
+use splab_vm::prot;
+use std::fmt::Write as _;
+
+pub struct Stream {
+    pub n: u64,
+    pub ntimes: u32,
+    pub cpu: usize,
+}
+
+/// The kernels: name, arrays read, array written, bytes per element.
+const KERNELS: [(&str, &[usize], usize, u64); 4] =
+    [("Copy:", &[0], 2, 16), ("Scale:", &[2], 1, 16), ("Add:", &[0, 1], 2, 24), ("Triad:", &[1, 2], 0, 24)];
+
+impl Stream {
+    pub fn new(n: u64, ntimes: u32) -> Result<Stream, String> {
+        if !(1000..=4_000_000_000).contains(&n) {
+            return Err(format!("--n {n} is out of range (1000 to 4000000000 elements)"));
+        }
+        if !(2..=1000).contains(&ntimes) {
+            return Err(format!("--ntimes {ntimes} is out of range (2 to 1000; the first run is not counted)"));
+        }
+        Ok(Stream { n, ntimes, cpu: 0 })
+    }
+
+    fn lines(&self) -> u64 {
+        (self.n * 8).div_ceil(LINE)
+    }
+}
+
+impl Workload for Stream {
+    fn name(&self) -> String {
+        format!("stream(N={})", self.n)
+    }
+
+    fn estimated_refs(&self) -> u64 {
+        self.lines() * (3 + 2 + 10 * self.ntimes as u64)
+    }
+
+    fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
+        let cpu = self.cpu;
+        let pid = spawn_on(sys, cpu)?;
+        let bytes = self.n * 8;
+        let mut arrays = [0u64; 3];
+        for (k, a) in arrays.iter_mut().enumerate() {
+            *a = map(sys, pid, MmapReq::anon(bytes, prot::RW), ["array a", "array b", "array c"][k])?;
+        }
+        let err = fault("STREAM array access");
+        let lines = self.lines();
+        let mut b = Batch::new(cpu);
+        // Initialisation, then STREAM's timer-granularity loop (a = 2a).
+        for &a in &arrays {
+            for l in 0..lines {
+                b.store(sys, a + l * LINE, 0).map_err(&err)?;
+            }
+        }
+        for l in 0..lines {
+            b.load(sys, arrays[0] + l * LINE).map_err(&err)?;
+            b.store(sys, arrays[0] + l * LINE, 0).map_err(&err)?;
+        }
+        b.flush(sys).map_err(&err)?;
+        let mut done = 5 * lines;
+        progress(done);
+        let mut times = vec![[0.0f64; 4]; self.ntimes as usize];
+        for t in times.iter_mut() {
+            for (k, (_, reads, write, _)) in KERNELS.iter().enumerate() {
+                let t0 = sys.cycles(cpu);
+                for l in 0..lines {
+                    for &r in reads.iter() {
+                        b.load(sys, arrays[r] + l * LINE).map_err(&err)?;
+                    }
+                    b.store(sys, arrays[*write] + l * LINE, 0).map_err(&err)?;
+                }
+                b.flush(sys).map_err(&err)?;
+                t[k] = since(sys, cpu, t0);
+                done += lines * (reads.len() as u64 + 1);
+                progress(done);
+            }
+        }
+        exit(sys, pid)?;
+
+        let mut r = String::new();
+        let dash = "-".repeat(61);
+        let _ = writeln!(r, "{dash}\nSTREAM-style memory bandwidth (simulated in splab)\n{dash}");
+        let _ = writeln!(r, "This system uses 8 bytes per array element.\n{dash}");
+        let _ = writeln!(r, "Array size = {} (elements), Offset = 0 (elements)", self.n);
+        let mib = bytes as f64 / (1u64 << 20) as f64;
+        let _ = writeln!(r, "Memory per array = {mib:.1} MiB (= {:.1} GiB).", mib / 1024.0);
+        let _ = writeln!(r, "Total memory required = {:.1} MiB (= {:.1} GiB).", 3.0 * mib, 3.0 * mib / 1024.0);
+        let _ = writeln!(r, "Each kernel will be executed {} times; the best time of all but the first is reported.\n{dash}", self.ntimes);
+        let _ = writeln!(r, "Function    Best Rate MB/s  Avg time     Min time     Max time");
+        let mut triad = 0.0;
+        let mut timed = 0.0;
+        for (k, (name, _, _, per)) in KERNELS.iter().enumerate() {
+            let counted: Vec<f64> = times[1..].iter().map(|t| t[k]).collect();
+            let avg = counted.iter().sum::<f64>() / counted.len() as f64;
+            let min = counted.iter().copied().fold(f64::INFINITY, f64::min);
+            let max = counted.iter().copied().fold(0.0, f64::max);
+            let rate = 1e-6 * (per * self.n) as f64 / min;
+            let _ = writeln!(r, "{name:<12}{rate:>11.1}  {avg:>11.6}  {min:>11.6}  {max:>11.6}");
+            if k == 3 {
+                triad = rate;
+            }
+            timed += times.iter().map(|t| t[k]).sum::<f64>();
+        }
+        let _ = writeln!(r, "{dash}");
+        Ok(WorkloadResult {
+            figure: Figure { name: "Triad MB/s".into(), value: triad, unit: "MB/s".into(), higher_is_better: true },
+            report: r,
+            timed_seconds: timed,
+        })
+    }
+}

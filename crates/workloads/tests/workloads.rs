@@ -1,0 +1,179 @@
+//! Every workload on a small machine: it runs to the end, prints its report
+//! in the original tool's shape, and gives a positive figure. Sizes are the
+//! smallest that still exercise what each workload is for (forks, threads,
+//! time slicing, out of memory), so the whole file stays within seconds.
+
+use splab_sim::{Config, System};
+use splab_workloads::build::Build;
+use splab_workloads::bw::{Bw, TESTS};
+use splab_workloads::gups_mp::GupsMp;
+use splab_workloads::index::Index;
+use splab_workloads::lat::{Lat, Pattern};
+use splab_workloads::realloc::Realloc;
+use splab_workloads::stream::Stream;
+use splab_workloads::stress::Stress;
+use splab_workloads::transpose::Transpose;
+use splab_workloads::{Workload, WorkloadResult};
+
+fn system(memory: u64, superpages: bool, track_contents: bool) -> System {
+    let mut c = Config::new(splab_hw::profile::Profile::load("sapphire-rapids").unwrap());
+    c.memory = memory;
+    c.superpages = superpages;
+    c.track_contents = track_contents;
+    System::new(c).unwrap()
+}
+
+fn run(w: &mut dyn Workload, sys: &mut System) -> WorkloadResult {
+    let mut last = 0;
+    let r = w.run(sys, &mut |n| last = n).unwrap_or_else(|e| panic!("{}: {e}", w.name()));
+    assert!(r.figure.value.is_finite() && r.figure.value > 0.0, "{}: figure {:?}", w.name(), r.figure);
+    assert!(r.timed_seconds > 0.0, "{}", w.name());
+    assert!(last > 0, "{}: no progress reported", w.name());
+    r
+}
+
+fn promotions(sys: &System) -> i64 {
+    sys.vm.sysctls().get_int("vm.pmap.pde.promotions").unwrap()
+}
+
+/// Lines of `report` that are two numbers, as lmbench prints results.
+fn number_pairs(report: &str) -> Vec<(f64, f64)> {
+    report
+        .lines()
+        .filter_map(|l| {
+            let mut it = l.split(' ');
+            let a = it.next()?.parse().ok()?;
+            let b = it.next()?.parse().ok()?;
+            it.next().is_none().then_some((a, b))
+        })
+        .collect()
+}
+
+#[test]
+fn lat_prints_a_curve_per_stride_and_follows_pointers_in_memory() {
+    for (pattern, track) in [(Pattern::Random, true), (Pattern::Seq, false)] {
+        let mut sys = system(256 << 20, true, track);
+        let mut l = Lat::new(1 << 20, vec![64, 512], pattern, 500).unwrap();
+        let r = run(&mut l, &mut sys);
+        assert!(r.report.contains("\"stride=64\n") && r.report.contains("\"stride=512\n"), "{}", r.report);
+        let pts = number_pairs(&r.report);
+        assert_eq!(pts.len(), 2 * l.sizes().len(), "{}", r.report);
+        assert!(pts.iter().all(|&(mb, ns)| mb > 0.0 && ns > 0.0));
+        // The smallest array is in the first-level cache; 1 MB is not.
+        assert!(pts[0].1 < pts[l.sizes().len() - 1].1, "{}", r.report);
+        assert!(!r.figure.higher_is_better);
+    }
+}
+
+#[test]
+fn bw_prints_one_lmbench_line_per_test() {
+    let mut sys = system(256 << 20, true, false);
+    let mut b = Bw::new(256 << 10, TESTS.iter().map(|s| s.to_string()).collect()).unwrap();
+    let r = run(&mut b, &mut sys);
+    let pts = number_pairs(&r.report);
+    assert_eq!(pts.len(), TESTS.len(), "{}", r.report);
+    assert!(pts.iter().all(|&(mb, rate)| mb == 0.25 && rate > 0.0), "{}", r.report);
+    for t in TESTS {
+        assert!(r.report.contains(&format!("# {t}:")), "{t} missing:\n{}", r.report);
+    }
+    assert_eq!(r.figure.name, "rd MB/s");
+}
+
+#[test]
+fn transpose_reports_both_variants_per_size() {
+    let mut sys = system(256 << 20, true, false);
+    let mut t = Transpose::new(vec![64, 96]).unwrap();
+    let r = run(&mut t, &mut sys);
+    for n in ["64", "96"] {
+        for v in ["load", "store"] {
+            assert!(r.report.lines().any(|l| l.split_whitespace().take(2).eq([n, v])), "{n} {v}:\n{}", r.report);
+        }
+    }
+}
+
+#[test]
+fn stream_prints_streams_table() {
+    let mut sys = system(256 << 20, true, false);
+    let mut s = Stream::new(50_000, 3).unwrap();
+    let r = run(&mut s, &mut sys);
+    assert!(r.report.contains("Function    Best Rate MB/s  Avg time     Min time     Max time"), "{}", r.report);
+    for k in ["Copy:", "Scale:", "Add:", "Triad:"] {
+        let line = r.report.lines().find(|l| l.starts_with(k)).unwrap_or_else(|| panic!("no {k}"));
+        let nums: Vec<f64> = line.split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+        assert_eq!(nums.len(), 4, "{line}");
+        assert!(nums[0] > 0.0 && nums[2] <= nums[1] && nums[1] <= nums[3], "{line}");
+    }
+    assert_eq!(r.figure.name, "Triad MB/s");
+}
+
+#[test]
+fn gups_mp_runs_a_table_per_process_and_time_slices_extra_ones() {
+    let mut sys = system(256 << 20, true, false);
+    let mut g = GupsMp::new(12, None).unwrap();
+    let r = run(&mut g, &mut sys);
+    assert!(r.report.contains("4 processes on 4 CPUs"), "{}", r.report);
+    assert!(r.report.contains("Context switches  = 0"), "{}", r.report);
+    // Six processes on four CPUs: two CPUs switch between two each.
+    let mut sys = system(256 << 20, true, false);
+    let mut g = GupsMp::new(14, Some(6)).unwrap();
+    g.quanta.slice = 4 * g.quanta.quantum;
+    let r = run(&mut g, &mut sys);
+    assert!(r.report.contains("6 processes on 4 CPUs"), "{}", r.report);
+    assert!(!r.report.contains("Context switches  = 0"), "{}", r.report);
+    assert!(r.report.contains("[GUP/s] (aggregate of 6)"), "{}", r.report);
+}
+
+#[test]
+fn index_prints_pgbench_summary() {
+    let mut sys = system(512 << 20, true, false);
+    let mut i = Index::new(1, 2, 300).unwrap();
+    let r = run(&mut i, &mut sys);
+    for l in ["transaction type: <builtin: select only>", "scaling factor: 1", "number of clients: 2", "number of transactions actually processed: 600/600"] {
+        assert!(r.report.contains(l), "no {l:?} in\n{}", r.report);
+    }
+    let tps = r.report.lines().find_map(|l| l.strip_prefix("tps = ")).unwrap();
+    assert!(tps.split(' ').next().unwrap().parse::<f64>().unwrap() > 0.0);
+    // The backends mapped the shared buffers with superpages at once.
+    assert!(sys.vm.stats.soft_fast_superpage > 0);
+}
+
+#[test]
+fn build_forks_execs_and_shoots_down_tlbs_of_link_threads() {
+    let mut sys = system(512 << 20, true, false);
+    let mut b = Build::new(5, Some(2)).unwrap();
+    let ipis = sys.vm.ev.shootdown_ipis;
+    let r = run(&mut b, &mut sys);
+    assert!(r.report.contains(" real ") && r.report.contains(" user ") && r.report.contains(" sys"), "{}", r.report);
+    assert_eq!(sys.vm.stats.v_forks, 6, "five compilers and the link");
+    assert!(sys.vm.ev.shootdown_ipis > ipis, "the link's munmaps reach the other CPUs");
+    assert!(sys.vm.stats.v_cow_faults > 0);
+    assert!(promotions(&sys) > 0);
+    assert!(!r.figure.higher_is_better);
+}
+
+#[test]
+fn stress_workers_allocate_touch_and_free() {
+    let mut sys = system(256 << 20, true, false);
+    let free = sys.vm.phys.buddy.free_count();
+    let mut s = Stress::new(Some(5), 4 << 20, 2).unwrap();
+    let r = run(&mut s, &mut sys);
+    assert!(r.report.contains("dispatching hogs: 0 cpu, 0 io, 5 vm, 0 hdd"), "{}", r.report);
+    assert!(r.report.contains("successful run completed in"), "{}", r.report);
+    assert_eq!(sys.vm.stats.v_zfod, 5 * 2 * 1024);
+    assert_eq!(sys.vm.phys.buddy.free_count(), free, "everything freed");
+}
+
+#[test]
+fn realloc_stops_cleanly_when_memory_is_full() {
+    for sp in [false, true] {
+        let mut sys = system(64 << 20, sp, false);
+        let free = sys.vm.phys.buddy.free_count();
+        let mut a = Realloc::new(1 << 20).unwrap();
+        let r = run(&mut a, &mut sys);
+        assert!(r.report.contains("stopped: out of memory"), "{}", r.report);
+        let mb: f64 = r.report.lines().find_map(|l| l.strip_prefix("memory written: ")).unwrap().split(' ').next().unwrap().parse().unwrap();
+        assert!(mb > 48.0 && mb < 64.0, "{}", r.report);
+        assert_eq!(sys.vm.phys.buddy.free_count(), free, "everything freed after the exit");
+        sys.vm.check_invariants().unwrap();
+    }
+}
