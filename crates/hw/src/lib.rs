@@ -7,6 +7,7 @@
 
 pub mod addr;
 pub mod amd64;
+pub mod arm64;
 pub mod armv7;
 pub mod cache;
 pub mod mmu;

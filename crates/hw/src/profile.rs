@@ -91,14 +91,16 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("sapphire-rapids", include_str!("../../../profiles/sapphire-rapids.toml")),
     ("sifive-u74", include_str!("../../../profiles/sifive-u74.toml")),
     ("armada-xp", include_str!("../../../profiles/armada-xp.toml")),
+    ("neoverse-n1", include_str!("../../../profiles/neoverse-n1.toml")),
 ];
 
 /// The profile used when neither a profile nor an architecture is named.
 pub const DEFAULT_PROFILE: &str = "sapphire-rapids";
 
 /// The built-in profile used for an architecture when only the
-/// architecture is named (`--arch riscv`).
-pub const DEFAULT_FOR_ARCH: &[(&str, &str)] = &[("amd64", "sapphire-rapids"), ("riscv", "sifive-u74"), ("armv7", "armada-xp")];
+/// architecture is named (`--arch riscv`, `--arch arm64`, `--arch armv7`).
+pub const DEFAULT_FOR_ARCH: &[(&str, &str)] =
+    &[("amd64", "sapphire-rapids"), ("riscv", "sifive-u74"), ("arm64", "neoverse-n1"), ("armv7", "armada-xp")];
 
 /// The default profile for machines of architecture `arch` (a profile's
 /// `arch` value, e.g. "riscv" for both Sv39 and Sv48).
@@ -165,6 +167,7 @@ mod tests {
             assert_eq!(&Profile::load(name).unwrap().arch, arch);
         }
         assert_eq!(default_for_arch("riscv"), Some("sifive-u74"));
+        assert_eq!(default_for_arch("arm64"), Some("neoverse-n1"));
         assert_eq!(default_for_arch("vax"), None);
     }
 

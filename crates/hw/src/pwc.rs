@@ -95,6 +95,23 @@ impl Pwc {
         }
     }
 
+    /// Drops the entries of one address space that were used to translate
+    /// some address in [start, end): what a TLBI VAE1 (all levels) does to
+    /// Arm's walk caches for each page of the range.
+    pub fn invalidate_range(&mut self, start: u64, end: u64, asid: u16) {
+        for l in &mut self.levels {
+            for k in l.keys.iter_mut() {
+                if *k == INVALID || (*k & 0xffff) as u16 != asid {
+                    continue;
+                }
+                let base = (*k >> 16) << l.shift;
+                if base < end && start < base + (1u64 << l.shift) {
+                    *k = INVALID;
+                }
+            }
+        }
+    }
+
     pub fn invalidate_all(&mut self) {
         for l in &mut self.levels {
             l.keys.fill(INVALID);
@@ -120,5 +137,18 @@ mod tests {
         assert_eq!(p.lookup(0x60_0000, 3), Some((39, 0x1000)));
         p.invalidate_asid(3);
         assert_eq!(p.lookup(0x40_0000, 3), None);
+    }
+
+    #[test]
+    fn range_invalidation_drops_only_covering_entries() {
+        let mut p = Pwc::new(&[PwcLevelConfig { shift: 39, entries: 2 }, PwcLevelConfig { shift: 21, entries: 4 }]);
+        p.fill(0x40_0000, 3, 39, 0x1000);
+        p.fill(0x40_0000, 3, 21, 0x5000);
+        p.fill(0x60_0000, 3, 21, 0x6000);
+        p.fill(0x40_0000, 4, 21, 0x7000);
+        p.invalidate_range(0x5f_f000, 0x60_0000, 3);
+        assert_eq!(p.lookup(0x60_0000, 3), Some((21, 0x6000)), "the next 2 MB region is untouched");
+        assert_eq!(p.lookup(0x40_0000, 3), None, "the 2 MB and 512 GB entries covering the range are gone");
+        assert_eq!(p.lookup(0x40_0000, 4), Some((21, 0x7000)), "other address spaces keep theirs");
     }
 }

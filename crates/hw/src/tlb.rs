@@ -433,6 +433,41 @@ impl Tlb {
         }
     }
 
+    /// Invalidates every entry of any size that translates some address in
+    /// [start, end) in `asid` (and global ones): a TLBI VAE1 for each 4 KB
+    /// page of the range. Short ranges are done page by page; long ones
+    /// by one pass over every entry.
+    pub fn invalidate_range(&mut self, start: u64, end: u64, asid: u16) {
+        const PAGE: u64 = 1 << 12;
+        let pages = end.saturating_sub(start).div_ceil(PAGE);
+        if pages <= 64 {
+            for i in 0..pages {
+                self.invalidate_page(start + i * PAGE, asid);
+            }
+            return;
+        }
+        self.last_page = INVALID;
+        self.stats.invalidations += pages;
+        for a in &mut self.arrays {
+            for i in 0..a.keys.len() {
+                let k = a.keys[i];
+                if k == INVALID {
+                    continue;
+                }
+                let tag = (k & 0xffff) as u16;
+                if tag != asid && a.perm[i] & perm::GLOBAL == 0 {
+                    continue;
+                }
+                let sh = a.shift_of(i);
+                // The page's address, as `entries` recovers it.
+                let base = ((((k >> 21) << sh) << 9) as i64 >> 9) as u64;
+                if base < end && start < base.wrapping_add(1 << sh) {
+                    a.clear(i);
+                }
+            }
+        }
+    }
+
     /// Invalidates every non-global entry of one address space.
     pub fn invalidate_asid(&mut self, asid: u16) {
         self.last_page = INVALID;
@@ -551,6 +586,27 @@ mod tests {
         assert_eq!(tlb.lookup(0x20_1000, 1).unwrap().0.pa_base, 0x60_0000);
         tlb.invalidate_page(0x1000, 1);
         assert_eq!(tlb.lookup(0x20_1000, 1).unwrap().0.shift, 21);
+    }
+
+    #[test]
+    fn range_invalidation_removes_overlapping_entries_of_every_size() {
+        let cfgs = vec![
+            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 48, ways: 48, level: 1 },
+            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 1280, ways: 5, level: 2 },
+        ];
+        for long in [false, true] {
+            let mut tlb = Tlb::new(&cfgs, &[12, 16, 21]).unwrap();
+            tlb.fill(0x40_0000, 1, t(0x20_0000, 21));
+            tlb.fill(0x1_0000, 1, t(0x9_0000, 16));
+            tlb.fill(0x3_0000, 1, t(0x7000, 12));
+            tlb.fill(0x3_0000, 2, t(0x8000, 12));
+            let (start, end) = if long { (0x2_0000, 0x41_0000) } else { (0x2_0000, 0x3_1000) };
+            tlb.invalidate_range(start, end, 1);
+            assert_eq!(tlb.lookup(0x1_0000, 1).unwrap().0.shift, 16, "the 64K page ends below the range");
+            assert!(tlb.lookup(0x3_0000, 1).is_none());
+            assert!(tlb.lookup(0x3_0000, 2).is_some(), "other address spaces keep theirs");
+            assert_eq!(tlb.lookup(0x40_0000, 1).is_some(), !long, "the 2M page overlaps only the long range");
+        }
     }
 
     #[test]

@@ -75,3 +75,14 @@ pub fn broadcast_invalidate_page(env: &mut PmapEnv, pm: PmapId, asid: u16, va: u
     env.ev.invlpg += 1;
     others
 }
+
+/// Invalidates with a broadcast instruction (Arm's TLBI ...IS, FreeBSD's
+/// pmap_s1_invalidate_*): one instruction on the initiating CPU runs `f`
+/// on every CPU of the inner-shareable domain, running the address space
+/// or not; no interrupts, nothing left stale. Returns how many ran it.
+pub fn broadcast(env: &mut PmapEnv, asid: u16, f: impl Fn(&mut Mmu, u16)) -> u64 {
+    for cpu in env.cpus.iter_mut() {
+        f(&mut cpu.mmu, asid);
+    }
+    env.cpus.len() as u64
+}

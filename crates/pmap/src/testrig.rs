@@ -18,6 +18,9 @@ pub struct Rig<P: Pmap> {
     pub ev: KernelEvents,
 }
 
+/// The object the rig's pages belong to.
+const OBJ: ObjInfo = ObjInfo { id: 1, size: 1 << 20, color: 0, anon: true, colored: true };
+
 impl<P: Pmap> Rig<P> {
     /// A machine of `npages` 4 KB pages running `pmap`, with 2 MB
     /// reservations, whose walk cache keeps pointers to last-level tables
@@ -34,9 +37,19 @@ impl<P: Pmap> Rig<P> {
             TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1 },
             TlbArrayConfig { sizes: ["64K", "1M", "2M", "16M", "1G"].map(String::from).to_vec(), entries: 32, ways: 4, level: 1 },
         ];
+        Rig::build(pmap, npages, &tlb, &[12, 16, 20, 21, 24, 30], order, pwc_shift)
+    }
+
+    /// As `new`, with each CPU's TLB made of the arrays `tlb` for the
+    /// architecture's page sizes `shifts`.
+    pub fn with_tlb(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8]) -> Rig<P> {
+        Rig::build(pmap, npages, tlb, shifts, 9, 21)
+    }
+
+    fn build(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8], order: u32, pwc_shift: u8) -> Rig<P> {
         let cpus = (0..2)
             .map(|_| CpuState {
-                mmu: Mmu { tlb: Tlb::new(&tlb, &[12, 16, 20, 21, 24, 30]).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: pwc_shift, entries: 4 }]) },
+                mmu: Mmu { tlb: Tlb::new(tlb, shifts).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: pwc_shift, entries: 4 }]) },
                 curpmap: None,
             })
             .collect();
@@ -53,14 +66,19 @@ impl<P: Pmap> Rig<P> {
         p.pinit(&mut env).unwrap()
     }
 
+    /// Page `pindex` of the rig's object (the one `superpage_run` maps),
+    /// from its reservation.
+    pub fn page(&mut self, pindex: u32) -> Pfn {
+        self.phys.alloc_page(&OBJ, pindex).unwrap()
+    }
+
     /// The pages of one object filling one reservation (512 with 2 MB
     /// reservations), all from that reservation.
     pub fn superpage_run(&mut self) -> Vec<Pfn> {
-        let o = ObjInfo { id: 1, size: 1 << 20, color: 0, anon: true, colored: true };
-        let base = self.phys.alloc_page(&o, 0).unwrap();
+        let base = self.page(0);
         let mut v = vec![base];
         for i in 1..self.phys.reserv.npages() {
-            v.push(self.phys.alloc_page(&o, i).unwrap());
+            v.push(self.page(i));
         }
         assert!(v.windows(2).all(|w| w[1].0 == w[0].0 + 1), "reservation gives contiguous frames");
         assert_eq!(self.phys.reserv.level_iffullpop(base), 0);

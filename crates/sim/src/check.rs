@@ -542,6 +542,21 @@ mod tests {
         assert!(total[0] > 0 && total[1] > 0, "sections: {total:?}");
     }
 
+    /// The same on arm64, where both superpage sizes must be exercised.
+    #[test]
+    fn short_arm64_runs_are_clean_and_exercise_64k_and_2m_superpages() {
+        let mut n = std::collections::BTreeMap::<&str, u64>::new();
+        for seed in 1..=2 {
+            let c = CheckConfig { arch: "arm64".into(), profile: Profile::load("neoverse-n1").unwrap(), ..cfg(4000, seed, true) };
+            let r = run(&c, &mut |_| {}).unwrap();
+            assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
+            for k in ["vm.pmap.l2.promotions", "vm.pmap.l2.demotions", "vm.pmap.l3c.promotions", "vm.pmap.l3c.demotions"] {
+                *n.entry(k).or_default() += int(&r, k);
+            }
+        }
+        assert!(n.values().all(|&v| v > 0), "{n:?}");
+    }
+
     #[test]
     fn clean_with_superpages_off() {
         let r = run(&cfg(3000, 7, false), &mut |_| {}).unwrap();

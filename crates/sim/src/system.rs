@@ -178,11 +178,12 @@ impl System {
             cpus_vm.push(CpuState { mmu: Mmu { tlb, pwc: Pwc::new(&p.pwc) }, curpmap: None });
             cpus.push(CpuHw { running: None, space: (PhysAddr(0), 0) });
         }
-        // Reservations are the size of the architecture's first superpage
-        // (VM_LEVEL_0_ORDER); without one, amd64's 2 MB.
+        // Reservations are the size the architecture reserves
+        // (VM_LEVEL_0_ORDER, `Pmap::reserv_psind`); without superpage
+        // sizes, amd64's 2 MB.
         let sizes = pmap.pagesizes();
-        let order = match sizes {
-            [base, sp, ..] => (sp / base).trailing_zeros(),
+        let order = match sizes.get(pmap.reserv_psind()) {
+            Some(sp) if sizes.len() > 1 => (sp / sizes[0]).trailing_zeros(),
             _ => splab_vm::phys::VM_LEVEL_0_ORDER as u32,
         };
         let mut phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);

@@ -30,7 +30,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
     /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
-    /// vm.pmap.superpages_enabled on riscv).
+    /// vm.pmap.superpages_enabled on riscv and arm64).
     #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
     /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
@@ -55,6 +55,10 @@ const SHOWN: &[&str] = &[
     "vm.pmap.l2.p_failures",
     "vm.pmap.l2.demotions",
     "vm.pmap.l2.mappings",
+    "vm.pmap.l3c.promotions",
+    "vm.pmap.l3c.p_failures",
+    "vm.pmap.l3c.demotions",
+    "vm.pmap.l3c.mappings",
     "splab.pmap.ad_faults",
     "vm.pmap.section.promotions",
     "vm.pmap.section.p_failures",

@@ -106,6 +106,23 @@ fn sysctl_lists_tunable_and_counters() {
     assert_eq!(v, serde_json::json!({ "vm.pmap.pg_ps_enabled": 0 }));
 }
 
+/// `--arch arm64` alone picks the Neoverse N1 profile; both superpage
+/// sizes promote and the arm64 names of the tunable and counters appear.
+#[test]
+fn arm64_runs_on_its_own_profile_and_promotes_both_sizes() {
+    let v = json(&["sim", "gups", "--arch", "arm64", "--log2-table", "18", "--check-tlb", "--json"]);
+    assert_eq!((v["arch"].as_str(), v["machine"].as_str()), (Some("arm64"), Some("neoverse-n1")));
+    let s = &v["sysctl"];
+    assert_eq!(s["vm.pmap.superpages_enabled"], 1);
+    assert!(s["vm.pmap.l2.promotions"].as_i64().unwrap() > 0, "{s}");
+    assert!(s["vm.pmap.l3c.promotions"].as_i64().unwrap() > 0, "{s}");
+    assert!(s.get("vm.pmap.pde.promotions").is_none());
+    assert_eq!(v["stale_samples"].as_array().map(|a| a.len()), Some(0));
+    let out = splab(&["sysctl", "--arch", "arm64", "--superpages", "off"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().any(|l| l == "vm.pmap.superpages_enabled: 0"), "{text}");
+}
+
 #[test]
 fn sysctl_unknown_name_exits_2() {
     let out = splab(&["sysctl", "vm.reserv.broken", "vm.no.such"]);
@@ -120,6 +137,7 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["sim", "gups", "--memory", "12Q"], "12Q"),
         (&["sim", "gups", "--memory", "1T"], "1T"),
         (&["sim", "gups", "--arch", "vax"], "vax"),
+        (&["sim", "gups", "--machine", "sapphire-rapids", "--arch", "arm64"], "arm64"),
         (&["sim", "gups", "--machine", "nosuch"], "nosuch"),
         (&["sim", "gups", "--fragment", "2"], "2"),
         (&["sim", "gups", "--log2-table", "99"], "99"),

@@ -199,23 +199,40 @@ impl Vm {
         Some(m)
     }
 
-    /// vm_fault_soft_fast's superpage case: if `m` is in a fully populated
-    /// reservation whose pages are exactly the object pages of the aligned
-    /// 2 MB virtual range around `va`, and that range lies inside the
-    /// entry, map it with one superpage entry. A writable superpage mapping
-    /// is made only if every constituent page is already dirty (except the
-    /// one being written now).
+    /// vm_fault_soft_fast's superpage case: maps, with one superpage
+    /// entry, the largest superpage size up to the reservation's whose
+    /// aligned physical run around `m` is fully populated (the whole
+    /// reservation: its psind mark; a smaller size, such as arm64's 64 KB:
+    /// vm_reserv_is_populated) with exactly the object pages of the
+    /// aligned virtual range around `va`, that range lying inside the
+    /// entry. As in FreeBSD, a size that does not fit steps down to the
+    /// next smaller one. A writable superpage mapping is made only if every
+    /// constituent page is already dirty (except the one being written now).
     #[allow(clippy::too_many_arguments)]
     fn try_map_superpage(&mut self, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot) -> bool {
         if !self.pmap.superpages_enabled() || self.pmap.pagesizes().len() < 2 {
             return false;
         }
-        let sp = self.pmap.pagesizes()[1];
+        let top = self.pmap.reserv_psind().min(self.pmap.pagesizes().len() - 1);
+        (1..=top).rev().any(|psind| self.map_superpage(pid, e, obj, va, m, fprot, access, psind))
+    }
+
+    /// One size of `try_map_superpage`: page-size index `psind`.
+    #[allow(clippy::too_many_arguments)]
+    fn map_superpage(&mut self, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot, psind: usize) -> bool {
+        let sp = self.pmap.pagesizes()[psind];
         let npages = (sp / PAGE) as u32;
-        if npages != self.phys.reserv.npages() {
+        let msuper = if psind == self.pmap.reserv_psind() {
+            if npages != self.phys.reserv.npages() {
+                return false;
+            }
+            let Some(msuper) = self.phys.to_superpage(m) else { return false };
+            msuper
+        } else if npages < self.phys.reserv.npages() && self.phys.reserv.is_populated_run(m, npages) {
+            Pfn(m.0 & !(npages - 1))
+        } else {
             return false;
-        }
-        let Some(msuper) = self.phys.to_superpage(m) else { return false };
+        };
         let vsuper = va & !(sp - 1);
         if vsuper < e.start || vsuper + sp > e.end {
             return false;
@@ -252,7 +269,7 @@ impl Vm {
         }
         let pm = self.proc(pid).unwrap().pmap;
         let (pmap, mut env) = self.pmap_env();
-        let flags = EnterFlags { access: acc, psind: 1, ..Default::default() };
+        let flags = EnterFlags { access: acc, psind: psind as u8, ..Default::default() };
         if pmap.enter(&mut env, pm, VirtAddr(vsuper), msuper, p, flags).is_ok() {
             self.stats.soft_fast_superpage += 1;
             true

@@ -39,7 +39,8 @@ pub struct EnterFlags {
     /// The access that caused the fault (sets A, and D for a write).
     pub access: Prot,
     pub wired: bool,
-    /// Page-size index: 0 = base page, 1 = first superpage size, 2 = second.
+    /// Page-size index into `Pmap::pagesizes()`: 0 = base page, 1 = first
+    /// superpage size, 2 = second, ...
     pub psind: u8,
     /// Fail rather than replace an existing mapping (PMAP_ENTER_NOREPLACE).
     pub noreplace: bool,
@@ -110,6 +111,14 @@ pub trait Pmap: Send {
     fn pagesizes(&self) -> &'static [u64];
     /// Whether transparent superpages are enabled (the tunable).
     fn superpages_enabled(&self) -> bool;
+    /// Index in `pagesizes()` of the size a reservation covers (the
+    /// machine-dependent VM_LEVEL_0_ORDER of FreeBSD's vmparam.h, as a
+    /// page size). Smaller superpage sizes fill inside a reservation and
+    /// are asked about with vm_reserv_is_populated: arm64 reserves 2 MB
+    /// (index 2) and promotes 64 KB runs (index 1) inside it.
+    fn reserv_psind(&self) -> usize {
+        1
+    }
 
     /// Creates an empty address space (pmap_pinit).
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError>;
