@@ -73,6 +73,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
         workload: "gups".into(),
         machine: a.machine.clone(),
         memory: a.gups_memory.clone(),
+        swap: "0".into(),
         workload_args: WorkloadArgs { log2_table: a.log2_table, verify: false },
         fragment: 0.0,
         seed: 1,

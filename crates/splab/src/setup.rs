@@ -50,8 +50,17 @@ pub fn memory(text: &str, what: &str) -> Result<u64, Fail> {
     Ok(bytes)
 }
 
+/// A swap size option: 0 (no swap) up to the largest memory size.
+pub fn swap(text: &str, what: &str) -> Result<u64, Fail> {
+    let bytes = input(size::parse(text)).map_err(|e| Fail::Input(format!("{what}: {}", e.message())))?;
+    if bytes > MAX_MEMORY {
+        return Err(Fail::Input(format!("{what} {text} is out of range (0 to {})", size::show(MAX_MEMORY))));
+    }
+    Ok(bytes)
+}
+
 /// A system configuration with the given machine and memory; everything
-/// else at its default (superpages on, no fragmentation, seed 1).
+/// else at its default (superpages on, no swap, no fragmentation, seed 1).
 pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
     let profile = input(Profile::load(&m.machine))?;
     let arch = m.arch.clone().unwrap_or_else(|| profile.arch.clone());
