@@ -552,6 +552,26 @@ mod tests {
         assert!(promotions > 0 && demotions > 0, "promotions {promotions}, demotions {demotions}");
     }
 
+    fn stat(r: &CheckReport, name: &str) -> u64 {
+        r.sysctl.get(name).map(|v| v.to_string().parse::<u64>().unwrap()).unwrap_or_else(|| panic!("no sysctl {name}"))
+    }
+
+    /// Under memory pressure the same random sequences stay clean while
+    /// pages go to swap and come back, superpages are demoted for
+    /// page-out, and reservations are broken to find free pages.
+    #[test]
+    fn runs_under_memory_pressure_are_clean_and_page() {
+        let mut c = cfg(3000, 1, true);
+        c.memory = 32 << 20;
+        c.swap = 64 << 20;
+        let r = run(&c, &mut |_| {}).unwrap();
+        assert!(r.clean(), "{:#?}", r.first_problems);
+        for k in ["vm.stats.vm.v_swappgsout", "vm.stats.vm.v_swappgsin", "vm.pmap.pde.demotions", "vm.reserv.broken", "vm.stats.vm.v_dfree"] {
+            assert!(stat(&r, k) > 0, "{k} is 0");
+        }
+        assert!(r.oom_kills.is_empty(), "{:?}", r.oom_kills);
+    }
+
     #[test]
     fn clean_with_superpages_off() {
         let r = run(&cfg(3000, 7, false), &mut |_| {}).unwrap();

@@ -27,15 +27,17 @@ const WORKLOADS: &[(&str, Build)] = &[("gups", gups)];
 fn gups(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let mut g = Gups::new(a.log2_table)?;
     g.verify = a.verify;
-    // A table as large as memory cannot be run (the page tables need room
-    // too); say so now instead of after minutes of simulation.
+    // A table as large as memory and swap together cannot be run (the page
+    // tables need room too); say so now instead of after minutes of
+    // simulation.
     let bytes = 8u64 << a.log2_table;
-    if bytes >= cfg.memory {
+    if bytes >= cfg.memory + cfg.swap {
         return Err(format!(
-            "--log2-table {}: the GUPS table ({}) does not fit in --memory {}",
+            "--log2-table {}: the GUPS table ({}) does not fit in --memory {}{}",
             a.log2_table,
             crate::size::show(bytes),
-            crate::size::show(cfg.memory)
+            crate::size::show(cfg.memory),
+            if cfg.swap > 0 { format!(" and --swap {}", crate::size::show(cfg.swap)) } else { String::new() }
         ));
     }
     Ok(Box::new(g))

@@ -46,7 +46,7 @@ impl PmapAmd64 {
     /// Whether testing `m` may clear the A bit of the 2 MB mapping at
     /// (pm, va2m): one page in 512, chosen by hashing the physical page
     /// number, the virtual superpage number and the address space.
-    fn selected_for_clearing(m: Pfn, pm: PmapId, va2m: u64) -> bool {
+    pub(crate) fn selected_for_clearing(m: Pfn, pm: PmapId, va2m: u64) -> bool {
         ((m.0 as u64) ^ (va2m >> PDRSHIFT) ^ pm as u64) & (NPTEPG - 1) == 0
     }
 
