@@ -316,7 +316,7 @@ impl Vm {
         s.int("splab.vm.object_collapses", self.stats.collapses, "Shadow objects collapsed into their shadow");
         s.int("splab.vm.superpage_soft_faults", self.stats.soft_fast_superpage, "Faults that mapped a whole superpage directly");
         s.int("splab.vm.segfaults", self.stats.segfaults, "Faults on unmapped or protected addresses");
-        s.int("splab.reserv.alloc_failures", self.phys.reserv_alloc_failures, "Object pages that got no reservation for lack of a free superpage-sized block (their range cannot be promoted)");
+        s.int("splab.reserv.alloc_failures", self.phys.reserv_alloc_failures, "Object page allocations that found no free superpage-sized block for a new reservation (their range cannot be promoted)");
         self.pageout_sysctls(&mut s);
         self.pmap.sysctls(&mut s);
         s

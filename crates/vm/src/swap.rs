@@ -119,7 +119,7 @@ impl SwapDevice {
 
     /// Verifies that `refs` (every slot named by some object, possibly with
     /// repeats) are exactly the slots in use, each named once.
-    pub fn check(&self, refs: &mut Vec<u32>) -> Result<(), String> {
+    pub fn check(&self, refs: &mut [u32]) -> Result<(), String> {
         refs.sort_unstable();
         if let Some(w) = refs.windows(2).find(|w| w[0] == w[1]) {
             return Err(format!("swap slot {} named by two pages", w[0]));
@@ -162,7 +162,7 @@ mod tests {
         assert_eq!(d.alloc(), Some(0), "the freed slot is reused first");
         assert!(d.alloc().is_some() && d.alloc().is_some());
         assert!(!d.has_free() && d.alloc().is_none());
-        d.check(&mut vec![0, 1, 2, 3]).unwrap();
-        assert!(d.check(&mut vec![0, 1, 2, 2]).is_err());
+        d.check(&mut [0, 1, 2, 3]).unwrap();
+        assert!(d.check(&mut [0, 1, 2, 2]).is_err());
     }
 }
