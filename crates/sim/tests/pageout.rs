@@ -185,3 +185,44 @@ fn exhausting_memory_and_swap_kills_the_largest_process() {
     }
     clean(&mut s);
 }
+
+/// What `stress --vm 4 --vm-bytes 12M` does, on a machine too small for
+/// it: four workers on four CPUs, each allocating, touching every page of
+/// and freeing its memory, in turns. They page against each other and all
+/// finish, with every value they wrote read back.
+#[test]
+fn stress_like_workers_page_against_each_other_and_finish() {
+    let mut s = system(32 * MB, 64 * MB);
+    let len = 12 * MB;
+    let workers: Vec<u32> = (0..4).map(|_| s.spawn().unwrap()).collect();
+    for (cpu, &w) in workers.iter().enumerate() {
+        s.run_on(cpu, w).unwrap();
+    }
+    for round in 0..2u64 {
+        let bases: Vec<u64> = workers.iter().map(|&w| s.mmap(w, MmapReq::anon(len, prot::RW)).unwrap().0).collect();
+        // Each worker writes 64 pages per turn, then reads them all back.
+        for chunk in 0..len / PAGE / 64 {
+            for (cpu, &b) in bases.iter().enumerate() {
+                for p in chunk * 64..(chunk + 1) * 64 {
+                    s.store(cpu, b + p * PAGE, value(p, round) ^ cpu as u64).unwrap();
+                }
+            }
+        }
+        for (cpu, &b) in bases.iter().enumerate() {
+            for p in 0..len / PAGE {
+                assert_eq!(s.load(cpu, b + p * PAGE).unwrap(), value(p, round) ^ cpu as u64, "worker {cpu} page {p}");
+            }
+        }
+        for (&w, &b) in workers.iter().zip(&bases) {
+            s.munmap(w, b, len).unwrap();
+        }
+    }
+    assert!(sysctl(&s, "vm.stats.vm.v_swappgsout") > 0 && sysctl(&s, "vm.stats.vm.v_swappgsin") > 0);
+    assert!(s.oom_kills().is_empty(), "{:?}", s.oom_kills());
+    assert_eq!(sysctl(&s, "splab.vm.swap_used"), 0, "munmap freed the slots");
+    clean(&mut s);
+    for w in workers {
+        s.exit(w).unwrap();
+    }
+    clean(&mut s);
+}

@@ -570,8 +570,7 @@ impl Vm {
         Some(pid)
     }
 
-    /// Pages whose contents the page daemon may need to write (for
-    /// reports): queued pages by queue.
+    /// The number of pages on each queue, indexed by `pq::*`.
     pub fn queue_counts(&self) -> [u64; pq::COUNT] {
         std::array::from_fn(|q| self.phys.queues.count(q as u8))
     }

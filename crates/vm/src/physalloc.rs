@@ -110,9 +110,9 @@ pub struct Phys {
     pub queues: PageQueues,
     pub targets: PageoutTargets,
     pub pageout: PageoutRequest,
-    /// Object pages that could not come from a reservation because no free
-    /// superpage-sized block was left: ranges that cannot be promoted for
-    /// lack of contiguity (splab.reserv.alloc_failures).
+    /// Object page allocations that would have made a new reservation but
+    /// found no free superpage-sized block: their range cannot be promoted
+    /// for lack of contiguity (splab.reserv.alloc_failures).
     pub reserv_alloc_failures: u64,
 }
 
