@@ -10,6 +10,7 @@ pub mod amd64;
 pub mod cache;
 pub mod mmu;
 pub mod physmem;
+pub mod ppc64;
 pub mod profile;
 pub mod riscv;
 pub mod pwc;

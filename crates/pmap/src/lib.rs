@@ -4,6 +4,7 @@
 //! lists, page-table pages, TLB shootdown).
 
 pub mod amd64;
+pub mod ppc64;
 pub mod ptpage;
 pub mod pv;
 pub mod riscv;
@@ -18,8 +19,10 @@ use splab_vm::Pmap;
 
 /// Architectures with a pmap. `riscv` translates with Sv39, as FreeBSD
 /// does by default; `riscv-sv48` with Sv48 (FreeBSD's vm.pmap.mode=1).
-/// Both run on machine profiles of architecture `riscv`.
-pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48"];
+/// Both run on machine profiles of architecture `riscv`. `ppc64-hpt` is
+/// powerpc64 with a hashed page table (FreeBSD's moea64), on profiles of
+/// architecture `powerpc64`.
+pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48", "ppc64-hpt"];
 
 fn unknown(arch: &str) -> String {
     format!("unknown architecture {arch:?} (known: {})", ARCHES.join(", "))
@@ -30,8 +33,26 @@ fn unknown(arch: &str) -> String {
 pub fn machine_arch(arch: &str) -> &str {
     match arch {
         "riscv-sv48" => "riscv",
+        "ppc64-hpt" => "powerpc64",
         a => a,
     }
+}
+
+/// The pmap architecture used on machines of architecture `machine` when
+/// none is named: the one of the same name, or for powerpc64 the hashed
+/// page table.
+pub fn default_arch(machine: &str) -> &str {
+    match machine {
+        "powerpc64" => "ppc64-hpt",
+        a => a,
+    }
+}
+
+/// The size of the architecture's first superpage (pagesizes[1]), which is
+/// also the size of its reservations.
+pub fn superpage_size(arch: &str) -> Result<u64, String> {
+    let p = new_pmap(arch, 1 << 12, false)?;
+    Ok(p.pagesizes().get(1).copied().unwrap_or(2 << 20))
 }
 
 fn riscv_mode(arch: &str) -> Option<Mode> {
@@ -49,6 +70,7 @@ pub fn new_pmap(arch: &str, npages: u64, superpages: bool) -> Result<Box<dyn Pma
     }
     match arch {
         "amd64" => Ok(Box::new(amd64::PmapAmd64::new(npages, superpages))),
+        "ppc64-hpt" => Ok(Box::new(ppc64::PmapPpc64::new(npages, superpages))),
         _ => Err(unknown(arch)),
     }
 }
@@ -67,6 +89,7 @@ pub fn new_walker(arch: &str, profile: &Profile) -> Result<Box<dyn Walker>, Stri
             profile.name
         )),
         "amd64" => Ok(Box::new(splab_hw::amd64::Amd64Walker)),
+        "ppc64-hpt" => ppc64::walker(profile),
         _ => Err(unknown(arch)),
     }
 }

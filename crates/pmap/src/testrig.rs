@@ -26,13 +26,14 @@ impl<P: Pmap> Rig<P> {
             TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1 },
             TlbArrayConfig { sizes: vec!["2M".into(), "1G".into()], entries: 32, ways: 4, level: 1 },
         ];
-        let cpus = (0..2)
-            .map(|_| CpuState {
-                mmu: Mmu { tlb: Tlb::new(&tlb, &[12, 21, 30]).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: 21, entries: 4 }]) },
-                curpmap: None,
-            })
-            .collect();
-        Rig { pmap, phys: Phys::new(npages, 1), mem: PhysMem::new(npages, false), cpus, ev: KernelEvents::default() }
+        Self::with_mmu(pmap, npages, &tlb, &[12, 21, 30], &[PwcLevelConfig { shift: 21, entries: 4 }], 9)
+    }
+
+    /// A machine whose CPUs have the given TLB arrays (for page sizes
+    /// `shifts`) and walk caches, with reservations of 2^`order` pages.
+    pub fn with_mmu(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8], pwc: &[PwcLevelConfig], order: u32) -> Rig<P> {
+        let cpus = (0..2).map(|_| CpuState { mmu: Mmu { tlb: Tlb::new(tlb, shifts).unwrap(), pwc: Pwc::new(pwc) }, curpmap: None }).collect();
+        Rig { pmap, phys: Phys::with_reservation_order(npages, 1, order), mem: PhysMem::new(npages, false), cpus, ev: KernelEvents::default() }
     }
 
     pub fn env(&mut self) -> (&mut P, PmapEnv<'_>) {
@@ -44,12 +45,13 @@ impl<P: Pmap> Rig<P> {
         p.pinit(&mut env).unwrap()
     }
 
-    /// 512 pages of one object, all from one fully populated reservation.
+    /// The pages of one object that fill one reservation (512 with 2 MB
+    /// reservations), in order.
     pub fn superpage_run(&mut self) -> Vec<Pfn> {
         let o = ObjInfo { id: 1, size: 1 << 20, color: 0, anon: true, colored: true };
         let base = self.phys.alloc_page(&o, 0).unwrap();
         let mut v = vec![base];
-        for i in 1..512 {
+        for i in 1..self.phys.reserv.npages() {
             v.push(self.phys.alloc_page(&o, i).unwrap());
         }
         assert!(v.windows(2).all(|w| w[1].0 == w[0].0 + 1), "reservation gives contiguous frames");

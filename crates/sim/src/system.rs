@@ -172,13 +172,16 @@ impl System {
             [base, sp, ..] => (sp / base).trailing_zeros(),
             _ => splab_vm::phys::VM_LEVEL_0_ORDER as u32,
         };
-        let mut phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
-        if cfg.fragment > 0.0 {
-            phys.fragment(cfg.fragment, cfg.seed);
-        }
+        let phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
         let mem = PhysMem::new(npages, cfg.track_contents);
         let timing = Box::new(Timing::new(p)?);
-        let vm = Vm::new(phys, mem, cpus_vm, pmap);
+        let mut vm = Vm::new(phys, mem, cpus_vm, pmap);
+        // The pmap takes its boot-time memory before anything fragments it.
+        let (pmap, mut env) = vm.pmap_env();
+        pmap.bootstrap(&mut env);
+        if cfg.fragment > 0.0 {
+            vm.phys.fragment(cfg.fragment, cfg.seed);
+        }
         Ok(System {
             vm,
             walker,

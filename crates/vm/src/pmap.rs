@@ -111,6 +111,11 @@ pub trait Pmap: Send {
     /// Whether transparent superpages are enabled (the tunable).
     fn superpages_enabled(&self) -> bool;
 
+    /// Takes the memory the pmap needs for good before anything else is
+    /// allocated (pmap_bootstrap): the powerpc64 hashed page table. Called
+    /// once by the system at boot; the default takes nothing.
+    fn bootstrap(&mut self, _env: &mut PmapEnv) {}
+
     /// Creates an empty address space (pmap_pinit).
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError>;
     /// Frees an address space with no mappings left (pmap_release).
