@@ -90,6 +90,8 @@ pub struct Profile {
 pub const BUILTIN: &[(&str, &str)] = &[
     ("sapphire-rapids", include_str!("../../../profiles/sapphire-rapids.toml")),
     ("sifive-u74", include_str!("../../../profiles/sifive-u74.toml")),
+    ("power8", include_str!("../../../profiles/power8.toml")),
+    ("power9", include_str!("../../../profiles/power9.toml")),
 ];
 
 /// The profile used when neither a profile nor an architecture is named.
@@ -97,7 +99,7 @@ pub const DEFAULT_PROFILE: &str = "sapphire-rapids";
 
 /// The built-in profile used for an architecture when only the
 /// architecture is named (`--arch riscv`).
-pub const DEFAULT_FOR_ARCH: &[(&str, &str)] = &[("amd64", "sapphire-rapids"), ("riscv", "sifive-u74")];
+pub const DEFAULT_FOR_ARCH: &[(&str, &str)] = &[("amd64", "sapphire-rapids"), ("riscv", "sifive-u74"), ("powerpc64", "power9")];
 
 /// The default profile for machines of architecture `arch` (a profile's
 /// `arch` value, e.g. "riscv" for both Sv39 and Sv48).

@@ -43,7 +43,7 @@ pub struct Config {
 impl Config {
     pub fn new(profile: Profile) -> Config {
         Config {
-            arch: profile.arch.clone(),
+            arch: splab_pmap::default_arch(&profile.arch).to_string(),
             profile,
             memory: 8 << 30,
             superpages: true,

@@ -54,11 +54,11 @@ pub fn memory(text: &str, what: &str) -> Result<u64, Fail> {
 /// else at its default (superpages on, no fragmentation, seed 1).
 pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
     let profile = input(Profile::load(&m.machine))?;
-    let arch = m.arch.clone().unwrap_or_else(|| profile.arch.clone());
+    let arch = m.arch.clone().unwrap_or_else(|| splab_pmap::default_arch(&profile.arch).to_string());
     if !splab_pmap::ARCHES.contains(&arch.as_str()) {
         return Err(Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", "))));
     }
-    if arch != profile.arch {
+    if splab_pmap::machine_arch(&arch) != profile.arch {
         return Err(Fail::Input(format!(
             "--arch {arch}: machine profile {:?} is an {} machine; choose a profile of that architecture",
             profile.name, profile.arch

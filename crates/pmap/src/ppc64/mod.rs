@@ -193,6 +193,9 @@ pub struct PmapPpc64 {
     /// vm.pmap.superpages_enabled.
     superpages_enabled: bool,
     pub(crate) st: Stats,
+    /// Inside `batched_tlbie`: entries taken out are dropped from the TLBs
+    /// at the end of the batch.
+    defer_tlbie: bool,
 }
 
 impl PmapPpc64 {
@@ -209,6 +212,7 @@ impl PmapPpc64 {
             tb: 0x5851_f42d_4c95_7f2d,
             superpages_enabled: superpages,
             st: Stats::default(),
+            defer_tlbie: false,
         }
     }
 

@@ -93,6 +93,26 @@ impl PmapPpc64 {
         env.ev.invlpg += 1;
     }
 
+    /// Runs `f`, which takes the entries of the 16 MB range at `sva` in
+    /// `pm` out of the HPT, counting a tlbie for each as it goes but
+    /// applying them to the TLBs at once at the end: every CPU drops every
+    /// translation of the address space inside the range. The same effect
+    /// as one tlbie per page, without 4096 searches of every TLB.
+    pub(crate) fn batched_tlbie<R>(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, f: impl FnOnce(&mut Self, &mut PmapEnv) -> R) -> R {
+        debug_assert!(!self.defer_tlbie, "nested tlbie batches");
+        self.defer_tlbie = true;
+        let r = f(self, env);
+        self.defer_tlbie = false;
+        let asid = pm as u16;
+        for cpu in env.cpus.iter_mut() {
+            let inside: Vec<u64> = cpu.mmu.tlb.entries().into_iter().filter(|&(va, a, _)| a == asid && va >= sva && va < sva + super::SP_SIZE).map(|(va, _, _)| va).collect();
+            for va in inside {
+                cpu.mmu.tlb.invalidate_page(va, asid);
+            }
+        }
+        r
+    }
+
     /// The slot of the first entry of PTEG `group` that `ok` accepts,
     /// starting at a random one (moea64_insert_to_pteg_native).
     fn pick(&mut self, mem: &PhysMem, group: u64, ok: impl Fn(Hpte) -> bool) -> Option<u64> {
@@ -185,7 +205,11 @@ impl PmapPpc64 {
         let e = Self::read(env.mem, pa);
         debug_assert!(e.valid() && e.matches(self.vsid_of(pm, va), va, 12), "slot of {va:#x} holds {e:?}");
         Self::write(env.mem, pa, Hpte::EMPTY);
-        Self::tlbie(env, pm as u16, va);
+        if self.defer_tlbie {
+            env.ev.invlpg += 1;
+        } else {
+            Self::tlbie(env, pm as u16, va);
+        }
         self.pvo_mut(pm, va).slot = NO_SLOT;
         self.st.pte_valid -= 1;
         Some(Self::rc_of(e))

@@ -76,16 +76,18 @@ impl PmapPpc64 {
     /// again in its new form, evicted ones too. Returns the R and C bits
     /// of the entries taken out and those kept from earlier evictions.
     pub(crate) fn sp_replace(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64) -> u8 {
-        let mut bits = 0;
-        for v in self.pvos_in(pm, sva, sva + SP_SIZE) {
-            match self.pte_unset(env, pm, v) {
-                Some(b) => bits |= b,
-                None => self.st.pte_overflow -= 1,
+        self.batched_tlbie(env, pm, sva, |p, env| {
+            let mut bits = 0;
+            for v in p.pvos_in(pm, sva, sva + SP_SIZE) {
+                match p.pte_unset(env, pm, v) {
+                    Some(b) => bits |= b,
+                    None => p.st.pte_overflow -= 1,
+                }
+                bits |= p.pvo(pm, v).expect("PVO").refchg;
+                p.pte_insert(env, pm, v);
             }
-            bits |= self.pvo(pm, v).expect("PVO").refchg;
-            self.pte_insert(env, pm, v);
-        }
-        bits
+            bits
+        })
     }
 
     /// Hands a superpage's R and C bits to all 4096 of its pages, if it is

@@ -51,10 +51,7 @@ impl PmapPpc64 {
     /// dirtied at promotion).
     fn sp_remove(&mut self, env: &mut PmapEnv, pm: PmapId, spva: u64) {
         let first = *self.pvo(pm, spva).expect("superpage PVO");
-        let mut bits = 0;
-        for v in self.pvos_in(pm, spva, spva + SP_SIZE) {
-            bits |= self.pvo_remove(env, pm, v);
-        }
+        let bits = self.batched_tlbie(env, pm, spva, |p, env| p.pvos_in(pm, spva, spva + SP_SIZE).into_iter().fold(0, |b, v| b | p.pvo_remove(env, pm, v)));
         if first.managed() && first.prot & prot::WRITE != 0 {
             let m0 = (first.pa & !SP_MASK) >> 12;
             for i in 0..super::SP_PAGES {
@@ -115,13 +112,16 @@ impl PmapPpc64 {
         if old.prot & pr == old.prot {
             return;
         }
-        let mut bits = 0;
-        for v in self.pvos_in(pm, spva, spva + SP_SIZE) {
-            let p = self.pvo_mut(pm, v);
-            p.prot &= pr;
-            bits |= p.refchg;
-            bits |= self.pte_replace(env, pm, v).unwrap_or(0);
-        }
+        let bits = self.batched_tlbie(env, pm, spva, |p, env| {
+            let mut bits = 0;
+            for v in p.pvos_in(pm, spva, spva + SP_SIZE) {
+                let pvo = p.pvo_mut(pm, v);
+                pvo.prot &= pr;
+                bits |= pvo.refchg;
+                bits |= p.pte_replace(env, pm, v).unwrap_or(0);
+            }
+            bits
+        });
         self.sp_refchg_process(env, pm, spva, bits, old.prot);
     }
 
