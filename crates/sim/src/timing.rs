@@ -264,7 +264,7 @@ impl<T> Slot<T> {
                 return self.try_take();
             }
             n = n.wrapping_add(1);
-            if n % 32 != 0 {
+            if !n.is_multiple_of(32) {
                 std::hint::spin_loop();
                 continue;
             }

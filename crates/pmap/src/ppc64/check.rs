@@ -37,7 +37,7 @@ impl PmapPpc64 {
         if !pg.has(pflags::INUSE) || env.phys.buddy.is_free(m) {
             return Err(format!("pmap {pm}: {va:#x} maps free frame {m:?}"));
         }
-        if p.managed() != !pg.has(pflags::UNMANAGED) {
+        if p.managed() == pg.has(pflags::UNMANAGED) {
             return Err(format!("pmap {pm}: {va:#x}: PVO managed {} but page unmanaged {}", p.managed(), pg.has(pflags::UNMANAGED)));
         }
         if p.managed() && !self.pv.contains(env, m, pm, va) {
@@ -79,7 +79,7 @@ impl PmapPpc64 {
                 return Err(format!("HPT slot {slot}: {e:?} of no address space"));
             };
             let va = (es << SEGMENT_SHIFT) | (g.page_index(slot, e) << BASE_SHIFT);
-            if !self.pvo(pm, va).is_some_and(|p| p.slot as u64 == slot) {
+            if self.pvo(pm, va).is_none_or(|p| p.slot as u64 != slot) {
                 return Err(format!("HPT slot {slot}: entry for pmap {pm} {va:#x} but that PVO is {:?}", self.pvo(pm, va)));
             }
         }

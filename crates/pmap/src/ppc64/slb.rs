@@ -40,8 +40,9 @@ impl PmapPpc64 {
 
     /// The VSID of the segment holding `va` in `pm`, allocating one if the
     /// segment has none yet (va_to_vsid, allocate_user_vsid). The segment
-    /// goes into the context page's segment table and the user SLB cache.
-    /// Fails only when the segment table is full.
+    /// goes into the context page's segment table and the user SLB cache,
+    /// and so into the SLB of the CPUs running `pm`. Fails only when the
+    /// segment table is full.
     pub(crate) fn vsid(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<u64, PmapError> {
         let e = esid(va);
         if let Some(&v) = self.pm(pm).segs.get(&e) {
@@ -57,6 +58,8 @@ impl PmapPpc64 {
         self.vsid_owner.insert(v, (pm, e));
         self.pm_mut(pm).segs.insert(e, v);
         self.slb_insert_user(pm, e);
+        // The kernel's return to user space loads it.
+        self.slb_load(env, pm, e);
         Ok(v)
     }
 

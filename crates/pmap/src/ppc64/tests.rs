@@ -6,6 +6,7 @@
 //! superpages, direct 16 MB mappings, and tlbie reaching every CPU.
 
 use super::native::pteg_count;
+use splab_hw::ppc64::SEGMENT_SIZE;
 use super::*;
 use crate::testrig::{rw_access, Rig};
 use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs};
@@ -445,4 +446,68 @@ fn a_superpage_entry_evicted_comes_back_as_a_16mb_entry() {
     assert!(hpte(&r, pm, VA + 6 * 4096).large());
     assert_eq!(r.stat("splab.pmap.hpt.reinserts"), 1);
     r.check();
+}
+
+/// Random entering, removal, protection and accesses by four address
+/// spaces sharing 1500 pages through up to 24000 virtual pages, in an HPT
+/// of 16384 entries: eviction and re-insertion all the time. After every
+/// step each TLB entry must agree with what the tables say now, every
+/// access must translate as the pmap says, and the invariants must hold.
+#[test]
+fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
+    let mut r = rig(4096);
+    let pms: Vec<PmapId> = (0..4).map(|_| r.pinit()).collect();
+    let pages: Vec<Pfn> = (0..1500).map(|_| r.phys.alloc_noobj().unwrap()).collect();
+    let mut seed = 0x1234_5678_9abc_def0u64;
+    let mut rnd = |n: u64| {
+        seed = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        (z ^ (z >> 31)) % n
+    };
+    for step in 0..10000 {
+        let pm = pms[rnd(4) as usize];
+        let cpu = rnd(2) as usize;
+        // Two segments, 3000 pages used in each.
+        let va = VA + rnd(2) * SEGMENT_SIZE + rnd(3000) * 4096;
+        let (p, mut env) = r.env();
+        p.activate(&mut env, pm, cpu);
+        match rnd(10) {
+            0..=4 => {
+                let pr = if rnd(3) == 0 { prot::READ } else { prot::RW };
+                for k in 0..1 + rnd(16) {
+                    enter(&mut r, pm, va + k * 4096, pages[rnd(1500) as usize], pr, rw_access());
+                }
+            }
+            5 => {
+                let (p, mut env) = r.env();
+                p.remove(&mut env, pm, VirtAddr(va), VirtAddr(va + (1 + rnd(8)) * 4096));
+            }
+            6 => {
+                let (p, mut env) = r.env();
+                p.protect(&mut env, pm, VirtAddr(va), VirtAddr(va + (1 + rnd(8)) * 4096), prot::READ);
+            }
+            _ => {
+                if let Some(m) = r.pmap.extract(&r.mem, pm, VirtAddr(va)) {
+                    let acc = if m.prot & prot::WRITE != 0 && rnd(2) == 0 { Access::Write } else { Access::Read };
+                    let t = touch(&mut r, cpu, pm, va, acc);
+                    assert_eq!(t.pa(va), m.pa, "step {step}: the walk and the pmap disagree at {va:#x}");
+                }
+            }
+        }
+        for c in 0..2 {
+            for (tva, asid, t) in r.cpus[c].mmu.tlb.entries() {
+                let now = HptWalker.probe(&r.mem, r.pmap.root(asid as PmapId), tva);
+                let ok = now.is_some_and(|n| n.pa_base == t.pa_base && (n.perm & perm::WRITE != 0 || t.perm & perm::WRITE == 0));
+                assert!(ok, "step {step}: CPU {c} has a stale TLB entry for {tva:#x}: {t:?}, the tables say {now:?}");
+            }
+        }
+        if step % 1000 == 0 {
+            r.check();
+        }
+    }
+    r.check();
+    let (ev, re) = (r.stat("splab.pmap.hpt.evictions"), r.stat("splab.pmap.hpt.reinserts"));
+    assert!(ev > 1000 && re > 20, "evictions {ev}, re-insertions {re}");
 }

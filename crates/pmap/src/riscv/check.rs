@@ -112,7 +112,7 @@ impl PmapRiscv {
             self.check_table(env, pm, p.root.addr().0, 0, 0, &mut seen)?;
             for (k, s) in &p.stash {
                 let va = k << L2_SHIFT;
-                if !self.find_leaf(env.mem, pm, va).is_some_and(|(_, shift, _)| shift == L2_SHIFT) {
+                if self.find_leaf(env.mem, pm, va).is_none_or(|(_, shift, _)| shift != L2_SHIFT) {
                     return Err(format!("pmap {pm}: stash for {va:#x} but no 2MB mapping there"));
                 }
                 if !env.phys.pages.get(s.ptp).has(pflags::PTPAGE) {
