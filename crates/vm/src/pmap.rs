@@ -153,7 +153,10 @@ pub trait Pmap: Send {
     /// machine-independent fault handler: one the hardware raised because
     /// a valid mapping that permits the access has its accessed bit clear,
     /// or its dirty bit clear on a write (FreeBSD's pmap_fault, which the
-    /// riscv trap handler calls before vm_fault). Returns whether it did.
+    /// riscv trap handler calls before vm_fault). On powerpc64 with a
+    /// hashed page table, also a segment fault (no SLB entry for the
+    /// segment) and a fault on a mapping whose page table entry was
+    /// evicted from the hashed table. Returns whether it did.
     /// Architectures whose hardware sets those bits have nothing to do.
     fn fault(&mut self, _env: &mut PmapEnv, _pm: PmapId, _va: VirtAddr, _access: Prot) -> bool {
         false

@@ -511,3 +511,19 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
     let (ev, re) = (r.stat("splab.pmap.hpt.evictions"), r.stat("splab.pmap.hpt.reinserts"));
     assert!(ev > 1000 && re > 20, "evictions {ev}, re-insertions {re}");
 }
+
+#[test]
+fn the_walker_needs_the_slb_and_hardware_reference_recording() {
+    let p = Profile::load("power9").unwrap();
+    assert_eq!(walker(&p).unwrap().page_shifts(), &[12, 24]);
+    let err = |q: &Profile| walker(q).err().expect("refused");
+    let mut q = p.clone();
+    q.pwc.clear();
+    assert!(err(&q).contains("no SLB"), "{}", err(&q));
+    let mut q = p.clone();
+    q.pwc.push(PwcLevelConfig { shift: 21, entries: 4 });
+    assert!(err(&q).contains("shift = 21"), "{}", err(&q));
+    let mut q = p.clone();
+    q.ad_update = Some(AdUpdate::Fault);
+    assert!(err(&q).contains("R and C"), "{}", err(&q));
+}
