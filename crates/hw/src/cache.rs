@@ -243,6 +243,41 @@ impl Cache {
         hit
     }
 
+    /// One level of a batch: looks up `acc[i].0` (a physical address) for
+    /// each i of `sel`, or of all of `acc` when `sel` is None, in that
+    /// order, exactly as `access` would one by one. A hit sets `acc[i].1`
+    /// to this cache's latency; a miss appends i to `misses`. With `ahead`
+    /// > 0 the tag sets are fetched into the host's caches that many
+    /// accesses early, for tag stores larger than the host's caches.
+    pub fn pass(&mut self, acc: &mut [(u64, u32)], sel: Option<&[u32]>, misses: &mut Vec<u32>, ahead: usize) {
+        let before = misses.len();
+        let n = sel.map_or(acc.len(), |s| s.len());
+        // Every index is written, and the count advanced only on a miss.
+        misses.resize(before + n, 0);
+        let out = &mut misses[before..];
+        let p = PassArgs { map: self.map, ways: self.ways, lat: self.latency, ahead, pf: self.prefetcher() };
+        let mut last = self.last;
+        // The tag kind and the selection are resolved once per pass.
+        let k = match (&mut self.tags, sel) {
+            (Tags::U16(t), None) => run_pass(&p, &mut last, acc, n, |j| j, out, |set, tag| probe16(&mut t[set], p.ways, tag as u16)),
+            (Tags::U16(t), Some(s)) => run_pass(&p, &mut last, acc, n, |j| s[j] as usize, out, |set, tag| probe16(&mut t[set], p.ways, tag as u16)),
+            (Tags::U32(t), None) => run_pass(&p, &mut last, acc, n, |j| j, out, |set, tag| probe16(&mut t[set], p.ways, tag as u32)),
+            (Tags::U32(t), Some(s)) => run_pass(&p, &mut last, acc, n, |j| s[j] as usize, out, |set, tag| probe16(&mut t[set], p.ways, tag as u32)),
+            (Tags::Wide(t), sel) => {
+                let ways = p.ways;
+                let probe_wide = |set: usize, tag: u64| probe(&mut t[set * ways..(set + 1) * ways], tag as u32);
+                match sel {
+                    None => run_pass(&p, &mut last, acc, n, |j| j, out, probe_wide),
+                    Some(s) => run_pass(&p, &mut last, acc, n, |j| s[j] as usize, out, probe_wide),
+                }
+            }
+        };
+        misses.truncate(before + k);
+        self.last = last;
+        self.misses += k as u64;
+        self.hits += (n - k) as u64;
+    }
+
     /// Host bytes of the tag store.
     pub fn host_bytes(&self) -> u64 {
         match &self.tags {
@@ -251,6 +286,57 @@ impl Cache {
             Tags::Wide(t) => t.len() as u64 * 4,
         }
     }
+}
+
+/// What a pass needs of its cache besides the tags.
+struct PassArgs {
+    map: SetMap,
+    ways: usize,
+    lat: u32,
+    ahead: usize,
+    pf: Prefetcher,
+}
+
+/// The loop of `Cache::pass`: `index(j)` is the j-th access's slot in
+/// `acc`; misses are written to `out` in order and counted. Returns the
+/// number of misses.
+#[inline(always)]
+fn run_pass(
+    p: &PassArgs,
+    last: &mut u64,
+    acc: &mut [(u64, u32)],
+    n: usize,
+    index: impl Fn(usize) -> usize,
+    out: &mut [u32],
+    mut probe: impl FnMut(usize, u64) -> bool,
+) -> usize {
+    let mut l = *last;
+    let mut k = 0;
+    if p.ahead > 0 {
+        for j in 0..n.min(p.ahead) {
+            p.pf.prefetch(acc[index(j)].0);
+        }
+    }
+    for j in 0..n {
+        if p.ahead > 0 && j + p.ahead < n {
+            p.pf.prefetch(acc[index(j + p.ahead)].0);
+        }
+        let i = index(j);
+        let line = acc[i].0 >> LINE_SHIFT;
+        debug_assert!(line < MAX_LINES);
+        let hit = line == l || {
+            l = line;
+            let (set, tag) = p.map.split(line);
+            probe(set, tag)
+        };
+        if hit {
+            acc[i].1 = p.lat;
+        }
+        out[k] = i as u32;
+        k += !hit as usize;
+    }
+    *last = l;
+    k
 }
 
 /// A fixed-size buffer of `n` copies of `v`, 2 MB-aligned, whose memory
@@ -340,7 +426,11 @@ impl Prefetcher {
     #[inline]
     pub fn prefetch(&self, pa: u64) {
         let (set, _) = self.map.split(pa >> LINE_SHIFT);
-        host_prefetch((self.base + set * self.stride) as *const u8);
+        let at = self.base + set * self.stride;
+        // A set need not sit within one host cache line (a 16-way set of
+        // 16-bit tags is 40 bytes): fetch its first and last bytes' lines.
+        host_prefetch(at as *const u8);
+        host_prefetch((at + self.stride - 1) as *const u8);
     }
 }
 

@@ -73,23 +73,32 @@ fn fold(k: u64) -> u32 {
     (k ^ (k >> 32)) as u32
 }
 
-/// Bit w set iff d[w] == f, for w < 16. `d` must have 16 readable entries.
+/// Bit w set iff d[w] == f, for w < `ways` (at most 16; bits from `ways`
+/// to the next multiple of 4 may be set too). `d` must have 16 readable
+/// entries. Only the groups of four that hold ways are compared.
 #[inline(always)]
-fn digest_matches(d: &[u32], f: u32) -> u32 {
-    debug_assert!(d.len() >= 16);
+fn digest_matches(d: &[u32], f: u32, ways: usize) -> u32 {
+    debug_assert!(d.len() >= 16 && ways <= 16);
     #[cfg(target_arch = "x86_64")]
-    // SAFETY: SSE2 is part of the x86-64 baseline; the four unaligned loads
-    // read d[0..16], which the assertion above (and the padding of every
+    // SAFETY: SSE2 is part of the x86-64 baseline; the unaligned loads read
+    // at most d[0..16], which the assertion above (and the padding of every
     // digest array) guarantees.
     unsafe {
         use core::arch::x86_64::*;
         let k = _mm_set1_epi32(f as i32);
         let p = d.as_ptr() as *const __m128i;
         let m = |i: usize| _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(_mm_loadu_si128(p.add(i)), k))) as u32;
-        m(0) | m(1) << 4 | m(2) << 8 | m(3) << 12
+        let mut r = m(0);
+        if ways > 4 {
+            r |= m(1) << 4;
+            if ways > 8 {
+                r |= m(2) << 8 | m(3) << 12;
+            }
+        }
+        r
     }
     #[cfg(not(target_arch = "x86_64"))]
-    d[..16].iter().enumerate().fold(0, |m, (i, &x)| m | ((x == f) as u32) << i)
+    d[..ways].iter().enumerate().fold(0, |m, (i, &x)| m | ((x == f) as u32) << i)
 }
 
 /// One set-associative array. Keys are kept apart from the rest of the
@@ -148,7 +157,7 @@ impl Array {
     #[inline(always)]
     fn first(&self, base: usize, k: u64) -> Option<usize> {
         if self.ways <= 16 {
-            let mut m = digest_matches(&self.digests[base..base + 16], fold(k)) & ((1u32 << self.ways) - 1);
+            let mut m = digest_matches(&self.digests[base..base + 16], fold(k), self.ways) & ((1u32 << self.ways) - 1);
             while m != 0 {
                 let i = base + m.trailing_zeros() as usize;
                 if self.keys[i] == k {
@@ -163,7 +172,7 @@ impl Array {
     }
 
     /// Finds the way holding (vpn, asid) at page size `sh` in its set.
-    #[inline]
+    #[inline(always)]
     fn find(&self, vpn: u64, asid: u16, sh: u8) -> Option<usize> {
         let base = self.set_base(vpn);
         let f = self.first(base, key(vpn, sh, asid));

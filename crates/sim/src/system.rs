@@ -41,6 +41,10 @@ pub struct Config {
     /// Pmap tunables set before the system starts (sysctl name, value),
     /// as a loader.conf would.
     pub tunables: Vec<(String, i64)>,
+    /// Run the cache model of large batches on a second host thread while
+    /// the next batch is translated (the results are the same either way).
+    /// Off, the simulation uses one host core, for running many at once.
+    pub timing_thread: bool,
 }
 
 impl Config {
@@ -55,6 +59,7 @@ impl Config {
             fragment: 0.0,
             seed: 1,
             domains: 1,
+            timing_thread: true,
             tunables: Vec::new(),
         }
     }
@@ -621,7 +626,7 @@ impl System {
     /// worth it (the caller goes on translating the next batch meanwhile).
     fn finish_batch(&mut self, cpu: usize) {
         self.sync();
-        if self.batch.len() < BATCH_THREAD_MIN {
+        if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
             let t = self.timing.as_mut().unwrap();
             t.run_batch(cpu, &self.batch, &self.pending_walks);
             self.batch.clear();

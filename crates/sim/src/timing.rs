@@ -37,6 +37,7 @@ pub struct Timing {
     scratch: Vec<(u64, u32)>,
     to_l2: Vec<u32>,
     to_l3: Vec<u32>,
+    to_dram: Vec<u32>,
 }
 
 impl Timing {
@@ -61,6 +62,7 @@ impl Timing {
             scratch: Vec::new(),
             to_l2: Vec::new(),
             to_l3: Vec::new(),
+            to_dram: Vec::new(),
         })
     }
 
@@ -140,68 +142,51 @@ impl Timing {
         acc.clear();
         to_l2.clear();
         to_l3.clear();
+        acc.reserve(refs.len() + walks.len());
         for r in refs {
-            for &w in &walks[r.walks_start as usize..r.walks_end as usize] {
-                acc.push((w, 0));
+            if r.walks_start != r.walks_end {
+                acc.extend(walks[r.walks_start as usize..r.walks_end as usize].iter().map(|&w| (w, 0)));
             }
             acc.push((r.pa, 0));
         }
-        let (l1, l2) = (&mut self.l1[cpu], &mut self.l2[cpu]);
-        for (i, a) in acc.iter_mut().enumerate() {
-            if l1.access(a.0) {
-                a.1 = l1.latency;
-            } else {
-                to_l2.push(i as u32);
-            }
-        }
+        self.l1[cpu].pass(&mut acc, None, &mut to_l2, 0);
         self.cache_hits[0] += (acc.len() - to_l2.len()) as u64;
-        for &i in &to_l2 {
-            let a = &mut acc[i as usize];
-            if l2.access(a.0) {
-                a.1 = l2.latency;
-            } else {
-                to_l3.push(i);
-            }
-        }
+        self.l2[cpu].pass(&mut acc, Some(&to_l2), &mut to_l3, 0);
         self.cache_hits[1] += (to_l2.len() - to_l3.len()) as u64;
-        let mut l3_hits = 0;
         // The last level's tag store is too big for the host's caches:
         // fetch the sets a few accesses ahead, so that their loads overlap.
-        const AHEAD: usize = 12;
-        let l3p = self.l3.prefetcher();
-        for &i in to_l3.iter().take(AHEAD) {
-            l3p.prefetch(acc[i as usize].0);
+        let mut dram = std::mem::take(&mut self.to_dram);
+        dram.clear();
+        self.l3.pass(&mut acc, Some(&to_l3), &mut dram, 12);
+        for &i in &dram {
+            acc[i as usize].1 = self.dram;
         }
-        for (j, &i) in to_l3.iter().enumerate() {
-            if let Some(&n) = to_l3.get(j + AHEAD) {
-                l3p.prefetch(acc[n as usize].0);
-            }
-            let a = &mut acc[i as usize];
-            if self.l3.access(a.0) {
-                a.1 = self.l3.latency;
-                l3_hits += 1;
-            } else {
-                a.1 = self.dram;
-            }
-        }
-        self.cache_hits[2] += l3_hits;
-        self.dram_accesses += to_l3.len() as u64 - l3_hits;
-        // Cycles, reference by reference, as `charge` computes them.
+        self.cache_hits[2] += (to_l3.len() - dram.len()) as u64;
+        self.dram_accesses += dram.len() as u64;
+        self.to_dram = dram;
+        // Cycles, reference by reference, as `charge` computes them (the
+        // sums in the same order, so the same to the last bit).
+        let (mut cycles, mut tr, mut da) = (self.cycles[cpu], self.breakdown.translation, self.breakdown.data);
+        let (wm, dm) = (self.inv_walk_mlp, self.inv_data_mlp);
         let mut k = 0;
         for r in refs {
             let mut xlat = r.xlat;
-            for _ in r.walks_start..r.walks_end {
-                xlat += acc[k].1;
-                k += 1;
+            let nw = (r.walks_end - r.walks_start) as usize;
+            if nw > 0 {
+                xlat += acc[k..k + nw].iter().map(|a| a.1).sum::<u32>();
+                k += nw;
             }
             let data = acc[k].1;
             k += 1;
-            let xc = xlat as f64 * self.inv_walk_mlp;
-            let cyc = (xc + data as f64 * self.inv_data_mlp).max(1.0);
-            self.cycles[cpu] += cyc;
-            self.breakdown.translation += xc;
-            self.breakdown.data += cyc - xc;
+            let xc = xlat as f64 * wm;
+            let cyc = (xc + data as f64 * dm).max(1.0);
+            cycles += cyc;
+            tr += xc;
+            da += cyc - xc;
         }
+        self.cycles[cpu] = cycles;
+        self.breakdown.translation = tr;
+        self.breakdown.data = da;
         self.scratch = acc;
         self.to_l2 = to_l2;
         self.to_l3 = to_l3;

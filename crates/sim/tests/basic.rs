@@ -182,9 +182,12 @@ fn large_page_shared_memory_maps_1g_pages_and_demotes_on_partial_unmap() {
 
 #[test]
 fn batched_updates_match_single_loads_and_stores() {
-    let run = |batched: bool| {
+    // Batches on the timing thread, batches timed on the caller's thread,
+    // and one access at a time.
+    let run = |batched: bool, threaded: bool| {
         let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
         c.memory = 512 << 20;
+        c.timing_thread = threaded;
         let mut s = System::new(c).unwrap();
         let pid = s.spawn().unwrap();
         s.run_on(0, pid).unwrap();
@@ -213,7 +216,9 @@ fn batched_updates_match_single_loads_and_stores() {
         let h = s.hw();
         (s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses)
     };
-    assert_eq!(run(true), run(false));
+    let single = run(false, true);
+    assert_eq!(run(true, true), single);
+    assert_eq!(run(true, false), single);
 }
 
 /// Loads and stores in batches (as a trace replay makes them) leave the

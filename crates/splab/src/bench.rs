@@ -99,6 +99,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
         seed: 1,
         track_contents: false,
         check_tlb: false,
+        single_thread: false,
         tunables: Vec::new(),
     }
 }

@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// Check every TLB hit against the page tables.
     #[arg(long)]
     pub check_tlb: bool,
+    /// Use one host thread (by default the cache model of large batches
+    /// runs on a second one); the results are the same. For running many
+    /// simulations at once.
+    #[arg(long)]
+    pub single_thread: bool,
     /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
     /// `compare` applies these to its superpages-on run only: the off run
     /// has every superpage size off.
@@ -107,6 +112,7 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
     cfg.seed = a.seed;
     cfg.track_contents = a.track_contents || a.workload_args.verify;
     cfg.check_tlb = a.check_tlb;
+    cfg.timing_thread = !a.single_thread;
     // The workload is built before the system so that its errors come
     // before the (for large memories, slow) setup.
     let mut w = workload::build(&a.workload, &a.workload_args, &cfg)?;
