@@ -246,8 +246,8 @@ impl Cache {
     /// One level of a batch: looks up `acc[i].0` (a physical address) for
     /// each i of `sel`, or of all of `acc` when `sel` is None, in that
     /// order, exactly as `access` would one by one. A hit sets `acc[i].1`
-    /// to this cache's latency; a miss appends i to `misses`. With `ahead`
-    /// > 0 the tag sets are fetched into the host's caches that many
+    /// to this cache's latency; a miss appends i to `misses`. A non-zero
+    /// `ahead` has the tag sets fetched into the host's caches that many
     /// accesses early, for tag stores larger than the host's caches.
     pub fn pass(&mut self, acc: &mut [(u64, u32)], sel: Option<&[u32]>, misses: &mut Vec<u32>, ahead: usize) {
         let before = misses.len();

@@ -27,7 +27,7 @@ fn main() {
             x ^= x << 13;
             x ^= x >> 7;
             x ^= x << 17;
-            let pa = (1 << 30) + (x % (table_mb << 20) & !7);
+            let pa = (1 << 30) + ((x % (table_mb << 20)) & !7);
             refs.push(BatchRef { pa, xlat: 1, walks_start: 0, walks_end: 0 });
             refs.push(BatchRef { pa, xlat: 1, walks_start: 0, walks_end: 0 });
         }
