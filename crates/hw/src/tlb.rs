@@ -213,16 +213,31 @@ pub enum TlbHit {
     L2,
 }
 
+/// A recent first-level hit: its page number at its own page size, ASID,
+/// translation, and where the entry is.
+#[derive(Clone, Copy)]
+struct Memo {
+    page: u64,
+    asid: u16,
+    t: Translation,
+    size: usize,
+    array: u32,
+    way: u32,
+}
+
+const NO_MEMO: Memo = Memo { page: INVALID, asid: 0, t: Translation { pa_base: 0, shift: 0, perm: 0 }, size: 0, array: 0, way: 0 };
+
+/// Recent first-level hits remembered.
+const MEMOS: usize = 4;
+
 pub struct Tlb {
-    /// The last first-level hit: its page number at its own page size, ASID
-    /// and translation. Until the next fill or invalidation, a lookup in the
-    /// same page ends at the same entry (the plan probes sizes in a fixed
-    /// order), already most recently used, so the probe can be skipped
-    /// without changing any outcome.
-    last_page: u64,
-    last_asid: u16,
-    last_t: Translation,
-    last_size: usize,
+    /// Recent first-level hits. Until the next fill or invalidation (which
+    /// forget them all), a lookup in one of their pages ends at the same
+    /// entry: the plan probes sizes in a fixed order, and no larger page
+    /// can have appeared. A hit through a memo does what the lookup would
+    /// have done, stamping the entry most recently used, without the probes.
+    memos: [Memo; MEMOS],
+    next_memo: usize,
     arrays: Vec<Array>,
     /// The lookup order: first-level arrays, then second-level ones, and
     /// within a level the largest page size first. (When entries of two
@@ -298,10 +313,8 @@ impl Tlb {
         Ok(Tlb {
             plan,
             fill_target,
-            last_page: INVALID,
-            last_asid: 0,
-            last_size: 0,
-            last_t: Translation { pa_base: 0, shift: 0, perm: 0 },
+            memos: [NO_MEMO; MEMOS],
+            next_memo: 0,
             arrays,
             shifts,
             clock: 0,
@@ -322,8 +335,8 @@ impl Tlb {
     /// with `count_miss` once the walk tells the page size.
     #[inline]
     pub fn lookup(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
-        if let Some(t) = self.memo(va, asid) {
-            self.count_memo_hit();
+        if let Some((t, m)) = self.memo(va, asid) {
+            self.count_memo_hit(m);
             return Some((t, TlbHit::L1));
         }
         self.stats.lookups += 1;
@@ -344,11 +357,17 @@ impl Tlb {
             if p.level == 1 {
                 self.stats.l1_hits[p.size] += 1;
                 // Until the next fill or invalidation, this page's lookups
-                // end at this same entry, already most recently used.
-                self.last_page = va >> p.shift;
-                self.last_asid = asid;
-                self.last_t = t;
-                self.last_size = p.size;
+                // end at this same entry.
+                let m = Memo { page: va >> p.shift, asid, t, size: p.size, array: p.array as u32, way: i as u32 };
+                let slot = match self.memos.iter().position(|x| x.array == m.array && x.way == m.way && x.page != INVALID) {
+                    Some(j) => j,
+                    None => {
+                        let j = self.next_memo;
+                        self.next_memo = (j + 1) % MEMOS;
+                        j
+                    }
+                };
+                self.memos[slot] = m;
                 return Some((t, TlbHit::L1));
             }
             self.stats.l2_hits[p.size] += 1;
@@ -359,18 +378,33 @@ impl Tlb {
         None
     }
 
-    /// What a lookup of `va` would return if it is in the page of the last
-    /// first-level hit (see `last_page`); counts nothing.
+    /// What a lookup of `va` would return if it is in the page of a recent
+    /// first-level hit (see `memos`), with which one; counts nothing.
     #[inline(always)]
-    pub fn memo(&self, va: u64, asid: u16) -> Option<Translation> {
-        (self.last_page == va >> self.last_t.shift && self.last_asid == asid).then_some(self.last_t)
+    pub fn memo(&self, va: u64, asid: u16) -> Option<(Translation, usize)> {
+        for (j, m) in self.memos.iter().enumerate() {
+            if m.page == va >> m.t.shift && m.asid == asid {
+                return Some((m.t, j));
+            }
+        }
+        None
     }
 
-    /// Counts a lookup answered by `memo` (a first-level hit).
+    /// Counts a lookup answered by `memo` (a first-level hit) and marks
+    /// its entry most recently used, as the lookup would have.
     #[inline(always)]
-    pub fn count_memo_hit(&mut self) {
+    pub fn count_memo_hit(&mut self, m: usize) {
+        let m = self.memos[m];
         self.stats.lookups += 1;
-        self.stats.l1_hits[self.last_size] += 1;
+        self.stats.l1_hits[m.size] += 1;
+        self.clock = self.clock.wrapping_add(1);
+        self.arrays[m.array as usize].lru[m.way as usize] = self.clock;
+    }
+
+    /// Forgets the recent hits (after a fill or an invalidation).
+    #[inline(always)]
+    fn forget(&mut self) {
+        self.memos = [NO_MEMO; MEMOS];
     }
 
     pub fn count_miss(&mut self, shift: u8) {
@@ -383,7 +417,7 @@ impl Tlb {
     /// lookup just missed it), which spares the search for one.
     #[inline]
     fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool) {
-        self.last_page = INVALID;
+        self.forget();
         self.clock = self.clock.wrapping_add(1);
         let clock = self.clock;
         let global = t.perm & perm::GLOBAL != 0;
@@ -429,7 +463,7 @@ impl Tlb {
     /// Invalidates every entry of any size that translates `va` in `asid`
     /// (and global ones): the effect of INVLPG / TLBI VAE1 / SFENCE.VMA va.
     pub fn invalidate_page(&mut self, va: u64, asid: u16) {
-        self.last_page = INVALID;
+        self.forget();
         self.stats.invalidations += 1;
         for a in &mut self.arrays {
             for si in 0..a.shifts.len() {
@@ -455,7 +489,7 @@ impl Tlb {
             }
             return;
         }
-        self.last_page = INVALID;
+        self.forget();
         self.stats.invalidations += pages;
         for a in &mut self.arrays {
             for i in 0..a.keys.len() {
@@ -479,7 +513,7 @@ impl Tlb {
 
     /// Invalidates every non-global entry of one address space.
     pub fn invalidate_asid(&mut self, asid: u16) {
-        self.last_page = INVALID;
+        self.forget();
         self.stats.flushes += 1;
         for a in &mut self.arrays {
             if a.valid.iter().all(|&v| v == 0) {
@@ -495,7 +529,7 @@ impl Tlb {
 
     /// Invalidates everything.
     pub fn invalidate_all(&mut self) {
-        self.last_page = INVALID;
+        self.forget();
         self.stats.flushes += 1;
         for a in &mut self.arrays {
             for i in 0..a.keys.len() {

@@ -397,11 +397,11 @@ impl System {
         if let (false, false, Some(timing)) = (self.cfg.check_tlb, self.vm.mem.tracks_data(), self.timing.as_mut()) {
             let asid = self.cpus[cpu].space.1;
             let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
-            if let Some(t) = tlb.memo(va, asid) {
+            if let Some((t, m)) = tlb.memo(va, asid) {
                 let need = need(op_access(op));
                 let pa = t.pa(va).0;
                 if t.perm & need == need && timing.charge_same_line(cpu, pa, dependent) {
-                    tlb.count_memo_hit();
+                    tlb.count_memo_hit(m);
                     self.hw.refs += 1;
                     return Ok(match op {
                         Op::Load => {
