@@ -586,19 +586,10 @@ mod tests {
     #[test]
     fn short_ppc64_hpt_run_is_clean_and_exercises_16mb_superpages() {
         assert_eq!((size_scale("amd64").unwrap(), size_scale("ppc64-hpt").unwrap()), (1, 8));
-        let c = CheckConfig {
-            ops: 1000,
-            seed: 1,
-            arch: "ppc64-hpt".into(),
-            profile: Profile::load("power9").unwrap(),
-            memory: 2 << 30,
-            superpages: true,
-            max_procs: 4,
-        };
+        let c = CheckConfig { arch: "ppc64-hpt".into(), profile: Profile::load("power9").unwrap(), memory: 2 << 30, ..cfg(1000, 1, true) };
         let r = run(&c, &mut |_| {}).unwrap();
         assert!(r.clean(), "{:#?}", r.first_problems);
-        let get = |k: &str| r.sysctl[k].to_string().parse::<u64>().unwrap();
-        let (p, d) = (get("vm.pmap.sp.promotions"), get("vm.pmap.sp.demotions"));
+        let (p, d) = (int(&r, "vm.pmap.sp.promotions"), int(&r, "vm.pmap.sp.demotions"));
         assert!(p > 0 && d > 0, "promotions {p}, demotions {d}");
     }
 
