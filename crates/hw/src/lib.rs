@@ -12,6 +12,7 @@ pub mod armv7;
 pub mod cache;
 pub mod mmu;
 pub mod physmem;
+pub mod ppc64;
 pub mod profile;
 pub mod riscv;
 pub mod pwc;

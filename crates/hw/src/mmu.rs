@@ -73,6 +73,9 @@ pub enum WalkFault {
     /// last level, or a superpage leaf whose frame is not aligned to its
     /// size. A page fault the OS never causes on purpose.
     Reserved { level: u8 },
+    /// No SLB entry translates the address's segment (POWER's segment
+    /// interrupt): the kernel loads the SLB and the access is retried.
+    Segment,
 }
 
 /// Who keeps a leaf's accessed and dirty bits up to date.

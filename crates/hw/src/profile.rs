@@ -92,15 +92,23 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("sifive-u74", include_str!("../../../profiles/sifive-u74.toml")),
     ("armada-xp", include_str!("../../../profiles/armada-xp.toml")),
     ("neoverse-n1", include_str!("../../../profiles/neoverse-n1.toml")),
+    ("power8", include_str!("../../../profiles/power8.toml")),
+    ("power9", include_str!("../../../profiles/power9.toml")),
 ];
 
 /// The profile used when neither a profile nor an architecture is named.
 pub const DEFAULT_PROFILE: &str = "sapphire-rapids";
 
 /// The built-in profile used for an architecture when only the
-/// architecture is named (`--arch riscv`, `--arch arm64`, `--arch armv7`).
-pub const DEFAULT_FOR_ARCH: &[(&str, &str)] =
-    &[("amd64", "sapphire-rapids"), ("riscv", "sifive-u74"), ("arm64", "neoverse-n1"), ("armv7", "armada-xp")];
+/// architecture is named (`--arch riscv`, `--arch arm64`, `--arch armv7`,
+/// `--arch ppc64-hpt`).
+pub const DEFAULT_FOR_ARCH: &[(&str, &str)] = &[
+    ("amd64", "sapphire-rapids"),
+    ("riscv", "sifive-u74"),
+    ("arm64", "neoverse-n1"),
+    ("armv7", "armada-xp"),
+    ("powerpc64", "power9"),
+];
 
 /// The default profile for machines of architecture `arch` (a profile's
 /// `arch` value, e.g. "riscv" for both Sv39 and Sv48).

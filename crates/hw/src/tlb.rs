@@ -151,26 +151,50 @@ impl Array {
         self.digests[i] = fold(k);
     }
 
-    /// The first way of the set at `base` whose key is `k`. Sets of up to
-    /// 16 ways compare their digests at once, then the full keys of the
-    /// (almost always single) candidates.
+    /// The first way of the set at `base` whose key is `k`. The ways'
+    /// digests are compared 16 at a time (sets of more than 16 ways, such
+    /// as POWER's 64-way ERAT, in groups of 16, in way order), then the full
+    /// keys of the (almost always single) candidates.
     #[inline(always)]
     fn first(&self, base: usize, k: u64) -> Option<usize> {
-        if self.ways <= 16 {
-            let mut m = digest_matches(&self.digests[base..base + 16], fold(k), self.ways) & ((1u32 << self.ways) - 1);
+        let f = fold(k);
+        let mut c = 0;
+        while c < self.ways {
+            let n = (self.ways - c).min(16);
+            let mut m = digest_matches(&self.digests[base + c..base + c + 16], f, n) & ((1u32 << n) - 1);
             while m != 0 {
-                let i = base + m.trailing_zeros() as usize;
+                let i = base + c + m.trailing_zeros() as usize;
                 if self.keys[i] == k {
                     return Some(i);
                 }
                 m &= m - 1;
             }
-            None
-        } else {
-            self.keys[base..base + self.ways].iter().position(|&x| x == k).map(|w| base + w)
+            c += 16;
         }
+        None
     }
 
+    /// The way of the set at `base` a fill replaces: the first empty way,
+    /// else the least recently used (the oldest stamp). Ages count back
+    /// from `clock`; an empty way counts as older than any, and of equal
+    /// ages the first way wins.
+    #[inline]
+    fn victim(&self, base: usize, clock: u32) -> usize {
+        let age = |w: usize| clock.wrapping_sub(self.lru[w]);
+        if let Some(e) = self.first(base, INVALID) {
+            // A valid way before it as old as an empty one (a stamp 2^32 - 1
+            // fills back) would come first.
+            return (base..e).find(|&w| age(w) == u32::MAX).unwrap_or(e);
+        }
+        // The oldest age first, then its first way: two passes the host
+        // runs a vector at a time.
+        let stamps = &self.lru[base..base + self.ways];
+        let oldest = stamps.iter().map(|&l| clock.wrapping_sub(l)).fold(0, u32::max);
+        if oldest == 0 {
+            return base;
+        }
+        base + stamps.iter().position(|&l| clock.wrapping_sub(l) == oldest).expect("the oldest way")
+    }
     /// Finds the way holding (vpn, asid) at page size `sh` in its set.
     #[inline(always)]
     fn find(&self, vpn: u64, asid: u16, sh: u8) -> Option<usize> {
@@ -432,16 +456,7 @@ impl Tlb {
         let k = key(vpn, t.shift, tag_asid);
         let i = match if absent { None } else { a.first(base, k) } {
             Some(i) => i,
-            None => {
-                let (mut best, mut age) = (base, 0);
-                for w in base..base + a.ways {
-                    let x = if a.keys[w] == INVALID { u32::MAX } else { clock.wrapping_sub(a.lru[w]) };
-                    if x > age {
-                        (best, age) = (w, x);
-                    }
-                }
-                best
-            }
+            None => a.victim(base, clock),
         };
         a.clear(i);
         a.set_key(i, k);
@@ -665,5 +680,39 @@ mod tests {
         assert_eq!(lvl, TlbHit::L1, "refilled from the STLB");
         assert_eq!(tlb.stats.l2_hits[0], 1);
         assert_eq!(tlb.entries().len(), 3 + 2);
+    }
+
+    /// Sets of more than 16 ways (a 64-way ERAT, a 20-way set) find keys
+    /// and pick victims exactly as a plain scan of every way does.
+    #[test]
+    fn wide_sets_search_and_replace_like_a_linear_scan() {
+        for (entries, ways) in [(64, 64), (40, 20), (24, 24)] {
+            let cfgs = [TlbArrayConfig { sizes: vec!["4K".into(), "16M".into()], entries, ways, level: 1 }];
+            let mut tlb = Tlb::new(&cfgs, &[12, 24]).unwrap();
+            let mut x = 0x9e37_79b9_7f4a_7c15u64;
+            for n in 0..20_000u64 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let (va, asid) = ((x % 200) << 12, (x >> 40) as u16 % 3);
+                let a = &tlb.arrays[0];
+                let base = a.set_base(va >> 12);
+                let k = key(va >> 12, 12, asid);
+                assert_eq!(a.first(base, k), a.keys[base..base + ways].iter().position(|&y| y == k).map(|w| base + w));
+                let clock = tlb.clock.wrapping_add(1);
+                let linear = (base..base + ways)
+                    .map(|w| (w, if a.keys[w] == INVALID { u32::MAX } else { clock.wrapping_sub(a.lru[w]) }))
+                    .fold((base, 0), |(b, age), (w, x)| if x > age { (w, x) } else { (b, age) })
+                    .0;
+                assert_eq!(a.victim(base, clock), linear);
+                match n % 5 {
+                    0 => tlb.invalidate_page(va, asid),
+                    1 | 2 => tlb.fill(va, asid, t(va + 0x100_0000, 12)),
+                    _ => {
+                        tlb.lookup(va, asid);
+                    }
+                }
+            }
+        }
     }
 }

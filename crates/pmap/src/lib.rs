@@ -7,6 +7,7 @@ pub mod amd64;
 pub mod arm64;
 pub mod invariants;
 pub mod armv7;
+pub mod ppc64;
 pub mod ptpage;
 pub mod pv;
 pub mod riscv;
@@ -24,7 +25,9 @@ use splab_vm::Pmap;
 /// does by default; `riscv-sv48` with Sv48 (FreeBSD's vm.pmap.mode=1).
 /// Both run on machine profiles of architecture `riscv`. `armv7` is ARMv7-A
 /// with short descriptors (LPAE off), as FreeBSD's pmap-v6 runs it.
-pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48", "arm64", "armv7"];
+/// `ppc64-hpt` is powerpc64 with a hashed page table (FreeBSD's moea64), on
+/// profiles of architecture `powerpc64`.
+pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48", "arm64", "armv7", "ppc64-hpt"];
 
 fn unknown(arch: &str) -> String {
     format!("unknown architecture {arch:?} (known: {})", ARCHES.join(", "))
@@ -35,8 +38,26 @@ fn unknown(arch: &str) -> String {
 pub fn machine_arch(arch: &str) -> &str {
     match arch {
         "riscv-sv48" => "riscv",
+        "ppc64-hpt" => "powerpc64",
         a => a,
     }
+}
+
+/// The pmap architecture used on machines of architecture `machine` when
+/// none is named: the one of the same name, or for powerpc64 the hashed
+/// page table.
+pub fn default_arch(machine: &str) -> &str {
+    match machine {
+        "powerpc64" => "ppc64-hpt",
+        a => a,
+    }
+}
+
+/// The size of the architecture's reservations: its superpage size
+/// `pagesizes[reserv_psind]` (2 MB if it has none).
+pub fn superpage_size(arch: &str) -> Result<u64, String> {
+    let p = new_pmap(arch, 1 << 12, false)?;
+    Ok(p.pagesizes().get(p.reserv_psind()).copied().unwrap_or(2 << 20))
 }
 
 fn riscv_mode(arch: &str) -> Option<Mode> {
@@ -69,6 +90,7 @@ pub fn new_pmap(arch: &str, npages: u64, superpages: bool) -> Result<Box<dyn Pma
         "amd64" => Ok(Box::new(amd64::PmapAmd64::new(npages, superpages))),
         "arm64" => Ok(Box::new(arm64::PmapArm64::new(npages, superpages))),
         "armv7" => Ok(Box::new(armv7::PmapArmv7::new(npages, superpages)?)),
+        "ppc64-hpt" => Ok(Box::new(ppc64::PmapPpc64::new(npages, superpages))),
         _ => Err(unknown(arch)),
     }
 }
@@ -100,6 +122,7 @@ pub fn new_walker(arch: &str, profile: &Profile) -> Result<Box<dyn Walker>, Stri
             profile.name
         )),
         "armv7" => Ok(Box::new(splab_hw::armv7::Armv7Walker::freebsd())),
+        "ppc64-hpt" => ppc64::walker(profile),
         _ => Err(unknown(arch)),
     }
 }

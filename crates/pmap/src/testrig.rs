@@ -37,22 +37,24 @@ impl<P: Pmap> Rig<P> {
             TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1 },
             TlbArrayConfig { sizes: ["64K", "1M", "2M", "16M", "1G"].map(String::from).to_vec(), entries: 32, ways: 4, level: 1 },
         ];
-        Rig::build(pmap, npages, &tlb, &[12, 16, 20, 21, 24, 30], order, pwc_shift)
+        Rig::build(pmap, npages, &tlb, &[12, 16, 20, 21, 24, 30], &[PwcLevelConfig { shift: pwc_shift, entries: 4 }], order)
     }
 
     /// As `new`, with each CPU's TLB made of the arrays `tlb` for the
     /// architecture's page sizes `shifts`.
     pub fn with_tlb(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8]) -> Rig<P> {
-        Rig::build(pmap, npages, tlb, shifts, 9, 21)
+        Rig::build(pmap, npages, tlb, shifts, &[PwcLevelConfig { shift: 21, entries: 4 }], 9)
     }
 
-    fn build(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8], order: u32, pwc_shift: u8) -> Rig<P> {
-        let cpus = (0..2)
-            .map(|_| CpuState {
-                mmu: Mmu { tlb: Tlb::new(tlb, shifts).unwrap(), pwc: Pwc::new(&[PwcLevelConfig { shift: pwc_shift, entries: 4 }]) },
-                curpmap: None,
-            })
-            .collect();
+    /// A machine whose CPUs have the given TLB arrays (for page sizes
+    /// `shifts`) and walk caches (powerpc64 uses the walk cache as its
+    /// SLB), with reservations of 2^`order` pages.
+    pub fn with_mmu(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8], pwc: &[PwcLevelConfig], order: u32) -> Rig<P> {
+        Rig::build(pmap, npages, tlb, shifts, pwc, order)
+    }
+
+    fn build(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8], pwc: &[PwcLevelConfig], order: u32) -> Rig<P> {
+        let cpus = (0..2).map(|_| CpuState { mmu: Mmu { tlb: Tlb::new(tlb, shifts).unwrap(), pwc: Pwc::new(pwc) }, curpmap: None }).collect();
         let phys = Phys::with_reservation_order(npages, 1, order);
         Rig { pmap, phys, mem: PhysMem::new(npages, false), cpus, ev: KernelEvents::default() }
     }

@@ -98,8 +98,20 @@ const OPS: &[(&str, u64)] = &[
     ("exit", 1),
 ];
 
-/// Most bytes mapped by one process, so that runs stay within memory.
+/// Most bytes mapped by one process, so that runs stay within memory,
+/// with 2 MB superpages; scaled with the superpage size (see `Driver::scale`).
 const MAX_MAPPED: u64 = 48 << 20;
+
+/// Pages of a 2 MB superpage: the unit the checker's sizes were chosen in.
+const SP_2M_PAGES: u64 = 512;
+
+/// How much larger the architecture's first superpage (its reservation)
+/// is than 2 MB, at least 1: region sizes, the mapped-bytes limit, file
+/// sizes and the default memory grow by this, so that superpages of any
+/// size fill, promote and demote.
+pub fn size_scale(arch: &str) -> Result<u64, String> {
+    Ok((splab_pmap::superpage_size(arch)? / PAGE / SP_2M_PAGES).max(1))
+}
 
 struct Driver<'a> {
     sys: System,
@@ -110,6 +122,11 @@ struct Driver<'a> {
     rep: CheckReport,
     cfg: &'a CheckConfig,
     next_value: u64,
+    /// Pages of a superpage (reservation) of the architecture, 512 if
+    /// smaller.
+    sp_pages: u64,
+    /// sp_pages / 512, at least 1.
+    scale: u64,
 }
 
 fn problem(rep: &mut CheckReport, s: String) {
@@ -185,14 +202,17 @@ impl Driver<'_> {
         self.procs[i].1.regions.iter().map(|(s, r)| r.end - s).sum()
     }
 
+    /// A region size: a few pages, one or two superpages, a superpage and
+    /// a part, three and a bit, or anything up to four.
     fn region_len(&mut self) -> u64 {
+        let sp = self.sp_pages;
         let pages = match self.rng.below(6) {
             0 => 1 + self.rng.below(16),
-            1 => 512,
-            2 => 1024,
-            3 => 512 + self.rng.below(512),
-            4 => 1536 + self.rng.below(600),
-            _ => 1 + self.rng.below(2048),
+            1 => sp,
+            2 => 2 * sp,
+            3 => sp + self.rng.below(sp),
+            4 => 3 * sp + self.rng.below(600 * self.scale),
+            _ => 1 + self.rng.below(4 * sp),
         };
         pages * PAGE
     }
@@ -223,7 +243,7 @@ impl Driver<'_> {
     }
 
     fn do_mmap(&mut self, i: usize, kind: &str) {
-        if self.mapped_bytes(i) > MAX_MAPPED {
+        if self.mapped_bytes(i) > MAX_MAPPED * self.scale {
             return self.do_munmap(i, true);
         }
         let pid = self.procs[i].0;
@@ -419,8 +439,12 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
         return Err("--procs must be at least 1".into());
     }
     let mut sys = System::new(sc)?;
+    // Sizes stay those chosen for 2 MB superpages unless the
+    // architecture's are larger (armv7's 1 MB sections keep them).
+    let scale = (sys.vm.phys.reserv.npages() as u64 / SP_2M_PAGES).max(1);
+    let sp_pages = SP_2M_PAGES * scale;
     let mut files = Vec::new();
-    for (k, size) in [4u64 << 20, (6 << 20) + 123, 2 << 20].into_iter().enumerate() {
+    for (k, size) in [(4u64 << 20) * scale, ((6 << 20) * scale) + 123, (2 << 20) * scale].into_iter().enumerate() {
         let f = sys.vm.create_file(size);
         let store = Store { file: Some((f, size)), ..Default::default() };
         let _ = k;
@@ -440,7 +464,7 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
         first_problems: Vec::new(),
         refs: 0,
     };
-    let mut d = Driver { sys, rng: Rng::new(cfg.seed), procs: vec![(pid, RefProc::default())], files, rep, cfg, next_value: 0 };
+    let mut d = Driver { sys, rng: Rng::new(cfg.seed), procs: vec![(pid, RefProc::default())], files, rep, cfg, next_value: 0, sp_pages, scale };
     let every = (cfg.ops / 50).clamp(1000, 20000);
     for n in 0..cfg.ops {
         d.step();
@@ -555,6 +579,18 @@ mod tests {
             }
         }
         assert!(n.values().all(|&v| v > 0), "{n:?}");
+    }
+
+    /// With 16 MB superpages the checker's sizes grow eightfold, and a
+    /// short run still fills, promotes and demotes them, cleanly.
+    #[test]
+    fn short_ppc64_hpt_run_is_clean_and_exercises_16mb_superpages() {
+        assert_eq!((size_scale("amd64").unwrap(), size_scale("ppc64-hpt").unwrap()), (1, 8));
+        let c = CheckConfig { arch: "ppc64-hpt".into(), profile: Profile::load("power9").unwrap(), memory: 2 << 30, ..cfg(1000, 1, true) };
+        let r = run(&c, &mut |_| {}).unwrap();
+        assert!(r.clean(), "{:#?}", r.first_problems);
+        let (p, d) = (int(&r, "vm.pmap.sp.promotions"), int(&r, "vm.pmap.sp.demotions"));
+        assert!(p > 0 && d > 0, "promotions {p}, demotions {d}");
     }
 
     #[test]

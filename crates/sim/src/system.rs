@@ -50,7 +50,7 @@ pub struct Config {
 impl Config {
     pub fn new(profile: Profile) -> Config {
         Config {
-            arch: profile.arch.clone(),
+            arch: splab_pmap::default_arch(&profile.arch).to_string(),
             profile,
             memory: 8 << 30,
             superpages: true,
@@ -191,13 +191,16 @@ impl System {
             Some(sp) if sizes.len() > 1 => (sp / sizes[0]).trailing_zeros(),
             _ => splab_vm::phys::VM_LEVEL_0_ORDER as u32,
         };
-        let mut phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
-        if cfg.fragment > 0.0 {
-            phys.fragment(cfg.fragment, cfg.seed);
-        }
+        let phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
         let mem = PhysMem::new(npages, cfg.track_contents);
         let timing = Box::new(Timing::new(p)?);
-        let vm = Vm::new(phys, mem, cpus_vm, pmap);
+        let mut vm = Vm::new(phys, mem, cpus_vm, pmap);
+        // The pmap takes its boot-time memory before anything fragments it.
+        let (pmap, mut env) = vm.pmap_env();
+        pmap.bootstrap(&mut env);
+        if cfg.fragment > 0.0 {
+            vm.phys.fragment(cfg.fragment, cfg.seed);
+        }
         Ok(System {
             vm,
             walker,

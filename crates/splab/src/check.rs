@@ -23,14 +23,15 @@ pub struct CheckArgs {
     #[command(flatten)]
     pub machine: MachineArgs,
     /// Modelled physical memory (small, so that memory runs out and
-    /// reservations get broken).
-    #[arg(long, value_name = "SIZE", default_value = "256M")]
-    pub memory: String,
+    /// reservations get broken) [default: 256M, times the superpage size
+    /// over 2 MB: 2G with 16 MB superpages].
+    #[arg(long, value_name = "SIZE")]
+    pub memory: Option<String>,
     /// Most processes alive at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
     /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
-    /// vm.pmap.superpages_enabled on riscv and arm64).
+    /// vm.pmap.superpages_enabled on riscv, arm64 and ppc64-hpt).
     #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
     /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
@@ -68,6 +69,12 @@ const SHOWN: &[&str] = &[
     "vm.pmap.largepage.p_failures",
     "vm.pmap.largepage.demotions",
     "vm.pmap.largepage.mappings",
+    "vm.pmap.sp.promotions",
+    "vm.pmap.sp.p_failures",
+    "vm.pmap.sp.demotions",
+    "vm.pmap.sp.mappings",
+    "splab.pmap.hpt.evictions",
+    "splab.pmap.hpt.reinserts",
     "vm.reserv.broken",
     "vm.reserv.freed",
     "vm.reserv.reclaimed",
@@ -75,7 +82,10 @@ const SHOWN: &[&str] = &[
 ];
 
 pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
-    let cfg = setup::config(&a.machine, &a.memory)?;
+    let mut cfg = setup::config(&a.machine, a.memory.as_deref().unwrap_or("256M"))?;
+    if a.memory.is_none() {
+        cfg.memory = (256 << 20) * check::size_scale(&cfg.arch).map_err(Fail::Input)?;
+    }
     if a.procs == 0 {
         return Err(Fail::Input("--procs 0: at least one process is needed".into()));
     }

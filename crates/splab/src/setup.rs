@@ -108,7 +108,7 @@ pub fn config_or_default(m: &MachineArgs, memory_text: Option<&str>) -> Result<C
 /// The machine profile and architecture, checked against each other.
 fn machine_config(m: &MachineArgs) -> Result<Config, Fail> {
     let profile = input(Profile::load(&m.profile_name()?))?;
-    let arch = m.arch.clone().unwrap_or_else(|| profile.arch.clone());
+    let arch = m.arch.clone().unwrap_or_else(|| splab_pmap::default_arch(&profile.arch).to_string());
     if !splab_pmap::ARCHES.contains(&arch.as_str()) {
         return Err(unknown_arch(&arch));
     }

@@ -123,6 +123,19 @@ fn arm64_runs_on_its_own_profile_and_promotes_both_sizes() {
     assert!(text.lines().any(|l| l == "vm.pmap.superpages_enabled: 0"), "{text}");
 }
 
+/// powerpc64 with a hashed page table: the POWER9 profile picks ppc64-hpt,
+/// superpages follow --superpages, and a 2^21-word table (16 MiB, one
+/// 16 MB reservation) is promoted.
+#[test]
+fn ppc64_hpt_on_power9_promotes_a_16mb_superpage() {
+    let v = json(&["sysctl", "--machine", "power9", "--superpages", "off", "vm.pmap.superpages_enabled", "vm.pmap.sp.promotions", "--json"]);
+    assert_eq!(v, serde_json::json!({ "vm.pmap.superpages_enabled": 0, "vm.pmap.sp.promotions": 0 }));
+    let v = json(&["sim", "gups", "--arch", "ppc64-hpt", "--machine", "power9", "--log2-table", "21", "--memory", "256M", "--json"]);
+    assert_eq!((v["arch"].as_str(), v["machine"].as_str()), (Some("ppc64-hpt"), Some("power9")));
+    assert_eq!(v["sysctl"]["vm.pmap.sp.promotions"], 1);
+    assert_eq!(v["sysctl"]["vm.pmap.sp.p_failures"], 0);
+}
+
 #[test]
 fn sysctl_unknown_name_exits_2() {
     let out = splab(&["sysctl", "vm.reserv.broken", "vm.no.such"]);
@@ -138,6 +151,8 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["sim", "gups", "--memory", "1T"], "1T"),
         (&["sim", "gups", "--arch", "vax"], "vax"),
         (&["sim", "gups", "--machine", "sapphire-rapids", "--arch", "arm64"], "arm64"),
+        (&["sim", "gups", "--machine", "power9", "--arch", "amd64"], "amd64"),
+        (&["sim", "gups", "--machine", "sapphire-rapids", "--arch", "ppc64-hpt"], "ppc64-hpt"),
         (&["sim", "gups", "--machine", "nosuch"], "nosuch"),
         (&["sim", "gups", "--fragment", "2"], "2"),
         (&["sim", "gups", "--log2-table", "99"], "99"),

@@ -120,6 +120,11 @@ pub trait Pmap: Send {
         1
     }
 
+    /// Takes the memory the pmap needs for good before anything else is
+    /// allocated (pmap_bootstrap): the powerpc64 hashed page table. Called
+    /// once by the system at boot; the default takes nothing.
+    fn bootstrap(&mut self, _env: &mut PmapEnv) {}
+
     /// Creates an empty address space (pmap_pinit).
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError>;
     /// Frees an address space with no mappings left (pmap_release).
@@ -157,7 +162,10 @@ pub trait Pmap: Send {
     /// machine-independent fault handler: one the hardware raised because
     /// a valid mapping that permits the access has its accessed bit clear,
     /// or its dirty bit clear on a write (FreeBSD's pmap_fault, which the
-    /// riscv trap handler calls before vm_fault). Returns whether it did.
+    /// riscv trap handler calls before vm_fault). On powerpc64 with a
+    /// hashed page table, also a segment fault (no SLB entry for the
+    /// segment) and a fault on a mapping whose page table entry was
+    /// evicted from the hashed table. Returns whether it did.
     /// Architectures whose hardware sets those bits have nothing to do.
     fn fault(&mut self, _env: &mut PmapEnv, _pm: PmapId, _va: VirtAddr, _access: Prot) -> bool {
         false
