@@ -64,6 +64,9 @@ pub fn update(table: &mut [u64]) {
     let n = table.len() as u64;
     debug_assert!(n.is_power_of_two());
     let mask = (n - 1) as usize;
+    // A slice of exactly mask + 1 words, so that the compiler knows every
+    // masked index is in bounds.
+    let table = &mut table[..=mask];
     let nupdate = 4 * n;
     let mut ran = [0u64; 128];
     for (j, r) in ran.iter_mut().enumerate() {

@@ -176,7 +176,7 @@ impl Pool {
         let path = NR_PATHS[i].to_string_lossy();
         if !self.grow {
             return Err(format!(
-                "needs {pages} free {} hugetlb pages and {} are free; growing the pool ({path}) was not allowed",
+                "needs {pages} free hugetlb pages of {} and {} are free; growing the pool ({path}) was not allowed",
                 name(page),
                 c.available()
             ));
@@ -184,7 +184,7 @@ impl Pool {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 {
             return Err(format!(
-                "needs {pages} free {} hugetlb pages and {} are free; growing the pool means writing {path}, which needs root",
+                "needs {pages} free hugetlb pages of {} and {} are free; growing the pool means writing {path}, which needs root",
                 name(page),
                 c.available()
             ));
@@ -204,7 +204,7 @@ impl Pool {
         let after = counters(page)?;
         if after.available() < pages {
             return Err(format!(
-                "needs {pages} {} hugetlb pages: asked the kernel for {need} more ({path} = {want}) and it found {} (not enough free contiguous memory)",
+                "needs {pages} hugetlb pages of {}: asked the kernel for {need} more ({path} = {want}) and it found {} (not enough free contiguous memory)",
                 name(page),
                 after.nr.saturating_sub(c.nr)
             ));
