@@ -12,7 +12,7 @@
 //! `seq` links each element to the next one up.
 
 use crate::region::Region;
-use crate::{now, size_text, Figure, Native, Outcome, Rng};
+use crate::{size_text, Figure, Native, Outcome, Rng, Timer};
 use std::fmt::Write as _;
 use std::hint::black_box;
 
@@ -130,7 +130,7 @@ impl Native for Lat {
             self.pattern.name(),
             self.loads
         );
-        let (mut secs, mut figure) = (0.0, None);
+        let (mut timer, mut figure) = (Timer::default(), None);
         let bytes = mem.bytes();
         let base = bytes.as_mut_ptr();
         for &stride in &self.strides {
@@ -151,11 +151,10 @@ impl Native for Lat {
                 let start = base as *const usize;
                 // Warm up over the chain (at most as many loads as timed).
                 let p = chase(start, (n as u64).min(self.loads));
-                let t0 = now();
+                timer.start();
                 let p = chase(p, self.loads);
-                let t = now() - t0;
+                let t = timer.stop();
                 black_box(p);
-                secs += t;
                 let ns = t / self.loads as f64 * 1e9;
                 let _ = writeln!(report, "{:.5} {:.3}", size as f64 / (1u64 << 20) as f64, ns);
                 if size == self.max_size && figure.is_none() {
@@ -166,7 +165,7 @@ impl Native for Lat {
         }
         let (stride, ns) = figure.ok_or("no size of the sweep holds an element")?;
         let name = format!("ns/load at {}, stride {stride}", size_text(self.max_size));
-        Ok(Outcome { seconds: secs, figures: vec![Figure::new(&name, ns, "ns", false)], report })
+        Ok(Outcome { seconds: timer.wall, cpu_seconds: timer.cpu, figures: vec![Figure::new(&name, ns, "ns", false)], report })
     }
 }
 

@@ -49,6 +49,10 @@ impl Figure {
 pub struct Outcome {
     /// Seconds of the timed part (CLOCK_MONOTONIC).
     pub seconds: f64,
+    /// CPU seconds this thread spent in the timed part
+    /// (CLOCK_THREAD_CPUTIME_ID): below `seconds` when other work on the
+    /// host took the CPU away.
+    pub cpu_seconds: f64,
     /// The headline figure first, then any others (STREAM's four kernels).
     pub figures: Vec<Figure>,
     /// The report in the original benchmark's shape.
@@ -65,12 +69,39 @@ pub trait Native {
     fn run(&self, mem: &mut Region) -> Result<Outcome, String>;
 }
 
+fn clock(id: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to fill; both clocks used here always exist.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 /// CLOCK_MONOTONIC in seconds.
 pub fn now() -> f64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: a valid timespec to fill; CLOCK_MONOTONIC always exists.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+    clock(libc::CLOCK_MONOTONIC)
+}
+
+/// Wall and CPU time of the timed parts of a run, added up.
+#[derive(Default)]
+pub struct Timer {
+    pub wall: f64,
+    pub cpu: f64,
+    started: Option<(f64, f64)>,
+}
+
+impl Timer {
+    pub fn start(&mut self) {
+        self.started = Some((now(), clock(libc::CLOCK_THREAD_CPUTIME_ID)));
+    }
+
+    /// Ends a timed part; returns its wall seconds.
+    pub fn stop(&mut self) -> f64 {
+        let (w, c) = self.started.take().unwrap_or((now(), clock(libc::CLOCK_THREAD_CPUTIME_ID)));
+        let wall = now() - w;
+        self.wall += wall;
+        self.cpu += clock(libc::CLOCK_THREAD_CPUTIME_ID) - c;
+        wall
+    }
 }
 
 /// SplitMix64, with the same constants as the simulator's generator: small,

@@ -86,6 +86,16 @@ pub struct LayoutReport {
     /// Seconds of the timed part.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seconds: Option<Spread>,
+    /// Share of the timed wall time this thread was on a CPU: well below 1
+    /// means other work on the host took the CPU, and the times are
+    /// longer than the machine's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_cpu: Option<Spread>,
+    /// Share of the region in huge pages, over the runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_fraction: Option<Spread>,
+    /// Runs that did not get the layout asked for.
+    pub runs_short: u32,
     /// The headline figure first.
     pub figures: Vec<FigureSummary>,
 }
@@ -236,6 +246,9 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
             notes: Vec::new(),
             runs: Vec::new(),
             seconds: None,
+            on_cpu: None,
+            huge_fraction: None,
+            runs_short: 0,
             figures: Vec::new(),
         })
         .collect();
@@ -270,7 +283,8 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
             }
             if let Err(why) = judge(rep.pages, &obtained, region.len() as u64, &host) {
                 rep.as_asked = false;
-                // The first shortfall, and how many runs had one.
+                rep.runs_short += 1;
+                // The first shortfall; `runs_short` counts them all.
                 if rep.shortfall.is_none() {
                     rep.shortfall = Some(format!("round {}: {why}", round + 1));
                 }
@@ -304,6 +318,10 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
         }
         let secs: Vec<f64> = rep.runs.iter().map(|r| r.outcome.seconds).collect();
         rep.seconds = Spread::of(&secs);
+        let on_cpu: Vec<f64> = rep.runs.iter().map(|r| r.outcome.cpu_seconds / r.outcome.seconds.max(1e-12)).collect();
+        rep.on_cpu = Spread::of(&on_cpu);
+        let huge: Vec<f64> = rep.runs.iter().map(|r| r.obtained.huge_fraction()).collect();
+        rep.huge_fraction = Spread::of(&huge);
         rep.figures = summarise(&rep.runs);
     }
     let base: Option<Vec<FigureSummary>> = reps.iter().find(|r| r.pages == Pages::FourK && !r.runs.is_empty()).map(|r| r.figures.clone());

@@ -7,7 +7,7 @@
 //! are the first bytes of one region sized for the largest.
 
 use crate::region::Region;
-use crate::{now, Figure, Native, Outcome};
+use crate::{Figure, Native, Outcome, Timer};
 use std::fmt::Write as _;
 use std::hint::black_box;
 
@@ -61,7 +61,7 @@ impl Native for Transpose {
         let mut report = String::new();
         let _ = writeln!(report, "# matrix transpose B = A^T, N x N doubles (native); MB/s counts reads and writes, MB = 10^6 bytes");
         let _ = writeln!(report, "{:>6}  {:<7}  {:<34}  {:>10}  {:>10}", "N", "variant", "access pattern", "time (s)", "MB/s");
-        let (mut bytes, mut secs) = (0.0, 0.0);
+        let (mut bytes, mut timer) = (0.0, Timer::default());
         let all = mem.doubles();
         for &n in &self.sizes {
             let words = (matrix_bytes(n) / 8) as usize;
@@ -75,14 +75,13 @@ impl Native for Transpose {
             for (variant, strided_loads, pattern) in
                 [("load", true, "column-wise loads, row-wise stores"), ("store", false, "row-wise loads, column-wise stores")]
             {
-                let t0 = now();
+                timer.start();
                 transpose(&a[..nn], &mut b[..nn], n as usize, strided_loads);
-                let t = now() - t0;
+                let t = timer.stop();
                 black_box(&b[..nn]);
                 let moved = 2.0 * (n * n * 8) as f64;
                 let _ = writeln!(report, "{n:>6}  {variant:<7}  {pattern:<34}  {t:>10.6}  {:>10.1}", moved / t / 1e6);
                 bytes += moved;
-                secs += t;
             }
             // B is A^T after either variant.
             let (i, j) = ((n / 3) as usize, (n / 2) as usize);
@@ -90,8 +89,9 @@ impl Native for Transpose {
                 return Err(format!("transpose {n}: B[{i}][{j}] is not A[{j}][{i}]"));
             }
         }
+        let secs = timer.wall;
         let rate = bytes / secs / 1e6;
         let _ = writeln!(report, "all transposes: {:.1} MB in {secs:.6} s = {rate:.1} MB/s", bytes / 1e6);
-        Ok(Outcome { seconds: secs, figures: vec![Figure::new("transpose MB/s (all)", rate, "MB/s", true)], report })
+        Ok(Outcome { seconds: secs, cpu_seconds: timer.cpu, figures: vec![Figure::new("transpose MB/s (all)", rate, "MB/s", true)], report })
     }
 }

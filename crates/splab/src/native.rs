@@ -133,8 +133,8 @@ fn spread(s: &Spread) -> String {
 
 /// The obtained-layout table: one row per layout, from its first run.
 fn layout_table(o: &mut String, r: &SuiteReport) {
-    let _ = writeln!(o, "Layout obtained (read back from /proc/self/smaps after setup, first run):");
-    let _ = writeln!(o, "  {:<12}{:>10}{:>12}{:>12}{:>12}{:>8}  verdict", "layout", "region", "4 KB pages", "2 MB pages", "1 GB pages", "huge");
+    let _ = writeln!(o, "Layout obtained (read back from /proc/self/smaps after setup; pages of the first run, huge share over all runs):");
+    let _ = writeln!(o, "  {:<12}{:>10}{:>12}{:>12}{:>12}{:>16}  verdict", "layout", "region", "4 KB pages", "2 MB pages", "1 GB pages", "huge");
     for l in &r.layouts {
         let Some(first) = l.runs.first() else {
             let _ = writeln!(o, "  {:<12}SKIPPED: {}", l.pages.to_string(), l.skip_reason.as_deref().unwrap_or("?"));
@@ -143,17 +143,20 @@ fn layout_table(o: &mut String, r: &SuiteReport) {
         let ob = &first.obtained;
         let verdict = match &l.shortfall {
             None => "as asked".to_string(),
-            Some(s) => format!("NOT AS ASKED: {s}"),
+            Some(s) => format!("NOT AS ASKED in {} of {} runs; {s}", l.runs_short, l.runs.len()),
+        };
+        let huge = match &l.huge_fraction {
+            Some(h) if h.min != h.max => format!("{:.1}..{:.1}%", 100.0 * h.min, 100.0 * h.max),
+            _ => format!("{:.1}%", 100.0 * ob.huge_fraction()),
         };
         let _ = writeln!(
             o,
-            "  {:<12}{:>10}{:>12}{:>12}{:>12}{:>7.1}%  {verdict}",
+            "  {:<12}{:>10}{:>12}{:>12}{:>12}{huge:>16}  {verdict}",
             l.pages.to_string(),
             bytes(l.region_bytes),
             bytes(ob.bytes_4k),
             bytes(ob.bytes_2m),
             bytes(ob.bytes_1g),
-            100.0 * ob.huge_fraction()
         );
         if let Some(s) = &l.skip_reason {
             let _ = writeln!(o, "  {:<12}then skipped: {s}", "");
@@ -172,17 +175,21 @@ fn summary_table(o: &mut String, r: &SuiteReport) {
     let head = &first.figures[0];
     let _ = writeln!(
         o,
-        "  {:<12}{:>34}{:>34}{:>10}",
+        "  {:<12}{:>34}{:>34}{:>10}{:>8}",
         "layout",
         "timed seconds",
         format!("{} ({})", head.name, head.unit),
-        if has_base { "vs 4k" } else { "" }
+        if has_base { "vs 4k" } else { "" },
+        "on CPU"
     );
+    let mut busy = 1.0f64;
     for l in &ran {
         let f = &l.figures[0];
         let speed = f.speedup_vs_4k.map(|s| format!("{s:.2}x")).unwrap_or_default();
         let secs = l.seconds.as_ref().map(spread).unwrap_or_default();
-        let _ = writeln!(o, "  {:<12}{secs:>34}{:>34}{speed:>10}", l.pages.to_string(), spread(&f.spread));
+        let cpu = l.on_cpu.as_ref().map(|c| c.median).unwrap_or(1.0);
+        busy = busy.min(cpu);
+        let _ = writeln!(o, "  {:<12}{secs:>34}{:>34}{speed:>10}{:>7.0}%", l.pages.to_string(), spread(&f.spread), 100.0 * cpu);
     }
     // Further figures (STREAM's other kernels): medians and speedups.
     for k in 1..first.figures.len() {
@@ -193,6 +200,13 @@ fn summary_table(o: &mut String, r: &SuiteReport) {
                 let _ = writeln!(o, "    {:<10}{:>34}{:>34}{speed:>10}", l.pages.to_string(), "", spread(&f.spread));
             }
         }
+    }
+    if busy < 0.9 {
+        let _ = writeln!(
+            o,
+            "  note: the host was busy: in the median run of some layout this process was on a CPU for only {:.0}% of the timed wall time, so times are longer and noisier than the machine's own",
+            100.0 * busy
+        );
     }
     let skipped: Vec<String> = r.layouts.iter().filter(|l| l.runs.is_empty()).map(|l| l.pages.to_string()).collect();
     if !skipped.is_empty() {
