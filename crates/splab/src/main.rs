@@ -1,7 +1,8 @@
 //! `splab`: run workloads on a simulated machine with FreeBSD-style
 //! transparent, reservation-based superpages, compare superpages off and
 //! on, read the system's sysctls, check the system against a reference
-//! model, and benchmark the simulator.
+//! model, benchmark the simulator, and run the workloads natively on this
+//! host in chosen page sizes.
 //!
 //! This file holds the command-line definitions and the one place that
 //! turns a command's result into an exit status: 0 success, 1 a failed run
@@ -10,6 +11,7 @@
 mod bench;
 mod check;
 mod error;
+mod native;
 mod output;
 mod progress;
 mod run;
@@ -93,6 +95,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Run a workload for real on this host, with its memory in chosen page
+    /// sizes (4 KB, THP, MADV_COLLAPSE, hugetlb 2 MB/1 GB, mixes), and report
+    /// the layout really obtained, medians and the speedup over 4 KB pages.
+    Native {
+        #[command(flatten)]
+        args: native::NativeArgs,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record, convert and describe memory-reference traces (replay one
     /// with `splab sim trace:FILE`).
     Trace {
@@ -135,6 +147,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
         Cmd::Bench { args, json } => bench::cmd(&args, json),
         Cmd::BenchPart(p) => bench::part(&p),
         Cmd::Trace { cmd } => trace::cmd(cmd),
+        Cmd::Native { args, json } => native::cmd(&args, json),
     }
 }
 

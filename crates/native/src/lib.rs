@@ -1,0 +1,136 @@
+//! Native runs: the workloads splab simulates, run for real on this host
+//! with their memory laid out in page sizes chosen per run, so that the
+//! simulator's predictions can be set beside what the machine really does.
+//!
+//! - `pages`: the layouts (`--pages 4k|thp|collapse|hugetlb-2m|hugetlb-1g|
+//!   mix:F`) and which chunks a mix makes huge;
+//! - `region`: mapping, advising, touching and collapsing memory for a
+//!   layout;
+//! - `smaps`: reading back the layout really obtained;
+//! - `hugetlb`: the hugetlb pool, grown for a run and always put back;
+//! - `gups`, `lat`, `transpose`, `stream`, `index`: the workloads, each
+//!   reporting in the shape of its simulated twin;
+//! - `suite`: repeats interleaved across layouts, medians and spreads.
+//!
+//! This crate knows nothing of the simulator; it only uses libc and the
+//! kernel's interfaces.
+
+pub mod gups;
+pub mod hugetlb;
+pub mod index;
+pub mod lat;
+pub mod pages;
+pub mod region;
+pub mod smaps;
+pub mod stream;
+pub mod suite;
+pub mod transpose;
+
+use region::Region;
+use serde::Serialize;
+
+/// A workload's figure of merit, e.g. GUP/s.
+#[derive(Clone, Debug, Serialize)]
+pub struct Figure {
+    pub name: String,
+    pub value: f64,
+    pub unit: String,
+    pub higher_is_better: bool,
+}
+
+impl Figure {
+    pub fn new(name: &str, value: f64, unit: &str, higher_is_better: bool) -> Figure {
+        Figure { name: name.into(), value, unit: unit.into(), higher_is_better }
+    }
+}
+
+/// One timed run of a workload.
+#[derive(Clone, Debug, Serialize)]
+pub struct Outcome {
+    /// Seconds of the timed part (CLOCK_MONOTONIC).
+    pub seconds: f64,
+    /// CPU seconds this thread spent in the timed part
+    /// (CLOCK_THREAD_CPUTIME_ID): below `seconds` when other work on the
+    /// host took the CPU away.
+    pub cpu_seconds: f64,
+    /// The headline figure first, then any others (STREAM's four kernels).
+    pub figures: Vec<Figure>,
+    /// The report in the original benchmark's shape.
+    pub report: String,
+}
+
+/// A workload that runs natively in a region of memory.
+pub trait Native {
+    /// E.g. `gups(2^27)`.
+    fn name(&self) -> String;
+    /// Bytes of memory it needs.
+    fn bytes(&self) -> u64;
+    /// Initialises its data in `mem` (untimed) and runs (timed).
+    fn run(&self, mem: &mut Region) -> Result<Outcome, String>;
+}
+
+fn clock(id: libc::clockid_t) -> f64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid timespec to fill; both clocks used here always exist.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
+/// CLOCK_MONOTONIC in seconds.
+pub fn now() -> f64 {
+    clock(libc::CLOCK_MONOTONIC)
+}
+
+/// Wall and CPU time of the timed parts of a run, added up.
+#[derive(Default)]
+pub struct Timer {
+    pub wall: f64,
+    pub cpu: f64,
+    started: Option<(f64, f64)>,
+}
+
+impl Timer {
+    pub fn start(&mut self) {
+        self.started = Some((now(), clock(libc::CLOCK_THREAD_CPUTIME_ID)));
+    }
+
+    /// Ends a timed part; returns its wall seconds.
+    pub fn stop(&mut self) -> f64 {
+        let (w, c) = self.started.take().unwrap_or((now(), clock(libc::CLOCK_THREAD_CPUTIME_ID)));
+        let wall = now() - w;
+        self.wall += wall;
+        self.cpu += clock(libc::CLOCK_THREAD_CPUTIME_ID) - c;
+        wall
+    }
+}
+
+/// SplitMix64, with the same constants as the simulator's generator: small,
+/// fast, the same sequence on every host.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in 0..n (n > 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((self.next_u64() as u128 * n as u128) >> 64) as u64
+    }
+}
+
+/// A size as lmbench's options take it: `64k`, `256m`, `4g`, or bytes.
+pub fn size_text(bytes: u64) -> String {
+    for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}

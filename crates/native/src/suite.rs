@@ -1,0 +1,382 @@
+//! A native suite: one workload run `repeat` times in each of several
+//! layouts, the repeats interleaved round robin (L1 L2 L3 L1 L2 L3 ...) so
+//! that drift in the machine (other tenants, thermal state, page cache)
+//! falls on every layout alike. Each run gets a fresh region; the layout it
+//! really got is read back before the timed part and judged against the
+//! one asked for. A layout that cannot be had is skipped with the reason
+//! and the others still run.
+
+use crate::hugetlb::{self, Counters, Pool};
+use crate::pages::{Pages, SIZE_1G, SIZE_2M};
+use crate::region::{thp_mode, Region};
+use crate::smaps::Obtained;
+use crate::{Figure, Native, Outcome};
+use serde::Serialize;
+
+/// Median, quartiles and extremes of a set of measurements.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Spread {
+    pub median: f64,
+    pub q1: f64,
+    pub q3: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    /// None for no values.
+    pub fn of(values: &[f64]) -> Option<Spread> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        // Linear interpolation between closest ranks.
+        let q = |p: f64| {
+            let x = p * (v.len() - 1) as f64;
+            let (lo, hi) = (x.floor() as usize, x.ceil() as usize);
+            v[lo] + (v[hi] - v[lo]) * (x - lo as f64)
+        };
+        Some(Spread { median: q(0.5), q1: q(0.25), q3: q(0.75), min: v[0], max: v[v.len() - 1] })
+    }
+}
+
+/// One figure over a layout's runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct FigureSummary {
+    pub name: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    pub spread: Spread,
+    /// How many times better than the 4k layout's median (above 1 is
+    /// better, whichever way the figure runs); None without a 4k layout.
+    pub speedup_vs_4k: Option<f64>,
+}
+
+/// One run of a layout.
+#[derive(Clone, Debug, Serialize)]
+pub struct Run {
+    /// Round (0-based) it ran in.
+    pub round: u32,
+    pub obtained: Obtained,
+    pub outcome: Outcome,
+}
+
+/// Everything about one layout.
+#[derive(Clone, Debug, Serialize)]
+pub struct LayoutReport {
+    pub pages: Pages,
+    /// "ran" or "skipped".
+    pub status: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    /// Bytes of the region (the working set rounded to the layout's page
+    /// size).
+    pub region_bytes: u64,
+    /// Share of the region asked for in huge pages.
+    pub huge_fraction_asked: f64,
+    /// Whether every run got the layout asked for.
+    pub as_asked: bool,
+    /// What was obtained, in words, when it was not what was asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shortfall: Option<String>,
+    /// Other things worth knowing about the setup.
+    pub notes: Vec<String>,
+    pub runs: Vec<Run>,
+    /// Seconds of the timed part.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<Spread>,
+    /// Share of the timed wall time this thread was on a CPU: well below 1
+    /// means other work on the host took the CPU, and the times are
+    /// longer than the machine's own.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub on_cpu: Option<Spread>,
+    /// Share of the region in huge pages, over the runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub huge_fraction: Option<Spread>,
+    /// Runs that did not get the layout asked for.
+    pub runs_short: u32,
+    /// The headline figure first.
+    pub figures: Vec<FigureSummary>,
+}
+
+impl LayoutReport {
+    /// The run whose headline figure is the median (the lower middle one
+    /// for an even count), for showing its report.
+    pub fn median_run(&self) -> Option<&Run> {
+        let mut v: Vec<&Run> = self.runs.iter().collect();
+        v.sort_by(|a, b| a.outcome.figures[0].value.total_cmp(&b.outcome.figures[0].value));
+        v.get(v.len().saturating_sub(1) / 2).copied()
+    }
+}
+
+/// A hugetlb pool the suite grew, and what it was put back to.
+#[derive(Clone, Debug, Serialize)]
+pub struct PoolChange {
+    pub page_bytes: u64,
+    pub nr_before: u64,
+    pub nr_during: u64,
+    pub nr_after: u64,
+}
+
+/// What the host was.
+#[derive(Clone, Debug, Serialize)]
+pub struct Host {
+    pub kernel: String,
+    pub thp_enabled: Option<String>,
+    pub thp_defrag: Option<String>,
+    pub cpus: usize,
+}
+
+impl Host {
+    pub fn read() -> Host {
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_else(|_| "unknown".into());
+        Host {
+            kernel,
+            thp_enabled: thp_mode("enabled"),
+            thp_defrag: thp_mode("defrag"),
+            cpus: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+        }
+    }
+}
+
+/// A whole suite.
+#[derive(Clone, Debug, Serialize)]
+pub struct SuiteReport {
+    pub workload: String,
+    /// The workload's description of itself, e.g. `gups(2^27)`.
+    pub detail: String,
+    pub working_set_bytes: u64,
+    pub repeat: u32,
+    pub host: Host,
+    pub layouts: Vec<LayoutReport>,
+    pub hugetlb_pools: Vec<PoolChange>,
+}
+
+/// Whether `o` is the layout `p` asked for, over a region of `len` bytes;
+/// the error says plainly what was got instead.
+pub fn judge(p: Pages, o: &Obtained, len: u64, host: &Host) -> Result<(), String> {
+    let pct = |b: u64| 100.0 * b as f64 / len.max(1) as f64;
+    let thp = || format!("transparent_hugepage enabled={} defrag={}", host.thp_enabled.as_deref().unwrap_or("?"), host.thp_defrag.as_deref().unwrap_or("?"));
+    if o.resident() < len * 99 / 100 {
+        return Err(format!("only {:.1}% of the region is resident", pct(o.resident())));
+    }
+    match p {
+        Pages::FourK if o.bytes_2m + o.bytes_1g > 0 => Err(format!("asked for 4 KB pages only, got {:.1}% in huge pages", pct(o.bytes_2m + o.bytes_1g))),
+        Pages::Thp | Pages::Collapse if o.bytes_2m < len * 95 / 100 => Err(format!(
+            "asked for all of it in 2 MB pages, got {:.1}%: THP fell back to 4 KB pages for {:.1}% ({})",
+            pct(o.bytes_2m),
+            pct(o.bytes_4k),
+            thp()
+        )),
+        Pages::Hugetlb2m if o.bytes_2m_hugetlb < len => Err(format!("asked for hugetlb 2 MB pages, got {:.1}%", pct(o.bytes_2m_hugetlb))),
+        Pages::Hugetlb1g if o.bytes_1g < len => Err(format!("asked for hugetlb 1 GB pages, got {:.1}%", pct(o.bytes_1g))),
+        Pages::Mix(f) => {
+            let chunks = (len / SIZE_2M).max(1) as f64;
+            let want = (f * chunks).round() / chunks;
+            let got = o.bytes_2m as f64 / len as f64;
+            if (got - want).abs() > 0.02_f64.max(1.0 / chunks) {
+                Err(format!("asked for {:.1}% in 2 MB pages, got {:.1}% ({})", want * 100.0, got * 100.0, thp()))
+            } else {
+                Ok(())
+            }
+        }
+        _ => Ok(()),
+    }
+}
+
+/// How many times better `x` is than `base`, for a figure that is better
+/// higher (or lower).
+pub fn speedup(base: f64, x: f64, higher_is_better: bool) -> Option<f64> {
+    let r = if higher_is_better { x / base } else { base / x };
+    r.is_finite().then_some(r)
+}
+
+/// Summaries of each figure over `runs`.
+fn summarise(runs: &[Run]) -> Vec<FigureSummary> {
+    let Some(first) = runs.first() else { return Vec::new() };
+    first
+        .outcome
+        .figures
+        .iter()
+        .enumerate()
+        .filter_map(|(k, f): (usize, &Figure)| {
+            let values: Vec<f64> = runs.iter().filter_map(|r| r.outcome.figures.get(k).map(|g| g.value)).collect();
+            Some(FigureSummary {
+                name: f.name.clone(),
+                unit: f.unit.clone(),
+                higher_is_better: f.higher_is_better,
+                spread: Spread::of(&values)?,
+                speedup_vs_4k: None,
+            })
+        })
+        .collect()
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub layouts: Vec<Pages>,
+    /// Runs per layout.
+    pub repeat: u32,
+    /// Whether the hugetlb pools may be grown (as root) for the run.
+    pub grow_hugetlb: bool,
+}
+
+/// Runs `w` `plan.repeat` times in each layout, round robin. `progress` is
+/// called before each run with (runs done, runs in all, layout). An error
+/// is a run that failed (a check of the workload's results); layouts that
+/// cannot be set up are skipped, not errors.
+pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)) -> Result<SuiteReport, String> {
+    let (layouts, repeat) = (&plan.layouts, plan.repeat);
+    let host = Host::read();
+    let bytes = w.bytes();
+    let mut pool = Pool::new(plan.grow_hugetlb);
+    let before: Vec<(u64, Option<Counters>)> = [SIZE_2M, SIZE_1G].iter().map(|&s| (s, hugetlb::counters(s).ok())).collect();
+    let mut reps: Vec<LayoutReport> = layouts
+        .iter()
+        .map(|&p| LayoutReport {
+            pages: p,
+            status: "ran",
+            skip_reason: None,
+            region_bytes: bytes.max(1).div_ceil(p.granule()) * p.granule(),
+            huge_fraction_asked: p.huge_fraction_asked(),
+            as_asked: true,
+            shortfall: None,
+            notes: Vec::new(),
+            runs: Vec::new(),
+            seconds: None,
+            on_cpu: None,
+            huge_fraction: None,
+            runs_short: 0,
+            figures: Vec::new(),
+        })
+        .collect();
+    let total = repeat as u64 * layouts.len() as u64;
+    let mut done = 0;
+    for round in 0..repeat {
+        for rep in reps.iter_mut() {
+            if rep.skip_reason.is_some() {
+                done += 1;
+                continue;
+            }
+            progress(done, total, &rep.pages.to_string());
+            done += 1;
+            let mut region = match Region::new(bytes, rep.pages, &mut pool) {
+                Ok(r) => r,
+                Err(reason) => {
+                    rep.skip_reason = Some(if rep.runs.is_empty() { reason } else { format!("after {} runs: {reason}", rep.runs.len()) });
+                    continue;
+                }
+            };
+            for n in region.notes.drain(..) {
+                if !rep.notes.contains(&n) {
+                    rep.notes.push(n);
+                }
+            }
+            let obtained = region.obtained()?;
+            if obtained.spills_over {
+                let n = "a VMA of the region reaches outside it: the smaps counts include another mapping".to_string();
+                if !rep.notes.contains(&n) {
+                    rep.notes.push(n);
+                }
+            }
+            if let Err(why) = judge(rep.pages, &obtained, region.len() as u64, &host) {
+                rep.as_asked = false;
+                rep.runs_short += 1;
+                // The first shortfall; `runs_short` counts them all.
+                if rep.shortfall.is_none() {
+                    rep.shortfall = Some(format!("round {}: {why}", round + 1));
+                }
+            }
+            let outcome = w.run(&mut region).map_err(|e| format!("{} with --pages {}: {e}", w.name(), rep.pages))?;
+            drop(region);
+            rep.runs.push(Run { round, obtained, outcome });
+        }
+    }
+    progress(total, total, "");
+    // Put the pools back before reading what they are.
+    let restore = pool.restore();
+    let changes = pool.changes.clone();
+    drop(pool);
+    restore.map_err(|e| format!("hugetlb pool not restored: {e}"))?;
+    let hugetlb_pools = changes
+        .iter()
+        .map(|&(page, old, during)| PoolChange {
+            page_bytes: page,
+            nr_before: before.iter().find(|b| b.0 == page).and_then(|b| b.1).map(|c| c.nr).unwrap_or(old),
+            nr_during: during,
+            nr_after: hugetlb::counters(page).map(|c| c.nr).unwrap_or(u64::MAX),
+        })
+        .collect();
+
+    for rep in reps.iter_mut() {
+        if rep.runs.is_empty() {
+            rep.status = "skipped";
+            rep.as_asked = false;
+            continue;
+        }
+        let secs: Vec<f64> = rep.runs.iter().map(|r| r.outcome.seconds).collect();
+        rep.seconds = Spread::of(&secs);
+        let on_cpu: Vec<f64> = rep.runs.iter().map(|r| r.outcome.cpu_seconds / r.outcome.seconds.max(1e-12)).collect();
+        rep.on_cpu = Spread::of(&on_cpu);
+        let huge: Vec<f64> = rep.runs.iter().map(|r| r.obtained.huge_fraction()).collect();
+        rep.huge_fraction = Spread::of(&huge);
+        rep.figures = summarise(&rep.runs);
+    }
+    let base: Option<Vec<FigureSummary>> = reps.iter().find(|r| r.pages == Pages::FourK && !r.runs.is_empty()).map(|r| r.figures.clone());
+    if let Some(base) = base {
+        for rep in reps.iter_mut() {
+            for (f, b) in rep.figures.iter_mut().zip(&base) {
+                f.speedup_vs_4k = speedup(b.spread.median, f.spread.median, f.higher_is_better);
+            }
+        }
+    }
+    Ok(SuiteReport { workload: workload.into(), detail: w.name(), working_set_bytes: bytes, repeat, host, layouts: reps, hugetlb_pools })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host() -> Host {
+        Host { kernel: "test".into(), thp_enabled: Some("madvise".into()), thp_defrag: Some("madvise".into()), cpus: 1 }
+    }
+
+    #[test]
+    fn spreads() {
+        let s = Spread::of(&[5.0, 1.0, 3.0, 2.0, 4.0]).unwrap();
+        assert_eq!((s.median, s.q1, s.q3, s.min, s.max), (3.0, 2.0, 4.0, 1.0, 5.0));
+        assert_eq!(Spread::of(&[1.0, 2.0]).unwrap().median, 1.5);
+        assert!(Spread::of(&[]).is_none());
+    }
+
+    #[test]
+    fn speedups_follow_the_direction_of_the_figure() {
+        assert_eq!(speedup(2.0, 4.0, true), Some(2.0));
+        assert_eq!(speedup(100.0, 50.0, false), Some(2.0));
+        assert_eq!(speedup(0.0, 1.0, true), None);
+    }
+
+    #[test]
+    fn judging_layouts() {
+        let mb = 1u64 << 20;
+        let len = 64 * mb;
+        let thp = Obtained { bytes_2m: len, ..Default::default() };
+        let base = Obtained { bytes_4k: len, ..Default::default() };
+        assert!(judge(Pages::Thp, &thp, len, &host()).is_ok());
+        let e = judge(Pages::Thp, &base, len, &host()).unwrap_err();
+        assert!(e.contains("fell back to 4 KB"), "{e}");
+        assert!(judge(Pages::FourK, &base, len, &host()).is_ok());
+        assert!(judge(Pages::FourK, &thp, len, &host()).is_err());
+        let half = Obtained { bytes_2m: len / 2, bytes_4k: len / 2, ..Default::default() };
+        assert!(judge(Pages::Mix(0.5), &half, len, &host()).is_ok());
+        assert!(judge(Pages::Mix(0.25), &half, len, &host()).is_err());
+        // THP is not hugetlb.
+        assert!(judge(Pages::Hugetlb2m, &thp, len, &host()).is_err());
+        let g = Obtained { bytes_1g: 1 << 30, ..Default::default() };
+        assert!(judge(Pages::Hugetlb1g, &g, 1 << 30, &host()).is_ok());
+        let none = Obtained::default();
+        assert!(judge(Pages::FourK, &none, len, &host()).unwrap_err().contains("resident"));
+    }
+}

@@ -1,0 +1,252 @@
+//! `splab native`: the workloads run for real on this host, in the page-
+//! size layouts `--pages` names, with the layout each run really got, the
+//! median and spread of each figure, and the speedup over 4 KB pages.
+
+use crate::error::{input, Fail};
+use crate::output::{emit, json, num};
+use crate::progress::Progress;
+use crate::size;
+use clap::{Args, ValueEnum};
+use splab_native::pages::Pages;
+use splab_native::suite::{self, LayoutReport, Plan, Spread, SuiteReport};
+use splab_native::Native;
+use std::fmt::Write as _;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PoolMode {
+    /// Grow the hugetlb pool as root when it has too few free pages, and
+    /// put it back afterwards.
+    Grow,
+    /// Use only pages already in the pool.
+    Keep,
+}
+
+/// Options of `splab native`; sizes are the simulated workloads' options,
+/// with defaults for a real machine.
+#[derive(Args, Clone, Debug)]
+pub struct NativeArgs {
+    /// Workload to run: gups, lat, transpose, stream, index.
+    pub workload: String,
+    /// Page layouts, run in turn (repeatable or comma-separated): 4k
+    /// (MADV_NOHUGEPAGE), thp (MADV_HUGEPAGE before touching), collapse
+    /// (touched in 4 KB pages, then MADV_COLLAPSE), hugetlb-2m, hugetlb-1g
+    /// (MAP_HUGETLB), mix:F (a fraction F of the 2 MB chunks MADV_HUGEPAGE,
+    /// spread evenly, the rest MADV_NOHUGEPAGE).
+    #[arg(long, value_name = "LAYOUT,...", default_value = "4k,thp")]
+    pub pages: Vec<String>,
+    /// Runs per layout, interleaved round robin across the layouts.
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub repeat: u32,
+    /// hugetlb pool: grow it (as root) for the run and restore it, or keep
+    /// it as it is.
+    #[arg(long, value_enum, value_name = "grow|keep", default_value = "grow")]
+    pub hugetlb_pool: PoolMode,
+    /// gups: log2 of the table size in 64-bit words (27: 1 GiB).
+    #[arg(long, value_name = "N", default_value_t = 27)]
+    pub log2_table: u32,
+    /// gups: run HPCC's verification pass after each run (untimed).
+    #[arg(long)]
+    pub verify: bool,
+    /// lat: largest array of the size sweep (which doubles from 4K).
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub max_size: String,
+    /// lat: strides in bytes between chain elements, comma-separated; the
+    /// figure is for the first.
+    #[arg(long, value_name = "BYTES,...", value_delimiter = ',', default_value = "64,4096")]
+    pub stride: Vec<u64>,
+    /// lat: chase order, random (one random cycle) or seq (ascending).
+    #[arg(long, value_name = "random|seq", default_value = "random")]
+    pub pattern: String,
+    /// lat: timed dependent loads per array size.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub loads: u64,
+    /// transpose: matrix sizes N (N x N doubles), comma-separated.
+    #[arg(long, value_name = "N,...", value_delimiter = ',', default_value = "3000,3072,3300")]
+    pub sizes: Vec<u64>,
+    /// stream: elements per array (STREAM_ARRAY_SIZE).
+    #[arg(long, value_name = "N", default_value_t = 10_000_000)]
+    pub n: u64,
+    /// stream: times each kernel runs (NTIMES; the first is not counted).
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub ntimes: u32,
+    /// index: pgbench scaling factor (100000 accounts each).
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub scale: u64,
+    /// index: lookups (select-only transactions) per run.
+    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
+    pub transactions: u64,
+}
+
+/// The workloads `splab native` runs.
+pub const WORKLOADS: &[&str] = &["gups", "lat", "transpose", "stream", "index"];
+
+fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
+    use splab_native::{gups, index, lat, stream, transpose};
+    Ok(match a.workload.as_str() {
+        "gups" => Box::new(input(gups::Gups::new(a.log2_table, a.verify))?),
+        "lat" => {
+            let max = input(size::parse(&a.max_size).map_err(|e| format!("--max-size: {e}")))?;
+            let pattern = input(lat::Pattern::parse(&a.pattern))?;
+            Box::new(input(lat::Lat::new(max, a.stride.clone(), pattern, a.loads))?)
+        }
+        "transpose" => Box::new(input(transpose::Transpose::new(a.sizes.clone()))?),
+        "stream" => Box::new(input(stream::Stream::new(a.n, a.ntimes))?),
+        "index" => Box::new(input(index::Index::new(a.scale, a.transactions))?),
+        other => {
+            let hint = if crate::workload::names().contains(&other) { " (it runs only in the simulator)" } else { "" };
+            return Err(Fail::Input(format!("unknown native workload {other:?}{hint} (known: {})", WORKLOADS.join(", "))));
+        }
+    })
+}
+
+/// `splab native`.
+pub fn cmd(a: &NativeArgs, as_json: bool) -> Result<i32, Fail> {
+    let layouts = input(Pages::parse_list(&a.pages))?;
+    if !(1..=1000).contains(&a.repeat) {
+        return Err(Fail::Input(format!("--repeat {} is out of range (1 to 1000)", a.repeat)));
+    }
+    let w = build(a)?;
+    let plan = Plan { layouts, repeat: a.repeat, grow_hugetlb: matches!(a.hugetlb_pool, PoolMode::Grow) };
+    let total = plan.layouts.len() as u64 * plan.repeat as u64;
+    let mut bar = Progress::new(total, &w.name(), "runs", as_json);
+    let r = suite::run(&a.workload, w.as_ref(), &plan, &mut |done, _, _| bar.update(done));
+    bar.finish();
+    let r = r.map_err(Fail::Run)?;
+    emit(&if as_json { json(&r) } else { text(&r) });
+    if r.layouts.iter().all(|l| l.runs.is_empty()) {
+        return Err(Fail::Run("no layout could be set up (see the reasons above)".into()));
+    }
+    Ok(0)
+}
+
+fn bytes(b: u64) -> String {
+    if b == 0 {
+        "0".into()
+    } else {
+        size::show(b)
+    }
+}
+
+fn spread(s: &Spread) -> String {
+    format!("{} [{} .. {}]", num(s.median), num(s.min), num(s.max))
+}
+
+/// The obtained-layout table: one row per layout, from its first run.
+fn layout_table(o: &mut String, r: &SuiteReport) {
+    let _ = writeln!(o, "Layout obtained (read back from /proc/self/smaps after setup; pages of the first run, huge share over all runs):");
+    let _ = writeln!(o, "  {:<12}{:>10}{:>12}{:>12}{:>12}{:>16}  verdict", "layout", "region", "4 KB pages", "2 MB pages", "1 GB pages", "huge");
+    for l in &r.layouts {
+        let Some(first) = l.runs.first() else {
+            let _ = writeln!(o, "  {:<12}SKIPPED: {}", l.pages.to_string(), l.skip_reason.as_deref().unwrap_or("?"));
+            continue;
+        };
+        let ob = &first.obtained;
+        let verdict = match &l.shortfall {
+            None => "as asked".to_string(),
+            Some(s) => format!("NOT AS ASKED in {} of {} runs; {s}", l.runs_short, l.runs.len()),
+        };
+        let huge = match &l.huge_fraction {
+            Some(h) if h.min != h.max => format!("{:.1}..{:.1}%", 100.0 * h.min, 100.0 * h.max),
+            _ => format!("{:.1}%", 100.0 * ob.huge_fraction()),
+        };
+        let _ = writeln!(
+            o,
+            "  {:<12}{:>10}{:>12}{:>12}{:>12}{huge:>16}  {verdict}",
+            l.pages.to_string(),
+            bytes(l.region_bytes),
+            bytes(ob.bytes_4k),
+            bytes(ob.bytes_2m),
+            bytes(ob.bytes_1g),
+        );
+        if let Some(s) = &l.skip_reason {
+            let _ = writeln!(o, "  {:<12}then skipped: {s}", "");
+        }
+        for n in &l.notes {
+            let _ = writeln!(o, "  {:<12}note: {n}", "");
+        }
+    }
+}
+
+fn summary_table(o: &mut String, r: &SuiteReport) {
+    let ran: Vec<&LayoutReport> = r.layouts.iter().filter(|l| !l.runs.is_empty()).collect();
+    let Some(first) = ran.first() else { return };
+    let _ = writeln!(o, "Summary: median [min .. max] of {} runs per layout (interleaved), CLOCK_MONOTONIC:", r.repeat);
+    let has_base = r.layouts.iter().any(|l| l.pages == Pages::FourK && !l.runs.is_empty());
+    let head = &first.figures[0];
+    let _ = writeln!(
+        o,
+        "  {:<12}{:>34}{:>34}{:>10}{:>8}",
+        "layout",
+        "timed seconds",
+        format!("{} ({})", head.name, head.unit),
+        if has_base { "vs 4k" } else { "" },
+        "on CPU"
+    );
+    let mut busy = 1.0f64;
+    for l in &ran {
+        let f = &l.figures[0];
+        let speed = f.speedup_vs_4k.map(|s| format!("{s:.2}x")).unwrap_or_default();
+        let secs = l.seconds.as_ref().map(spread).unwrap_or_default();
+        let cpu = l.on_cpu.as_ref().map(|c| c.median).unwrap_or(1.0);
+        busy = busy.min(cpu);
+        let _ = writeln!(o, "  {:<12}{secs:>34}{:>34}{speed:>10}{:>7.0}%", l.pages.to_string(), spread(&f.spread), 100.0 * cpu);
+    }
+    // Further figures (STREAM's other kernels): medians and speedups.
+    for k in 1..first.figures.len() {
+        let _ = writeln!(o, "  {}:", first.figures[k].name);
+        for l in &ran {
+            if let Some(f) = l.figures.get(k) {
+                let speed = f.speedup_vs_4k.map(|s| format!("{s:.2}x")).unwrap_or_default();
+                let _ = writeln!(o, "    {:<10}{:>34}{:>34}{speed:>10}", l.pages.to_string(), "", spread(&f.spread));
+            }
+        }
+    }
+    if busy < 0.9 {
+        let _ = writeln!(
+            o,
+            "  note: the host was busy: in the median run of some layout this process was on a CPU for only {:.0}% of the timed wall time, so times are longer and noisier than the machine's own",
+            100.0 * busy
+        );
+    }
+    let skipped: Vec<String> = r.layouts.iter().filter(|l| l.runs.is_empty()).map(|l| l.pages.to_string()).collect();
+    if !skipped.is_empty() {
+        let _ = writeln!(o, "  skipped: {} (reasons above)", skipped.join(", "));
+    }
+}
+
+/// The text report.
+pub fn text(r: &SuiteReport) -> String {
+    let mut o = String::new();
+    let h = &r.host;
+    let _ = writeln!(
+        o,
+        "{} natively on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs); working set {}; {} runs per layout, interleaved\n",
+        r.detail,
+        h.kernel,
+        h.thp_enabled.as_deref().unwrap_or("none"),
+        h.thp_defrag.as_deref().unwrap_or("none"),
+        h.cpus,
+        size::show(r.working_set_bytes),
+        r.repeat
+    );
+    layout_table(&mut o, r);
+    for p in &r.hugetlb_pools {
+        let _ = writeln!(
+            o,
+            "  hugetlb {} pool: nr_hugepages {} before, {} during the runs, {} after",
+            size::show(p.page_bytes),
+            p.nr_before,
+            p.nr_during,
+            p.nr_after
+        );
+    }
+    for l in &r.layouts {
+        if let Some(run) = l.median_run() {
+            let _ = writeln!(o, "\n== --pages {} (the median run, round {}) ==", l.pages, run.round + 1);
+            o.push_str(&run.outcome.report);
+        }
+    }
+    o.push('\n');
+    summary_table(&mut o, r);
+    o
+}
