@@ -179,6 +179,12 @@ static void vt_startup(Addr a, SizeT len, Bool r, Bool w, Bool x, ULong di)
 {
    UInt origin;
    const HChar* name;
+   /* valgrind also announces pieces of its own memory the client may
+      touch (the signal-return trampoline in the tool's text); they are
+      not the program's layout. */
+   const NSegment* s = VG_(am_find_nsegment)(a);
+   if (s == NULL || !(s->kind == SkAnonC || s->kind == SkFileC || s->kind == SkShmC))
+      return;
    describe(a, True, &origin, &name);
    put_map(a, len, r, w, x, origin, name);
 }

@@ -19,7 +19,8 @@
 //! ```
 //!
 //! The maps before the first reference are valgrind's initial layout of
-//! the program (image, loader, stack, heap) and become the trace's layout.
+//! the program (image, loader, stack, heap) and become the trace's layout;
+//! where two of them overlap, the later stays.
 //! A reference wider than 256 bytes (xsave and the like) comes as several
 //! of at most 256.
 
@@ -67,6 +68,9 @@ impl<R: Read> Reader<R> {
         while rd.w.ensure(8)? && rd.w.buf[rd.w.pos] == W_MAP {
             rd.w.pos += 8;
             let r = rd.region()?;
+            // A later announcement of the same memory (valgrind reports
+            // the first page of the brk heap twice) replaces the earlier.
+            rd.layout.retain(|o| o.end() <= r.start || r.end() <= o.start);
             rd.layout.push(r);
         }
         Ok(rd)
