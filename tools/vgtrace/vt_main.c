@@ -181,9 +181,11 @@ static void vt_startup(Addr a, SizeT len, Bool r, Bool w, Bool x, ULong di)
    const HChar* name;
    /* valgrind also announces pieces of its own memory the client may
       touch (the signal-return trampoline in the tool's text); they are
-      not the program's layout. */
+      not the program's layout; nor is a piece smaller than a page. */
    const NSegment* s = VG_(am_find_nsegment)(a);
    if (s == NULL || !(s->kind == SkAnonC || s->kind == SkFileC || s->kind == SkShmC))
+      return;
+   if ((a & (VKI_PAGE_SIZE - 1)) != 0 || (len & (VKI_PAGE_SIZE - 1)) != 0)
       return;
    describe(a, True, &origin, &name);
    put_map(a, len, r, w, x, origin, name);
