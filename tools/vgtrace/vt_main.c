@@ -187,6 +187,10 @@ static void vt_startup(Addr a, SizeT len, Bool r, Bool w, Bool x, ULong di)
       return;
    if ((a & (VKI_PAGE_SIZE - 1)) != 0 || (len & (VKI_PAGE_SIZE - 1)) != 0)
       return;
+   /* The trampoline's page is a client mapping of the tool's own file. */
+   const NSegment* tool = VG_(am_find_nsegment)((Addr)&vt_startup);
+   if (s->kind == SkFileC && tool != NULL && tool->dev == s->dev && tool->ino == s->ino)
+      return;
    describe(a, True, &origin, &name);
    put_map(a, len, r, w, x, origin, name);
 }
