@@ -16,11 +16,12 @@ use std::path::{Path, PathBuf};
 
 #[derive(Subcommand)]
 pub enum TraceCmd {
-    /// Run a program under valgrind's lackey tool and write its memory
-    /// references, with its mmap layout, as a binary trace.
+    /// Run a program under valgrind (splab's splabtrace tool, or lackey)
+    /// and write its memory references, with its mmap layout, as a binary
+    /// trace.
     Record {
         /// The trace to write [default: PROG.trace in this directory].
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, short = 'o', value_name = "FILE")]
         out: Option<PathBuf>,
         /// The valgrind to run.
         #[arg(long, value_name = "PATH", default_value = "valgrind")]
@@ -28,6 +29,14 @@ pub enum TraceCmd {
         /// Where the program's standard output goes [default: /dev/null].
         #[arg(long, value_name = "FILE")]
         program_stdout: Option<PathBuf>,
+        /// The valgrind tool: splabtrace (splab's own, about 100 times
+        /// faster) or lackey [default: splabtrace when it was built].
+        #[arg(long, value_name = "TOOL")]
+        tool: Option<String>,
+        /// Record instruction fetches too (splabtrace; lackey always
+        /// records them; the replay counts and skips them).
+        #[arg(long)]
+        ifetch: bool,
         /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
@@ -61,7 +70,13 @@ pub enum TraceCmd {
 
 pub fn cmd(c: TraceCmd) -> Result<i32, Fail> {
     match c {
-        TraceCmd::Record { out, valgrind, program_stdout, json, program } => record_cmd(out, valgrind, program_stdout, program, json),
+        TraceCmd::Record { out, valgrind, program_stdout, tool, ifetch, json, program } => {
+            let tool = match tool {
+                Some(t) => record::Tool::parse(&t).map_err(|e| Fail::Input(format!("--tool: {e}")))?,
+                None => record::Tool::default_available(),
+            };
+            record_cmd(record::Options { out: out.unwrap_or_default(), program, valgrind, program_stdout, tool, ifetch }, json)
+        }
         TraceCmd::Convert { input, output, from, json } => convert_cmd(&input, &output, from.as_deref(), json),
         TraceCmd::Info { file, from, json } => info_cmd(&file, from.as_deref(), json),
     }
@@ -71,14 +86,13 @@ fn format_opt(from: Option<&str>) -> Result<Option<Format>, Fail> {
     from.map(Format::parse).transpose().map_err(|e| Fail::Input(format!("--from: {e}")))
 }
 
-fn record_cmd(out: Option<PathBuf>, valgrind: PathBuf, program_stdout: Option<PathBuf>, program: Vec<OsString>, as_json: bool) -> Result<i32, Fail> {
-    let out = out.unwrap_or_else(|| {
-        let base = program.first().and_then(|p| Path::new(p).file_name()).map(|f| f.to_os_string()).unwrap_or_else(|| "prog".into());
+fn record_cmd(mut o: record::Options, as_json: bool) -> Result<i32, Fail> {
+    if o.out.as_os_str().is_empty() {
+        let base = o.program.first().and_then(|p| Path::new(p).file_name()).map(|f| f.to_os_string()).unwrap_or_else(|| "prog".into());
         let mut name = base;
         name.push(".trace");
-        PathBuf::from(name)
-    });
-    let o = record::Options { out, program, valgrind, program_stdout };
+        o.out = PathBuf::from(name);
+    }
     let mut bar = Progress::new(0, "recording", "refs", as_json);
     let r = record::record(&o, &mut |n| bar.update(n));
     bar.finish();
@@ -92,7 +106,8 @@ fn record_cmd(out: Option<PathBuf>, valgrind: PathBuf, program_stdout: Option<Pa
     }
     let mut s = String::new();
     let k = &r.by_kind;
-    let _ = writeln!(s, "recorded {} with {}", r.out.display(), r.valgrind);
+    let fetches = if r.ifetch { "with instruction fetches" } else { "without instruction fetches" };
+    let _ = writeln!(s, "recorded {} with {}, tool {} ({fetches})", r.out.display(), r.valgrind, r.tool.name());
     let _ = writeln!(
         s,
         "  references  {} ({} instruction fetches, {} loads, {} stores, {} modifies)",

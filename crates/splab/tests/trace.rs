@@ -117,13 +117,63 @@ fn record_a_real_program() {
         return;
     }
     let out = temp("true.trace");
-    let r = json(&["trace", "record", "--out", s(&out), "--json", "--", "true"]);
+    let r = json(&["trace", "record", "--tool", "lackey", "--out", s(&out), "--json", "--", "true"]);
     assert_eq!(r["exit_status"], 0);
+    assert_eq!(r["tool"], "lackey");
     assert!(r["refs"].as_u64().unwrap() > 10_000, "{r}");
     assert!(r["layout_regions"].as_u64().unwrap() >= 2, "the program and its loader: {r}");
     assert!(r["maps"].as_u64().unwrap() >= 1, "libc is mapped: {r}");
     let i = json(&["trace", "info", s(&out), "--json"]);
     assert_eq!(i["refs"], r["refs"]);
     let v = json(&["sim", &format!("trace:{}", s(&out)), "--json"]);
+    assert!(v["refs"].as_u64().unwrap() > 1000);
+}
+
+/// splab's own valgrind tool against lackey on the same run: gzip of a
+/// few KB (gzip's work does not depend on the environment, so the counts
+/// differ only by what valgrind itself does differently under each tool).
+#[test]
+fn splabtrace_agrees_with_lackey() {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("SKIPPED splabtrace_agrees_with_lackey: valgrind is not installed (apt-get install valgrind)");
+        return;
+    }
+    let input = temp("gzip-input.txt");
+    let text: String = (0..400).map(|i| format!("line {i} of the input, {}\n", i * 7919 % 1000)).collect();
+    std::fs::write(&input, text).unwrap();
+    let vt = temp("gzip.vt.trace");
+    let out = splab(&["trace", "record", "--tool", "splabtrace", "--ifetch", "--out", s(&vt), "--json", "--", "gzip", "-c", s(&input)]);
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("was not built"), "{err}");
+        eprintln!("SKIPPED splabtrace_agrees_with_lackey: {err}");
+        return;
+    }
+    let a: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lk = temp("gzip.lk.trace");
+    let b = json(&["trace", "record", "--tool", "lackey", "--out", s(&lk), "--json", "--", "gzip", "-c", s(&input)]);
+    assert_eq!(a["tool"], "splabtrace");
+    assert_eq!(a["exit_status"], 0);
+    for k in ["instr", "load", "store", "modify"] {
+        let (x, y) = (a["by_kind"][k].as_u64().unwrap() as f64, b["by_kind"][k].as_u64().unwrap() as f64);
+        eprintln!("{k}: splabtrace {x}, lackey {y}");
+        assert!(y > 100.0 && (x - y).abs() <= 0.02 * y, "{k}: splabtrace {x}, lackey {y}");
+    }
+    // The layout: gzip's image, the loader, the stack, as valgrind set them up.
+    let i = json(&["trace", "info", s(&vt), "--json"]);
+    assert_eq!(i["refs"], a["refs"]);
+    let layout = i["layout"].as_array().unwrap();
+    let has = |origin: &str, name: &str| layout.iter().any(|r| r["origin"] == origin && r["name"].as_str().unwrap().contains(name));
+    assert!(has("Image", "gzip"), "{layout:?}");
+    assert!(has("Image", "ld-linux"), "{layout:?}");
+    assert!(has("Stack", ""), "{layout:?}");
+    assert!(a["maps"].as_u64().unwrap() >= 1, "libc is mapped: {a}");
+    // Without fetches: the same data references, and the trace replays.
+    let vt2 = temp("gzip.vt2.trace");
+    let c = json(&["trace", "record", "--out", s(&vt2), "--json", "--", "gzip", "-c", s(&input)]);
+    assert_eq!(c["by_kind"]["instr"], 0);
+    assert_eq!(c["by_kind"]["load"], a["by_kind"]["load"]);
+    assert_eq!(c["by_kind"]["store"], a["by_kind"]["store"]);
+    let v = json(&["sim", &format!("trace:{}", s(&vt2)), "--json"]);
     assert!(v["refs"].as_u64().unwrap() > 1000);
 }

@@ -124,12 +124,18 @@ fn put_region(out: &mut Vec<u8>, r: &Region) -> io::Result<()> {
     Ok(())
 }
 
+/// Bytes the writer gathers before handing them to the output.
+const WBUF: usize = 1 << 16;
+
 /// Writes a trace in the binary format as references come. Call `finish`
 /// at the end (it writes the end marker); then, if the output can seek,
 /// `patch_count` fills in the header's count.
 pub struct Writer<W: Write> {
     w: W,
-    buf: Vec<u8>,
+    /// `buf[..len]` is pending; the buffer has room for one more reference
+    /// record past `WBUF`, so `write_ref` stores without checking first.
+    buf: Box<[u8]>,
+    len: usize,
     prev: [u64; 2],
     count: u64,
 }
@@ -147,14 +153,14 @@ impl<W: Write> Writer<W> {
             put_region(&mut h, r)?;
         }
         w.write_all(&h)?;
-        Ok(Writer { w, buf: Vec::with_capacity(1 << 16), prev: [0; 2], count: 0 })
+        Ok(Writer { w, buf: vec![0u8; WBUF + 2 * MAX_REF_BYTES].into_boxed_slice(), len: 0, prev: [0; 2], count: 0 })
     }
 
     #[inline]
     fn spill(&mut self) -> io::Result<()> {
-        if self.buf.len() >= (1 << 16) - 64 {
-            self.w.write_all(&self.buf)?;
-            self.buf.clear();
+        if self.len >= WBUF {
+            self.w.write_all(&self.buf[..self.len])?;
+            self.len = 0;
         }
         Ok(())
     }
@@ -164,33 +170,65 @@ impl<W: Write> Writer<W> {
     pub fn write_ref(&mut self, r: &Ref) -> io::Result<()> {
         let stream = (r.kind != Kind::Instr) as usize;
         let code = size_code(r.size);
-        self.buf.push(r.kind as u8 | code << 2);
-        put_varint(&mut self.buf, zigzag(r.addr.wrapping_sub(self.prev[stream]) as i64));
-        if code == 7 {
-            put_varint(&mut self.buf, r.size as u64);
+        let b: &mut [u8; 2 * MAX_REF_BYTES] = (&mut self.buf[self.len..self.len + 2 * MAX_REF_BYTES]).try_into().unwrap();
+        b[0] = r.kind as u8 | code << 2;
+        let mut v = zigzag(r.addr.wrapping_sub(self.prev[stream]) as i64);
+        let mut i = 1;
+        while v >= 0x80 {
+            b[i] = v as u8 | 0x80;
+            v >>= 7;
+            i += 1;
         }
+        b[i] = v as u8;
+        i += 1;
+        if code == 7 {
+            let mut z = r.size as u64;
+            while z >= 0x80 {
+                b[i] = z as u8 | 0x80;
+                z >>= 7;
+                i += 1;
+            }
+            b[i] = z as u8;
+            i += 1;
+        }
+        self.len += i;
         self.prev[stream] = r.addr;
         self.count += 1;
         self.spill()
     }
 
+    /// Appends bytes built elsewhere (an event, the end marker).
+    fn put(&mut self, bytes: &[u8]) -> io::Result<()> {
+        if self.len + bytes.len() > WBUF {
+            self.w.write_all(&self.buf[..self.len])?;
+            self.len = 0;
+        }
+        if bytes.len() > WBUF {
+            return self.w.write_all(bytes);
+        }
+        self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
+        self.len += bytes.len();
+        Ok(())
+    }
+
     /// Appends an address-space event.
     pub fn write_event(&mut self, e: &Event) -> io::Result<()> {
+        let mut b = Vec::with_capacity(64);
         match e {
             Event::Map(r) => {
-                self.buf.push(TAG_MAP);
-                put_region(&mut self.buf, r)?;
+                b.push(TAG_MAP);
+                put_region(&mut b, r)?;
             }
             Event::Unmap { start, len } => {
                 if *len == 0 {
                     return Err(io::Error::new(io::ErrorKind::InvalidInput, "unmap of length 0"));
                 }
-                self.buf.push(TAG_UNMAP);
-                put_varint(&mut self.buf, *start);
-                put_varint(&mut self.buf, *len);
+                b.push(TAG_UNMAP);
+                put_varint(&mut b, *start);
+                put_varint(&mut b, *len);
             }
         }
-        self.spill()
+        self.put(&b)
     }
 
     /// References written so far.
@@ -200,8 +238,8 @@ impl<W: Write> Writer<W> {
 
     /// Writes the end marker and flushes; returns the output and the count.
     pub fn finish(mut self) -> io::Result<(W, u64)> {
-        self.buf.push(TAG_END);
-        self.w.write_all(&self.buf)?;
+        self.put(&[TAG_END])?;
+        self.w.write_all(&self.buf[..self.len])?;
         self.w.flush()?;
         Ok((self.w, self.count))
     }

@@ -13,7 +13,8 @@
 //!
 //! Any of them may be gzip- or xz-compressed; `open` tells the compression
 //! and the format from the first bytes. `record.rs` runs a program under
-//! valgrind and writes the binary format as the program runs; `replay.rs`
+//! valgrind (our splabtrace tool, whose stream `vgraw.rs` reads, or
+//! lackey) and writes the binary format as the program runs; `replay.rs`
 //! (feature `replay`) is the workload `splab sim trace:FILE` runs.
 //!
 //! What is always true of a reader: it never panics and never holds more
@@ -31,6 +32,7 @@ pub mod record;
 #[cfg(feature = "replay")]
 pub mod replay;
 pub mod synth;
+pub mod vgraw;
 mod window;
 
 use serde::Serialize;
