@@ -6,7 +6,7 @@
 
 use proptest::prelude::*;
 use splab_trace::binary::{self, Writer};
-use splab_trace::{champsim, lackey, open_reader, read_items, Event, Format, Item, Kind, Origin, Ref, Region, Source};
+use splab_trace::{champsim, lackey, open_reader, read_items, vgraw, Event, Format, Item, Kind, Origin, Ref, Region, Source};
 use std::io::{Cursor, Write};
 
 /// Items any reader may produce from an input of `n` bytes, and more:
@@ -41,6 +41,12 @@ fn read_lackey(b: &[u8]) -> Result<Vec<Item>, splab_trace::TraceError> {
 
 fn read_champsim(b: &[u8]) -> Result<Vec<Item>, splab_trace::TraceError> {
     read_items(&mut champsim::Reader::new(b), cap(b.len()))
+}
+
+/// The splabtrace tool's word stream (what `trace record` reads from its
+/// FIFO).
+fn read_vgraw(b: &[u8]) -> Result<Vec<Item>, splab_trace::TraceError> {
+    read_items(&mut vgraw::Reader::new(b)?, cap(b.len()))
 }
 
 fn read_any(b: &[u8]) -> Result<Vec<Item>, splab_trace::TraceError> {
@@ -131,15 +137,17 @@ fn random_bytes_never_panic() {
         let n = rng.below(if i % 10 == 0 { 2000 } else { 200 }) as usize;
         let mut b: Vec<u8> = (0..n).map(|_| rng.next() as u8).collect();
         // Give some inputs a plausible start so the readers get past it.
-        let start: &[u8] = match i % 4 {
+        let start: &[u8] = match i % 5 {
             1 => b"SPLTRACE\x01\0\0\0",
             2 => b" L ",
+            3 => vgraw::MAGIC,
             _ => b"",
         };
         b.splice(0..0, start.iter().copied());
         let _ = read_binary(&b);
         let _ = read_lackey(&b);
         let _ = read_champsim(&b);
+        let _ = read_vgraw(&b);
         let _ = read_any(&b);
     }
 }
