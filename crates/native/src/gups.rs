@@ -2,7 +2,8 @@
 //! words, Table[i] = i, then 4 x 2^n updates Table[ran & (2^n - 1)] ^= ran
 //! by 128 streams of HPCC's generator (x <- x << 1 ^ (x < 0 ? POLY : 0))
 //! started at equally spaced points: the same stream, in the same order,
-//! as the simulated `gups`. Only the update loop is timed. With `verify`,
+//! as the simulated `gups` (which takes its stream from here). Only the
+//! update loop is timed. With `verify`,
 //! HPCC's verification pass follows (untimed): the updates again from one
 //! stream (XOR undoes them), and the words not back to their initial value
 //! counted; at most 1% may be.
