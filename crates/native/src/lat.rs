@@ -33,7 +33,7 @@ impl Pattern {
             _ => Err(format!("--pattern {s:?}: expected random or seq")),
         }
     }
-    fn name(self) -> &'static str {
+    pub fn name(self) -> &'static str {
         match self {
             Pattern::Seq => "seq",
             Pattern::Random => "random",

@@ -24,27 +24,8 @@ use splab_vm::map::MmapReq;
 use splab_vm::prot;
 use std::fmt::Write as _;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Pattern {
-    Seq,
-    Random,
-}
-
-impl Pattern {
-    pub fn parse(s: &str) -> Result<Pattern, String> {
-        match s {
-            "seq" => Ok(Pattern::Seq),
-            "random" => Ok(Pattern::Random),
-            _ => Err(format!("--pattern {s:?}: expected random or seq")),
-        }
-    }
-    fn name(self) -> &'static str {
-        match self {
-            Pattern::Seq => "seq",
-            Pattern::Random => "random",
-        }
-    }
-}
+/// The chase order, shared with the native runs.
+pub use splab_native::lat::Pattern;
 
 pub struct Lat {
     pub max_size: u64,
