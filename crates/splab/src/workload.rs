@@ -128,8 +128,9 @@ fn size_arg(text: &str, what: &str, check: fn(u64) -> Result<(), String>) -> Res
     Ok(bytes)
 }
 
-/// Refuses a run whose data cannot fit in the modelled memory (the page
-/// tables need room too): said now instead of after minutes of simulation.
+/// Refuses a run whose data cannot fit in the modelled memory and swap
+/// together (the page tables need room too): said now instead of after
+/// minutes of simulation.
 fn fits(what: &str, bytes: u64, cfg: &Config) -> Result<(), String> {
     // On 32-bit architectures it must also fit the user address space (3 GB
     // on armv7), with room for nothing else mapped.
@@ -137,8 +138,9 @@ fn fits(what: &str, bytes: u64, cfg: &Config) -> Result<(), String> {
     if bytes >= space {
         return Err(format!("{what} ({}) does not fit in {}'s user address space ({})", size::show(bytes), cfg.arch, size::show(space)));
     }
-    if bytes >= cfg.memory {
-        return Err(format!("{what} ({}) does not fit in --memory {}", size::show(bytes), size::show(cfg.memory)));
+    if bytes >= cfg.memory + cfg.swap {
+        let swap = if cfg.swap > 0 { format!(" and --swap {}", size::show(cfg.swap)) } else { String::new() };
+        return Err(format!("{what} ({}) does not fit in --memory {}{swap}", size::show(bytes), size::show(cfg.memory)));
     }
     Ok(())
 }
