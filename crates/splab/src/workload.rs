@@ -25,7 +25,8 @@ pub struct WorkloadArgs {
     /// for gups-mp [default: 24 for gups, 21 for gups-mp].
     #[arg(long, value_name = "N")]
     pub log2_table: Option<u32>,
-    /// gups: run the HPCC verification pass (implies --track-contents).
+    /// gups: run the HPCC verification pass; stress: read every page back
+    /// and check it before freeing it (both imply --track-contents).
     #[arg(long)]
     pub verify: bool,
     /// gups-mp: processes, each with a table of its own [default: one per
@@ -202,7 +203,8 @@ fn build_tree(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, Strin
 
 fn stress(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let bytes = size_arg(&a.vm_bytes, "--vm-bytes", Stress::check_vm_bytes)?;
-    let s = Stress::new(a.vm, bytes, a.loops)?;
+    let mut s = Stress::new(a.vm, bytes, a.loops)?;
+    s.verify = a.verify;
     let n = a.vm.unwrap_or(cfg.profile.cpus) as u64;
     fits(&format!("--vm {n} --vm-bytes {}: the workers' memory", a.vm_bytes), n.saturating_mul(bytes), cfg)?;
     Ok(Box::new(s))
