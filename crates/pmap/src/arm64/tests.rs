@@ -362,8 +362,8 @@ fn ts_referenced_on_blocks_and_64k_runs() {
     let pages = fault_in(&mut r, pm, 16..40, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 1);
     let (p, mut env) = r.env();
-    for i in 0..15 {
-        assert_eq!(p.ts_referenced(&mut env, pages[i]), 1, "page {i}");
+    for (i, &m) in pages[..15].iter().enumerate() {
+        assert_eq!(p.ts_referenced(&mut env, m), 1, "page {i}");
     }
     assert_eq!(p.ts_referenced(&mut env, pages[0]), 1, "page 15 still has AF: the run is referenced");
     assert_eq!(p.ts_referenced(&mut env, pages[15]), 1);
