@@ -66,16 +66,18 @@ impl Vm {
         if self.pageout_wanted() {
             self.pageout_pass();
         }
-        loop {
+        let r = loop {
             match self.fault_once(pid, va, access) {
                 Err(FaultError::NoMemory(_)) => match self.vm_wait(Some(pid)) {
                     crate::pageout::Wait::Retry => continue,
-                    crate::pageout::Wait::Killed => return Err(FaultError::Killed(pid)),
-                    crate::pageout::Wait::Exhausted => return Err(FaultError::NoMemory(va)),
+                    crate::pageout::Wait::Killed => break Err(FaultError::Killed(pid)),
+                    crate::pageout::Wait::Exhausted => break Err(FaultError::NoMemory(va)),
                 },
-                r => return r,
+                r => break r,
             }
-        }
+        };
+        self.busy.clear();
+        r
     }
 
     /// One attempt at resolving a fault (RetryFault in vm_fault). Pages it
@@ -239,12 +241,14 @@ impl Vm {
     /// It goes on the inactive queue at once, where the page daemon can
     /// find it even if the fault stops before mapping it (a later
     /// allocation fails and the process is killed while waiting); a fault
-    /// that maps it activates it.
+    /// that maps it activates it. Until the fault is done it is busy
+    /// (`Vm::busy`): the daemon leaves it alone.
     pub(crate) fn alloc_object_page(&mut self, obj: ObjId, pindex: u32) -> Option<Pfn> {
         let info = self.objects.get(obj).info(obj);
         let m = self.phys.alloc_page(&info, pindex)?;
         self.objects.get_mut(obj).pages.insert(pindex, m);
         self.phys.deactivate(m);
+        self.busy.push(m);
         Some(m)
     }
 

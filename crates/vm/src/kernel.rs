@@ -63,6 +63,12 @@ pub struct Vm {
     pub pd: PageoutStats,
     /// Processes killed for lack of memory and swap, in order.
     pub oom_kills: Vec<OomKill>,
+    /// Pages the fault in progress allocated (FreeBSD keeps them
+    /// exclusive-busied until the fault is done): the page daemon passes
+    /// them over, so a fault that waits for memory after paging one in
+    /// finds it again instead of having it freed under it and paging it
+    /// in again for ever.
+    pub(crate) busy: Vec<Pfn>,
 }
 
 impl Vm {
@@ -80,6 +86,7 @@ impl Vm {
             swap: SwapDevice::new(0, false),
             pd: PageoutStats::default(),
             oom_kills: Vec::new(),
+            busy: Vec::new(),
         }
     }
 

@@ -285,7 +285,7 @@ impl Vm {
         let first = *self.phys.pages.get(m0);
         for k in 0..n {
             let p = self.phys.pages.get(Pfn(m0.0 + k));
-            let idle = matches!(p.queue(), pq::ACTIVE | pq::INACTIVE);
+            let idle = matches!(p.queue(), pq::ACTIVE | pq::INACTIVE) && !self.busy.contains(&Pfn(m0.0 + k));
             if !idle || p.object != first.object || p.pindex != first.pindex + k || p.has(pflags::DIRTY | pflags::REFERENCED) || !p.pageable() {
                 return None;
             }
@@ -327,6 +327,11 @@ impl Vm {
         while shortage > 0 && scanned < maxscan {
             let Some(m) = self.phys.queues.head(pq::INACTIVE) else { break };
             scanned += 1;
+            if self.busy.contains(&m) {
+                // The fault in progress allocated it (vm_page_tryxbusy fails).
+                self.phys.enqueue(m, pq::INACTIVE, false);
+                continue;
+            }
             let delta = self.page_referenced(m);
             if delta > 0 {
                 self.reactivate(m, delta);
