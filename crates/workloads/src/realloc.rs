@@ -79,6 +79,12 @@ impl Workload for Realloc {
                     touched = (va - cur) & !4095;
                     break Stop::Fault(va);
                 }
+                // With swap, memory and swap run out and the OOM killer
+                // kills this process, the largest: out of memory too.
+                Err(FaultError::Killed(_)) => {
+                    touched = size;
+                    break Stop::Fault(cur + size);
+                }
                 Err(e) => return Err(format!("realloc: touching the allocation: {e}")),
             }
             size = grow_to;
@@ -120,7 +126,10 @@ impl Workload for Realloc {
             copied += size;
         };
         let secs = since(sys, cpu, t0);
-        exit(sys, pid)?;
+        // A process the OOM killer took is already gone.
+        if sys.vm.proc(pid).is_some() {
+            exit(sys, pid)?;
+        }
         let rate = mib(touched) / secs;
         let mut r = String::new();
         let _ = writeln!(r, "realloc: one allocation from {}, doubling, written page by page (simulated)", size_text(self.start));
