@@ -144,6 +144,20 @@ impl PhysMem {
         *self.slab[d as usize] = data;
     }
 
+    /// The frame's contents as stored, or None when it reads as all zeros
+    /// (nothing stored): what a page-out writes.
+    pub fn frame(&self, pfn: Pfn) -> Option<&[u64; WORDS]> {
+        let s = self.slot(pfn.0);
+        (s != NONE).then(|| &*self.slab[s as usize])
+    }
+
+    /// Replaces a frame's contents (a page-in's read), whatever the
+    /// tracking mode.
+    pub fn set_frame(&mut self, pfn: Pfn, data: &[u64; WORDS]) {
+        let d = self.slot_or_alloc(pfn.0);
+        *self.slab[d as usize] = *data;
+    }
+
     /// Whether any word of the frame is non-zero.
     pub fn frame_is_zero(&self, pfn: Pfn) -> bool {
         let s = self.slot(pfn.0);
@@ -188,5 +202,9 @@ mod tests {
         assert!(!m.frame_is_zero(Pfn(3)));
         m.copy_frame(Pfn(3), Pfn(2));
         assert!(m.frame_is_zero(Pfn(3)));
+        assert!(m.frame(Pfn(3)).is_none());
+        let saved = *m.frame(Pfn(1)).unwrap();
+        m.set_frame(Pfn(9), &saved);
+        assert_eq!(m.read_u32(PhysAddr(0x9004)), 0xdead_beef);
     }
 }

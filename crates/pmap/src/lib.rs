@@ -1,7 +1,7 @@
 //! Machine-dependent page-table code: one pmap per architecture, each
 //! implementing `splab_vm::Pmap` over that architecture's real descriptor
 //! format in modelled physical memory, and the helpers they share (PV
-//! lists, page-table pages, TLB shootdown).
+//! lists, page-table pages, TLB shootdown, reference-bit sampling).
 
 pub mod amd64;
 pub mod arm64;
@@ -10,6 +10,7 @@ pub mod armv7;
 pub mod ppc64;
 pub mod ptpage;
 pub mod pv;
+pub mod refbits;
 pub mod riscv;
 pub mod shootdown;
 pub mod spaces;

@@ -1,6 +1,13 @@
 //! `splab check`: random sequences of mmap, munmap, mprotect, madvise,
 //! fork, exit, reads and writes over several processes, run on the
 //! simulated system and on a plain reference model side by side.
+//!
+//! With little memory and a swap device (`memory`, `swap`), the same
+//! sequences run under memory pressure: pages are reclaimed, laundered to
+//! swap and read back, and nothing may change what a read returns. When
+//! memory and swap are both exhausted, the system kills a process; the
+//! checker then drops it from the model too (its shared-memory writes up
+//! to then stay) and carries on.
 
 use serde::Serialize;
 use splab_hw::profile::Profile;
@@ -20,12 +27,20 @@ pub struct CheckConfig {
     pub arch: String,
     pub profile: Profile,
     pub memory: u64,
+    /// Swap device size in bytes (0: none).
+    pub swap: u64,
     pub superpages: bool,
     /// Most processes alive at once.
     pub max_procs: usize,
     /// Pmap tunables (sysctl name, value) set at boot.
     pub tunables: Vec<(String, i64)>,
+    /// Most bytes one process maps with 2 MB superpages (times
+    /// `size_scale` for larger ones); with `max_procs`, the footprint.
+    pub max_mapped: u64,
 }
+
+/// The default per-process mapping cap (`CheckConfig::max_mapped`).
+pub const DEFAULT_MAX_MAPPED: u64 = 48 << 20;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct CheckReport {
@@ -41,6 +56,11 @@ pub struct CheckReport {
     pub fault_disagreements: u64,
     /// Operations by kind.
     pub op_counts: BTreeMap<String, u64>,
+    /// Processes the system killed because memory and swap ran out, and
+    /// why (vm_pageout_oom's victims).
+    pub oom_kills: Vec<splab_vm::OomKill>,
+    /// Accesses that failed because their process had been killed.
+    pub killed_accesses: u64,
     /// The final sysctls, keyed by name.
     pub sysctl: BTreeMap<String, splab_vm::sysctl::SysctlValue>,
     /// The first few problems found, for diagnosis.
@@ -97,10 +117,6 @@ const OPS: &[(&str, u64)] = &[
     ("fork", 1),
     ("exit", 1),
 ];
-
-/// Most bytes mapped by one process, so that runs stay within memory,
-/// with 2 MB superpages; scaled with the superpage size (see `Driver::scale`).
-const MAX_MAPPED: u64 = 48 << 20;
 
 /// Pages of a 2 MB superpage: the unit the checker's sizes were chosen in.
 const SP_2M_PAGES: u64 = 512;
@@ -170,7 +186,11 @@ impl Driver<'_> {
         (self.next_value << 20) | (self.rng.next_u64() & 0xf_ffff) | 1
     }
 
-    fn access(&mut self, i: usize, cpu: usize, va: u64, write: bool) {
+    /// One load or store by process `i`, checked against the model.
+    /// Returns false if the process was killed (it is gone from the model).
+    fn access(&mut self, i: usize, cpu: usize, va: u64, write: bool) -> bool {
+        let pid = self.procs[i].0;
+        let undo = if write { self.procs[i].1.shared_word(va) } else { None };
         let (expect, got) = if write {
             let v = self.value();
             let e = self.procs[i].1.write(va, v);
@@ -178,23 +198,57 @@ impl Driver<'_> {
         } else {
             (self.procs[i].1.read(va), self.sys.load(cpu, va))
         };
-        let pid = self.procs[i].0;
+        if let Err(FaultError::Killed(p)) = got {
+            if p == pid && self.sys.oom_kills().iter().any(|k| k.pid == pid) {
+                // The store never happened: other sharers must not see it.
+                if let Some((store, pg, w, old)) = undo {
+                    store.borrow_mut().write(pg, w, old);
+                }
+                self.rep.killed_accesses += 1;
+                self.sync_kills();
+                return false;
+            }
+        }
         match (&expect, got) {
-            (Expect::Value(v), Ok(g)) if *v == g => {}
             (Expect::FreshZero, Ok(0)) => {}
             (Expect::FreshZero, Ok(g)) => {
                 self.rep.nonzero_fresh_reads += 1;
                 problem(&mut self.rep, format!("pid {pid} read {g:#x} from fresh anonymous memory at {va:#x}"));
             }
-            (Expect::Value(v), Ok(g)) => {
+            (Expect::Value(_) | Expect::ValueOrZero(_), Ok(g)) if expect.accepts(g) => {
+                if !write {
+                    self.procs[i].1.observe(va, g);
+                }
+            }
+            (Expect::Value(v) | Expect::ValueOrZero(v), Ok(g)) => {
                 self.rep.mismatches += 1;
-                problem(&mut self.rep, format!("pid {pid} {} at {va:#x}: expected {v:#x}, got {g:#x}", if write { "write" } else { "read" }));
+                let or_zero = if matches!(expect, Expect::ValueOrZero(_)) { " or 0" } else { "" };
+                problem(&mut self.rep, format!("pid {pid} {} at {va:#x}: expected {v:#x}{or_zero}, got {g:#x}", if write { "write" } else { "read" }));
             }
             (Expect::Unmapped, Err(FaultError::Unmapped(_))) | (Expect::Protection, Err(FaultError::Protection(_))) => {}
             (e, g) => {
                 self.rep.fault_disagreements += 1;
                 problem(&mut self.rep, format!("pid {pid} {} at {va:#x}: model expects {e:?}, system gave {g:?}", if write { "write" } else { "read" }));
             }
+        }
+        true
+    }
+
+    /// Drops processes the system killed for lack of memory from the
+    /// model; keeps at least one process alive.
+    fn sync_kills(&mut self) {
+        let kills = self.sys.oom_kills();
+        if kills.len() == self.rep.oom_kills.len() {
+            return;
+        }
+        let new: Vec<splab_vm::OomKill> = kills[self.rep.oom_kills.len()..].to_vec();
+        for k in new {
+            self.procs.retain(|(p, _)| *p != k.pid);
+            self.rep.oom_kills.push(k);
+        }
+        if self.procs.is_empty() {
+            let pid = self.sys.spawn().expect("spawn");
+            self.procs.push((pid, RefProc::default()));
         }
     }
 
@@ -243,7 +297,7 @@ impl Driver<'_> {
     }
 
     fn do_mmap(&mut self, i: usize, kind: &str) {
-        if self.mapped_bytes(i) > MAX_MAPPED * self.scale {
+        if self.mapped_bytes(i) > self.cfg.max_mapped * self.scale {
             return self.do_munmap(i, true);
         }
         let pid = self.procs[i].0;
@@ -330,10 +384,13 @@ impl Driver<'_> {
         let Some((a, b)) = self.pick_range(i) else { return };
         let adv = if self.rng.chance(50) { Advice::DontNeed } else { Advice::Free };
         let pid = self.procs[i].0;
-        // FreeBSD semantics: without page-out, neither advice changes what
-        // reads return, so the model does nothing.
-        if let Err(e) = self.sys.madvise(pid, a, b - a, adv) {
-            problem(&mut self.rep, format!("pid {pid} madvise({a:#x}, {}, {adv:?}) failed: {e}", b - a));
+        // FreeBSD semantics: DONTNEED never changes what reads return; FREE
+        // lets the page daemon discard private anonymous pages until they
+        // are written again.
+        match self.sys.madvise(pid, a, b - a, adv) {
+            Ok(()) if adv == Advice::Free => self.procs[i].1.madv_free(a, b),
+            Ok(()) => {}
+            Err(e) => problem(&mut self.rep, format!("pid {pid} madvise({a:#x}, {}, {adv:?}) failed: {e}", b - a)),
         }
     }
 
@@ -351,7 +408,9 @@ impl Driver<'_> {
         let w = self.rng.below(512) * 8;
         let mut va = s;
         while va < end {
-            self.access(i, cpu, va + w, write);
+            if !self.access(i, cpu, va + w, write) {
+                return;
+            }
             va += PAGE;
         }
     }
@@ -366,6 +425,8 @@ impl Driver<'_> {
                 let m = self.procs[i].1.clone();
                 self.procs.push((child, m));
             }
+            // Waiting for memory, the parent was killed.
+            Err(Errno::ESRCH) if self.sys.oom_kills().iter().any(|k| k.pid == pid) => {}
             Err(e) => problem(&mut self.rep, format!("fork of {pid} failed: {e}")),
         }
     }
@@ -422,6 +483,7 @@ impl Driver<'_> {
             "exit" => self.do_exit(),
             _ => unreachable!(),
         }
+        self.sync_kills();
     }
 }
 
@@ -430,6 +492,7 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
     let mut sc = Config::new(cfg.profile.clone());
     sc.arch = cfg.arch.clone();
     sc.memory = cfg.memory;
+    sc.swap = cfg.swap;
     sc.superpages = cfg.superpages;
     sc.track_contents = true;
     sc.check_tlb = true;
@@ -460,6 +523,8 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
         invariant_failures: 0,
         fault_disagreements: 0,
         op_counts: BTreeMap::new(),
+        oom_kills: Vec::new(),
+        killed_accesses: 0,
         sysctl: BTreeMap::new(),
         first_problems: Vec::new(),
         refs: 0,
@@ -502,9 +567,11 @@ mod tests {
             arch: "amd64".into(),
             profile: Profile::load("sapphire-rapids").unwrap(),
             memory: 256 << 20,
+            swap: 0,
             superpages,
             max_procs: 4,
             tunables: Vec::new(),
+            max_mapped: DEFAULT_MAX_MAPPED,
         }
     }
 
@@ -591,6 +658,22 @@ mod tests {
         assert!(r.clean(), "{:#?}", r.first_problems);
         let (p, d) = (int(&r, "vm.pmap.sp.promotions"), int(&r, "vm.pmap.sp.demotions"));
         assert!(p > 0 && d > 0, "promotions {p}, demotions {d}");
+    }
+
+    /// Under memory pressure the same random sequences stay clean while
+    /// pages go to swap and come back, superpages are demoted for
+    /// page-out, and reservations are broken to find free pages.
+    #[test]
+    fn runs_under_memory_pressure_are_clean_and_page() {
+        let mut c = cfg(3000, 1, true);
+        c.memory = 32 << 20;
+        c.swap = 64 << 20;
+        let r = run(&c, &mut |_| {}).unwrap();
+        assert!(r.clean(), "{:#?}", r.first_problems);
+        for k in ["vm.stats.vm.v_swappgsout", "vm.stats.vm.v_swappgsin", "vm.pmap.pde.demotions", "vm.reserv.broken", "vm.stats.vm.v_dfree"] {
+            assert!(sysctl(&r, k) > 0, "{k} is 0");
+        }
+        assert!(r.oom_kills.is_empty(), "{:?}", r.oom_kills);
     }
 
     #[test]

@@ -7,6 +7,12 @@
 //! entry re-walks to set the dirty bit; a walk that faults enters the
 //! kernel's fault handler and the access is retried. Each step is charged
 //! in cycles from the machine profile.
+//!
+//! Under memory pressure the kernel pages out to a swap device
+//! (`Config::swap`) and, when memory and swap are exhausted, kills the
+//! largest process. A killed process's CPUs stop running it: its pending
+//! and later accesses fail with `FaultError::Killed`, and `oom_kills`
+//! says who was killed and why.
 
 use serde::Serialize;
 use crate::timing::{BatchRef, Job, Timing, Worker};
@@ -29,6 +35,8 @@ pub struct Config {
     pub profile: Profile,
     /// Modelled physical memory in bytes.
     pub memory: u64,
+    /// Swap device size in bytes (0: no swap).
+    pub swap: u64,
     pub superpages: bool,
     /// Keep the value of every written word (needed to check contents).
     pub track_contents: bool,
@@ -53,6 +61,7 @@ impl Config {
             arch: splab_pmap::default_arch(&profile.arch).to_string(),
             profile,
             memory: 8 << 30,
+            swap: 0,
             superpages: true,
             track_contents: false,
             check_tlb: false,
@@ -90,6 +99,9 @@ pub struct CycleBreakdown {
 
 struct CpuHw {
     running: Option<Pid>,
+    /// The process this CPU was running when it was killed for lack of
+    /// memory, until another is put on the CPU.
+    killed: Option<Pid>,
     /// Page-table root and ASID of the running process (fixed for its life).
     space: (PhysAddr, u16),
 }
@@ -168,6 +180,9 @@ impl System {
         if !(16 << 20..=256 << 30).contains(&cfg.memory) {
             return Err(format!("memory size {} bytes is out of range (16 MiB to 256 GiB)", cfg.memory));
         }
+        if cfg.swap > 256 << 30 {
+            return Err(format!("swap size {} bytes is out of range (0 to 256 GiB)", cfg.swap));
+        }
         if !(0.0..=1.0).contains(&cfg.fragment) {
             return Err(format!("fragmentation {} is out of range (0 to 1)", cfg.fragment));
         }
@@ -181,7 +196,7 @@ impl System {
         for _ in 0..p.cpus {
             let tlb = Tlb::new(&p.tlb, walker.page_shifts())?;
             cpus_vm.push(CpuState { mmu: Mmu { tlb, pwc: Pwc::new(&p.pwc) }, curpmap: None });
-            cpus.push(CpuHw { running: None, space: (PhysAddr(0), 0) });
+            cpus.push(CpuHw { running: None, killed: None, space: (PhysAddr(0), 0) });
         }
         // Reservations are the size the architecture reserves
         // (VM_LEVEL_0_ORDER, `Pmap::reserv_psind`); without superpage
@@ -201,6 +216,7 @@ impl System {
         if cfg.fragment > 0.0 {
             vm.phys.fragment(cfg.fragment, cfg.seed);
         }
+        vm.swap = splab_vm::swap::SwapDevice::new(cfg.swap / 4096, cfg.track_contents);
         Ok(System {
             vm,
             walker,
@@ -241,8 +257,31 @@ impl System {
             + d(e.promotions, before.promotions) * c.promotion as f64
             + d(e.demotions, before.demotions) * c.demotion as f64
             + d(e.syscalls, before.syscalls) * c.syscall as f64
-            + d(e.context_switches, before.context_switches) * c.context_switch as f64;
+            + d(e.context_switches, before.context_switches) * c.context_switch as f64
+            + d(e.pd_scanned, before.pd_scanned) * c.pageout_scan as f64
+            + d(e.swap_outs + e.vnode_outs, before.swap_outs + before.vnode_outs) * c.swap_out_4k as f64
+            + d(e.swap_ins, before.swap_ins) * c.swap_in_4k as f64;
         self.kernel_cycles[cpu] += cyc;
+    }
+
+    /// Takes processes killed for lack of memory off their CPUs, so that
+    /// nothing of theirs is used again (their page tables are gone and
+    /// their address-space tag may be reused).
+    fn reap_killed(&mut self) {
+        for c in &mut self.cpus {
+            if let Some(pid) = c.running {
+                if self.vm.proc(pid).is_none() {
+                    c.running = None;
+                    c.killed = Some(pid);
+                    c.space = (PhysAddr(0), 0);
+                }
+            }
+        }
+    }
+
+    /// Processes killed because memory and swap were exhausted, in order.
+    pub fn oom_kills(&self) -> &[splab_vm::OomKill] {
+        &self.vm.oom_kills
     }
 
     fn syscall_cpu(&self, pid: Pid) -> usize {
@@ -255,11 +294,14 @@ impl System {
         let before = self.vm.ev.clone();
         let r = f(&mut self.vm);
         self.charge_events(cpu, &before);
+        self.reap_killed();
         r
     }
 
     pub fn spawn(&mut self) -> Result<Pid, Errno> {
-        self.vm.spawn()
+        let r = self.vm.spawn();
+        self.reap_killed();
+        r
     }
     pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<VirtAddr, Errno> {
         self.syscall(pid, |vm| vm.mmap(pid, req))
@@ -306,6 +348,7 @@ impl System {
         let (pmap, mut env) = self.vm.pmap_env();
         pmap.activate(&mut env, pm, cpu);
         self.cpus[cpu].running = Some(pid);
+        self.cpus[cpu].killed = None;
         self.cpus[cpu].space = (self.vm.pmap.root(pm), self.vm.pmap.asid(pm));
         self.charge_events(cpu, &before);
         Ok(())
@@ -443,7 +486,12 @@ impl System {
 
     #[inline(never)]
     fn translate_slow(&mut self, cpu: usize, va: u64, acc: Access, first: Option<(Translation, TlbHit)>) -> Result<(Translation, u32), FaultError> {
-        let pid = self.cpus[cpu].running.ok_or(FaultError::NoProcess(u32::MAX))?;
+        let Some(pid) = self.cpus[cpu].running else {
+            return Err(match self.cpus[cpu].killed {
+                Some(k) => FaultError::Killed(k),
+                None => FaultError::NoProcess(u32::MAX),
+            });
+        };
         let (root, asid) = self.cpus[cpu].space;
         let mut xlat: u32 = 0;
         let mut tries = 0;
@@ -510,6 +558,12 @@ impl System {
                     let before = self.vm.ev.clone();
                     let r = self.vm.trap(pid, va, access_prot(acc));
                     self.charge_events(cpu, &before);
+                    if !self.vm.oom_kills.is_empty() {
+                        self.reap_killed();
+                        if self.cpus[cpu].running != Some(pid) {
+                            return Err(FaultError::Killed(pid));
+                        }
+                    }
                     r?;
                 }
             }

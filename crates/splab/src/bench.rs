@@ -94,6 +94,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
         workload: "gups".into(),
         machine: a.machine.clone(),
         memory: Some(a.gups_memory.clone()),
+        swap: "0".into(),
         workload_args,
         fragment: 0.0,
         seed: 1,

@@ -27,6 +27,15 @@ pub struct CheckArgs {
     /// over 2 MB: 2G with 16 MB superpages].
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
+    /// Swap device size (0 = no swap). With --memory well below the
+    /// footprint, the run pages out to swap and reads back.
+    #[arg(long, value_name = "SIZE", default_value = "0")]
+    pub swap: String,
+    /// Most memory one process maps at once (the footprint is about
+    /// --procs times this), with 2 MB superpages; times the superpage size
+    /// over 2 MB for larger ones.
+    #[arg(long, value_name = "SIZE", default_value = "48M")]
+    pub footprint: String,
     /// Most processes alive at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
@@ -78,7 +87,25 @@ const SHOWN: &[&str] = &[
     "vm.reserv.broken",
     "vm.reserv.freed",
     "vm.reserv.reclaimed",
+    "splab.reserv.alloc_failures",
     "vm.stats.vm.v_cow_faults",
+];
+
+/// Sysctls of the page daemon and swap, shown when there was paging.
+const SHOWN_PAGING: &[&str] = &[
+    "vm.stats.vm.v_pdwakeups",
+    "vm.stats.vm.v_pdpages",
+    "vm.stats.vm.v_dfree",
+    "vm.stats.vm.v_reactivated",
+    "vm.stats.vm.v_swapout",
+    "vm.stats.vm.v_swappgsout",
+    "vm.stats.vm.v_swapin",
+    "vm.stats.vm.v_swappgsin",
+    "vm.stats.vm.v_vnodepgsout",
+    "vm.stats.vm.v_vnodepgsin",
+    "splab.vm.pageout.superpages_freed",
+    "splab.vm.swap_full",
+    "splab.vm.oom_kills",
 ];
 
 pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
@@ -90,15 +117,21 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
         return Err(Fail::Input("--procs 0: at least one process is needed".into()));
     }
     setup::check_tunables(&cfg.arch, &a.tunables)?;
+    let max_mapped = setup::swap(&a.footprint, "--footprint")?;
+    if max_mapped < 1 << 20 {
+        return Err(Fail::Input(format!("--footprint {}: at least 1M is needed", a.footprint)));
+    }
     let ccfg = CheckConfig {
         ops: a.ops,
         seed: a.seed,
         arch: cfg.arch,
         profile: cfg.profile,
         memory: cfg.memory,
+        swap: setup::swap(&a.swap, "--swap")?,
         superpages: a.superpages.on(),
         max_procs: a.procs,
         tunables: a.tunables.clone(),
+        max_mapped,
     };
     let mut bar = Progress::new(a.ops, "check", "ops", as_json);
     let t0 = Instant::now();
@@ -116,9 +149,9 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
 
 fn human(r: &CheckReport, host_seconds: f64) -> String {
     let mut o = String::new();
-    // A name of 28 characters or more still gets a space before its value.
+    // A name of 36 characters or more still gets a space before its value.
     let line = |o: &mut String, k: &str, v: &dyn std::fmt::Display| {
-        let _ = writeln!(o, "  {:<28}{v}", format!("{k} "));
+        let _ = writeln!(o, "  {:<36}{v}", format!("{k} "));
     };
     let verdict = if r.clean() { "clean" } else { "PROBLEMS FOUND" };
     let _ = writeln!(o, "check: {verdict}");
@@ -130,14 +163,27 @@ fn human(r: &CheckReport, host_seconds: f64) -> String {
     line(&mut o, "non-zero fresh reads", &r.nonzero_fresh_reads);
     line(&mut o, "invariant checks", &format!("{} ({} failed)", r.invariant_checks, r.invariant_failures));
     line(&mut o, "fault disagreements", &r.fault_disagreements);
+    line(&mut o, "processes killed (OOM)", &r.oom_kills.len());
+    line(&mut o, "accesses after a kill", &r.killed_accesses);
     let _ = writeln!(o, "operations by kind:");
     for (k, v) in &r.op_counts {
         line(&mut o, k, v);
     }
     let _ = writeln!(o, "sysctls:");
-    for k in SHOWN {
+    let paged = r.sysctl.get("vm.stats.vm.v_pdwakeups").is_some_and(|v| v.to_string() != "0");
+    let shown = SHOWN.iter().chain(if paged { SHOWN_PAGING } else { &[] });
+    for k in shown {
         if let Some(v) = r.sysctl.get(*k) {
             line(&mut o, k, v);
+        }
+    }
+    if !r.oom_kills.is_empty() {
+        let _ = writeln!(o, "processes killed (memory and swap exhausted):");
+        for k in r.oom_kills.iter().take(10) {
+            let _ = writeln!(o, "  {k}");
+        }
+        if r.oom_kills.len() > 10 {
+            let _ = writeln!(o, "  ... and {} more", r.oom_kills.len() - 10);
         }
     }
     if !r.first_problems.is_empty() {

@@ -94,6 +94,20 @@ pub fn sim(r: &SimRun) -> String {
     let _ = writeln!(o, "  {:<22}{} ({} memory refs, {} per walk)", "page walks", r.hw.walks, r.hw.walk_mem_refs, num(per_walk));
     let _ = writeln!(o, "  {:<22}{}", "page faults", r.events.faults);
     let _ = writeln!(o, "  {:<22}{}", "model host memory", size::show(r.host_model_bytes));
+    if r.swap_bytes > 0 {
+        let i = |k: &str| r.sysctl.get(k).map(|v| v.to_string()).unwrap_or_default();
+        let _ = writeln!(
+            o,
+            "  {:<22}{} swap, {} pages out, {} pages in",
+            "paging",
+            size::show(r.swap_bytes),
+            i("vm.stats.vm.v_swappgsout"),
+            i("vm.stats.vm.v_swappgsin")
+        );
+    }
+    for k in &r.oom_kills {
+        let _ = writeln!(o, "  {:<22}{k}", "killed (OOM)");
+    }
     if let Some(s) = &r.stale_samples {
         let _ = writeln!(o, "  {:<22}{}", "stale translations", r.hw.stale_translations);
         for line in s {

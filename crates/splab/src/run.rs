@@ -30,6 +30,10 @@ pub struct RunArgs {
     /// armv7].
     #[arg(long, value_name = "SIZE")]
     pub memory: Option<String>,
+    /// Swap device size (0 = no swap); under memory pressure the page
+    /// daemon pages anonymous memory out to it.
+    #[arg(long, value_name = "SIZE", default_value = "0")]
+    pub swap: String,
     #[command(flatten)]
     pub workload_args: WorkloadArgs,
     /// Fraction (0 to 1) of free 2 MB blocks broken up at start.
@@ -65,6 +69,7 @@ pub struct SimRun {
     pub arch: String,
     pub machine: String,
     pub memory_bytes: u64,
+    pub swap_bytes: u64,
     pub superpages: bool,
     pub fragment: f64,
     pub seed: u64,
@@ -89,6 +94,8 @@ pub struct SimRun {
     pub host_model_bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stale_samples: Option<Vec<String>>,
+    /// Processes killed because memory and swap ran out.
+    pub oom_kills: Vec<splab_vm::OomKill>,
 }
 
 impl SimRun {
@@ -108,6 +115,7 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
         return Err(Fail::Input(format!("--fragment {} is out of range (0 to 1)", a.fragment)));
     }
     cfg.superpages = on;
+    cfg.swap = setup::swap(&a.swap, "--swap")?;
     cfg.fragment = a.fragment;
     cfg.seed = a.seed;
     cfg.track_contents = a.track_contents || a.workload_args.verify;
@@ -129,7 +137,9 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
     let host_seconds = t1.elapsed().as_secs_f64();
     bar.finish();
     let result = result.map_err(|e| {
-        let msg = format!("{} ({label}): {e}", w.name());
+        let kills: Vec<String> = sys.oom_kills().iter().map(|k| k.to_string()).collect();
+        let why = if kills.is_empty() { String::new() } else { format!(" [{}]", kills.join("; ")) };
+        let msg = format!("{} ({label}): {e}{why}", w.name());
         if w.failed_on_input() {
             Fail::Input(msg)
         } else {
@@ -143,6 +153,7 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
         arch,
         machine,
         memory_bytes: sys.cfg.memory,
+        swap_bytes: sys.cfg.swap,
         superpages: on,
         fragment: a.fragment,
         seed: a.seed,
@@ -160,6 +171,7 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
         cycles: sys.breakdown(),
         host_model_bytes: sys.model_host_bytes(),
         stale_samples: a.check_tlb.then(|| sys.stale_samples.clone()),
+        oom_kills: sys.oom_kills().to_vec(),
     })
 }
 

@@ -78,8 +78,17 @@ fn unknown_arch(arch: &str) -> Fail {
     Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", ")))
 }
 
+/// A swap size option: 0 (no swap) up to the largest memory size.
+pub fn swap(text: &str, what: &str) -> Result<u64, Fail> {
+    let bytes = input(size::parse(text)).map_err(|e| Fail::Input(format!("{what}: {}", e.message())))?;
+    if bytes > MAX_MEMORY {
+        return Err(Fail::Input(format!("{what} {text} is out of range (0 to {})", size::show(MAX_MEMORY))));
+    }
+    Ok(bytes)
+}
+
 /// A system configuration with the given machine and memory; everything
-/// else at its default (superpages on, no fragmentation, seed 1).
+/// else at its default (superpages on, no swap, no fragmentation, seed 1).
 pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
     let mut cfg = machine_config(m)?;
     cfg.memory = memory(memory_text, "--memory")?;

@@ -25,7 +25,8 @@ pub struct WorkloadArgs {
     /// for gups-mp [default: 24 for gups, 21 for gups-mp].
     #[arg(long, value_name = "N")]
     pub log2_table: Option<u32>,
-    /// gups: run the HPCC verification pass (implies --track-contents).
+    /// gups: run the HPCC verification pass; stress: read every page back
+    /// and check it before freeing it (both imply --track-contents).
     #[arg(long)]
     pub verify: bool,
     /// gups-mp: processes, each with a table of its own [default: one per
@@ -128,8 +129,9 @@ fn size_arg(text: &str, what: &str, check: fn(u64) -> Result<(), String>) -> Res
     Ok(bytes)
 }
 
-/// Refuses a run whose data cannot fit in the modelled memory (the page
-/// tables need room too): said now instead of after minutes of simulation.
+/// Refuses a run whose data cannot fit in the modelled memory and swap
+/// together (the page tables need room too): said now instead of after
+/// minutes of simulation.
 fn fits(what: &str, bytes: u64, cfg: &Config) -> Result<(), String> {
     // On 32-bit architectures it must also fit the user address space (3 GB
     // on armv7), with room for nothing else mapped.
@@ -137,8 +139,9 @@ fn fits(what: &str, bytes: u64, cfg: &Config) -> Result<(), String> {
     if bytes >= space {
         return Err(format!("{what} ({}) does not fit in {}'s user address space ({})", size::show(bytes), cfg.arch, size::show(space)));
     }
-    if bytes >= cfg.memory {
-        return Err(format!("{what} ({}) does not fit in --memory {}", size::show(bytes), size::show(cfg.memory)));
+    if bytes >= cfg.memory + cfg.swap {
+        let swap = if cfg.swap > 0 { format!(" and --swap {}", size::show(cfg.swap)) } else { String::new() };
+        return Err(format!("{what} ({}) does not fit in --memory {}{swap}", size::show(bytes), size::show(cfg.memory)));
     }
     Ok(())
 }
@@ -200,7 +203,8 @@ fn build_tree(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, Strin
 
 fn stress(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let bytes = size_arg(&a.vm_bytes, "--vm-bytes", Stress::check_vm_bytes)?;
-    let s = Stress::new(a.vm, bytes, a.loops)?;
+    let mut s = Stress::new(a.vm, bytes, a.loops)?;
+    s.verify = a.verify;
     let n = a.vm.unwrap_or(cfg.profile.cpus) as u64;
     fits(&format!("--vm {n} --vm-bytes {}: the workers' memory", a.vm_bytes), n.saturating_mul(bytes), cfg)?;
     Ok(Box::new(s))

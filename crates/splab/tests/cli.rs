@@ -305,3 +305,32 @@ fn bad_workload_options_exit_2_and_name_the_value() {
     ];
     assert_rejected(cases);
 }
+
+/// Memory and swap too small for the footprint: processes are killed, the
+/// check says which and why, stays clean and exits 0.
+#[test]
+fn check_out_of_memory_and_swap_reports_the_killed_processes() {
+    let args = ["check", "--ops", "3000", "--memory", "16M", "--swap", "8M"];
+    let out = splab(&args);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("check: clean"), "{text}");
+    assert!(text.contains("killed: out of swap space"), "{text}");
+    let mut j = args.to_vec();
+    j.push("--json");
+    let v = json(&j);
+    let kills = v["oom_kills"].as_array().expect("oom_kills is a list");
+    assert!(!kills.is_empty());
+    assert!(kills[0]["pid"].is_u64() && kills[0]["size_pages"].as_u64().unwrap() > 0, "{}", kills[0]);
+    assert!(v["sysctl"]["vm.stats.vm.v_swappgsout"].as_i64().unwrap() > 0);
+}
+
+#[test]
+fn bad_swap_sizes_are_input_errors() {
+    for args in [&["check", "--swap", "lots"][..], &["sim", "gups", "--swap", "1T"][..], &["check", "--footprint", "10K"][..]] {
+        let out = splab(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--swap") || err.contains("--footprint"), "{args:?}: {err}");
+    }
+}

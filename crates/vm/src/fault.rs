@@ -1,9 +1,13 @@
 //! Page faults (FreeBSD vm_fault.c): find the page for a faulting address
 //! through the map entry and its chain of shadow objects, zero-fill,
-//! page in from a file, or copy on write as needed, and enter the mapping
-//! into the pmap (which may then promote). When the page's reservation is
-//! already fully populated and the whole aligned superpage lies inside the
-//! entry, the whole superpage is mapped at once (vm_fault_soft_fast).
+//! page in from a file or from swap, or copy on write as needed, and enter
+//! the mapping into the pmap (which may then promote). When the page's
+//! reservation is already fully populated and the whole aligned superpage
+//! lies inside the entry, the whole superpage is mapped at once
+//! (vm_fault_soft_fast). Every fault puts its page on the active queue
+//! (vm_page_activate). A fault first runs the page daemon if it has been
+//! woken; one that cannot get a page waits for it (vm_wait) and starts
+//! over, and may find its process killed for lack of memory and swap.
 
 use crate::kernel::{Pid, Vm};
 use crate::map::{eflags, PAGE};
@@ -34,6 +38,10 @@ pub enum FaultError {
     Unresolved(u64),
     #[error("no such process {0}")]
     NoProcess(u32),
+    /// The process was killed because memory and swap were exhausted
+    /// (`Vm::oom_kills` says why).
+    #[error("process {0} was killed: out of memory and swap")]
+    Killed(u32),
 }
 
 impl Vm {
@@ -55,6 +63,27 @@ impl Vm {
     pub fn fault(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
         self.ev.faults += 1;
         self.stats.v_vm_faults += 1;
+        if self.pageout_wanted() {
+            self.pageout_pass();
+        }
+        let r = loop {
+            match self.fault_once(pid, va, access) {
+                Err(FaultError::NoMemory(_)) => match self.vm_wait(Some(pid)) {
+                    crate::pageout::Wait::Retry => continue,
+                    crate::pageout::Wait::Killed => break Err(FaultError::Killed(pid)),
+                    crate::pageout::Wait::Exhausted => break Err(FaultError::NoMemory(va)),
+                },
+                r => break r,
+            }
+        };
+        self.busy.clear();
+        r
+    }
+
+    /// One attempt at resolving a fault (RetryFault in vm_fault). Pages it
+    /// allocated before failing for lack of memory stay in their objects,
+    /// where the next attempt finds them.
+    fn fault_once(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
         let va = va & !(PAGE - 1);
         let proc = self.proc(pid).ok_or(FaultError::NoProcess(pid))?;
         let pm = proc.pmap;
@@ -104,6 +133,10 @@ impl Vm {
                 break (obj, m);
             }
             let o = self.objects.get(obj);
+            if let Some(&slot) = o.swblk.get(&(pindex as u32)) {
+                let m = self.swap_in(obj, pindex as u32, slot).ok_or(FaultError::NoMemory(va))?;
+                break (obj, m);
+            }
             if let ObjKind::Vnode { file } = o.kind {
                 if pindex >= o.size {
                     return Err(FaultError::Bus(va));
@@ -130,6 +163,10 @@ impl Vm {
                 self.mem.copy_frame(copy, m);
                 self.ev.cow_copies += 1;
                 self.stats.v_cow_faults += 1;
+                // The source is no longer needed by this fault: it stays
+                // where the page daemon can find it (vm_fault_page_release
+                // deactivates it).
+                self.phys.deactivate(m);
                 m = copy;
             } else {
                 fprot &= !prot::WRITE;
@@ -138,12 +175,14 @@ impl Vm {
         self.finish(pm, va, m, fprot, access)
     }
 
-    /// Enters the 4 KB mapping and marks the page dirty on a write.
+    /// Enters the 4 KB mapping, marks the page dirty on a write, and
+    /// activates it.
     fn finish(&mut self, pm: u32, va: u64, m: Pfn, fprot: Prot, access: Prot) -> Result<(), FaultError> {
         if access & prot::WRITE != 0 {
-            self.phys.pages.get_mut(m).flags |= pflags::DIRTY;
+            self.dirty_on_write(m);
         }
         self.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
+        self.phys.activate(m);
         let (pmap, mut env) = self.pmap_env();
         let flags = EnterFlags { access, ..Default::default() };
         pmap.enter(&mut env, pm, VirtAddr(va), m, fprot, flags).map_err(|_| FaultError::NoMemory(va))
@@ -174,25 +213,65 @@ impl Vm {
         pe.eflags &= !eflags::NEEDS_COPY;
     }
 
+    /// A write fault dirties the page: it is marked dirty now (saving a
+    /// pmap_is_modified later) and its copy on swap, now stale, is released
+    /// (vm_fault_dirty with vm_pager_page_unswapped).
+    fn dirty_on_write(&mut self, m: Pfn) {
+        self.phys.pages.get_mut(m).flags |= pflags::DIRTY;
+        self.page_unswapped(m);
+    }
+
+    /// Reads an anonymous page back from swap (swap_pager_getpages): a new
+    /// page in `obj` with the slot's contents. The page is clean and keeps
+    /// its slot, which still holds the same contents, until it is
+    /// modified.
+    fn swap_in(&mut self, obj: ObjId, pindex: u32, slot: u32) -> Option<Pfn> {
+        let m = self.alloc_object_page(obj, pindex)?;
+        match self.swap.read(slot) {
+            Some(data) => self.mem.set_frame(m, data),
+            None => self.mem.zero_frame(m),
+        }
+        self.swap.stats.v_swapin += 1;
+        self.swap.stats.v_swappgsin += 1;
+        self.ev.swap_ins += 1;
+        Some(m)
+    }
+
+    /// Allocates the page for (obj, pindex) and puts it in the object.
+    /// It goes on the inactive queue at once, where the page daemon can
+    /// find it even if the fault stops before mapping it (a later
+    /// allocation fails and the process is killed while waiting); a fault
+    /// that maps it activates it. Until the fault is done it is busy
+    /// (`Vm::busy`): the daemon leaves it alone.
     pub(crate) fn alloc_object_page(&mut self, obj: ObjId, pindex: u32) -> Option<Pfn> {
         let info = self.objects.get(obj).info(obj);
         let m = self.phys.alloc_page(&info, pindex)?;
         self.objects.get_mut(obj).pages.insert(pindex, m);
+        self.phys.deactivate(m);
+        self.busy.push(m);
         Some(m)
     }
 
-    /// Reads a file page into the page cache (vnode_pager_getpages).
+    /// Reads a file page into the page cache (vnode_pager_getpages): what
+    /// was written back to the file if the page daemon wrote it, else the
+    /// file's original contents; the part of the page beyond the end of
+    /// the file reads as zero.
     fn page_in(&mut self, obj: ObjId, file: u32, pindex: u32) -> Option<Pfn> {
         let m = self.alloc_object_page(obj, pindex)?;
         self.ev.page_ins += 1;
+        self.stats.v_vnodein += 1;
+        self.stats.v_vnodepgsin += 1;
         self.mem.zero_frame(m);
         if self.mem.tracks_data() {
-            let size = self.files[file as usize].size;
+            let f = &self.files[file as usize];
+            let size = f.size;
+            let written = f.written.get(&pindex);
             let base = pindex as u64 * PAGE;
             for w in 0..PAGE / 8 {
                 let off = base + w * 8;
                 if off + 8 <= size {
-                    self.mem.write_u64(PhysAddr(m.addr().0 + w * 8), file_word(file, off));
+                    let v = written.map_or_else(|| file_word(file, off), |p| p[w as usize]);
+                    self.mem.write_u64(PhysAddr(m.addr().0 + w * 8), v);
                 }
             }
         }
@@ -265,8 +344,10 @@ impl Vm {
         } else {
             // Preset the modified bit for dirty superpages.
             acc |= prot::WRITE;
-            self.phys.pages.get_mut(m).flags |= pflags::DIRTY;
+            self.dirty_on_write(m);
         }
+        self.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
+        self.phys.activate(m);
         let pm = self.proc(pid).unwrap().pmap;
         let (pmap, mut env) = self.pmap_env();
         let flags = EnterFlags { access: acc, psind: psind as u8, ..Default::default() };

@@ -1,16 +1,21 @@
 //! The kernel's virtual memory state as one value: physical pages,
 //! modelled memory, CPUs, objects, processes and the architecture's pmap.
 //! Object operations that need the pmap (termination, collapse, page
-//! removal) live here; maps and syscalls in map.rs; faults in fault.rs.
+//! removal) live here, with the swap pager's part in them (freeing and
+//! moving swap slots); maps and syscalls in map.rs; faults in fault.rs;
+//! the page daemon in pageout.rs.
 
 use crate::map::VmMap;
 use crate::object::{oflags, ObjKind, Objects};
-use crate::page::{pflags, ObjId};
+use crate::page::{pflags, pq, ObjId};
+use crate::pageout::{OomKill, PageoutStats};
 use crate::physalloc::Phys;
 use crate::pmap::{CpuState, KernelEvents, Pmap, PmapEnv, PmapId};
+use crate::swap::{SwapDevice, SwapPage};
 use crate::sysctl::Sysctls;
 use splab_hw::physmem::PhysMem;
 use splab_hw::Pfn;
+use std::collections::HashMap;
 
 pub type Pid = u32;
 
@@ -23,6 +28,9 @@ pub struct Proc {
 pub struct File {
     pub size: u64,
     pub object: ObjId,
+    /// Pages written back by the page daemon, by offset (kept only when
+    /// memory contents are tracked); others read as `file_word`.
+    pub written: HashMap<u32, SwapPage>,
 }
 
 /// Machine-independent counters of the VM itself (vm.stats.vm.*).
@@ -35,6 +43,9 @@ pub struct VmStats {
     pub soft_fast_superpage: u64,
     pub collapses: u64,
     pub segfaults: u64,
+    /// v_vnodein / v_vnodepgsin: file page-ins and pages read.
+    pub v_vnodein: u64,
+    pub v_vnodepgsin: u64,
 }
 
 pub struct Vm {
@@ -47,6 +58,17 @@ pub struct Vm {
     pub pmap: Box<dyn Pmap>,
     pub ev: KernelEvents,
     pub stats: VmStats,
+    /// The swap device (no slots unless configured).
+    pub swap: SwapDevice,
+    pub pd: PageoutStats,
+    /// Processes killed for lack of memory and swap, in order.
+    pub oom_kills: Vec<OomKill>,
+    /// Pages the fault in progress allocated (FreeBSD keeps them
+    /// exclusive-busied until the fault is done): the page daemon passes
+    /// them over, so a fault that waits for memory after paging one in
+    /// finds it again instead of having it freed under it and paging it
+    /// in again for ever.
+    pub(crate) busy: Vec<Pfn>,
 }
 
 impl Vm {
@@ -61,6 +83,10 @@ impl Vm {
             pmap,
             ev: KernelEvents::default(),
             stats: VmStats::default(),
+            swap: SwapDevice::new(0, false),
+            pd: PageoutStats::default(),
+            oom_kills: Vec::new(),
+            busy: Vec::new(),
         }
     }
 
@@ -80,10 +106,20 @@ impl Vm {
         self.procs.get_mut(pid as usize)?.as_mut()
     }
 
-    /// Creates a process with an empty address space.
+    /// Creates a process with an empty address space. Short of memory for
+    /// its page tables, it waits for the page daemon (vm_wait).
     pub fn spawn(&mut self) -> Result<Pid, crate::map::Errno> {
-        let (pmap, mut env) = self.pmap_env();
-        let pm = pmap.pinit(&mut env).map_err(|_| crate::map::Errno::ENOMEM)?;
+        let pm = loop {
+            let (pmap, mut env) = self.pmap_env();
+            match pmap.pinit(&mut env) {
+                Ok(pm) => break pm,
+                Err(_) => {
+                    if self.vm_wait(None) == crate::pageout::Wait::Exhausted {
+                        return Err(crate::map::Errno::ENOMEM);
+                    }
+                }
+            }
+        };
         let max = self.pmap.max_user_address();
         let pid = self.procs.len() as Pid;
         self.procs.push(Some(Proc { pid, map: VmMap::new(max), pmap: pm }));
@@ -95,7 +131,7 @@ impl Vm {
         let id = self.files.len() as u32;
         let pages = size.div_ceil(4096);
         let object = self.objects.allocate(ObjKind::Vnode { file: id }, pages, 0);
-        self.files.push(File { size, object });
+        self.files.push(File { size, object, written: HashMap::new() });
         id
     }
 
@@ -113,11 +149,39 @@ impl Vm {
         self.phys.free_page(pfn);
     }
 
-    /// Frees the object's pages in [start, end) (vm_object_page_remove).
+    /// Frees the object's pages in [start, end) and their swap slots
+    /// (vm_object_page_remove with swap_pager_freespace).
     pub fn object_page_remove(&mut self, obj: ObjId, start: u32, end: u32) {
         let victims: Vec<(u32, Pfn)> = self.objects.get(obj).pages.range(start..end).map(|(&p, &f)| (p, f)).collect();
         for (p, f) in victims {
             self.free_object_page(obj, p, f);
+        }
+        self.swap_pager_freespace(obj, start, end);
+    }
+
+    /// Frees the swap slots of the object's offsets in [start, end)
+    /// (swap_pager_freespace).
+    pub fn swap_pager_freespace(&mut self, obj: ObjId, start: u32, end: u32) {
+        let o = self.objects.get_mut(obj);
+        if o.swblk.is_empty() || start >= end {
+            return;
+        }
+        let slots: Vec<u32> = o.swblk.range(start..end).map(|(&p, _)| p).collect();
+        for p in slots {
+            let s = o.swblk.remove(&p).unwrap();
+            self.swap.free(s);
+        }
+    }
+
+    /// Frees the swap slot of page `m`'s offset, if any: the page is being
+    /// modified, so the copy on swap is stale (vm_pager_page_unswapped).
+    pub fn page_unswapped(&mut self, m: Pfn) {
+        let p = self.phys.pages.get(m);
+        let (obj, pindex) = (p.object, p.pindex);
+        if obj != 0 {
+            if let Some(s) = self.objects.get_mut(obj).swblk.remove(&pindex) {
+                self.swap.free(s);
+            }
         }
     }
 
@@ -149,6 +213,8 @@ impl Vm {
             for (p, f) in pages {
                 self.free_object_page(obj, p, f);
             }
+            // swap_pager_dealloc.
+            self.swap_pager_freespace(obj, 0, u32::MAX);
             let dead = self.objects.destroy(obj);
             if let ObjKind::LargePage { base } = dead.kind {
                 for i in 0..dead.size {
@@ -177,8 +243,9 @@ impl Vm {
     }
 
     /// Absorbs backing objects referenced only by `obj` into it
-    /// (vm_object_collapse): their pages move, with their reservations,
-    /// unless `obj` already has a page at that offset.
+    /// (vm_object_collapse): their pages move, with their reservations, and
+    /// their swap slots move too (swap_pager_copy), unless `obj` already
+    /// has a page or a slot of its own at that offset.
     pub fn object_collapse(&mut self, obj: ObjId) {
         loop {
             let o = self.objects.get(obj);
@@ -193,8 +260,25 @@ impl Vm {
             let off = o.backing_offset;
             let size = o.size;
             let bpages: Vec<(u32, Pfn)> = bo.pages.iter().map(|(&p, &f)| (p, f)).collect();
-            for (bp, f) in bpages {
-                let keep = (bp as u64) >= off && (bp as u64 - off) < size && !self.objects.get(obj).pages.contains_key(&((bp as u64 - off) as u32));
+            let bslots: Vec<(u32, u32)> = bo.swblk.iter().map(|(&p, &s)| (p, s)).collect();
+            // Whether the shadow keeps the backing object's page or slot at
+            // `bp`: inside its range and not superseded by its own.
+            let keeps = |vm: &Vm, bp: u32| {
+                let o = vm.objects.get(obj);
+                let np = (bp as u64).wrapping_sub(off);
+                (bp as u64) >= off && np < size && !o.pages.contains_key(&(np as u32)) && !o.swblk.contains_key(&(np as u32))
+            };
+            let keep_page: Vec<bool> = bpages.iter().map(|&(bp, _)| keeps(self, bp)).collect();
+            let keep_slot: Vec<bool> = bslots.iter().map(|&(bp, _)| keeps(self, bp)).collect();
+            for (&(bp, s), keep) in bslots.iter().zip(keep_slot) {
+                self.objects.get_mut(b).swblk.remove(&bp);
+                if keep {
+                    self.objects.get_mut(obj).swblk.insert((bp as u64 - off) as u32, s);
+                } else {
+                    self.swap.free(s);
+                }
+            }
+            for (&(bp, f), keep) in bpages.iter().zip(keep_page) {
                 if keep {
                     let np = (bp as u64 - off) as u32;
                     self.objects.get_mut(b).pages.remove(&bp);
@@ -239,8 +323,48 @@ impl Vm {
         s.int("splab.vm.object_collapses", self.stats.collapses, "Shadow objects collapsed into their shadow");
         s.int("splab.vm.superpage_soft_faults", self.stats.soft_fast_superpage, "Faults that mapped a whole superpage directly");
         s.int("splab.vm.segfaults", self.stats.segfaults, "Faults on unmapped or protected addresses");
+        s.int("splab.reserv.alloc_failures", self.phys.reserv_alloc_failures, "Object page allocations that found no free superpage-sized block for a new reservation (their range cannot be promoted)");
+        self.pageout_sysctls(&mut s);
         self.pmap.sysctls(&mut s);
         s
+    }
+
+    /// The page daemon's, the page queues' and the swap pager's sysctls.
+    fn pageout_sysctls(&self, s: &mut Sysctls) {
+        let t = &self.phys.targets;
+        let q = self.queue_counts();
+        let sw = &self.swap.stats;
+        let pd = &self.pd;
+        s.int("vm.stats.vm.v_active_count", q[pq::ACTIVE as usize], "Active pages");
+        s.int("vm.stats.vm.v_inactive_count", q[pq::INACTIVE as usize], "Inactive pages");
+        s.int("vm.stats.vm.v_laundry_count", q[pq::LAUNDRY as usize] + q[pq::UNSWAPPABLE as usize], "Pages eligible for laundering");
+        s.int("vm.stats.vm.v_free_reserved", t.free_reserved, "Pages reserved for deadlock");
+        s.int("vm.stats.vm.v_free_min", t.free_min, "Minimum low-free-pages threshold");
+        s.int("vm.stats.vm.v_free_severe", t.free_severe, "Severe page depletion point");
+        s.int("vm.stats.vm.v_free_target", t.free_target, "Pages desired free");
+        s.int("vm.stats.vm.v_inactive_target", t.inactive_target, "Desired inactive pages");
+        s.int("vm.stats.vm.v_pageout_free_min", t.pageout_free_min, "Min pages reserved for kernel");
+        s.int("vm.pageout_wakeup_thresh", t.wakeup_thresh, "Free page threshold for waking up the pageout daemon");
+        s.int("vm.stats.vm.v_pdwakeups", self.phys.pageout.wakeups, "Pagedaemon wakeups");
+        s.int("vm.stats.vm.v_pdpages", pd.v_pdpages, "Pages analyzed by pagedaemon");
+        s.int("vm.stats.vm.v_pdshortfalls", pd.v_pdshortfalls, "Page reclamation shortfalls");
+        s.int("vm.stats.vm.v_dfree", pd.v_dfree, "Pages freed by pagedaemon");
+        s.int("vm.stats.vm.v_reactivated", pd.v_reactivated, "Pages reactivated by pagedaemon");
+        s.int("vm.stats.vm.v_swapout", sw.v_swapout, "Swap pager pageouts");
+        s.int("vm.stats.vm.v_swappgsout", sw.v_swappgsout, "Swap pages swapped out");
+        s.int("vm.stats.vm.v_swapin", sw.v_swapin, "Swap pager pageins");
+        s.int("vm.stats.vm.v_swappgsin", sw.v_swappgsin, "Swap pages swapped in");
+        s.int("vm.stats.vm.v_vnodeout", pd.v_vnodeout, "Vnode pager pageouts");
+        s.int("vm.stats.vm.v_vnodepgsout", pd.v_vnodepgsout, "Vnode pages paged out");
+        s.int("vm.stats.vm.v_vnodein", self.stats.v_vnodein, "Vnode pager pageins");
+        s.int("vm.stats.vm.v_vnodepgsin", self.stats.v_vnodepgsin, "Vnode pages paged in");
+        s.int("vm.swap_total", self.swap.nslots() as u64 * 4096, "Total amount of available swap storage");
+        s.int("splab.vm.swap_used", self.swap.used() as u64 * 4096, "Swap storage in use, in bytes");
+        s.int("splab.vm.swap_full", sw.full, "Page-outs refused because swap was full");
+        s.int("splab.vm.pageout.passes", pd.passes, "Page daemon passes");
+        s.int("splab.vm.pageout.deactivated", pd.deactivated, "Pages moved off the active queue by the page daemon");
+        s.int("splab.vm.pageout.superpages_freed", pd.superpages_freed, "Clean superpages freed whole by the page daemon, without demotion");
+        s.int("splab.vm.oom_kills", self.oom_kills.len() as u64, "Processes killed because memory and swap were exhausted");
     }
 
     /// Checks the invariants of every layer; used by debug builds and by
@@ -260,12 +384,34 @@ impl Vm {
             if o.flags & oflags::COLORED == 0 {
                 return Err(format!("object {id} not coloured"));
             }
+            if !o.swblk.is_empty() && !o.is_anon() {
+                return Err(format!("object {id} is not anonymous but has swap slots"));
+            }
         }
+        // Every managed object page is on exactly one page queue.
+        let mut queued = 0u64;
+        for (id, o) in self.objects.iter() {
+            for (&p, &f) in &o.pages {
+                let m = self.phys.pages.get(f);
+                if m.pageable() {
+                    if m.queue() == pq::NONE {
+                        return Err(format!("object {id} page {p} ({f:?}) is on no page queue"));
+                    }
+                    queued += 1;
+                }
+            }
+        }
+        let on_queues: u64 = self.queue_counts().iter().sum();
+        if on_queues != queued {
+            return Err(format!("{on_queues} pages on the page queues but {queued} managed object pages"));
+        }
+        let mut slots: Vec<u32> = self.objects.iter().flat_map(|(_, o)| o.swblk.values().copied()).collect();
+        self.swap.check(&mut slots)?;
         let (pmap, env) = self.pmap_env();
         pmap.check(&env)
     }
 
     pub fn host_bytes(&self) -> u64 {
-        self.phys.host_bytes() + self.mem.host_bytes() + self.pmap.host_bytes()
+        self.phys.host_bytes() + self.mem.host_bytes() + self.pmap.host_bytes() + self.swap.host_bytes()
     }
 }

@@ -4,8 +4,10 @@
 //! allocator, vm_phys.c), `reserv` (superpage reservations, vm_reserv.c),
 //! `physalloc` (vm_page_alloc and friends), `page` (the page array),
 //! `object` (vm_object.c), `map` (vm_map.c and the memory syscalls),
-//! `fault` (vm_fault.c), and `pmap` (the interface every architecture's
-//! page-table code implements). Nothing here knows a descriptor bit.
+//! `fault` (vm_fault.c), `pageout` (the page daemon, vm_pageout.c),
+//! `swap` (the swap device and pager, swap_pager.c), and `pmap` (the
+//! interface every architecture's page-table code implements). Nothing
+//! here knows a descriptor bit.
 
 pub mod bittree;
 pub mod fault;
@@ -13,13 +15,16 @@ pub mod kernel;
 pub mod map;
 pub mod object;
 pub mod page;
+pub mod pageout;
 pub mod phys;
 pub mod physalloc;
 pub mod pmap;
 pub mod reserv;
+pub mod swap;
 pub mod sysctl;
 
 pub use fault::FaultError;
 pub use kernel::{Pid, Vm};
+pub use pageout::OomKill;
 pub use map::{Backing, Errno, MmapReq};
 pub use pmap::{prot, Advice, Pmap, PmapEnv, PmapId, Prot};

@@ -424,9 +424,14 @@ impl Vm {
     }
 
     /// madvise(2) with MADV_DONTNEED or MADV_FREE (vm_map_madvise), with
-    /// FreeBSD's meaning: DONTNEED lowers the pages' priority; FREE lets the
-    /// system discard private anonymous pages' contents until the next write.
-    /// Neither changes what a read returns unless the page daemon acts.
+    /// FreeBSD's meaning: both lower the pages' priority (clean pages to the
+    /// head of the inactive queue, dirty ones to the laundry:
+    /// vm_page_advise); FREE also lets the system discard the contents of
+    /// private anonymous pages mapped once and not shadowing another object
+    /// (their dirty state is dropped and their swap slots freed), so that
+    /// until the next write a read returns either the old contents or zero,
+    /// depending on whether the page daemon reclaimed the page. Elsewhere
+    /// FREE acts as DONTNEED, so no modification can be lost.
     pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
         self.ev.syscalls += 1;
         let p = self.proc(pid).ok_or(Errno::ESRCH)?;
@@ -438,26 +443,47 @@ impl Vm {
         for k in p.map.range_keys(s, e) {
             let ent = self.proc(pid).unwrap().map.entries[&k].clone();
             let (us, ue) = (ent.start.max(s), ent.end.min(e));
+            // vm_object_madvise: MADV_FREE only for private anonymous memory
+            // mapped once, with no backing object whose contents a discarded
+            // page would otherwise reveal again.
+            let free_ok = ent.object != 0 && {
+                let o = self.objects.get(ent.object);
+                o.is_anon() && o.flags & oflags::ONEMAPPING != 0 && o.backing == 0
+            };
+            let adv = if advice == Advice::Free && !free_ok { Advice::DontNeed } else { advice };
             {
                 let (pmap, mut env) = self.pmap_env();
-                pmap.advise(&mut env, pm, VirtAddr(us), VirtAddr(ue), advice);
+                pmap.advise(&mut env, pm, VirtAddr(us), VirtAddr(ue), adv);
             }
             if ent.object == 0 {
                 continue;
             }
-            // vm_object_madvise: MADV_FREE only for private anonymous memory
-            // mapped once; its pages become clean and eligible for reuse.
-            let o = self.objects.get(ent.object);
             let lo = ent.pindex(us) as u32;
             let hi = ent.pindex(ue) as u32;
-            let frames: Vec<Pfn> = o.pages.range(lo..hi).map(|(_, &f)| f).collect();
-            let free_ok = o.is_anon() && o.flags & oflags::ONEMAPPING != 0 && o.backing == 0;
+            let frames: Vec<Pfn> = self.objects.get(ent.object).pages.range(lo..hi).map(|(_, &f)| f).collect();
             for f in frames {
                 let m = self.phys.pages.get_mut(f);
                 m.flags &= !pflags::REFERENCED;
-                if advice == Advice::Free && free_ok {
+                if adv == Advice::Free {
                     m.flags &= !pflags::DIRTY;
+                } else if !m.has(pflags::DIRTY) {
+                    let (pmap, env) = self.pmap_env();
+                    if pmap.is_modified(&env, f) {
+                        self.phys.pages.get_mut(f).flags |= pflags::DIRTY;
+                    }
                 }
+                // vm_page_advise: clean pages are the first to be reused,
+                // dirty ones wait in the laundry.
+                if self.phys.pages.get(f).pageable() {
+                    if !self.phys.pages.get(f).has(pflags::DIRTY) {
+                        self.phys.enqueue(f, crate::page::pq::INACTIVE, true);
+                    } else if !matches!(self.phys.pages.get(f).queue(), crate::page::pq::LAUNDRY | crate::page::pq::UNSWAPPABLE) {
+                        self.phys.enqueue(f, crate::page::pq::LAUNDRY, false);
+                    }
+                }
+            }
+            if adv == Advice::Free {
+                self.swap_pager_freespace(ent.object, lo, hi);
             }
         }
         Ok(())
@@ -473,6 +499,12 @@ impl Vm {
         let ppm = parent.pmap;
         let keys: Vec<u64> = parent.map.entries.keys().copied().collect();
         let child = self.spawn()?;
+        if self.proc(pid).is_none() {
+            // Waiting for memory for the child's page tables, the parent
+            // was chosen as the process to kill.
+            self.exit(child)?;
+            return Err(Errno::ESRCH);
+        }
         for k in keys {
             let e = self.proc(pid).unwrap().map.entries[&k].clone();
             match e.inherit {
@@ -539,14 +571,13 @@ impl Vm {
             *self.phys.pages.get_mut(f) = crate::page::VmPage {
                 object: obj,
                 pindex: i,
-                md: crate::page::NIL,
-                ref_count: 0,
                 flags: pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE,
+                ..crate::page::VmPage::FREE
             };
             self.mem.zero_frame(f);
             self.objects.get_mut(obj).pages.insert(i, f);
         }
-        self.files.push(crate::kernel::File { size, object: obj });
+        self.files.push(crate::kernel::File { size, object: obj, written: Default::default() });
         Ok(id)
     }
 }

@@ -13,6 +13,12 @@
 //! - `color` aligns the object with physical superpages: offset p lands at
 //!   position (p + color) % 512 within its reservation, which is also the
 //!   virtual position of the page within its 2 MB range.
+//! - `swblk` (anonymous objects only) maps offsets to swap slots holding
+//!   the page's contents as last written out (the swap pager's swblk
+//!   trie). A resident page takes precedence over its slot; a resident page
+//!   that is clean and has a slot relies on it (it may be freed and read
+//!   back), so a slot is only dropped when the page is dirtied by a write
+//!   fault, rewritten, or freed for good.
 
 use crate::page::ObjId;
 use crate::physalloc::ObjInfo;
@@ -49,6 +55,8 @@ pub struct VmObject {
     pub backing_offset: u64,
     pub shadows: Vec<ObjId>,
     pub pages: BTreeMap<u32, Pfn>,
+    /// Swap slots of paged-out pages, by offset (anonymous objects).
+    pub swblk: BTreeMap<u32, u32>,
     pub color: u32,
     pub flags: u8,
 }
@@ -95,6 +103,7 @@ impl Objects {
             backing_offset: 0,
             shadows: Vec::new(),
             pages: BTreeMap::new(),
+            swblk: BTreeMap::new(),
             color: color % MAX_RESERV_NPAGES,
             flags,
         };

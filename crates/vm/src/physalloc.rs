@@ -3,14 +3,85 @@
 //! then the buddy allocator, then breaking the least recently changed
 //! partially populated reservation when the buddy allocator is dry.
 //!
+//! The allocator also keeps the page queues and wakes the page daemon
+//! (vm_domain_allocate): "free" here is what FreeBSD counts as free, the
+//! buddy allocator's free pages plus the unpopulated pages of partially
+//! populated reservations (breaking a reservation turns the second kind
+//! into the first). An allocation that leaves fewer free pages than the
+//! wake-up threshold asks for the daemon; an object page is refused when
+//! only the reserve (v_free_reserved) is left, so that the page-table
+//! pages a fault needs to map its page can still be had.
+//!
 //! Invariant: a frame is exactly one of: free in the buddy allocator; an
 //! unpopulated page of a reservation; in use (`pflags::INUSE`).
 
-use crate::page::{pflags, ObjId, PageArray, VmPage, NIL};
+use crate::page::{pflags, pq, ObjId, PageArray, PageQueues, VmPage, NIL};
 use crate::phys::{VmPhys, VM_LEVEL_0_ORDER};
 use crate::reserv::Reservations;
 use splab_hw::Pfn;
 use std::collections::BTreeSet;
+
+/// The page daemon's free-page targets, in pages, scaled to the size of
+/// memory as vm_pageout_init_domain does.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct PageoutTargets {
+    /// v_free_reserved: allocations of object pages fail below this.
+    pub free_reserved: u64,
+    /// v_free_min: below this the machine is short of memory.
+    pub free_min: u64,
+    /// v_free_severe.
+    pub free_severe: u64,
+    /// v_free_target: what the daemon frees up to.
+    pub free_target: u64,
+    /// v_inactive_target: inactive pages the daemon keeps ready.
+    pub inactive_target: u64,
+    /// vm.pageout_wakeup_thresh: an allocation leaving fewer free pages
+    /// wakes the daemon (90% of the free target).
+    pub wakeup_thresh: u64,
+    /// v_pageout_free_min.
+    pub pageout_free_min: u64,
+    /// vm_pageout_page_count: most pages laundered in one cluster.
+    pub pageout_page_count: u64,
+}
+
+impl PageoutTargets {
+    /// FreeBSD's formulas for a domain of `npages` pages.
+    pub fn for_pages(npages: u64) -> PageoutTargets {
+        let pageout_page_count = if npages < 2000 { 8 } else { 32 };
+        let interrupt_free_min = 2;
+        // 2 * MAXBSIZE / PAGE_SIZE with MAXBSIZE = 64 KB.
+        let pageout_free_min = 2 * 65536 / 4096 + interrupt_free_min;
+        let mut free_min = if npages > 1024 { 4 + (npages - 1024) / 200 } else { 4 };
+        let free_reserved = pageout_page_count + pageout_free_min + npages / 768;
+        let mut free_severe = free_min / 2;
+        let free_target = 4 * free_min + free_reserved;
+        free_min += free_reserved;
+        free_severe += free_reserved;
+        let inactive_target = ((3 * free_target) / 2).min(npages / 3);
+        PageoutTargets {
+            free_reserved,
+            free_min,
+            free_severe,
+            free_target,
+            inactive_target,
+            wakeup_thresh: (free_target / 10) * 9,
+            pageout_free_min,
+            pageout_page_count,
+        }
+    }
+}
+
+/// The allocator's side of the page daemon: whether it has been asked to
+/// run, and how many object-page allocations failed since it last ran.
+#[derive(Clone, Debug, Default)]
+pub struct PageoutRequest {
+    /// vmd_pageout_wanted.
+    pub wanted: bool,
+    /// vmd_pageout_deficit: pages asked for by allocations that failed.
+    pub deficit: u64,
+    /// v_pdwakeups: times the daemon was woken.
+    pub wakeups: u64,
+}
 
 /// What the allocator needs to know about the object a page is for.
 #[derive(Clone, Copy, Debug)]
@@ -35,6 +106,14 @@ pub struct Phys {
     rvq: BTreeSet<(ObjId, u32, u32)>,
     /// Frames taken at start-up to model a fragmented machine.
     pub pinned: Vec<Pfn>,
+    /// The page queues (active, inactive, laundry, unswappable).
+    pub queues: PageQueues,
+    pub targets: PageoutTargets,
+    pub pageout: PageoutRequest,
+    /// Object page allocations that would have made a new reservation but
+    /// found no free superpage-sized block: their range cannot be promoted
+    /// for lack of contiguity (splab.reserv.alloc_failures).
+    pub reserv_alloc_failures: u64,
 }
 
 impl Phys {
@@ -52,6 +131,65 @@ impl Phys {
             reserv: Reservations::new(npages, order, true),
             rvq: BTreeSet::new(),
             pinned: Vec::new(),
+            queues: PageQueues::default(),
+            targets: PageoutTargets::for_pages(npages),
+            pageout: PageoutRequest::default(),
+            reserv_alloc_failures: 0,
+        }
+    }
+
+    /// Free pages as FreeBSD counts them (vmd_free_count): free in the
+    /// buddy allocator or unpopulated in a partially populated reservation.
+    pub fn free_count(&self) -> u64 {
+        self.buddy.free_count() + self.reserv.partpop_unused()
+    }
+
+    /// Asks the page daemon to run (pagedaemon_wakeup).
+    pub fn pagedaemon_wakeup(&mut self) {
+        if !self.pageout.wanted {
+            self.pageout.wanted = true;
+            self.pageout.wakeups += 1;
+        }
+    }
+
+    /// After an allocation: wake the daemon if free pages fell below the
+    /// threshold (vm_paging_needed).
+    fn after_alloc(&mut self) {
+        if self.free_count() < self.targets.wakeup_thresh {
+            self.pagedaemon_wakeup();
+        }
+    }
+
+    /// Puts a page on a queue's tail (or head), taking it off its old one.
+    pub fn enqueue(&mut self, m: Pfn, q: u8, at_head: bool) {
+        debug_assert!(self.pages.get(m).pageable(), "queueing unmanaged page {m:?}");
+        self.queues.requeue(&mut self.pages, m, q, at_head);
+    }
+
+    /// Takes a page off its queue.
+    pub fn dequeue(&mut self, m: Pfn) {
+        self.queues.remove(&mut self.pages, m);
+    }
+
+    /// Moves a page to the tail of the inactive queue (vm_page_deactivate).
+    pub fn deactivate(&mut self, m: Pfn) {
+        if self.pages.get(m).pageable() && self.pages.get(m).queue() != pq::INACTIVE {
+            self.enqueue(m, pq::INACTIVE, false);
+        }
+    }
+
+    /// Marks a page recently used (vm_page_activate): onto the active
+    /// queue if it is not there, with at least the initial activity count.
+    pub fn activate(&mut self, m: Pfn) {
+        if !self.pages.get(m).pageable() {
+            return;
+        }
+        if self.pages.get(m).queue() != pq::ACTIVE {
+            self.enqueue(m, pq::ACTIVE, false);
+        }
+        let p = self.pages.get_mut(m);
+        if p.act_count() < crate::pageout::ACT_INIT {
+            p.set_act_count(crate::pageout::ACT_INIT);
         }
     }
 
@@ -69,8 +207,9 @@ impl Phys {
     /// survives: the page that completes a reservation may be its first.
     fn mark_inuse(&mut self, pfn: Pfn, object: ObjId, pindex: u32) {
         let m = self.pages.get_mut(pfn);
+        debug_assert_eq!(m.queue(), pq::NONE, "allocating a queued page");
         let keep = m.flags & pflags::PSIND1;
-        *m = VmPage { object, pindex, md: NIL, ref_count: 0, flags: pflags::INUSE | keep };
+        *m = VmPage { object, pindex, flags: pflags::INUSE | keep, ..VmPage::FREE };
     }
 
     /// The object's reservation covering `pindex`, if any (the lookup
@@ -116,7 +255,10 @@ impl Phys {
         if self.reserv_overlaps(o.id, first) {
             return None;
         }
-        let base = self.buddy.alloc(self.reserv.order() as usize)?;
+        let Some(base) = self.buddy.alloc(self.reserv.order() as usize) else {
+            self.reserv_alloc_failures += 1;
+            return None;
+        };
         let i = self.reserv.create(base, o.id, first);
         self.rvq.insert((o.id, first, i));
         Some(self.reserv.populate(i, off, &mut self.pages))
@@ -145,21 +287,41 @@ impl Phys {
     }
 
     /// Allocates a page for an object (vm_page_alloc). The page's contents
-    /// are not initialised; the caller zeroes or fills it.
+    /// are not initialised; the caller zeroes or fills it. Fails, and wakes
+    /// the page daemon, when only the reserve is left (vm_domain_allocate
+    /// with VM_ALLOC_NORMAL) or memory is exhausted.
     pub fn alloc_page(&mut self, o: &ObjInfo, pindex: u32) -> Option<Pfn> {
+        if self.free_count() <= self.targets.free_reserved {
+            return self.alloc_failed();
+        }
         let pfn = match self.reserv_alloc_page(o, pindex) {
             Some(p) => p,
-            None => self.alloc_base_page()?,
+            None => match self.alloc_base_page() {
+                Some(p) => p,
+                None => return self.alloc_failed(),
+            },
         };
         self.mark_inuse(pfn, o.id, pindex);
+        self.after_alloc();
         Some(pfn)
     }
 
+    /// Notes a failed allocation: the daemon is woken and told of the
+    /// deficit (vm_domain_alloc_fail).
+    fn alloc_failed(&mut self) -> Option<Pfn> {
+        self.pageout.deficit += 1;
+        self.pagedaemon_wakeup();
+        None
+    }
+
     /// Allocates a page that belongs to no object, such as a page-table page
-    /// (vm_page_alloc_noobj).
+    /// (vm_page_alloc_noobj). These may use the reserve (as FreeBSD's
+    /// VM_ALLOC_SYSTEM class may), so that a fault that got its page can
+    /// also get the page-table pages to map it.
     pub fn alloc_noobj(&mut self) -> Option<Pfn> {
-        let pfn = self.alloc_base_page()?;
+        let Some(pfn) = self.alloc_base_page() else { return self.alloc_failed() };
         self.mark_inuse(pfn, 0, 0);
+        self.after_alloc();
         Some(pfn)
     }
 
@@ -168,6 +330,7 @@ impl Phys {
     pub fn free_page(&mut self, pfn: Pfn) {
         debug_assert!(self.pages.get(pfn).has(pflags::INUSE), "freeing free page {pfn:?}");
         debug_assert!(self.pages.get(pfn).md == NIL, "freeing mapped page {pfn:?}");
+        self.dequeue(pfn);
         *self.pages.get_mut(pfn) = VmPage::FREE;
         if let Some(i) = self.reserv.of_page(pfn) {
             let r = self.reserv.get(i);
@@ -220,6 +383,7 @@ impl Phys {
 
     pub fn check(&self) -> Result<(), String> {
         self.buddy.check()?;
+        self.queues.check(&self.pages)?;
         self.reserv.check(&self.pages, &self.buddy)?;
         for &(obj, p, i) in &self.rvq {
             let r = self.reserv.get(i);

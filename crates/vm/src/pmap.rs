@@ -81,6 +81,16 @@ pub struct KernelEvents {
     pub demotions: u64,
     pub syscalls: u64,
     pub context_switches: u64,
+    /// Pages the page daemon examined (queue scans, reference and dirty
+    /// tests).
+    pub pd_scanned: u64,
+    /// Pages written to swap (the laundry's CPU work; the write itself is
+    /// asynchronous, as in FreeBSD).
+    pub swap_outs: u64,
+    /// Pages read from swap by a fault, which waits for the read.
+    pub swap_ins: u64,
+    /// File pages written back to their file.
+    pub vnode_outs: u64,
 }
 
 /// What the pmap may touch outside itself: physical pages and their
@@ -154,8 +164,54 @@ pub trait Pmap: Send {
     fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn);
     /// Applies madvise advice to the mappings in range (pmap_advise).
     fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice);
-    /// Whether any mapping of `m` is modified (pmap_is_modified).
+    /// Whether any mapping of `m` is modified (pmap_is_modified): a
+    /// writable mapping with its dirty bit set, 4 KB or a superpage
+    /// mapping whose frame holds `m`. No side effects.
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool;
+    /// Whether any mapping of `m` (4 KB, or a superpage mapping whose
+    /// frame holds `m`) has its referenced (accessed) bit set
+    /// (pmap_is_referenced). No side effects.
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool;
+    /// Counts and clears the referenced bits of `m`'s mappings
+    /// (pmap_ts_referenced), for the page daemon. Returns the number of
+    /// mappings found referenced, stopping at 5 (PMAP_TS_REFERENCED_MAX);
+    /// 0 only if no mapping of `m` is referenced.
+    ///
+    /// A referenced superpage mapping counts as a reference to every base
+    /// page in it. Its one bit is shared by all of them, so it is cleared
+    /// only when `m` is the base page selected by a hash of the physical
+    /// page number, the virtual superpage number and the address space
+    /// (FreeBSD's choice), and left set for the others; where clearing is
+    /// not possible without demotion, the superpage is demoted and `m`'s
+    /// base mapping removed instead. Cleared bits are invalidated in the
+    /// TLBs of every CPU running the address space. As a side effect, a
+    /// mapping found writable and modified marks `m` dirty
+    /// (`pflags::DIRTY`).
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32;
+    /// Clears the modified state of `m`'s mappings (pmap_clear_modify), so
+    /// that the next write to `m` through any of them is seen again (by
+    /// `is_modified` or by a fault). Base-page mappings that are writable
+    /// and modified lose their dirty bit (TLBs invalidated). A writable
+    /// superpage mapping holding `m` is demoted first (its dirty bit is
+    /// shared by all its base pages), and `m`'s new base mapping is made
+    /// read-only and clean while the other base pages keep their state,
+    /// so that a later write faults and may repromote; `m` is marked dirty
+    /// in that case, as FreeBSD does, for the caller to clean. If the
+    /// demotion cannot get a page-table page, the superpage mapping is
+    /// removed and its dirty state moves to all its base pages. The
+    /// caller clears `pflags::DIRTY` afterwards.
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn);
+    /// Removes every mapping of every page of the aligned, physically
+    /// contiguous run of the size a reservation covers
+    /// (`pagesizes()[reserv_psind()]`) that holds `m`: superpage mappings
+    /// of that size are removed whole, without demotion, and smaller
+    /// mappings of each of its pages one by one.
+    /// Referenced and modified state moves to the pages' flags as with
+    /// `remove_all`. The page daemon uses it to drop a clean superpage
+    /// whole (splab's; FreeBSD demotes through pmap_remove_all instead).
+    /// Architectures without superpages may fall back to `remove_all` on
+    /// each page of the run.
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn);
     /// Whether any mapping of `m` exists.
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool;
     /// Tries to resolve a page fault at `va` for `access` without the

@@ -329,6 +329,13 @@ impl Reservations {
         }
     }
 
+    /// Unpopulated pages of partially populated reservations: free as far
+    /// as the page daemon is concerned (they count in vmd_free_count), and
+    /// returned to the buddy allocator by breaking the reservation.
+    pub fn partpop_unused(&self) -> u64 {
+        self.partpop_unused_pages
+    }
+
     /// vm.reserv.fullpop: current number of fully populated reservations.
     pub fn fullpop(&self) -> u64 {
         self.fullpop

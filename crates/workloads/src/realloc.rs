@@ -79,6 +79,14 @@ impl Workload for Realloc {
                     touched = (va - cur) & !4095;
                     break Stop::Fault(va);
                 }
+                // When memory (and swap, if any) runs out, the OOM killer
+                // kills this process, the largest: out of memory too. Its
+                // pages then (resident and on swap) are the ones written.
+                Err(FaultError::Killed(_)) => {
+                    let pages = sys.vm.oom_kills.iter().rev().find(|k| k.pid == pid).map_or(0, |k| k.size_pages);
+                    touched = (pages * 4096).clamp(size, grow_to);
+                    break Stop::Fault(cur + touched);
+                }
                 Err(e) => return Err(format!("realloc: touching the allocation: {e}")),
             }
             size = grow_to;
@@ -112,6 +120,12 @@ impl Workload for Realloc {
             match copy(sys, &mut b) {
                 Ok(()) => {}
                 Err(FaultError::NoMemory(va)) => break Stop::Copy(va - new),
+                // Killed by the OOM killer: its pages beyond the old
+                // allocation's are the part copied.
+                Err(FaultError::Killed(_)) => {
+                    let pages = sys.vm.oom_kills.iter().rev().find(|k| k.pid == pid).map_or(0, |k| k.size_pages);
+                    break Stop::Copy((pages * 4096).saturating_sub(size).min(size));
+                }
                 Err(e) => return Err(fault("realloc: copying")(e)),
             }
             unmap(sys, pid, cur, size, "the old allocation")?;
@@ -120,7 +134,10 @@ impl Workload for Realloc {
             copied += size;
         };
         let secs = since(sys, cpu, t0);
-        exit(sys, pid)?;
+        // A process the OOM killer took is already gone.
+        if sys.vm.proc(pid).is_some() {
+            exit(sys, pid)?;
+        }
         let rate = mib(touched) / secs;
         let mut r = String::new();
         let _ = writeln!(r, "realloc: one allocation from {}, doubling, written page by page (simulated)", size_text(self.start));

@@ -36,6 +36,11 @@ pub enum Act {
     /// An access every `stride` bytes over [off, off + len) of a region;
     /// `len` None means to the region's end.
     Seq { slot: usize, off: u64, len: Option<u64>, stride: u64, store: bool },
+    /// A load every `stride` bytes over a whole region, each of which must
+    /// read `expect` when memory contents are kept (what the sweeps of
+    /// `Seq` with `store` leave: the value 1); a different value is an
+    /// error naming the address.
+    Check { slot: usize, stride: u64, expect: u64 },
     /// `count` accesses to random words of the first `within` bytes of a
     /// region (None: all of it); `stores` of every 256 are stores.
     Random { slot: usize, count: u64, stores: u8, within: Option<u64> },
@@ -55,6 +60,7 @@ impl Act {
     pub fn refs(&self, region_len: impl Fn(usize) -> u64) -> u64 {
         match self {
             Act::Seq { slot, off, len, stride, .. } => len.unwrap_or_else(|| region_len(*slot).saturating_sub(*off)).div_ceil(*stride),
+            Act::Check { slot, stride, .. } => region_len(*slot).div_ceil(*stride),
             Act::Random { count, .. } | Act::Hot { count, .. } => *count,
             _ => 0,
         }
@@ -127,6 +133,22 @@ impl Script {
                     let op = if *store { Op::Store(1) } else { Op::Load };
                     for k in self.pos..self.pos + n {
                         b.push(sys, r.va + off + k * stride, op).map_err(fault("script sweep"))?;
+                    }
+                    (n, self.pos + n == total)
+                }
+                Act::Check { slot, stride, expect } => {
+                    let r = self.slot(*slot)?;
+                    let total = r.len.div_ceil(*stride);
+                    let n = (total - self.pos).min(room);
+                    // One at a time: the value read is needed.
+                    b.flush(sys).map_err(fault("script access"))?;
+                    let check = sys.vm.mem.tracks_data();
+                    for k in self.pos..self.pos + n {
+                        let va = r.va + k * stride;
+                        let v = sys.load(cpu, va).map_err(fault("script check"))?;
+                        if check && v != *expect {
+                            return Err(format!("process {pid}: {va:#x} reads {v:#x}, not the {expect:#x} written there"));
+                        }
                     }
                     (n, self.pos + n == total)
                 }

@@ -23,6 +23,9 @@ pub struct Stress {
     pub vm: Option<usize>,
     pub vm_bytes: u64,
     pub loops: u64,
+    /// Read every written byte back and check it before freeing, as
+    /// stress's vm workers do (errors need content tracking to be seen).
+    pub verify: bool,
     pub quanta: Quanta,
 }
 
@@ -46,16 +49,20 @@ impl Stress {
         if !(1..=1_000_000).contains(&loops) {
             return Err(format!("--loops {loops} is out of range (1 to 1000000)"));
         }
-        Ok(Stress { vm, vm_bytes, loops, quanta: Quanta::default() })
+        Ok(Stress { vm, vm_bytes, loops, verify: false, quanta: Quanta::default() })
     }
 }
 
-/// A worker: `loops` rounds of mmap, touch every page, munmap.
-fn worker(bytes: u64, loops: u64) -> Vec<Act> {
+/// A worker: `loops` rounds of mmap, touch every page, (with `verify`)
+/// read every page back and check it, munmap.
+fn worker(bytes: u64, loops: u64, verify: bool) -> Vec<Act> {
     let mut a = Vec::new();
     for _ in 0..loops {
         a.push(Act::Map { slot: 0, req: MmapReq::anon(bytes, prot::RW), what: "a stress allocation" });
         a.push(Act::sweep(0, PAGE, true));
+        if verify {
+            a.push(Act::Check { slot: 0, stride: PAGE, expect: 1 });
+        }
         a.push(Act::Unmap { slot: 0 });
     }
     a
@@ -68,18 +75,19 @@ impl Workload for Stress {
     }
 
     fn estimated_refs(&self) -> u64 {
-        self.vm.unwrap_or(4) as u64 * self.loops * self.vm_bytes.div_ceil(PAGE)
+        let passes = if self.verify { 2 } else { 1 };
+        self.vm.unwrap_or(4) as u64 * self.loops * self.vm_bytes.div_ceil(PAGE) * passes
     }
 
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
         let ncpus = sys.ncpus();
         let n = self.vm.unwrap_or(ncpus);
         let parent = spawn_on(sys, 0)?;
-        let (bytes, loops) = (self.vm_bytes, self.loops);
+        let (bytes, loops, verify) = (self.vm_bytes, self.loops, self.verify);
         let jobs: Vec<Job> = (0..n)
             .map(|_| {
                 Job::Fork(Box::new(move |pid: Pid, running: Rc<Cell<usize>>| {
-                    let task = ScriptTask { pid, script: Script::new(worker(bytes, loops), Vec::new(), pid as u64), end: End::Exit, running: Some(running) };
+                    let task = ScriptTask { pid, script: Script::new(worker(bytes, loops, verify), Vec::new(), pid as u64), end: End::Exit, running: Some(running) };
                     vec![Spawn { cpu: None, task: Box::new(task) }]
                 }))
             })
@@ -93,7 +101,8 @@ impl Workload for Stress {
         let ev = &sys.vm.ev;
         let mut r = String::new();
         let _ = writeln!(r, "stress: info: [{parent}] dispatching hogs: 0 cpu, 0 io, {n} vm, 0 hdd");
-        let _ = writeln!(r, "# each vm worker: {loops} x (mmap {}, write every page, munmap), on {ncpus} CPUs", size_text(bytes));
+        let check = if verify { ", read it back and check it" } else { "" };
+        let _ = writeln!(r, "# each vm worker: {loops} x (mmap {}, write every page{check}, munmap), on {ncpus} CPUs", size_text(bytes));
         let _ = writeln!(r, "{:>4}  {:>14}", "CPU", "busy (s, sim)");
         for (c, &cyc) in ph.busy_cycles.iter().enumerate() {
             let _ = writeln!(r, "{c:>4}  {:>14.6}", sys.cycles_to_seconds(cyc));
@@ -107,6 +116,9 @@ impl Workload for Stress {
             ev.zero_fills - ev0.zero_fills,
             ph.switches
         );
+        if ev.swap_outs > ev0.swap_outs || ev.swap_ins > ev0.swap_ins {
+            let _ = writeln!(r, "# paging: {} pages to swap, {} pages from swap", ev.swap_outs - ev0.swap_outs, ev.swap_ins - ev0.swap_ins);
+        }
         let _ = writeln!(r, "stress: info: [{parent}] successful run completed in {secs:.4}s (simulated)");
         Ok(WorkloadResult {
             figure: Figure { name: "completion time (s)".into(), value: secs, unit: "s".into(), higher_is_better: false },

@@ -1,6 +1,7 @@
 //! The amd64 pmap: 4-level page tables in modelled physical memory, in the
 //! x86-64 descriptor format, with transparent 2 MB superpages (promotion,
-//! direct 2 MB mappings, demotion, whole-superpage removal) and explicit
+//! direct 2 MB mappings, demotion, whole-superpage removal, the reference
+//! and modify bits the page daemon reads and clears) and explicit
 //! 1 GB pages for large-page shared memory. Follows the design of FreeBSD's
 //! sys/amd64/amd64/pmap.c; function names in comments refer to it.
 //!
@@ -21,6 +22,7 @@ mod check;
 mod demote;
 mod enter;
 mod promote;
+mod refmod;
 mod remove;
 
 use crate::ptpage::{self, Stash};
@@ -385,8 +387,23 @@ impl Pmap for PmapAmd64 {
     }
 
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        let rw_d = PteFlags::RW | PteFlags::D;
-        self.pv.all(env, m).into_iter().any(|(pm, va)| self.find_leaf(env.mem, pm, va).is_some_and(|(e, _, _)| e.has(rw_d)))
+        self.is_modified_impl(env, m)
+    }
+
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.is_referenced_impl(env, m)
+    }
+
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+        self.ts_referenced_impl(env, m)
+    }
+
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.clear_modify_impl(env, m)
+    }
+
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_all_superpage_impl(env, m)
     }
 
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {

@@ -137,7 +137,7 @@ impl PmapAmd64 {
         any
     }
 
-    fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
+    pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
         for p in free {
             ptpage::free(env, p);
         }

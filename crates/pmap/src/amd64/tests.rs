@@ -18,6 +18,17 @@ fn enter_all(r: &mut Rig<PmapAmd64>, pm: PmapId, pages: &[Pfn], flags: impl Fn(u
     r.enter_all(pm, VA, pages, flags)
 }
 
+/// A 2 MB run mapped at VA in a new address space and promoted, every page
+/// entered with the given access.
+fn promoted(r: &mut Rig<PmapAmd64>, access: Prot) -> (Vec<Pfn>, PmapId) {
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    let pm = p.pinit(&mut env).unwrap();
+    enter_all(r, pm, &pages, |_| EnterFlags { access, ..Default::default() });
+    assert_eq!(r.stat("vm.pmap.pde.promotions"), 1);
+    (pages, pm)
+}
+
 #[test]
 fn full_dirty_run_promotes_with_one_pv_entry() {
     let mut r = rig(4096);
@@ -192,5 +203,74 @@ fn entering_under_an_unaccessed_superpage_that_was_alone_in_its_directory() {
     p.enter(&mut env, pm, VirtAddr(VA + 4096), pages[1], prot::RW, rw_access()).unwrap();
     assert_eq!(r.stat("splab.pmap.pde.demotion_aborts"), 1);
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).map(|m| m.pa), Some(pages[1].addr()));
+    r.check();
+}
+
+/// pmap_clear_modify on one page of a dirty 2 MB mapping: the superpage is
+/// demoted, that page's mapping becomes read-only and clean (its next
+/// write must fault), the other 511 keep write access and their dirty
+/// state.
+#[test]
+fn clear_modify_demotes_a_dirty_superpage_and_write_protects_the_page() {
+    let mut r = rig(4096);
+    let (pages, pm) = promoted(&mut r, prot::RW);
+    let (p, env) = r.env();
+    assert!(p.is_modified(&env, pages[5]) && p.is_modified(&env, pages[6]));
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[5]);
+    assert_eq!(r.stat("vm.pmap.pde.demotions"), 1);
+    let m5 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096)).unwrap();
+    let m6 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 6 * 4096)).unwrap();
+    assert_eq!((m5.shift, m5.prot & prot::WRITE, m5.dirty), (12, 0, false));
+    assert_eq!((m6.shift, m6.prot & prot::WRITE, m6.dirty), (12, prot::WRITE, true));
+    let (p, env) = r.env();
+    assert!(!p.is_modified(&env, pages[5]), "page 5 is clean in every mapping");
+    assert!(p.is_modified(&env, pages[6]), "page 6 is still dirty");
+    // A 4 KB mapping keeps write access and only loses its dirty bit.
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[6]);
+    let m6 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 6 * 4096)).unwrap();
+    assert_eq!((m6.prot & prot::WRITE, m6.dirty), (prot::WRITE, false));
+    assert_eq!(r.stat("vm.pmap.pde.demotions"), 1);
+    r.check();
+}
+
+/// pmap_ts_referenced on a 2 MB mapping: every 4 KB page of it reports the
+/// superpage's reference, and the shared bit is cleared only when the page
+/// selected by the hash is tested, so one test clears it for all.
+#[test]
+fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
+    let mut r = rig(4096);
+    let (pages, pm) = promoted(&mut r, prot::RW);
+    let selected: Vec<usize> = (0..512).filter(|&i| PmapAmd64::selected_for_clearing(pages[i], pm, VA)).collect();
+    assert_eq!(selected.len(), 1, "one page in 512 clears the bit");
+    let k = selected[0];
+    let other = (k + 1) % 512;
+    let (p, mut env) = r.env();
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+    assert!(p.is_referenced(&env, pages[k]), "testing another page leaves the bit set");
+    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
+    assert!(!p.is_referenced(&env, pages[other]), "testing the selected page cleared it for all");
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
+    assert_eq!(r.stat("vm.pmap.pde.demotions"), 0);
+    assert!(r.phys.pages.get(pages[other]).has(pflags::DIRTY), "a dirty superpage dirties the page under test");
+    r.check();
+}
+
+/// Dropping a superpage whole removes its 2 MB mapping without demotion
+/// and the 4 KB mappings other address spaces have of its pages.
+#[test]
+fn remove_all_superpage_drops_every_mapping_without_demoting() {
+    let mut r = rig(4096);
+    let (pages, a) = promoted(&mut r, prot::READ);
+    let (p, mut env) = r.env();
+    let b = p.pinit(&mut env).unwrap();
+    p.enter(&mut env, b, VirtAddr(VA + 7 * 4096), pages[7], prot::READ, EnterFlags { access: prot::READ, ..Default::default() }).unwrap();
+    p.remove_all_superpage(&mut env, pages[300]);
+    assert_eq!(r.stat("vm.pmap.pde.demotions"), 0);
+    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
+    assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
+    assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::REFERENCED)), "the reference moved to every page");
     r.check();
 }

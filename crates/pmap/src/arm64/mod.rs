@@ -35,6 +35,7 @@ mod check;
 mod demote;
 mod enter;
 mod promote;
+mod refmod;
 mod remove;
 
 use crate::ptpage;
@@ -514,19 +515,24 @@ impl Pmap for PmapArm64 {
         self.advise_impl(env, pm, sva.0, eva.0, advice)
     }
 
-    /// pmap_is_modified (pmap_page_test_mappings): L3C entries answer for
-    /// their whole run.
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        let small = self.pv.list(env, m).into_iter().any(|(pm, va)| {
-            let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
-            let e = Self::rd(env.mem, pa);
-            Self::dirty(if e.has(DescFlags::CONTIGUOUS) { Self::load_l3c(env.mem, pa) } else { e })
-        });
-        small
-            || self.pv.list_sp(m.addr().0).into_iter().any(|(pm, va)| {
-                let pa = self.l2_pa(env.mem, pm, va).expect("PV entry without an L2 entry");
-                Self::dirty(Self::rd(env.mem, pa))
-            })
+        self.is_modified_impl(env, m)
+    }
+
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.is_referenced_impl(env, m)
+    }
+
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+        self.ts_referenced_impl(env, m)
+    }
+
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.clear_modify_impl(env, m)
+    }
+
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_all_superpage_impl(env, m)
     }
 
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {

@@ -310,3 +310,80 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("no PV entry"), "{err}");
 }
+
+/// pmap_clear_modify on one page of a dirty 2 MB block demotes it, and
+/// the page's 64 KB run too; that page becomes read-only and clean with
+/// DBM kept (its next write is seen), the others stay dirty.
+#[test]
+fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() {
+    let mut r = rig(4096);
+    let pm = new_space(&mut r);
+    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[5]);
+    assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
+    let e5 = PmapArm64::rd(&r.mem, r.pmap.l3_pa(&r.mem, pm, VA + 5 * 4096).unwrap());
+    assert!(e5.writable_clean() && !e5.has(DescFlags::CONTIGUOUS), "{e5:?}");
+    let m40 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 40 * 4096)).unwrap();
+    assert!(m40.dirty);
+    let (p, mut env) = r.env();
+    assert!(!p.is_modified(&env, pages[5]) && p.is_modified(&env, pages[6]) && p.is_modified(&env, pages[40]));
+    // A page in a dirty 64 KB run: the run is demoted, the page cleaned.
+    p.clear_modify(&mut env, pages[40]);
+    assert_eq!(r.stat("vm.pmap.l3c.demotions"), 2);
+    let (p, env) = r.env();
+    assert!(!p.is_modified(&env, pages[40]) && p.is_modified(&env, pages[41]));
+    r.check();
+}
+
+/// pmap_ts_referenced: a block's AF is cleared by the hashed page only;
+/// in a 64 KB run only the tested entry's AF goes, and the run counts as
+/// referenced until all 16 are clear.
+#[test]
+fn ts_referenced_on_blocks_and_64k_runs() {
+    let mut r = rig(4096);
+    let pm = new_space(&mut r);
+    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let k = (0..512).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, L2_SHIFT, 512)).unwrap();
+    let other = (k + 1) % 512;
+    let (p, mut env) = r.env();
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+    assert!(p.is_referenced(&env, pages[k]));
+    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
+    assert!(!p.is_referenced(&env, pages[other]));
+    assert!(r.phys.pages.get(pages[other]).has(pflags::DIRTY));
+    // The walker sets AF again on the next access.
+    walk(&mut r, pm, VA, Access::Read);
+    let (p, env) = r.env();
+    assert!(p.is_referenced(&env, pages[other]));
+
+    let mut r = rig(4096);
+    let pm = new_space(&mut r);
+    let pages = fault_in(&mut r, pm, 16..40, |_| rw_access());
+    assert_eq!(r.stat("vm.pmap.l3c.promotions"), 1);
+    let (p, mut env) = r.env();
+    for (i, &m) in pages[..15].iter().enumerate() {
+        assert_eq!(p.ts_referenced(&mut env, m), 1, "page {i}");
+    }
+    assert_eq!(p.ts_referenced(&mut env, pages[0]), 1, "page 15 still has AF: the run is referenced");
+    assert_eq!(p.ts_referenced(&mut env, pages[15]), 1);
+    assert_eq!(p.ts_referenced(&mut env, pages[0]), 0);
+    assert!(!p.is_referenced(&env, pages[3]));
+    assert_eq!(r.stat("vm.pmap.l3c.demotions"), 0);
+    r.check();
+}
+
+/// Dropping a 2 MB run whole removes its block without demotion.
+#[test]
+fn remove_all_superpage_drops_every_mapping_without_demoting() {
+    let mut r = rig(4096);
+    let pm = new_space(&mut r);
+    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (p, mut env) = r.env();
+    p.remove_all_superpage(&mut env, pages[77]);
+    assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
+    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).is_none());
+    assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
+    r.check();
+}

@@ -65,6 +65,7 @@ mod demote;
 mod enter;
 mod fault;
 mod promote;
+mod refmod;
 mod remove;
 
 use crate::ptpage;
@@ -74,7 +75,7 @@ use splab_hw::armv7::pte::{L1Desc, L2Desc, SmallFlags};
 use splab_hw::armv7::{l1_index, l2_index, L1_ENTRIES, L2_TABLE_SIZE, LARGE_SIZE, SECTION_SHIFT, SECTION_SIZE};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::page::{pflags, VmPage, NIL};
+use splab_vm::page::{pflags, VmPage};
 use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
@@ -441,7 +442,7 @@ impl PmapArmv7 {
         for i in 0..4 {
             let f = Pfn(p.0 + i);
             env.mem.zero_frame(f);
-            *env.phys.pages.get_mut(f) = VmPage { object: 0, pindex: 0, md: NIL, ref_count: 0, flags: pflags::INUSE | pflags::PTPAGE | pflags::UNMANAGED };
+            *env.phys.pages.get_mut(f) = VmPage { flags: pflags::INUSE | pflags::PTPAGE | pflags::UNMANAGED, ..VmPage::FREE };
         }
         env.ev.pt_page_allocs += 4;
         Some(p)
@@ -552,13 +553,24 @@ impl Pmap for PmapArmv7 {
         self.advise_impl(env, pm, sva.0, eva.0, advice)
     }
 
-    /// pmap_is_modified: some mapping of `m` has neither NM nor RO set.
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.all(env, m).into_iter().any(|(pm, va)| match self.find(env.mem, pm, va) {
-            Some(Leaf::Section(_, e)) => is_dirty(SmallFlags::from_section(e.flags())),
-            Some(Leaf::Pte2(_, e)) => is_dirty(e.attrs()),
-            None => false,
-        })
+        self.is_modified_impl(env, m)
+    }
+
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.is_referenced_impl(env, m)
+    }
+
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+        self.ts_referenced_impl(env, m)
+    }
+
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.clear_modify_impl(env, m)
+    }
+
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_all_superpage_impl(env, m)
     }
 
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {

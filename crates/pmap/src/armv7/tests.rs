@@ -531,3 +531,89 @@ fn tables_are_where_the_hardware_expects_them() {
     assert_eq!(SectionFlags::AP0.bits(), 1 << 10);
     r.check();
 }
+
+/// pmap_clear_modify on one page of a modified section demotes it and
+/// gives that page NM back; the others stay modified.
+#[test]
+fn clear_modify_demotes_a_modified_section_and_marks_the_page_unmodified() {
+    let mut r = rig(2048);
+    let pages = r.superpage_run();
+    let pm = r.pinit();
+    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[5]);
+    assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
+    let (f5, size5) = leaf(&r, pm, VA + 5 * 4096);
+    assert!(f5.contains(PTE2_NM) && size5 == 12, "{f5:?} {size5}");
+    assert!(!leaf(&r, pm, VA + 6 * 4096).0.contains(PTE2_NM));
+    let (p, env) = r.env();
+    assert!(!p.is_modified(&env, pages[5]) && p.is_modified(&env, pages[6]));
+    assert!(r.phys.pages.get(pages[5]).has(pflags::DIRTY), "the caller cleans it");
+    // The next store takes a permission fault that pmap_fault resolves.
+    assert!(hw_walk(&mut r, pm, VA + 5 * 4096, Access::Write).is_err());
+    r.check();
+}
+
+/// A modified 64 KB large page: clearing one page demotes it.
+#[test]
+fn clear_modify_demotes_a_modified_large_page() {
+    let mut r = rig_lp(2048);
+    let pm = r.pinit();
+    let pages: Vec<Pfn> = (0..16).map(|i| r.page(i)).collect();
+    r.enter_all(pm, VA, &pages, |_| rw_access());
+    assert_eq!(r.stat("vm.pmap.largepage.promotions"), 1);
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[3]);
+    assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
+    let (p, env) = r.env();
+    assert!(!p.is_modified(&env, pages[3]) && p.is_modified(&env, pages[4]));
+    r.check();
+}
+
+/// pmap_ts_referenced: a section's A and a large page's A are cleared by
+/// the hashed page only (one in 256, one in 16), counted for every page.
+#[test]
+fn ts_referenced_clears_shared_bits_once() {
+    let mut r = rig(2048);
+    let pages = r.superpage_run();
+    let pm = r.pinit();
+    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let k = (0..256).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, 20, 256)).unwrap();
+    let other = (k + 1) % 256;
+    let (p, mut env) = r.env();
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
+    assert!(!p.is_referenced(&env, pages[other]));
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
+    assert!(hw_walk(&mut r, pm, VA, Access::Read).is_err(), "an access flag fault follows");
+
+    let mut r = rig_lp(2048);
+    let pm = r.pinit();
+    let pages: Vec<Pfn> = (0..16).map(|i| r.page(i)).collect();
+    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let k = (0..16).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, 16, 16)).unwrap();
+    let other = (k + 1) % 16;
+    let (p, mut env) = r.env();
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+    assert!(p.is_referenced(&env, pages[k]));
+    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
+    assert!(!p.is_referenced(&env, pages[other]));
+    assert_eq!(r.stat("vm.pmap.largepage.demotions"), 0);
+    r.check();
+}
+
+/// Dropping a 1 MB run whole removes its section without demotion.
+#[test]
+fn remove_all_superpage_drops_every_mapping_without_demoting() {
+    let mut r = rig(2048);
+    let pages = r.superpage_run();
+    let pm = r.pinit();
+    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (p, mut env) = r.env();
+    p.remove_all_superpage(&mut env, pages[100]);
+    assert_eq!(r.stat("vm.pmap.section.demotions"), 0);
+    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).is_none());
+    assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
+    r.check();
+}

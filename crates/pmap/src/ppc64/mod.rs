@@ -48,6 +48,7 @@ mod enter;
 mod fault;
 mod native;
 mod promote;
+mod refmod;
 mod remove;
 mod slb;
 
@@ -381,7 +382,24 @@ impl Pmap for PmapPpc64 {
 
     /// moea64_is_modified (moea64_query_bit(m, LPTE_CHG)).
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.list(env, m).into_iter().any(|(pm, va)| self.query(env, pm, va) & rc::CHG != 0)
+        self.query_bit(env, m, rc::CHG)
+    }
+
+    /// moea64_is_referenced (moea64_query_bit(m, LPTE_REF)).
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.query_bit(env, m, rc::REF)
+    }
+
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+        self.ts_referenced_impl(env, m)
+    }
+
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.clear_modify_impl(env, m)
+    }
+
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_all_superpage_impl(env, m)
     }
 
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {

@@ -236,16 +236,30 @@ impl PmapPpc64 {
         }
     }
 
-    /// Every R and C bit known for `pm`'s mapping at `va`: its entry's and
-    /// those kept from evictions; for a superpage, the OR over all 4096
-    /// pages (moea64_sp_query).
-    pub(crate) fn query(&self, env: &PmapEnv, pm: PmapId, va: u64) -> u8 {
-        let Some(p) = self.pvo(pm, va) else { return 0 };
-        if !p.large() {
-            return self.pte_bits(env.mem, p) | p.refchg;
+    /// Clears `bit` (R or C) in the entry of `pm`'s PVO at `va`
+    /// (moea64_pte_clear_native): R in place, C by taking the entry out
+    /// and inserting it again (which loses R too, as in moea64). Either
+    /// way the translation leaves the TLBs, so the next access, or store,
+    /// is recorded again. Returns the entry's R and C bits before, or None
+    /// if it had been evicted.
+    pub(crate) fn pte_clear(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, bit: u8) -> Option<u8> {
+        let pvo = *self.pvo(pm, va).expect("PVO to clear");
+        if !pvo.in_table() {
+            return None;
         }
-        let sva = va & !super::SP_MASK;
-        self.pm(pm).pvos.range(sva..sva + super::SP_SIZE).fold(0, |a, (_, p)| a | self.pte_bits(env.mem, p) | p.refchg)
+        if bit & rc::CHG != 0 {
+            return self.pte_replace(env, pm, va);
+        }
+        let pa = self.geom().slot_pa(pvo.slot as u64);
+        let e = Self::read(env.mem, pa);
+        debug_assert!(e.valid() && e.matches(self.vsid_of(pm, va), va, 12), "slot of {va:#x} holds {e:?}");
+        Self::write(env.mem, pa, Hpte { hi: e.hi, lo: e.lo & !HpteLo::R.bits() });
+        if self.defer_tlbie {
+            env.ev.invlpg += 1;
+        } else {
+            Self::tlbie(env, pm as u16, va);
+        }
+        Some(Self::rc_of(e))
     }
 }
 

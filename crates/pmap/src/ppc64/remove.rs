@@ -49,7 +49,7 @@ impl PmapPpc64 {
     /// bits of all its entries go to all its pages, as at demotion (moea64
     /// gives each page its own entry's and relies on the pages having been
     /// dirtied at promotion).
-    fn sp_remove(&mut self, env: &mut PmapEnv, pm: PmapId, spva: u64) {
+    pub(crate) fn sp_remove(&mut self, env: &mut PmapEnv, pm: PmapId, spva: u64) {
         let first = *self.pvo(pm, spva).expect("superpage PVO");
         let bits = self.batched_tlbie(env, pm, spva, |p, env| p.pvos_in(pm, spva, spva + SP_SIZE).into_iter().fold(0, |b, v| b | p.pvo_remove(env, pm, v)));
         if first.managed() && first.prot & prot::WRITE != 0 {
@@ -92,7 +92,7 @@ impl PmapPpc64 {
     /// moea64_pvo_protect: the mapping at `va` keeps only what `pr` allows;
     /// its entry is rewritten, and if it loses write access its modified
     /// state goes to the page.
-    fn pvo_protect(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, pr: Prot) {
+    pub(crate) fn pvo_protect(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, pr: Prot) {
         let old = *self.pvo(pm, va).expect("PVO");
         let new = old.prot & pr;
         if new == old.prot {

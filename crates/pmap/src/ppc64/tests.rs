@@ -3,11 +3,14 @@
 //! insertion and the hash, segment faults, eviction from a full pair of
 //! PTEGs and re-insertion on the fault, promotion and each reason it
 //! fails, demotion, removal and protection of whole and partial
-//! superpages, direct 16 MB mappings, and tlbie reaching every CPU.
+//! superpages, direct 16 MB mappings, tlbie reaching every CPU, and the
+//! reference and change operations of the page daemon (ts_referenced,
+//! clear_modify, remove_all_superpage) on superpages and 4 KB pages.
 
 use super::native::pteg_count;
 use splab_hw::ppc64::SEGMENT_SIZE;
 use super::*;
+use crate::refbits;
 use crate::testrig::{rw_access, Rig};
 use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs};
 use splab_hw::ppc64::hpt::{ctx_lookup, HptWalker, CTX_HTAB};
@@ -448,9 +451,10 @@ fn a_superpage_entry_evicted_comes_back_as_a_16mb_entry() {
     r.check();
 }
 
-/// Random entering, removal, protection and accesses by four address
-/// spaces sharing 1500 pages through up to 24000 virtual pages, in an HPT
-/// of 16384 entries: eviction and re-insertion all the time. After every
+/// Random entering, removal, protection, clearing of R and C, and
+/// accesses by four address spaces sharing 1500 pages through up to 24000
+/// virtual pages, in an HPT of 16384 entries: eviction and re-insertion
+/// all the time. After every
 /// step each TLB entry must agree with what the tables say now, every
 /// access must translate as the pmap says, and the invariants must hold.
 #[test]
@@ -473,7 +477,7 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
         let va = VA + rnd(2) * SEGMENT_SIZE + rnd(3000) * 4096;
         let (p, mut env) = r.env();
         p.activate(&mut env, pm, cpu);
-        match rnd(10) {
+        match rnd(11) {
             0..=4 => {
                 let pr = if rnd(3) == 0 { prot::READ } else { prot::RW };
                 for k in 0..1 + rnd(16) {
@@ -488,6 +492,16 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
                 let (p, mut env) = r.env();
                 p.protect(&mut env, pm, VirtAddr(va), VirtAddr(va + (1 + rnd(8)) * 4096), prot::READ);
             }
+            7 => {
+                let m = pages[rnd(1500) as usize];
+                let (p, mut env) = r.env();
+                if rnd(2) == 0 {
+                    p.clear_modify(&mut env, m);
+                    assert!(!p.is_modified(&env, m), "step {step}: modified after clear_modify");
+                } else {
+                    p.ts_referenced(&mut env, m);
+                }
+            }
             _ => {
                 if let Some(m) = r.pmap.extract(&r.mem, pm, VirtAddr(va)) {
                     let acc = if m.prot & prot::WRITE != 0 && rnd(2) == 0 { Access::Write } else { Access::Read };
@@ -499,7 +513,9 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
         for c in 0..2 {
             for (tva, asid, t) in r.cpus[c].mmu.tlb.entries() {
                 let now = HptWalker.probe(&r.mem, r.pmap.root(asid as PmapId), tva);
-                let ok = now.is_some_and(|n| n.pa_base == t.pa_base && (n.perm & perm::WRITE != 0 || t.perm & perm::WRITE == 0));
+                // A TLB entry that lets stores through unrecorded needs C
+                // set in the table (clear_modify's tlbie).
+                let ok = now.is_some_and(|n| n.pa_base == t.pa_base && (n.perm & perm::WRITE != 0 || t.perm & perm::WRITE == 0) && (n.perm & perm::DIRTY != 0 || t.perm & perm::DIRTY == 0));
                 assert!(ok, "step {step}: CPU {c} has a stale TLB entry for {tva:#x}: {t:?}, the tables say {now:?}");
             }
         }
@@ -526,4 +542,164 @@ fn the_walker_needs_the_slb_and_hardware_reference_recording() {
     let mut q = p.clone();
     q.ad_update = Some(AdUpdate::Fault);
     assert!(err(&q).contains("R and C"), "{}", err(&q));
+}
+
+/// moea64_clear_modify on one page of a changed superpage: the superpage
+/// is demoted (its C goes to all its pages), that page's mapping loses C
+/// and write access (its next store must fault), the others keep write
+/// access. A 4 KB mapping only loses C, in its entry and in the bits kept
+/// from an eviction, and its translation leaves the TLB so the next store
+/// sets C again. A superpage with no C set anywhere is left whole.
+#[test]
+fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
+    let mut r = rig(32768);
+    let pm = space(&mut r);
+    let pages = promoted(&mut r, pm);
+    assert!(modified(&mut r, pages[5]) && modified(&mut r, pages[4000]));
+    for &m in &pages {
+        r.phys.pages.get_mut(m).flags &= !pflags::DIRTY;
+    }
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[5]);
+    assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
+    assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY)), "the superpage's C went to every page");
+    let m5 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096)).unwrap();
+    let m6 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 6 * 4096)).unwrap();
+    assert_eq!((m5.shift, m5.prot, m5.dirty), (12, prot::READ, false));
+    assert_eq!((m6.shift, m6.prot), (12, prot::RW));
+    assert!(!modified(&mut r, pages[5]), "page 5 is clean in every mapping");
+    assert_eq!(walk(&mut r, 0, pm, VA + 5 * 4096, Access::Write), Err(WalkFault::Protection));
+    r.check();
+    // A 4 KB mapping: a store sets C, clear_modify clears it and the TLB
+    // forgets the translation, so the next store is recorded again.
+    touch(&mut r, 0, pm, VA + 6 * 4096, Access::Write);
+    assert!(modified(&mut r, pages[6]));
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[6]);
+    assert!(!modified(&mut r, pages[6]));
+    assert_eq!(pvo(&r, pm, VA + 6 * 4096).prot, prot::RW, "a 4 KB mapping keeps write access");
+    assert!(r.cpus[0].mmu.tlb.lookup(VA + 6 * 4096, pm as u16).is_none(), "tlbie");
+    touch(&mut r, 0, pm, VA + 6 * 4096, Access::Write);
+    assert!(modified(&mut r, pages[6]));
+    // Evicted with C set: the kept bit is cleared too.
+    let slot = pvo(&r, pm, VA + 6 * 4096).slot as u64;
+    let (p, mut env) = r.env();
+    p.evict(&mut env, slot);
+    assert!(modified(&mut r, pages[6]), "C kept with the evicted PVO");
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[6]);
+    assert!(!modified(&mut r, pages[6]) && pvo(&r, pm, VA + 6 * 4096).refchg & rc::CHG == 0);
+    assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
+    r.check();
+
+    // A read-only superpage has no C: it stays whole.
+    let mut r = rig(32768);
+    let pm = space(&mut r);
+    let pages = r.superpage_run();
+    let (p, mut env) = r.env();
+    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::READ, EnterFlags { access: prot::READ, psind: 1, ..Default::default() }).unwrap();
+    touch(&mut r, 0, pm, VA + 3 * 4096, Access::Read);
+    assert!(!modified(&mut r, pages[3]));
+    let (p, mut env) = r.env();
+    p.clear_modify(&mut env, pages[3]);
+    assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
+    assert!(pvo(&r, pm, VA + 3 * 4096).large());
+    r.check();
+}
+
+/// moea64_ts_referenced on a superpage: every 4 KB page of it reports the
+/// superpage's reference (R set in any of its 4096 entries), and R is
+/// cleared, in all the entries at once, only when the page the hash
+/// selects is tested. The cleared translations leave the TLBs, so the
+/// next access through the 16 MB TLB entry is recorded again. 4 KB
+/// mappings count one reference each.
+#[test]
+fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
+    let mut r = rig(32768);
+    let pm = space(&mut r);
+    let pages = promoted(&mut r, pm);
+    let selected: Vec<usize> = (0..SP_PAGES as usize).filter(|&i| refbits::selected_for_clearing(pages[i], pm, VA, SP_SHIFT, SP_PAGES)).collect();
+    assert_eq!(selected.len(), 1, "one page in 4096 clears the bits");
+    let k = selected[0];
+    let other = (k + 1) % SP_PAGES as usize;
+    touch(&mut r, 0, pm, VA + 100 * 4096, Access::Read);
+    assert!(r.cpus[0].mmu.tlb.lookup(VA + 100 * 4096, pm as u16).is_some());
+    r.phys.pages.get_mut(pages[other]).flags &= !pflags::DIRTY;
+    let (p, mut env) = r.env();
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+    assert!(p.is_referenced(&env, pages[k]), "testing another page leaves the bits set");
+    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
+    assert!(!p.is_referenced(&env, pages[other]), "testing the selected page cleared them for all");
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
+    assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
+    assert!(r.phys.pages.get(pages[other]).has(pflags::DIRTY), "a changed writable superpage dirties the page under test");
+    assert!(r.cpus[0].mmu.tlb.lookup(VA + 100 * 4096, pm as u16).is_none(), "the 16 MB translation left the TLB");
+    assert!((0..SP_PAGES).step_by(97).all(|i| !hpte(&r, pm, VA + i * 4096).lo_flags().contains(HpteLo::R)));
+    r.check();
+    // An access through any page references the whole superpage again.
+    touch(&mut r, 0, pm, VA + 3000 * 4096, Access::Read);
+    let (p, mut env) = r.env();
+    assert!(p.is_referenced(&env, pages[other]));
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+
+    // 4 KB mappings of one page in two address spaces.
+    let m = r.phys.alloc_noobj().unwrap();
+    let b = r.pinit();
+    let (p, mut env) = r.env();
+    p.activate(&mut env, b, 1);
+    let va = VA + 2 * SP_SIZE;
+    enter(&mut r, pm, va, m, prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
+    enter(&mut r, b, va, m, prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
+    touch(&mut r, 0, pm, va, Access::Read);
+    touch(&mut r, 1, b, va, Access::Read);
+    let (p, mut env) = r.env();
+    assert_eq!(p.ts_referenced(&mut env, m), 2);
+    assert!(!p.is_referenced(&env, m));
+    assert_eq!(p.ts_referenced(&mut env, m), 0);
+    assert!(r.cpus[0].mmu.tlb.lookup(va, pm as u16).is_none() && r.cpus[1].mmu.tlb.lookup(va, b as u16).is_none());
+    touch(&mut r, 0, pm, va, Access::Read);
+    let (p, env) = r.env();
+    assert!(p.is_referenced(&env, m), "the next access set R again");
+    r.check();
+}
+
+/// Dropping a 16 MB run whole removes its superpage mapping without
+/// demotion, and the 4 KB mappings other address spaces have of its
+/// pages; the superpage's bits go to all its pages. A run mapped by
+/// 4 KB pages only goes page by page.
+#[test]
+fn remove_all_superpage_drops_every_mapping_without_demoting() {
+    let mut r = rig(32768);
+    let a = space(&mut r);
+    let pages = promoted(&mut r, a);
+    for &m in &pages {
+        r.phys.pages.get_mut(m).flags &= !(pflags::DIRTY | pflags::REFERENCED);
+    }
+    let b = r.pinit();
+    enter(&mut r, b, VA + 7 * 4096, pages[7], prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
+    let (p, mut env) = r.env();
+    p.remove_all_superpage(&mut env, pages[300]);
+    assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
+    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.stat("machdep.moea64_pte_valid"), 0);
+    assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
+    assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
+    assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)), "the superpage's bits moved to every page");
+    assert!(r.cpus[0].mmu.tlb.lookup(VA, a as u16).is_none());
+    r.check();
+
+    // Without promotion: 4096 4 KB mappings.
+    let mut r = rig(32768);
+    r.pmap.set_tunable("vm.pmap.superpages_enabled", 0).unwrap();
+    let a = space(&mut r);
+    let pages = r.superpage_run();
+    r.enter_all(a, VA, &pages, |_| rw_access());
+    assert_eq!(r.stat("vm.pmap.sp.promotions"), 0);
+    touch(&mut r, 0, a, VA + 9 * 4096, Access::Write);
+    let (p, mut env) = r.env();
+    p.remove_all_superpage(&mut env, pages[4095]);
+    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(!r.pmap.pm(a).pvos.contains_key(&VA));
+    assert!(r.phys.pages.get(pages[9]).has(pflags::DIRTY), "the written page's C went to it");
+    r.check();
 }

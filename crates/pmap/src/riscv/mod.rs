@@ -35,6 +35,7 @@ mod demote;
 mod enter;
 mod fault;
 mod promote;
+mod refmod;
 mod remove;
 
 use crate::ptpage::{self, Stash};
@@ -410,10 +411,24 @@ impl Pmap for PmapRiscv {
         self.advise_impl(env, pm, sva.0, eva.0, advice)
     }
 
-    /// pmap_is_modified: some mapping of `m` has D set (D is only ever set
-    /// with W, and write protection clears both).
     fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.all(env, m).into_iter().any(|(pm, va)| self.find_leaf(env.mem, pm, va).is_some_and(|(e, _, _)| e.has(PteFlags::D)))
+        self.is_modified_impl(env, m)
+    }
+
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.is_referenced_impl(env, m)
+    }
+
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+        self.ts_referenced_impl(env, m)
+    }
+
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.clear_modify_impl(env, m)
+    }
+
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
+        self.remove_all_superpage_impl(env, m)
     }
 
     fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {

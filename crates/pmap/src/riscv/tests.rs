@@ -373,3 +373,77 @@ fn entering_under_an_unaccessed_superpage_that_was_alone_in_its_table() {
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).map(|m| (m.pa, m.shift)), Some((pages[1].addr(), 12)));
     r.check();
 }
+
+/// A 2 MB run mapped at VA, every page written, and promoted.
+fn promoted_dirty(r: &mut Rig<PmapRiscv>) -> (Vec<Pfn>, PmapId) {
+    let pages = r.superpage_run();
+    let pm = r.pinit();
+    r.enter_all(pm, VA, &pages, |_| rw_access());
+    assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
+    (pages, pm)
+}
+
+/// pmap_clear_modify on one page of a dirty 2 MB mapping demotes it and
+/// leaves that page read-only and clean; the others keep W and D.
+#[test]
+fn clear_modify_demotes_a_dirty_superpage_and_write_protects_the_page() {
+    let mut r = rig(4096);
+    let (pages, pm) = promoted_dirty(&mut r);
+    let (p, mut env) = r.env();
+    assert!(p.is_modified(&env, pages[5]));
+    p.clear_modify(&mut env, pages[5]);
+    assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
+    let m5 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096)).unwrap();
+    let m6 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 6 * 4096)).unwrap();
+    assert_eq!((m5.shift, m5.prot & prot::WRITE, m5.dirty), (12, 0, false));
+    assert_eq!((m6.shift, m6.prot & prot::WRITE, m6.dirty), (12, prot::WRITE, true));
+    let (p, mut env) = r.env();
+    assert!(!p.is_modified(&env, pages[5]) && p.is_modified(&env, pages[6]));
+    // A 4 KB mapping keeps W and loses D only.
+    p.clear_modify(&mut env, pages[6]);
+    let (e, _) = leaf(&r, pm, VA + 6 * 4096);
+    assert!(e.has(PteFlags::W) && !e.has(PteFlags::D));
+    r.check();
+}
+
+/// pmap_ts_referenced on a 2 MB mapping: each page counts its reference;
+/// only the page the hash selects clears A, for all.
+#[test]
+fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
+    let mut r = rig(4096);
+    let (pages, pm) = promoted_dirty(&mut r);
+    let selected: Vec<usize> = (0..512).filter(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, L2_SHIFT, LN_ENTRIES)).collect();
+    assert_eq!(selected.len(), 1);
+    let (k, other) = (selected[0], (selected[0] + 1) % 512);
+    let (p, mut env) = r.env();
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+    assert!(p.is_referenced(&env, pages[k]));
+    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
+    assert!(!p.is_referenced(&env, pages[other]));
+    assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
+    assert!(r.phys.pages.get(pages[other]).has(pflags::DIRTY));
+    // Without Svadu the next access faults and pmap_fault sets A again.
+    let (p, mut env) = r.env();
+    assert!(p.fault(&mut env, pm, VirtAddr(VA + 8), prot::READ));
+    assert!(p.is_referenced(&env, pages[0]));
+    assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
+    r.check();
+}
+
+/// Dropping a 2 MB run whole: its 2 MB mapping goes without demotion, and
+/// so do other address spaces' 4 KB mappings of its pages.
+#[test]
+fn remove_all_superpage_drops_every_mapping_without_demoting() {
+    let mut r = rig(4096);
+    let (pages, a) = promoted_dirty(&mut r);
+    let b = r.pinit();
+    let (p, mut env) = r.env();
+    p.enter(&mut env, b, VirtAddr(VA + 7 * 4096), pages[7], prot::READ, read_access()).unwrap();
+    p.remove_all_superpage(&mut env, pages[300]);
+    assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
+    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
+    assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
+    assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
+    r.check();
+}
