@@ -36,6 +36,10 @@ pub struct BenchArgs {
     /// References of the generated binary trace the trace part replays.
     #[arg(long, value_name = "N", default_value_t = 48_000_000)]
     pub trace_refs: u64,
+    /// Runs of each part, interleaved (all parts once, then again); the
+    /// report gives the median run of each and the range of its rate.
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeat: u32,
 }
 
 /// One part's result, as the child prints it and the parent reads it.
@@ -75,12 +79,44 @@ pub struct TracePart {
     pub peak_rss_bytes: Option<u64>,
 }
 
+/// Each part's median run (by rate), and every run in the order made.
 #[derive(Serialize, Deserialize)]
 struct Bench {
+    repeat: u32,
     gups_off: GupsPart,
     gups_on: GupsPart,
     trace: TracePart,
     footprint: FootprintPart,
+    runs: Runs,
+}
+
+#[derive(Serialize, Deserialize, Default)]
+struct Runs {
+    gups_off: Vec<GupsPart>,
+    gups_on: Vec<GupsPart>,
+    trace: Vec<TracePart>,
+    footprint: Vec<FootprintPart>,
+}
+
+impl FootprintPart {
+    fn refs_per_second(&self) -> f64 {
+        self.refs as f64 / self.host_seconds.max(1e-9)
+    }
+}
+
+/// The run with the median rate (the lower middle one of an even count).
+fn median<T: Clone>(runs: &[T], rate: impl Fn(&T) -> f64) -> T {
+    let mut v: Vec<&T> = runs.iter().collect();
+    v.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
+    v[(v.len() - 1) / 2].clone()
+}
+
+/// "min .. max" of the runs' rates.
+fn range<T>(runs: &[T], rate: impl Fn(&T) -> f64) -> String {
+    let r: Vec<f64> = runs.iter().map(rate).collect();
+    let lo = r.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = r.iter().copied().fold(0.0, f64::max);
+    format!("{} .. {}", num(lo.round()), num(hi.round()))
 }
 
 const PARTS: &[&str] = &["gups-off", "gups-on", "trace", "footprint"];
@@ -108,6 +144,9 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
 /// Checks every option before any child starts, so a typo is reported
 /// once, by the parent, with exit status 2.
 fn validate(a: &BenchArgs) -> Result<u64, Fail> {
+    if a.repeat == 0 {
+        return Err(Fail::Input("--repeat 0: at least one run of each part is needed".into()));
+    }
     let g = gups_args(a);
     let cfg = setup::config(&g.machine, &a.gups_memory)?;
     crate::workload::build("gups", &g.workload_args, &cfg)?;
@@ -166,11 +205,20 @@ fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bo
 
 pub fn cmd(a: &BenchArgs, as_json: bool) -> Result<i32, Fail> {
     validate(a)?;
+    let mut runs = Runs::default();
+    for _ in 0..a.repeat {
+        runs.gups_off.push(spawn_part(a, "gups-off", as_json)?);
+        runs.gups_on.push(spawn_part(a, "gups-on", as_json)?);
+        runs.trace.push(spawn_part(a, "trace", as_json)?);
+        runs.footprint.push(spawn_part(a, "footprint", as_json)?);
+    }
     let b = Bench {
-        gups_off: spawn_part(a, "gups-off", as_json)?,
-        gups_on: spawn_part(a, "gups-on", as_json)?,
-        trace: spawn_part(a, "trace", as_json)?,
-        footprint: spawn_part(a, "footprint", as_json)?,
+        repeat: a.repeat,
+        gups_off: median(&runs.gups_off, |g| g.refs_per_second),
+        gups_on: median(&runs.gups_on, |g| g.refs_per_second),
+        trace: median(&runs.trace, |t| t.refs_per_second),
+        footprint: median(&runs.footprint, FootprintPart::refs_per_second),
+        runs,
     };
     emit(&if as_json { json(&b) } else { human(a, &b) });
     Ok(0)
@@ -182,39 +230,23 @@ fn mib(b: Option<u64>) -> String {
 
 fn human(a: &BenchArgs, b: &Bench) -> String {
     let mut o = String::new();
-    let _ = writeln!(o, "{:<28}{:>14}{:>10}{:>14}{:>16}", "part", "sim refs", "host s", "refs/s", "peak RSS (MiB)");
-    for (name, g) in [("GUPS superpages off", &b.gups_off), ("GUPS superpages on", &b.gups_on)] {
-        let _ = writeln!(
-            o,
-            "{:<28}{:>14}{:>10}{:>14}{:>16}",
-            name,
-            g.refs,
-            num(g.host_seconds),
-            num(g.refs_per_second.round()),
-            mib(g.peak_rss_bytes)
-        );
+    let _ = writeln!(
+        o,
+        "{:<28}{:>12}{:>10}{:>12}{:>24}{:>10}",
+        "part", "sim refs", "host s", "refs/s", "refs/s, all runs", "RSS MiB"
+    );
+    let mut row = |name: &str, refs: u64, secs: f64, rate: f64, all: String, rss: Option<u64>| {
+        let _ = writeln!(o, "{:<28}{:>12}{:>10}{:>12}{:>24}{:>10}", name, refs, num(secs), num(rate.round()), all, mib(rss));
+    };
+    let gr = |g: &GupsPart| g.refs_per_second;
+    for (name, g, all) in [("GUPS superpages off", &b.gups_off, &b.runs.gups_off), ("GUPS superpages on", &b.gups_on, &b.runs.gups_on)] {
+        row(name, g.refs, g.host_seconds, g.refs_per_second, range(all, gr), g.peak_rss_bytes);
     }
     let t = &b.trace;
-    let _ = writeln!(
-        o,
-        "{:<28}{:>14}{:>10}{:>14}{:>16}",
-        "trace replay, superpages on",
-        t.refs,
-        num(t.host_seconds),
-        num(t.refs_per_second.round()),
-        mib(t.peak_rss_bytes)
-    );
+    row("trace replay, superpages on", t.refs, t.host_seconds, t.refs_per_second, range(&b.runs.trace, |t| t.refs_per_second), t.peak_rss_bytes);
     let f = &b.footprint;
-    let rate = f.refs as f64 / f.host_seconds.max(1e-9);
-    let _ = writeln!(
-        o,
-        "{:<28}{:>14}{:>10}{:>14}{:>16}",
-        "footprint, superpages on",
-        f.refs,
-        num(f.host_seconds),
-        num(rate.round()),
-        mib(f.peak_rss_bytes)
-    );
+    row("footprint, superpages on", f.refs, f.host_seconds, f.refs_per_second(), range(&b.runs.footprint, FootprintPart::refs_per_second), f.peak_rss_bytes);
+    let _ = writeln!(o, "(median run of {} of each part, run interleaved; peak RSS of that run)", b.repeat);
     let _ = writeln!(o, "\nTrace: {}, a {} binary trace read from a file.", t.pattern, size::show(t.trace_bytes));
     let _ = writeln!(
         o,

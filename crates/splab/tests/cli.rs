@@ -228,10 +228,16 @@ fn check_small_run_is_clean() {
 
 #[test]
 fn bench_small_runs_each_part_in_a_child() {
-    let v = json(&["bench", "--log2-table", "18", "--footprint", "64M", "--memory", "128M", "--json"]);
+    let v = json(&["bench", "--log2-table", "18", "--footprint", "64M", "--memory", "128M", "--trace-refs", "100000", "--repeat", "2", "--json"]);
     for part in ["gups_off", "gups_on"] {
         assert!(v[part]["refs"].as_u64().unwrap() > 0, "{v}");
         assert!(v[part]["refs_per_second"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    // Two runs of each part, and the one reported is one of them.
+    for part in ["gups_off", "gups_on", "trace", "footprint"] {
+        let runs = v["runs"][part].as_array().unwrap();
+        assert_eq!(runs.len(), 2, "{part}: {v}");
+        assert!(runs.contains(&v[part]), "{part}: {v}");
     }
     assert_eq!(v["footprint"]["bytes"], 64u64 << 20);
     assert!(v["footprint"]["model_host_bytes"].as_u64().unwrap() > 0);
