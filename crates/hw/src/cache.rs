@@ -200,10 +200,8 @@ impl Cache {
         self.access_set(line)
     }
 
-    /// A handle that computes where `pa`'s tag set lives and asks the host
-    /// to fetch it, usable from another thread: it holds an address, never
-    /// a reference, and prefetching reads nothing.
-    pub fn prefetcher(&self) -> Prefetcher {
+    /// Where the tag sets live, for prefetching them (see `pass`).
+    fn prefetcher(&self) -> Prefetcher {
         let (base, stride) = match &self.tags {
             Tags::U16(t) => (t.as_ptr() as usize, std::mem::size_of::<Set16<u16>>()),
             Tags::U32(t) => (t.as_ptr() as usize, std::mem::size_of::<Set16<u32>>()),
@@ -413,10 +411,10 @@ fn host_prefetch(p: *const u8) {
     let _ = p;
 }
 
-/// See `Cache::prefetcher`. Valid while the cache it came from lives; a
-/// prefetch of a stale address is harmless.
+/// See `Cache::prefetcher`: computes where a line's tag set lives and asks
+/// the host to fetch it; prefetching reads nothing.
 #[derive(Clone, Copy, Debug)]
-pub struct Prefetcher {
+struct Prefetcher {
     base: usize,
     stride: usize,
     map: SetMap,
@@ -424,7 +422,7 @@ pub struct Prefetcher {
 
 impl Prefetcher {
     #[inline]
-    pub fn prefetch(&self, pa: u64) {
+    fn prefetch(&self, pa: u64) {
         let (set, _) = self.map.split(pa >> LINE_SHIFT);
         let at = self.base + set * self.stride;
         // A set need not sit within one host cache line (a 16-way set of

@@ -119,9 +119,6 @@ pub struct System {
     spare_walks: Vec<u64>,
     /// Cycles of kernel work per CPU.
     kernel_cycles: Vec<f64>,
-    /// Prefetches the timing model's last-level tag sets while a batch is
-    /// being translated, for the timing thread that will look them up.
-    l3_prefetch: splab_hw::cache::Prefetcher,
     refs: WalkRefs,
     /// Walk references of translations not yet charged to the caches.
     pending_walks: Vec<u64>,
@@ -221,7 +218,6 @@ impl System {
             vm,
             walker,
             cpus,
-            l3_prefetch: timing.l3_prefetcher(),
             timing: Some(timing),
             worker: None,
             spare_refs: Vec::new(),
@@ -666,9 +662,6 @@ impl System {
             }
         };
         let pa = t.pa(va).0;
-        if acc == Access::Read {
-            self.l3_prefetch.prefetch(pa);
-        }
         self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32 });
         let op = match store(self.read_word(pa)) {
             Some(v) => Op::Store(v),

@@ -124,10 +124,6 @@ impl Timing {
         true
     }
 
-    /// A handle to prefetch the last level's tag sets from another thread.
-    pub fn l3_prefetcher(&self) -> splab_hw::cache::Prefetcher {
-        self.l3.prefetcher()
-    }
 
     /// Times a batch of references. Each cache only ever sees the accesses
     /// that reach it, in program order, so the batch is run one level at a
