@@ -395,8 +395,9 @@ impl Tlb {
                 return Some((t, TlbHit::L1));
             }
             self.stats.l2_hits[p.size] += 1;
-            // The first level was probed for this size and missed.
-            self.fill_level(1, va, asid, t, true);
+            // The first level was probed for every size and missed.
+            let at = self.fill_level(1, va, asid, t, true);
+            self.remember_fill(va, asid, t, p.size, at);
             return Some((t, TlbHit::L2));
         }
         None
@@ -439,14 +440,22 @@ impl Tlb {
     /// Enters `t` for `va` in the level's array for its page size.
     /// `absent` says the caller knows no entry for the page is there (a
     /// lookup just missed it), which spares the search for one.
+    ///
+    /// A first-level fill forgets the recent hits (it may evict one's entry,
+    /// or put a larger page in front of it); a second-level fill leaves
+    /// them, since a lookup that hits the first level never reaches the
+    /// second.
     #[inline]
-    fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool) {
-        self.forget();
+    /// Returns the array and way filled.
+    fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool) -> Option<(usize, usize)> {
+        if level == 1 {
+            self.forget();
+        }
         self.clock = self.clock.wrapping_add(1);
         let clock = self.clock;
         let global = t.perm & perm::GLOBAL != 0;
         let tag_asid = if global { GLOBAL_ASID } else { asid };
-        let Some(ai) = self.fill_target[level as usize - 1][t.shift as usize] else { return };
+        let ai = self.fill_target[level as usize - 1][t.shift as usize]?;
         let a = &mut self.arrays[ai];
         let vpn = va >> t.shift;
         let base = a.set_base(vpn);
@@ -467,12 +476,35 @@ impl Tlb {
         if global {
             a.globals += 1;
         }
+        Some((ai, i))
     }
 
     /// Installs a translation the walker produced, in both levels.
     pub fn fill(&mut self, va: u64, asid: u16, t: Translation) {
         self.fill_level(1, va, asid, t, false);
         self.fill_level(2, va, asid, t, false);
+    }
+
+    /// `fill` where the caller knows that no first-level entry of any size
+    /// translates `va` (a lookup just missed it, or it was just
+    /// invalidated). Then the next lookup in the page will end at the new
+    /// first-level entry, and it is remembered as a recent hit: the
+    /// access that follows a walk (the store of a read-modify-write) finds
+    /// it without probing the arrays.
+    pub fn fill_missed(&mut self, va: u64, asid: u16, t: Translation) {
+        let at = self.fill_level(1, va, asid, t, false);
+        self.fill_level(2, va, asid, t, false);
+        let size = self.size_idx(t.shift);
+        self.remember_fill(va, asid, t, size, at);
+    }
+
+    /// After a first-level fill of `t` for `va` with nothing of any size in
+    /// front of it: remembers the new entry as a recent hit.
+    #[inline]
+    fn remember_fill(&mut self, va: u64, asid: u16, t: Translation, size: usize, at: Option<(usize, usize)>) {
+        let Some((ai, way)) = at else { return };
+        self.memos[0] = Memo { page: va >> t.shift, asid, t, size, array: ai as u32, way: way as u32 };
+        self.next_memo = 1;
     }
 
     /// Invalidates every entry of any size that translates `va` in `asid`

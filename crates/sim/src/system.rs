@@ -514,7 +514,7 @@ impl System {
                         let r = self.walk(cpu, root, asid, va, acc);
                         self.vm.cpus[cpu].mmu.tlb.invalidate_page(va, asid);
                         if let Ok(n) = r {
-                            self.vm.cpus[cpu].mmu.tlb.fill(va, asid, n);
+                            self.vm.cpus[cpu].mmu.tlb.fill_missed(va, asid, n);
                         }
                         r
                     } else {
@@ -530,7 +530,7 @@ impl System {
                     let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
                         self.vm.cpus[cpu].mmu.tlb.count_miss(t.shift);
-                        self.vm.cpus[cpu].mmu.tlb.fill(va, asid, t);
+                        self.vm.cpus[cpu].mmu.tlb.fill_missed(va, asid, t);
                     }
                     r
                 }
