@@ -101,8 +101,36 @@ fn digest_matches(d: &[u32], f: u32, ways: usize) -> u32 {
     d[..ways].iter().enumerate().fold(0, |m, (i, &x)| m | ((x == f) as u32) << i)
 }
 
-/// One set-associative array. Keys are kept apart from the rest of the
-/// entry so that a set's keys share a host cache line or two.
+/// One entry's key and translation, in one 16-byte unit so that a hit
+/// reads one host cache line: the physical base (page-aligned) with the
+/// permission bits in its low byte.
+#[derive(Clone, Copy)]
+#[repr(C, align(16))]
+struct Ent {
+    key: u64,
+    pa_perm: u64,
+}
+
+impl Ent {
+    const EMPTY: Ent = Ent { key: INVALID, pa_perm: 0 };
+    #[inline(always)]
+    fn pa_base(self) -> u64 {
+        self.pa_perm & !0xff
+    }
+    #[inline(always)]
+    fn perm(self) -> u8 {
+        self.pa_perm as u8
+    }
+}
+
+/// Sixteen digests on one host cache line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Digests([u32; 16]);
+
+/// One set-associative array. The digests of a set's keys are kept apart
+/// from the entries, so that a set of up to 16 ways is searched on one
+/// host cache line; LRU stamps are apart too, for the victim search.
 struct Array {
     shifts: Vec<u8>,
     sets: usize,
@@ -110,18 +138,19 @@ struct Array {
     set_mask: usize,
     ways: usize,
     level: u8,
-    keys: Vec<u64>,
-    /// fold(keys[i]), with 16 entries of padding so that any set's digests
-    /// can be read 16 at a time.
-    digests: Vec<u32>,
-    pa_base: Vec<u64>,
-    perm: Vec<u8>,
+    ent: Vec<Ent>,
+    /// fold(ent[i].key), in 64-byte blocks with a block of padding, so that
+    /// any set's digests can be read 16 at a time (see `digests`).
+    digest_blocks: Vec<Digests>,
     lru: Vec<u32>,
     /// Valid entries per page size, indexed by the size's shift: sizes with
     /// none are not probed.
     valid: [u32; 32],
     /// Valid global entries: only when non-zero are global keys probed.
     globals: u32,
+    /// Valid entries of every size: while fewer than the entries, a fill
+    /// looks for an empty way first.
+    used: u32,
 }
 
 impl Array {
@@ -132,14 +161,23 @@ impl Array {
     }
 
     fn shift_of(&self, i: usize) -> u8 {
-        ((self.keys[i] >> 16) & 0x1f) as u8
+        ((self.ent[i].key >> 16) & 0x1f) as u8
+    }
+
+    /// The digests, one per entry and 16 more of padding.
+    #[inline(always)]
+    fn digests(&self) -> &[u32] {
+        // SAFETY: Digests is a repr(C) array of 16 u32 with no padding, so
+        // the blocks are 16 * len contiguous, initialised u32s.
+        unsafe { std::slice::from_raw_parts(self.digest_blocks.as_ptr() as *const u32, self.digest_blocks.len() * 16) }
     }
 
     /// Empties way `i`, keeping the counts right.
     fn clear(&mut self, i: usize) {
-        if self.keys[i] != INVALID {
+        if self.ent[i].key != INVALID {
             self.valid[self.shift_of(i) as usize] -= 1;
-            if self.perm[i] & perm::GLOBAL != 0 {
+            self.used -= 1;
+            if self.ent[i].perm() & perm::GLOBAL != 0 {
                 self.globals -= 1;
             }
             self.set_key(i, INVALID);
@@ -147,8 +185,8 @@ impl Array {
     }
 
     fn set_key(&mut self, i: usize, k: u64) {
-        self.keys[i] = k;
-        self.digests[i] = fold(k);
+        self.ent[i].key = k;
+        self.digest_blocks[i / 16].0[i % 16] = fold(k);
     }
 
     /// The first way of the set at `base` whose key is `k`. The ways'
@@ -158,13 +196,24 @@ impl Array {
     #[inline(always)]
     fn first(&self, base: usize, k: u64) -> Option<usize> {
         let f = fold(k);
+        if self.ways <= 16 {
+            let mut m = digest_matches(&self.digests()[base..base + 16], f, self.ways) & ((1u32 << self.ways) - 1);
+            while m != 0 {
+                let i = base + m.trailing_zeros() as usize;
+                if self.ent[i].key == k {
+                    return Some(i);
+                }
+                m &= m - 1;
+            }
+            return None;
+        }
         let mut c = 0;
         while c < self.ways {
             let n = (self.ways - c).min(16);
-            let mut m = digest_matches(&self.digests[base + c..base + c + 16], f, n) & ((1u32 << n) - 1);
+            let mut m = digest_matches(&self.digests()[base + c..base + c + 16], f, n) & ((1u32 << n) - 1);
             while m != 0 {
                 let i = base + c + m.trailing_zeros() as usize;
-                if self.keys[i] == k {
+                if self.ent[i].key == k {
                     return Some(i);
                 }
                 m &= m - 1;
@@ -181,7 +230,8 @@ impl Array {
     #[inline]
     fn victim(&self, base: usize, clock: u32) -> usize {
         let age = |w: usize| clock.wrapping_sub(self.lru[w]);
-        if let Some(e) = self.first(base, INVALID) {
+        // A full array has no empty way to look for.
+        if let Some(e) = if (self.used as usize) < self.ent.len() { self.first(base, INVALID) } else { None } {
             // A valid way before it as old as an empty one (a stamp 2^32 - 1
             // fills back) would come first.
             return (base..e).find(|&w| age(w) == u32::MAX).unwrap_or(e);
@@ -241,7 +291,9 @@ pub enum TlbHit {
 /// translation, and where the entry is.
 #[derive(Clone, Copy)]
 struct Memo {
-    page: u64,
+    /// The page's first address (`va & mask` for the addresses in it).
+    base: u64,
+    mask: u64,
     asid: u16,
     t: Translation,
     size: usize,
@@ -249,7 +301,15 @@ struct Memo {
     way: u32,
 }
 
-const NO_MEMO: Memo = Memo { page: INVALID, asid: 0, t: Translation { pa_base: 0, shift: 0, perm: 0 }, size: 0, array: 0, way: 0 };
+const NO_MEMO: Memo = Memo { base: INVALID, mask: 0, asid: 0, t: Translation { pa_base: 0, shift: 0, perm: 0 }, size: 0, array: 0, way: 0 };
+
+impl Memo {
+    #[inline(always)]
+    fn new(va: u64, asid: u16, t: Translation, size: usize, array: usize, way: usize) -> Memo {
+        let mask = !((1u64 << t.shift) - 1);
+        Memo { base: va & mask, mask, asid, t, size, array: array as u32, way: way as u32 }
+    }
+}
 
 /// Recent first-level hits remembered.
 const MEMOS: usize = 4;
@@ -269,6 +329,9 @@ pub struct Tlb {
     /// until the 4 KB entries age out, the hardware may use either; splab
     /// uses the larger.)
     plan: Vec<Probe>,
+    /// Bit k set iff `plan[k]`'s array holds valid entries of its size:
+    /// the probes a lookup makes.
+    live: u64,
     /// For each level (1, 2) and page shift, the array that holds that size.
     fill_target: [[Option<usize>; 32]; 2],
     /// All page sizes any array holds, ascending.
@@ -307,13 +370,12 @@ impl Tlb {
                 set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
                 ways: c.ways,
                 level: c.level,
-                keys: vec![INVALID; c.entries],
-                digests: vec![fold(INVALID); c.entries + 16],
-                pa_base: vec![0; c.entries],
-                perm: vec![0; c.entries],
+                ent: vec![Ent::EMPTY; c.entries],
+                digest_blocks: vec![Digests([fold(INVALID); 16]); c.entries.div_ceil(16) + 1],
                 lru: vec![0; c.entries],
                 valid: [0; 32],
                 globals: 0,
+                used: 0,
             });
         }
         // First-level arrays first, so lookups probe them first.
@@ -334,7 +396,9 @@ impl Tlb {
             std::array::from_fn(|sh| arrays.iter().position(|a| a.level == level && a.shifts.contains(&(sh as u8))))
         };
         let fill_target = [target(1), target(2)];
+        assert!(plan.len() <= 64, "at most 64 (array, size) probes");
         Ok(Tlb {
+            live: 0,
             plan,
             fill_target,
             memos: [NO_MEMO; MEMOS],
@@ -348,6 +412,16 @@ impl Tlb {
 
     pub fn shifts(&self) -> &[u8] {
         &self.shifts
+    }
+
+    /// Recomputes `live` after entries were removed or a size appeared.
+    fn refresh_live(&mut self) {
+        self.live = 0;
+        for (k, p) in self.plan.iter().enumerate() {
+            if self.arrays[p.array].valid[p.shift as usize] != 0 {
+                self.live |= 1 << k;
+            }
+        }
     }
 
     fn size_idx(&self, shift: u8) -> usize {
@@ -369,21 +443,23 @@ impl Tlb {
 
     fn lookup_arrays(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
         self.clock = self.clock.wrapping_add(1);
-        for k in 0..self.plan.len() {
-            let p = self.plan[k];
+        // The probes of the plan whose array holds entries of their size,
+        // in plan order.
+        let mut live = self.live;
+        while live != 0 {
+            let p = self.plan[live.trailing_zeros() as usize];
+            live &= live - 1;
             let a = &mut self.arrays[p.array];
-            if a.valid[p.shift as usize] == 0 {
-                continue;
-            }
             let Some(i) = a.find(va >> p.shift, asid, p.shift) else { continue };
             a.lru[i] = self.clock;
-            let t = Translation { pa_base: a.pa_base[i], shift: p.shift, perm: a.perm[i] };
+            let e = a.ent[i];
+            let t = Translation { pa_base: e.pa_base(), shift: p.shift, perm: e.perm() };
             if p.level == 1 {
                 self.stats.l1_hits[p.size] += 1;
                 // Until the next fill or invalidation, this page's lookups
                 // end at this same entry.
-                let m = Memo { page: va >> p.shift, asid, t, size: p.size, array: p.array as u32, way: i as u32 };
-                let slot = match self.memos.iter().position(|x| x.array == m.array && x.way == m.way && x.page != INVALID) {
+                let m = Memo::new(va, asid, t, p.size, p.array, i);
+                let slot = match self.memos.iter().position(|x| x.array == m.array && x.way == m.way && x.base != INVALID) {
                     Some(j) => j,
                     None => {
                         let j = self.next_memo;
@@ -408,7 +484,7 @@ impl Tlb {
     #[inline(always)]
     pub fn memo(&self, va: u64, asid: u16) -> Option<(Translation, usize)> {
         for (j, m) in self.memos.iter().enumerate() {
-            if m.page == va >> m.t.shift && m.asid == asid {
+            if va & m.mask == m.base && m.asid == asid {
                 return Some((m.t, j));
             }
         }
@@ -467,14 +543,20 @@ impl Tlb {
             Some(i) => i,
             None => a.victim(base, clock),
         };
+        let old_shift = (a.ent[i].key != INVALID).then(|| a.shift_of(i));
         a.clear(i);
         a.set_key(i, k);
-        a.pa_base[i] = t.pa_base;
-        a.perm[i] = t.perm;
+        debug_assert_eq!(t.pa_base & 0xff, 0, "a page's physical base");
+        a.ent[i].pa_perm = t.pa_base | t.perm as u64;
         a.lru[i] = clock;
         a.valid[t.shift as usize] += 1;
+        a.used += 1;
         if global {
             a.globals += 1;
+        }
+        // A size this array had none of, or one it no longer has.
+        if a.valid[t.shift as usize] == 1 || old_shift.is_some_and(|sh| a.valid[sh as usize] == 0) {
+            self.refresh_live();
         }
         Some((ai, i))
     }
@@ -503,7 +585,7 @@ impl Tlb {
     #[inline]
     fn remember_fill(&mut self, va: u64, asid: u16, t: Translation, size: usize, at: Option<(usize, usize)>) {
         let Some((ai, way)) = at else { return };
-        self.memos[0] = Memo { page: va >> t.shift, asid, t, size, array: ai as u32, way: way as u32 };
+        self.memos[0] = Memo::new(va, asid, t, size, ai, way);
         self.next_memo = 1;
     }
 
@@ -512,14 +594,22 @@ impl Tlb {
     pub fn invalidate_page(&mut self, va: u64, asid: u16) {
         self.forget();
         self.stats.invalidations += 1;
+        let mut cleared = false;
         for a in &mut self.arrays {
             for si in 0..a.shifts.len() {
                 let sh = a.shifts[si];
+                if a.valid[sh as usize] == 0 {
+                    continue;
+                }
                 let vpn = va >> sh;
                 while let Some(i) = a.find(vpn, asid, sh) {
                     a.clear(i);
+                    cleared = true;
                 }
             }
+        }
+        if cleared {
+            self.refresh_live();
         }
     }
 
@@ -539,13 +629,13 @@ impl Tlb {
         self.forget();
         self.stats.invalidations += pages;
         for a in &mut self.arrays {
-            for i in 0..a.keys.len() {
-                let k = a.keys[i];
+            for i in 0..a.ent.len() {
+                let k = a.ent[i].key;
                 if k == INVALID {
                     continue;
                 }
                 let tag = (k & 0xffff) as u16;
-                if tag != asid && a.perm[i] & perm::GLOBAL == 0 {
+                if tag != asid && a.ent[i].perm() & perm::GLOBAL == 0 {
                     continue;
                 }
                 let sh = a.shift_of(i);
@@ -556,6 +646,7 @@ impl Tlb {
                 }
             }
         }
+        self.refresh_live();
     }
 
     /// Invalidates every non-global entry of one address space.
@@ -566,12 +657,14 @@ impl Tlb {
             if a.valid.iter().all(|&v| v == 0) {
                 continue;
             }
-            for i in 0..a.keys.len() {
-                if a.keys[i] != INVALID && (a.keys[i] & 0xffff) as u16 == asid && a.perm[i] & perm::GLOBAL == 0 {
+            for i in 0..a.ent.len() {
+                let e = a.ent[i];
+                if e.key != INVALID && (e.key & 0xffff) as u16 == asid && e.perm() & perm::GLOBAL == 0 {
                     a.clear(i);
                 }
             }
         }
+        self.refresh_live();
     }
 
     /// Invalidates everything.
@@ -579,22 +672,23 @@ impl Tlb {
         self.forget();
         self.stats.flushes += 1;
         for a in &mut self.arrays {
-            for i in 0..a.keys.len() {
+            for i in 0..a.ent.len() {
                 a.clear(i);
             }
         }
+        self.refresh_live();
     }
 
     /// Every valid entry as (va base, asid, translation): for the checker.
     pub fn entries(&self) -> Vec<(u64, u16, Translation)> {
         let mut v = Vec::new();
         for a in &self.arrays {
-            for i in (0..a.keys.len()).filter(|&i| a.keys[i] != INVALID) {
-                let (vpn, sh) = (a.keys[i] >> 21, a.shift_of(i));
-                let t = Translation { pa_base: a.pa_base[i], shift: sh, perm: a.perm[i] };
+            for i in (0..a.ent.len()).filter(|&i| a.ent[i].key != INVALID) {
+                let (vpn, sh) = (a.ent[i].key >> 21, a.shift_of(i));
+                let t = Translation { pa_base: a.ent[i].pa_base(), shift: sh, perm: a.ent[i].perm() };
                 // The key holds address bits 0..55; the rest copy bit 54.
                 let va = (((vpn << sh) << 9) as i64 >> 9) as u64;
-                v.push((va, (a.keys[i] & 0xffff) as u16, t));
+                v.push((va, (a.ent[i].key & 0xffff) as u16, t));
             }
         }
         v
@@ -730,10 +824,10 @@ mod tests {
                 let a = &tlb.arrays[0];
                 let base = a.set_base(va >> 12);
                 let k = key(va >> 12, 12, asid);
-                assert_eq!(a.first(base, k), a.keys[base..base + ways].iter().position(|&y| y == k).map(|w| base + w));
+                assert_eq!(a.first(base, k), a.ent[base..base + ways].iter().position(|y| y.key == k).map(|w| base + w));
                 let clock = tlb.clock.wrapping_add(1);
                 let linear = (base..base + ways)
-                    .map(|w| (w, if a.keys[w] == INVALID { u32::MAX } else { clock.wrapping_sub(a.lru[w]) }))
+                    .map(|w| (w, if a.ent[w].key == INVALID { u32::MAX } else { clock.wrapping_sub(a.lru[w]) }))
                     .fold((base, 0), |(b, age), (w, x)| if x > age { (w, x) } else { (b, age) })
                     .0;
                 assert_eq!(a.victim(base, clock), linear);
@@ -744,6 +838,10 @@ mod tests {
                         tlb.lookup(va, asid);
                     }
                 }
+                // The probes a lookup makes are those of the sizes held.
+                let live = tlb.live;
+                tlb.refresh_live();
+                assert_eq!(live, tlb.live);
             }
         }
     }
