@@ -311,6 +311,11 @@ impl System {
     pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, a: Advice) -> Result<(), Errno> {
         self.syscall(pid, |vm| vm.madvise(pid, addr, len, a))
     }
+    /// Per-range superpage advice (`Vm::madvise_superpages`, a splab
+    /// extension after Linux's MADV_NOHUGEPAGE / MADV_HUGEPAGE).
+    pub fn madvise_superpages(&mut self, pid: Pid, addr: u64, len: u64, allow: bool) -> Result<(), Errno> {
+        self.syscall(pid, |vm| vm.madvise_superpages(pid, addr, len, allow))
+    }
     pub fn fork(&mut self, pid: Pid) -> Result<Pid, Errno> {
         self.syscall(pid, |vm| vm.fork(pid))
     }

@@ -93,6 +93,9 @@ pub fn sim(r: &SimRun) -> String {
     let per_walk = r.hw.walk_mem_refs as f64 / r.hw.walks.max(1) as f64;
     let _ = writeln!(o, "  {:<22}{} ({} memory refs, {} per walk)", "page walks", r.hw.walks, r.hw.walk_mem_refs, num(per_walk));
     let _ = writeln!(o, "  {:<22}{}", "page faults", r.events.faults);
+    if let Some(l) = &r.layout {
+        let _ = writeln!(o, "  {:<22}{}", "page layout", l.line());
+    }
     let _ = writeln!(o, "  {:<22}{}", "model host memory", size::show(r.host_model_bytes));
     if r.swap_bytes > 0 {
         let i = |k: &str| r.sysctl.get(k).map(|v| v.to_string()).unwrap_or_default();
@@ -124,7 +127,13 @@ pub fn sim(r: &SimRun) -> String {
 pub fn compare(c: &Comparison) -> String {
     let (off, on) = (&c.off, &c.on);
     let mut o = String::new();
-    let _ = writeln!(o, "{} on {} ({}), {} memory\n", off.workload_detail, off.machine, off.arch, size::show(off.memory_bytes));
+    let _ = writeln!(o, "{} on {} ({}), {} memory", off.workload_detail, off.machine, off.arch, size::show(off.memory_bytes));
+    if let Some(l) = &on.layout {
+        // The off run has no superpages whatever the layout; the on run's
+        // layout is the one asked for.
+        let _ = writeln!(o, "superpages on: {}", l.line());
+    }
+    o.push('\n');
     let row = |o: &mut String, name: &str, a: f64, b: f64| {
         let _ = writeln!(o, "{name:<34}{:>16}{:>16}{:>10}", num(a), num(b), change(a, b));
     };

@@ -96,6 +96,9 @@ pub struct SimRun {
     pub stale_samples: Option<Vec<String>>,
     /// Processes killed because memory and swap ran out.
     pub oom_kills: Vec<splab_vm::OomKill>,
+    /// With `--pages`: the layout asked for and the one the run got.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub layout: Option<splab_workloads::layout::LayoutObtained>,
 }
 
 impl SimRun {
@@ -172,6 +175,7 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
         host_model_bytes: sys.model_host_bytes(),
         stale_samples: a.check_tlb.then(|| sys.stale_samples.clone()),
         oom_kills: sys.oom_kills().to_vec(),
+        layout: w.layout().cloned(),
     })
 }
 

@@ -16,6 +16,7 @@ use splab_workloads::realloc::Realloc;
 use splab_workloads::stream::Stream;
 use splab_workloads::stress::Stress;
 use splab_workloads::transpose::Transpose;
+use splab_workloads::layout::PageLayout;
 use splab_workloads::Workload;
 
 /// Options of the workloads; each workload reads the ones it has.
@@ -96,6 +97,16 @@ pub struct WorkloadArgs {
     /// range after the allocation is free, as jemalloc does).
     #[arg(long)]
     pub always_move: bool,
+    /// gups, lat, transpose, stream, index: lay the workload's data out
+    /// as `splab native --pages` does, in one 2 MB-aligned region whose
+    /// 2 MB chunks are all in 4 KB pages (4k), all left to reservations
+    /// and promotion (2m), or a fraction F of them, spread as the native
+    /// mix spreads them (mix:F); the 4 KB chunks are advised out of
+    /// superpages (a splab extension after Linux's MADV_NOHUGEPAGE). The
+    /// report says how many chunks were promoted. Without it, the data are
+    /// mapped as before, one mapping per array.
+    #[arg(long, value_name = "4k|2m|mix:F")]
+    pub pages: Option<String>,
 }
 
 /// `WorkloadArgs` as the command line would give them for `args` (the
@@ -146,10 +157,16 @@ fn fits(what: &str, bytes: u64, cfg: &Config) -> Result<(), String> {
     Ok(())
 }
 
+/// The `--pages` layout, for the workloads that take one.
+fn pages(a: &WorkloadArgs) -> Result<Option<PageLayout>, String> {
+    a.pages.as_deref().map(PageLayout::parse).transpose()
+}
+
 fn gups(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let log2 = a.log2_table.unwrap_or(24);
     let mut g = Gups::new(log2)?;
     g.verify = a.verify;
+    g.pages.asked = pages(a)?;
     fits(&format!("--log2-table {log2}: the GUPS table"), 8u64 << log2, cfg)?;
     Ok(Box::new(g))
 }
@@ -164,7 +181,8 @@ fn gups_mp(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> 
 
 fn lat(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let max = size_arg(&a.max_size, "--max-size", Lat::check_max_size)?;
-    let l = Lat::new(max, a.stride.clone(), Pattern::parse(&a.pattern)?, a.loads)?;
+    let mut l = Lat::new(max, a.stride.clone(), Pattern::parse(&a.pattern)?, a.loads)?;
+    l.pages.asked = pages(a)?;
     fits(&format!("--max-size {}: the array", a.max_size), max, cfg)?;
     Ok(Box::new(l))
 }
@@ -178,19 +196,22 @@ fn bw(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
 }
 
 fn transpose(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
-    let t = Transpose::new(a.sizes.clone())?;
+    let mut t = Transpose::new(a.sizes.clone())?;
+    t.pages.asked = pages(a)?;
     fits("--sizes: the two matrices of the largest size", t.footprint(), cfg)?;
     Ok(Box::new(t))
 }
 
 fn stream(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
-    let s = Stream::new(a.n, a.ntimes)?;
+    let mut s = Stream::new(a.n, a.ntimes)?;
+    s.pages.asked = pages(a)?;
     fits(&format!("--n {}: the three arrays", a.n), 3 * 8 * a.n, cfg)?;
     Ok(Box::new(s))
 }
 
 fn index(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
-    let i = Index::new(a.scale, a.clients, a.transactions)?;
+    let mut i = Index::new(a.scale, a.clients, a.transactions)?;
+    i.pages.asked = pages(a)?;
     fits(&format!("--scale {}: the shared buffers", a.scale), i.shared_bytes(), cfg)?;
     Ok(Box::new(i))
 }
@@ -218,6 +239,9 @@ fn realloc(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> 
     Ok(Box::new(r))
 }
 
+/// The workloads that take `--pages` (those `splab native` runs).
+const PAGES_WORKLOADS: &[&str] = &["gups", "lat", "transpose", "stream", "index"];
+
 pub fn names() -> Vec<&'static str> {
     WORKLOADS.iter().map(|(n, _)| *n).collect()
 }
@@ -225,12 +249,18 @@ pub fn names() -> Vec<&'static str> {
 /// The workload called `name`, built for a system configured as `cfg`.
 pub fn build(name: &str, a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, Fail> {
     if let Some(path) = name.strip_prefix("trace:") {
+        if a.pages.is_some() {
+            return Err(Fail::Input(format!("--pages: a trace replay does not take a layout (these do: {})", PAGES_WORKLOADS.join(", "))));
+        }
         let r = splab_trace::replay::Replay::new(std::path::Path::new(path), None).map_err(Fail::Input)?;
         return Ok(Box::new(r));
     }
     let Some((_, make)) = WORKLOADS.iter().find(|(n, _)| *n == name) else {
         return Err(Fail::Input(format!("unknown workload {name:?} (known: {}, trace:FILE)", names().join(", "))));
     };
+    if a.pages.is_some() && !PAGES_WORKLOADS.contains(&name) {
+        return Err(Fail::Input(format!("--pages: workload {name} does not take a layout (these do: {})", PAGES_WORKLOADS.join(", "))));
+    }
     make(a, cfg).map_err(Fail::Input)
 }
 

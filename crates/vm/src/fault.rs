@@ -112,6 +112,9 @@ impl Vm {
             return Err(FaultError::Unmapped(va));
         }
         let first_pindex = first_pindex as u32;
+        // Pages for an entry advised out of superpages come from no
+        // reservation (`eflags::NORESERV`).
+        let reserv = e.eflags & eflags::NORESERV == 0;
 
         if let ObjKind::LargePage { base } = self.objects.get(first_object).kind {
             return self.fault_largepage(pid, &e, va, base, fprot, access);
@@ -134,19 +137,19 @@ impl Vm {
             }
             let o = self.objects.get(obj);
             if let Some(&slot) = o.swblk.get(&(pindex as u32)) {
-                let m = self.swap_in(obj, pindex as u32, slot).ok_or(FaultError::NoMemory(va))?;
+                let m = self.swap_in(obj, pindex as u32, slot, reserv).ok_or(FaultError::NoMemory(va))?;
                 break (obj, m);
             }
             if let ObjKind::Vnode { file } = o.kind {
                 if pindex >= o.size {
                     return Err(FaultError::Bus(va));
                 }
-                let m = self.page_in(obj, file, pindex as u32).ok_or(FaultError::NoMemory(va))?;
+                let m = self.page_in(obj, file, pindex as u32, reserv).ok_or(FaultError::NoMemory(va))?;
                 break (obj, m);
             }
             if o.backing == 0 {
                 // Zero fill in the first object.
-                let m = self.alloc_object_page(first_object, first_pindex).ok_or(FaultError::NoMemory(va))?;
+                let m = self.alloc_object_page(first_object, first_pindex, reserv).ok_or(FaultError::NoMemory(va))?;
                 self.mem.zero_frame(m);
                 self.ev.zero_fills += 1;
                 self.stats.v_zfod += 1;
@@ -159,7 +162,7 @@ impl Vm {
         if obj != first_object {
             if access & prot::WRITE != 0 {
                 // Copy on write into the first object (vm_fault_cow).
-                let copy = self.alloc_object_page(first_object, first_pindex).ok_or(FaultError::NoMemory(va))?;
+                let copy = self.alloc_object_page(first_object, first_pindex, reserv).ok_or(FaultError::NoMemory(va))?;
                 self.mem.copy_frame(copy, m);
                 self.ev.cow_copies += 1;
                 self.stats.v_cow_faults += 1;
@@ -225,8 +228,8 @@ impl Vm {
     /// page in `obj` with the slot's contents. The page is clean and keeps
     /// its slot, which still holds the same contents, until it is
     /// modified.
-    fn swap_in(&mut self, obj: ObjId, pindex: u32, slot: u32) -> Option<Pfn> {
-        let m = self.alloc_object_page(obj, pindex)?;
+    fn swap_in(&mut self, obj: ObjId, pindex: u32, slot: u32, reserv: bool) -> Option<Pfn> {
+        let m = self.alloc_object_page(obj, pindex, reserv)?;
         match self.swap.read(slot) {
             Some(data) => self.mem.set_frame(m, data),
             None => self.mem.zero_frame(m),
@@ -242,10 +245,11 @@ impl Vm {
     /// find it even if the fault stops before mapping it (a later
     /// allocation fails and the process is killed while waiting); a fault
     /// that maps it activates it. Until the fault is done it is busy
-    /// (`Vm::busy`): the daemon leaves it alone.
-    pub(crate) fn alloc_object_page(&mut self, obj: ObjId, pindex: u32) -> Option<Pfn> {
+    /// (`Vm::busy`): the daemon leaves it alone. With `reserv` false the
+    /// page comes from no reservation (an entry with `eflags::NORESERV`).
+    pub(crate) fn alloc_object_page(&mut self, obj: ObjId, pindex: u32, reserv: bool) -> Option<Pfn> {
         let info = self.objects.get(obj).info(obj);
-        let m = self.phys.alloc_page(&info, pindex)?;
+        let m = self.phys.alloc_page_in(&info, pindex, reserv)?;
         self.objects.get_mut(obj).pages.insert(pindex, m);
         self.phys.deactivate(m);
         self.busy.push(m);
@@ -256,8 +260,8 @@ impl Vm {
     /// was written back to the file if the page daemon wrote it, else the
     /// file's original contents; the part of the page beyond the end of
     /// the file reads as zero.
-    fn page_in(&mut self, obj: ObjId, file: u32, pindex: u32) -> Option<Pfn> {
-        let m = self.alloc_object_page(obj, pindex)?;
+    fn page_in(&mut self, obj: ObjId, file: u32, pindex: u32, reserv: bool) -> Option<Pfn> {
+        let m = self.alloc_object_page(obj, pindex, reserv)?;
         self.ev.page_ins += 1;
         self.stats.v_vnodein += 1;
         self.stats.v_vnodepgsin += 1;

@@ -45,6 +45,12 @@ pub mod eflags {
     pub const COW: u8 = 1 << 0;
     /// The entry still shares its object; the first write shadows it.
     pub const NEEDS_COPY: u8 = 1 << 1;
+    /// Faults in this entry allocate their pages without a reservation, so
+    /// its range is never promoted (`Vm::madvise_superpages`). A splab
+    /// extension, the counterpart of Linux's VM_NOHUGEPAGE (set by
+    /// MADV_NOHUGEPAGE): FreeBSD has no per-range advice of this kind, only
+    /// the system-wide tunables. Inherited by fork and kept by clipping.
+    pub const NORESERV: u8 = 1 << 2;
 }
 
 #[derive(Clone, Debug)]
@@ -418,6 +424,34 @@ impl Vm {
             if old != new {
                 let (pmap, mut env) = self.pmap_env();
                 pmap.protect(&mut env, pm, VirtAddr(es), VirtAddr(ee), new & mask);
+            }
+        }
+        Ok(())
+    }
+
+    /// Per-range superpage advice, a splab extension modelled on Linux's
+    /// MADV_NOHUGEPAGE (`allow` false) and MADV_HUGEPAGE (`allow` true,
+    /// which here only undoes the former: reservations are the default):
+    /// the entries over [addr, addr + len) are clipped to it and get or
+    /// lose `eflags::NORESERV`. Like Linux's advice it changes only later
+    /// faults; pages already in reservations stay there. The whole range
+    /// must be mapped (ENOMEM otherwise).
+    pub fn madvise_superpages(&mut self, pid: Pid, addr: u64, len: u64, allow: bool) -> Result<(), Errno> {
+        self.ev.syscalls += 1;
+        let p = self.proc(pid).ok_or(Errno::ESRCH)?;
+        let (s, e) = check_range(addr, len, p.map.max)?;
+        if !p.map.covered(s, e) {
+            return Err(Errno::ENOMEM);
+        }
+        self.clip(pid, s);
+        self.clip(pid, e);
+        let p = self.proc_mut(pid).unwrap();
+        for k in p.map.range_keys(s, e) {
+            let ent = p.map.entries.get_mut(&k).unwrap();
+            if allow {
+                ent.eflags &= !eflags::NORESERV;
+            } else {
+                ent.eflags |= eflags::NORESERV;
             }
         }
         Ok(())

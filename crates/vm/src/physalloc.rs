@@ -291,10 +291,18 @@ impl Phys {
     /// the page daemon, when only the reserve is left (vm_domain_allocate
     /// with VM_ALLOC_NORMAL) or memory is exhausted.
     pub fn alloc_page(&mut self, o: &ObjInfo, pindex: u32) -> Option<Pfn> {
+        self.alloc_page_in(o, pindex, true)
+    }
+
+    /// `alloc_page`, trying a reservation only when `reserv` is true (the
+    /// fault path passes false for a range advised out of superpages:
+    /// `map::eflags::NORESERV`, a splab extension).
+    pub fn alloc_page_in(&mut self, o: &ObjInfo, pindex: u32, reserv: bool) -> Option<Pfn> {
         if self.free_count() <= self.targets.free_reserved {
             return self.alloc_failed();
         }
-        let pfn = match self.reserv_alloc_page(o, pindex) {
+        let from_reserv = if reserv { self.reserv_alloc_page(o, pindex) } else { None };
+        let pfn = match from_reserv {
             Some(p) => p,
             None => match self.alloc_base_page() {
                 Some(p) => p,

@@ -6,6 +6,7 @@
 
 use crate::common::{fault, map, spawn_on, Batch};
 use crate::{Figure, Workload, WorkloadResult};
+use crate::layout::{Layout, LayoutObtained, Region};
 use splab_sim::System;
 use splab_vm::FaultError;
 use splab_vm::map::MmapReq;
@@ -90,12 +91,14 @@ pub struct Gups {
     /// Run HPCC's verification pass (needs content tracking).
     pub verify: bool,
     pub cpu: usize,
+    /// `--pages`: the table in one region laid out as asked.
+    pub pages: Layout,
 }
 
 impl Gups {
     pub fn new(log2_table: u32) -> Result<Gups, String> {
         check_log2_table(log2_table)?;
-        Ok(Gups { log2_table, verify: false, cpu: 0 })
+        Ok(Gups { log2_table, verify: false, cpu: 0, pages: Layout::default() })
     }
     fn table_size(&self) -> u64 {
         1 << self.log2_table
@@ -124,7 +127,14 @@ impl Workload for Gups {
         let n = self.table_size();
         let cpu = self.cpu;
         let pid = spawn_on(sys, cpu)?;
-        let table = map(sys, pid, MmapReq::anon(n * 8, prot::RW), "the GUPS table")?;
+        let region = match self.pages.asked {
+            Some(l) => Some(Region::map(sys, pid, cpu, n * 8, false, l, "the GUPS table")?),
+            None => None,
+        };
+        let table = match region {
+            Some(r) => r.va,
+            None => map(sys, pid, MmapReq::anon(n * 8, prot::RW), "the GUPS table")?,
+        };
         let fault = fault("GUPS table access");
         let mut b = Batch::new(cpu);
         const CHUNK: u64 = 1 << 20;
@@ -143,6 +153,7 @@ impl Workload for Gups {
             progress(done);
         }
         let t1 = sys.cycles(cpu);
+        self.pages.obtained = region.map(|r| r.obtained(sys, pid));
         let timed = sys.cycles_to_seconds(t1 - t0);
         let gups = nupdate as f64 / timed / 1e9;
         let mut report = format!(
@@ -180,6 +191,10 @@ impl Workload for Gups {
             report,
             timed_seconds: timed,
         })
+    }
+
+    fn layout(&self) -> Option<&LayoutObtained> {
+        self.pages.obtained.as_ref()
     }
 }
 

@@ -41,6 +41,7 @@
 
 use crate::common::{between, exit, fault, map, page_round, spawn_on, touch_pages, Batch, Rng};
 use crate::sched::{Quanta, Sched, Spawn, Step, Task};
+use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::{Op, System};
 use splab_vm::kernel::Pid;
@@ -268,6 +269,9 @@ pub struct Index {
     /// Transactions per client (pgbench -t).
     pub transactions: u64,
     pub quanta: Quanta,
+    /// `--pages`: the shared buffers laid out as asked (the advice is
+    /// made in the postmaster and inherited by the backends).
+    pub pages: Layout,
 }
 
 impl Index {
@@ -281,7 +285,7 @@ impl Index {
         if !(1..=1_000_000_000).contains(&transactions) {
             return Err(format!("--transactions {transactions} is out of range (1 to 1000000000)"));
         }
-        Ok(Index { scale, clients, transactions, quanta: Quanta::default() })
+        Ok(Index { scale, clients, transactions, quanta: Quanta::default(), pages: Layout::default() })
     }
 
     /// Bytes of the shared segment.
@@ -308,7 +312,14 @@ impl Workload for Index {
         // The postmaster makes shared memory and pgbench -i fills it.
         let postmaster = spawn_on(sys, 0)?;
         let req = MmapReq { addr: 0, len: db.segment, prot: prot::RW, shared: true, fixed: false, backing: Backing::Anon, prefault: false };
-        let base = map(sys, postmaster, req, "shared buffers")?;
+        let region = match self.pages.asked {
+            Some(l) => Some(Region::map(sys, postmaster, 0, db.segment, true, l, "shared buffers")?),
+            None => None,
+        };
+        let base = match region {
+            Some(r) => r.va,
+            None => map(sys, postmaster, req, "shared buffers")?,
+        };
         db.place(base);
         let mut b = Batch::new(0);
         touch_pages(sys, &mut b, base, db.segment, Some(0)).map_err(fault("loading the database"))?;
@@ -332,6 +343,7 @@ impl Workload for Index {
             pids.push(pid);
         }
         let ph = sched.run(sys, done, progress)?;
+        self.pages.obtained = region.map(|r| r.obtained(sys, postmaster));
         for pid in pids {
             exit(sys, pid)?;
         }
@@ -368,6 +380,9 @@ impl Workload for Index {
             report: r,
             timed_seconds: secs,
         })
+    }
+    fn layout(&self) -> Option<&LayoutObtained> {
+        self.pages.obtained.as_ref()
     }
 }
 

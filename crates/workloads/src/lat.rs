@@ -18,6 +18,7 @@
 //! same thing either way.
 
 use crate::common::{exit, fault, map, size_text, spawn_on, Batch};
+use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::{Op, System};
 use splab_vm::map::MmapReq;
@@ -34,6 +35,8 @@ pub struct Lat {
     /// Timed loads per size (after a warm-up of up to as many).
     pub loads: u64,
     pub cpu: usize,
+    /// `--pages`: the data in one region laid out as asked.
+    pub pages: Layout,
 }
 
 /// Smallest size of the sweep.
@@ -61,7 +64,7 @@ impl Lat {
         if !(100..=100_000_000).contains(&loads) {
             return Err(format!("--loads {loads} is out of range (100 to 100000000)"));
         }
-        Ok(Lat { max_size, strides, pattern, loads, cpu: 0 })
+        Ok(Lat { max_size, strides, pattern, loads, cpu: 0, pages: Layout::default() })
     }
 
     /// The sweep: four sizes per doubling (x1, x1.25, x1.5, x1.75) from
@@ -189,7 +192,14 @@ impl Workload for Lat {
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
         let cpu = self.cpu;
         let pid = spawn_on(sys, cpu)?;
-        let base = map(sys, pid, MmapReq::anon(self.max_size, prot::RW), "the pointer-chase array")?;
+        let region = match self.pages.asked {
+            Some(l) => Some(Region::map(sys, pid, cpu, self.max_size, false, l, "the pointer-chase array")?),
+            None => None,
+        };
+        let base = match region {
+            Some(r) => r.va,
+            None => map(sys, pid, MmapReq::anon(self.max_size, prot::RW), "the pointer-chase array")?,
+        };
         let tracking = sys.mem().tracks_data();
         let err = fault("pointer chase");
         let freq = sys.cfg.profile.freq_ghz;
@@ -252,6 +262,7 @@ impl Workload for Lat {
             }
             report.push('\n');
         }
+        self.pages.obtained = region.map(|r| r.obtained(sys, pid));
         exit(sys, pid)?;
         let (stride, ns) = figure.ok_or("no size of the sweep holds an element")?;
         Ok(WorkloadResult {
@@ -264,6 +275,9 @@ impl Workload for Lat {
             report,
             timed_seconds: sys.cycles_to_seconds(timed_cycles),
         })
+    }
+    fn layout(&self) -> Option<&LayoutObtained> {
+        self.pages.obtained.as_ref()
     }
 }
 

@@ -17,6 +17,7 @@ pub mod gups;
 pub mod gups_mp;
 pub mod index;
 pub mod lat;
+pub mod layout;
 pub mod realloc;
 pub mod sched;
 pub mod script;
@@ -57,6 +58,11 @@ pub trait Workload {
     /// for such errors, as for any bad input.
     fn failed_on_input(&self) -> bool {
         false
+    }
+    /// The page-size layout the last `run` got, for the workloads that
+    /// take `--pages` (`layout`).
+    fn layout(&self) -> Option<&layout::LayoutObtained> {
+        None
     }
 }
 

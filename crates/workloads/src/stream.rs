@@ -16,6 +16,7 @@
 //! results is not made.
 
 use crate::common::{exit, fault, map, since, spawn_on, Batch, LINE};
+use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::map::MmapReq;
@@ -26,6 +27,9 @@ pub struct Stream {
     pub n: u64,
     pub ntimes: u32,
     pub cpu: usize,
+    /// `--pages`: the three arrays one after another in one region, as
+    /// the native run has them, laid out as asked.
+    pub pages: Layout,
 }
 
 /// The kernels: name, arrays read, array written, bytes per element.
@@ -40,7 +44,7 @@ impl Stream {
         if !(2..=1000).contains(&ntimes) {
             return Err(format!("--ntimes {ntimes} is out of range (2 to 1000; the first run is not counted)"));
         }
-        Ok(Stream { n, ntimes, cpu: 0 })
+        Ok(Stream { n, ntimes, cpu: 0, pages: Layout::default() })
     }
 
     fn lines(&self) -> u64 {
@@ -62,8 +66,15 @@ impl Workload for Stream {
         let pid = spawn_on(sys, cpu)?;
         let bytes = self.n * 8;
         let mut arrays = [0u64; 3];
+        let region = match self.pages.asked {
+            Some(l) => Some(Region::map(sys, pid, cpu, 3 * bytes, false, l, "the arrays")?),
+            None => None,
+        };
         for (k, a) in arrays.iter_mut().enumerate() {
-            *a = map(sys, pid, MmapReq::anon(bytes, prot::RW), ["array a", "array b", "array c"][k])?;
+            *a = match region {
+                Some(r) => r.va + k as u64 * bytes,
+                None => map(sys, pid, MmapReq::anon(bytes, prot::RW), ["array a", "array b", "array c"][k])?,
+            };
         }
         let err = fault("STREAM array access");
         let lines = self.lines();
@@ -97,6 +108,7 @@ impl Workload for Stream {
                 progress(done);
             }
         }
+        self.pages.obtained = region.map(|r| r.obtained(sys, pid));
         exit(sys, pid)?;
 
         let mut r = String::new();
@@ -129,5 +141,8 @@ impl Workload for Stream {
             report: r,
             timed_seconds: timed,
         })
+    }
+    fn layout(&self) -> Option<&LayoutObtained> {
+        self.pages.obtained.as_ref()
     }
 }

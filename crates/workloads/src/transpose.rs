@@ -16,6 +16,7 @@
 //! 2 x 8 x N^2, in MB of 10^6 bytes per second.
 
 use crate::common::{exit, fault, map, page_round, spawn_on, unmap, Batch, LINE};
+use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::map::MmapReq;
@@ -27,6 +28,10 @@ pub const DEFAULT_SIZES: &[u64] = &[3000, 3072, 3300];
 pub struct Transpose {
     pub sizes: Vec<u64>,
     pub cpu: usize,
+    /// `--pages`: one region for the largest A and B, reused by every
+    /// size with B right after A, as the native run has them, laid out as
+    /// asked.
+    pub pages: Layout,
 }
 
 impl Transpose {
@@ -39,7 +44,7 @@ impl Transpose {
                 return Err(format!("--sizes {n}: matrix size out of range (2 to 65536)"));
             }
         }
-        Ok(Transpose { sizes, cpu: 0 })
+        Ok(Transpose { sizes, cpu: 0, pages: Layout::default() })
     }
 
     /// Bytes both matrices of the largest size take.
@@ -79,10 +84,16 @@ impl Workload for Transpose {
         let _ = writeln!(report, "{:>6}  {:<7}  {:<34}  {:>10}  {:>10}", "N", "variant", "access pattern", "time (s)", "MB/s");
         let mut b = Batch::new(cpu);
         let (mut bytes, mut cycles, mut done) = (0.0, 0.0, 0);
+        let region = match self.pages.asked {
+            Some(l) => Some(Region::map(sys, pid, cpu, self.footprint(), false, l, "the matrices")?),
+            None => None,
+        };
         for &n in &self.sizes {
             let len = n * n * 8;
-            let a = map(sys, pid, MmapReq::anon(len, prot::RW), "matrix A")?;
-            let bm = map(sys, pid, MmapReq::anon(len, prot::RW), "matrix B")?;
+            let (a, bm) = match region {
+                Some(r) => (r.va, r.va + page_round(len)),
+                None => (map(sys, pid, MmapReq::anon(len, prot::RW), "matrix A")?, map(sys, pid, MmapReq::anon(len, prot::RW), "matrix B")?),
+            };
             for m in [a, bm] {
                 for off in (0..len).step_by(LINE as usize) {
                     b.store(sys, m + off, 0).map_err(fault("matrix initialisation"))?;
@@ -104,9 +115,12 @@ impl Workload for Transpose {
                 done += 2 * n * n;
                 progress(done);
             }
-            unmap(sys, pid, a, len, "matrix A")?;
-            unmap(sys, pid, bm, len, "matrix B")?;
+            if region.is_none() {
+                unmap(sys, pid, a, len, "matrix A")?;
+                unmap(sys, pid, bm, len, "matrix B")?;
+            }
         }
+        self.pages.obtained = region.map(|r| r.obtained(sys, pid));
         exit(sys, pid)?;
         let secs = sys.cycles_to_seconds(cycles);
         let rate = bytes / secs / 1e6;
@@ -116,5 +130,8 @@ impl Workload for Transpose {
             report,
             timed_seconds: secs,
         })
+    }
+    fn layout(&self) -> Option<&LayoutObtained> {
+        self.pages.obtained.as_ref()
     }
 }

@@ -185,3 +185,31 @@ fn realloc_stops_cleanly_when_memory_is_full() {
         sys.vm.check_invariants().unwrap();
     }
 }
+
+/// `--pages`: the chunks a layout keeps in 4 KB pages are never promoted,
+/// the others are, chunk for chunk as `mix_chunks` (the native mix) says.
+#[test]
+fn page_layouts_promote_the_chunks_asked_for() {
+    use splab_workloads::gups::Gups;
+    use splab_workloads::layout::PageLayout;
+    // A 16 MiB table: 8 chunks of 2 MB.
+    let mut got = Vec::new();
+    for layout in [PageLayout::TwoM, PageLayout::Mix(0.5), PageLayout::FourK] {
+        let mut sys = system(256 << 20, true, false);
+        let mut g = Gups::new(21).unwrap();
+        g.pages.asked = Some(layout);
+        run(&mut g, &mut sys);
+        let l = g.layout().expect("a layout report").clone();
+        assert_eq!((l.chunks, l.short, l.unexpected), (8, 0, 0), "{layout}: {l:?}");
+        assert_eq!(l.chunks_2m_obtained, l.chunks_2m_asked, "{layout}: {l:?}");
+        got.push((promotions(&sys), l.chunks_2m_obtained));
+    }
+    assert_eq!(got[0], (8, 8), "all 2m");
+    assert_eq!(got[1], (4, 4), "mix:0.5: half the promotions of all-2m");
+    assert_eq!(got[2], (0, 0), "4k, which is mix:0");
+    assert_eq!(PageLayout::Mix(0.0).chunks(8), PageLayout::FourK.chunks(8));
+    // Without a layout nothing is reported.
+    let mut g = Gups::new(12).unwrap();
+    run(&mut g, &mut system(64 << 20, true, false));
+    assert!(g.layout().is_none());
+}
