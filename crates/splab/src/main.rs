@@ -18,6 +18,7 @@ mod run;
 mod setup;
 mod size;
 mod trace;
+mod validate;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -105,6 +106,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Set the model's predictions beside this host: each workload run
+    /// natively and simulated in the same page layouts (4 KB, 2 MB, mixes),
+    /// measured and predicted times and speedups over 4 KB, and the errors.
+    Validate {
+        #[command(flatten)]
+        args: validate::ValidateArgs,
+        /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record, convert and describe memory-reference traces (replay one
     /// with `splab sim trace:FILE`).
     Trace {
@@ -148,6 +159,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
         Cmd::BenchPart(p) => bench::part(&p),
         Cmd::Trace { cmd } => trace::cmd(cmd),
         Cmd::Native { args, json } => native::cmd(&args, json),
+        Cmd::Validate { args, json } => validate::cmd(&args, json),
     }
 }
 

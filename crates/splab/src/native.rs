@@ -80,7 +80,7 @@ pub struct NativeArgs {
 /// The workloads `splab native` runs.
 pub const WORKLOADS: &[&str] = &["gups", "lat", "transpose", "stream", "index"];
 
-fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
+pub fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
     use splab_native::{gups, index, lat, stream, transpose};
     Ok(match a.workload.as_str() {
         "gups" => Box::new(input(gups::Gups::new(a.log2_table, a.verify))?),

@@ -1,0 +1,383 @@
+//! `splab validate`: the model's predictions set beside the machine. Each
+//! workload runs natively on this host in each page layout (`splab native`,
+//! repeats interleaved, medians), and is simulated with the same sizes and
+//! the same layout, chunk for chunk, on a machine profile of this host
+//! (as `splab calibrate` writes it from microbenchmarks only, so the
+//! profile has never seen these runs). The table gives measured and
+//! predicted times, measured and predicted speedups over all-4 KB pages,
+//! and the errors; then the mean and largest errors.
+
+use crate::error::{input, Fail};
+use crate::native::{self, NativeArgs};
+use crate::output::{emit, json};
+use crate::progress::Progress;
+use crate::run::{self, RunArgs};
+use clap::{Args, Parser};
+use serde::Serialize;
+use splab_native::pages::Pages;
+use splab_native::suite::{self, Plan, Spread, SuiteReport};
+use std::fmt::Write as _;
+
+/// Options of `splab validate`.
+#[derive(Args, Clone, Debug)]
+pub struct ValidateArgs {
+    /// Machine profile of this host to predict with: a TOML file as
+    /// `splab calibrate -o FILE` writes it (or a built-in name).
+    #[arg(long, value_name = "PROFILE")]
+    pub machine: String,
+    /// Workloads, comma-separated, from gups, lat, stream, index,
+    /// transpose.
+    #[arg(long, value_name = "W,...", value_delimiter = ',', default_value = "gups,lat,stream,index,transpose")]
+    pub workloads: Vec<String>,
+    /// Page layouts, comma-separated: 4k (all base pages), 2m (all 2 MB
+    /// pages: THP natively, promoted superpages in the model), mix:F (a
+    /// fraction F of the 2 MB chunks in 2 MB pages, the rest in 4 KB). The
+    /// first must be 4k: speedups are over it.
+    #[arg(long, value_name = "LAYOUT,...", value_delimiter = ',', default_value = "4k,2m,mix:0.25,mix:0.5,mix:0.75")]
+    pub layouts: Vec<String>,
+    /// Native runs per layout, interleaved across the layouts (the model
+    /// is deterministic and runs once).
+    #[arg(long, value_name = "N", default_value_t = 3)]
+    pub repeat: u32,
+    /// Small sizes (seconds, not minutes), for trying the command out;
+    /// too small for the caches and TLBs to matter as they do at full size.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// One layout as both sides name it.
+#[derive(Clone, Debug)]
+struct Layout {
+    name: String,
+    native: Pages,
+    sim: String,
+}
+
+fn layout(text: &str) -> Result<Layout, String> {
+    let t = text.trim();
+    let (native, sim) = match t {
+        "4k" => (Pages::FourK, "4k".to_string()),
+        "2m" => (Pages::Thp, "2m".to_string()),
+        other => match Pages::parse(other)? {
+            Pages::Mix(f) => (Pages::Mix(f), format!("mix:{f}")),
+            _ => return Err(format!("--layouts {other:?}: expected 4k, 2m or mix:F (the layouts both the host and the model can have)")),
+        },
+    };
+    Ok(Layout { name: t.to_string(), native, sim })
+}
+
+/// The workloads validated, with the sizes used for both sides: large
+/// enough that a 4 KB layout misses in the host's TLBs, small enough that
+/// the whole validation runs in minutes.
+fn sizes(workload: &str, quick: bool) -> Result<Vec<&'static str>, String> {
+    Ok(match (workload, quick) {
+        ("gups", false) => vec!["--log2-table", "24"],
+        ("gups", true) => vec!["--log2-table", "20"],
+        ("lat", false) => vec!["--max-size", "256M", "--stride", "64", "--pattern", "random", "--loads", "200000"],
+        ("lat", true) => vec!["--max-size", "16M", "--stride", "64", "--pattern", "random", "--loads", "20000"],
+        ("stream", false) => vec!["--n", "4000000", "--ntimes", "5"],
+        ("stream", true) => vec!["--n", "200000", "--ntimes", "2"],
+        ("index", false) => vec!["--scale", "20", "--transactions", "200000"],
+        ("index", true) => vec!["--scale", "2", "--transactions", "5000"],
+        ("transpose", false) => vec!["--sizes", "3000"],
+        ("transpose", true) => vec!["--sizes", "300"],
+        (other, _) => return Err(format!("--workloads {other:?}: expected gups, lat, stream, index or transpose")),
+    })
+}
+
+fn native_args(workload: &str, sizes: &[&str], repeat: u32) -> Result<NativeArgs, String> {
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        a: NativeArgs,
+    }
+    let r = repeat.to_string();
+    let argv = ["splab", workload, "--repeat", &r].into_iter().chain(sizes.iter().copied());
+    Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())
+}
+
+fn sim_args(workload: &str, sizes: &[&str], machine: &str, pages: &str) -> Result<RunArgs, String> {
+    #[derive(Parser)]
+    struct Only {
+        #[command(flatten)]
+        a: RunArgs,
+    }
+    let argv = ["splab", workload, "--machine", machine, "--pages", pages].into_iter().chain(sizes.iter().copied());
+    Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())
+}
+
+/// One workload in one layout.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub workload: String,
+    pub layout: String,
+    /// Native timed seconds over the repeats; None when the host could not
+    /// give the layout.
+    pub measured: Option<Spread>,
+    /// Share of the native region in 2 MB pages (median run).
+    pub measured_huge_fraction: Option<f64>,
+    pub skip_reason: Option<String>,
+    /// Simulated seconds of the same timed part.
+    pub predicted_seconds: f64,
+    /// Share of the simulated region in promoted 2 MB pages.
+    pub predicted_huge_fraction: Option<f64>,
+    /// Median 4k time / median time here.
+    pub measured_speedup: Option<f64>,
+    pub predicted_speedup: Option<f64>,
+    /// predicted / measured - 1, for the speedup and for the time.
+    pub speedup_error: Option<f64>,
+    pub time_error: Option<f64>,
+}
+
+/// Means and maxima of the absolute errors.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// Rows with a speedup to compare: every layout but 4k itself.
+    pub speedup_cells: usize,
+    pub speedup_mean_abs_error: Option<f64>,
+    pub speedup_max_abs_error: Option<f64>,
+    pub time_cells: usize,
+    pub time_mean_abs_error: Option<f64>,
+    pub time_max_abs_error: Option<f64>,
+}
+
+#[derive(Serialize)]
+pub struct Report {
+    pub machine: String,
+    pub quick: bool,
+    pub repeat: u32,
+    pub rows: Vec<Row>,
+    pub summary: Summary,
+    /// The native suites in full (layouts obtained, every run).
+    pub native: Vec<SuiteReport>,
+}
+
+fn mean_max(v: &[f64]) -> (Option<f64>, Option<f64>) {
+    if v.is_empty() {
+        return (None, None);
+    }
+    let abs: Vec<f64> = v.iter().map(|x| x.abs()).collect();
+    (Some(abs.iter().sum::<f64>() / abs.len() as f64), abs.iter().copied().reduce(f64::max))
+}
+
+/// Fills in the speedups and errors of one workload's rows (the first is
+/// the 4k baseline).
+fn score(rows: &mut [Row]) {
+    let base_m = rows[0].measured.as_ref().map(|s| s.median);
+    let base_p = rows[0].predicted_seconds;
+    for r in rows.iter_mut() {
+        let m = r.measured.as_ref().map(|s| s.median);
+        r.time_error = m.map(|m| r.predicted_seconds / m - 1.0);
+        r.predicted_speedup = (r.predicted_seconds > 0.0).then(|| base_p / r.predicted_seconds);
+        r.measured_speedup = match (base_m, m) {
+            (Some(b), Some(m)) if m > 0.0 => Some(b / m),
+            _ => None,
+        };
+        r.speedup_error = match (r.measured_speedup, r.predicted_speedup) {
+            (Some(ms), Some(ps)) => Some(ps / ms - 1.0),
+            _ => None,
+        };
+    }
+}
+
+pub fn summarise(rows: &[Row]) -> Summary {
+    let sp: Vec<f64> = rows.iter().filter(|r| r.layout != "4k").filter_map(|r| r.speedup_error).collect();
+    let tm: Vec<f64> = rows.iter().filter_map(|r| r.time_error).collect();
+    let (sm, sx) = mean_max(&sp);
+    let (tmn, tmx) = mean_max(&tm);
+    Summary { speedup_cells: sp.len(), speedup_mean_abs_error: sm, speedup_max_abs_error: sx, time_cells: tm.len(), time_mean_abs_error: tmn, time_max_abs_error: tmx }
+}
+
+/// `splab validate`.
+pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
+    let layouts: Vec<Layout> = a.layouts.iter().map(|l| layout(l)).collect::<Result<_, _>>().map_err(Fail::Input)?;
+    if layouts.first().map(|l| l.name.as_str()) != Some("4k") {
+        return Err(Fail::Input(format!("--layouts {:?}: the first layout must be 4k (speedups are over it)", a.layouts.join(","))));
+    }
+    if !(1..=100).contains(&a.repeat) {
+        return Err(Fail::Input(format!("--repeat {} is out of range (1 to 100)", a.repeat)));
+    }
+    // Every input is checked before anything runs.
+    let mut plans = Vec::new();
+    for w in &a.workloads {
+        let s = input(sizes(w, a.quick))?;
+        let n = input(native_args(w, &s, a.repeat))?;
+        let sims: Vec<RunArgs> = layouts.iter().map(|l| sim_args(w, &s, &a.machine, &l.sim)).collect::<Result<_, _>>().map_err(Fail::Input)?;
+        plans.push((w.clone(), n, sims));
+    }
+    crate::setup::config_or_default(&sims_machine(&plans), None)?;
+
+    let per_workload = layouts.len() as u64 * (a.repeat as u64 + 1);
+    let mut bar = Progress::new(per_workload * plans.len() as u64, "validate", "runs", as_json);
+    let mut done = 0u64;
+    let mut rows = Vec::new();
+    let mut suites = Vec::new();
+    for (w, n, sims) in &plans {
+        let nat = native::build(n)?;
+        let plan = Plan { layouts: layouts.iter().map(|l| l.native).collect(), repeat: a.repeat, grow_hugetlb: false };
+        let base = done;
+        let report = suite::run(w, nat.as_ref(), &plan, &mut |k, _, _| bar.update(base + k)).map_err(Fail::Run)?;
+        done += layouts.len() as u64 * a.repeat as u64;
+        let mut wrows = Vec::new();
+        for (l, s) in layouts.iter().zip(sims) {
+            let sim = run::simulate(s, true, true)?;
+            done += 1;
+            bar.update(done);
+            let nl = report.layouts.iter().find(|r| r.pages == l.native);
+            let usable = nl.filter(|r| !r.runs.is_empty());
+            wrows.push(Row {
+                workload: w.clone(),
+                layout: l.name.clone(),
+                measured: usable.and_then(|r| r.seconds.clone()),
+                measured_huge_fraction: usable.and_then(|r| r.huge_fraction.as_ref().map(|h| h.median)),
+                skip_reason: nl.and_then(|r| r.skip_reason.clone().or_else(|| r.shortfall.clone())),
+                predicted_seconds: sim.sim_seconds,
+                predicted_huge_fraction: sim.layout.as_ref().map(|o| o.chunks_2m_obtained as f64 / o.chunks.max(1) as f64),
+                measured_speedup: None,
+                predicted_speedup: None,
+                speedup_error: None,
+                time_error: None,
+            });
+        }
+        score(&mut wrows);
+        rows.extend(wrows);
+        suites.push(report);
+    }
+    bar.finish();
+    let summary = summarise(&rows);
+    let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, native: suites };
+    emit(&if as_json { json(&r) } else { text(&r) });
+    Ok(0)
+}
+
+/// The machine options every simulation of the plan shares.
+fn sims_machine(plans: &[(String, NativeArgs, Vec<RunArgs>)]) -> crate::setup::MachineArgs {
+    plans[0].2[0].machine.clone()
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map(|v| format!("{:+.1}%", 100.0 * v)).unwrap_or_else(|| "-".into())
+}
+
+fn times(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:.3}x")).unwrap_or_else(|| "-".into())
+}
+
+fn secs(x: f64) -> String {
+    if x >= 10.0 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// The text report.
+pub fn text(r: &Report) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "Validation on this host: native runs (median of {} interleaved) against the model on profile {}{}\n",
+        r.repeat,
+        r.machine,
+        if r.quick { " (--quick sizes)" } else { "" }
+    );
+    let _ = writeln!(
+        o,
+        "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>10}{:>9}{:>8}{:>8}",
+        "workload", "layout", "measured s", "predicted s", "time err", "meas. x", "pred. x", "x err", "huge m", "huge p"
+    );
+    for row in &r.rows {
+        let meas = row.measured.as_ref().map(|s| secs(s.median)).unwrap_or_else(|| "skipped".into());
+        let hm = row.measured_huge_fraction.map(|h| format!("{:.0}%", 100.0 * h)).unwrap_or_else(|| "-".into());
+        let hp = row.predicted_huge_fraction.map(|h| format!("{:.0}%", 100.0 * h)).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            o,
+            "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>10}{:>9}{:>8}{:>8}",
+            row.workload,
+            row.layout,
+            meas,
+            secs(row.predicted_seconds),
+            pct(row.time_error),
+            times(row.measured_speedup),
+            times(row.predicted_speedup),
+            if row.layout == "4k" { "".into() } else { pct(row.speedup_error) },
+            hm,
+            hp
+        );
+        if let Some(why) = &row.skip_reason {
+            let _ = writeln!(o, "{:<20}note: {why}", "");
+        }
+    }
+    let s = &r.summary;
+    let _ = writeln!(
+        o,
+        "\nspeedup over 4k, {} cells: mean absolute error {}, largest {}",
+        s.speedup_cells,
+        pct(s.speedup_mean_abs_error).trim_start_matches('+'),
+        pct(s.speedup_max_abs_error).trim_start_matches('+')
+    );
+    let _ = writeln!(
+        o,
+        "time, {} cells: mean absolute error {}, largest {}",
+        s.time_cells,
+        pct(s.time_mean_abs_error).trim_start_matches('+'),
+        pct(s.time_max_abs_error).trim_start_matches('+')
+    );
+    let busy = r.native.iter().flat_map(|n| &n.layouts).filter_map(|l| l.on_cpu.as_ref().map(|c| c.median)).fold(1.0f64, f64::min);
+    if busy < 0.9 {
+        let _ = writeln!(o, "note: the host was busy (a native run was on a CPU for only {:.0}% of its wall time); measured times are longer and noisier than the machine's own", 100.0 * busy);
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(layout: &str, measured: f64, predicted: f64) -> Row {
+        Row {
+            workload: "gups".into(),
+            layout: layout.into(),
+            measured: Spread::of(&[measured]),
+            measured_huge_fraction: None,
+            skip_reason: None,
+            predicted_seconds: predicted,
+            predicted_huge_fraction: None,
+            measured_speedup: None,
+            predicted_speedup: None,
+            speedup_error: None,
+            time_error: None,
+        }
+    }
+
+    #[test]
+    fn speedups_and_errors_are_against_the_4k_row() {
+        let mut rows = vec![row("4k", 2.0, 2.2), row("2m", 1.0, 1.0), row("mix:0.5", 1.6, 1.5)];
+        score(&mut rows);
+        assert!((rows[1].measured_speedup.unwrap() - 2.0).abs() < 1e-12);
+        assert!((rows[1].predicted_speedup.unwrap() - 2.2).abs() < 1e-12);
+        assert!((rows[1].speedup_error.unwrap() - 0.1).abs() < 1e-12);
+        assert!((rows[0].time_error.unwrap() - 0.1).abs() < 1e-12);
+        let s = summarise(&rows);
+        // The 4k row's speedup is 1 on both sides by definition: not a cell.
+        assert_eq!(s.speedup_cells, 2);
+        let e2 = (2.2 / 1.5) / (2.0 / 1.6) - 1.0;
+        assert!((s.speedup_mean_abs_error.unwrap() - (0.1 + e2.abs()) / 2.0).abs() < 1e-12);
+        assert_eq!(s.time_cells, 3);
+    }
+
+    #[test]
+    fn layouts_and_workloads_are_checked() {
+        assert!(layout("2m").is_ok());
+        assert!(matches!(layout("mix:0.25").unwrap().native, Pages::Mix(f) if f == 0.25));
+        let e = layout("hugetlb-1g").unwrap_err();
+        assert!(e.contains("hugetlb-1g"), "{e}");
+        let e = sizes("build", false).unwrap_err();
+        assert!(e.contains("build"), "{e}");
+        for w in ["gups", "lat", "stream", "index", "transpose"] {
+            let s = sizes(w, true).unwrap();
+            native_args(w, &s, 2).unwrap();
+            sim_args(w, &s, "sapphire-rapids", "mix:0.5").unwrap();
+        }
+    }
+}
