@@ -361,7 +361,7 @@ mod tests {
         let s = summarise(&rows);
         // The 4k row's speedup is 1 on both sides by definition: not a cell.
         assert_eq!(s.speedup_cells, 2);
-        let e2 = (2.2 / 1.5) / (2.0 / 1.6) - 1.0;
+        let e2: f64 = (2.2 / 1.5) / (2.0 / 1.6) - 1.0;
         assert!((s.speedup_mean_abs_error.unwrap() - (0.1 + e2.abs()) / 2.0).abs() < 1e-12);
         assert_eq!(s.time_cells, 3);
     }
