@@ -176,12 +176,12 @@ impl HostWalk {
             None => 0,
         };
         let last = HOST_LEVELS.iter().position(|&l| l == self.shift).expect("host page is a level");
-        for lvl in first..=last {
+        for (lvl, &s) in HOST_LEVELS.iter().enumerate().take(last + 1).skip(first) {
             out.push(self.entry(lvl, gpa));
             if lvl < last {
                 // The entry points to the next level's table.
                 let next = self.entry(lvl + 1, gpa) & !4095;
-                self.pwc.fill(gpa, 0, HOST_LEVELS[lvl], next);
+                self.pwc.fill(gpa, 0, s, next);
             }
         }
         let n = last + 1 - first;
