@@ -5,6 +5,7 @@
 
 use crate::cache::CacheConfig;
 use crate::mmu::AdUpdate;
+use crate::nested::VirtConfig;
 use crate::pwc::PwcLevelConfig;
 use crate::tlb::TlbArrayConfig;
 use serde::{Deserialize, Serialize};
@@ -108,6 +109,10 @@ pub struct Profile {
     pub memory: Memory,
     pub overlap: Overlap,
     pub costs: Costs,
+    /// `[virt]`: the machine is a guest under a hypervisor (nested
+    /// paging, the host page size). Absent means native.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub virt: Option<VirtConfig>,
 }
 
 /// Profiles compiled into the binary, by name.
@@ -173,7 +178,15 @@ impl Profile {
         for c in [&self.cache.l1d, &self.cache.l2, &self.cache.l3] {
             crate::cache::Cache::new(c)?;
         }
+        if let Some(v) = &self.virt {
+            v.host_shift()?;
+        }
         Ok(())
+    }
+
+    /// The `[virt]` section if it asks for nested paging.
+    pub fn nested(&self) -> Option<&VirtConfig> {
+        self.virt.as_ref().filter(|v| v.nested)
     }
 
     pub fn dram_cycles(&self) -> u32 {
@@ -213,6 +226,19 @@ mod tests {
         let text = BUILTIN[1].1.replace("ad_update = \"fault\"", "ad_update = \"sometimes\"");
         let e = Profile::parse(&text, "u74").unwrap_err();
         assert!(e.contains("sometimes"), "{e}");
+    }
+
+    #[test]
+    fn virt_section_is_optional_and_checked() {
+        let p = Profile::load("sapphire-rapids").unwrap();
+        assert!(p.virt.is_none() && p.nested().is_none());
+        let text = format!("{}\n[virt]\nnested = true        # EPT\nhost_page = \"2M\"\n", BUILTIN[0].1);
+        let v = Profile::parse(&text, "x").unwrap().virt.unwrap();
+        assert_eq!((v.nested, v.host_shift(), v.ntlb_entries, v.host_pwc), (true, Ok(21), 16, None));
+        let e = Profile::parse(&text.replace("\"2M\"", "\"8M\""), "x").unwrap_err();
+        assert!(e.contains("8M"), "{e}");
+        let off = format!("{}\n[virt]\nnested = false\nhost_page = \"4K\"\n", BUILTIN[0].1);
+        assert!(Profile::parse(&off, "x").unwrap().nested().is_none());
     }
 
     #[test]

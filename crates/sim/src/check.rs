@@ -552,7 +552,7 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
         problem(&mut d.rep, format!("stale translation: {s}"));
     }
     d.rep.refs = d.sys.hw().refs;
-    d.rep.sysctl = d.sys.vm.sysctls().values;
+    d.rep.sysctl = d.sys.sysctls().values;
     Ok(d.rep)
 }
 

@@ -17,6 +17,7 @@
 use serde::Serialize;
 use crate::timing::{BatchRef, Job, Timing, Worker};
 use splab_hw::mmu::{perm, Access, Mmu, Translation, WalkFault, WalkRefs, Walker};
+use splab_hw::nested::HostWalk;
 use splab_hw::physmem::PhysMem;
 use splab_hw::profile::Profile;
 use splab_hw::pwc::Pwc;
@@ -81,12 +82,21 @@ pub struct HwStats {
     pub loads: u64,
     pub stores: u64,
     pub walks: u64,
+    /// Memory references of walks, host table references of nested walks
+    /// included.
     pub walk_mem_refs: u64,
+    /// Of those, references to the host's table (nested paging only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nested_refs: u64,
     pub dirty_assists: u64,
     pub faults_taken: u64,
     pub stale_translations: u64,
     pub cache_hits: [u64; 3],
     pub dram_accesses: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Where the time went, in cycles, summed over CPUs.
@@ -120,6 +130,9 @@ pub struct System {
     /// Cycles of kernel work per CPU.
     kernel_cycles: Vec<f64>,
     refs: WalkRefs,
+    /// Per CPU, the host walk of nested paging (empty on a native
+    /// machine).
+    nested: Vec<HostWalk>,
     /// Walk references of translations not yet charged to the caches.
     pending_walks: Vec<u64>,
     /// References of a batch awaiting the cache model.
@@ -184,6 +197,17 @@ impl System {
             return Err(format!("fragmentation {} is out of range (0 to 1)", cfg.fragment));
         }
         let walker = splab_pmap::new_walker(&cfg.arch, p)?;
+        let mut nested = Vec::new();
+        if let Some(v) = p.nested() {
+            // POWER's hashed page table has no two-dimensional walk: under
+            // a hypervisor the HPT is the hypervisor's.
+            if cfg.arch == "ppc64-hpt" {
+                return Err(format!("machine profile {:?}: nested paging ([virt] nested = true) is not modelled for ppc64-hpt, whose hashed page table belongs to the hypervisor", p.name));
+            }
+            for _ in 0..p.cpus {
+                nested.push(HostWalk::new(v, &p.pwc, cfg.memory).map_err(|e| format!("machine profile {:?}: {e}", p.name))?);
+            }
+        }
         let mut pmap = splab_pmap::new_pmap(&cfg.arch, npages, cfg.superpages)?;
         for (name, value) in &cfg.tunables {
             pmap.set_tunable(name, *value)?;
@@ -224,6 +248,7 @@ impl System {
             spare_walks: Vec::new(),
             kernel_cycles: vec![0.0; p.cpus],
             refs: WalkRefs::default(),
+            nested,
             pending_walks: Vec::new(),
             batch: Vec::new(),
             hw: HwStats::default(),
@@ -387,7 +412,23 @@ impl System {
         let r = self.walker.walk(&mut self.vm.mem, &mut mmu.pwc, root, asid, va, acc, &mut self.refs);
         self.hw.walks += 1;
         self.hw.walk_mem_refs += self.refs.n as u64;
-        self.pending_walks.extend_from_slice(self.refs.as_slice());
+        if let Some(host) = self.nested.get_mut(cpu) {
+            // Two-dimensional: each guest table entry's guest-physical
+            // address is translated through the host table before it is
+            // read, and so is the data address the walk ends with.
+            let mut n = 0;
+            for &g in self.refs.as_slice() {
+                n += host.translate(g, &mut self.pending_walks);
+                self.pending_walks.push(g);
+            }
+            if let Ok(t) = &r {
+                n += host.translate(t.pa(va).0, &mut self.pending_walks);
+            }
+            self.hw.walk_mem_refs += n as u64;
+            self.hw.nested_refs += n as u64;
+        } else {
+            self.pending_walks.extend_from_slice(self.refs.as_slice());
+        }
         if let Ok(t) = &r {
             if self.cfg.check_tlb || cfg!(debug_assertions) {
                 self.check_walk(cpu, va, t);
@@ -717,6 +758,20 @@ impl System {
         h.cache_hits = hits;
         h.dram_accesses = dram;
         h
+    }
+
+    /// Every sysctl: the VM's and the pmap's, and with nested paging the
+    /// host walk's counters.
+    pub fn sysctls(&self) -> splab_vm::sysctl::Sysctls {
+        let mut s = self.vm.sysctls();
+        if let Some(v) = self.cfg.profile.nested() {
+            let sum = |f: fn(&HostWalk) -> u64| self.nested.iter().map(f).sum::<u64>();
+            s.text("splab.virt.host_page", v.host_page.clone(), "Page size the host backs guest memory with (nested paging)");
+            s.int("splab.walk.nested_refs", sum(|h| h.refs), "Host page-table references made by two-dimensional walks");
+            s.int("splab.walk.nested_walks", sum(|h| h.walks), "Host walks (guest-physical addresses the nested TLB missed)");
+            s.int("splab.walk.ntlb_hits", sum(|h| h.ntlb_hits), "Guest-physical addresses translated by the nested TLB");
+        }
+        s
     }
 
     /// Where the cycles went.

@@ -92,6 +92,10 @@ pub fn sim(r: &SimRun) -> String {
     tlb_table(&mut o, r);
     let per_walk = r.hw.walk_mem_refs as f64 / r.hw.walks.max(1) as f64;
     let _ = writeln!(o, "  {:<22}{} ({} memory refs, {} per walk)", "page walks", r.hw.walks, r.hw.walk_mem_refs, num(per_walk));
+    if r.hw.nested_refs > 0 {
+        let host = r.hw.nested_refs as f64 / r.hw.walks.max(1) as f64;
+        let _ = writeln!(o, "  {:<22}{} host table refs ({} per walk)", "  nested", r.hw.nested_refs, num(host));
+    }
     let _ = writeln!(o, "  {:<22}{}", "page faults", r.events.faults);
     if let Some(l) = &r.layout {
         let _ = writeln!(o, "  {:<22}{}", "page layout", l.line());
@@ -155,6 +159,11 @@ pub fn compare(c: &Comparison) -> String {
     }
     row(&mut o, "page walks", off.hw.walks as f64, on.hw.walks as f64);
     row(&mut o, "walk memory refs", off.hw.walk_mem_refs as f64, on.hw.walk_mem_refs as f64);
+    if off.hw.nested_refs + on.hw.nested_refs > 0 {
+        row(&mut o, "  of them host table refs", off.hw.nested_refs as f64, on.hw.nested_refs as f64);
+        let per = |r: &SimRun| r.hw.walk_mem_refs as f64 / r.hw.walks.max(1) as f64;
+        row(&mut o, "walk memory refs per walk", per(off), per(on));
+    }
     row(&mut o, "host seconds", off.host_seconds, on.host_seconds);
 
     // Every sysctl that is an integer in either run; a name missing from

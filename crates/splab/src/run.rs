@@ -162,7 +162,7 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
         seed: a.seed,
         figure: result.figure,
         report: result.report,
-        sysctl: sys.vm.sysctls().values,
+        sysctl: sys.sysctls().values,
         refs: sys.hw().refs,
         sim_seconds: result.timed_seconds,
         sim_seconds_total: sys.sim_seconds(),
@@ -218,6 +218,6 @@ pub fn fresh_sysctls(m: &MachineArgs, memory: Option<&str>, on: bool, tunables: 
     cfg.superpages = on;
     cfg.tunables = tunables.to_vec();
     let sys = setup::system(cfg)?;
-    Ok(sys.vm.sysctls())
+    Ok(sys.sysctls())
 }
 

@@ -429,6 +429,17 @@ impl Vm {
         Ok(())
     }
 
+    /// The page range of a madvise call, which must be entirely mapped
+    /// (EINVAL for a bad range, ENOMEM for a hole).
+    fn mapped_range(&self, pid: Pid, addr: u64, len: u64) -> Result<(u64, u64), Errno> {
+        let p = self.proc(pid).ok_or(Errno::ESRCH)?;
+        let (s, e) = check_range(addr, len, p.map.max)?;
+        if !p.map.covered(s, e) {
+            return Err(Errno::ENOMEM);
+        }
+        Ok((s, e))
+    }
+
     /// Per-range superpage advice, a splab extension modelled on Linux's
     /// MADV_NOHUGEPAGE (`allow` false) and MADV_HUGEPAGE (`allow` true,
     /// which here only undoes the former: reservations are the default):
@@ -438,11 +449,7 @@ impl Vm {
     /// must be mapped (ENOMEM otherwise).
     pub fn madvise_superpages(&mut self, pid: Pid, addr: u64, len: u64, allow: bool) -> Result<(), Errno> {
         self.ev.syscalls += 1;
-        let p = self.proc(pid).ok_or(Errno::ESRCH)?;
-        let (s, e) = check_range(addr, len, p.map.max)?;
-        if !p.map.covered(s, e) {
-            return Err(Errno::ENOMEM);
-        }
+        let (s, e) = self.mapped_range(pid, addr, len)?;
         self.clip(pid, s);
         self.clip(pid, e);
         let p = self.proc_mut(pid).unwrap();
@@ -468,11 +475,8 @@ impl Vm {
     /// FREE acts as DONTNEED, so no modification can be lost.
     pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
         self.ev.syscalls += 1;
-        let p = self.proc(pid).ok_or(Errno::ESRCH)?;
-        let (s, e) = check_range(addr, len, p.map.max)?;
-        if !p.map.covered(s, e) {
-            return Err(Errno::ENOMEM);
-        }
+        let (s, e) = self.mapped_range(pid, addr, len)?;
+        let p = self.proc(pid).unwrap();
         let pm = p.pmap;
         for k in p.map.range_keys(s, e) {
             let ent = self.proc(pid).unwrap().map.entries[&k].clone();

@@ -213,3 +213,42 @@ fn page_layouts_promote_the_chunks_asked_for() {
     run(&mut g, &mut system(64 << 20, true, false));
     assert!(g.layout().is_none());
 }
+
+/// Nested paging: GUPS's walks cost more with 4 KB host pages than with
+/// 2 MB ones, and guest 2 MB superpages gain more under nested paging
+/// than natively (the walks they save are the expensive ones). The STLB
+/// is cut to 64 entries so that a small table misses as a large one does.
+#[test]
+fn nested_walks_cost_more_with_small_host_pages_and_superpages_help_more() {
+    use splab_hw::nested::VirtConfig;
+    use splab_workloads::gups::Gups;
+    let run_gups = |host_page: Option<&str>, superpages: bool| {
+        let mut p = splab_hw::profile::Profile::load("sapphire-rapids").unwrap();
+        for t in p.tlb.iter_mut().filter(|t| t.level == 2) {
+            t.entries = 64;
+        }
+        p.virt = host_page.map(|h| VirtConfig { nested: true, host_page: h.into(), ntlb_entries: 16, host_pwc: None });
+        let mut c = Config::new(p);
+        c.memory = 256 << 20;
+        c.superpages = superpages;
+        let mut sys = System::new(c).unwrap();
+        let r = run(&mut Gups::new(19).unwrap(), &mut sys);
+        let hw = sys.hw();
+        let per_walk = hw.walk_mem_refs as f64 / hw.walks as f64;
+        if host_page.is_some() {
+            assert_eq!(sys.sysctls().get_int("splab.walk.nested_refs"), Some(hw.nested_refs as i64));
+        } else {
+            assert_eq!(hw.nested_refs, 0);
+        }
+        (r.figure.value, per_walk)
+    };
+    let (native_off, native_walk) = run_gups(None, false);
+    let (native_on, _) = run_gups(None, true);
+    let (n4k_off, n4k_walk) = run_gups(Some("4K"), false);
+    let (n4k_on, _) = run_gups(Some("4K"), true);
+    let (n2m_off, n2m_walk) = run_gups(Some("2M"), false);
+    assert!(n4k_walk > n2m_walk && n2m_walk > native_walk, "refs per walk: host 4K {n4k_walk}, host 2M {n2m_walk}, native {native_walk}");
+    assert!(n4k_off < n2m_off && n2m_off <= native_off, "GUP/s with 4 KB guest pages: host 4K {n4k_off}, host 2M {n2m_off}, native {native_off}");
+    let (gain_native, gain_nested) = (native_on / native_off, n4k_on / n4k_off);
+    assert!(gain_nested > gain_native, "superpage gain: nested (4K host) {gain_nested}, native {gain_native}");
+}
