@@ -1,14 +1,15 @@
 //! `splab`: run workloads on a simulated machine with FreeBSD-style
 //! transparent, reservation-based superpages, compare superpages off and
 //! on, read the system's sysctls, check the system against a reference
-//! model, benchmark the simulator, and run the workloads natively on this
-//! host in chosen page sizes.
+//! model, benchmark the simulator, run the workloads natively on this host
+//! in chosen page sizes, and calibrate a machine profile for this host.
 //!
 //! This file holds the command-line definitions and the one place that
 //! turns a command's result into an exit status: 0 success, 1 a failed run
 //! (or a check that found problems), 2 bad input.
 
 mod bench;
+mod calibrate;
 mod check;
 mod error;
 mod native;
@@ -105,6 +106,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Measure this host with microbenchmarks (latencies, TLBs, overlap,
+    /// kernel event costs, hypervisor) and write a machine profile.
+    Calibrate {
+        #[command(flatten)]
+        args: calibrate::CalibrateArgs,
+        /// Print one JSON document (the measurements and the profile)
+        /// instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Record, convert and describe memory-reference traces (replay one
     /// with `splab sim trace:FILE`).
     Trace {
@@ -148,6 +159,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
         Cmd::BenchPart(p) => bench::part(&p),
         Cmd::Trace { cmd } => trace::cmd(cmd),
         Cmd::Native { args, json } => native::cmd(&args, json),
+        Cmd::Calibrate { args, json } => calibrate::cmd(&args, json),
     }
 }
 

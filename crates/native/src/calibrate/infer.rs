@@ -35,8 +35,12 @@ pub struct Hierarchy {
     pub latency_ns: [f64; 3],
     /// Latency of a load served by memory, in ns.
     pub memory_ns: f64,
-    /// Root mean square of the fit's relative error over the points.
+    /// Root mean square of the relative error over the points of the
+    /// curve the hierarchy predicts.
     pub rms_rel_error: f64,
+    /// "plateaus" (steps of the curve) or "fit" (least squares on a
+    /// model of gradual steps).
+    pub method: String,
 }
 
 /// Expected latency at working set `s` of a random chase over caches of
@@ -142,17 +146,21 @@ pub fn fit_hierarchy(points: &[Point]) -> Option<Hierarchy> {
             size[k] = e;
         }
     }
-    Some(Hierarchy { size_bytes: size, latency_ns: [l[0], l[1], l[2]], memory_ns: l[3], rms_rel_error: err.sqrt() })
+    Some(Hierarchy { size_bytes: size, latency_ns: [l[0], l[1], l[2]], memory_ns: l[3], rms_rel_error: err.sqrt(), method: "fit".into() })
 }
 
 /// A step of a curve: the last x of the plateau before it and the first
-/// x past it, and the plateau levels on each side.
+/// x past it, the plateau levels on each side, and the capacity: the
+/// largest x still below the midpoint of the two levels (a set-associative
+/// structure's curve bends before it breaks, so the step's first point
+/// can still be mostly hits).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Edge {
     pub last_x: f64,
     pub next_x: f64,
     pub level_before: f64,
     pub level_after: f64,
+    pub capacity_x: f64,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -167,44 +175,84 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+fn median_y(points: &[Point]) -> f64 {
+    median(&mut points.iter().map(|p| p.y).collect::<Vec<_>>())
+}
+
+/// Points in a row that must stand above a plateau for a step: one or
+/// two high points on a busy host are noise, three are not.
+const CONFIRM: usize = 3;
+
+/// Whether the curve rises above `level + threshold` at point `k` and
+/// stays there for `CONFIRM` points (or to its end).
+fn rises_at(points: &[Point], k: usize, level: f64, threshold: f64) -> bool {
+    (k..k + CONFIRM).all(|j| points.get(j).is_none_or(|p| p.y > level + threshold))
+}
+
 /// The steps of a curve that rises in plateaus (points sorted by x): a
-/// step is where two points in a row (or the last one) rise more than
-/// `threshold` above the median of the plateau so far. A rise spread
-/// over neighbouring points counts as one step. The level after a step is
-/// the median of the points up to the next step.
+/// step is where `CONFIRM` points in a row (or all that are left) rise
+/// more than `threshold` above the median of the plateau so far. A rise
+/// spread over neighbouring points counts as one step. The level after a
+/// step is the median of the points up to the next step.
 pub fn edges(points: &[Point], threshold: f64) -> Vec<Edge> {
     let mut out = Vec::new();
     let mut s = 0usize;
     let mut i = 1;
     while i < points.len() {
-        let level = median(&mut points[s..i].iter().map(|p| p.y).collect::<Vec<_>>());
-        let up = |j: usize| points.get(j).is_none_or(|p: &Point| p.y > level + threshold);
-        if up(i) && up(i + 1) {
-            let rise = i;
-            let mut j = i + 1;
-            while j < points.len() && points[j].y > points[j - 1].y + threshold {
-                j += 1;
-            }
-            // The first point at the new level is the last that climbed.
-            let settle = j - 1;
-            // The new plateau: from where it settled to the next rise.
-            let mut k = settle + 1;
-            while k < points.len() {
-                let lv = median(&mut points[settle..k].iter().map(|p| p.y).collect::<Vec<_>>());
-                if points[k].y > lv + threshold && points.get(k + 1).is_none_or(|p| p.y > lv + threshold) {
-                    break;
-                }
-                k += 1;
-            }
-            let after = median(&mut points[settle..k.max(settle + 1)].iter().map(|p| p.y).collect::<Vec<_>>());
-            out.push(Edge { last_x: points[rise - 1].x, next_x: points[rise].x, level_before: level, level_after: after });
-            s = settle;
-            i = settle + 1;
+        let level = median_y(&points[s..i]);
+        if !rises_at(points, i, level, threshold) {
+            i += 1;
             continue;
         }
-        i += 1;
+        let rise = i;
+        let mut j = i + 1;
+        while j < points.len() && points[j].y > points[j - 1].y + threshold {
+            j += 1;
+        }
+        // The first point at the new level is the last that climbed.
+        let settle = j - 1;
+        // The new plateau: from where it settled to the next rise.
+        let mut k = settle + 1;
+        while k < points.len() && !rises_at(points, k, median_y(&points[settle..k]), threshold) {
+            k += 1;
+        }
+        let after = median_y(&points[settle..k.max(settle + 1)]);
+        let mid = (level + after) / 2.0;
+        let capacity_x = points[s..=settle].iter().filter(|p| p.y <= mid).map(|p| p.x).fold(points[rise - 1].x, f64::max);
+        out.push(Edge { last_x: points[rise - 1].x, next_x: points[rise].x, level_before: level, level_after: after, capacity_x });
+        s = settle;
+        i = settle + 1;
     }
     out
+}
+
+/// Relative rise that makes a step of the latency curve (8%: the step
+/// from a slow last-level cache to memory can be that small).
+const CACHE_STEP: f64 = 0.08;
+
+/// Three cache levels and memory from a latency curve (x bytes, y ns,
+/// sorted by x) by its plateaus: the steps of log latency, the three
+/// largest of them in size order, each level's size its step's capacity
+/// and its latency the plateau before; memory is the plateau after the
+/// third. Where fewer than three steps stand out, `fit_hierarchy`.
+pub fn hierarchy(points: &[Point]) -> Option<Hierarchy> {
+    let logs: Vec<Point> = points.iter().filter(|p| p.y > 0.0).map(|p| Point { x: p.x, y: p.y.ln(), iqr: 0.0 }).collect();
+    let mut e = edges(&logs, (1.0 + CACHE_STEP).ln());
+    if e.len() < 3 {
+        return fit_hierarchy(points);
+    }
+    e.sort_by(|a, b| (b.level_after - b.level_before).total_cmp(&(a.level_after - a.level_before)));
+    e.truncate(3);
+    e.sort_by(|a, b| a.last_x.total_cmp(&b.last_x));
+    let model_l = [e[0].level_before.exp(), e[1].level_before.exp(), e[2].level_before.exp(), e[2].level_after.exp()];
+    let c = [e[0].capacity_x, e[1].capacity_x, e[2].capacity_x];
+    let err = points.iter().map(|p| ((plateau_model(p.x, &c, &model_l) - p.y) / p.y).powi(2)).sum::<f64>() / points.len() as f64;
+    Some(Hierarchy { size_bytes: c, latency_ns: [model_l[0], model_l[1], model_l[2]], memory_ns: model_l[3], rms_rel_error: err.sqrt(), method: "plateaus".into() })
+}
+
+/// The latency a hierarchy of sharp steps predicts at working set `s`.
+fn plateau_model(s: f64, c: &[f64; 3], l: &[f64; 4]) -> f64 {
+    (0..3).find(|&k| s <= c[k]).map(|k| l[k]).unwrap_or(l[3])
 }
 
 /// What the TLB curves say about the page size the host backs guest
@@ -300,6 +348,29 @@ mod tests {
         assert!(fit_hierarchy(&xs[..5].iter().map(|&x| Point::new(x, 1.0)).collect::<Vec<_>>()).is_none());
     }
 
+    #[test]
+    fn plateaus_of_a_noisy_cliff_curve() {
+        // Shaped like this project's VM: a slow last-level cache (135 ns)
+        // only 15% below memory, and two noisy points on the L2 plateau.
+        let c = [48.0 * 1024.0, 2048.0 * 1024.0, 105.0 * 1048576.0];
+        let l = [2.3, 7.3, 135.0, 155.0];
+        let xs = quarter_octaves(512.0 * 1048576.0);
+        let mut pts = curve(|s| plateau_model(s, &c, &l), &xs);
+        let k = pts.iter().position(|p| p.x >= 600.0 * 1024.0).unwrap();
+        pts[k].y = 9.6;
+        pts[k + 1].y = 10.6;
+        let h = hierarchy(&pts).unwrap();
+        assert_eq!(h.method, "plateaus");
+        for k in 0..3 {
+            assert!(h.size_bytes[k] <= c[k] && h.size_bytes[k] > c[k] / 1.2, "level {k}: {h:?}");
+            assert!((h.latency_ns[k] / l[k] - 1.0).abs() < 0.02, "level {k}: {h:?}");
+        }
+        assert!((h.memory_ns / 155.0 - 1.0).abs() < 0.02, "{h:?}");
+        // A gradual curve has no three clear steps: the fit takes over.
+        let g = hierarchy(&curve(|s| model(s, &c, &[1.5, 5.0, 30.0, 110.0]), &xs)).unwrap();
+        assert!(g.size_bytes.iter().all(|s| s.is_finite()));
+    }
+
     fn pages_grid() -> Vec<f64> {
         let mut v = Vec::new();
         let mut p = 8.0;
@@ -319,6 +390,7 @@ mod tests {
         let e = edges(&pts, 0.8);
         assert!(e.len() >= 2, "{e:?}");
         assert_eq!((e[0].last_x, e[1].last_x), (64.0, 1536.0), "{e:?}");
+        assert_eq!((e[0].capacity_x, e[1].capacity_x), (64.0, 1536.0), "{e:?}");
         assert!((e[0].level_after - 2.3).abs() < 0.01);
         // A lone spike is not a step.
         let mut spiky = curve(|n| if n <= 64.0 { 0.0 } else { 2.0 }, &pages_grid());
@@ -327,6 +399,11 @@ mod tests {
         assert_eq!(e.len(), 1, "{e:?}");
         assert_eq!(e[0].last_x, 64.0);
         assert!(edges(&curve(|_| 1.0, &pages_grid()), 0.5).is_empty());
+        // A step whose first point is still mostly hits: the capacity is
+        // that point, below the midpoint of the two levels.
+        let bend = curve(|n| if n <= 80.0 { 0.0 } else if n <= 96.0 { 1.2 } else { 3.3 }, &pages_grid());
+        let e = edges(&bend, 0.5);
+        assert_eq!((e[0].last_x, e[0].capacity_x), (80.0, 96.0), "{e:?}");
     }
 
     #[test]

@@ -106,8 +106,12 @@ pub struct Tlb {
     pub l1_2m_entries: Option<u64>,
     /// Extra ns of an L1 TLB miss that hits the second level.
     pub stlb_hit_ns: Option<f64>,
+    /// Extra ns per load on the plateau past the L2 TLB's step: a miss
+    /// whose walk finds the page tables in the caches.
+    pub miss_4k_walk_ns: Option<f64>,
     /// Extra ns per load at the largest N: a full TLB miss and walk with
-    /// 4 KB pages, and what was reached with 2 MB and 1 GB pages.
+    /// 4 KB pages (page tables farther out), and what was reached with
+    /// 2 MB and 1 GB pages.
     pub miss_4k_ns: Option<f64>,
     pub miss_2m_ns: Option<f64>,
     pub miss_1g_ns: Option<f64>,
@@ -222,12 +226,15 @@ impl Meter<'_, '_> {
         s.ns
     }
 
-    /// Times `starts.len()` chases at once (see `probe::time_chases`).
+    /// Times `starts.len()` chases at once along a chain of `n` elements
+    /// (see `probe::time_chases`), warmed up over the whole chain (or a
+    /// million steps).
     ///
     /// # Safety
     /// As for `probe::time_chases`.
-    unsafe fn chases(&mut self, phase: &str, starts: &[*const usize]) -> f64 {
-        let pilot = probe::time_chases(starts, 2000, 500);
+    unsafe fn chases(&mut self, phase: &str, starts: &[*const usize], n: u64) -> f64 {
+        let warm = (n / starts.len() as u64).min(1_000_000);
+        let pilot = probe::time_chases(starts, warm, 500);
         let steps = (self.target_ns / (pilot.ns.max(0.1) * starts.len() as f64)).clamp(500.0, 50_000_000.0) as u64;
         let s = probe::time_chases(starts, 0, steps);
         self.tick(phase, s);
@@ -280,10 +287,15 @@ pub fn counts_grid(lo: u64, hi: u64, per_octave: u32) -> Vec<u64> {
     v
 }
 
-/// Offsets of one line in each of `n` frames of `frame` bytes; the line
-/// within the frame varies so that the lines spread over the cache sets.
+/// Offsets of one line in each of `n` frames of `frame` bytes (4 KB or
+/// more). The lines must spread over the cache sets as packed lines do,
+/// or the chase measures set conflicts instead of the TLB: in physically
+/// contiguous memory (a 2 MB page) frame i's line sits at bits 6-16 (the
+/// set index of a 2048-set L2) as 4 KB page (i mod 32) of the frame and
+/// line (i + i/32) mod 64 of that page, which covers all 2048 pairs for
+/// every 2048 consecutive frames (33 is prime to 64).
 fn sparse(n: u64, frame: u64) -> Vec<usize> {
-    (0..n).map(|i| (i * frame + (i % 64) * 64) as usize).collect()
+    (0..n).map(|i| (i * frame + ((i % 32) * 4096) % frame + ((i + i / 32) % 64) * 64) as usize).collect()
 }
 
 /// Offsets of `n` consecutive lines.
@@ -433,9 +445,9 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             let ctrl = unsafe { probe::link_in_order(huge_base.add(ctrl_off), &dense(small_pages), seed(r, 97)) };
             for (j, &k) in counts.iter().enumerate() {
                 let starts = |o: &[*const usize]| -> Vec<*const usize> { (0..k).map(|q| o[q * o.len() / k]).collect() };
-                kd[j].push(unsafe { m.chases("overlap", &starts(&data)) });
-                kw[j].push(unsafe { m.chases("overlap", &starts(&walk)) });
-                kc[j].push(unsafe { m.chases("overlap", &starts(&ctrl)) });
+                kd[j].push(unsafe { m.chases("overlap", &starts(&data), data.len() as u64) });
+                kw[j].push(unsafe { m.chases("overlap", &starts(&walk), walk.len() as u64) });
+                kc[j].push(unsafe { m.chases("overlap", &starts(&ctrl), ctrl.len() as u64) });
             }
         }
         let (z, c) = probe::zero_copy_4k(1)?;
@@ -467,7 +479,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     }
 
     let latency: Vec<Measured> = sizes.iter().zip(&lat).map(|(&x, v)| Measured { x, ns: spread(v) }).collect();
-    let hierarchy = infer::fit_hierarchy(&points(&sizes, &lat));
+    let hierarchy = infer::hierarchy(&points(&sizes, &lat));
     if hierarchy.is_none() {
         notes.push("the latency curve could not be fitted to three cache levels and memory".into());
     }
@@ -479,26 +491,27 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let gctrl = points(&frames_2m, &cg);
     let e2 = minus(&points(&frames_2m, &g2), &gctrl);
     let e1 = giga_base.map(|_| minus(&points(&frames_2m, &g1), &gctrl));
-    let typical_iqr = {
-        let mut v: Vec<f64> = d4.iter().map(|p| p.iqr).collect();
-        v.sort_by(f64::total_cmp);
-        v.get(v.len() / 2).copied().unwrap_or(0.0)
-    };
-    let threshold = (3.0 * typical_iqr).max(0.5);
+    // A step must stand clear of the noise of the quiet points (the lower
+    // quartile of the points' spreads: the largest page counts, all walks,
+    // are always noisy), but the smallest one worth finding, an L1 TLB
+    // miss that hits the L2 TLB, is a few ns.
+    let quiet_iqr = Spread::of(&d4.iter().map(|p| p.iqr).collect::<Vec<_>>()).map(|s| s.q1).unwrap_or(0.0);
+    let threshold = (2.0 * quiet_iqr).clamp(0.5, 2.0);
     let steps_4k = infer::edges(&d4, threshold);
     let steps_2m = infer::edges(&e2, threshold);
     let mut tlb = Tlb { threshold_ns: threshold, skipped_1g, ..Tlb::default() };
     if let Some(e) = steps_4k.first() {
-        tlb.l1_4k_entries = Some(e.last_x as u64);
+        tlb.l1_4k_entries = Some(e.capacity_x as u64);
         if e.level_after < 20.0 {
             tlb.stlb_hit_ns = Some(e.level_after - e.level_before);
         }
     }
     if let Some(e) = steps_4k.get(1) {
-        tlb.l2_entries = Some(e.last_x as u64);
+        tlb.l2_entries = Some(e.capacity_x as u64);
+        tlb.miss_4k_walk_ns = Some(e.level_after);
     }
     if let Some(e) = steps_2m.first() {
-        tlb.l1_2m_entries = Some(e.last_x as u64);
+        tlb.l1_2m_entries = Some(e.capacity_x as u64);
     }
     tlb.miss_4k_ns = d4.last().map(|p| p.y);
     tlb.miss_2m_ns = e2.last().map(|p| p.y);
@@ -520,10 +533,21 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     ov.walk = counts.iter().zip(kw.iter().zip(&kc)).map(|(&k, (w, c))| Point { x: k as f64, y: med(w) - med(c), iqr: 0.0 }).collect();
     let walk_one = ov.walk.first().map(|p| p.y).unwrap_or(0.0);
     if walk_one > threshold {
-        let extra: Vec<(usize, f64)> = ov.walk.iter().filter(|p| p.y > 0.05 * walk_one).map(|p| (p.x as usize, p.y)).collect();
-        ov.walk_mlp = infer::overlap(&extra).map(|(m, _)| m.clamp(1.0, 16.0));
-        if ov.walk_mlp.is_none() {
-            ov.notes.push("walk overlap could not be separated from data overlap".into());
+        // With many chases the data misses of the control are overlapped
+        // as far as they go; what the walks still add per load, against a
+        // walk alone, is how far walks overlap. Walks use the same miss
+        // buffers as data, so more than `data_mlp` means the two could not
+        // be told apart.
+        let last = ov.walk.last().map(|p| p.y).unwrap_or(0.0);
+        let data = ov.data_mlp.unwrap_or(1.0);
+        if last > 0.02 * walk_one {
+            let w = walk_one / last;
+            if w > data {
+                ov.notes.push(format!("walks seemed to overlap {w:.1}-fold with {} chases, more than data misses do: not separable from the data overlap, capped at data_mlp", ov.walk.last().map(|p| p.x).unwrap_or(0.0)));
+            }
+            ov.walk_mlp = Some(w.clamp(1.0, data.max(1.0)));
+        } else {
+            ov.notes.push("with many chases the walks added nothing measurable: walk overlap not separable from data overlap".into());
         }
     } else {
         ov.notes.push(format!("a chase over every 4 KB page of {} MB cost only {walk_one:.2} ns a load more than the control: no walks to measure overlap on", plan.small_bytes >> 20));
@@ -570,6 +594,14 @@ mod tests {
         assert!(s.windows(2).all(|w| w[0] < w[1]) && s.iter().all(|x| x % 64 == 0));
         assert_eq!((s[0], *s.last().unwrap()), (4096, 1 << 20));
         assert_eq!(sparse(3, 4096), vec![0, 4096 + 64, 8192 + 128]);
+        assert_eq!(sparse(34, 4096)[33], 33 * 4096 + 34 * 64);
+        assert_eq!(sparse(2, 2 << 20), vec![0, (2 << 20) + 4096 + 64]);
+        // In contiguous memory, 2048 frames of 4 KB use all 2048 sets of
+        // a 2048-set cache once each.
+        let mut sets: Vec<usize> = sparse(2048, 4096).iter().map(|o| (o >> 6) % 2048).collect();
+        sets.sort_unstable();
+        sets.dedup();
+        assert_eq!(sets.len(), 2048);
         assert_eq!(counts_grid(8, 128, 4), vec![8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128]);
         assert_eq!(counts_grid(4, 100, 2), vec![4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 100]);
         assert_eq!(counts_grid(8, 64, 1), vec![8, 16, 32, 64]);

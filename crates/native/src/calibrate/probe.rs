@@ -145,15 +145,17 @@ pub unsafe fn link_in_order(base: *mut u8, offs: &[usize], seed: u64) -> Vec<*co
 /// Additions per pass of `add_chain`, each depending on the one before.
 const ADDS: u64 = 200;
 
-/// `passes` x ADDS dependent integer additions: one cycle each on every
-/// x86-64 core since the Pentium Pro, so their rate is the core clock.
+/// `passes` x ADDS dependent register-to-register additions: one cycle
+/// each on every x86-64 core since the Pentium Pro, so their rate is the
+/// core clock. (Not `add reg, imm`: Golden Cove's renamer folds chains of
+/// immediate additions and runs several a cycle.)
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
-fn add_chain(passes: u64) -> u64 {
+fn add_chain(passes: u64, one: u64) -> u64 {
     let mut x = 0u64;
     for _ in 0..passes {
         // SAFETY: register arithmetic only.
-        unsafe { std::arch::asm!(".rept 200", "add {x}, 1", ".endr", x = inout(reg) x, options(nomem, nostack)) };
+        unsafe { std::arch::asm!(".rept 200", "add {x}, {y}", ".endr", x = inout(reg) x, y = in(reg) one, options(nomem, nostack)) };
     }
     x
 }
@@ -168,7 +170,7 @@ pub fn clock_ghz(ms: f64) -> Option<Sample> {
         let passes = ((ms * 1e6 / 70.0) as u64).max(1000);
         let mut t = Timer::default();
         t.start();
-        black_box(add_chain(black_box(passes)));
+        black_box(add_chain(black_box(passes), black_box(1)));
         t.stop();
         let s = sample(&t, passes * ADDS);
         Some(Sample { ns: 1.0 / s.ns, on_cpu: s.on_cpu })
