@@ -38,8 +38,9 @@ pub struct Hierarchy {
     /// Root mean square of the relative error over the points of the
     /// curve the hierarchy predicts.
     pub rms_rel_error: f64,
-    /// "plateaus" (steps of the curve) or "fit" (least squares on a
-    /// model of gradual steps).
+    /// "reported sizes" (plateaus placed by CPUID's sizes), "plateaus"
+    /// (steps of the curve) or "fit" (least squares on a model of gradual
+    /// steps).
     pub method: String,
 }
 
@@ -250,6 +251,43 @@ pub fn hierarchy(points: &[Point]) -> Option<Hierarchy> {
     Some(Hierarchy { size_bytes: c, latency_ns: [model_l[0], model_l[1], model_l[2]], memory_ns: model_l[3], rms_rel_error: err.sqrt(), method: "plateaus".into() })
 }
 
+/// Three cache levels and memory from a latency curve (x bytes, y ns,
+/// sorted by x) when the sizes the processor reports (CPUID leaf 4) are
+/// known: each level's latency is the median of the points well inside it
+/// (above 1.5 times the level before, below the size / 1.5), memory's the
+/// median past 1.2 times the last level (the largest sizes); each level's
+/// measured capacity is where the curve crosses the geometric mean of its
+/// latency and the next, looked for between half and twice the reported
+/// size. A noisy or sloping plateau moves a median little, where it would
+/// make steps of its own. None when a level has no points inside it.
+pub fn hierarchy_at(points: &[Point], reported: [f64; 3]) -> Option<Hierarchy> {
+    let inside = |lo: f64, hi: f64| -> Option<f64> {
+        let v: Vec<Point> = points.iter().filter(|p| p.x > lo && p.x < hi).copied().collect();
+        (!v.is_empty()).then(|| median_y(&v))
+    };
+    let mut l = [0.0; 4];
+    for k in 0..3 {
+        let lo = if k == 0 { 0.0 } else { reported[k - 1] * 1.5 };
+        l[k] = inside(lo, reported[k] / 1.5)?;
+    }
+    let max = points.iter().map(|p| p.x).fold(0.0, f64::max);
+    l[3] = inside((reported[2] * 1.2).min(max / 1.01), f64::INFINITY)?;
+    let mut c = reported;
+    for k in 0..3 {
+        let mid = (l[k] * l[k + 1]).sqrt();
+        let near: Vec<&Point> = points.iter().filter(|p| p.x >= reported[k] / 2.0 && p.x <= reported[k] * 2.0).collect();
+        // The last point before the first one past the midpoint that the
+        // next two confirm.
+        if let Some(i) = (0..near.len()).find(|&i| (i..(i + 3).min(near.len())).all(|j| near[j].y > mid)) {
+            if i > 0 {
+                c[k] = near[i - 1].x;
+            }
+        }
+    }
+    let err = points.iter().map(|p| ((plateau_model(p.x, &c, &l) - p.y) / p.y).powi(2)).sum::<f64>() / points.len() as f64;
+    Some(Hierarchy { size_bytes: c, latency_ns: [l[0], l[1], l[2]], memory_ns: l[3], rms_rel_error: err.sqrt(), method: "reported sizes".into() })
+}
+
 /// The latency a hierarchy of sharp steps predicts at working set `s`.
 fn plateau_model(s: f64, c: &[f64; 3], l: &[f64; 4]) -> f64 {
     (0..3).find(|&k| s <= c[k]).map(|k| l[k]).unwrap_or(l[3])
@@ -366,6 +404,19 @@ mod tests {
             assert!((h.latency_ns[k] / l[k] - 1.0).abs() < 0.02, "level {k}: {h:?}");
         }
         assert!((h.memory_ns / 155.0 - 1.0).abs() < 0.02, "{h:?}");
+        // With the reported sizes, a sloping, noisy L2 plateau still gives
+        // its latency and capacity.
+        let mut slope = pts.clone();
+        for p in slope.iter_mut().filter(|p| p.x > 64.0 * 1024.0 && p.x < 1024.0 * 1024.0) {
+            p.y *= 1.0 + 0.5 * (p.x / (1024.0 * 1024.0)) * if (p.x.log2() * 4.0) as i64 % 2 == 0 { 1.0 } else { -0.4 };
+        }
+        let h = hierarchy_at(&slope, c).unwrap();
+        for k in 0..3 {
+            assert!(h.size_bytes[k] <= c[k] && h.size_bytes[k] > c[k] / 1.2, "level {k}: {h:?}");
+            assert!((h.latency_ns[k] / l[k] - 1.0).abs() < 0.15, "level {k}: {h:?}");
+        }
+        assert!((h.memory_ns / 155.0 - 1.0).abs() < 0.02, "{h:?}");
+        assert!(hierarchy_at(&slope[..10], c).is_none());
         // A gradual curve has no three clear steps: the fit takes over.
         let g = hierarchy(&curve(|s| model(s, &c, &[1.5, 5.0, 30.0, 110.0]), &xs)).unwrap();
         assert!(g.size_bytes.iter().all(|s| s.is_finite()));

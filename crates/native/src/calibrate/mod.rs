@@ -479,7 +479,15 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     }
 
     let latency: Vec<Measured> = sizes.iter().zip(&lat).map(|(&x, v)| Measured { x, ns: spread(v) }).collect();
-    let hierarchy = infer::hierarchy(&points(&sizes, &lat));
+    // Levels placed by the sizes CPUID reports, where it reports all three
+    // and the sweep reaches past the last; else by the curve alone.
+    let cpuid_caches = cpu::caches();
+    let reported: Vec<f64> = (1..=3).filter_map(|lv| cpuid_caches.iter().find(|c| c.level == lv && c.kind != "instruction").map(|c| c.size_bytes as f64)).collect();
+    let curve = points(&sizes, &lat);
+    let hierarchy = match reported[..] {
+        [a, b, c] => infer::hierarchy_at(&curve, [a, b, c]).or_else(|| infer::hierarchy(&curve)),
+        _ => infer::hierarchy(&curve),
+    };
     if hierarchy.is_none() {
         notes.push("the latency curve could not be fitted to three cache levels and memory".into());
     }
@@ -506,7 +514,10 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             tlb.stlb_hit_ns = Some(e.level_after - e.level_before);
         }
     }
-    if let Some(e) = steps_4k.get(1) {
+    // The L2 TLB's step is the steepest after the first (in ratio, with
+    // 1 ns added so a plateau near zero does not dominate); past it the
+    // walk cost keeps climbing as page tables fall out of the caches.
+    if let Some(e) = steps_4k.iter().skip(1).max_by(|a, b| ((a.level_after + 1.0) / (a.level_before + 1.0)).total_cmp(&((b.level_after + 1.0) / (b.level_before + 1.0)))) {
         tlb.l2_entries = Some(e.capacity_x as u64);
         tlb.miss_4k_walk_ns = Some(e.level_after);
     }
@@ -560,7 +571,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         cpu_brand: cpu::brand(),
         root,
         virt: cpu::detect_virt(),
-        cpuid_caches: cpu::caches(),
+        cpuid_caches,
         cpuid_tlbs: cpu::tlbs(),
         cpuid_mhz: cpu::frequency_leaf(),
         clock_ghz: Spread::of(&clock),
