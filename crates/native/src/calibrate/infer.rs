@@ -293,6 +293,49 @@ fn plateau_model(s: f64, c: &[f64; 3], l: &[f64; 4]) -> f64 {
     (0..3).find(|&k| s <= c[k]).map(|k| l[k]).unwrap_or(l[3])
 }
 
+/// The two TLB levels in a curve of extra ns per load against pages
+/// touched.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TlbLevels {
+    /// Entries of the first level, and the extra ns of a miss in it that
+    /// hits the second.
+    pub l1_entries: Option<f64>,
+    pub l2_hit_ns: Option<f64>,
+    /// Entries of the second level, and the extra ns past it (a walk
+    /// whose page tables are in the caches).
+    pub l2_entries: Option<f64>,
+    pub walk_ns: Option<f64>,
+}
+
+/// Finds the TLB levels in `points` (x pages, y extra ns) from its
+/// `edges`. The second level's step is the steepest (in ratio, with 1 ns
+/// added so a plateau near zero does not dominate) after the first step;
+/// past it the walk cost keeps climbing as page tables leave the caches.
+/// The first level may rise in more than one step (a set-associative
+/// array fills unevenly); its capacity is the last point below half the
+/// level of the plateau before the second level's step.
+pub fn tlb_levels(points: &[Point], threshold: f64) -> TlbLevels {
+    let e = edges(points, threshold);
+    let mut t = TlbLevels::default();
+    let Some(first) = e.first() else { return t };
+    let base = first.level_before;
+    let ratio = |x: &Edge| (x.level_after - base + 1.0) / (x.level_before - base + 1.0);
+    let l2 = e.iter().enumerate().skip(1).max_by(|a, b| ratio(a.1).total_cmp(&ratio(b.1)));
+    let (hit_level, end_x) = match l2 {
+        Some((_, s)) => (s.level_before, s.last_x),
+        None => (first.level_after, f64::INFINITY),
+    };
+    let mid = base + (hit_level - base) / 2.0;
+    let l1 = points.iter().filter(|p| p.x <= end_x).take_while(|p| p.x <= first.last_x || p.y <= mid).map(|p| p.x).fold(first.capacity_x, f64::max);
+    t.l1_entries = Some(l1);
+    t.l2_hit_ns = Some(hit_level - base);
+    if let Some((_, s)) = l2 {
+        t.l2_entries = Some(s.capacity_x);
+        t.walk_ns = Some(s.level_after - base);
+    }
+    t
+}
+
 /// What the TLB curves say about the page size the host backs guest
 /// memory with.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -443,6 +486,14 @@ mod tests {
         assert_eq!((e[0].last_x, e[1].last_x), (64.0, 1536.0), "{e:?}");
         assert_eq!((e[0].capacity_x, e[1].capacity_x), (64.0, 1536.0), "{e:?}");
         assert!((e[0].level_after - 2.3).abs() < 0.01);
+        let lv = tlb_levels(&pts, 0.8);
+        assert_eq!((lv.l1_entries, lv.l2_entries), (Some(64.0), Some(1536.0)), "{lv:?}");
+        assert!((lv.l2_hit_ns.unwrap() - 2.3).abs() < 0.01 && lv.walk_ns.unwrap() > 20.0, "{lv:?}");
+        // A first level that fills in two steps (as this project's VM
+        // shows: +0.9 ns at 80 pages, +1.4 at 96, +3 from 112).
+        let two = |n: f64| if n <= 64.0 { 0.0 } else if n <= 80.0 { 0.9 } else if n <= 96.0 { 1.4 } else if n <= 1536.0 { 3.4 } else { 25.0 };
+        let lv = tlb_levels(&curve(two, &pages_grid()), 0.5);
+        assert_eq!((lv.l1_entries, lv.l2_entries), (Some(96.0), Some(1536.0)), "{lv:?}");
         // A lone spike is not a step.
         let mut spiky = curve(|n| if n <= 64.0 { 0.0 } else { 2.0 }, &pages_grid());
         spiky[3].y = 5.0;

@@ -508,19 +508,11 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let steps_4k = infer::edges(&d4, threshold);
     let steps_2m = infer::edges(&e2, threshold);
     let mut tlb = Tlb { threshold_ns: threshold, skipped_1g, ..Tlb::default() };
-    if let Some(e) = steps_4k.first() {
-        tlb.l1_4k_entries = Some(e.capacity_x as u64);
-        if e.level_after < 20.0 {
-            tlb.stlb_hit_ns = Some(e.level_after - e.level_before);
-        }
-    }
-    // The L2 TLB's step is the steepest after the first (in ratio, with
-    // 1 ns added so a plateau near zero does not dominate); past it the
-    // walk cost keeps climbing as page tables fall out of the caches.
-    if let Some(e) = steps_4k.iter().skip(1).max_by(|a, b| ((a.level_after + 1.0) / (a.level_before + 1.0)).total_cmp(&((b.level_after + 1.0) / (b.level_before + 1.0)))) {
-        tlb.l2_entries = Some(e.capacity_x as u64);
-        tlb.miss_4k_walk_ns = Some(e.level_after);
-    }
+    let levels = infer::tlb_levels(&d4, threshold);
+    tlb.l1_4k_entries = levels.l1_entries.map(|x| x as u64);
+    tlb.stlb_hit_ns = levels.l2_hit_ns.filter(|&ns| ns > 0.0 && ns < 20.0);
+    tlb.l2_entries = levels.l2_entries.map(|x| x as u64);
+    tlb.miss_4k_walk_ns = levels.walk_ns;
     if let Some(e) = steps_2m.first() {
         tlb.l1_2m_entries = Some(e.capacity_x as u64);
     }
