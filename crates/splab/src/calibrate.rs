@@ -380,10 +380,10 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
 }
 
 fn method(h: &calibrate::infer::Hierarchy) -> &'static str {
-    if h.method == "plateaus" {
-        "plateau of the latency curve"
-    } else {
-        "least-squares fit to the latency curve"
+    match h.method.as_str() {
+        "reported sizes" => "median of the latency curve inside the level",
+        "plateaus" => "plateau of the latency curve",
+        _ => "least-squares fit to the latency curve",
     }
 }
 
@@ -448,8 +448,12 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
             for (k, n) in ["L1", "L2", "L3"].iter().enumerate() {
                 let _ = writeln!(o, "  {n}            {}, {:.2} ns ({} cycles)", size::show(h.size_bytes[k] as u64), h.latency_ns[k], cycles(h.latency_ns[k], ghz));
             }
-            let how = if h.method == "plateaus" { "from the curve's plateaus" } else { "fitted to a model of gradual steps" };
-            let _ = writeln!(o, "  memory        {:.1} ns ({} cycles); levels {how}, which miss the curve by {:.1}% rms", h.memory_ns, cycles(h.memory_ns, ghz), 100.0 * h.rms_rel_error);
+            let how = match h.method.as_str() {
+                "reported sizes" => "from the curve's plateaus between the sizes CPUID reports",
+                "plateaus" => "from the curve's plateaus",
+                _ => "fitted to a model of gradual steps",
+            };
+            let _ = writeln!(o, "  memory        {:.1} ns ({} cycles); levels {how}, which miss the curve by {:.1}% rms (the points on the steps between levels)", h.memory_ns, cycles(h.memory_ns, ghz), 100.0 * h.rms_rel_error);
         }
         None => {
             let _ = writeln!(o, "  caches        no fit (see notes)");

@@ -65,7 +65,7 @@ impl Plan {
 
     /// `--quick`: fewer rounds and points, smaller regions.
     pub fn quick() -> Plan {
-        Plan { quick: true, rounds: 2, target_ms: 1.0, per_octave: 2, huge_bytes: 512 << 20, small_bytes: 64 << 20, grow_hugetlb: true }
+        Plan { quick: true, rounds: 2, target_ms: 0.6, per_octave: 2, huge_bytes: 512 << 20, small_bytes: 64 << 20, grow_hugetlb: true }
     }
 
     /// A tiny plan for tests: seconds, not minutes, numbers not meant to

@@ -37,12 +37,22 @@ fn sample(timer: &Timer, ops: u64) -> Sample {
 /// `base + off` must be writable for 8 bytes for every offset, and no
 /// other reference to those bytes may be live.
 pub unsafe fn link(base: *mut u8, offs: &[usize], seed: u64) -> *const usize {
+    write_cycle(base, offs, seed);
+    base.add(offs[0]) as *const usize
+}
+
+/// Writes a random cycle through the elements (see `link`); returns the
+/// successor of each.
+///
+/// # Safety
+/// As for `link`.
+unsafe fn write_cycle(base: *mut u8, offs: &[usize], seed: u64) -> Vec<usize> {
     debug_assert!(!offs.is_empty() && offs.iter().all(|o| o % 8 == 0));
     let next = chain(offs.len(), Pattern::Random, seed);
     for (e, &f) in next.iter().enumerate() {
         base.add(offs[e]).cast::<usize>().write(base.add(offs[f]) as usize);
     }
-    base.add(offs[0]) as *const usize
+    next
 }
 
 /// Times `loads` dependent loads along a chain from `start`, after
@@ -129,10 +139,7 @@ pub unsafe fn advance(p: *const usize, k: u64) -> *const usize {
 /// # Safety
 /// As for `link`.
 pub unsafe fn link_in_order(base: *mut u8, offs: &[usize], seed: u64) -> Vec<*const usize> {
-    let next = chain(offs.len(), Pattern::Random, seed);
-    for (e, &f) in next.iter().enumerate() {
-        base.add(offs[e]).cast::<usize>().write(base.add(offs[f]) as usize);
-    }
+    let next = write_cycle(base, offs, seed);
     let mut order = Vec::with_capacity(offs.len());
     let mut e = 0;
     for _ in 0..offs.len() {
