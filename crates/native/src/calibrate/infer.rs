@@ -312,9 +312,9 @@ pub struct TlbLevels {
 }
 
 /// Finds the TLB levels in `points` (x pages, y extra ns) from its
-/// `edges`. The second level's step is the steepest (in ratio, with 1 ns
-/// added so a plateau near zero does not dominate) after the first step;
-/// past it the walk cost keeps climbing as page tables leave the caches.
+/// `edges`. The second level's step is the first big one after the first
+/// step (see below); past it the walk cost keeps climbing, in steps of its
+/// own, as page tables leave the caches.
 /// The first level may rise in more than one step (a set-associative
 /// array fills unevenly); its capacity is the last point below half the
 /// level of the plateau before the second level's step.
@@ -323,8 +323,14 @@ pub fn tlb_levels(points: &[Point], threshold: f64) -> TlbLevels {
     let mut t = TlbLevels::default();
     let Some(first) = e.first() else { return t };
     let base = first.level_before;
+    // The second level's step: the first after the first step that at
+    // least doubles the extra time (plus 2 ns), since a walk costs several
+    // times an L2 TLB hit; small steps before it are the first level
+    // filling unevenly, later ones page tables leaving the caches. Failing
+    // that, the steepest.
     let ratio = |x: &Edge| (x.level_after - base + 1.0) / (x.level_before - base + 1.0);
-    let l2 = e.iter().enumerate().skip(1).max_by(|a, b| ratio(a.1).total_cmp(&ratio(b.1)));
+    let big = |x: &Edge| x.level_after - base >= 2.0 * (x.level_before - base) + 2.0;
+    let l2 = e.iter().enumerate().skip(1).find(|(_, x)| big(x)).or_else(|| e.iter().enumerate().skip(1).max_by(|a, b| ratio(a.1).total_cmp(&ratio(b.1))));
     let (hit_level, end_x) = match l2 {
         Some((_, s)) => (s.level_before, s.last_x),
         None => (first.level_after, f64::INFINITY),
@@ -495,6 +501,11 @@ mod tests {
         let slope = curve(|n| if n <= 96.0 { 0.0 } else if n <= 1792.0 { 4.0 } else if n <= 2048.0 { 19.0 } else { 25.0 + n / 400.0 }, &pages_grid());
         let lv = tlb_levels(&slope, 0.75);
         assert_eq!(lv.l2_entries, Some(1792.0), "{lv:?}");
+        // A small step on the second level's plateau and a steeper one
+        // when page tables leave the caches (a run on this project's VM).
+        let run = |n: f64| if n <= 80.0 { 0.0 } else if n <= 448.0 { 3.5 } else if n <= 1536.0 { 5.0 } else if n <= 8192.0 { 23.0 } else { 130.0 };
+        let lv = tlb_levels(&curve(run, &pages_grid()), 0.6);
+        assert_eq!((lv.l1_entries, lv.l2_entries), (Some(80.0), Some(1536.0)), "{lv:?}");
         let lv = tlb_levels(&pts, 0.8);
         assert_eq!((lv.l1_entries, lv.l2_entries), (Some(64.0), Some(1536.0)), "{lv:?}");
         assert!((lv.l2_hit_ns.unwrap() - 2.3).abs() < 0.01 && lv.walk_ns.unwrap() > 20.0, "{lv:?}");
