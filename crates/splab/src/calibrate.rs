@@ -253,8 +253,8 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         match measured {
             Some((e, sz)) => {
                 let (ways, why) = tlb_ways(e as usize, arr, &c.cpuid_tlbs, base_name);
-                let steps = if sz == "2M" { &t.steps_2m } else { &t.steps_4k };
-                let next = steps.iter().map(|s| s.next_x).find(|&x| x > e as f64);
+                let curve = if sz == "2M" { &t.pages_2m } else { &t.pages_4k };
+                let next = curve.iter().map(|p| p.x).find(|&x| x > e as f64);
                 let how = match next {
                     Some(x) => format!("measured: extra latency of one line a page steps up between {e} and {x} {sz} pages"),
                     None => format!("measured: extra latency of one line a page steps up past {e} {sz} pages"),
