@@ -108,6 +108,10 @@ pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
     if let Err(e) = Profile::parse(&check, "the calibrated profile") {
         emit(&report(&c, base_name));
         eprintln!("{text}");
+        if let Some(p) = &a.output {
+            drop(file.take());
+            let _ = std::fs::remove_file(p);
+        }
         return Err(Fail::Run(format!("internal error, nothing written: {e}")));
     }
     if let (Some(f), Some(p)) = (file.as_mut(), &a.output) {
