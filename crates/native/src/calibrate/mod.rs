@@ -219,9 +219,11 @@ impl Meter<'_, '_> {
     /// # Safety
     /// As for `probe::time_chase`.
     unsafe fn chase(&mut self, phase: &str, start: *const usize, n: u64) -> f64 {
-        let pilot = probe::time_chase(start, n.min(2_000_000), 2000);
+        let (pilot, at) = probe::time_chase(start, n.min(2_000_000), 2000);
         let loads = (self.target_ns / pilot.ns.max(0.1)).clamp(2000.0, 50_000_000.0) as u64;
-        let s = probe::time_chase(start, 0, loads);
+        // On from where the pilot stopped: restarting at `start` would
+        // find the pilot's lines still in the L1 and L2 caches.
+        let (s, _) = probe::time_chase(at, 0, loads);
         self.tick(phase, s);
         s.ns
     }
@@ -234,9 +236,10 @@ impl Meter<'_, '_> {
     /// As for `probe::time_chases`.
     unsafe fn chases(&mut self, phase: &str, starts: &[*const usize], n: u64) -> f64 {
         let warm = (n / starts.len() as u64).min(1_000_000);
-        let pilot = probe::time_chases(starts, warm, 500);
+        let mut at = starts.to_vec();
+        let pilot = probe::time_chases(&mut at, warm, 500);
         let steps = (self.target_ns / (pilot.ns.max(0.1) * starts.len() as f64)).clamp(500.0, 50_000_000.0) as u64;
-        let s = probe::time_chases(starts, 0, steps);
+        let s = probe::time_chases(&mut at, 0, steps);
         self.tick(phase, s);
         s.ns
     }

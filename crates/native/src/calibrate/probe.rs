@@ -56,19 +56,20 @@ unsafe fn write_cycle(base: *mut u8, offs: &[usize], seed: u64) -> Vec<usize> {
 }
 
 /// Times `loads` dependent loads along a chain from `start`, after
-/// `warm` untimed ones; returns ns per load.
+/// `warm` untimed ones; returns ns per load and where the chase ended, so
+/// that a following measurement goes on from there instead of replaying
+/// lines this one has just brought into the caches.
 ///
 /// # Safety
 /// `start` must be an element of a cycle made by `link` whose memory is
 /// still mapped and unchanged.
-pub unsafe fn time_chase(start: *const usize, warm: u64, loads: u64) -> Sample {
+pub unsafe fn time_chase(start: *const usize, warm: u64, loads: u64) -> (Sample, *const usize) {
     let p = chase(start, warm);
     let mut t = Timer::default();
     t.start();
     let p = chase(p, loads);
     t.stop();
-    black_box(p);
-    sample(&t, loads)
+    (sample(&t, loads), black_box(p))
 }
 
 /// Follows `K` chains at once, one load of each per step: the loads of a
@@ -85,7 +86,7 @@ fn chase_k<const K: usize>(mut p: [*const usize; K], steps: u64) -> [*const usiz
     p
 }
 
-fn run_k<const K: usize>(starts: &[*const usize], warm: u64, steps: u64) -> Timer {
+fn run_k<const K: usize>(starts: &mut [*const usize], warm: u64, steps: u64) -> Timer {
     let mut p = [std::ptr::null::<usize>(); K];
     p.copy_from_slice(&starts[..K]);
     let p = chase_k(p, warm);
@@ -93,7 +94,7 @@ fn run_k<const K: usize>(starts: &[*const usize], warm: u64, steps: u64) -> Time
     t.start();
     let p = chase_k(p, steps);
     t.stop();
-    black_box(p);
+    starts[..K].copy_from_slice(&black_box(p));
     t
 }
 
@@ -105,11 +106,11 @@ pub const CHAIN_COUNTS: &[usize] = &[1, 2, 3, 4, 6, 8, 10, 12, 16];
 
 /// Times `steps` steps of `starts.len()` independent chases at once (a
 /// count from `CHAIN_COUNTS`); returns ns per load (a step is one load of
-/// each chain).
+/// each chain), and leaves in `starts` where each chase ended.
 ///
 /// # Safety
 /// As for `time_chase`, for every start.
-pub unsafe fn time_chases(starts: &[*const usize], warm: u64, steps: u64) -> Sample {
+pub unsafe fn time_chases(starts: &mut [*const usize], warm: u64, steps: u64) -> Sample {
     let t = match starts.len() {
         1 => run_k::<1>(starts, warm, steps),
         2 => run_k::<2>(starts, warm, steps),
@@ -285,8 +286,10 @@ mod tests {
             let s = link(base, &offs, 7);
             assert_eq!(advance(s, 512), s);
             assert_ne!(advance(s, 1), s);
-            let starts: Vec<*const usize> = (0..4).map(|k| advance(s, k * 128)).collect();
-            let r = time_chases(&starts, 10, 1000);
+            let mut starts: Vec<*const usize> = (0..4).map(|k| advance(s, k * 128)).collect();
+            let r = time_chases(&mut starts, 10, 1000);
+            // 1010 steps of each chase along the 512-element cycle.
+            assert_eq!(starts[0], advance(s, 1010));
             assert!(r.ns > 0.0 && r.on_cpu <= 1.0);
         }
         if let Some(g) = clock_ghz(1.0) {
