@@ -290,7 +290,12 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         };
         match &c.hierarchy {
             Some(h) => {
-                let (kb, why) = cache_size_kb(h.size_bytes[k], lf);
+                let (kb, why) = if h.step_seen[k] {
+                    cache_size_kb(h.size_bytes[k], lf)
+                } else {
+                    let kb = (h.size_bytes[k] / 1024.0).round() as u64;
+                    (kb, format!("no latency step to measure (the next level is within 8% as slow); CPUID leaf 4's {kb} KB"))
+                };
                 let kb2 = fit_ways(kb, ways);
                 let note = if kb2 != kb { format!(", rounded to {kb2} KB for {ways} ways") } else { String::new() };
                 let _ = writeln!(o, "size_kb = {kb2}   # {why}{note}");
@@ -450,7 +455,8 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
     match &c.hierarchy {
         Some(h) => {
             for (k, n) in ["L1", "L2", "L3"].iter().enumerate() {
-                let _ = writeln!(o, "  {n}            {}, {:.2} ns ({} cycles)", size::show(h.size_bytes[k] as u64), h.latency_ns[k], cycles(h.latency_ns[k], ghz));
+                let seen = if h.step_seen[k] { "" } else { " (no step to the next level: CPUID's size)" };
+                let _ = writeln!(o, "  {n}            {}, {:.2} ns ({} cycles){seen}", size::show(h.size_bytes[k] as u64), h.latency_ns[k], cycles(h.latency_ns[k], ghz));
             }
             let how = match h.method.as_str() {
                 "reported sizes" => "from the curve's plateaus between the sizes CPUID reports",

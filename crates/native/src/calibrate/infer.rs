@@ -42,6 +42,10 @@ pub struct Hierarchy {
     /// (steps of the curve) or "fit" (least squares on a model of gradual
     /// steps).
     pub method: String,
+    /// Whether each level's size was measured: false where the next level
+    /// is within 8% of its latency, so no step shows where it ends (the
+    /// size is then the reported one).
+    pub step_seen: [bool; 3],
 }
 
 /// Expected latency at working set `s` of a random chase over caches of
@@ -147,7 +151,7 @@ pub fn fit_hierarchy(points: &[Point]) -> Option<Hierarchy> {
             size[k] = e;
         }
     }
-    Some(Hierarchy { size_bytes: size, latency_ns: [l[0], l[1], l[2]], memory_ns: l[3], rms_rel_error: err.sqrt(), method: "fit".into() })
+    Some(Hierarchy { size_bytes: size, latency_ns: [l[0], l[1], l[2]], memory_ns: l[3], rms_rel_error: err.sqrt(), method: "fit".into(), step_seen: [true; 3] })
 }
 
 /// A step of a curve: the last x of the plateau before it and the first
@@ -252,7 +256,7 @@ pub fn hierarchy(points: &[Point]) -> Option<Hierarchy> {
     let model_l = [e[0].level_before.exp(), e[1].level_before.exp(), e[2].level_before.exp(), e[2].level_after.exp()];
     let c = [e[0].capacity_x, e[1].capacity_x, e[2].capacity_x];
     let err = points.iter().map(|p| ((plateau_model(p.x, &c, &model_l) - p.y) / p.y).powi(2)).sum::<f64>() / points.len() as f64;
-    Some(Hierarchy { size_bytes: c, latency_ns: [model_l[0], model_l[1], model_l[2]], memory_ns: model_l[3], rms_rel_error: err.sqrt(), method: "plateaus".into() })
+    Some(Hierarchy { size_bytes: c, latency_ns: [model_l[0], model_l[1], model_l[2]], memory_ns: model_l[3], rms_rel_error: err.sqrt(), method: "plateaus".into(), step_seen: [true; 3] })
 }
 
 /// Three cache levels and memory from a latency curve (x bytes, y ns,
@@ -277,7 +281,14 @@ pub fn hierarchy_at(points: &[Point], reported: [f64; 3]) -> Option<Hierarchy> {
     let max = points.iter().map(|p| p.x).fold(0.0, f64::max);
     l[3] = inside((reported[2] * 1.2).min(max / 1.01), f64::INFINITY)?;
     let mut c = reported;
+    let mut seen = [false; 3];
     for k in 0..3 {
+        // No step to find where the next level is hardly slower: the
+        // reported size stands.
+        if l[k + 1] < l[k] * (1.0 + CACHE_STEP) {
+            continue;
+        }
+        seen[k] = true;
         let mid = (l[k] * l[k + 1]).sqrt();
         let near: Vec<&Point> = points.iter().filter(|p| p.x >= reported[k] / 2.0 && p.x <= reported[k] * 2.0).collect();
         // The last point before the first one past the midpoint that the
@@ -289,7 +300,7 @@ pub fn hierarchy_at(points: &[Point], reported: [f64; 3]) -> Option<Hierarchy> {
         }
     }
     let err = points.iter().map(|p| ((plateau_model(p.x, &c, &l) - p.y) / p.y).powi(2)).sum::<f64>() / points.len() as f64;
-    Some(Hierarchy { size_bytes: c, latency_ns: [l[0], l[1], l[2]], memory_ns: l[3], rms_rel_error: err.sqrt(), method: "reported sizes".into() })
+    Some(Hierarchy { size_bytes: c, latency_ns: [l[0], l[1], l[2]], memory_ns: l[3], rms_rel_error: err.sqrt(), method: "reported sizes".into(), step_seen: seen })
 }
 
 /// The latency a hierarchy of sharp steps predicts at working set `s`.
@@ -470,6 +481,12 @@ mod tests {
         }
         assert!((h.memory_ns / 155.0 - 1.0).abs() < 0.02, "{h:?}");
         assert!(hierarchy_at(&slope[..10], c).is_none());
+        assert_eq!(h.step_seen, [true; 3]);
+        // A last-level cache as slow as memory (this project's VM): no step
+        // to measure, the reported size stands.
+        let flat = curve(|s| plateau_model(s, &c, &[2.3, 7.3, 152.0, 154.0]), &xs);
+        let h = hierarchy_at(&flat, c).unwrap();
+        assert_eq!((h.step_seen, h.size_bytes[2]), ([true, true, false], c[2]));
         // A gradual curve has no three clear steps: the fit takes over.
         let g = hierarchy(&curve(|s| model(s, &c, &[1.5, 5.0, 30.0, 110.0]), &xs)).unwrap();
         assert!(g.size_bytes.iter().all(|s| s.is_finite()));
