@@ -104,7 +104,7 @@ pub fn chain(n: usize, pattern: Pattern, seed: u64) -> Vec<usize> {
 
 /// Follows the chain from `p` for `count` loads; returns where it ended.
 #[inline(never)]
-fn chase(mut p: *const usize, count: u64) -> *const usize {
+pub(crate) fn chase(mut p: *const usize, count: u64) -> *const usize {
     for _ in 0..count {
         // SAFETY: every element holds the address of another element of
         // the chain, all inside the region.

@@ -10,11 +10,15 @@
 //! - `hugetlb`: the hugetlb pool, grown for a run and always put back;
 //! - `gups`, `lat`, `transpose`, `stream`, `index`: the workloads, each
 //!   reporting in the shape of its simulated twin;
-//! - `suite`: repeats interleaved across layouts, medians and spreads.
+//! - `suite`: repeats interleaved across layouts, medians and spreads;
+//! - `calibrate`: microbenchmarks that measure this host for a machine
+//!   profile (latencies, TLB capacities and miss costs, overlap, kernel
+//!   event costs, the hypervisor and its page size).
 //!
 //! This crate knows nothing of the simulator; it only uses libc and the
 //! kernel's interfaces.
 
+pub mod calibrate;
 pub mod gups;
 pub mod hugetlb;
 pub mod index;

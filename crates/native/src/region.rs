@@ -187,6 +187,12 @@ impl Region {
         smaps::read_self(a, a + self.len as u64)
     }
 
+    /// The region's first byte (page-aligned), for probes that lay out
+    /// their own data.
+    pub fn start_ptr(&self) -> *mut u8 {
+        self.start
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }

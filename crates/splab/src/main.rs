@@ -1,14 +1,15 @@
 //! `splab`: run workloads on a simulated machine with FreeBSD-style
 //! transparent, reservation-based superpages, compare superpages off and
 //! on, read the system's sysctls, check the system against a reference
-//! model, benchmark the simulator, and run the workloads natively on this
-//! host in chosen page sizes.
+//! model, benchmark the simulator, run the workloads natively on this host
+//! in chosen page sizes, and calibrate a machine profile for this host.
 //!
 //! This file holds the command-line definitions and the one place that
 //! turns a command's result into an exit status: 0 success, 1 a failed run
 //! (or a check that found problems), 2 bad input.
 
 mod bench;
+mod calibrate;
 mod check;
 mod error;
 mod native;
@@ -106,6 +107,16 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Measure this host with microbenchmarks (latencies, TLBs, overlap,
+    /// kernel event costs, hypervisor) and write a machine profile.
+    Calibrate {
+        #[command(flatten)]
+        args: calibrate::CalibrateArgs,
+        /// Print one JSON document (the measurements and the profile)
+        /// instead of text.
+        #[arg(long)]
+        json: bool,
+    },
     /// Set the model's predictions beside this host: each workload run
     /// natively and simulated in the same page layouts (4 KB, 2 MB, mixes),
     /// measured and predicted times and speedups over 4 KB, and the errors.
@@ -159,6 +170,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
         Cmd::BenchPart(p) => bench::part(&p),
         Cmd::Trace { cmd } => trace::cmd(cmd),
         Cmd::Native { args, json } => native::cmd(&args, json),
+        Cmd::Calibrate { args, json } => calibrate::cmd(&args, json),
         Cmd::Validate { args, json } => validate::cmd(&args, json),
     }
 }

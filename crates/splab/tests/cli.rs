@@ -340,3 +340,33 @@ fn bad_swap_sizes_are_input_errors() {
         assert!(err.contains("--swap") || err.contains("--footprint"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn calibrate_writes_a_profile_the_simulator_runs_on() {
+    let dir = std::env::temp_dir().join(format!("splab-calib-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("host.toml");
+    let f = file.to_str().unwrap();
+    let v = json(&["calibrate", "--tiny", "--json", "-o", f]);
+    assert_eq!(v["written_to"], f);
+    assert!(v["measurements"]["latency"].as_array().is_some_and(|a| !a.is_empty()));
+    assert_eq!(v["profile"].as_str().unwrap(), std::fs::read_to_string(&file).unwrap());
+    let run = json(&["sim", "gups", "--log2-table", "18", "--machine", f, "--json"]);
+    assert!(promotions(&run) > 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn calibrate_bad_input_exits_2_and_names_the_value() {
+    for (args, needle) in [
+        (vec!["calibrate", "--tiny", "-o", "/no/such/dir/x.toml"], "/no/such/dir/x.toml"),
+        (vec!["calibrate", "--tiny", "--hugetlb-pool", "lots"], "lots"),
+        (vec!["calibrate", "--tiny", "--name", "a\"b"], "--name"),
+    ] {
+        let out = splab(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}

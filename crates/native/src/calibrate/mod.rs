@@ -1,0 +1,630 @@
+//! Calibration: this host measured with microbenchmarks only, as the
+//! inputs a machine profile needs.
+//!
+//! What is measured, and how:
+//! - the core clock, from a chain of dependent additions (one cycle each);
+//! - load latency against working-set size, by a random dependent chase
+//!   over every line of a prefix of a region in 2 MB pages (so that TLB
+//!   misses stay out of it), fitted to three cache levels and memory;
+//! - the cost of TLB misses: a chase touching one line in each of N pages,
+//!   against a control chase over the same number of lines packed together
+//!   (no TLB misses), in guest 4 KB and 2 MB pages, and in a 1 GB page when
+//!   one can be had; the steps of the difference against N give the TLB
+//!   capacities, its level past the last step the cost of a miss;
+//! - overlap: k independent chases at once over memory (misses in flight),
+//!   and over 4 KB pages against the control (page walks in flight);
+//! - kernel and memory events: zeroing and copying a 4 KB page, a
+//!   demand-zero fault round trip, a null system call;
+//! - whether a hypervisor is present (CPUID, /proc/cpuinfo, /sys/hypervisor,
+//!   DMI), and then, from the TLB curves, the page size it backs the guest
+//!   with.
+//!
+//! Every measurement is repeated in rounds that interleave all the points
+//! of a curve (a round visits every point once), and the median is kept;
+//! the spread of the repeats and the share of time this process was on a
+//! CPU are reported, because other work on a shared host moves them.
+//!
+//! Nothing here runs the validation workloads (gups, transpose, stream,
+//! index): calibration must not see them.
+
+pub mod cpu;
+pub mod infer;
+pub mod probe;
+
+use crate::hugetlb::Pool;
+use crate::pages::{Pages, SIZE_1G, SIZE_2M};
+use crate::region::Region;
+use crate::suite::{Host, Spread};
+use infer::{Edge, Hierarchy, HostPage, Point};
+use probe::Sample;
+use serde::Serialize;
+
+/// How much to measure.
+#[derive(Clone, Debug, Serialize)]
+pub struct Plan {
+    pub quick: bool,
+    /// Rounds over every curve (repeats of each point).
+    pub rounds: usize,
+    /// Wall time aimed at for one timed chase, in ms.
+    pub target_ms: f64,
+    /// Points per octave of the size and page-count sweeps.
+    pub per_octave: u32,
+    /// The region in 2 MB pages: the latency sweep runs to half of it.
+    pub huge_bytes: u64,
+    /// The region in 4 KB pages: the TLB sweep runs to all its pages.
+    pub small_bytes: u64,
+    /// May the hugetlb pool be grown (as root) for 2 MB and 1 GB pages.
+    pub grow_hugetlb: bool,
+}
+
+impl Plan {
+    /// The default: about two minutes on an idle machine.
+    pub fn full() -> Plan {
+        Plan { quick: false, rounds: 5, target_ms: 3.0, per_octave: 4, huge_bytes: 1 << 30, small_bytes: 256 << 20, grow_hugetlb: true }
+    }
+
+    /// `--quick`: fewer rounds and points, smaller regions.
+    pub fn quick() -> Plan {
+        Plan { quick: true, rounds: 2, target_ms: 0.6, per_octave: 2, huge_bytes: 512 << 20, small_bytes: 64 << 20, grow_hugetlb: true }
+    }
+
+    /// A tiny plan for tests: seconds, not minutes, numbers not meant to
+    /// be right.
+    pub fn tiny() -> Plan {
+        Plan { quick: true, rounds: 1, target_ms: 0.05, per_octave: 1, huge_bytes: 16 << 20, small_bytes: 4 << 20, grow_hugetlb: false }
+    }
+}
+
+/// One point of a measured curve with its repeats.
+#[derive(Clone, Debug, Serialize)]
+pub struct Measured {
+    /// Bytes of working set, pages touched or chases at once.
+    pub x: u64,
+    /// ns per load (or the measured unit), over the rounds.
+    pub ns: Spread,
+}
+
+/// The TLB measurements and what follows from them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Tlb {
+    /// Extra ns per load of one line in each of N 4 KB frames over the
+    /// control, by N: in guest 4 KB pages (`pages_4k`) and in guest 2 MB
+    /// pages (`frames_in_2m`).
+    pub pages_4k: Vec<Point>,
+    pub frames_in_2m: Vec<Point>,
+    /// The same for one line in each of N 2 MB frames, in guest 2 MB pages
+    /// (`pages_2m`) and inside one 1 GB page (`frames_in_1g`, when one
+    /// could be had).
+    pub pages_2m: Vec<Point>,
+    pub frames_in_1g: Option<Vec<Point>>,
+    /// The steps of `pages_4k` and `pages_2m`.
+    pub steps_4k: Vec<Edge>,
+    pub steps_2m: Vec<Edge>,
+    /// Inferred capacities (entries), where a step showed them.
+    pub l1_4k_entries: Option<u64>,
+    pub l2_entries: Option<u64>,
+    pub l1_2m_entries: Option<u64>,
+    /// Extra ns of an L1 TLB miss that hits the second level.
+    pub stlb_hit_ns: Option<f64>,
+    /// Extra ns per load on the plateau past the L2 TLB's step: a miss
+    /// whose walk finds the page tables in the caches.
+    pub miss_4k_walk_ns: Option<f64>,
+    /// Extra ns per load at the largest N: a full TLB miss and walk with
+    /// 4 KB pages (page tables farther out), and what was reached with
+    /// 2 MB and 1 GB pages.
+    pub miss_4k_ns: Option<f64>,
+    pub miss_2m_ns: Option<f64>,
+    pub miss_1g_ns: Option<f64>,
+    /// Why the 1 GB measurement was not made.
+    pub skipped_1g: Option<String>,
+    /// The threshold used for steps (ns): a few times the noise.
+    pub threshold_ns: f64,
+}
+
+/// Overlap of misses.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Overlap {
+    /// ns per load with k chases over memory at once.
+    pub data: Vec<Measured>,
+    /// Extra ns per load over the control with k chases over 4 KB pages.
+    pub walk: Vec<Point>,
+    pub data_mlp: Option<f64>,
+    pub walk_mlp: Option<f64>,
+    pub notes: Vec<String>,
+}
+
+/// Kernel and memory events, ns each.
+#[derive(Clone, Debug, Serialize)]
+pub struct Costs {
+    pub zero_4k_ns: Spread,
+    pub copy_4k_ns: Spread,
+    /// A demand-zero fault round trip per page (mmap, write, munmap),
+    /// zeroing included.
+    pub fault_4k_ns: Spread,
+    pub syscall_ns: Spread,
+}
+
+/// How noisy the measurements were.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Noise {
+    /// Median over the points of (quartile range / median) of the
+    /// repeats.
+    pub median_rel_iqr: f64,
+    /// The largest such value.
+    pub max_rel_iqr: f64,
+    /// Share of the timed wall time this process was on a CPU: median and
+    /// lowest over all timed probes.
+    pub median_on_cpu: f64,
+    pub min_on_cpu: f64,
+}
+
+/// Everything calibration measured and inferred.
+#[derive(Clone, Debug, Serialize)]
+pub struct Calibration {
+    pub plan: Plan,
+    pub host: Host,
+    pub cpu_brand: String,
+    pub root: bool,
+    pub virt: cpu::Virt,
+    pub cpuid_caches: Vec<cpu::CacheLeaf>,
+    pub cpuid_tlbs: Vec<cpu::TlbLeaf>,
+    /// CPUID leaf 0x16 base and maximum MHz (zeros when hidden).
+    pub cpuid_mhz: (u32, u32),
+    /// Core clock from dependent additions, GHz over the rounds.
+    pub clock_ghz: Option<Spread>,
+    /// How the region for the latency sweep and the 2 MB TLB curves was
+    /// made, and its share in 2 MB pages.
+    pub huge_layout: String,
+    pub huge_share: f64,
+    /// Latency by working-set size (bytes), and the fitted hierarchy.
+    pub latency: Vec<Measured>,
+    pub hierarchy: Option<Hierarchy>,
+    pub tlb: Tlb,
+    /// Under a hypervisor: the host page size inferred, or why not.
+    pub host_page: Option<HostPage>,
+    pub overlap: Overlap,
+    pub costs: Costs,
+    pub noise: Noise,
+    /// Things a reader should know (fallbacks, skipped parts).
+    pub notes: Vec<String>,
+    /// Wall seconds the calibration took.
+    pub seconds: f64,
+}
+
+/// The progress of a calibration: points measured so far, of how many, and
+/// the phase.
+pub type ProgressFn<'a> = dyn FnMut(u64, u64, &str) + 'a;
+
+/// Counts probes for the progress bar and keeps their on-CPU shares.
+struct Meter<'a, 'b> {
+    done: u64,
+    total: u64,
+    on_cpu: Vec<f64>,
+    rel_iqr: Vec<f64>,
+    target_ns: f64,
+    progress: &'a mut ProgressFn<'b>,
+}
+
+impl Meter<'_, '_> {
+    fn tick(&mut self, phase: &str, s: Sample) {
+        self.on_cpu.push(s.on_cpu);
+        self.done += 1;
+        (self.progress)(self.done.min(self.total), self.total, phase);
+    }
+
+    /// Times a chase from `start` over a chain of `n` elements: a warm-up
+    /// (the whole chain, or two million loads), a short pilot for the
+    /// latency, then enough loads for the target time.
+    ///
+    /// # Safety
+    /// As for `probe::time_chase`.
+    unsafe fn chase(&mut self, phase: &str, start: *const usize, n: u64) -> f64 {
+        let (pilot, at) = probe::time_chase(start, n.min(2_000_000), 2000);
+        let loads = (self.target_ns / pilot.ns.max(0.1)).clamp(2000.0, 50_000_000.0) as u64;
+        // On from where the pilot stopped: restarting at `start` would
+        // find the pilot's lines still in the L1 and L2 caches.
+        let (s, _) = probe::time_chase(at, 0, loads);
+        self.tick(phase, s);
+        s.ns
+    }
+
+    /// Times `starts.len()` chases at once along a chain of `n` elements
+    /// (see `probe::time_chases`), warmed up over the whole chain (or a
+    /// million steps).
+    ///
+    /// # Safety
+    /// As for `probe::time_chases`.
+    unsafe fn chases(&mut self, phase: &str, starts: &[*const usize], n: u64) -> f64 {
+        let warm = (n / starts.len() as u64).min(1_000_000);
+        let mut at = starts.to_vec();
+        let pilot = probe::time_chases(&mut at, warm, 500);
+        let steps = (self.target_ns / (pilot.ns.max(0.1) * starts.len() as f64)).clamp(500.0, 50_000_000.0) as u64;
+        let s = probe::time_chases(&mut at, 0, steps);
+        self.tick(phase, s);
+        s.ns
+    }
+}
+
+/// Sizes from `lo` to `hi` (inclusive), `per_octave` to an octave, each a
+/// multiple of `unit`, without repeats.
+pub fn sweep(lo: u64, hi: u64, per_octave: u32, unit: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = Vec::new();
+    let mut k = 0u32;
+    loop {
+        let x = lo as f64 * 2f64.powf(k as f64 / per_octave as f64);
+        if x > hi as f64 * 1.0001 {
+            break;
+        }
+        let x = ((x / unit as f64).round() as u64).max(1) * unit;
+        if v.last() != Some(&x) {
+            v.push(x);
+        }
+        k += 1;
+    }
+    v
+}
+
+/// Counts from `lo` to `hi` at 1, 1.25, 1.5 and 1.75 times each power of
+/// two (`per_octave` 4; 1 and 1.5 for 2; powers of two for 1): TLB sizes
+/// are such numbers (64, 96, 1536, 2048), so a step lands on the grid.
+pub fn counts_grid(lo: u64, hi: u64, per_octave: u32) -> Vec<u64> {
+    let mults: &[u64] = match per_octave {
+        0 | 1 => &[4],
+        2 | 3 => &[4, 6],
+        _ => &[4, 5, 6, 7],
+    };
+    let mut v = Vec::new();
+    let mut p = 1u64;
+    while p <= hi {
+        for &m in mults {
+            let x = p * m / 4;
+            if x >= lo && x <= hi && p * m % 4 == 0 && v.last() != Some(&x) {
+                v.push(x);
+            }
+        }
+        p *= 2;
+    }
+    if v.last() != Some(&hi) && hi >= lo {
+        v.push(hi);
+    }
+    v
+}
+
+/// Offsets of one line in each of `n` frames of `frame` bytes (4 KB or
+/// more). The lines must spread over the cache sets as packed lines do,
+/// or the chase measures set conflicts instead of the TLB: in physically
+/// contiguous memory (a 2 MB page) frame i's line sits at bits 6-16 (the
+/// set index of a 2048-set L2) as 4 KB page (i mod 32) of the frame and
+/// line (i + i/32) mod 64 of that page, which covers all 2048 pairs for
+/// every 2048 consecutive frames (33 is prime to 64).
+fn sparse(n: u64, frame: u64) -> Vec<usize> {
+    (0..n).map(|i| (i * frame + ((i % 32) * 4096) % frame + ((i + i / 32) % 64) * 64) as usize).collect()
+}
+
+/// Offsets of `n` consecutive lines.
+fn dense(n: u64) -> Vec<usize> {
+    (0..n).map(|i| (i * 64) as usize).collect()
+}
+
+fn spread(v: &[f64]) -> Spread {
+    Spread::of(v).unwrap_or(Spread { median: f64::NAN, q1: f64::NAN, q3: f64::NAN, min: f64::NAN, max: f64::NAN })
+}
+
+/// Gets a region of `bytes` in 2 MB pages: THP first, hugetlb 2 MB (which
+/// may need root) when THP gives less than 90%, else the better of what
+/// was had. Returns the region, its layout name and its 2 MB share.
+fn huge_region(bytes: u64, pool: &mut Pool, notes: &mut Vec<String>) -> Result<(Region, String, f64), String> {
+    let share = |r: &Region| r.obtained().map(|o| o.bytes_2m as f64 / r.len().max(1) as f64).unwrap_or(0.0);
+    let thp = Region::new(bytes, Pages::Thp, pool);
+    let thp_share = thp.as_ref().map(share).unwrap_or(0.0);
+    if thp_share >= 0.9 {
+        return Ok((thp?, "thp".into(), thp_share));
+    }
+    match Region::new(bytes, Pages::Hugetlb2m, pool) {
+        Ok(r) => {
+            drop(thp);
+            let s = share(&r);
+            notes.push(format!("THP gave {:.0}% of the 2 MB-page region in 2 MB pages; hugetlb 2 MB pages used instead", 100.0 * thp_share));
+            Ok((r, "hugetlb-2m".into(), s))
+        }
+        Err(e) => {
+            notes.push(format!("THP gave only {:.0}% of the 2 MB-page region in 2 MB pages, and hugetlb 2 MB pages could not be had ({e}): latencies and 2 MB TLB figures include some 4 KB TLB misses", 100.0 * thp_share));
+            let r = thp?;
+            Ok((r, "thp (partial)".into(), thp_share))
+        }
+    }
+}
+
+/// The median y of a set of repeated points, as curve points.
+fn points(xs: &[u64], samples: &[Vec<f64>]) -> Vec<Point> {
+    xs.iter()
+        .zip(samples)
+        .map(|(&x, s)| {
+            let sp = spread(s);
+            Point { x: x as f64, y: sp.median, iqr: sp.q3 - sp.q1 }
+        })
+        .collect()
+}
+
+/// Point-by-point difference of two curves over the same xs (the
+/// quartile ranges add).
+fn minus(a: &[Point], b: &[Point]) -> Vec<Point> {
+    a.iter().zip(b).map(|(p, q)| Point { x: p.x, y: p.y - q.y, iqr: p.iqr + q.iqr }).collect()
+}
+
+/// Runs the calibration.
+pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, String> {
+    let t0 = crate::now();
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let mut notes = Vec::new();
+    let mut pool = Pool::new(plan.grow_hugetlb);
+    let (huge, huge_layout, huge_share) = huge_region(plan.huge_bytes, &mut pool, &mut notes)?;
+    let small = Region::new(plan.small_bytes, Pages::FourK, &mut pool)?;
+    let mut skipped_1g = None;
+    let giga = if plan.huge_bytes < SIZE_1G {
+        skipped_1g = Some(format!("this plan maps at most {} MB (--quick or a test)", plan.huge_bytes >> 20));
+        None
+    } else if !root && plan.grow_hugetlb && crate::hugetlb::counters(SIZE_1G).map(|c| c.available()).unwrap_or(0) == 0 {
+        skipped_1g = Some("no free 1 GB hugetlb page, and reserving one needs root".into());
+        None
+    } else {
+        match Region::new(SIZE_1G, Pages::Hugetlb1g, &mut pool) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                skipped_1g = Some(e);
+                None
+            }
+        }
+    };
+    let (huge_base, small_base) = (huge.start_ptr(), small.start_ptr());
+    let giga_base = giga.as_ref().map(|g| g.start_ptr());
+
+    // The sweeps.
+    let sizes = sweep(4096, plan.huge_bytes / 2, plan.per_octave, 64);
+    let small_pages = plan.small_bytes / 4096;
+    let pages = counts_grid(8, small_pages, plan.per_octave);
+    let frames_2m = counts_grid(4, plan.huge_bytes / SIZE_2M, plan.per_octave);
+    let counts = probe::CHAIN_COUNTS;
+    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + 1;
+    let total = (per_round * plan.rounds) as u64;
+    let mut m = Meter { done: 0, total, on_cpu: Vec::new(), rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
+
+    // Overlap chains, built afresh each round (the sweeps reuse the same
+    // lines): a random cycle over the first half of the 2 MB-page region
+    // (up to 256 MB, well past the caches) for data misses; one over every
+    // 4 KB page of the small region for walks, with a control of as many
+    // packed lines in the 2 MB-page region's second half.
+    let mlp_bytes = (plan.huge_bytes / 2).min(256 << 20);
+    let ctrl_off = (plan.huge_bytes / 2) as usize;
+
+    let mut clock = Vec::new();
+    let mut lat = vec![Vec::new(); sizes.len()];
+    let (mut s4, mut s2, mut c4) = (vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()]);
+    let (mut g2, mut g1, mut cg) = (vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()]);
+    let (mut kd, mut kw, mut kc) = (vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()]);
+    let (mut zero, mut copy, mut fault, mut sys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
+
+    for r in 0..plan.rounds {
+        if let Some(c) = probe::clock_ghz(20.0 * plan.target_ms / 3.0) {
+            clock.push(c.ns);
+            m.tick("clock", Sample { ns: c.ns, on_cpu: c.on_cpu });
+        } else {
+            m.tick("clock", Sample { ns: 0.0, on_cpu: 1.0 });
+        }
+        // SAFETY (all chases below): every offset lies inside the region it
+        // is linked in (sizes <= huge/2, pages <= the small region, frames
+        // <= the huge region or 1 GB), the regions live to the end of this
+        // function, and each chain is timed right after it is linked,
+        // before any other chain overwrites its lines.
+        for (i, &s) in sizes.iter().enumerate() {
+            let offs = dense(s / 64);
+            let ns = unsafe { m.chase("latency", probe::link(huge_base, &offs, seed(r, i)), offs.len() as u64) };
+            lat[i].push(ns);
+        }
+        for (i, &n) in pages.iter().enumerate() {
+            let offs = sparse(n, 4096);
+            let a = unsafe { m.chase("TLB 4K", probe::link(small_base, &offs, seed(r, i)), n) };
+            let b = unsafe { m.chase("TLB 4K", probe::link(huge_base, &offs, seed(r, i)), n) };
+            let c = unsafe { m.chase("TLB 4K", probe::link(huge_base, &dense(n), seed(r, i)), n) };
+            s4[i].push(a);
+            s2[i].push(b);
+            c4[i].push(c);
+        }
+        for (i, &n) in frames_2m.iter().enumerate() {
+            let offs = sparse(n, SIZE_2M);
+            let a = unsafe { m.chase("TLB 2M", probe::link(huge_base, &offs, seed(r, i)), n) };
+            let c = unsafe { m.chase("TLB 2M", probe::link(huge_base, &dense(n), seed(r, i)), n) };
+            g2[i].push(a);
+            cg[i].push(c);
+            if let Some(gb) = giga_base {
+                g1[i].push(unsafe { m.chase("TLB 1G", probe::link(gb, &offs, seed(r, i)), n) });
+            }
+        }
+        {
+            let data = unsafe { probe::link_in_order(huge_base, &dense(mlp_bytes / 64), seed(r, 99)) };
+            let walk = unsafe { probe::link_in_order(small_base, &sparse(small_pages, 4096), seed(r, 98)) };
+            let ctrl = unsafe { probe::link_in_order(huge_base.add(ctrl_off), &dense(small_pages), seed(r, 97)) };
+            for (j, &k) in counts.iter().enumerate() {
+                let starts = |o: &[*const usize]| -> Vec<*const usize> { (0..k).map(|q| o[q * o.len() / k]).collect() };
+                kd[j].push(unsafe { m.chases("overlap", &starts(&data), data.len() as u64) });
+                kw[j].push(unsafe { m.chases("overlap", &starts(&walk), walk.len() as u64) });
+                kc[j].push(unsafe { m.chases("overlap", &starts(&ctrl), ctrl.len() as u64) });
+            }
+        }
+        let (z, c) = probe::zero_copy_4k(1)?;
+        let f = probe::fault_4k(if plan.quick { 8 } else { 32 })?;
+        let s = probe::syscall(if plan.quick { 20_000 } else { 100_000 });
+        zero.push(z.ns);
+        copy.push(c.ns);
+        fault.push(f.ns);
+        sys.push(s.ns);
+        m.tick("costs", f);
+    }
+    // The mappings go before the pool is put back.
+    drop((huge, small, giga));
+    drop(pool);
+
+    // Noise: the relative quartile range of every point of every curve.
+    for set in [&lat, &s4, &s2, &c4, &g2, &cg, &kd, &kw, &kc] {
+        for v in set.iter() {
+            if let Some(sp) = Spread::of(v) {
+                if sp.median > 0.0 {
+                    m.rel_iqr.push((sp.q3 - sp.q1) / sp.median);
+                }
+            }
+        }
+    }
+    let mut noise = Noise::default();
+    if let (Some(r), Some(c)) = (Spread::of(&m.rel_iqr), Spread::of(&m.on_cpu)) {
+        noise = Noise { median_rel_iqr: r.median, max_rel_iqr: r.max, median_on_cpu: c.median, min_on_cpu: c.min };
+    }
+
+    let latency: Vec<Measured> = sizes.iter().zip(&lat).map(|(&x, v)| Measured { x, ns: spread(v) }).collect();
+    // Levels placed by the sizes CPUID reports, where it reports all three
+    // and the sweep reaches past the last; else by the curve alone.
+    let cpuid_caches = cpu::caches();
+    let reported: Vec<f64> = (1..=3).filter_map(|lv| cpuid_caches.iter().find(|c| c.level == lv && c.kind != "instruction").map(|c| c.size_bytes as f64)).collect();
+    let curve = points(&sizes, &lat);
+    let hierarchy = match reported[..] {
+        [a, b, c] => infer::hierarchy_at(&curve, [a, b, c]).or_else(|| infer::hierarchy(&curve)),
+        _ => infer::hierarchy(&curve),
+    };
+    if hierarchy.is_none() {
+        notes.push("the latency curve could not be fitted to three cache levels and memory".into());
+    }
+
+    // TLB.
+    let control = points(&pages, &c4);
+    let d4 = minus(&points(&pages, &s4), &control);
+    let d2 = minus(&points(&pages, &s2), &control);
+    let gctrl = points(&frames_2m, &cg);
+    let e2 = minus(&points(&frames_2m, &g2), &gctrl);
+    let e1 = giga_base.map(|_| minus(&points(&frames_2m, &g1), &gctrl));
+    // A step must stand clear of the noise of the quiet points (the lower
+    // quartile of the points' spreads: the largest page counts, all walks,
+    // are always noisy), but the smallest one worth finding, an L1 TLB
+    // miss that hits the L2 TLB, is a few ns.
+    let quiet_iqr = Spread::of(&d4.iter().map(|p| p.iqr).collect::<Vec<_>>()).map(|s| s.q1).unwrap_or(0.0);
+    let threshold = (2.0 * quiet_iqr).clamp(0.5, 2.0);
+    let steps_4k = infer::edges(&d4, threshold);
+    let steps_2m = infer::edges(&e2, threshold);
+    let mut tlb = Tlb { threshold_ns: threshold, skipped_1g, ..Tlb::default() };
+    let levels = infer::tlb_levels(&d4, threshold);
+    tlb.l1_4k_entries = levels.l1_entries.map(|x| x as u64);
+    tlb.stlb_hit_ns = levels.l2_hit_ns.filter(|&ns| ns > 0.0 && ns < 20.0);
+    tlb.l2_entries = levels.l2_entries.map(|x| x as u64);
+    tlb.miss_4k_walk_ns = levels.walk_ns;
+    if let Some(e) = steps_2m.first() {
+        tlb.l1_2m_entries = Some(e.capacity_x as u64);
+    }
+    tlb.miss_4k_ns = d4.last().map(|p| p.y);
+    tlb.miss_2m_ns = e2.last().map(|p| p.y);
+    tlb.miss_1g_ns = e1.as_ref().and_then(|v| v.last().map(|p| p.y));
+    let host_page = if virt_guest() { Some(infer::host_page(&d4, &d2, &e2, e1.as_deref(), threshold)) } else { None };
+    tlb.pages_4k = d4;
+    tlb.frames_in_2m = d2;
+    tlb.pages_2m = e2;
+    tlb.frames_in_1g = e1;
+    tlb.steps_4k = steps_4k;
+    tlb.steps_2m = steps_2m;
+
+    // Overlap.
+    let mut ov = Overlap::default();
+    let med = |v: &Vec<f64>| spread(v).median;
+    ov.data = counts.iter().zip(&kd).map(|(&k, v)| Measured { x: k as u64, ns: spread(v) }).collect();
+    let per_load: Vec<(usize, f64)> = counts.iter().zip(&kd).map(|(&k, v)| (k, med(v))).collect();
+    ov.data_mlp = infer::overlap(&per_load).map(|(m, _)| m.max(1.0));
+    ov.walk = counts.iter().zip(kw.iter().zip(&kc)).map(|(&k, (w, c))| Point { x: k as f64, y: med(w) - med(c), iqr: 0.0 }).collect();
+    let walk_one = ov.walk.first().map(|p| p.y).unwrap_or(0.0);
+    if walk_one > threshold {
+        // With many chases the data misses of the control are overlapped
+        // as far as they go; what the walks still add per load, against a
+        // walk alone, is how far walks overlap. Walks use the same miss
+        // buffers as data, so more than `data_mlp` means the two could not
+        // be told apart.
+        let last = ov.walk.last().map(|p| p.y).unwrap_or(0.0);
+        let data = ov.data_mlp.unwrap_or(1.0);
+        if last > 0.02 * walk_one {
+            let w = walk_one / last;
+            if w > data {
+                ov.notes.push(format!("walks seemed to overlap {w:.1}-fold with {} chases, more than data misses do: not separable from the data overlap, capped at data_mlp", ov.walk.last().map(|p| p.x).unwrap_or(0.0)));
+            }
+            ov.walk_mlp = Some(w.clamp(1.0, data.max(1.0)));
+        } else {
+            ov.notes.push("with many chases the walks added nothing measurable: walk overlap not separable from data overlap".into());
+        }
+    } else {
+        ov.notes.push(format!("a chase over every 4 KB page of {} MB cost only {walk_one:.2} ns a load more than the control: no walks to measure overlap on", plan.small_bytes >> 20));
+    }
+
+    let costs = Costs { zero_4k_ns: spread(&zero), copy_4k_ns: spread(&copy), fault_4k_ns: spread(&fault), syscall_ns: spread(&sys) };
+    Ok(Calibration {
+        plan: plan.clone(),
+        host: Host::read(),
+        cpu_brand: cpu::brand(),
+        root,
+        virt: cpu::detect_virt(),
+        cpuid_caches,
+        cpuid_tlbs: cpu::tlbs(),
+        cpuid_mhz: cpu::frequency_leaf(),
+        clock_ghz: Spread::of(&clock),
+        huge_layout,
+        huge_share,
+        latency,
+        hierarchy,
+        tlb,
+        host_page,
+        overlap: ov,
+        costs,
+        noise,
+        notes,
+        seconds: crate::now() - t0,
+    })
+}
+
+fn virt_guest() -> bool {
+    cpu::detect_virt().guest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweeps_are_ascending_multiples() {
+        let s = sweep(8, 64, 4, 1);
+        assert_eq!(s, vec![8, 10, 11, 13, 16, 19, 23, 27, 32, 38, 45, 54, 64]);
+        let s = sweep(4096, 1 << 20, 2, 64);
+        assert!(s.windows(2).all(|w| w[0] < w[1]) && s.iter().all(|x| x % 64 == 0));
+        assert_eq!((s[0], *s.last().unwrap()), (4096, 1 << 20));
+        assert_eq!(sparse(3, 4096), vec![0, 4096 + 64, 8192 + 128]);
+        assert_eq!(sparse(34, 4096)[33], 33 * 4096 + 34 * 64);
+        assert_eq!(sparse(2, 2 << 20), vec![0, (2 << 20) + 4096 + 64]);
+        // In contiguous memory, 2048 frames of 4 KB use all 2048 sets of
+        // a 2048-set cache once each.
+        let mut sets: Vec<usize> = sparse(2048, 4096).iter().map(|o| (o >> 6) % 2048).collect();
+        sets.sort_unstable();
+        sets.dedup();
+        assert_eq!(sets.len(), 2048);
+        assert_eq!(counts_grid(8, 128, 4), vec![8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 128]);
+        assert_eq!(counts_grid(4, 100, 2), vec![4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 100]);
+        assert_eq!(counts_grid(8, 64, 1), vec![8, 16, 32, 64]);
+    }
+
+    #[test]
+    fn a_tiny_calibration_runs_end_to_end() {
+        let mut calls = 0;
+        let c = run(&Plan::tiny(), &mut |d, t, _| {
+            assert!(d <= t);
+            calls += 1;
+        })
+        .unwrap();
+        assert!(calls > 0);
+        assert!(!c.latency.is_empty() && c.latency.iter().all(|m| m.ns.median > 0.0));
+        assert_eq!(c.overlap.data.len(), probe::CHAIN_COUNTS.len());
+        assert!(c.tlb.skipped_1g.is_some());
+        assert!(c.costs.syscall_ns.median > 0.0);
+    }
+}

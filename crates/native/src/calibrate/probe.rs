@@ -1,0 +1,299 @@
+//! The microbenchmarks: dependent pointer chases through chosen lines of a
+//! region (one chain, or several independent ones at once), a chain of
+//! dependent additions for the clock, and the kernel and memory operations
+//! whose cost the profile charges (zeroing and copying a page, a fault, a
+//! system call).
+//!
+//! Every probe is timed with CLOCK_MONOTONIC and reports how much of that
+//! time the thread was really on a CPU, so the caller can tell a slow
+//! machine from a busy one.
+
+use crate::lat::{chain, chase, Pattern};
+use crate::Timer;
+use std::hint::black_box;
+
+/// One timed probe: nanoseconds per operation and the share of the wall
+/// time this thread was on a CPU.
+#[derive(Clone, Copy, Debug)]
+pub struct Sample {
+    pub ns: f64,
+    pub on_cpu: f64,
+}
+
+/// Nanoseconds per operation from the thread's CPU time, which leaves
+/// out the time other work on this machine held the CPU (it cannot leave
+/// out what that work did to the caches and TLBs), or from the wall time
+/// when the CPU clock did not move.
+fn sample(timer: &Timer, ops: u64) -> Sample {
+    let t = if timer.cpu > 0.0 { timer.cpu.min(timer.wall.max(timer.cpu)) } else { timer.wall };
+    Sample { ns: t * 1e9 / ops.max(1) as f64, on_cpu: if timer.wall > 0.0 { (timer.cpu / timer.wall).min(1.0) } else { 1.0 } }
+}
+
+/// Links the elements at byte offsets `offs` of `base` into one random
+/// cycle (each element holds the address of the next) and returns its
+/// first element. Offsets are 8-aligned and inside the mapping.
+///
+/// # Safety
+/// `base + off` must be writable for 8 bytes for every offset, and no
+/// other reference to those bytes may be live.
+pub unsafe fn link(base: *mut u8, offs: &[usize], seed: u64) -> *const usize {
+    write_cycle(base, offs, seed);
+    base.add(offs[0]) as *const usize
+}
+
+/// Writes a random cycle through the elements (see `link`); returns the
+/// successor of each.
+///
+/// # Safety
+/// As for `link`.
+unsafe fn write_cycle(base: *mut u8, offs: &[usize], seed: u64) -> Vec<usize> {
+    debug_assert!(!offs.is_empty() && offs.iter().all(|o| o % 8 == 0));
+    let next = chain(offs.len(), Pattern::Random, seed);
+    for (e, &f) in next.iter().enumerate() {
+        base.add(offs[e]).cast::<usize>().write(base.add(offs[f]) as usize);
+    }
+    next
+}
+
+/// Times `loads` dependent loads along a chain from `start`, after
+/// `warm` untimed ones; returns ns per load and where the chase ended, so
+/// that a following measurement goes on from there instead of replaying
+/// lines this one has just brought into the caches.
+///
+/// # Safety
+/// `start` must be an element of a cycle made by `link` whose memory is
+/// still mapped and unchanged.
+pub unsafe fn time_chase(start: *const usize, warm: u64, loads: u64) -> (Sample, *const usize) {
+    let p = chase(start, warm);
+    let mut t = Timer::default();
+    t.start();
+    let p = chase(p, loads);
+    t.stop();
+    (sample(&t, loads), black_box(p))
+}
+
+/// Follows `K` chains at once, one load of each per step: the loads of a
+/// step do not depend on each other, so their misses can overlap.
+#[inline(never)]
+fn chase_k<const K: usize>(mut p: [*const usize; K], steps: u64) -> [*const usize; K] {
+    for _ in 0..steps {
+        for q in p.iter_mut() {
+            // SAFETY: every pointer is an element of a cycle made by
+            // `link`, and every element holds another element's address.
+            *q = unsafe { std::ptr::read_volatile(*q) } as *const usize;
+        }
+    }
+    p
+}
+
+fn run_k<const K: usize>(starts: &mut [*const usize], warm: u64, steps: u64) -> Timer {
+    let mut p = [std::ptr::null::<usize>(); K];
+    p.copy_from_slice(&starts[..K]);
+    let p = chase_k(p, warm);
+    let mut t = Timer::default();
+    t.start();
+    let p = chase_k(p, steps);
+    t.stop();
+    starts[..K].copy_from_slice(&black_box(p));
+    t
+}
+
+/// How many chains `time_chases` can follow at once.
+pub const MAX_CHAINS: usize = 16;
+
+/// The chain counts `time_chases` supports.
+pub const CHAIN_COUNTS: &[usize] = &[1, 2, 3, 4, 6, 8, 10, 12, 16];
+
+/// Times `steps` steps of `starts.len()` independent chases at once (a
+/// count from `CHAIN_COUNTS`); returns ns per load (a step is one load of
+/// each chain), and leaves in `starts` where each chase ended.
+///
+/// # Safety
+/// As for `time_chase`, for every start.
+pub unsafe fn time_chases(starts: &mut [*const usize], warm: u64, steps: u64) -> Sample {
+    let t = match starts.len() {
+        1 => run_k::<1>(starts, warm, steps),
+        2 => run_k::<2>(starts, warm, steps),
+        3 => run_k::<3>(starts, warm, steps),
+        4 => run_k::<4>(starts, warm, steps),
+        6 => run_k::<6>(starts, warm, steps),
+        8 => run_k::<8>(starts, warm, steps),
+        10 => run_k::<10>(starts, warm, steps),
+        12 => run_k::<12>(starts, warm, steps),
+        16 => run_k::<16>(starts, warm, steps),
+        k => panic!("time_chases: {k} chains is not one of {CHAIN_COUNTS:?}"),
+    };
+    sample(&t, steps * starts.len() as u64)
+}
+
+/// The element `k` steps along the chain from `p` (walks it).
+///
+/// # Safety
+/// As for `time_chase`.
+pub unsafe fn advance(p: *const usize, k: u64) -> *const usize {
+    chase(p, k)
+}
+
+/// Like `link`, but returns every element in the order the cycle visits
+/// them, so that several chases can start evenly spaced along it.
+///
+/// # Safety
+/// As for `link`.
+pub unsafe fn link_in_order(base: *mut u8, offs: &[usize], seed: u64) -> Vec<*const usize> {
+    let next = write_cycle(base, offs, seed);
+    let mut order = Vec::with_capacity(offs.len());
+    let mut e = 0;
+    for _ in 0..offs.len() {
+        order.push(base.add(offs[e]) as *const usize);
+        e = next[e];
+    }
+    order
+}
+
+/// Additions per pass of `add_chain`, each depending on the one before.
+const ADDS: u64 = 200;
+
+/// `passes` x ADDS dependent register-to-register additions: one cycle
+/// each on every x86-64 core since the Pentium Pro, so their rate is the
+/// core clock. (Not `add reg, imm`: Golden Cove's renamer folds chains of
+/// immediate additions and runs several a cycle.)
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn add_chain(passes: u64, one: u64) -> u64 {
+    let mut x = 0u64;
+    for _ in 0..passes {
+        // SAFETY: register arithmetic only.
+        unsafe { std::arch::asm!(".rept 200", "add {x}, {y}", ".endr", x = inout(reg) x, y = in(reg) one, options(nomem, nostack)) };
+    }
+    x
+}
+
+/// The core clock in GHz from a chain of dependent additions taking about
+/// `ms` milliseconds, or None where that chain cannot be written
+/// (not x86-64).
+pub fn clock_ghz(ms: f64) -> Option<Sample> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // A pass is 200 cycles: about 70 ns at 3 GHz.
+        let passes = ((ms * 1e6 / 70.0) as u64).max(1000);
+        let mut t = Timer::default();
+        t.start();
+        black_box(add_chain(black_box(passes), black_box(1)));
+        t.stop();
+        let s = sample(&t, passes * ADDS);
+        Some(Sample { ns: 1.0 / s.ns, on_cpu: s.on_cpu })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ms;
+        None
+    }
+}
+
+fn map_4k(len: usize) -> Result<*mut u8, String> {
+    // SAFETY: a fresh anonymous mapping; nothing else refers to it.
+    let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };
+    if p == libc::MAP_FAILED {
+        return Err(format!("mmap of {len} bytes: {}", std::io::Error::last_os_error()));
+    }
+    // SAFETY: the range was just mapped. A failure only leaves THP
+    // possible, which does not change what is measured here.
+    unsafe { libc::madvise(p, len, libc::MADV_NOHUGEPAGE) };
+    Ok(p.cast())
+}
+
+fn unmap(p: *mut u8, len: usize) {
+    // SAFETY: the mapping was made by map_4k with this length.
+    unsafe { libc::munmap(p.cast(), len) };
+}
+
+/// Bytes of the buffer that the page zeroing and copying probes cycle
+/// through: larger than an L2, so pages come from farther out as a fresh
+/// page does.
+const PAGE_BUF: usize = 32 << 20;
+
+/// ns to zero one 4 KB page (memset) and to copy one (memcpy), each over
+/// `rounds` passes through a 32 MB buffer.
+pub fn zero_copy_4k(rounds: u32) -> Result<(Sample, Sample), String> {
+    let p = map_4k(PAGE_BUF)?;
+    let pages = PAGE_BUF / 4096;
+    // SAFETY: the buffer is ours and PAGE_BUF long; touch it first so that
+    // faults are not timed.
+    unsafe { std::ptr::write_bytes(p, 1, PAGE_BUF) };
+    let (mut tz, mut tc) = (Timer::default(), Timer::default());
+    for _ in 0..rounds {
+        tz.start();
+        for i in 0..pages {
+            // SAFETY: page i lies inside the buffer.
+            unsafe { std::ptr::write_bytes(black_box(p.add(i * 4096)), 0, 4096) };
+        }
+        tz.stop();
+        tc.start();
+        for i in 0..pages / 2 {
+            // SAFETY: pages i and i + pages/2 lie inside the buffer and do
+            // not overlap.
+            unsafe { std::ptr::copy_nonoverlapping(black_box(p.add(i * 4096)), p.add((i + pages / 2) * 4096), 4096) };
+        }
+        tc.stop();
+    }
+    unmap(p, PAGE_BUF);
+    Ok((sample(&tz, pages as u64 * rounds as u64), sample(&tc, (pages / 2) as u64 * rounds as u64)))
+}
+
+/// ns per page of a demand-zero fault round trip: mmap 1 MB of 4 KB
+/// pages, write one byte in each, munmap, `rounds` times. This is the
+/// kernel's fault path with its page zeroing, plus a share of the two
+/// system calls.
+pub fn fault_4k(rounds: u32) -> Result<Sample, String> {
+    const LEN: usize = 1 << 20;
+    let mut t = Timer::default();
+    for _ in 0..rounds {
+        t.start();
+        let p = map_4k(LEN)?;
+        for i in 0..LEN / 4096 {
+            // SAFETY: inside the fresh mapping.
+            unsafe { std::ptr::write_volatile(p.add(i * 4096), 1) };
+        }
+        unmap(p, LEN);
+        t.stop();
+    }
+    Ok(sample(&t, (LEN / 4096) as u64 * rounds as u64))
+}
+
+/// ns per system call that does nothing (getppid), over `calls` calls.
+pub fn syscall(calls: u64) -> Sample {
+    let mut t = Timer::default();
+    t.start();
+    for _ in 0..calls {
+        // SAFETY: getppid takes no arguments and cannot fail.
+        black_box(unsafe { libc::syscall(libc::SYS_getppid) });
+    }
+    t.stop();
+    sample(&t, calls)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chains_visit_every_element_and_k_chases_agree() {
+        let mut buf = vec![0usize; 4096];
+        let base = buf.as_mut_ptr().cast::<u8>();
+        let offs: Vec<usize> = (0..512).map(|i| i * 64).collect();
+        // SAFETY: every offset is inside the 32 KB buffer.
+        unsafe {
+            let s = link(base, &offs, 7);
+            assert_eq!(advance(s, 512), s);
+            assert_ne!(advance(s, 1), s);
+            let mut starts: Vec<*const usize> = (0..4).map(|k| advance(s, k * 128)).collect();
+            let r = time_chases(&mut starts, 10, 1000);
+            // 1010 steps of each chase along the 512-element cycle.
+            assert_eq!(starts[0], advance(s, 1010));
+            assert!(r.ns > 0.0 && r.on_cpu <= 1.0);
+        }
+        if let Some(g) = clock_ghz(1.0) {
+            assert!(g.ns > 0.1 && g.ns < 20.0, "{} GHz", g.ns);
+        }
+    }
+}

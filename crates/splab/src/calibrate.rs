@@ -1,0 +1,595 @@
+//! `splab calibrate`: measures this host with microbenchmarks
+//! (splab-native's `calibrate`) and writes a machine profile in the schema
+//! `splab_hw::profile` parses. What cannot be measured from user space is
+//! taken from the built-in profile of the same architecture, and every such
+//! line says so in a comment.
+
+use crate::error::{input, Fail};
+use crate::output::{emit, json, num};
+use crate::progress::Progress;
+use crate::size;
+use clap::Args;
+use serde::Serialize;
+use splab_hw::profile::{default_for_arch, Profile};
+use splab_hw::tlb::TlbArrayConfig;
+use splab_native::calibrate::{self, cpu, Calibration, Plan};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+#[derive(Args, Clone, Debug)]
+pub struct CalibrateArgs {
+    /// Write the profile to FILE (default: print it after the report).
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// About 20 seconds instead of about 2 minutes: fewer repeats and
+    /// points, smaller regions, no 1 GB page.
+    #[arg(long)]
+    pub quick: bool,
+    /// A plan of a second or two whose numbers mean nothing (tests).
+    #[arg(long, hide = true)]
+    pub tiny: bool,
+    /// The profile's name [default: calibrated-HOSTNAME].
+    #[arg(long, value_name = "NAME")]
+    pub name: Option<String>,
+    /// On a guest, write the [virt] section (nested paging, the host page
+    /// size) as comments only, so that the model walks as on bare metal.
+    #[arg(long)]
+    pub no_virt_section: bool,
+    /// hugetlb pool: grow it (as root) for 2 MB and 1 GB pages and restore
+    /// it, or use only pages already in it.
+    #[arg(long, value_name = "grow|keep", default_value = "grow")]
+    pub hugetlb_pool: String,
+}
+
+/// What `--json` prints.
+#[derive(Serialize)]
+struct Report<'a> {
+    measurements: &'a Calibration,
+    profile: &'a str,
+    written_to: Option<String>,
+}
+
+/// `splab calibrate`.
+pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
+    let grow = match a.hugetlb_pool.as_str() {
+        "grow" => true,
+        "keep" => false,
+        other => return Err(Fail::Input(format!("--hugetlb-pool {other:?}: expected grow or keep"))),
+    };
+    if let Some(n) = &a.name {
+        if n.is_empty() || n.contains(['"', '\\', '\n']) {
+            return Err(Fail::Input(format!("--name {n:?}: give a non-empty name without quotes, backslashes or newlines")));
+        }
+    }
+    let arch = host_arch();
+    let base_name = default_for_arch(arch).ok_or_else(|| Fail::Input(format!("this host's architecture ({arch}) has no built-in profile to take unmeasured values from")))?;
+    let base = input(Profile::load(base_name))?;
+    // Open the output first, so that a bad path fails before two minutes
+    // of measuring, not after.
+    let mut file = match &a.output {
+        Some(p) => Some(std::fs::File::create(p).map_err(|e| Fail::Input(format!("--output {}: cannot write it: {e}", p.display())))?),
+        None => None,
+    };
+    let mut plan = if a.tiny {
+        Plan::tiny()
+    } else if a.quick {
+        Plan::quick()
+    } else {
+        Plan::full()
+    };
+    plan.grow_hugetlb = grow;
+    let mut bar: Option<Progress> = None;
+    let r = calibrate::run(&plan, &mut |done, total, phase| {
+        let b = bar.get_or_insert_with(|| Progress::new(total, "calibrate", "probes", as_json));
+        let _ = phase;
+        b.update(done);
+    });
+    if let Some(b) = bar {
+        b.finish();
+    }
+    let c = match r {
+        Ok(c) => c,
+        Err(e) => {
+            if let Some(p) = &a.output {
+                drop(file.take());
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(Fail::Run(format!("calibration failed: {e}")));
+        }
+    };
+    let name = a.name.clone().unwrap_or_else(|| format!("calibrated-{}", hostname()));
+    let text = profile_toml(&c, &base, base_name, &name, !a.no_virt_section);
+    // What is written must load: check before writing it.
+    if let Err(e) = Profile::parse(&text, "the calibrated profile") {
+        emit(&report(&c, base_name));
+        eprintln!("{text}");
+        if let Some(p) = &a.output {
+            drop(file.take());
+            let _ = std::fs::remove_file(p);
+        }
+        return Err(Fail::Run(format!("internal error, nothing written: {e}")));
+    }
+    if let (Some(f), Some(p)) = (file.as_mut(), &a.output) {
+        f.write_all(text.as_bytes()).and_then(|_| f.flush()).map_err(|e| Fail::Run(format!("--output {}: writing failed: {e}", p.display())))?;
+    }
+    let written_to = a.output.as_ref().map(|p| p.display().to_string());
+    if as_json {
+        emit(&json(&Report { measurements: &c, profile: &text, written_to }));
+    } else {
+        let mut o = report(&c, base_name);
+        match &written_to {
+            Some(p) => {
+                let _ = writeln!(o, "\nprofile written to {p} (use it with --machine {p})");
+            }
+            None => {
+                let _ = writeln!(o, "\nprofile:\n");
+                o.push_str(&text);
+            }
+        }
+        emit(&o);
+    }
+    Ok(0)
+}
+
+/// The architecture name profiles use for this host.
+fn host_arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "riscv64" => "riscv",
+        "powerpc64" => "powerpc64",
+        "arm" => "armv7",
+        other => other,
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname").map(|s| s.trim().to_string()).ok().filter(|s| !s.is_empty() && !s.contains('"')).unwrap_or_else(|| "host".into())
+}
+
+/// Cycles from ns at the measured clock.
+fn cycles(ns: f64, ghz: f64) -> u32 {
+    (ns * ghz).round().max(1.0) as u32
+}
+
+/// A cache level's size to write: the size inferred from the latency
+/// steps, or CPUID leaf 4's exact size when that lies within a factor 2
+/// of it (the steps fix a size only to a quarter octave, and on a shared
+/// or busy host a cache holds less of one program's data than it has).
+/// Returns KB and the comment.
+fn cache_size_kb(inferred: f64, leaf: Option<&cpu::CacheLeaf>) -> (u64, String) {
+    let kb = (inferred / 1024.0).round().max(1.0) as u64;
+    match leaf {
+        Some(l) if (l.size_bytes as f64 / inferred).max(inferred / l.size_bytes as f64) <= 2.0 => {
+            (l.size_bytes / 1024, format!("latency steps: about {} KB; CPUID leaf 4 gives {} KB exactly (used)", kb, l.size_bytes / 1024))
+        }
+        Some(l) => (kb, format!("latency steps: {kb} KB (CPUID leaf 4 says {} KB; the steps were used)", l.size_bytes / 1024)),
+        None => (kb, format!("latency steps: {kb} KB")),
+    }
+}
+
+/// Rounds `kb` to a size a cache of `ways` ways can have in the model
+/// (lines divisible by the ways).
+fn fit_ways(kb: u64, ways: usize) -> u64 {
+    // 16 lines a KB: kb x 16 must be a multiple of the ways.
+    let w = ways.max(1) as u64;
+    let (mut a, mut b) = (w, 16u64);
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    let step = w / a;
+    kb.max(1).div_ceil(step) * step
+}
+
+const NOT_MEASURED: &str = "not measured: from";
+
+/// The profile text: the measured values with how they were had, the rest
+/// from `base` marked `# not measured: from BASE.toml`.
+pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str, virt_section: bool) -> String {
+    let nm = format!("# {NOT_MEASURED} {base_name}.toml");
+    let mut o = String::new();
+    let ghz = c.clock_ghz.as_ref().map(|s| s.median).filter(|g| *g > 0.1 && *g < 100.0);
+    let f = ghz.unwrap_or(base.freq_ghz);
+    let guest = c.virt.guest;
+    let _ = writeln!(o, "# Measured on this host by `splab calibrate{}` in {:.0} s (microbenchmarks only:", if c.plan.quick { " --quick" } else { "" }, c.seconds);
+    let _ = writeln!(o, "# pointer chases, dependent additions, page zero/copy, faults, system calls).");
+    let _ = writeln!(o, "# Repeats: {} rounds, interleaved; medians. Noise: the quartile range of a point's", c.plan.rounds);
+    let _ = writeln!(o, "# repeats was {:.1}% of its median (median over points, worst {:.0}%); the process was on a", 100.0 * c.noise.median_rel_iqr, 100.0 * c.noise.max_rel_iqr);
+    let _ = writeln!(o, "# CPU for {:.0}% of the timed time (median; lowest {:.0}%).", 100.0 * c.noise.median_on_cpu, 100.0 * c.noise.min_on_cpu);
+    let _ = writeln!(o, "# Values that cannot be measured from user space come from {base_name}.toml and say so.");
+    let _ = writeln!(o, "name = \"{name}\"");
+    let desc = format!(
+        "{}{}, {} CPUs, measured by splab calibrate",
+        if c.cpu_brand.is_empty() { "unknown processor".to_string() } else { c.cpu_brand.clone() },
+        if guest { format!(" (guest of {})", c.virt.cpuid_vendor.as_deref().unwrap_or("a hypervisor")) } else { String::new() },
+        c.host.cpus
+    );
+    let _ = writeln!(o, "description = \"{}\"", desc.replace(['"', '\\'], ""));
+    let _ = writeln!(o, "arch = \"{}\"", base.arch);
+    match ghz {
+        Some(g) => {
+            let s = c.clock_ghz.as_ref();
+            let _ = writeln!(
+                o,
+                "freq_ghz = {:.2}   # measured: dependent additions, {:.2} .. {:.2} GHz over the rounds{}",
+                g,
+                s.map(|s| s.min).unwrap_or(g),
+                s.map(|s| s.max).unwrap_or(g),
+                if c.cpuid_mhz.0 > 0 { format!(" (CPUID 0x16: base {} MHz)", c.cpuid_mhz.0) } else { String::new() }
+            );
+        }
+        None => {
+            let _ = writeln!(o, "freq_ghz = {}   {nm}", base.freq_ghz);
+        }
+    }
+    let _ = writeln!(o, "cpus = {}   # this host's CPUs", c.host.cpus);
+
+    // TLBs: the base's arrays, with entries replaced where a step showed
+    // them, and ways from CPUID leaf 0x18 where it describes the array.
+    let host4k = c.host_page.as_ref().and_then(|h| h.size.as_deref()) == Some("4K");
+    let t = &c.tlb;
+    for arr in &base.tlb {
+        let has = |s: &str| arr.sizes.iter().any(|x| x == s);
+        let measured = match (arr.level, arr.sizes.len()) {
+            (1, 1) if has("4K") => t.l1_4k_entries.map(|e| (e, "4K")),
+            (1, 1) if has("2M") && !host4k => t.l1_2m_entries.map(|e| (e, "2M")),
+            (2, _) if has("4K") => t.l2_entries.map(|e| (e, "4K")),
+            _ => None,
+        };
+        let _ = writeln!(o, "\n[[tlb]]");
+        let _ = writeln!(o, "level = {}", arr.level);
+        let sizes: Vec<String> = arr.sizes.iter().map(|s| format!("\"{s}\"")).collect();
+        let _ = writeln!(o, "sizes = [{}]", sizes.join(", "));
+        match measured {
+            Some((e, sz)) => {
+                let (ways, why) = tlb_ways(e as usize, arr, &c.cpuid_tlbs, base_name);
+                let curve = if sz == "2M" { &t.pages_2m } else { &t.pages_4k };
+                let next = curve.iter().map(|p| p.x).find(|&x| x > e as f64);
+                let how = match next {
+                    Some(x) => format!("measured: extra latency of one line a page steps up between {e} and {x} {sz} pages"),
+                    None => format!("measured: extra latency of one line a page steps up past {e} {sz} pages"),
+                };
+                let _ = writeln!(o, "entries = {e}   # {how}");
+                let _ = writeln!(o, "ways = {ways}   # {why}");
+            }
+            None => {
+                let _ = writeln!(o, "entries = {}   {nm}", arr.entries);
+                let _ = writeln!(o, "ways = {}   {nm}", arr.ways);
+            }
+        }
+    }
+    for p in &base.pwc {
+        let _ = writeln!(o, "\n[[pwc]]   {nm}");
+        let _ = writeln!(o, "shift = {}", p.shift);
+        let _ = writeln!(o, "entries = {}", p.entries);
+    }
+
+    // Caches.
+    let leaf = |level: u8| c.cpuid_caches.iter().find(|l| l.level == level && l.kind != "instruction");
+    let bases = [&base.cache.l1d, &base.cache.l2, &base.cache.l3];
+    for (k, name) in ["l1d", "l2", "l3"].iter().enumerate() {
+        let _ = writeln!(o, "\n[cache.{name}]");
+        let lf = leaf(k as u8 + 1);
+        let (ways, ways_why) = match lf {
+            Some(l) if l.ways <= 64 => (l.ways as usize, "CPUID leaf 4".to_string()),
+            _ => (bases[k].ways, format!("{NOT_MEASURED} {base_name}.toml")),
+        };
+        match &c.hierarchy {
+            Some(h) => {
+                let (kb, why) = if h.step_seen[k] {
+                    cache_size_kb(h.size_bytes[k], lf)
+                } else {
+                    let kb = (h.size_bytes[k] / 1024.0).round() as u64;
+                    (kb, format!("no latency step to measure (the next level is within 8% as slow); CPUID leaf 4's {kb} KB"))
+                };
+                let kb2 = fit_ways(kb, ways);
+                let note = if kb2 != kb { format!(", rounded to {kb2} KB for {ways} ways") } else { String::new() };
+                let _ = writeln!(o, "size_kb = {kb2}   # {why}{note}");
+                let _ = writeln!(o, "ways = {ways}   # {ways_why}");
+                let _ = writeln!(o, "latency = {}   # measured: {:.2} ns load to use ({})", cycles(h.latency_ns[k], f), h.latency_ns[k], method(h));
+            }
+            None => {
+                let _ = writeln!(o, "size_kb = {}   {nm}", bases[k].size_kb);
+                let _ = writeln!(o, "ways = {}   {nm}", bases[k].ways);
+                let _ = writeln!(o, "latency = {}   {nm}", bases[k].latency);
+            }
+        }
+    }
+
+    let _ = writeln!(o, "\n[memory]");
+    match &c.hierarchy {
+        Some(h) => {
+            let _ = writeln!(o, "dram_latency_ns = {:.1}   # measured: latency curve up to {} ({}; {:.1}% rms from the points)", h.memory_ns, size::show(c.plan.huge_bytes / 2), method(h), 100.0 * h.rms_rel_error);
+        }
+        None => {
+            let _ = writeln!(o, "dram_latency_ns = {}   {nm}", base.memory.dram_latency_ns);
+        }
+    }
+
+    let _ = writeln!(o, "\n[overlap]");
+    let ov = &c.overlap;
+    match ov.data_mlp {
+        Some(m) => {
+            let _ = writeln!(o, "data_mlp = {m:.2}   # measured: best speedup of k independent chases over memory over one");
+        }
+        None => {
+            let _ = writeln!(o, "data_mlp = {}   {nm}", base.overlap.data_mlp);
+        }
+    }
+    match ov.walk_mlp {
+        Some(m) => {
+            let _ = writeln!(o, "walk_mlp = {m:.2}   # measured: best speedup of k chases' extra time over 4 KB pages (walks) over one");
+        }
+        None => {
+            let _ = writeln!(o, "walk_mlp = {}   {nm}", base.overlap.walk_mlp);
+        }
+    }
+
+    let _ = writeln!(o, "\n[costs]");
+    let bc = &base.costs;
+    match t.stlb_hit_ns {
+        Some(ns) if ns > 0.0 => {
+            let _ = writeln!(o, "stlb_hit = {}   # measured: {ns:.2} ns a load more past the first TLB step", cycles(ns, f));
+        }
+        _ => {
+            let _ = writeln!(o, "stlb_hit = {}   {nm}", bc.stlb_hit);
+        }
+    }
+    let _ = writeln!(o, "dirty_assist = {}   {nm}", bc.dirty_assist);
+    let zero = c.costs.zero_4k_ns.median;
+    let fault = (c.costs.fault_4k_ns.median - zero).max(1.0);
+    let _ = writeln!(
+        o,
+        "fault = {}   # measured: mmap + write + munmap of 4 KB pages, {:.0} ns a page, less the zeroing",
+        cycles(fault, f),
+        c.costs.fault_4k_ns.median
+    );
+    let _ = writeln!(o, "zero_4k = {}   # measured: memset of a 4 KB page, {zero:.0} ns", cycles(zero, f));
+    let _ = writeln!(o, "copy_4k = {}   # measured: memcpy of a 4 KB page, {:.0} ns", cycles(c.costs.copy_4k_ns.median, f), c.costs.copy_4k_ns.median);
+    for (k, v) in [("promotion", bc.promotion), ("demotion", bc.demotion), ("pt_page_alloc", bc.pt_page_alloc), ("invlpg", bc.invlpg), ("tlb_flush", bc.tlb_flush), ("shootdown_ipi", bc.shootdown_ipi)] {
+        let _ = writeln!(o, "{k} = {v}   {nm}");
+    }
+    let _ = writeln!(o, "syscall = {}   # measured: getppid, {:.0} ns", cycles(c.costs.syscall_ns.median, f), c.costs.syscall_ns.median);
+    let _ = writeln!(o, "context_switch = {}   {nm}", bc.context_switch);
+    if let Some(p) = bc.pmap_fault {
+        let _ = writeln!(o, "pmap_fault = {p}   {nm}");
+    }
+    for (k, v) in [("pageout_scan", bc.pageout_scan), ("swap_out_4k", bc.swap_out_4k), ("swap_in_4k", bc.swap_in_4k)] {
+        let _ = writeln!(o, "{k} = {v}   {nm}");
+    }
+
+    if guest {
+        let (page, why, assumed) = host_page_choice(c);
+        let lead = if virt_section { "" } else { "# " };
+        let _ = writeln!(o);
+        if !virt_section {
+            let _ = writeln!(o, "# A hypervisor was detected; --no-virt-section left the [virt] section as");
+            let _ = writeln!(o, "# comments, so the model walks page tables as on bare metal.");
+        }
+        let _ = writeln!(o, "{lead}[virt]");
+        let _ = writeln!(o, "{lead}nested = true   # {}; hardware virtualisation on x86-64 uses EPT/NPT (assumed: not visible from the guest)", c.virt.signs().join(", "));
+        let _ = writeln!(o, "{lead}host_page = \"{page}\"   # {}{why}", if assumed { "ASSUMED, not measured: " } else { "inferred: " });
+    }
+    o
+}
+
+fn method(h: &calibrate::infer::Hierarchy) -> &'static str {
+    match h.method.as_str() {
+        "reported sizes" => "median of the latency curve inside the level",
+        "plateaus" => "plateau of the latency curve",
+        _ => "least-squares fit to the latency curve",
+    }
+}
+
+/// The host page size to write and why, and whether it was assumed.
+pub fn host_page_choice(c: &Calibration) -> (String, String, bool) {
+    match c.host_page.as_ref() {
+        Some(h) => match &h.size {
+            Some(s) => (s.clone(), h.reason.clone(), false),
+            None => ("2M".into(), format!("the TLB curves did not tell ({}); 2M is the common choice of cloud hosts", h.reason), true),
+        },
+        None => ("2M".into(), "no TLB measurement; 2M is the common choice of cloud hosts".into(), true),
+    }
+}
+
+/// Ways for a TLB array of `entries` entries: CPUID leaf 0x18's for an
+/// array of that level and size with as many entries, else the base's when
+/// they divide the entries, else the largest power of two up to 16 that
+/// does.
+fn tlb_ways(entries: usize, arr: &TlbArrayConfig, leaves: &[cpu::TlbLeaf], base_name: &str) -> (usize, String) {
+    let kinds = ["data", "unified", "load"];
+    if let Some(l) = leaves.iter().find(|l| l.level == arr.level && kinds.contains(&l.kind.as_str()) && l.entries as usize == entries && arr.sizes.iter().any(|s| l.sizes.contains(s))) {
+        let w = if l.fully_associative { entries } else { l.ways as usize };
+        if w > 0 && entries % w == 0 {
+            return (w, format!("CPUID leaf 0x18 ({} entries{})", l.entries, if l.fully_associative { ", fully associative" } else { "" }));
+        }
+    }
+    if arr.ways > 0 && entries % arr.ways == 0 {
+        return (arr.ways, format!("{NOT_MEASURED} {base_name}.toml"));
+    }
+    let w = (0..=4).rev().map(|k| 1usize << k).find(|w| entries % w == 0).unwrap_or(1);
+    (w, format!("not measured: the largest power of two up to 16 dividing {entries}"))
+}
+
+/// The text report of the measurements.
+pub fn report(c: &Calibration, base_name: &str) -> String {
+    let mut o = String::new();
+    let v = &c.virt;
+    let _ = writeln!(
+        o,
+        "calibrate: {} on Linux {} ({} CPUs, transparent_hugepage {}){}{}; {} in {:.0} s",
+        if c.cpu_brand.is_empty() { "unknown processor" } else { &c.cpu_brand },
+        c.host.kernel,
+        c.host.cpus,
+        c.host.thp_enabled.as_deref().unwrap_or("none"),
+        if v.guest { format!(", a guest: {}", v.signs().join("; ")) } else { ", no hypervisor found".into() },
+        if c.root { ", as root" } else { ", not root" },
+        if c.plan.quick { "quick plan" } else { "full plan" },
+        c.seconds
+    );
+    let ghz = c.clock_ghz.as_ref().map(|s| s.median).unwrap_or(0.0);
+    if let Some(s) = &c.clock_ghz {
+        let _ = writeln!(o, "  clock         {:.3} GHz [{:.3} .. {:.3}] from dependent additions (CPUID 0x16: base {} MHz, max {} MHz)", s.median, s.min, s.max, c.cpuid_mhz.0, c.cpuid_mhz.1);
+    }
+    let _ = writeln!(o, "  2 MB region   {} ({:.0}% in 2 MB pages)", c.huge_layout, 100.0 * c.huge_share);
+    let _ = writeln!(o, "  latency       bytes: ns per dependent load (median of {} rounds)", c.plan.rounds);
+    let row: Vec<String> = c.latency.iter().map(|m| format!("{}:{}", size::show(m.x), num(m.ns.median))).collect();
+    for chunk in row.chunks(8) {
+        let _ = writeln!(o, "                {}", chunk.join("  "));
+    }
+    match &c.hierarchy {
+        Some(h) => {
+            for (k, n) in ["L1", "L2", "L3"].iter().enumerate() {
+                let seen = if h.step_seen[k] { "" } else { " (no step to the next level: CPUID's size)" };
+                let _ = writeln!(o, "  {n}            {}, {:.2} ns ({} cycles){seen}", size::show(h.size_bytes[k] as u64), h.latency_ns[k], cycles(h.latency_ns[k], ghz));
+            }
+            let how = match h.method.as_str() {
+                "reported sizes" => "from the curve's plateaus between the sizes CPUID reports",
+                "plateaus" => "from the curve's plateaus",
+                _ => "fitted to a model of gradual steps",
+            };
+            let _ = writeln!(o, "  memory        {:.1} ns ({} cycles); levels {how}, which miss the curve by {:.1}% rms (the points on the steps between levels)", h.memory_ns, cycles(h.memory_ns, ghz), 100.0 * h.rms_rel_error);
+        }
+        None => {
+            let _ = writeln!(o, "  caches        no fit (see notes)");
+        }
+    }
+    let cc: Vec<String> = c.cpuid_caches.iter().filter(|l| l.kind != "instruction").map(|l| format!("L{} {} {}-way", l.level, size::show(l.size_bytes), l.ways)).collect();
+    if !cc.is_empty() {
+        let _ = writeln!(o, "  CPUID caches  {}", cc.join(", "));
+    }
+    let t = &c.tlb;
+    let curve = |pts: &[splab_native::calibrate::infer::Point]| pts.iter().map(|p| format!("{}:{:+.1}", p.x, p.y)).collect::<Vec<_>>();
+    let _ = writeln!(o, "  TLB, 4 KB     pages: extra ns a load over the control (steps above {:.2} ns)", t.threshold_ns);
+    for chunk in curve(&t.pages_4k).chunks(10) {
+        let _ = writeln!(o, "                {}", chunk.join("  "));
+    }
+    let _ = writeln!(o, "  TLB, 4 KB frames in 2 MB pages");
+    for chunk in curve(&t.frames_in_2m).chunks(10) {
+        let _ = writeln!(o, "                {}", chunk.join("  "));
+    }
+    let _ = writeln!(o, "  TLB, 2 MB     pages: extra ns a load");
+    for chunk in curve(&t.pages_2m).chunks(10) {
+        let _ = writeln!(o, "                {}", chunk.join("  "));
+    }
+    if let Some(g) = &t.frames_in_1g {
+        let _ = writeln!(o, "  TLB, 2 MB frames in a 1 GB page");
+        for chunk in curve(g).chunks(10) {
+            let _ = writeln!(o, "                {}", chunk.join("  "));
+        }
+    }
+    let opt = |v: Option<u64>| v.map(|e| e.to_string()).unwrap_or_else(|| "not seen".into());
+    let _ = writeln!(
+        o,
+        "  TLB sizes     L1 4 KB {} entries, L2 {} entries, L1 2 MB {} entries; L1 miss that hits L2 {}",
+        opt(t.l1_4k_entries),
+        opt(t.l2_entries),
+        opt(t.l1_2m_entries),
+        t.stlb_hit_ns.map(|n| format!("+{n:.2} ns")).unwrap_or_else(|| "not seen".into())
+    );
+    let ns = |v: Option<f64>| v.map(|n| format!("{n:+.1} ns")).unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        o,
+        "  TLB misses    4 KB pages {} a load past the L2 TLB, {} at {} pages; 2 MB pages {} at {} pages; 1 GB {}",
+        ns(t.miss_4k_walk_ns),
+        ns(t.miss_4k_ns),
+        t.pages_4k.last().map(|p| p.x).unwrap_or(0.0),
+        ns(t.miss_2m_ns),
+        t.pages_2m.last().map(|p| p.x).unwrap_or(0.0),
+        match (&t.skipped_1g, t.miss_1g_ns) {
+            (Some(why), _) => format!("SKIPPED: {why}"),
+            (None, v) => format!("{} for 2 MB frames in a 1 GB page", ns(v)),
+        }
+    );
+    let ctl: Vec<String> = c.cpuid_tlbs.iter().map(|l| format!("L{} {} {} {}x{}", l.level, l.kind, l.sizes.join("/"), l.entries, if l.fully_associative { "full".into() } else { l.ways.to_string() })).collect();
+    if !ctl.is_empty() {
+        let _ = writeln!(o, "  CPUID TLBs    {}", ctl.join(", "));
+    }
+    if v.guest {
+        let (page, why, assumed) = host_page_choice(c);
+        let _ = writeln!(o, "  host page     {page} ({}): {why}", if assumed { "ASSUMED" } else { "inferred" });
+    }
+    let ov = &c.overlap;
+    let d: Vec<String> = ov.data.iter().map(|m| format!("{}:{}", m.x, num(m.ns.median))).collect();
+    let _ = writeln!(o, "  overlap       k chases over memory, ns a load: {}", d.join("  "));
+    let w: Vec<String> = ov.walk.iter().map(|p| format!("{}:{:+.1}", p.x, p.y)).collect();
+    let _ = writeln!(o, "                k chases over 4 KB pages, extra ns a load: {}", w.join("  "));
+    let _ = writeln!(
+        o,
+        "                data misses in flight {}, walks in flight {}",
+        ov.data_mlp.map(|m| format!("{m:.2}")).unwrap_or_else(|| "-".into()),
+        ov.walk_mlp.map(|m| format!("{m:.2}")).unwrap_or_else(|| format!("- (from {base_name})"))
+    );
+    for n in &ov.notes {
+        let _ = writeln!(o, "                note: {n}");
+    }
+    let k = &c.costs;
+    let _ = writeln!(
+        o,
+        "  costs         zero 4 KB {:.0} ns, copy 4 KB {:.0} ns, fault round trip {:.0} ns a page, syscall {:.0} ns (medians)",
+        k.zero_4k_ns.median, k.copy_4k_ns.median, k.fault_4k_ns.median, k.syscall_ns.median
+    );
+    let n = &c.noise;
+    let _ = writeln!(
+        o,
+        "  noise         quartile range of a point's repeats: {:.1}% of its median (median over points; worst {:.0}%); on a CPU {:.0}% of the timed time (median; lowest {:.0}%)",
+        100.0 * n.median_rel_iqr,
+        100.0 * n.max_rel_iqr,
+        100.0 * n.median_on_cpu,
+        100.0 * n.min_on_cpu
+    );
+    if n.min_on_cpu < 0.9 {
+        let _ = writeln!(o, "                note: other work took the CPU during some probes; times are from the thread's CPU clock, but caches and TLBs were shared");
+    }
+    for n in &c.notes {
+        let _ = writeln!(o, "  note          {n}");
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tiny() -> (Calibration, Profile) {
+        let c = calibrate::run(&Plan::tiny(), &mut |_, _, _| {}).unwrap();
+        (c, Profile::load("sapphire-rapids").unwrap())
+    }
+
+    #[test]
+    fn a_calibrated_profile_parses_and_marks_what_it_did_not_measure() {
+        let (mut c, base) = tiny();
+        let text = profile_toml(&c, &base, "sapphire-rapids", "calibrated-test", false);
+        let p = Profile::parse(&text, "calibrated").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!(p.name, "calibrated-test");
+        assert_eq!(p.arch, "amd64");
+        for line in ["promotion = 2500   # not measured: from sapphire-rapids.toml", "[[pwc]]   # not measured: from sapphire-rapids.toml"] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
+        assert!(text.contains("zero_4k = ") && text.contains("# measured: memset"), "{text}");
+        // A guest gets a [virt] section the model walks two-dimensionally
+        // with; --no-virt-section leaves it as comments.
+        c.virt.guest = true;
+        c.virt.cpuid_bit = true;
+        let commented = profile_toml(&c, &base, "sapphire-rapids", "g", false);
+        assert!(commented.contains("# [virt]\n# nested = true"), "{commented}");
+        assert!(Profile::parse(&commented, "g").unwrap().nested().is_none());
+        let real = profile_toml(&c, &base, "sapphire-rapids", "g", true);
+        assert!(real.contains("\n[virt]\nnested = true") && real.contains("host_page = \""), "{real}");
+        let p = Profile::parse(&real, "g").unwrap_or_else(|e| panic!("{e}\n{real}"));
+        assert!(p.nested().is_some(), "{real}");
+    }
+
+    #[test]
+    fn cache_sizes_snap_to_cpuid_only_when_close() {
+        let leaf = cpu::CacheLeaf { level: 2, kind: "unified".into(), size_bytes: 2 << 20, ways: 16, line: 64 };
+        assert_eq!(cache_size_kb(1448.0 * 1024.0, Some(&leaf)).0, 2048);
+        assert_eq!(cache_size_kb(1024.0 * 1024.0, Some(&leaf)).0, 2048);
+        assert_eq!(cache_size_kb(900.0 * 1024.0, Some(&leaf)).0, 900);
+        assert_eq!(cache_size_kb(1000.0 * 1024.0, None).0, 1000);
+        assert_eq!(fit_ways(1218, 15), 1230);
+        assert_eq!(fit_ways(48, 12), 48);
+        assert_eq!(fit_ways(107520, 15), 107520);
+    }
+}
