@@ -526,7 +526,7 @@ impl System {
                     }
                 }
                 None => {
-                    xlat += self.cfg.profile.costs.stlb_hit;
+                    xlat += self.cfg.profile.costs.stlb_hit + self.cfg.profile.costs.walk_trap.unwrap_or(0);
                     let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
                         self.vm.cpus[cpu].mmu.tlb.count_miss(t.shift);
