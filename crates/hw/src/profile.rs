@@ -138,6 +138,7 @@ pub const DEFAULT_FOR_ARCH: &[(&str, &str)] = &[
     ("arm64", "neoverse-n1"),
     ("armv7", "armada-xp"),
     ("powerpc64", "power9"),
+    ("alpha", "alpha-21264"),
 ];
 
 /// The default profile for machines of architecture `arch` (a profile's
