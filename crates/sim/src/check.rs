@@ -318,7 +318,9 @@ impl Driver<'_> {
                 let off = if self.rng.chance(50) { 0 } else { self.rng.below(fpages) };
                 let len = (1 + self.rng.below(fpages - off)) * self.page;
                 let shared = self.rng.chance(50);
-                let k = if shared { Kind::Shared { store, off } } else { Kind::PrivFile { store, off } };
+                // The model counts the file in its own 4 KB units.
+                let moff = off * (self.page / PAGE);
+                let k = if shared { Kind::Shared { store, off: moff } } else { Kind::PrivFile { store, off: moff } };
                 (Backing::File { file, offset: off * self.page }, len, k, shared, self.rng.chance(30))
             }
         };
