@@ -614,6 +614,20 @@ mod tests {
         assert!(promotions > 0 && demotions > 0 && ad_faults > 0, "promotions {promotions}, demotions {demotions}, ad_faults {ad_faults}");
     }
 
+    /// alpha: 8 KB pages, promotion and demotion at all three
+    /// granularity hints, reference and modify by FOR/FOW faults.
+    #[test]
+    fn alpha_short_runs_are_clean_at_three_superpage_sizes() {
+        let c = CheckConfig { arch: "alpha".into(), profile: Profile::load("alpha-21264").unwrap(), ..cfg(4000, 1, true) };
+        let r = run(&c, &mut |_| {}).unwrap();
+        assert!(r.clean(), "{:#?}", r.first_problems);
+        for g in ["64k", "512k", "4m"] {
+            let (p, d) = (int(&r, &format!("vm.pmap.gh.{g}.promotions")), int(&r, &format!("vm.pmap.gh.{g}.demotions")));
+            assert!(p > 0 && d > 0, "{g}: promotions {p}, demotions {d}");
+        }
+        assert!(int(&r, "splab.pmap.fow_faults") > 0);
+    }
+
     fn sysctl(r: &CheckReport, name: &str) -> u64 {
         r.sysctl.get(name).map(|v| v.to_string().parse::<u64>().unwrap()).unwrap_or_else(|| panic!("no {name}"))
     }

@@ -40,7 +40,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
     /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
-    /// vm.pmap.superpages_enabled on riscv, arm64 and ppc64-hpt).
+    /// vm.pmap.superpages_enabled on riscv, arm64, ppc64-hpt and alpha).
     #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
     /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).

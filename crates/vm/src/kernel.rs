@@ -326,7 +326,7 @@ impl Vm {
         s.int("vm.reserv.broken", r.stats.broken, "Cumulative number of broken reservations");
         s.int("vm.reserv.freed", r.stats.freed, "Cumulative number of freed reservations");
         s.int("vm.reserv.fullpop", r.fullpop(), "Current number of full reservations");
-        s.text("vm.reserv.partpopq", r.partpopq_text(), "Partially populated reservation queues");
+        s.text("vm.reserv.partpopq", r.partpopq_text(self.page_size() >> 10), "Partially populated reservation queues");
         s.int("vm.reserv.reclaimed", r.stats.reclaimed, "Cumulative number of reclaimed reservations");
         s.int("splab.reserv.allocated", r.stats.allocated, "Reservations created");
         s.int("vm.stats.vm.v_vm_faults", self.stats.v_vm_faults, "Address memory faults");

@@ -343,10 +343,11 @@ impl Reservations {
 
     /// vm.reserv.partpopq in FreeBSD's text form: per level, the unused
     /// kilobytes and the number of reservations on the queue.
-    pub fn partpopq_text(&self) -> String {
+    /// `page_kb` is the base page size in KB.
+    pub fn partpopq_text(&self, page_kb: u64) -> String {
         format!(
             "\nLEVEL     SIZE  NUMBER\n\n   0: {:>8}K, {:>6}\n",
-            self.partpop_unused_pages * 4,
+            self.partpop_unused_pages * page_kb,
             self.partpop
         )
     }

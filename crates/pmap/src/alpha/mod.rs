@@ -119,6 +119,7 @@ pub(crate) fn is_dirty(e: Pte) -> bool {
 impl PmapAlpha {
     /// A pmap for `npages` 8 KB pages, all three superpage levels on or off.
     pub fn new(npages: u64, superpages: bool) -> PmapAlpha {
+        // PvTable sizes its (here unused) superpage lists in 4 KB pages.
         PmapAlpha { spaces: Spaces::default(), pv: PvTable::new(npages * 2, 22), enabled: [false, superpages, superpages, superpages], st: Stats::default() }
     }
 

@@ -136,18 +136,26 @@ impl PmapAlpha {
         }
     }
 
+    /// The parts [va, stop) of [sva, eva) that have a level-3 table, one
+    /// per table.
+    fn table_spans(&self, pm: PmapId, sva: u64, eva: u64) -> Vec<(u64, u64)> {
+        let mut v = Vec::new();
+        let mut va = sva;
+        while va < eva {
+            let table_end = ((va >> L2_SHIFT) + 1) << L2_SHIFT;
+            if self.pm(pm).l3.contains_key(&(va >> L2_SHIFT)) {
+                v.push((va, table_end.min(eva)));
+            }
+            va = table_end;
+        }
+        v
+    }
+
     /// pmap_remove: blocks straddling the ends are demoted first; whole
     /// blocks inside go entry by entry with one invalidation.
     pub(crate) fn remove_range(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         self.demote_ends(env, pm, sva, eva);
-        let mut va = sva;
-        while va < eva {
-            let table_end = ((va >> L2_SHIFT) + 1) << L2_SHIFT;
-            if !self.pm(pm).l3.contains_key(&(va >> L2_SHIFT)) {
-                va = table_end;
-                continue;
-            }
-            let stop = table_end.min(eva);
+        for (va, stop) in self.table_spans(pm, sva, eva) {
             let mut removed = 0;
             let mut a = va;
             while a < stop {
@@ -162,7 +170,6 @@ impl PmapAlpha {
                 self.invalidate_range(env, pm, va, stop - va);
                 self.count(env, pm, va, -removed);
             }
-            va = stop;
         }
     }
 
@@ -184,14 +191,7 @@ impl PmapAlpha {
             return;
         }
         self.demote_ends(env, pm, sva, eva);
-        let mut va = sva;
-        while va < eva {
-            let table_end = ((va >> L2_SHIFT) + 1) << L2_SHIFT;
-            if !self.pm(pm).l3.contains_key(&(va >> L2_SHIFT)) {
-                va = table_end;
-                continue;
-            }
-            let stop = table_end.min(eva);
+        for (va, stop) in self.table_spans(pm, sva, eva) {
             let mut changed = false;
             let mut a = va;
             while a < stop {
@@ -216,7 +216,6 @@ impl PmapAlpha {
             if changed {
                 self.invalidate_range(env, pm, va, stop - va);
             }
-            va = stop;
         }
     }
 
