@@ -194,6 +194,15 @@ mod tests {
         (PhysMem::new(1 << 20, false), Pwc::new(&[PwcLevelConfig { shift: 23, entries: 4 }]), WalkRefs::default())
     }
 
+    /// Level-1, -2 and -3 tables at 0x2000, 0x4000, 0x6000 linked for the
+    /// first 8 MB of the address space; returns the level-1 and level-3.
+    fn first_tables(mem: &mut PhysMem) -> (u64, u64) {
+        let (l1, l2, l3) = (0x2000u64, 0x4000u64, 0x6000u64);
+        mem.write_u64(PhysAddr(l1), Pte::table(l2).0);
+        mem.write_u64(PhysAddr(l2), Pte::table(l3).0);
+        (l1, l3)
+    }
+
     /// Builds the three levels for one address by hand and walks it:
     /// va 0x246_68b3_d79b (SEG1 0x123, SEG2 0x0d1, SEG3 0x19e,
     /// offset 0x179b) in a level-1 table at 0x10000, level 2 at 0x12000,
@@ -235,9 +244,7 @@ mod tests {
     #[test]
     fn fault_on_bits() {
         let (mut mem, mut pwc, mut refs) = setup();
-        let (l1, l2, l3) = (0x2000u64, 0x4000u64, 0x6000u64);
-        mem.write_u64(PhysAddr(l1), Pte::table(l2).0);
-        mem.write_u64(PhysAddr(l2), Pte::table(l3).0);
+        let (l1, l3) = first_tables(&mut mem);
         let w = AlphaWalker;
         let mut at = |mem: &mut PhysMem, e: Pte, a: Access| {
             mem.write_u64(PhysAddr(l3 + 8), e.0);
@@ -262,9 +269,7 @@ mod tests {
     #[test]
     fn granularity_hint_blocks() {
         let (mut mem, mut pwc, mut refs) = setup();
-        let (l1, l2, l3) = (0x2000u64, 0x4000u64, 0x6000u64);
-        mem.write_u64(PhysAddr(l1), Pte::table(l2).0);
-        mem.write_u64(PhysAddr(l2), Pte::table(l3).0);
+        let (l1, l3) = first_tables(&mut mem);
         let w = AlphaWalker;
         // A 4 MB block: all 512 entries of the level-3 table, frames from
         // 0x80_0000 (4 MB-aligned).
