@@ -3,7 +3,7 @@
 //! When a fault needs a page for an object range that could become a
 //! superpage, a whole aligned physical block of the architecture's first
 //! superpage size (2 MB on amd64, arm64 and riscv, 1 MB on armv7, 16 MB on
-//! powerpc64; VM_LEVEL_0_ORDER in FreeBSD's vmparam.h) is reserved for that
+//! powerpc64, 4 MB on alpha; VM_LEVEL_0_ORDER in FreeBSD's vmparam.h) is reserved for that
 //! range of the object and only the faulting page is handed out; later
 //! faults on neighbouring offsets take the page at the matching position, so
 //! virtual contiguity becomes physical contiguity and the pmap can promote.
@@ -25,7 +25,8 @@
 //!   (pindex, reservation index).
 //!
 //! Sizes below the reservation's (arm64's 64 KB contiguous runs, armv7's
-//! 64 KB large pages) are not reservations of their own: as in FreeBSD, the
+//! 64 KB large pages, alpha's 64 KB and 512 KB blocks) are not reservations
+//! of their own: as in FreeBSD, the
 //! pmap asks whether an aligned run inside the reservation is fully
 //! populated (`is_populated_run`, vm_reserv_is_populated).
 
