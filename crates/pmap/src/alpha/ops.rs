@@ -77,7 +77,7 @@ impl PmapAlpha {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn enter_block(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags, g: u8) -> Result<(), PmapError> {
         let (size, n) = (block_size(g), block_pages(g));
-        if va & (size - 1) != 0 || (m.0 as u64) % n != 0 {
+        if va & (size - 1) != 0 || !(m.0 as u64).is_multiple_of(n) {
             return Err(PmapError::BadPsind);
         }
         self.alloc_l3pte(env, pm, va)?;
@@ -278,7 +278,7 @@ impl PmapAlpha {
                     let n = block_pages(g);
                     let first = Self::rd(env.mem, PhysAddr(tpa + (i & !(n - 1)) * 8));
                     let same = |x: Pte| x.0 & !(0xffff_ffffu64 << 32) == e.0 & !(0xffff_ffffu64 << 32);
-                    if g > 0 && (!same(first) || e.pfn() != first.pfn() + (i & (n - 1)) || first.pfn() % n != 0) {
+                    if g > 0 && (!same(first) || e.pfn() != first.pfn() + (i & (n - 1)) || !first.pfn().is_multiple_of(n)) {
                         return Err(format!("pmap {pm} va {va:#x}: {e:?} is not in a consistent GH {g} block (first {first:?})"));
                     }
                     if e.has(PteFlags::MANAGED) {

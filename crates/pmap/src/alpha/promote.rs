@@ -86,7 +86,7 @@ impl PmapAlpha {
     fn block_agrees(&self, env: &PmapEnv, p0: PhysAddr, n: u64) -> bool {
         let first = Self::rd(env.mem, p0);
         let bits = |e: Pte| e.0 & PteFlags::PROMOTE.bits();
-        if !first.valid() || first.has(PteFlags::NOPROMOTE) || first.pfn() % n != 0 {
+        if !first.valid() || first.has(PteFlags::NOPROMOTE) || !first.pfn().is_multiple_of(n) {
             return false;
         }
         (1..n).all(|i| {
