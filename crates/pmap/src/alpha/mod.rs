@@ -139,7 +139,7 @@ impl PmapAlpha {
         mem.write_u64(pa, e.0)
     }
 
-    /// Address of `va`'s level-3 entry, if its table exists (pmap_l3pte).
+    /// Address of `va`'s level-3 entry, if its table exists (pmap_lev3pte).
     pub(crate) fn l3pte(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
         let (t, _) = self.pm(pm).l3.get(&(va >> L2_SHIFT))?;
         Some(PhysAddr(mem.addr(*t).0 + index(va, L3_SHIFT) * 8))
