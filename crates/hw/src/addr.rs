@@ -2,12 +2,16 @@
 //!
 //! Physical and virtual addresses are distinct types so that one cannot be
 //! passed where the other is expected; a physical frame number (`Pfn`) names
-//! a 4 KB frame of modelled physical memory.
+//! a frame of modelled physical memory, one base page of the architecture:
+//! 4 KB, or 8 KB on the Alpha (`PhysMem::page_shift`).
 
 use serde::Serialize;
 use std::fmt;
 
-/// log2 of the base page size modelled physical memory is managed in.
+/// log2 of the 4 KB base page of every architecture but the Alpha. The
+/// conversions below (`PhysAddr::pfn`, `Pfn::addr`) assume it; code that
+/// may run with 8 KB pages converts through `PhysMem::pfn` and
+/// `PhysMem::addr` instead.
 pub const PAGE_SHIFT: u32 = 12;
 /// Base page size in bytes.
 pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;

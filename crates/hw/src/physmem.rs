@@ -6,39 +6,73 @@
 //! simulable in a fraction of that much host memory, and timing does not
 //! depend on values.
 //!
-//! Storage is sparse: a directory with one slot per 2 MB of physical memory,
-//! each pointing at a lazily allocated table of 512 slot numbers, each naming
-//! a 4 KB buffer in a slab. A frame with no buffer reads as zero.
+//! A frame is one base page of the machine's architecture: 4 KB on every
+//! architecture but the Alpha, whose pages are 8 KB. The size is a property
+//! of each `PhysMem` (several machines of different architectures may exist
+//! in one process), and `Pfn`s given to it count frames of that size.
+//!
+//! Storage is sparse: a directory with one entry per 512 frames, each
+//! pointing at a lazily allocated table of 512 slot numbers, each naming a
+//! frame-sized buffer in a slab. A frame with no buffer reads as zero.
 //!
 //! Invariant: a slot number is referenced by at most one frame; freed buffers
 //! are kept on `free` for reuse and are zero-filled before reuse.
 
 use crate::addr::{Pfn, PhysAddr, PAGE_SHIFT};
 
+/// Slot numbers per directory table.
 const WORDS: usize = 512;
 const NONE: u32 = u32::MAX;
 
-type Frame = [u64; WORDS];
-
 pub struct PhysMem {
     npages: u64,
+    /// log2 of the frame size (the architecture's base page).
+    page_shift: u32,
+    /// 64-bit words in a frame, minus one: masks a word's index.
+    word_mask: usize,
     dir: Vec<Option<Box<[u32; WORDS]>>>,
-    slab: Vec<Box<Frame>>,
+    slab: Vec<Box<[u64]>>,
     free: Vec<u32>,
     /// Whether data (non page-table) stores are kept.
     track_data: bool,
 }
 
 impl PhysMem {
+    /// `npages` frames of 4 KB.
     pub fn new(npages: u64, track_data: bool) -> PhysMem {
+        PhysMem::with_page_shift(npages, PAGE_SHIFT, track_data)
+    }
+
+    /// `npages` frames of 2^page_shift bytes (12 or 13).
+    pub fn with_page_shift(npages: u64, page_shift: u32, track_data: bool) -> PhysMem {
+        assert!((12..=16).contains(&page_shift), "page shift {page_shift}");
         let dirs = npages.div_ceil(WORDS as u64) as usize;
         let mut dir = Vec::with_capacity(dirs);
         dir.resize_with(dirs, || None);
-        PhysMem { npages, dir, slab: Vec::new(), free: Vec::new(), track_data }
+        let word_mask = (1usize << (page_shift - 3)) - 1;
+        PhysMem { npages, page_shift, word_mask, dir, slab: Vec::new(), free: Vec::new(), track_data }
     }
 
     pub fn npages(&self) -> u64 {
         self.npages
+    }
+
+    /// log2 of the frame size.
+    #[inline]
+    pub fn page_shift(&self) -> u32 {
+        self.page_shift
+    }
+
+    /// The frame holding `pa`.
+    #[inline]
+    pub fn pfn(&self, pa: PhysAddr) -> Pfn {
+        Pfn((pa.0 >> self.page_shift) as u32)
+    }
+
+    /// The first byte of frame `m`.
+    #[inline]
+    pub fn addr(&self, m: Pfn) -> PhysAddr {
+        PhysAddr((m.0 as u64) << self.page_shift)
     }
 
     pub fn tracks_data(&self) -> bool {
@@ -64,7 +98,7 @@ impl PhysMem {
                 s
             }
             None => {
-                self.slab.push(Box::new([0; WORDS]));
+                self.slab.push(vec![0; self.word_mask + 1].into_boxed_slice());
                 (self.slab.len() - 1) as u32
             }
         };
@@ -77,11 +111,11 @@ impl PhysMem {
     #[inline]
     pub fn read_u64(&self, pa: PhysAddr) -> u64 {
         debug_assert!(pa.0 & 7 == 0, "unaligned read {pa:?}");
-        let s = self.slot((pa.0 >> PAGE_SHIFT) as u32);
+        let s = self.slot((pa.0 >> self.page_shift) as u32);
         if s == NONE {
             0
         } else {
-            self.slab[s as usize][((pa.0 >> 3) as usize) % WORDS]
+            self.slab[s as usize][(pa.0 >> 3) as usize & self.word_mask]
         }
     }
 
@@ -96,12 +130,12 @@ impl PhysMem {
     #[inline]
     pub fn write_u64(&mut self, pa: PhysAddr, v: u64) {
         debug_assert!(pa.0 & 7 == 0, "unaligned write {pa:?}");
-        let pfn = (pa.0 >> PAGE_SHIFT) as u32;
+        let pfn = (pa.0 >> self.page_shift) as u32;
         if v == 0 && self.slot(pfn) == NONE {
             return;
         }
         let s = self.slot_or_alloc(pfn);
-        self.slab[s as usize][((pa.0 >> 3) as usize) % WORDS] = v;
+        self.slab[s as usize][(pa.0 >> 3) as usize & self.word_mask] = v;
     }
 
     /// Writes a 32-bit word (little-endian within its 64-bit word).
@@ -140,22 +174,29 @@ impl PhysMem {
             return;
         }
         let d = self.slot_or_alloc(dst.0);
-        let data = *self.slab[s as usize];
-        *self.slab[d as usize] = data;
+        let (s, d) = (s as usize, d as usize);
+        let (src, dst) = if s < d {
+            let (a, b) = self.slab.split_at_mut(d);
+            (&a[s], &mut b[0])
+        } else {
+            let (a, b) = self.slab.split_at_mut(s);
+            (&b[0], &mut a[d])
+        };
+        dst.copy_from_slice(src);
     }
 
     /// The frame's contents as stored, or None when it reads as all zeros
     /// (nothing stored): what a page-out writes.
-    pub fn frame(&self, pfn: Pfn) -> Option<&[u64; WORDS]> {
+    pub fn frame(&self, pfn: Pfn) -> Option<&[u64]> {
         let s = self.slot(pfn.0);
         (s != NONE).then(|| &*self.slab[s as usize])
     }
 
     /// Replaces a frame's contents (a page-in's read), whatever the
     /// tracking mode.
-    pub fn set_frame(&mut self, pfn: Pfn, data: &[u64; WORDS]) {
+    pub fn set_frame(&mut self, pfn: Pfn, data: &[u64]) {
         let d = self.slot_or_alloc(pfn.0);
-        *self.slab[d as usize] = *data;
+        self.slab[d as usize].copy_from_slice(data);
     }
 
     /// Whether any word of the frame is non-zero.
@@ -167,7 +208,7 @@ impl PhysMem {
     /// Host bytes held for frame contents.
     pub fn host_bytes(&self) -> u64 {
         let tables = self.dir.iter().filter(|d| d.is_some()).count() as u64 * (WORDS as u64 * 4);
-        self.dir.len() as u64 * 8 + tables + self.slab.len() as u64 * 4096
+        self.dir.len() as u64 * 8 + tables + ((self.slab.len() as u64) << self.page_shift)
     }
 }
 
@@ -203,8 +244,22 @@ mod tests {
         m.copy_frame(Pfn(3), Pfn(2));
         assert!(m.frame_is_zero(Pfn(3)));
         assert!(m.frame(Pfn(3)).is_none());
-        let saved = *m.frame(Pfn(1)).unwrap();
+        let saved = m.frame(Pfn(1)).unwrap().to_vec();
         m.set_frame(Pfn(9), &saved);
         assert_eq!(m.read_u32(PhysAddr(0x9004)), 0xdead_beef);
+    }
+
+    /// With 8 KB frames (Alpha), a frame covers two 4 KB ranges.
+    #[test]
+    fn eight_kb_frames() {
+        let mut m = PhysMem::with_page_shift(64, 13, true);
+        m.write_u64(PhysAddr(0x2ff8), 5);
+        assert_eq!((m.pfn(PhysAddr(0x2ff8)), m.addr(Pfn(1))), (Pfn(1), PhysAddr(0x2000)));
+        assert_eq!(m.frame(Pfn(1)).unwrap().len(), 1024);
+        m.copy_frame(Pfn(4), Pfn(1));
+        assert_eq!(m.read_u64(PhysAddr(0x8ff8)), 5);
+        m.zero_frame(Pfn(1));
+        assert!(m.frame_is_zero(Pfn(1)) && !m.frame_is_zero(Pfn(4)));
+        assert_eq!(m.host_bytes(), 8 + 512 * 4 + 2 * 8192);
     }
 }

@@ -55,6 +55,11 @@ pub struct Costs {
     /// PTE update, a local SFENCE.VMA. Defaults to `fault`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pmap_fault: Option<u32>,
+    /// The trap into software that handles a TLB miss on machines without
+    /// a hardware walker (the Alpha's PALcode TB-miss handler), charged on
+    /// every miss on top of the walk's memory references. Absent: 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_trap: Option<u32>,
     /// Page daemon work per page it examines (queue move, reference and
     /// dirty tests through the pmap).
     #[serde(default = "default_pageout_scan")]
@@ -123,6 +128,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("neoverse-n1", include_str!("../../../profiles/neoverse-n1.toml")),
     ("power8", include_str!("../../../profiles/power8.toml")),
     ("power9", include_str!("../../../profiles/power9.toml")),
+    ("alpha-21264", include_str!("../../../profiles/alpha-21264.toml")),
 ];
 
 /// The profile used when neither a profile nor an architecture is named.
@@ -137,6 +143,7 @@ pub const DEFAULT_FOR_ARCH: &[(&str, &str)] = &[
     ("arm64", "neoverse-n1"),
     ("armv7", "armada-xp"),
     ("powerpc64", "power9"),
+    ("alpha", "alpha-21264"),
 ];
 
 /// The default profile for machines of architecture `arch` (a profile's
@@ -214,6 +221,14 @@ mod tests {
         assert_eq!(default_for_arch("riscv"), Some("sifive-u74"));
         assert_eq!(default_for_arch("arm64"), Some("neoverse-n1"));
         assert_eq!(default_for_arch("vax"), None);
+    }
+
+    #[test]
+    fn alpha_profile_has_a_pal_trap_and_one_tlb_of_every_size() {
+        let p = Profile::load("alpha-21264").unwrap();
+        assert_eq!((p.arch.as_str(), p.costs.walk_trap, p.tlb.len(), p.tlb[0].entries), ("alpha", Some(30), 1, 128));
+        assert_eq!(p.tlb[0].sizes, ["8K", "64K", "512K", "4M"]);
+        assert_eq!(Profile::load("sapphire-rapids").unwrap().costs.walk_trap, None);
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! format in modelled physical memory, and the helpers they share (PV
 //! lists, page-table pages, TLB shootdown, reference-bit sampling).
 
+pub mod alpha;
 pub mod amd64;
 pub mod arm64;
 pub mod invariants;
@@ -27,8 +28,9 @@ use splab_vm::Pmap;
 /// Both run on machine profiles of architecture `riscv`. `armv7` is ARMv7-A
 /// with short descriptors (LPAE off), as FreeBSD's pmap-v6 runs it.
 /// `ppc64-hpt` is powerpc64 with a hashed page table (FreeBSD's moea64), on
-/// profiles of architecture `powerpc64`.
-pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48", "arm64", "armv7", "ppc64-hpt"];
+/// profiles of architecture `powerpc64`. `alpha` has 8 KB pages and
+/// granularity-hint superpages (64 KB, 512 KB, 4 MB).
+pub const ARCHES: &[&str] = &["amd64", "riscv", "riscv-sv48", "arm64", "armv7", "ppc64-hpt", "alpha"];
 
 fn unknown(arch: &str) -> String {
     format!("unknown architecture {arch:?} (known: {})", ARCHES.join(", "))
@@ -59,6 +61,12 @@ pub fn default_arch(machine: &str) -> &str {
 pub fn superpage_size(arch: &str) -> Result<u64, String> {
     let p = new_pmap(arch, 1 << 12, false)?;
     Ok(p.pagesizes().get(p.reserv_psind()).copied().unwrap_or(2 << 20))
+}
+
+/// log2 of the architecture's base page size (PAGE_SHIFT): what
+/// physical memory is counted in before a system is built.
+pub fn page_shift(arch: &str) -> Result<u32, String> {
+    Ok(new_pmap(arch, 1 << 12, false)?.pagesizes()[0].trailing_zeros())
 }
 
 fn riscv_mode(arch: &str) -> Option<Mode> {
@@ -92,6 +100,7 @@ pub fn new_pmap(arch: &str, npages: u64, superpages: bool) -> Result<Box<dyn Pma
         "arm64" => Ok(Box::new(arm64::PmapArm64::new(npages, superpages))),
         "armv7" => Ok(Box::new(armv7::PmapArmv7::new(npages, superpages)?)),
         "ppc64-hpt" => Ok(Box::new(ppc64::PmapPpc64::new(npages, superpages))),
+        "alpha" => Ok(Box::new(alpha::PmapAlpha::new(npages, superpages))),
         _ => Err(unknown(arch)),
     }
 }
@@ -124,6 +133,12 @@ pub fn new_walker(arch: &str, profile: &Profile) -> Result<Box<dyn Walker>, Stri
         )),
         "armv7" => Ok(Box::new(splab_hw::armv7::Armv7Walker::freebsd())),
         "ppc64-hpt" => ppc64::walker(profile),
+        // No hardware updates reference or modify state on the Alpha.
+        "alpha" if profile.ad_update == Some(AdUpdate::Hardware) => Err(format!(
+            "machine profile {:?}: ad_update = \"hardware\" is not an Alpha behaviour (the OS emulates reference and modify with FOR/FOW faults)",
+            profile.name
+        )),
+        "alpha" => Ok(Box::new(splab_hw::alpha::AlphaWalker)),
         _ => Err(unknown(arch)),
     }
 }

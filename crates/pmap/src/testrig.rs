@@ -56,7 +56,9 @@ impl<P: Pmap> Rig<P> {
     fn build(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8], pwc: &[PwcLevelConfig], order: u32) -> Rig<P> {
         let cpus = (0..2).map(|_| CpuState { mmu: Mmu { tlb: Tlb::new(tlb, shifts).unwrap(), pwc: Pwc::new(pwc) }, curpmap: None }).collect();
         let phys = Phys::with_reservation_order(npages, 1, order);
-        Rig { pmap, phys, mem: PhysMem::new(npages, false), cpus, ev: KernelEvents::default() }
+        // Frames are the architecture's base pages (8 KB on the Alpha).
+        let mem = PhysMem::with_page_shift(npages, pmap.pagesizes()[0].trailing_zeros(), false);
+        Rig { pmap, phys, mem, cpus, ev: KernelEvents::default() }
     }
 
     pub fn env(&mut self) -> (&mut P, PmapEnv<'_>) {
@@ -90,9 +92,10 @@ impl<P: Pmap> Rig<P> {
     /// Maps `pages` read/write from `va` on, one pmap_enter each, with the
     /// flags `flags(i)` gives page i.
     pub fn enter_all(&mut self, pm: PmapId, va: u64, pages: &[Pfn], flags: impl Fn(usize) -> EnterFlags) {
+        let page = self.pmap.pagesizes()[0];
         for (i, &m) in pages.iter().enumerate() {
             let (p, mut env) = self.env();
-            p.enter(&mut env, pm, VirtAddr(va + i as u64 * 4096), m, prot::RW, flags(i)).unwrap();
+            p.enter(&mut env, pm, VirtAddr(va + i as u64 * page), m, prot::RW, flags(i)).unwrap();
         }
     }
 

@@ -143,6 +143,9 @@ struct Driver<'a> {
     sp_pages: u64,
     /// sp_pages / 512, at least 1.
     scale: u64,
+    /// The system's base page size: every address and length the driver
+    /// picks is a multiple of it.
+    page: u64,
 }
 
 fn problem(rep: &mut CheckReport, s: String) {
@@ -173,12 +176,12 @@ impl Driver<'_> {
         let k = self.rng.below(rp.regions.len() as u64) as usize;
         let (&s, r) = rp.regions.iter().nth(k).unwrap();
         let end = r.end;
-        let w = self.rng.below(512) * 8;
+        let w = self.rng.below(self.page / 8) * 8;
         if self.rng.chance(2) {
             return Some(end + w); // maybe unmapped
         }
-        let pages = (end - s) / PAGE;
-        Some(s + self.rng.below(pages) * PAGE + w)
+        let pages = (end - s) / self.page;
+        Some(s + self.rng.below(pages) * self.page + w)
     }
 
     fn value(&mut self) -> u64 {
@@ -248,7 +251,7 @@ impl Driver<'_> {
         }
         if self.procs.is_empty() {
             let pid = self.sys.spawn().expect("spawn");
-            self.procs.push((pid, RefProc::default()));
+            self.procs.push((pid, RefProc::new(self.page)));
         }
     }
 
@@ -268,7 +271,7 @@ impl Driver<'_> {
             4 => 3 * sp + self.rng.below(600 * self.scale),
             _ => 1 + self.rng.below(4 * sp),
         };
-        pages * PAGE
+        pages * self.page
     }
 
     /// Where an mmap goes: anywhere, at a hint, or fixed over an existing
@@ -279,7 +282,7 @@ impl Driver<'_> {
             0 if !rp.regions.is_empty() => {
                 let k = self.rng.below(rp.regions.len() as u64) as usize;
                 let (&s, _) = rp.regions.iter().nth(k).unwrap();
-                let off = self.rng.below(4) * PAGE;
+                let off = self.rng.below(4) * self.page;
                 let _ = len;
                 (s + off, true)
             }
@@ -288,9 +291,9 @@ impl Driver<'_> {
                 // 64-bit address spaces, at a quarter of a smaller one
                 // (armv7's 3 GB), spread over up to 4 GB.
                 let max = self.sys.vm.pmap.max_user_address();
-                let base = (max / 4).min(0x10_0000_0000) & !(PAGE - 1);
-                let span = (1u64 << 20).min(max / 4 / PAGE);
-                (base + self.rng.below(span) * PAGE, false)
+                let base = (max / 4).min(0x10_0000_0000) & !(self.page - 1);
+                let span = (1u64 << 20).min(max / 4 / self.page);
+                (base + self.rng.below(span) * self.page, false)
             }
             _ => (0, false),
         }
@@ -311,12 +314,14 @@ impl Driver<'_> {
             _ => {
                 let f = self.rng.below(self.files.len() as u64) as usize;
                 let (file, store, size) = self.files[f].clone();
-                let fpages = size.div_ceil(PAGE);
+                let fpages = size.div_ceil(self.page);
                 let off = if self.rng.chance(50) { 0 } else { self.rng.below(fpages) };
-                let len = (1 + self.rng.below(fpages - off)) * PAGE;
+                let len = (1 + self.rng.below(fpages - off)) * self.page;
                 let shared = self.rng.chance(50);
-                let k = if shared { Kind::Shared { store, off } } else { Kind::PrivFile { store, off } };
-                (Backing::File { file, offset: off * PAGE }, len, k, shared, self.rng.chance(30))
+                // The model counts the file in its own 4 KB units.
+                let moff = off * (self.page / PAGE);
+                let k = if shared { Kind::Shared { store, off: moff } } else { Kind::PrivFile { store, off: moff } };
+                (Backing::File { file, offset: off * self.page }, len, k, shared, self.rng.chance(30))
             }
         };
         let (addr, fixed) = self.placement(i, len);
@@ -336,17 +341,17 @@ impl Driver<'_> {
         }
         let k = self.rng.below(rp.regions.len() as u64) as usize;
         let (&s, r) = rp.regions.iter().nth(k).unwrap();
-        let pages = (r.end - s) / PAGE;
+        let pages = (r.end - s) / self.page;
         Some(match self.rng.below(4) {
             0 => (s, r.end),
             1 => {
                 let a = self.rng.below(pages);
-                (s + a * PAGE, r.end)
+                (s + a * self.page, r.end)
             }
             _ => {
                 let a = self.rng.below(pages);
                 let n = 1 + self.rng.below(8.min(pages - a));
-                (s + a * PAGE, s + (a + n) * PAGE)
+                (s + a * self.page, s + (a + n) * self.page)
             }
         })
     }
@@ -405,13 +410,13 @@ impl Driver<'_> {
         let (&s, r) = rp.regions.iter().nth(k).unwrap();
         let end = r.end;
         let cpu = self.schedule(i);
-        let w = self.rng.below(512) * 8;
+        let w = self.rng.below(self.page / 8) * 8;
         let mut va = s;
         while va < end {
             if !self.access(i, cpu, va + w, write) {
                 return;
             }
-            va += PAGE;
+            va += self.page;
         }
     }
 
@@ -440,7 +445,7 @@ impl Driver<'_> {
         self.procs.swap_remove(i);
         if self.procs.is_empty() {
             let pid = self.sys.spawn().expect("spawn");
-            self.procs.push((pid, RefProc::default()));
+            self.procs.push((pid, RefProc::new(self.page)));
         }
     }
 
@@ -529,7 +534,8 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
         first_problems: Vec::new(),
         refs: 0,
     };
-    let mut d = Driver { sys, rng: Rng::new(cfg.seed), procs: vec![(pid, RefProc::default())], files, rep, cfg, next_value: 0, sp_pages, scale };
+    let page = sys.vm.page_size();
+    let mut d = Driver { sys, rng: Rng::new(cfg.seed), procs: vec![(pid, RefProc::new(page))], files, rep, cfg, next_value: 0, sp_pages, scale, page };
     let every = (cfg.ops / 50).clamp(1000, 20000);
     for n in 0..cfg.ops {
         d.step();
@@ -606,6 +612,20 @@ mod tests {
             ad_faults += int(&r, "splab.pmap.ad_faults");
         }
         assert!(promotions > 0 && demotions > 0 && ad_faults > 0, "promotions {promotions}, demotions {demotions}, ad_faults {ad_faults}");
+    }
+
+    /// alpha: 8 KB pages, promotion and demotion at all three
+    /// granularity hints, reference and modify by FOR/FOW faults.
+    #[test]
+    fn alpha_short_runs_are_clean_at_three_superpage_sizes() {
+        let c = CheckConfig { arch: "alpha".into(), profile: Profile::load("alpha-21264").unwrap(), ..cfg(4000, 1, true) };
+        let r = run(&c, &mut |_| {}).unwrap();
+        assert!(r.clean(), "{:#?}", r.first_problems);
+        for g in ["64k", "512k", "4m"] {
+            let (p, d) = (int(&r, &format!("vm.pmap.gh.{g}.promotions")), int(&r, &format!("vm.pmap.gh.{g}.demotions")));
+            assert!(p > 0 && d > 0, "{g}: promotions {p}, demotions {d}");
+        }
+        assert!(int(&r, "splab.pmap.fow_faults") > 0);
     }
 
     fn sysctl(r: &CheckReport, name: &str) -> u64 {

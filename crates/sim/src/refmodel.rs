@@ -19,6 +19,8 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 
+/// The model's unit of memory: 4 KB. A system page of 8 KB (Alpha) is two
+/// units, which the model copies together (see `RefProc::units`).
 pub const PAGE: u64 = 4096;
 pub type Page = [u64; 512];
 
@@ -186,9 +188,18 @@ impl Expect {
 pub struct RefProc {
     pub regions: BTreeMap<u64, Region>,
     pub private: HashMap<u64, Rc<PrivPage>>,
+    /// Units in one of the system's pages, less one (0 for 4 KB pages): a
+    /// private copy of a file page takes every unit of the system page at
+    /// once, as the system's copy-on-write copies the whole page.
+    pub unit_mask: u64,
 }
 
 impl RefProc {
+    /// A process of a system whose pages are `page` bytes.
+    pub fn new(page: u64) -> RefProc {
+        RefProc { unit_mask: page / PAGE - 1, ..Default::default() }
+    }
+
     pub fn region(&self, va: u64) -> Option<(u64, &Region)> {
         let (&s, r) = self.regions.range(..=va).next_back()?;
         (va < r.end).then_some((s, r))
@@ -341,6 +352,13 @@ impl RefProc {
                 p.frozen = true;
             }
             Kind::PrivFile { store, off } => {
+                // The other units of the system's page are copied now too.
+                for u in (vpn & !self.unit_mask)..=(vpn | self.unit_mask) {
+                    if u != vpn && !self.private.contains_key(&u) {
+                        let upg = (off + pg + u).wrapping_sub(vpn);
+                        self.private.insert(u, Rc::new(store.borrow().private_copy(upg)));
+                    }
+                }
                 let p = self.private.entry(vpn).or_insert_with(|| Rc::new(store.borrow().private_copy(off + pg)));
                 let p = Rc::make_mut(p);
                 p.settle(w, v);

@@ -186,7 +186,7 @@ impl System {
         if p.arch != splab_pmap::machine_arch(&cfg.arch) {
             return Err(format!("machine profile {:?} is an {} machine, not {}", p.name, p.arch, cfg.arch));
         }
-        let npages = cfg.memory / 4096;
+        let npages = cfg.memory >> splab_pmap::page_shift(&cfg.arch)?;
         if !(16 << 20..=256 << 30).contains(&cfg.memory) {
             return Err(format!("memory size {} bytes is out of range (16 MiB to 256 GiB)", cfg.memory));
         }
@@ -228,7 +228,7 @@ impl System {
             _ => splab_vm::phys::VM_LEVEL_0_ORDER as u32,
         };
         let phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
-        let mem = PhysMem::new(npages, cfg.track_contents);
+        let mem = PhysMem::with_page_shift(npages, sizes[0].trailing_zeros(), cfg.track_contents);
         let timing = Box::new(Timing::new(p)?);
         let mut vm = Vm::new(phys, mem, cpus_vm, pmap);
         // The pmap takes its boot-time memory before anything fragments it.
@@ -237,7 +237,7 @@ impl System {
         if cfg.fragment > 0.0 {
             vm.phys.fragment(cfg.fragment, cfg.seed);
         }
-        vm.swap = splab_vm::swap::SwapDevice::new(cfg.swap / 4096, cfg.track_contents);
+        vm.swap = splab_vm::swap::SwapDevice::new(cfg.swap / vm.page_size(), cfg.track_contents);
         Ok(System {
             vm,
             walker,
@@ -462,7 +462,7 @@ impl System {
             None => Some("page tables have no mapping".to_string()),
             Some(n) if n.pa(va) != pa => Some(format!("page tables map {:?}", n.pa(va))),
             Some(n) if acc == Access::Write && !n.allows(Access::Write) => Some("page tables forbid the write".into()),
-            _ if self.vm.phys.buddy.is_free(pa.pfn()) => Some("frame is free".into()),
+            _ if self.vm.phys.buddy.is_free(self.vm.mem.pfn(pa)) => Some("frame is free".into()),
             _ => None,
         };
         if let Some(why) = bad {
@@ -572,7 +572,7 @@ impl System {
                     }
                 }
                 None => {
-                    xlat += self.cfg.profile.costs.stlb_hit;
+                    xlat += self.cfg.profile.costs.stlb_hit + self.cfg.profile.costs.walk_trap.unwrap_or(0);
                     let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
                         self.vm.cpus[cpu].mmu.tlb.count_miss(t.shift);

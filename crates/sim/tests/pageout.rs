@@ -32,7 +32,7 @@ fn value(page: u64, word: u64) -> u64 {
 /// The object mapped at `va` in `pid`, and the page index of `va` in it.
 fn object_at(s: &System, pid: u32, va: u64) -> (u32, u32) {
     let e = s.vm.proc(pid).unwrap().map.lookup(va).unwrap();
-    (e.object, e.pindex(va) as u32)
+    (e.object, e.pindex(va, s.vm.page_shift()) as u32)
 }
 
 /// Writes two words in each page of [va, va+len) that `pages` selects.

@@ -40,7 +40,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
     /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
-    /// vm.pmap.superpages_enabled on riscv, arm64 and ppc64-hpt).
+    /// vm.pmap.superpages_enabled on riscv, arm64, ppc64-hpt and alpha).
     #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
     /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
@@ -82,6 +82,20 @@ const SHOWN: &[&str] = &[
     "vm.pmap.sp.p_failures",
     "vm.pmap.sp.demotions",
     "vm.pmap.sp.mappings",
+    "vm.pmap.gh.64k.promotions",
+    "vm.pmap.gh.64k.p_failures",
+    "vm.pmap.gh.64k.demotions",
+    "vm.pmap.gh.64k.mappings",
+    "vm.pmap.gh.512k.promotions",
+    "vm.pmap.gh.512k.p_failures",
+    "vm.pmap.gh.512k.demotions",
+    "vm.pmap.gh.512k.mappings",
+    "vm.pmap.gh.4m.promotions",
+    "vm.pmap.gh.4m.p_failures",
+    "vm.pmap.gh.4m.demotions",
+    "vm.pmap.gh.4m.mappings",
+    "splab.pmap.for_faults",
+    "splab.pmap.fow_faults",
     "splab.pmap.hpt.evictions",
     "splab.pmap.hpt.reinserts",
     "vm.reserv.broken",

@@ -42,7 +42,7 @@ enum Cmd {
         run: run::RunArgs,
         /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
         /// vm.pmap.superpages_enabled on riscv, arm64 and ppc64-hpt,
-        /// vm.pmap.sp_enabled on armv7).
+        /// vm.pmap.sp_enabled on armv7, every vm.pmap.gh level on alpha).
         #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
         superpages: OnOff,
         /// Print one JSON document instead of text.
@@ -71,7 +71,8 @@ enum Cmd {
         tunables: Vec<(String, i64)>,
         /// Transparent superpages (the architecture's tunable:
         /// vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on
-        /// riscv, arm64 and ppc64-hpt, vm.pmap.sp_enabled on armv7).
+        /// riscv, arm64 and ppc64-hpt, vm.pmap.sp_enabled on armv7, every
+        /// vm.pmap.gh level on alpha).
         #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
         superpages: OnOff,
         /// Also print each one's description (as `sysctl -d` gives it).

@@ -136,6 +136,18 @@ fn ppc64_hpt_on_power9_promotes_a_16mb_superpage() {
     assert_eq!(v["sysctl"]["vm.pmap.sp.p_failures"], 0);
 }
 
+/// alpha: the 21264 profile is alpha's own; a 2^19-word table (4 MiB,
+/// one reservation) is promoted at all three granularity hints.
+#[test]
+fn alpha_promotes_at_three_sizes() {
+    let v = json(&["sysctl", "--arch", "alpha", "vm.pmap.superpages_enabled", "vm.pmap.gh.64k.enabled", "vm.pmap.gh.512k.enabled", "--json"]);
+    assert_eq!(v, serde_json::json!({ "vm.pmap.superpages_enabled": 1, "vm.pmap.gh.64k.enabled": 1, "vm.pmap.gh.512k.enabled": 1 }));
+    let v = json(&["sim", "gups", "--arch", "alpha", "--log2-table", "19", "--memory", "256M", "--json"]);
+    assert_eq!((v["arch"].as_str(), v["machine"].as_str()), (Some("alpha"), Some("alpha-21264")));
+    let n = |g: &str| v["sysctl"][format!("vm.pmap.gh.{g}.promotions")].as_u64();
+    assert_eq!((n("64k"), n("512k"), n("4m")), (Some(64), Some(8), Some(1)));
+}
+
 #[test]
 fn sysctl_unknown_name_exits_2() {
     let out = splab(&["sysctl", "vm.reserv.broken", "vm.no.such"]);

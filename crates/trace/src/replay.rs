@@ -30,7 +30,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-const PAGE: u64 = 4096;
+/// The traced program's page size (x86-64 and arm64 Linux hosts): a
+/// reference that crosses one is split in two, as the host's MMU saw it.
+const HOST_PAGE: u64 = 4096;
 const BLOCK: u64 = 2 << 20;
 /// References read and replayed per batch.
 pub const BATCH: usize = 4096;
@@ -238,14 +240,16 @@ impl Run<'_> {
 
     /// Maps a region of the trace (rounded out to pages).
     fn map_region(&mut self, r: &Region) -> Result<(), Failure> {
-        let start = r.start & !(PAGE - 1);
-        let end = r.end().checked_add(PAGE - 1).map(|e| e & !(PAGE - 1)).unwrap_or(!(PAGE - 1));
-        self.mmap(start, end.max(start + PAGE))
+        let page = self.sys.vm.page_size();
+        let start = r.start & !(page - 1);
+        let end = r.end().checked_add(page - 1).map(|e| e & !(page - 1)).unwrap_or(!(page - 1));
+        self.mmap(start, end.max(start + page))
     }
 
     fn unmap(&mut self, start: u64, len: u64) -> Result<(), Failure> {
-        let s = start & !(PAGE - 1);
-        let e = start.saturating_add(len).saturating_add(PAGE - 1) & !(PAGE - 1);
+        let page = self.sys.vm.page_size();
+        let s = start & !(page - 1);
+        let e = start.saturating_add(len).saturating_add(page - 1) & !(page - 1);
         let e = e.min(self.max_addr);
         if s < e {
             self.sys.munmap(self.pid, s, e - s).map_err(|er| Failure { msg: format!("munmap of [{s:#x}, {e:#x}): {er}"), input: false })?;
@@ -316,8 +320,8 @@ impl Run<'_> {
                 }
             };
             self.push(r.addr, op)?;
-            if (r.addr & (PAGE - 1)) + r.size as u64 > PAGE {
-                if let Some(next) = (r.addr | (PAGE - 1)).checked_add(1) {
+            if (r.addr & (HOST_PAGE - 1)) + r.size as u64 > HOST_PAGE {
+                if let Some(next) = (r.addr | (HOST_PAGE - 1)).checked_add(1) {
                     self.stats.page_crossing += 1;
                     if r.kind == Kind::Modify {
                         self.push(next, Op::Load)?;

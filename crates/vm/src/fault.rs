@@ -10,7 +10,7 @@
 //! over, and may find its process killed for lack of memory and swap.
 
 use crate::kernel::{Pid, Vm};
-use crate::map::{eflags, PAGE};
+use crate::map::eflags;
 use crate::object::{file_word, ObjKind};
 use crate::page::{pflags, ObjId};
 use crate::pmap::{prot, EnterFlags, Prot};
@@ -51,8 +51,9 @@ impl Vm {
     /// does.
     pub fn trap(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
         let pm = self.proc(pid).ok_or(FaultError::NoProcess(pid))?.pmap;
+        let page = self.page_size();
         let (pmap, mut env) = self.pmap_env();
-        if pmap.fault(&mut env, pm, VirtAddr(va & !(PAGE - 1)), access) {
+        if pmap.fault(&mut env, pm, VirtAddr(va & !(page - 1)), access) {
             self.ev.pmap_faults += 1;
             return Ok(());
         }
@@ -84,7 +85,7 @@ impl Vm {
     /// allocated before failing for lack of memory stay in their objects,
     /// where the next attempt finds them.
     fn fault_once(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
-        let va = va & !(PAGE - 1);
+        let va = va & !(self.page_size() - 1);
         let proc = self.proc(pid).ok_or(FaultError::NoProcess(pid))?;
         let pm = proc.pmap;
         // vm_map_lookup.
@@ -107,7 +108,7 @@ impl Vm {
         }
         let first_object = self.entry_back(pid, key);
         let e = self.proc(pid).unwrap().map.entries[&key].clone();
-        let first_pindex = e.pindex(va);
+        let first_pindex = e.pindex(va, self.page_shift());
         if first_pindex > u32::MAX as u64 {
             return Err(FaultError::Unmapped(va));
         }
@@ -207,8 +208,8 @@ impl Vm {
             clear(self);
             return;
         }
-        let size = (e.end - e.start) / PAGE;
-        let color = ((e.start / PAGE) % MAX_RESERV_NPAGES as u64) as u32;
+        let size = (e.end - e.start) / self.page_size();
+        let color = ((e.start / self.page_size()) % MAX_RESERV_NPAGES as u64) as u32;
         let s = self.object_shadow(e.object, e.offset, size, color);
         let pe = self.proc_mut(pid).unwrap().map.entries.get_mut(&key).unwrap();
         pe.object = s;
@@ -270,12 +271,14 @@ impl Vm {
             let f = &self.files[file as usize];
             let size = f.size;
             let written = f.written.get(&pindex);
-            let base = pindex as u64 * PAGE;
-            for w in 0..PAGE / 8 {
+            let page = 1u64 << self.mem.page_shift();
+            let base = pindex as u64 * page;
+            let pa = self.mem.addr(m).0;
+            for w in 0..page / 8 {
                 let off = base + w * 8;
                 if off + 8 <= size {
                     let v = written.map_or_else(|| file_word(file, off), |p| p[w as usize]);
-                    self.mem.write_u64(PhysAddr(m.addr().0 + w * 8), v);
+                    self.mem.write_u64(PhysAddr(pa + w * 8), v);
                 }
             }
         }
@@ -304,7 +307,7 @@ impl Vm {
     #[allow(clippy::too_many_arguments)]
     fn map_superpage(&mut self, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot, psind: usize) -> bool {
         let sp = self.pmap.pagesizes()[psind];
-        let npages = (sp / PAGE) as u32;
+        let npages = (sp / self.page_size()) as u32;
         let msuper = if psind == self.pmap.reserv_psind() {
             if npages != self.phys.reserv.npages() {
                 return false;
@@ -321,7 +324,7 @@ impl Vm {
             return false;
         }
         let m0 = self.phys.pages.get(msuper);
-        let want_pindex = e.pindex(vsuper);
+        let want_pindex = e.pindex(vsuper, self.page_shift());
         if m0.object != obj || m0.pindex as u64 != want_pindex {
             return false;
         }
@@ -374,9 +377,9 @@ impl Vm {
             if vs < e.start || vs + sz > e.end {
                 continue;
             }
-            let pidx = e.pindex(vs);
+            let pidx = e.pindex(vs, self.page_shift());
             let m = Pfn(base.0 + pidx as u32);
-            if (m.addr().0 & (sz - 1)) != 0 {
+            if (self.mem.addr(m).0 & (sz - 1)) != 0 {
                 continue;
             }
             let (pmap, mut env) = self.pmap_env();

@@ -72,7 +72,14 @@ pub struct Vm {
 }
 
 impl Vm {
+    /// The base page size is the pmap's (`pagesizes()[0]`); `mem` must
+    /// have frames of that size.
     pub fn new(phys: Phys, mem: PhysMem, cpus: Vec<CpuState>, pmap: Box<dyn Pmap>) -> Vm {
+        assert_eq!(1u64 << mem.page_shift(), pmap.pagesizes()[0], "physical memory's frames are the pmap's base pages");
+        let mut phys = phys;
+        if mem.page_shift() != 12 {
+            phys.targets = crate::physalloc::PageoutTargets::for_pages_of(mem.npages(), 1 << mem.page_shift());
+        }
         Vm {
             phys,
             mem,
@@ -88,6 +95,18 @@ impl Vm {
             oom_kills: Vec::new(),
             busy: Vec::new(),
         }
+    }
+
+    /// log2 of the base page size (PAGE_SHIFT): 12, or 13 on the Alpha.
+    #[inline]
+    pub fn page_shift(&self) -> u32 {
+        self.mem.page_shift()
+    }
+
+    /// Bytes in a base page (PAGE_SIZE).
+    #[inline]
+    pub fn page_size(&self) -> u64 {
+        1 << self.mem.page_shift()
     }
 
     /// Splits the borrow: the pmap and what it may touch.
@@ -122,14 +141,14 @@ impl Vm {
         };
         let max = self.pmap.max_user_address();
         let pid = self.procs.len() as Pid;
-        self.procs.push(Some(Proc { pid, map: VmMap::new(max), pmap: pm }));
+        self.procs.push(Some(Proc { pid, map: VmMap::new(max, self.page_size()), pmap: pm }));
         Ok(pid)
     }
 
     /// Creates a file of `size` bytes with its (empty) page cache object.
     pub fn create_file(&mut self, size: u64) -> u32 {
         let id = self.files.len() as u32;
-        let pages = size.div_ceil(4096);
+        let pages = size.div_ceil(self.page_size());
         let object = self.objects.allocate(ObjKind::Vnode { file: id }, pages, 0);
         self.files.push(File { size, object, written: HashMap::new() });
         id
@@ -311,7 +330,7 @@ impl Vm {
         s.int("vm.reserv.broken", r.stats.broken, "Cumulative number of broken reservations");
         s.int("vm.reserv.freed", r.stats.freed, "Cumulative number of freed reservations");
         s.int("vm.reserv.fullpop", r.fullpop(), "Current number of full reservations");
-        s.text("vm.reserv.partpopq", r.partpopq_text(), "Partially populated reservation queues");
+        s.text("vm.reserv.partpopq", r.partpopq_text(self.page_size() >> 10), "Partially populated reservation queues");
         s.int("vm.reserv.reclaimed", r.stats.reclaimed, "Cumulative number of reclaimed reservations");
         s.int("splab.reserv.allocated", r.stats.allocated, "Reservations created");
         s.int("vm.stats.vm.v_vm_faults", self.stats.v_vm_faults, "Address memory faults");
@@ -358,8 +377,8 @@ impl Vm {
         s.int("vm.stats.vm.v_vnodepgsout", pd.v_vnodepgsout, "Vnode pages paged out");
         s.int("vm.stats.vm.v_vnodein", self.stats.v_vnodein, "Vnode pager pageins");
         s.int("vm.stats.vm.v_vnodepgsin", self.stats.v_vnodepgsin, "Vnode pages paged in");
-        s.int("vm.swap_total", self.swap.nslots() as u64 * 4096, "Total amount of available swap storage");
-        s.int("splab.vm.swap_used", self.swap.used() as u64 * 4096, "Swap storage in use, in bytes");
+        s.int("vm.swap_total", self.swap.nslots() as u64 * self.page_size(), "Total amount of available swap storage");
+        s.int("splab.vm.swap_used", self.swap.used() as u64 * self.page_size(), "Swap storage in use, in bytes");
         s.int("splab.vm.swap_full", sw.full, "Page-outs refused because swap was full");
         s.int("splab.vm.pageout.passes", pd.passes, "Page daemon passes");
         s.int("splab.vm.pageout.deactivated", pd.deactivated, "Pages moved off the active queue by the page daemon");

@@ -15,7 +15,6 @@ use crate::reserv::MAX_RESERV_NPAGES;
 use splab_hw::{Pfn, VirtAddr};
 use std::collections::BTreeMap;
 
-pub const PAGE: u64 = 4096;
 /// Lowest address mmap hands out without a hint.
 pub const MMAP_BASE: u64 = 0x0000_0008_0000_0000;
 
@@ -69,14 +68,17 @@ pub struct MapEntry {
 }
 
 impl MapEntry {
-    pub fn pindex(&self, va: u64) -> u64 {
-        self.offset + (va - self.start) / PAGE
+    /// The object page mapped at `va`, for pages of 2^page_shift bytes.
+    pub fn pindex(&self, va: u64, page_shift: u32) -> u64 {
+        self.offset + ((va - self.start) >> page_shift)
     }
 }
 
 pub struct VmMap {
     pub entries: BTreeMap<u64, MapEntry>,
     pub max: u64,
+    /// Bytes in a page: entries start and end on multiples of it.
+    pub page: u64,
 }
 
 /// What to map.
@@ -107,8 +109,8 @@ impl MmapReq {
 }
 
 impl VmMap {
-    pub fn new(max: u64) -> VmMap {
-        VmMap { entries: BTreeMap::new(), max }
+    pub fn new(max: u64, page: u64) -> VmMap {
+        VmMap { entries: BTreeMap::new(), max, page }
     }
 
     /// The entry containing `va` (vm_map_lookup_entry).
@@ -130,7 +132,7 @@ impl VmMap {
                 a + (align - r)
             }
         };
-        let mut cand = fit(hint.max(PAGE));
+        let mut cand = fit(hint.max(self.page));
         for e in self.entries.values() {
             if e.end <= cand {
                 continue;
@@ -160,11 +162,11 @@ impl VmMap {
     }
 }
 
-fn check_range(addr: u64, len: u64, max: u64) -> Result<(u64, u64), Errno> {
-    if !addr.is_multiple_of(PAGE) || len == 0 {
+fn check_range(addr: u64, len: u64, max: u64, page: u64) -> Result<(u64, u64), Errno> {
+    if !addr.is_multiple_of(page) || len == 0 {
         return Err(Errno::EINVAL);
     }
-    let end = addr.checked_add(len.div_ceil(PAGE) * PAGE).ok_or(Errno::EINVAL)?;
+    let end = addr.checked_add(len.div_ceil(page) * page).ok_or(Errno::EINVAL)?;
     if end > max {
         return Err(Errno::EINVAL);
     }
@@ -186,7 +188,7 @@ impl Vm {
         }
         let mut tail = e.clone();
         let head_start = e.start;
-        tail.offset += (va - e.start) / PAGE;
+        tail.offset += (va - e.start) / p.map.page;
         tail.start = va;
         p.map.entries.get_mut(&head_start).unwrap().end = va;
         let obj = tail.object;
@@ -200,8 +202,8 @@ impl Vm {
         if e.object != 0 {
             return e.object;
         }
-        let size = (e.end - e.start) / PAGE;
-        let color = ((e.start / PAGE).wrapping_sub(e.offset) % MAX_RESERV_NPAGES as u64) as u32;
+        let size = (e.end - e.start) / self.page_size();
+        let color = ((e.start / self.page_size()).wrapping_sub(e.offset) % MAX_RESERV_NPAGES as u64) as u32;
         let obj = self.objects.allocate(ObjKind::Anon, size + e.offset, color);
         self.proc_mut(pid).unwrap().map.entries.get_mut(&key).unwrap().object = obj;
         obj
@@ -211,26 +213,27 @@ impl Vm {
     pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<VirtAddr, Errno> {
         self.ev.syscalls += 1;
         let max = self.proc(pid).ok_or(Errno::ESRCH)?.map.max;
-        if req.len == 0 || !req.addr.is_multiple_of(PAGE) || req.prot & !prot::ALL != 0 {
+        let page = self.page_size();
+        if req.len == 0 || !req.addr.is_multiple_of(page) || req.prot & !prot::ALL != 0 {
             return Err(Errno::EINVAL);
         }
-        let len = req.len.checked_add(PAGE - 1).ok_or(Errno::ENOMEM)? / PAGE * PAGE;
-        if len / PAGE > u32::MAX as u64 {
+        let len = req.len.checked_add(page - 1).ok_or(Errno::ENOMEM)? / page * page;
+        if len / page > u32::MAX as u64 {
             return Err(Errno::ENOMEM);
         }
         let (object, offset_pages, max_prot, align) = match req.backing {
             Backing::Anon => {
-                let sp = self.phys.reserv.npages() as u64 * PAGE;
-                let align = if len >= sp { sp } else { PAGE };
+                let sp = self.phys.reserv.npages() as u64 * page;
+                let align = if len >= sp { sp } else { page };
                 (0, 0u64, prot::ALL, align)
             }
             Backing::File { file, offset } => {
-                if offset % PAGE != 0 {
+                if offset % page != 0 {
                     return Err(Errno::EINVAL);
                 }
                 let f = self.files.get(file as usize).ok_or(Errno::EBADF)?;
                 let obj = f.object;
-                (obj, offset / PAGE, prot::ALL, self.phys.reserv.npages() as u64 * PAGE)
+                (obj, offset / page, prot::ALL, self.phys.reserv.npages() as u64 * page)
             }
             Backing::LargePage { shm } => {
                 // Large-page memory is shared memory: no private copies.
@@ -239,22 +242,22 @@ impl Vm {
                 }
                 let f = self.files.get(shm as usize).ok_or(Errno::EBADF)?;
                 let obj = f.object;
-                if !matches!(self.objects.get(obj).kind, ObjKind::LargePage { .. }) || len != self.objects.get(obj).size * PAGE {
+                if !matches!(self.objects.get(obj).kind, ObjKind::LargePage { .. }) || len != self.objects.get(obj).size * page {
                     return Err(Errno::EINVAL);
                 }
                 let big = *self.pmap.pagesizes().last().unwrap();
                 (obj, 0, prot::ALL, big)
             }
         };
-        let phase = (offset_pages * PAGE) % align;
+        let phase = (offset_pages * page) % align;
         let start = {
             let p = self.map_of(pid)?;
             if req.fixed {
-                check_range(req.addr, len, max)?;
+                check_range(req.addr, len, max, page)?;
                 req.addr
             } else {
                 let hint = if req.addr != 0 { req.addr } else { MMAP_BASE };
-                p.map.find_space(hint, len, align, phase).or_else(|| p.map.find_space(PAGE, len, align, phase)).ok_or(Errno::ENOMEM)?
+                p.map.find_space(hint, len, align, phase).or_else(|| p.map.find_space(page, len, align, phase)).ok_or(Errno::ENOMEM)?
             }
         };
         if req.fixed {
@@ -266,8 +269,8 @@ impl Vm {
         // Anonymous shared memory gets its object now, so that fork shares it.
         let mut object = object;
         if object == 0 && req.shared {
-            let color = ((start / PAGE) % MAX_RESERV_NPAGES as u64) as u32;
-            object = self.objects.allocate(ObjKind::Anon, len / PAGE, color);
+            let color = ((start / page) % MAX_RESERV_NPAGES as u64) as u32;
+            object = self.objects.allocate(ObjKind::Anon, len / page, color);
             self.objects.get_mut(object).flags &= !oflags::ONEMAPPING;
         } else if object != 0 {
             self.object_reference(object);
@@ -303,8 +306,8 @@ impl Vm {
             return false;
         }
         let prev = prev.clone();
-        let pages = len / PAGE;
-        let next_pindex = prev.offset + (prev.end - prev.start) / PAGE;
+        let pages = len / self.page_size();
+        let next_pindex = prev.offset + (prev.end - prev.start) / self.page_size();
         if prev.object != 0 {
             // vm_object_coalesce.
             let obj = prev.object;
@@ -351,7 +354,8 @@ impl Vm {
         }
         let obj = self.objects.get(e.object);
         let pages = &obj.pages;
-        let lookup = |va: VirtAddr| -> Option<Pfn> { pages.get(&(e.pindex(va.0) as u32)).copied() };
+        let ps = self.page_shift();
+        let lookup = |va: VirtAddr| -> Option<Pfn> { pages.get(&(e.pindex(va.0, ps) as u32)).copied() };
         let env_pmap = self.pmap.as_mut();
         let mut env = crate::pmap::PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev };
         env_pmap.enter_object(&mut env, pm, VirtAddr(e.start), VirtAddr(e.end), &lookup, pr);
@@ -380,7 +384,7 @@ impl Vm {
                 // they would stay until the whole object goes.
                 if o.is_anon() && o.flags & oflags::ONEMAPPING != 0 {
                     let s = e.offset as u32;
-                    let n = ((e.end - e.start) / PAGE) as u32;
+                    let n = ((e.end - e.start) / self.page_size()) as u32;
                     self.object_page_remove(e.object, s, s + n);
                 }
                 self.object_deallocate(e.object);
@@ -392,7 +396,7 @@ impl Vm {
     pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
         self.ev.syscalls += 1;
         let max = self.proc(pid).ok_or(Errno::ESRCH)?.map.max;
-        let (s, e) = check_range(addr, len, max)?;
+        let (s, e) = check_range(addr, len, max, self.page_size())?;
         self.map_delete(pid, s, e);
         Ok(())
     }
@@ -402,7 +406,7 @@ impl Vm {
     pub fn mprotect(&mut self, pid: Pid, addr: u64, len: u64, new: Prot) -> Result<(), Errno> {
         self.ev.syscalls += 1;
         let p = self.proc(pid).ok_or(Errno::ESRCH)?;
-        let (s, e) = check_range(addr, len, p.map.max)?;
+        let (s, e) = check_range(addr, len, p.map.max, p.map.page)?;
         if new & !prot::ALL != 0 {
             return Err(Errno::EINVAL);
         }
@@ -433,7 +437,7 @@ impl Vm {
     /// (EINVAL for a bad range, ENOMEM for a hole).
     fn mapped_range(&self, pid: Pid, addr: u64, len: u64) -> Result<(u64, u64), Errno> {
         let p = self.proc(pid).ok_or(Errno::ESRCH)?;
-        let (s, e) = check_range(addr, len, p.map.max)?;
+        let (s, e) = check_range(addr, len, p.map.max, p.map.page)?;
         if !p.map.covered(s, e) {
             return Err(Errno::ENOMEM);
         }
@@ -496,8 +500,8 @@ impl Vm {
             if ent.object == 0 {
                 continue;
             }
-            let lo = ent.pindex(us) as u32;
-            let hi = ent.pindex(ue) as u32;
+            let lo = ent.pindex(us, self.page_shift()) as u32;
+            let hi = ent.pindex(ue, self.page_shift()) as u32;
             let frames: Vec<Pfn> = self.objects.get(ent.object).pages.range(lo..hi).map(|(_, &f)| f).collect();
             for f in frames {
                 let m = self.phys.pages.get_mut(f);
@@ -600,8 +604,8 @@ impl Vm {
         if size == 0 || !size.is_multiple_of(big) {
             return Err(Errno::EINVAL);
         }
-        let npages = size / PAGE;
-        let base = self.phys.buddy.alloc_contig(npages, big / PAGE).ok_or(Errno::ENOMEM)?;
+        let npages = size / self.page_size();
+        let base = self.phys.buddy.alloc_contig(npages, big / self.page_size()).ok_or(Errno::ENOMEM)?;
         let id = self.files.len() as u32;
         let obj = self.objects.allocate(ObjKind::LargePage { base }, npages, 0);
         for i in 0..npages as u32 {

@@ -278,7 +278,7 @@ impl Vm {
     fn try_free_superpage(&mut self, m: Pfn) -> Option<u64> {
         let sizes = self.pmap.pagesizes();
         let n = self.phys.reserv.npages();
-        if sizes.get(self.pmap.reserv_psind()) != Some(&(n as u64 * 4096)) {
+        if sizes.get(self.pmap.reserv_psind()) != Some(&(n as u64 * self.page_size())) {
             return None;
         }
         let m0 = self.phys.to_superpage(m)?;
@@ -516,10 +516,10 @@ impl Vm {
             let f = &mut self.files[file as usize];
             match self.mem.frame(m) {
                 Some(data) => {
-                    f.written.insert(p.pindex, Box::new(*data));
+                    f.written.insert(p.pindex, data.into());
                 }
                 None => {
-                    f.written.insert(p.pindex, Box::new([0; 512]));
+                    f.written.insert(p.pindex, vec![0; 1 << (self.mem.page_shift() - 3)].into());
                 }
             }
         }

@@ -45,12 +45,17 @@ pub struct PageoutTargets {
 }
 
 impl PageoutTargets {
-    /// FreeBSD's formulas for a domain of `npages` pages.
+    /// FreeBSD's formulas for a domain of `npages` 4 KB pages.
     pub fn for_pages(npages: u64) -> PageoutTargets {
+        PageoutTargets::for_pages_of(npages, 4096)
+    }
+
+    /// The same for pages of `page` bytes.
+    pub fn for_pages_of(npages: u64, page: u64) -> PageoutTargets {
         let pageout_page_count = if npages < 2000 { 8 } else { 32 };
         let interrupt_free_min = 2;
         // 2 * MAXBSIZE / PAGE_SIZE with MAXBSIZE = 64 KB.
-        let pageout_free_min = 2 * 65536 / 4096 + interrupt_free_min;
+        let pageout_free_min = 2 * 65536 / page + interrupt_free_min;
         let mut free_min = if npages > 1024 { 4 + (npages - 1024) / 200 } else { 4 };
         let free_reserved = pageout_page_count + pageout_free_min + npages / 768;
         let mut free_severe = free_min / 2;

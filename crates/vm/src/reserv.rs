@@ -3,7 +3,7 @@
 //! When a fault needs a page for an object range that could become a
 //! superpage, a whole aligned physical block of the architecture's first
 //! superpage size (2 MB on amd64, arm64 and riscv, 1 MB on armv7, 16 MB on
-//! powerpc64; VM_LEVEL_0_ORDER in FreeBSD's vmparam.h) is reserved for that
+//! powerpc64, 4 MB on alpha; VM_LEVEL_0_ORDER in FreeBSD's vmparam.h) is reserved for that
 //! range of the object and only the faulting page is handed out; later
 //! faults on neighbouring offsets take the page at the matching position, so
 //! virtual contiguity becomes physical contiguity and the pmap can promote.
@@ -25,7 +25,8 @@
 //!   (pindex, reservation index).
 //!
 //! Sizes below the reservation's (arm64's 64 KB contiguous runs, armv7's
-//! 64 KB large pages) are not reservations of their own: as in FreeBSD, the
+//! 64 KB large pages, alpha's 64 KB and 512 KB blocks) are not reservations
+//! of their own: as in FreeBSD, the
 //! pmap asks whether an aligned run inside the reservation is fully
 //! populated (`is_populated_run`, vm_reserv_is_populated).
 
@@ -343,10 +344,11 @@ impl Reservations {
 
     /// vm.reserv.partpopq in FreeBSD's text form: per level, the unused
     /// kilobytes and the number of reservations on the queue.
-    pub fn partpopq_text(&self) -> String {
+    /// `page_kb` is the base page size in KB.
+    pub fn partpopq_text(&self, page_kb: u64) -> String {
         format!(
             "\nLEVEL     SIZE  NUMBER\n\n   0: {:>8}K, {:>6}\n",
-            self.partpop_unused_pages * 4,
+            self.partpop_unused_pages * page_kb,
             self.partpop
         )
     }

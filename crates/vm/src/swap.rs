@@ -21,7 +21,7 @@ use crate::bittree::BitTree;
 use std::collections::HashMap;
 
 /// A page's contents as the swap device stores them.
-pub type SwapPage = Box<[u64; 512]>;
+pub type SwapPage = Box<[u64]>;
 
 /// Counters of the swap pager (exported under vm.stats.vm).
 #[derive(Clone, Debug, Default, serde::Serialize)]
@@ -98,11 +98,11 @@ impl SwapDevice {
 
     /// Stores a page's contents in `slot` (the write of swap_pager_putpages);
     /// `None` means all zeros.
-    pub fn write(&mut self, slot: u32, contents: Option<&[u64; 512]>) {
+    pub fn write(&mut self, slot: u32, contents: Option<&[u64]>) {
         debug_assert!(self.in_use(slot));
         match contents {
             Some(c) if self.keep_data && c.iter().any(|&w| w != 0) => {
-                self.data.insert(slot, Box::new(*c));
+                self.data.insert(slot, c.into());
             }
             _ => {
                 self.data.remove(&slot);
@@ -112,7 +112,7 @@ impl SwapDevice {
 
     /// The contents of `slot` (the read of swap_pager_getpages); `None`
     /// means all zeros (or contents not kept).
-    pub fn read(&self, slot: u32) -> Option<&[u64; 512]> {
+    pub fn read(&self, slot: u32) -> Option<&[u64]> {
         debug_assert!(self.in_use(slot));
         self.data.get(&slot).map(|b| &**b)
     }

@@ -9,7 +9,9 @@ use splab_vm::kernel::Pid;
 use splab_vm::map::{Backing, MmapReq};
 use splab_vm::FaultError;
 
-/// The base page size of every architecture the workloads run on.
+/// 4 KB: the page the modelled programs were written for (sizes, strides
+/// of page-by-page sweeps). The system's own base page, which is larger on
+/// the Alpha, is `sys.vm.page_size()`.
 pub const PAGE: u64 = 4096;
 /// A cache line, the unit of vectorised loops and of `memcpy`.
 pub const LINE: u64 = 64;
@@ -119,10 +121,11 @@ pub fn touch_pages(sys: &mut System, b: &mut Batch, va: u64, len: u64, store: Op
         Some(v) => Op::Store(v),
         None => Op::Load,
     };
-    let mut p = va & !(PAGE - 1);
+    let page = sys.vm.page_size();
+    let mut p = va & !(page - 1);
     while p < va + len {
         b.push(sys, p, op)?;
-        p += PAGE;
+        p += page;
     }
     b.flush(sys)
 }
