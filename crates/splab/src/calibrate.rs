@@ -319,7 +319,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     }
     match ov.walk_mlp {
         Some(m) => {
-            let _ = writeln!(o, "walk_mlp = {m:.2}   # measured: best speedup of k chases' extra time over 4 KB pages (walks) over one");
+            let _ = writeln!(o, "walk_mlp = {m:.2}   # measured: best speedup of k chases' extra time over 16384 4 KB pages (walks, data in L2) over one");
         }
         None => {
             let _ = writeln!(o, "walk_mlp = {}   {nm}", base.overlap.walk_mlp);
@@ -514,7 +514,7 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
     let d: Vec<String> = ov.data.iter().map(|m| format!("{}:{}", m.x, num(m.ns.median))).collect();
     let _ = writeln!(o, "  overlap       k chases over memory, ns a load: {}", d.join("  "));
     let w: Vec<String> = ov.walk.iter().map(|p| format!("{}:{:+.1}", p.x, p.y)).collect();
-    let _ = writeln!(o, "                k chases over 4 KB pages, extra ns a load: {}", w.join("  "));
+    let _ = writeln!(o, "                k chases over 16384 4 KB pages (data in L2), extra ns a load: {}", w.join("  "));
     let _ = writeln!(
         o,
         "                data misses in flight {}, walks in flight {}",
