@@ -70,15 +70,31 @@ impl Lat {
 
     /// The sweep: 4 KB, 8 KB, ... doubling, then the largest size.
     pub fn sizes(&self) -> Vec<u64> {
-        let mut v = Vec::new();
-        let mut s = MIN_SIZE;
-        while s < self.max_size {
-            v.push(s);
-            s *= 2;
-        }
-        v.push(self.max_size);
-        v
+        sweep(self.max_size)
     }
+}
+
+/// The array sizes of a sweep up to `max_size`, as lmbench's lat_mem_rd
+/// steps them: from 4 KB, four steps an octave (p, 1.25p, 1.5p, 1.75p),
+/// then `max_size` itself. The simulated lat sweeps the same sizes, so
+/// that native and simulated runs time the same work.
+pub fn sweep(max_size: u64) -> Vec<u64> {
+    let mut v = Vec::new();
+    let mut p = MIN_SIZE;
+    'outer: loop {
+        for q in 0..4 {
+            let s = p + p / 4 * q;
+            if s > max_size {
+                break 'outer;
+            }
+            v.push(s);
+        }
+        p *= 2;
+    }
+    if v.last() != Some(&max_size) {
+        v.push(max_size);
+    }
+    v
 }
 
 /// The successor of each of `n` elements: one cycle through all of them.

@@ -71,22 +71,7 @@ impl Lat {
     /// 4 KB, as lat_mem_rd steps through sizes, up to and including the
     /// largest.
     pub fn sizes(&self) -> Vec<u64> {
-        let mut v = Vec::new();
-        let mut p = MIN_SIZE;
-        'outer: loop {
-            for q in 0..4 {
-                let s = p + p / 4 * q;
-                if s > self.max_size {
-                    break 'outer;
-                }
-                v.push(s);
-            }
-            p *= 2;
-        }
-        if v.last() != Some(&self.max_size) {
-            v.push(self.max_size);
-        }
-        v
+        splab_native::lat::sweep(self.max_size)
     }
 }
 
