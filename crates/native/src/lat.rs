@@ -208,9 +208,14 @@ mod tests {
     }
 
     #[test]
-    fn sweep_doubles_to_the_largest() {
+    fn sweep_steps_four_times_an_octave_to_the_largest() {
         let l = Lat::new(40 << 10, vec![64], Pattern::Seq, 1000).unwrap();
-        let kb: Vec<u64> = l.sizes().iter().map(|s| s >> 10).collect();
-        assert_eq!(kb, vec![4, 8, 16, 32, 40]);
+        let b: Vec<u64> = l.sizes().iter().map(|s| s >> 9).collect();
+        // In 512-byte units: 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40 KB.
+        assert_eq!(b, vec![8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80]);
+        // The largest is always the last, once, even off the steps.
+        let l = Lat::new(33 << 10, vec![64], Pattern::Seq, 1000).unwrap();
+        assert_eq!(l.sizes().last(), Some(&(33 << 10)));
+        assert_eq!(l.sizes().iter().filter(|&&s| s == 33 << 10).count(), 1);
     }
 }
