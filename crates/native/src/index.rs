@@ -49,34 +49,40 @@ fn per_page(fill: u64) -> u64 {
 
 /// One level of the B-tree; level 0 is the leaves.
 #[derive(Clone, Debug)]
-struct Level {
-    first_block: u64,
-    pages: u64,
+pub struct Level {
+    pub first_block: u64,
+    pub pages: u64,
     /// Data items per full page.
-    per: u64,
+    pub per: u64,
     /// Keys under one page of this level.
-    span: u64,
+    pub span: u64,
 }
 
-/// Where everything is, as byte offsets into the region.
+/// Where everything of a pgbench database of `scale` is, as byte offsets
+/// into its shared segment: the index levels (block 0 is the metapage, the
+/// leaves follow, then each level above, the root last), the heap, the
+/// buffer-mapping locks, descriptors, hash buckets and entries, and the
+/// buffer blocks. The simulated index (`splab_workloads::index`) lays its
+/// segment out from this same computation, so that native and simulated
+/// runs touch the same offsets.
 #[derive(Clone, Debug)]
-struct Db {
-    rows: u64,
-    levels: Vec<Level>,
-    heap_first_block: u64,
-    heap_pages: u64,
-    nbuffers: u64,
-    nbuckets: u64,
-    locks: usize,
-    descs: usize,
-    buckets: usize,
-    entries: usize,
-    blocks: usize,
-    segment: u64,
+pub struct Layout {
+    pub rows: u64,
+    pub levels: Vec<Level>,
+    pub heap_first_block: u64,
+    pub heap_pages: u64,
+    pub nbuffers: u64,
+    pub nbuckets: u64,
+    pub locks: u64,
+    pub descs: u64,
+    pub buckets: u64,
+    pub entries: u64,
+    pub blocks: u64,
+    pub segment: u64,
 }
 
-impl Db {
-    fn new(scale: u64) -> Db {
+impl Layout {
+    pub fn new(scale: u64) -> Layout {
         let rows = scale * ROWS_PER_SCALE;
         let (leaf, inner) = (per_page(90), per_page(70));
         let mut levels = Vec::new();
@@ -96,19 +102,62 @@ impl Db {
         let heap_pages = rows.div_ceil(HEAP_PER_PAGE);
         let nbuffers = block + heap_pages;
         let nbuckets = nbuffers.next_power_of_two();
-        let locks = 0usize;
-        let descs = locks + PARTITIONS as usize * 64;
-        let buckets = descs + nbuffers as usize * DESC;
-        let entries = buckets + nbuckets as usize * 8;
-        let blocks = (entries + nbuffers as usize * HASH_ENTRY).div_ceil(4096) * 4096;
-        let segment = (blocks + nbuffers as usize * BLCKSZ) as u64;
-        Db { rows, levels, heap_first_block: block, heap_pages, nbuffers, nbuckets, locks, descs, buckets, entries, blocks, segment }
+        let locks = 0;
+        let descs = locks + PARTITIONS * 64;
+        let buckets = descs + nbuffers * DESC as u64;
+        let entries = buckets + nbuckets * 8;
+        let blocks = (entries + nbuffers * HASH_ENTRY as u64).div_ceil(4096) * 4096;
+        let segment = blocks + nbuffers * BLCKSZ as u64;
+        Layout { rows, levels, heap_first_block: block, heap_pages, nbuffers, nbuckets, locks, descs, buckets, entries, blocks, segment }
     }
 
-    fn hash(block: u64) -> u64 {
+    /// The buffer-mapping hash of a block (relation 0 is the index, 1 the
+    /// heap; every block of both sits in the buffer of the same number).
+    pub fn hash(block: u64) -> u64 {
         let mut z = block.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         z ^= z >> 31;
         z
+    }
+}
+
+/// The layout with its offsets as indices into the region.
+#[derive(Clone, Debug)]
+struct Db {
+    rows: u64,
+    levels: Vec<Level>,
+    heap_first_block: u64,
+    heap_pages: u64,
+    nbuffers: u64,
+    nbuckets: u64,
+    locks: usize,
+    descs: usize,
+    buckets: usize,
+    entries: usize,
+    blocks: usize,
+    segment: u64,
+}
+
+impl Db {
+    fn new(scale: u64) -> Db {
+        let l = Layout::new(scale);
+        Db {
+            rows: l.rows,
+            levels: l.levels,
+            heap_first_block: l.heap_first_block,
+            heap_pages: l.heap_pages,
+            nbuffers: l.nbuffers,
+            nbuckets: l.nbuckets,
+            locks: l.locks as usize,
+            descs: l.descs as usize,
+            buckets: l.buckets as usize,
+            entries: l.entries as usize,
+            blocks: l.blocks as usize,
+            segment: l.segment,
+        }
+    }
+
+    fn hash(block: u64) -> u64 {
+        Layout::hash(block)
     }
 }
 

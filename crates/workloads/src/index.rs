@@ -39,7 +39,7 @@
 //! CPU of its own (more clients than CPUs share them). Long-lived backends
 //! have touched all of shared memory; so do these, before timing.
 
-use crate::common::{between, exit, fault, map, page_round, spawn_on, touch_pages, Batch, Rng};
+use crate::common::{between, exit, fault, map, spawn_on, touch_pages, Batch, Rng};
 use crate::sched::{Quanta, Sched, Spawn, Step, Task};
 use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
@@ -58,78 +58,23 @@ const BT_SPECIAL: u64 = 16;
 const INDEX_TUPLE: u64 = 16;
 const HEAP_TUPLE: u64 = 128;
 const HEAP_PER_PAGE: u64 = 61;
-const ROWS_PER_SCALE: u64 = 100_000;
 const PARTITIONS: u64 = 128;
 const DESC: u64 = 64;
 const HASH_ENTRY: u64 = 32;
 
-/// Index entries per page at a fill factor (percent).
-fn per_page(fill: u64) -> u64 {
-    (BLCKSZ - PAGE_HEADER - BT_SPECIAL) * fill / 100 / (INDEX_TUPLE + ITEM_ID)
+/// The database: the index levels, the heap, and where the buffers are:
+/// the native index's layout, computed once for both (offsets into the
+/// shared segment until `place`).
+type Db = splab_native::index::Layout;
+
+/// What the simulated backends need of the layout beyond its fields.
+trait Placed {
+    /// Turns the segment offsets into addresses in a segment at `base`.
+    fn place(&mut self, base: u64);
+    fn height(&self) -> usize;
 }
 
-/// One level of the B-tree; level 0 is the leaves.
-#[derive(Clone, Debug)]
-struct Level {
-    first_block: u64,
-    pages: u64,
-    /// Data items per full page.
-    per: u64,
-    /// Keys under one page of this level.
-    span: u64,
-}
-
-/// The database: the index levels, the heap, and where the buffers are.
-#[derive(Clone, Debug)]
-struct Db {
-    rows: u64,
-    levels: Vec<Level>,
-    heap_first_block: u64,
-    heap_pages: u64,
-    nbuffers: u64,
-    nbuckets: u64,
-    locks: u64,
-    descs: u64,
-    buckets: u64,
-    entries: u64,
-    blocks: u64,
-    segment: u64,
-}
-
-impl Db {
-    /// The layout for `scale` (rows = 100000 x scale); addresses are offsets
-    /// into the shared segment until `place`.
-    fn new(scale: u64) -> Db {
-        let rows = scale * ROWS_PER_SCALE;
-        let (leaf, inner) = (per_page(90), per_page(70));
-        // Block 0 is the index's metapage; the leaves follow, then each
-        // level above, the root last.
-        let mut levels = Vec::new();
-        let mut block = 1;
-        let mut pages = rows.div_ceil(leaf);
-        let (mut per, mut span) = (leaf, leaf);
-        loop {
-            levels.push(Level { first_block: block, pages, per, span });
-            block += pages;
-            if pages == 1 {
-                break;
-            }
-            pages = pages.div_ceil(inner);
-            per = inner;
-            span *= inner;
-        }
-        let heap_pages = rows.div_ceil(HEAP_PER_PAGE);
-        let nbuffers = block + heap_pages;
-        let nbuckets = nbuffers.next_power_of_two();
-        let locks = 0;
-        let descs = locks + PARTITIONS * 64;
-        let buckets = descs + nbuffers * DESC;
-        let entries = buckets + nbuckets * 8;
-        let blocks = page_round(entries + nbuffers * HASH_ENTRY);
-        let segment = blocks + nbuffers * BLCKSZ;
-        Db { rows, levels, heap_first_block: block, heap_pages, nbuffers, nbuckets, locks, descs, buckets, entries, blocks, segment }
-    }
-
+impl Placed for Db {
     fn place(&mut self, base: u64) {
         for a in [&mut self.locks, &mut self.descs, &mut self.buckets, &mut self.entries, &mut self.blocks] {
             *a += base;
@@ -140,13 +85,6 @@ impl Db {
         self.levels.len()
     }
 
-    /// The buffer-mapping hash of a block (relation 0 is the index, 1 the
-    /// heap; every block of both sits in the buffer of the same number).
-    fn hash(buf: u64) -> u64 {
-        let mut z = buf.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        z ^= z >> 31;
-        z
-    }
 }
 
 /// A backend: runs its transactions, a quantum at a time.
@@ -394,7 +332,7 @@ mod tests {
     fn tree_shape_follows_the_build() {
         let db = Db::new(1);
         assert_eq!(db.rows, 100_000);
-        assert_eq!(per_page(90), 366);
+        assert_eq!(db.levels[0].per, 366, "index entries a leaf page holds at 90% fill");
         assert_eq!(db.levels[0].pages, 274);
         assert_eq!(db.height(), 2);
         assert_eq!(db.levels[1].pages, 1);
