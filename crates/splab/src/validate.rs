@@ -197,7 +197,12 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     if !(1..=100).contains(&a.repeat) {
         return Err(Fail::Input(format!("--repeat {} is out of range (1 to 100)", a.repeat)));
     }
-    // Every input is checked before anything runs.
+    if a.workloads.is_empty() {
+        return Err(Fail::Input("--workloads: name at least one of gups, lat, stream, index, transpose".into()));
+    }
+    // Every input is checked before anything runs, the profile first.
+    let probe = input(sim_args("gups", &[], &a.machine, "4k"))?;
+    crate::setup::config_or_default(&probe.machine, None)?;
     let mut plans = Vec::new();
     for w in &a.workloads {
         let s = input(sizes(w, a.quick))?;
@@ -205,7 +210,6 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
         let sims: Vec<RunArgs> = layouts.iter().map(|l| sim_args(w, &s, &a.machine, &l.sim)).collect::<Result<_, _>>().map_err(Fail::Input)?;
         plans.push((w.clone(), n, sims));
     }
-    crate::setup::config_or_default(&sims_machine(&plans), None)?;
 
     let per_workload = layouts.len() as u64 * (a.repeat as u64 + 1);
     let mut bar = Progress::new(per_workload * plans.len() as u64, "validate", "runs", as_json);
@@ -248,11 +252,6 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, native: suites };
     emit(&if as_json { json(&r) } else { text(&r) });
     Ok(0)
-}
-
-/// The machine options every simulation of the plan shares.
-fn sims_machine(plans: &[(String, NativeArgs, Vec<RunArgs>)]) -> crate::setup::MachineArgs {
-    plans[0].2[0].machine.clone()
 }
 
 fn pct(x: Option<f64>) -> String {
