@@ -31,6 +31,43 @@ pub struct Overlap {
     pub data_mlp: f64,
     /// How many page walks proceed at once.
     pub walk_mlp: f64,
+    /// How a reference's translation and data access overlap with other
+    /// references'. Absent or false: they add, each divided by its own
+    /// overlap (xlat / walk_mlp + data / data_mlp). True: a reference
+    /// holds one of the data_mlp miss slots from the start of its walk to
+    /// the end of its data access, and walks are further limited to
+    /// walk_mlp at once, so by Little's law an independent reference costs
+    /// max(xlat / walk_mlp, (xlat + data) / data_mlp): a walk hides under
+    /// other references' memory misses when data misses dominate (GUPS),
+    /// and bounds the rate when data hit in the caches (a transpose's
+    /// strided side). Dependent references (a pointer chase) pay
+    /// xlat + data either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_holds_slot: Option<bool>,
+}
+
+/// `[prefetch]`: a hardware stream prefetcher of the kind that watches
+/// second-level cache misses within each 4 KB physical page (Intel's L2
+/// streamer; Arm's and AMD's are alike) and, once two misses in a page
+/// step the same way, fetches the lines ahead of the stream, so that the
+/// stream runs at the memory's sequential rate instead of its latency.
+/// Absent: no prefetcher, as in profiles written before it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Prefetch {
+    /// 4 KB pages tracked at once (least recently used replaced).
+    pub streams: usize,
+    /// Lines ahead of the last miss a stream covers.
+    #[serde(default = "default_prefetch_distance")]
+    pub distance: u32,
+    /// Core cycles per line of a sequential stream at the memory's rate
+    /// (line bytes / sequential bandwidth of one core): what a covered
+    /// miss costs, unless the caches would have answered sooner.
+    pub line_cycles: f64,
+}
+
+fn default_prefetch_distance() -> u32 {
+    16
 }
 
 /// Cycle costs of events that are not plain memory references.
@@ -60,6 +97,12 @@ pub struct Costs {
     /// every miss on top of the walk's memory references. Absent: 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk_trap: Option<u32>,
+    /// What a hardware walk costs beyond the latencies of its memory
+    /// references (the walker's own pipeline, its lookups of the
+    /// paging-structure caches, and under a hypervisor the nested TLB's),
+    /// charged on every walk after a second-level TLB miss. Absent: 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk: Option<u32>,
     /// Page daemon work per page it examines (queue move, reference and
     /// dirty tests through the pmap).
     #[serde(default = "default_pageout_scan")]
@@ -118,6 +161,9 @@ pub struct Profile {
     /// paging, the host page size). Absent means native.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub virt: Option<VirtConfig>,
+    /// `[prefetch]`: a stream prefetcher. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefetch: Option<Prefetch>,
 }
 
 /// Profiles compiled into the binary, by name.
@@ -187,6 +233,17 @@ impl Profile {
         }
         if let Some(v) = &self.virt {
             v.host_shift()?;
+        }
+        if let Some(p) = &self.prefetch {
+            if !(1..=256).contains(&p.streams) {
+                return Err(format!("prefetch.streams = {} is out of range (1..=256)", p.streams));
+            }
+            if !(1..=64).contains(&p.distance) {
+                return Err(format!("prefetch.distance = {} is out of range (1..=64 lines, one 4 KB page)", p.distance));
+            }
+            if !(p.line_cycles > 0.0 && p.line_cycles < 10000.0) {
+                return Err(format!("prefetch.line_cycles = {} is out of range (above 0, below 10000)", p.line_cycles));
+            }
         }
         Ok(())
     }
@@ -265,5 +322,24 @@ mod tests {
         assert!(e.contains("freq_ghz"), "{e}");
         let e = Profile::parse("name = 3", "y.toml").unwrap_err();
         assert!(e.contains("y.toml"), "{e}");
+    }
+
+    /// `[prefetch]`, `walk` and `walk_holds_slot` are read, and a
+    /// prefetcher out of range is refused by name.
+    #[test]
+    fn prefetch_and_walk_costs() {
+        let base = BUILTIN.iter().find(|(n, _)| *n == "sapphire-rapids").unwrap().1;
+        let p = Profile::parse(base, "sr").unwrap();
+        assert_eq!((p.prefetch.as_ref(), p.costs.walk, p.overlap.walk_holds_slot), (None, None, None));
+        let with = base.replace("walk_mlp =", "walk_holds_slot = true\nwalk_mlp =").replace("stlb_hit =", "walk = 40\nstlb_hit =")
+            + "\n[prefetch]\nstreams = 32\nline_cycles = 14.5\n";
+        let q = Profile::parse(&with, "with").unwrap();
+        assert_eq!(q.prefetch, Some(Prefetch { streams: 32, distance: 16, line_cycles: 14.5 }));
+        assert_eq!((q.costs.walk, q.overlap.walk_holds_slot), (Some(40), Some(true)));
+        for (bad, name) in [("streams = 0", "prefetch.streams = 0"), ("line_cycles = -1.0", "prefetch.line_cycles = -1")] {
+            let t = with.replace(if bad.starts_with("streams") { "streams = 32" } else { "line_cycles = 14.5" }, bad);
+            let e = Profile::parse(&t, "bad").unwrap_err();
+            assert!(e.contains(name), "{e}");
+        }
     }
 }

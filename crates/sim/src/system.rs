@@ -93,6 +93,10 @@ pub struct HwStats {
     pub stale_translations: u64,
     pub cache_hits: [u64; 3],
     pub dram_accesses: u64,
+    /// Misses in L2 the stream prefetcher covered (profiles with
+    /// `[prefetch]` only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub prefetched: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -572,7 +576,8 @@ impl System {
                     }
                 }
                 None => {
-                    xlat += self.cfg.profile.costs.stlb_hit + self.cfg.profile.costs.walk_trap.unwrap_or(0);
+                    let c = &self.cfg.profile.costs;
+                    xlat += c.stlb_hit + c.walk_trap.unwrap_or(0) + c.walk.unwrap_or(0);
                     let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
                         self.vm.cpus[cpu].mmu.tlb.count_miss(t.shift);
@@ -753,10 +758,11 @@ impl System {
     /// Counts of what the hardware did.
     pub fn hw(&mut self) -> HwStats {
         let t = self.timing();
-        let (hits, dram) = (t.cache_hits, t.dram_accesses);
+        let (hits, dram, pf) = (t.cache_hits, t.dram_accesses, t.prefetched);
         let mut h = self.hw.clone();
         h.cache_hits = hits;
         h.dram_accesses = dram;
+        h.prefetched = pf;
         h
     }
 

@@ -5,8 +5,8 @@
 //! after (and on another thread than) their translation.
 
 use crate::system::CycleBreakdown;
-use splab_hw::cache::Cache;
-use splab_hw::profile::Profile;
+use splab_hw::cache::{Cache, LINE_SHIFT};
+use splab_hw::profile::{Prefetch, Profile};
 
 /// A translated reference awaiting the cache model: its data address, the
 /// fixed cycles of its TLB lookups and assists, and the range of its walk
@@ -26,6 +26,17 @@ pub struct Timing {
     dram: u32,
     inv_walk_mlp: f64,
     inv_data_mlp: f64,
+    /// The profile's `walk_holds_slot`: how translation and data overlap.
+    slots: bool,
+    /// The stream prefetcher beside each CPU's L2, if the profile has one,
+    /// and what a covered miss costs: when overlapped with others (the
+    /// stream's line time, scaled up by data_mlp as the cost divides it
+    /// back down) and when a dependent load waits for it.
+    streams: Vec<Streams>,
+    prefetched_lat: u32,
+    prefetched_dependent_lat: u32,
+    /// Second-level misses the prefetcher covered.
+    pub prefetched: u64,
     /// Cycles per CPU of translation and data access (kernel work is
     /// counted by the system beside these).
     pub cycles: Vec<f64>,
@@ -38,6 +49,7 @@ pub struct Timing {
     to_l2: Vec<u32>,
     to_l3: Vec<u32>,
     to_dram: Vec<u32>,
+    covered: Vec<u32>,
 }
 
 impl Timing {
@@ -55,6 +67,11 @@ impl Timing {
             dram: p.dram_cycles(),
             inv_walk_mlp: 1.0 / p.overlap.walk_mlp,
             inv_data_mlp: 1.0 / p.overlap.data_mlp,
+            slots: p.overlap.walk_holds_slot.unwrap_or(false),
+            streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
+            prefetched_lat: p.prefetch.as_ref().map_or(0, |pf| (pf.line_cycles * p.overlap.data_mlp).round() as u32),
+            prefetched_dependent_lat: p.prefetch.as_ref().map_or(0, |pf| (pf.line_cycles.round() as u32).max(p.cache.l2.latency)),
+            prefetched: 0,
             cycles: vec![0.0; p.cpus],
             breakdown: CycleBreakdown::default(),
             cache_hits: [0; 3],
@@ -63,12 +80,20 @@ impl Timing {
             to_l2: Vec::new(),
             to_l3: Vec::new(),
             to_dram: Vec::new(),
+            covered: Vec::new(),
         })
     }
 
-    /// Latency of one access to physical address `pa` through the caches.
+    /// Latency of one access to physical address `pa` through the caches
+    /// (and the prefetcher, for a miss in L2). `dependent`: the latency a
+    /// load that the next one waits for sees.
     #[inline]
     pub fn mem_latency(&mut self, cpu: usize, pa: u64) -> u32 {
+        self.access_latency(cpu, pa, false)
+    }
+
+    #[inline]
+    fn access_latency(&mut self, cpu: usize, pa: u64, dependent: bool) -> u32 {
         if self.l1[cpu].access(pa) {
             self.cache_hits[0] += 1;
             return self.l1[cpu].latency;
@@ -77,12 +102,35 @@ impl Timing {
             self.cache_hits[1] += 1;
             return self.l2[cpu].latency;
         }
-        if self.l3.access(pa) {
+        let covered = !self.streams.is_empty() && self.streams[cpu].covers(pa >> LINE_SHIFT);
+        let lat = if self.l3.access(pa) {
             self.cache_hits[2] += 1;
-            return self.l3.latency;
+            self.l3.latency
+        } else {
+            self.dram_accesses += 1;
+            self.dram
+        };
+        if covered {
+            self.prefetched += 1;
+            lat.min(if dependent { self.prefetched_dependent_lat } else { self.prefetched_lat })
+        } else {
+            lat
         }
-        self.dram_accesses += 1;
-        self.dram
+    }
+
+    /// Cycles of an independent reference with `xlat` cycles of
+    /// translation and `data` of data access, and the part of them put
+    /// down to translation (see `Overlap::walk_holds_slot`).
+    #[inline(always)]
+    fn overlapped(&self, xlat: u32, data: u32) -> (f64, f64) {
+        if self.slots {
+            let dc = data as f64 * self.inv_data_mlp;
+            let cyc = (xlat as f64 * self.inv_walk_mlp).max((xlat + data) as f64 * self.inv_data_mlp).max(1.0);
+            (cyc, cyc - dc)
+        } else {
+            let xc = xlat as f64 * self.inv_walk_mlp;
+            ((xc + data as f64 * self.inv_data_mlp).max(1.0), xc)
+        }
     }
 
     /// Charges one access: its translation cycles, its walk references and
@@ -92,15 +140,15 @@ impl Timing {
     pub fn charge(&mut self, cpu: usize, xlat: u32, walks: &[u64], pa: u64, dependent: bool) {
         let mut xlat = xlat;
         for &w in walks {
-            xlat += self.mem_latency(cpu, w);
+            xlat += self.access_latency(cpu, w, dependent);
         }
-        let data = self.mem_latency(cpu, pa);
-        let (xc, dc) = if dependent {
-            (xlat as f64, data as f64)
+        let data = self.access_latency(cpu, pa, dependent);
+        let (cyc, xc) = if dependent {
+            let (xc, dc) = (xlat as f64, data as f64);
+            ((xc + dc).max(1.0), xc)
         } else {
-            (xlat as f64 * self.inv_walk_mlp, data as f64 * self.inv_data_mlp)
+            self.overlapped(xlat, data)
         };
-        let cyc = (xc + dc).max(1.0);
         self.cycles[cpu] += cyc;
         self.breakdown.translation += xc;
         self.breakdown.data += cyc - xc;
@@ -149,6 +197,13 @@ impl Timing {
         self.cache_hits[0] += (acc.len() - to_l2.len()) as u64;
         self.l2[cpu].pass(&mut acc, Some(&to_l2), &mut to_l3, 0);
         self.cache_hits[1] += (to_l2.len() - to_l3.len()) as u64;
+        // The prefetcher sees L2's misses in order.
+        let mut covered = std::mem::take(&mut self.covered);
+        covered.clear();
+        if !self.streams.is_empty() {
+            let s = &mut self.streams[cpu];
+            covered.extend(to_l3.iter().copied().filter(|&i| s.covers(acc[i as usize].0 >> LINE_SHIFT)));
+        }
         // The last level's tag store is too big for the host's caches:
         // fetch the sets a few accesses ahead, so that their loads overlap.
         let mut dram = std::mem::take(&mut self.to_dram);
@@ -157,13 +212,18 @@ impl Timing {
         for &i in &dram {
             acc[i as usize].1 = self.dram;
         }
+        for &i in &covered {
+            let a = &mut acc[i as usize].1;
+            *a = (*a).min(self.prefetched_lat);
+        }
+        self.prefetched += covered.len() as u64;
+        self.covered = covered;
         self.cache_hits[2] += (to_l3.len() - dram.len()) as u64;
         self.dram_accesses += dram.len() as u64;
         self.to_dram = dram;
         // Cycles, reference by reference, as `charge` computes them (the
         // sums in the same order, so the same to the last bit).
         let (mut cycles, mut tr, mut da) = (self.cycles[cpu], self.breakdown.translation, self.breakdown.data);
-        let (wm, dm) = (self.inv_walk_mlp, self.inv_data_mlp);
         let mut k = 0;
         for r in refs {
             let mut xlat = r.xlat;
@@ -174,8 +234,7 @@ impl Timing {
             }
             let data = acc[k].1;
             k += 1;
-            let xc = xlat as f64 * wm;
-            let cyc = (xc + data as f64 * dm).max(1.0);
+            let (cyc, xc) = self.overlapped(xlat, data);
             cycles += cyc;
             tr += xc;
             da += cyc - xc;
@@ -186,6 +245,66 @@ impl Timing {
         self.scratch = acc;
         self.to_l2 = to_l2;
         self.to_l3 = to_l3;
+    }
+}
+
+/// The streams one CPU's prefetcher follows: per 4 KB physical page, the
+/// last line that missed there and the direction the misses step in.
+struct Streams {
+    pages: Vec<StreamEntry>,
+    distance: u64,
+    clock: u64,
+}
+
+#[derive(Clone, Copy)]
+struct StreamEntry {
+    /// 4 KB page number (u64::MAX: unused).
+    page: u64,
+    last: u64,
+    /// +1 or -1 once two misses stepped that way, else 0.
+    dir: i64,
+    used: u64,
+}
+
+/// Lines in a 4 KB page: prefetchers of this kind do not cross one, since
+/// the next physical page need not be the next virtual one.
+const PAGE_LINE_SHIFT: u32 = 12 - LINE_SHIFT;
+
+impl Streams {
+    fn new(p: &Prefetch) -> Streams {
+        Streams {
+            pages: vec![StreamEntry { page: u64::MAX, last: 0, dir: 0, used: 0 }; p.streams],
+            distance: p.distance as u64,
+            clock: 0,
+        }
+    }
+
+    /// Whether a miss in L2 on `line` was covered by a stream, training
+    /// the streams on it: the first miss in a page starts following it
+    /// (replacing the least recently used page), a second within the
+    /// distance sets the direction, and later ones that step that way
+    /// within the distance are covered (fetched ahead of the demand).
+    fn covers(&mut self, line: u64) -> bool {
+        self.clock += 1;
+        let page = line >> PAGE_LINE_SHIFT;
+        let e = match self.pages.iter().position(|e| e.page == page) {
+            Some(k) => &mut self.pages[k],
+            None => {
+                let k = self.pages.iter().enumerate().min_by_key(|(_, e)| e.used).map_or(0, |(k, _)| k);
+                self.pages[k] = StreamEntry { page, last: line, dir: 0, used: self.clock };
+                return false;
+            }
+        };
+        e.used = self.clock;
+        let step = line as i64 - e.last as i64;
+        if step == 0 {
+            return false;
+        }
+        let near = step.unsigned_abs() <= self.distance;
+        let covered = near && e.dir == step.signum();
+        e.dir = if near { step.signum() } else { 0 };
+        e.last = line;
+        covered
     }
 }
 
@@ -321,9 +440,25 @@ mod tests {
 
     /// Running a batch level by level gives exactly the state and cycles of
     /// charging each reference through all levels in turn.
+    /// sapphire-rapids as built in, and with a stream prefetcher and
+    /// walks holding miss slots.
+    fn profiles() -> Vec<Profile> {
+        let p = Profile::load("sapphire-rapids").unwrap();
+        let mut q = p.clone();
+        q.overlap.walk_holds_slot = Some(true);
+        q.prefetch = Some(Prefetch { streams: 4, distance: 20, line_cycles: 12.5 });
+        vec![p, q]
+    }
+
     #[test]
     fn level_by_level_batches_match_reference_by_reference() {
-        let p = Profile::load("sapphire-rapids").unwrap();
+        for p in profiles() {
+            batches_match(&p);
+        }
+    }
+
+    fn batches_match(p: &Profile) {
+        let p = p.clone();
         let mut a = Timing::new(&p).unwrap();
         let mut b = Timing::new(&p).unwrap();
         let mut x = 99u64;
@@ -338,8 +473,15 @@ mod tests {
                 walks.push((x % (64 << 20)) & !7);
                 walks.push(((x >> 3) % (1 << 20)) & !7);
             }
-            // Mostly random, sometimes the same line again.
-            let pa = if i % 3 == 0 && i > 0 { refs.last().map(|r: &BatchRef| r.pa + 8).unwrap() } else { x % (512 << 20) };
+            // Mostly random, sometimes the same line again, sometimes
+            // the next line (streams for the prefetcher).
+            let pa = if i % 3 == 0 && i > 0 {
+                refs.last().map(|r: &BatchRef| r.pa + 8).unwrap()
+            } else if i % 5 == 1 && i > 0 {
+                refs.last().map(|r: &BatchRef| r.pa + 64).unwrap()
+            } else {
+                x % (512 << 20)
+            };
             refs.push(BatchRef { pa, xlat: i % 11, walks_start: start, walks_end: walks.len() as u32 });
         }
         for chunk in refs.chunks(300) {
@@ -349,11 +491,65 @@ mod tests {
             b.charge(1, r.xlat, &walks[r.walks_start as usize..r.walks_end as usize], r.pa, false);
         }
         assert_eq!(a.cycles, b.cycles);
-        assert_eq!((a.cache_hits, a.dram_accesses), (b.cache_hits, b.dram_accesses));
+        assert_eq!((a.cache_hits, a.dram_accesses, a.prefetched), (b.cache_hits, b.dram_accesses, b.prefetched));
+        assert_eq!(a.prefetched > 0, p.prefetch.is_some(), "{}", a.prefetched);
         assert_eq!(a.breakdown.data, b.breakdown.data);
         // And the caches hold the same lines: the same accesses hit or miss next.
         for r in &refs[..500] {
             assert_eq!(a.mem_latency(1, r.pa ^ 0x40), b.mem_latency(1, r.pa ^ 0x40));
+        }
+    }
+
+    /// The prefetcher follows a page once two misses step the same way,
+    /// covers later misses that keep stepping within the distance, and
+    /// forgets the least recently used page for a new one.
+    #[test]
+    fn streams_train_then_cover() {
+        let mut s = Streams::new(&Prefetch { streams: 2, distance: 4, line_cycles: 10.0 });
+        let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
+        // Ascending in page 7: two misses train it, the rest are covered.
+        let got: Vec<bool> = (0..6).map(|l| s.covers(page(7, l))).collect();
+        assert_eq!(got, [false, false, true, true, true, true]);
+        // A jump beyond the distance untrains it; stepping again retrains.
+        assert!(!s.covers(page(7, 30)));
+        assert!(!s.covers(page(7, 31)));
+        assert!(s.covers(page(7, 33)));
+        // Descending in page 9.
+        let got: Vec<bool> = (0..4).map(|l| s.covers(page(9, 60 - l))).collect();
+        assert_eq!(got, [false, false, true, true]);
+        // A third page evicts page 7 (least recently used): it starts over.
+        assert!(!s.covers(page(11, 0)));
+        assert!(!s.covers(page(7, 34)));
+        assert!(!s.covers(page(7, 35)));
+        assert!(s.covers(page(7, 36)));
+    }
+
+    /// A stream that misses L2 runs at the prefetched line time when
+    /// overlapped, while the same lines in random order pay the memory
+    /// latency; walks holding slots never cost more than walks adding.
+    #[test]
+    fn prefetched_streams_and_slot_overlap() {
+        let ps = profiles();
+        let q = &ps[1];
+        let mut t = Timing::new(q).unwrap();
+        let seq: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0 }).collect();
+        t.run_batch(0, &seq, &[]);
+        let streamed = t.cycles[0];
+        assert!(t.prefetched >= 4096 - 2 * 64, "{}", t.prefetched);
+        let line = q.prefetch.as_ref().unwrap().line_cycles;
+        assert!((streamed / 4096.0 - line).abs() < 0.1 * line, "{streamed}");
+        let mut u = Timing::new(q).unwrap();
+        let rnd: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: (2 << 30) + (i * 2654435761 % 4096) * 4096, ..seq[0] }).collect();
+        u.run_batch(0, &rnd, &[]);
+        assert!(u.cycles[0] > 2.0 * streamed, "{} vs {streamed}", u.cycles[0]);
+        // Slots: a walk under a memory miss costs less than the sum, and
+        // never less than the walk alone over walk_mlp.
+        let (add, slot) = (Timing::new(&ps[0]).unwrap(), Timing::new(q).unwrap());
+        for (x, d) in [(0u32, 300u32), (60, 300), (60, 16), (200, 5)] {
+            let (a, _) = add.overlapped(x, d);
+            let (b, bx) = slot.overlapped(x, d);
+            assert!(b <= a + 1e-9 && b >= x as f64 / q.overlap.walk_mlp - 1e-9, "{x} {d}: {a} {b}");
+            assert!(bx >= 0.0 && bx <= b, "{x} {d}: {bx} {b}");
         }
     }
 }

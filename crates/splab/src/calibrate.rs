@@ -325,6 +325,24 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
             let _ = writeln!(o, "walk_mlp = {}   {nm}", base.overlap.walk_mlp);
         }
     }
+    match (&ov.slot_fit, ov.walk_holds_slot) {
+        (Some(fit), Some(h)) => {
+            let _ = writeln!(
+                o,
+                "walk_holds_slot = {h}   # measured: {} chases over every line of {} of 4 KB pages (walks and misses) took {:.2} ns a load; walks adding to data predict {:.2}, walks holding a miss slot {:.2}",
+                fit.chases,
+                size::show(c.plan.small_bytes),
+                fit.measured_ns,
+                fit.adding_ns,
+                fit.holding_ns
+            );
+        }
+        _ => {
+            if let Some(h) = base.overlap.walk_holds_slot {
+                let _ = writeln!(o, "walk_holds_slot = {h}   {nm}");
+            }
+        }
+    }
 
     let _ = writeln!(o, "\n[costs]");
     let bc = &base.costs;
@@ -334,6 +352,25 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         }
         _ => {
             let _ = writeln!(o, "stlb_hit = {}   {nm}", bc.stlb_hit);
+        }
+    }
+    // The walk's own cost: what a walk adds to a load in the overlap
+    // probe's single chase over 16384 4 KB pages (data lines and
+    // page-table lines in L2, as a strided sweep over a large array has
+    // them), less what the model charges there already: an L2 TLB lookup
+    // and the page-table line the paging-structure caches leave to read,
+    // an L2 hit.
+    match c.overlap.walk.first().map(|p| p.y) {
+        Some(ns) if ns > 0.0 => {
+            let stlb = t.stlb_hit_ns.filter(|&n| n > 0.0).map_or(bc.stlb_hit, |n| cycles(n, f));
+            let l2 = c.hierarchy.as_ref().map_or(base.cache.l2.latency, |h| cycles(h.latency_ns[1], f));
+            let w = cycles(ns, f).saturating_sub(stlb + l2);
+            let _ = writeln!(o, "walk = {w}   # measured: {ns:.2} ns a load more over 16384 4 KB pages than over 2 MB pages (one chase, data in L2), less stlb_hit and an L2 hit for the page-table line");
+        }
+        _ => {
+            if let Some(w) = bc.walk {
+                let _ = writeln!(o, "walk = {w}   {nm}");
+            }
         }
     }
     let _ = writeln!(o, "dirty_assist = {}   {nm}", bc.dirty_assist);
@@ -357,6 +394,19 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     }
     for (k, v) in [("pageout_scan", bc.pageout_scan), ("swap_out_4k", bc.swap_out_4k), ("swap_in_4k", bc.swap_in_4k)] {
         let _ = writeln!(o, "{k} = {v}   {nm}");
+    }
+
+    let line = c.costs.stream_line_ns.median;
+    if line > 0.0 {
+        let _ = writeln!(o, "\n[prefetch]");
+        let _ = writeln!(o, "streams = 32   # not measured: Intel's L2 streamer follows 32 pages (Intel 64 and IA-32 Architectures Optimization Reference Manual)");
+        let _ = writeln!(o, "distance = 20   # not measured: it runs up to 20 lines ahead (same manual)");
+        let _ = writeln!(
+            o,
+            "line_cycles = {:.2}   # measured: sequential copy of {} by one core, {line:.2} ns a line read or written",
+            line * f,
+            size::show(c.costs.stream_bytes)
+        );
     }
 
     if guest {
@@ -521,10 +571,28 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         ov.data_mlp.map(|m| format!("{m:.2}")).unwrap_or_else(|| "-".into()),
         ov.walk_mlp.map(|m| format!("{m:.2}")).unwrap_or_else(|| format!("- (from {base_name})"))
     );
+    if let Some(fit) = &ov.slot_fit {
+        let _ = writeln!(
+            o,
+            "                walks with misses: {} chases {:.2} ns a load; walks adding to data predict {:.2}, holding a miss slot {:.2} (the profile takes the {})",
+            fit.chases,
+            fit.measured_ns,
+            fit.adding_ns,
+            fit.holding_ns,
+            if ov.walk_holds_slot == Some(true) { "second" } else { "first" }
+        );
+    }
     for n in &ov.notes {
         let _ = writeln!(o, "                note: {n}");
     }
     let k = &c.costs;
+    let _ = writeln!(
+        o,
+        "  streaming     sequential copy of {}: {:.2} ns a line read or written ({:.1} GB/s each way)",
+        size::show(k.stream_bytes),
+        k.stream_line_ns.median,
+        if k.stream_line_ns.median > 0.0 { 32.0 / k.stream_line_ns.median } else { 0.0 }
+    );
     let _ = writeln!(
         o,
         "  costs         zero 4 KB {:.0} ns, copy 4 KB {:.0} ns, fault round trip {:.0} ns a page, syscall {:.0} ns (medians)",

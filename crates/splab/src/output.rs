@@ -96,6 +96,9 @@ pub fn sim(r: &SimRun) -> String {
         let host = r.hw.nested_refs as f64 / r.hw.walks.max(1) as f64;
         let _ = writeln!(o, "  {:<22}{} host table refs ({} per walk)", "  nested", r.hw.nested_refs, num(host));
     }
+    if r.hw.prefetched > 0 {
+        let _ = writeln!(o, "  {:<22}{} L2 misses covered by the stream prefetcher", "prefetched", r.hw.prefetched);
+    }
     let _ = writeln!(o, "  {:<22}{}", "page faults", r.events.faults);
     if let Some(l) = &r.layout {
         let _ = writeln!(o, "  {:<22}{}", "page layout", l.line());
@@ -163,6 +166,9 @@ pub fn compare(c: &Comparison) -> String {
         row(&mut o, "  of them host table refs", off.hw.nested_refs as f64, on.hw.nested_refs as f64);
         let per = |r: &SimRun| r.hw.walk_mem_refs as f64 / r.hw.walks.max(1) as f64;
         row(&mut o, "walk memory refs per walk", per(off), per(on));
+    }
+    if off.hw.prefetched + on.hw.prefetched > 0 {
+        row(&mut o, "prefetched L2 misses", off.hw.prefetched as f64, on.hw.prefetched as f64);
     }
     row(&mut o, "host seconds", off.host_seconds, on.host_seconds);
 

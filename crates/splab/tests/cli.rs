@@ -363,6 +363,10 @@ fn calibrate_writes_a_profile_the_simulator_runs_on() {
     assert_eq!(v["written_to"], f);
     assert!(v["measurements"]["latency"].as_array().is_some_and(|a| !a.is_empty()));
     assert_eq!(v["profile"].as_str().unwrap(), std::fs::read_to_string(&file).unwrap());
+    // The stream prefetcher's line time is always measured (a copy).
+    let line = &v["measurements"]["costs"]["stream_line_ns"]["median"];
+    assert!(line.as_f64().is_some_and(|x| x > 0.0), "{line}");
+    assert!(v["profile"].as_str().unwrap().contains("\n[prefetch]\n"));
     let run = json(&["sim", "gups", "--log2-table", "18", "--machine", f, "--json"]);
     assert!(promotions(&run) > 0);
     std::fs::remove_dir_all(&dir).unwrap();

@@ -130,7 +130,28 @@ pub struct Overlap {
     pub walk: Vec<Point>,
     pub data_mlp: Option<f64>,
     pub walk_mlp: Option<f64>,
+    /// ns per load of one chase, and of the most chases at once, over
+    /// every line of the 4 KB-page region in random order (each load a
+    /// walk and a data miss), with the same for the data-only chases.
+    pub both: Vec<Point>,
+    /// Whether those many chases came closer to a reference holding its
+    /// miss slot through its walk (max(walk / walk_mlp, (walk + data) /
+    /// data_mlp)) than to walks adding to data (walk / walk_mlp + data /
+    /// data_mlp); see `Overlap::walk_holds_slot` in the profile.
+    pub walk_holds_slot: Option<bool>,
+    /// The two predictions and the measurement, ns per load.
+    pub slot_fit: Option<SlotFit>,
     pub notes: Vec<String>,
+}
+
+/// How many chases over walks and misses at once fared against the two
+/// ways the model can overlap translation with data.
+#[derive(Clone, Debug, Serialize)]
+pub struct SlotFit {
+    pub chases: usize,
+    pub measured_ns: f64,
+    pub adding_ns: f64,
+    pub holding_ns: f64,
 }
 
 /// Kernel and memory events, ns each.
@@ -142,6 +163,11 @@ pub struct Costs {
     /// zeroing included.
     pub fault_4k_ns: Spread,
     pub syscall_ns: Spread,
+    /// A sequential copy over memory, per line read or written
+    /// (`probe::copy_lines`).
+    pub stream_line_ns: Spread,
+    /// Bytes that copy moved each round.
+    pub stream_bytes: u64,
 }
 
 /// How noisy the measurements were.
@@ -386,7 +412,8 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let pages = counts_grid(8, small_pages, plan.per_octave);
     let frames_2m = counts_grid(4, plan.huge_bytes / SIZE_2M, plan.per_octave);
     let counts = probe::CHAIN_COUNTS;
-    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + 1;
+    let both_counts = [counts[0], counts[counts.len() - 1]];
+    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + both_counts.len() + 2;
     let total = (per_round * plan.rounds) as u64;
     let mut m = Meter { done: 0, total, on_cpu: Vec::new(), rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
 
@@ -403,13 +430,21 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     // is not hidden behind data misses that overlap on their own.
     let walk_pages = small_pages.min(16384);
     let ctrl_off = (plan.huge_bytes / 2) as usize;
+    // Walks and data misses together: every line of the 4 KB-page region
+    // (256 MB, past the caches) in one random cycle.
+    let both_lines = plan.small_bytes / 64;
+    // The sequential copy: from the 2 MB-page region's first half to its
+    // second, up to 128 MB each way (past the caches), so walks play no
+    // part.
+    let stream_bytes = (plan.huge_bytes / 2).min(128 << 20) as usize;
 
     let mut clock = Vec::new();
     let mut lat = vec![Vec::new(); sizes.len()];
     let (mut s4, mut s2, mut c4) = (vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()]);
     let (mut g2, mut g1, mut cg) = (vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()]);
     let (mut kd, mut kw, mut kc) = (vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()]);
-    let (mut zero, mut copy, mut fault, mut sys) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut kb = vec![Vec::new(); both_counts.len()];
+    let (mut zero, mut copy, mut fault, mut sys, mut stream) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
 
     for r in 0..plan.rounds {
@@ -459,6 +494,18 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
                 kc[j].push(unsafe { m.chases("overlap", &starts(&ctrl), ctrl.len() as u64) });
             }
         }
+        {
+            let both = unsafe { probe::link_in_order(small_base, &dense(both_lines), seed(r, 96)) };
+            for (j, &k) in both_counts.iter().enumerate() {
+                let starts: Vec<*const usize> = (0..k).map(|q| both[q * both.len() / k]).collect();
+                kb[j].push(unsafe { m.chases("overlap", &starts, both.len() as u64) });
+            }
+        }
+        // SAFETY: both halves lie inside the 2 MB-page region, do not
+        // overlap (stream_bytes <= huge/2), and no chain is in use.
+        let st = unsafe { probe::copy_lines(huge_base, huge_base.add(stream_bytes), stream_bytes) };
+        stream.push(st.ns);
+        m.tick("stream", st);
         let (z, c) = probe::zero_copy_4k(1)?;
         let f = probe::fault_4k(if plan.quick { 8 } else { 32 })?;
         let s = probe::syscall(if plan.quick { 20_000 } else { 100_000 });
@@ -565,7 +612,32 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         ov.notes.push(format!("a chase over one line in each of {} 4 KB pages cost only {walk_one:.2} ns a load more than the control: no walks to measure overlap on", plan.small_bytes.min(64 << 20) >> 12));
     }
 
-    let costs = Costs { zero_4k_ns: spread(&zero), copy_4k_ns: spread(&copy), fault_4k_ns: spread(&fault), syscall_ns: spread(&sys) };
+    // Walks with data misses, many at once, against the two ways the model
+    // can overlap them (see `SlotFit`), from the one-chase costs: data
+    // alone, and the walk's extra.
+    let kmax = both_counts[1];
+    let dk = counts.iter().position(|&k| k == kmax).map(|j| med(&kd[j]));
+    ov.both = both_counts.iter().zip(&kb).map(|(&k, v)| Point { x: k as f64, y: med(v), iqr: 0.0 }).collect();
+    if let (Some(d1), Some(dk), Some(dm), Some(wm)) = (kd.first().map(med), dk, ov.data_mlp, ov.walk_mlp) {
+        let (b1, bk) = (ov.both[0].y, ov.both[1].y);
+        let x = b1 - d1;
+        if x > threshold {
+            let adding = dk + x / wm;
+            let holding = (x / wm).max(b1 / dm);
+            ov.walk_holds_slot = Some((bk - holding).abs() < (bk - adding).abs());
+            ov.slot_fit = Some(SlotFit { chases: kmax, measured_ns: bk, adding_ns: adding, holding_ns: holding });
+        } else {
+            ov.notes.push(format!("a chase over every line of 4 KB pages cost only {x:.2} ns a load more than over 2 MB pages: no walks to tell the overlap models apart"));
+        }
+    }
+    let costs = Costs {
+        zero_4k_ns: spread(&zero),
+        copy_4k_ns: spread(&copy),
+        fault_4k_ns: spread(&fault),
+        syscall_ns: spread(&sys),
+        stream_line_ns: spread(&stream),
+        stream_bytes: stream_bytes as u64,
+    };
     Ok(Calibration {
         plan: plan.clone(),
         host: Host::read(),

@@ -240,6 +240,27 @@ pub fn zero_copy_4k(rounds: u32) -> Result<(Sample, Sample), String> {
     Ok((sample(&tz, pages as u64 * rounds as u64), sample(&tc, (pages / 2) as u64 * rounds as u64)))
 }
 
+/// ns per line of a sequential copy of `bytes` from `src` to `dst`,
+/// counting each line read and each line written (so a copy of B bytes
+/// moves 2B/64 lines): the rate one core streams memory at, with the
+/// hardware prefetchers running ahead of it. The copy is made 4 KB at a
+/// time, as a program's loop over arrays would move them: a library
+/// memcpy of the whole would use non-temporal stores past a size, which
+/// skip the caches.
+///
+/// # Safety
+/// `src` must be readable and `dst` writable for `bytes` bytes (a
+/// multiple of 4096), and the two must not overlap.
+pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
+    let mut t = Timer::default();
+    t.start();
+    for i in 0..bytes / 4096 {
+        std::ptr::copy_nonoverlapping(black_box(src.add(i * 4096)), dst.add(i * 4096), 4096);
+    }
+    t.stop();
+    sample(&t, 2 * (bytes / 64) as u64)
+}
+
 /// ns per page of a demand-zero fault round trip: mmap 1 MB of 4 KB
 /// pages, write one byte in each, munmap, `rounds` times. This is the
 /// kernel's fault path with its page zeroing, plus a share of the two
