@@ -419,6 +419,31 @@ pub fn overlap(per_load: &[(usize, f64)]) -> Option<(f64, usize)> {
     per_load.iter().filter(|p| p.1 > 0.0).map(|&(k, t)| (one / t, k)).max_by(|a, b| a.0.total_cmp(&b.0))
 }
 
+/// How many chases over walks and misses at once fared against the two
+/// ways the model can overlap translation with data.
+#[derive(Clone, Debug, Serialize)]
+pub struct SlotFit {
+    pub chases: usize,
+    pub measured_ns: f64,
+    pub adding_ns: f64,
+    pub holding_ns: f64,
+}
+
+/// Walks and data misses many at once (`bk` ns a load with `k` chases,
+/// `b1` with one) against the two ways the model overlaps them, from the
+/// data-only chases (`d1` ns a load alone, `dk` with k at once) and the
+/// overlap factors: walks adding to data predict dk + x / walk_mlp, walks
+/// holding a miss slot max(x / walk_mlp, b1 / data_mlp), where x = b1 - d1
+/// is what a walk adds to a lone load. None when x is within the noise.
+#[allow(clippy::too_many_arguments)]
+pub fn slot_fit(k: usize, d1: f64, dk: f64, b1: f64, bk: f64, data_mlp: f64, walk_mlp: f64, threshold: f64) -> Option<SlotFit> {
+    let x = b1 - d1;
+    if x <= threshold {
+        return None;
+    }
+    Some(SlotFit { chases: k, measured_ns: bk, adding_ns: dk + x / walk_mlp, holding_ns: (x / walk_mlp).max(b1 / data_mlp) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -573,5 +598,17 @@ mod tests {
         let (m, k) = overlap(&t).unwrap();
         assert!((m - 100.0 / 14.0).abs() < 1e-9 && k == 8);
         assert!(overlap(&[(2, 1.0)]).is_none());
+    }
+
+    /// GUPS-like chases: a walk of 60 ns under misses of 150 ns. Held
+    /// slots predict (60 + 150) / 12 = 17.5 ns; adding predicts
+    /// 150 / 12 + 60 / 4 = 27.5 ns; a lone walk within the noise tells
+    /// nothing.
+    #[test]
+    fn slot_fit_sets_the_two_overlap_models_beside_the_measurement() {
+        let f = slot_fit(16, 150.0, 12.5, 210.0, 18.0, 12.0, 4.0, 1.0).unwrap();
+        assert!((f.holding_ns - 17.5).abs() < 1e-9 && (f.adding_ns - 27.5).abs() < 1e-9, "{f:?}");
+        assert_eq!((f.chases, f.measured_ns), (16, 18.0));
+        assert!(slot_fit(16, 150.0, 12.5, 150.5, 12.6, 12.0, 4.0, 1.0).is_none());
     }
 }

@@ -140,19 +140,11 @@ pub struct Overlap {
     /// data_mlp); see `Overlap::walk_holds_slot` in the profile.
     pub walk_holds_slot: Option<bool>,
     /// The two predictions and the measurement, ns per load.
-    pub slot_fit: Option<SlotFit>,
+    pub slot_fit: Option<infer::SlotFit>,
     pub notes: Vec<String>,
 }
 
-/// How many chases over walks and misses at once fared against the two
-/// ways the model can overlap translation with data.
-#[derive(Clone, Debug, Serialize)]
-pub struct SlotFit {
-    pub chases: usize,
-    pub measured_ns: f64,
-    pub adding_ns: f64,
-    pub holding_ns: f64,
-}
+
 
 /// Kernel and memory events, ns each.
 #[derive(Clone, Debug, Serialize)]
@@ -620,14 +612,15 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     ov.both = both_counts.iter().zip(&kb).map(|(&k, v)| Point { x: k as f64, y: med(v), iqr: 0.0 }).collect();
     if let (Some(d1), Some(dk), Some(dm), Some(wm)) = (kd.first().map(med), dk, ov.data_mlp, ov.walk_mlp) {
         let (b1, bk) = (ov.both[0].y, ov.both[1].y);
-        let x = b1 - d1;
-        if x > threshold {
-            let adding = dk + x / wm;
-            let holding = (x / wm).max(b1 / dm);
-            ov.walk_holds_slot = Some((bk - holding).abs() < (bk - adding).abs());
-            ov.slot_fit = Some(SlotFit { chases: kmax, measured_ns: bk, adding_ns: adding, holding_ns: holding });
-        } else {
-            ov.notes.push(format!("a chase over every line of 4 KB pages cost only {x:.2} ns a load more than over 2 MB pages: no walks to tell the overlap models apart"));
+        match infer::slot_fit(kmax, d1, dk, b1, bk, dm, wm, threshold) {
+            Some(fit) => {
+                ov.walk_holds_slot = Some((fit.measured_ns - fit.holding_ns).abs() < (fit.measured_ns - fit.adding_ns).abs());
+                ov.slot_fit = Some(fit);
+            }
+            None => ov.notes.push(format!(
+                "a chase over every line of 4 KB pages cost only {:.2} ns a load more than over 2 MB pages: no walks to tell the overlap models apart",
+                b1 - d1
+            )),
         }
     }
     let costs = Costs {
