@@ -250,9 +250,11 @@ impl Cache {
     pub fn pass(&mut self, acc: &mut [(u64, u32)], sel: Option<&[u32]>, misses: &mut Vec<u32>, ahead: usize) {
         let before = misses.len();
         let n = sel.map_or(acc.len(), |s| s.len());
-        // Every index is written, and the count advanced only on a miss.
-        misses.resize(before + n, 0);
-        let out = &mut misses[before..];
+        // Every access writes its index to the next free slot, and only a
+        // miss advances past it: the slots are written in place, without
+        // being zeroed first.
+        misses.reserve(n);
+        let out = &mut misses.spare_capacity_mut()[..n];
         let p = PassArgs { map: self.map, ways: self.ways, lat: self.latency, ahead, pf: self.prefetcher() };
         let mut last = self.last;
         // The tag kind and the selection are resolved once per pass.
@@ -270,7 +272,9 @@ impl Cache {
                 }
             }
         };
-        misses.truncate(before + k);
+        // SAFETY: run_pass wrote out[0..k] (slots before + 0..k), and the
+        // capacity holds them (reserved above).
+        unsafe { misses.set_len(before + k) };
         self.last = last;
         self.misses += k as u64;
         self.hits += (n - k) as u64;
@@ -305,7 +309,7 @@ fn run_pass(
     acc: &mut [(u64, u32)],
     n: usize,
     index: impl Fn(usize) -> usize,
-    out: &mut [u32],
+    out: &mut [std::mem::MaybeUninit<u32>],
     mut probe: impl FnMut(usize, u64) -> bool,
 ) -> usize {
     let mut l = *last;
@@ -330,7 +334,7 @@ fn run_pass(
         if hit {
             acc[i].1 = p.lat;
         }
-        out[k] = i as u32;
+        out[k].write(i as u32);
         k += !hit as usize;
     }
     *last = l;

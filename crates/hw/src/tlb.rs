@@ -441,6 +441,15 @@ impl Tlb {
         self.lookup_arrays(va, asid)
     }
 
+    /// `lookup` for an address `memo` has just answered None for: the
+    /// arrays are probed without looking at the recent hits again.
+    #[inline]
+    pub fn lookup_past_memos(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
+        debug_assert!(self.memo(va, asid).is_none());
+        self.stats.lookups += 1;
+        self.lookup_arrays(va, asid)
+    }
+
     fn lookup_arrays(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
         self.clock = self.clock.wrapping_add(1);
         // The probes of the plan whose array holds entries of their size,
@@ -495,11 +504,11 @@ impl Tlb {
     /// its entry most recently used, as the lookup would have.
     #[inline(always)]
     pub fn count_memo_hit(&mut self, m: usize) {
-        let m = self.memos[m];
+        let (size, array, way) = (self.memos[m].size, self.memos[m].array as usize, self.memos[m].way as usize);
         self.stats.lookups += 1;
-        self.stats.l1_hits[m.size] += 1;
+        self.stats.l1_hits[size] += 1;
         self.clock = self.clock.wrapping_add(1);
-        self.arrays[m.array as usize].lru[m.way as usize] = self.clock;
+        self.arrays[array].lru[way] = self.clock;
     }
 
     /// Forgets the recent hits (after a fill or an invalidation).

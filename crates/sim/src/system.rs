@@ -515,11 +515,32 @@ impl System {
     /// miss, dirty-bit assist, and page faults resolved by the kernel, until
     /// a usable translation is found. Returns it with the fixed cycles of
     /// TLB lookups and assists; walk references are left in `pending_walks`.
-    #[inline]
+    #[inline(always)]
     fn translate(&mut self, cpu: usize, va: u64, acc: Access) -> Result<(Translation, u32), FaultError> {
+        // The most common case, inline: the page of a recent first-level
+        // hit (see `Tlb::memo`), permitted as it is. `lookup` makes the same
+        // check first, so the outcome and the counts are its own.
+        let asid = self.cpus[cpu].space.1;
+        let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
+        let memo = tlb.memo(va, asid);
+        if let Some((t, m)) = memo {
+            let need = need(acc);
+            if t.perm & need == need && !self.cfg.check_tlb {
+                tlb.count_memo_hit(m);
+                return Ok((t, 0));
+            }
+        }
+        self.translate_lookup(cpu, va, acc, memo.is_some())
+    }
+
+    /// `translate` past the recent hits: `memo` says whether `va` is in
+    /// the page of one (which did not permit the access).
+    #[inline(never)]
+    fn translate_lookup(&mut self, cpu: usize, va: u64, acc: Access, memo: bool) -> Result<(Translation, u32), FaultError> {
         // The common case: a TLB hit that permits the access as it is.
         let asid = self.cpus[cpu].space.1;
-        let hit = self.vm.cpus[cpu].mmu.tlb.lookup(va, asid);
+        let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
+        let hit = if memo { tlb.lookup(va, asid) } else { tlb.lookup_past_memos(va, asid) };
         if let Some((t, lvl)) = hit {
             let need = need(acc);
             if t.perm & need == need && !self.cfg.check_tlb {

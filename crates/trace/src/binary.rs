@@ -512,6 +512,42 @@ impl<R: Read> Source for Reader<R> {
 mod tests {
     use super::*;
 
+    /// The fast path decodes references as the general path does, for
+    /// varints of every length (1 to 10 bytes).
+    #[test]
+    fn fast_references_decode_like_the_general_path() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut refs = Vec::new();
+        for i in 0..5000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Deltas of every varint length, 1 to 10 bytes.
+            let addr = x >> (x % 64);
+            let kind = [Kind::Instr, Kind::Load, Kind::Store, Kind::Modify][(i % 4) as usize];
+            refs.push(Ref { addr, size: 1 << (i % 4), kind });
+        }
+        let mut buf = Vec::new();
+        {
+            let mut w = Writer::new(std::io::Cursor::new(&mut buf), &[]).unwrap();
+            for r in &refs {
+                w.write_ref(r).unwrap();
+            }
+            w.finish().unwrap();
+        }
+        let mut r = Reader::new(&buf[..]).unwrap();
+        let (mut got, mut part) = (Vec::new(), Vec::new());
+        loop {
+            part.clear();
+            let step = r.read(&mut part, 1000).unwrap();
+            got.extend_from_slice(&part);
+            if !matches!(step, Step::Full) {
+                break;
+            }
+        }
+        assert_eq!(got, refs);
+    }
+
     #[test]
     fn varints() {
         for v in [0u64, 1, 127, 128, 300, u32::MAX as u64, u64::MAX - 1, u64::MAX] {
