@@ -151,6 +151,23 @@ struct Array {
     /// Valid entries of every size: while fewer than the entries, a fill
     /// looks for an empty way first.
     used: u32,
+    /// Valid entries of pages smaller than 2 MB, counted by the 2 MB
+    /// region of the address space they lie in (`region_bucket`): where a
+    /// bucket is empty, a lookup need not probe the array's small sizes.
+    /// A lookup in a 2 MB page then skips the 4 KB probe that would miss
+    /// (its array holds other regions' 4 KB pages: stack, code).
+    small_in: [u32; REGION_BUCKETS],
+}
+
+/// Buckets of 2 MB regions for `Array::small_in`.
+const REGION_BUCKETS: usize = 64;
+/// Pages below this size lie inside one 2 MB region.
+const REGION_SHIFT: u8 = 21;
+
+/// The `small_in` bucket of the 2 MB region holding `va`.
+#[inline(always)]
+fn region_bucket(va: u64) -> usize {
+    (va >> REGION_SHIFT) as usize & (REGION_BUCKETS - 1)
 }
 
 impl Array {
@@ -175,7 +192,12 @@ impl Array {
     /// Empties way `i`, keeping the counts right.
     fn clear(&mut self, i: usize) {
         if self.ent[i].key != INVALID {
-            self.valid[self.shift_of(i) as usize] -= 1;
+            let sh = self.shift_of(i);
+            if sh < REGION_SHIFT {
+                // The key's page number at its size, back to an address.
+                self.small_in[region_bucket((self.ent[i].key >> 21) << sh)] -= 1;
+            }
+            self.valid[sh as usize] -= 1;
             self.used -= 1;
             if self.ent[i].perm() & perm::GLOBAL != 0 {
                 self.globals -= 1;
@@ -236,9 +258,21 @@ impl Array {
             // fills back) would come first.
             return (base..e).find(|&w| age(w) == u32::MAX).unwrap_or(e);
         }
+        let stamps = &self.lru[base..base + self.ways];
+        if self.ways <= 8 {
+            // Few ways (first-level arrays, filled on every miss there):
+            // one pass, keeping the first of the oldest.
+            let (mut best, mut way) = (0, 0);
+            for (w, &l) in stamps.iter().enumerate() {
+                let a = clock.wrapping_sub(l);
+                if a > best {
+                    (best, way) = (a, w);
+                }
+            }
+            return base + way;
+        }
         // The oldest age first, then its first way: two passes the host
         // runs a vector at a time.
-        let stamps = &self.lru[base..base + self.ways];
         let oldest = stamps.iter().map(|&l| clock.wrapping_sub(l)).fold(0, u32::max);
         if oldest == 0 {
             return base;
@@ -376,6 +410,7 @@ impl Tlb {
                 valid: [0; 32],
                 globals: 0,
                 used: 0,
+                small_in: [0; REGION_BUCKETS],
             });
         }
         // First-level arrays first, so lookups probe them first.
@@ -455,10 +490,14 @@ impl Tlb {
         // The probes of the plan whose array holds entries of their size,
         // in plan order.
         let mut live = self.live;
+        let region = region_bucket(va);
         while live != 0 {
             let p = self.plan[live.trailing_zeros() as usize];
             live &= live - 1;
             let a = &mut self.arrays[p.array];
+            if p.shift < REGION_SHIFT && a.small_in[region] == 0 {
+                continue;
+            }
             let Some(i) = a.find(va >> p.shift, asid, p.shift) else { continue };
             a.lru[i] = self.clock;
             let e = a.ent[i];
@@ -511,10 +550,14 @@ impl Tlb {
         self.arrays[array].lru[way] = self.clock;
     }
 
-    /// Forgets the recent hits (after a fill or an invalidation).
+    /// Forgets the recent hits (after a fill or an invalidation): a base
+    /// of INVALID matches no address, whatever the mask (a masked address
+    /// has its low bits clear).
     #[inline(always)]
     fn forget(&mut self) {
-        self.memos = [NO_MEMO; MEMOS];
+        for m in &mut self.memos {
+            m.base = INVALID;
+        }
     }
 
     pub fn count_miss(&mut self, shift: u8) {
@@ -559,6 +602,9 @@ impl Tlb {
         a.ent[i].pa_perm = t.pa_base | t.perm as u64;
         a.lru[i] = clock;
         a.valid[t.shift as usize] += 1;
+        if t.shift < REGION_SHIFT {
+            a.small_in[region_bucket(va)] += 1;
+        }
         a.used += 1;
         if global {
             a.globals += 1;
@@ -800,6 +846,59 @@ mod tests {
             assert!(tlb.lookup(0x3_0000, 2).is_some(), "other address spaces keep theirs");
             assert_eq!(tlb.lookup(0x40_0000, 1).is_some(), !long, "the 2M page overlaps only the long range");
         }
+    }
+
+    /// The per-region counts of small entries stay equal to the entries
+    /// there through fills, evictions and every kind of invalidation, and
+    /// lookups still find every small page among large ones.
+    #[test]
+    fn small_page_region_counts_follow_the_entries() {
+        let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
+        let counts = |tlb: &Tlb| -> Vec<[u32; REGION_BUCKETS]> {
+            tlb.arrays
+                .iter()
+                .map(|a| {
+                    let mut c = [0u32; REGION_BUCKETS];
+                    for i in (0..a.ent.len()).filter(|&i| a.ent[i].key != INVALID && a.shift_of(i) < REGION_SHIFT) {
+                        c[region_bucket((a.ent[i].key >> 21) << a.shift_of(i))] += 1;
+                    }
+                    c
+                })
+                .collect()
+        };
+        let mut x = 7u64;
+        for step in 0..20000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // 2 MB pages in even regions, 4 KB pages in odd ones.
+            let region = x % 200;
+            let huge = region % 2 == 0;
+            let va = (region << 21) + if huge { x % (1 << 21) } else { (x >> 9) % 512 * 4096 };
+            let sh = if huge { 21 } else { 12 };
+            let asid = (x >> 40) as u16 % 3;
+            match step % 97 {
+                0 => tlb.invalidate_page(va, asid),
+                1 => tlb.invalidate_range(va, va + (x % 300) * 4096, asid),
+                2 => tlb.invalidate_asid(asid),
+                3 if step % 3 == 0 => tlb.invalidate_all(),
+                _ => match tlb.lookup(va, asid) {
+                    Some((got, _)) => assert_eq!(got.shift, sh),
+                    None => tlb.fill_missed(va, asid, t(va & !((1 << sh) - 1), sh)),
+                },
+            }
+            if step % 101 == 0 {
+                let want = counts(&tlb);
+                for (a, w) in tlb.arrays.iter().zip(&want) {
+                    assert_eq!(&a.small_in, w, "step {step}");
+                }
+            }
+            // What was just filled or found is found again.
+            if step % 97 > 3 {
+                assert!(tlb.lookup(va, asid).is_some(), "step {step}");
+            }
+        }
+        assert!(tlb.stats.l1_hits.iter().sum::<u64>() > 0 && tlb.stats.l2_hits.iter().sum::<u64>() > 0);
     }
 
     #[test]
