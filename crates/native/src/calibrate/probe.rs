@@ -243,20 +243,20 @@ pub fn zero_copy_4k(rounds: u32) -> Result<(Sample, Sample), String> {
 /// ns per line of a sequential copy of `bytes` from `src` to `dst`,
 /// counting each line read and each line written (so a copy of B bytes
 /// moves 2B/64 lines): the rate one core streams memory at, with the
-/// hardware prefetchers running ahead of it. The copy goes a line at a
-/// time in vector moves, as a compiler makes of a program's loop over
-/// arrays; a library memcpy of the whole would use non-temporal stores
-/// past a size (which skip the caches), and one of each 4 KB `rep movsb`.
+/// hardware prefetchers running ahead of it. The copy is made 4 KB at a
+/// time, which streams as fast as a compiler's vectorised loop over the
+/// arrays (on the development VM 8.5 ns a line both, where a line at a
+/// time through an opaque pointer took 12); a library memcpy of the whole
+/// would use non-temporal stores past a size, which skip the caches.
 ///
 /// # Safety
 /// `src` must be readable and `dst` writable for `bytes` bytes (a
-/// multiple of 64), and the two must not overlap.
+/// multiple of 4096), and the two must not overlap.
 pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
     let mut t = Timer::default();
     t.start();
-    for i in 0..bytes / 64 {
-        // The black box keeps the loop from being recognised as a memcpy.
-        std::ptr::copy_nonoverlapping(black_box(src.add(i * 64)), dst.add(i * 64), 64);
+    for i in 0..bytes / 4096 {
+        std::ptr::copy_nonoverlapping(black_box(src.add(i * 4096)), dst.add(i * 4096), 4096);
     }
     t.stop();
     sample(&t, 2 * (bytes / 64) as u64)
