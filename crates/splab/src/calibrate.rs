@@ -319,7 +319,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     }
     match ov.walk_mlp {
         Some(m) => {
-            let _ = writeln!(o, "walk_mlp = {m:.2}   # measured: best speedup of k chases' extra time over 16384 4 KB pages (walks, data in L2) over one");
+            let _ = writeln!(o, "walk_mlp = {m:.2}   # measured: best speedup of k chases' extra time over 8192 4 KB pages (walks, data in L2) over one");
         }
         None => {
             let _ = writeln!(o, "walk_mlp = {}   {nm}", base.overlap.walk_mlp);
@@ -355,7 +355,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         }
     }
     // The walk's own cost: what a walk adds to a load in the overlap
-    // probe's single chase over 16384 4 KB pages (data lines and
+    // probe's single chase over 8192 4 KB pages (data lines and
     // page-table lines in L2, as a strided sweep over a large array has
     // them), less what the model charges there already: an L2 TLB lookup
     // and the page-table line the paging-structure caches leave to read,
@@ -365,7 +365,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
             let stlb = t.stlb_hit_ns.filter(|&n| n > 0.0).map_or(bc.stlb_hit, |n| cycles(n, f));
             let l2 = c.hierarchy.as_ref().map_or(base.cache.l2.latency, |h| cycles(h.latency_ns[1], f));
             let w = cycles(ns, f).saturating_sub(stlb + l2);
-            let _ = writeln!(o, "walk = {w}   # measured: {ns:.2} ns a load more over 16384 4 KB pages than over 2 MB pages (one chase, data in L2), less stlb_hit and an L2 hit for the page-table line");
+            let _ = writeln!(o, "walk = {w}   # measured: {ns:.2} ns a load more over 8192 4 KB pages than over 2 MB pages (one chase, data in L2), less stlb_hit and an L2 hit for the page-table line");
         }
         _ => {
             if let Some(w) = bc.walk {
@@ -564,7 +564,7 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
     let d: Vec<String> = ov.data.iter().map(|m| format!("{}:{}", m.x, num(m.ns.median))).collect();
     let _ = writeln!(o, "  overlap       k chases over memory, ns a load: {}", d.join("  "));
     let w: Vec<String> = ov.walk.iter().map(|p| format!("{}:{:+.1}", p.x, p.y)).collect();
-    let _ = writeln!(o, "                k chases over 16384 4 KB pages (data in L2), extra ns a load: {}", w.join("  "));
+    let _ = writeln!(o, "                k chases over 8192 4 KB pages (data in L2), extra ns a load: {}", w.join("  "));
     let _ = writeln!(
         o,
         "                data misses in flight {}, walks in flight {}",

@@ -415,12 +415,16 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     // 4 KB page of the small region for walks, with a control of as many
     // packed lines in the 2 MB-page region's second half.
     let mlp_bytes = (plan.huge_bytes / 2).min(256 << 20);
-    // The walk chains touch one line in each of 16384 4 KB pages (64 MB):
-    // eight times the reach of any second-level TLB of 2048 entries, so
-    // nearly every load walks, but only 1 MB of data lines and 128 KB of
-    // page-table lines, which stay in a 2 MB L2. Then the walks' overlap
-    // is not hidden behind data misses that overlap on their own.
-    let walk_pages = small_pages.min(16384);
+    // The walk chains touch one line in each of 8192 4 KB pages (32 MB):
+    // four times the reach of any second-level TLB of 2048 entries, and a
+    // chain repeats its order, so nearly every load walks, but only 512 KB
+    // of data lines and 64 KB of page-table lines, which stay in a 2 MB
+    // L2. Then the walks' overlap is not hidden behind data misses that
+    // overlap on their own. (At 16384 pages this VM's TLB curve is already
+    // climbing its next step, and the probe varied from 29 to 115 ns a
+    // load from run to run; at 8192 it sits on the plateau past the L2
+    // TLB, within 2 ns over runs.)
+    let walk_pages = small_pages.min(8192);
     let ctrl_off = (plan.huge_bytes / 2) as usize;
     // Walks and data misses together: every line of the 4 KB-page region
     // (256 MB, past the caches) in one random cycle.
@@ -601,7 +605,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             ov.notes.push("with many chases the walks added nothing measurable: walk overlap not separable from data overlap".into());
         }
     } else {
-        ov.notes.push(format!("a chase over one line in each of {} 4 KB pages cost only {walk_one:.2} ns a load more than the control: no walks to measure overlap on", plan.small_bytes.min(64 << 20) >> 12));
+        ov.notes.push(format!("a chase over one line in each of {} 4 KB pages cost only {walk_one:.2} ns a load more than the control: no walks to measure overlap on", walk_pages));
     }
 
     // Walks with data misses, many at once, against the two ways the model
