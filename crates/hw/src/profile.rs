@@ -92,16 +92,14 @@ pub struct Costs {
     /// PTE update, a local SFENCE.VMA. Defaults to `fault`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pmap_fault: Option<u32>,
-    /// The trap into software that handles a TLB miss on machines without
-    /// a hardware walker (the Alpha's PALcode TB-miss handler), charged on
-    /// every miss on top of the walk's memory references. Absent: 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub walk_trap: Option<u32>,
-    /// What a hardware walk costs beyond the latencies of its memory
-    /// references (the walker's own pipeline, its lookups of the
-    /// paging-structure caches, and under a hypervisor the nested TLB's),
-    /// charged on every walk after a second-level TLB miss. Absent: 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// What a walk costs beyond the latencies of its memory references,
+    /// charged on every walk after a second-level TLB miss: a hardware
+    /// walker's own pipeline, its lookups of the paging-structure caches
+    /// and under a hypervisor the nested TLB's; on machines without a
+    /// hardware walker, the trap into the software that handles the miss
+    /// (the Alpha's PALcode TB-miss handler). Absent: 0. Profiles written
+    /// before it was general call it `walk_trap`.
+    #[serde(default, alias = "walk_trap", skip_serializing_if = "Option::is_none")]
     pub walk: Option<u32>,
     /// Page daemon work per page it examines (queue move, reference and
     /// dirty tests through the pmap).
@@ -283,9 +281,9 @@ mod tests {
     #[test]
     fn alpha_profile_has_a_pal_trap_and_one_tlb_of_every_size() {
         let p = Profile::load("alpha-21264").unwrap();
-        assert_eq!((p.arch.as_str(), p.costs.walk_trap, p.tlb.len(), p.tlb[0].entries), ("alpha", Some(30), 1, 128));
+        assert_eq!((p.arch.as_str(), p.costs.walk, p.tlb.len(), p.tlb[0].entries), ("alpha", Some(30), 1, 128));
         assert_eq!(p.tlb[0].sizes, ["8K", "64K", "512K", "4M"]);
-        assert_eq!(Profile::load("sapphire-rapids").unwrap().costs.walk_trap, None);
+        assert_eq!(Profile::load("sapphire-rapids").unwrap().costs.walk, None);
     }
 
     #[test]
@@ -336,6 +334,9 @@ mod tests {
         let q = Profile::parse(&with, "with").unwrap();
         assert_eq!(q.prefetch, Some(Prefetch { streams: 32, distance: 16, line_cycles: 14.5 }));
         assert_eq!((q.costs.walk, q.overlap.walk_holds_slot), (Some(40), Some(true)));
+        // The name older profiles give the cost.
+        let old = base.replace("stlb_hit =", "walk_trap = 30\nstlb_hit =");
+        assert_eq!(Profile::parse(&old, "old").unwrap().costs.walk, Some(30));
         for (bad, name) in [("streams = 0", "prefetch.streams = 0"), ("line_cycles = -1.0", "prefetch.line_cycles = -1")] {
             let t = with.replace(if bad.starts_with("streams") { "streams = 32" } else { "line_cycles = 14.5" }, bad);
             let e = Profile::parse(&t, "bad").unwrap_err();

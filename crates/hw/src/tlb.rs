@@ -66,6 +66,14 @@ fn key(vpn: u64, sh: u8, asid: u16) -> u64 {
     (vpn << 21) | (sh as u64) << 16 | asid as u64
 }
 
+/// The first address of a valid key's page. The key holds address bits
+/// 0..55; the rest copy bit 54.
+#[inline(always)]
+fn key_va(k: u64) -> u64 {
+    let sh = (k >> 16) & 0x1f;
+    ((((k >> 21) << sh) << 9) as i64 >> 9) as u64
+}
+
 /// A 32-bit digest of a key, compared four at a time to find the ways that
 /// may hold it; the full key decides.
 #[inline(always)]
@@ -194,8 +202,7 @@ impl Array {
         if self.ent[i].key != INVALID {
             let sh = self.shift_of(i);
             if sh < REGION_SHIFT {
-                // The key's page number at its size, back to an address.
-                self.small_in[region_bucket((self.ent[i].key >> 21) << sh)] -= 1;
+                self.small_in[region_bucket(key_va(self.ent[i].key))] -= 1;
             }
             self.valid[sh as usize] -= 1;
             self.used -= 1;
@@ -258,26 +265,15 @@ impl Array {
             // fills back) would come first.
             return (base..e).find(|&w| age(w) == u32::MAX).unwrap_or(e);
         }
-        let stamps = &self.lru[base..base + self.ways];
-        if self.ways <= 8 {
-            // Few ways (first-level arrays, filled on every miss there):
-            // one pass, keeping the first of the oldest.
-            let (mut best, mut way) = (0, 0);
-            for (w, &l) in stamps.iter().enumerate() {
-                let a = clock.wrapping_sub(l);
-                if a > best {
-                    (best, way) = (a, w);
-                }
+        // One pass, keeping the first of the oldest.
+        let (mut best, mut way) = (0, 0);
+        for (w, &l) in self.lru[base..base + self.ways].iter().enumerate() {
+            let a = clock.wrapping_sub(l);
+            if a > best {
+                (best, way) = (a, w);
             }
-            return base + way;
         }
-        // The oldest age first, then its first way: two passes the host
-        // runs a vector at a time.
-        let oldest = stamps.iter().map(|&l| clock.wrapping_sub(l)).fold(0, u32::max);
-        if oldest == 0 {
-            return base;
-        }
-        base + stamps.iter().position(|&l| clock.wrapping_sub(l) == oldest).expect("the oldest way")
+        base + way
     }
     /// Finds the way holding (vpn, asid) at page size `sh` in its set.
     #[inline(always)]
@@ -573,8 +569,9 @@ impl Tlb {
     /// or put a larger page in front of it); a second-level fill leaves
     /// them, since a lookup that hits the first level never reaches the
     /// second.
-    #[inline]
+    ///
     /// Returns the array and way filled.
+    #[inline]
     fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool) -> Option<(usize, usize)> {
         if level == 1 {
             self.forget();
@@ -694,8 +691,7 @@ impl Tlb {
                     continue;
                 }
                 let sh = a.shift_of(i);
-                // The page's address, as `entries` recovers it.
-                let base = ((((k >> 21) << sh) << 9) as i64 >> 9) as u64;
+                let base = key_va(k);
                 if base < end && start < base.wrapping_add(1 << sh) {
                     a.clear(i);
                 }
@@ -739,11 +735,8 @@ impl Tlb {
         let mut v = Vec::new();
         for a in &self.arrays {
             for i in (0..a.ent.len()).filter(|&i| a.ent[i].key != INVALID) {
-                let (vpn, sh) = (a.ent[i].key >> 21, a.shift_of(i));
-                let t = Translation { pa_base: a.ent[i].pa_base(), shift: sh, perm: a.ent[i].perm() };
-                // The key holds address bits 0..55; the rest copy bit 54.
-                let va = (((vpn << sh) << 9) as i64 >> 9) as u64;
-                v.push((va, (a.ent[i].key & 0xffff) as u16, t));
+                let t = Translation { pa_base: a.ent[i].pa_base(), shift: a.shift_of(i), perm: a.ent[i].perm() };
+                v.push((key_va(a.ent[i].key), (a.ent[i].key & 0xffff) as u16, t));
             }
         }
         v
@@ -860,7 +853,7 @@ mod tests {
                 .map(|a| {
                     let mut c = [0u32; REGION_BUCKETS];
                     for i in (0..a.ent.len()).filter(|&i| a.ent[i].key != INVALID && a.shift_of(i) < REGION_SHIFT) {
-                        c[region_bucket((a.ent[i].key >> 21) << a.shift_of(i))] += 1;
+                        c[region_bucket(key_va(a.ent[i].key))] += 1;
                     }
                     c
                 })

@@ -598,7 +598,7 @@ impl System {
                 }
                 None => {
                     let c = &self.cfg.profile.costs;
-                    xlat += c.stlb_hit + c.walk_trap.unwrap_or(0) + c.walk.unwrap_or(0);
+                    xlat += c.stlb_hit + c.walk.unwrap_or(0);
                     let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
                         self.vm.cpus[cpu].mmu.tlb.count_miss(t.shift);

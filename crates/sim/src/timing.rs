@@ -85,13 +85,14 @@ impl Timing {
     }
 
     /// Latency of one access to physical address `pa` through the caches
-    /// (and the prefetcher, for a miss in L2). `dependent`: the latency a
-    /// load that the next one waits for sees.
+    /// and the prefetcher.
     #[inline]
     pub fn mem_latency(&mut self, cpu: usize, pa: u64) -> u32 {
         self.access_latency(cpu, pa, false)
     }
 
+    /// `mem_latency`; `dependent`: as a load that the next one waits for
+    /// sees it (which matters for a miss the prefetcher covered).
     #[inline]
     fn access_latency(&mut self, cpu: usize, pa: u64, dependent: bool) -> u32 {
         if self.l1[cpu].access(pa) {
@@ -112,10 +113,17 @@ impl Timing {
         };
         if covered {
             self.prefetched += 1;
-            lat.min(if dependent { self.prefetched_dependent_lat } else { self.prefetched_lat })
+            self.prefetched_latency(lat, dependent)
         } else {
             lat
         }
+    }
+
+    /// The latency of a miss in L2 the prefetcher covered, where the
+    /// caches below would have answered in `lat`.
+    #[inline]
+    fn prefetched_latency(&self, lat: u32, dependent: bool) -> u32 {
+        lat.min(if dependent { self.prefetched_dependent_lat } else { self.prefetched_lat })
     }
 
     /// Cycles of an independent reference with `xlat` cycles of
@@ -213,8 +221,7 @@ impl Timing {
             acc[i as usize].1 = self.dram;
         }
         for &i in &covered {
-            let a = &mut acc[i as usize].1;
-            *a = (*a).min(self.prefetched_lat);
+            acc[i as usize].1 = self.prefetched_latency(acc[i as usize].1, false);
         }
         self.prefetched += covered.len() as u64;
         self.covered = covered;
@@ -438,8 +445,6 @@ impl Drop for Worker {
 mod tests {
     use super::*;
 
-    /// Running a batch level by level gives exactly the state and cycles of
-    /// charging each reference through all levels in turn.
     /// sapphire-rapids as built in, and with a stream prefetcher and
     /// walks holding miss slots.
     fn profiles() -> Vec<Profile> {
@@ -450,6 +455,8 @@ mod tests {
         vec![p, q]
     }
 
+    /// Running a batch level by level gives exactly the state and cycles of
+    /// charging each reference through all levels in turn.
     #[test]
     fn level_by_level_batches_match_reference_by_reference() {
         for p in profiles() {

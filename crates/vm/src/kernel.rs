@@ -76,10 +76,9 @@ impl Vm {
     /// have frames of that size.
     pub fn new(phys: Phys, mem: PhysMem, cpus: Vec<CpuState>, pmap: Box<dyn Pmap>) -> Vm {
         assert_eq!(1u64 << mem.page_shift(), pmap.pagesizes()[0], "physical memory's frames are the pmap's base pages");
+        // The page daemon's targets, in frames of the base page size.
         let mut phys = phys;
-        if mem.page_shift() != 12 {
-            phys.targets = crate::physalloc::PageoutTargets::for_pages_of(mem.npages(), 1 << mem.page_shift());
-        }
+        phys.targets = crate::physalloc::PageoutTargets::for_pages_of(mem.npages(), 1 << mem.page_shift());
         Vm {
             phys,
             mem,

@@ -15,7 +15,7 @@
 //! reads the PTEs (through the virtual page table, falling back to the
 //! three-level walk on a double miss) and loads the DTB. The model walks
 //! the three levels and the timing model charges the trap (the profile's
-//! `walk_trap` cost). Nor does the hardware keep referenced or modified
+//! `walk` cost). Nor does the hardware keep referenced or modified
 //! bits: the FOR, FOW and FOE bits make an access fault, and the OS clears
 //! them on the first access (FreeBSD's alpha pmap_emulate_reference).
 //!

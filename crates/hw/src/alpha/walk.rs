@@ -6,7 +6,7 @@
 //! then loads the DTB. The model walks the three levels (keeping the
 //! level-2 and level-3 table addresses it followed in the walk cache, as
 //! the virtual page table's own DTB entries spare the double miss); the
-//! timing model charges the trap as the profile's `walk_trap` cycles.
+//! timing model charges the trap as the profile's `walk` cycles.
 //!
 //! Faults in the manual's order: an address that is not a sign-extended
 //! 43-bit value is an access violation (`BadAddress` here, since nothing

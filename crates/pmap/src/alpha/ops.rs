@@ -220,9 +220,9 @@ impl PmapAlpha {
     }
 
     /// pmap_ts_referenced: counts the mappings of `m` with FOR clear and
-    /// sets FOR again in their blocks (FreeBSD's alpha pmap does it with
-    /// pmap_changebit) (a block is referenced as a whole, as
-    /// the TB sees it), up to PMAP_TS_REFERENCED_MAX.
+    /// sets FOR again in their blocks, as FreeBSD's alpha pmap does with
+    /// pmap_changebit (a block is referenced as a whole, as the TB sees
+    /// it), up to PMAP_TS_REFERENCED_MAX.
     pub(crate) fn ts_referenced_impl(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut n = 0;
         for (pm, va) in self.pv.list(env, m) {
