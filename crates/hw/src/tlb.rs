@@ -24,6 +24,34 @@ pub struct TlbArrayConfig {
     pub ways: usize,
     /// Which level: 1 (L1 DTLB) or 2 (STLB).
     pub level: u8,
+    /// How a page number picks its set (see `TlbIndex`).
+    #[serde(default, skip_serializing_if = "TlbIndex::is_modulo")]
+    pub index: TlbIndex,
+}
+
+/// How an array's set is chosen from a page number.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TlbIndex {
+    /// The page number's low bits (modulo the sets): consecutive pages
+    /// fill the sets evenly, so a sweep over more pages than the array
+    /// holds misses all at once, at its capacity. The textbook array.
+    #[default]
+    Modulo,
+    /// A hash of the page number that spreads pages over the sets as if
+    /// at random: some sets overflow before the array is full and some
+    /// still have room after, so the misses of a sweep rise gradually
+    /// around the capacity. This is not a claim about the hardware's index
+    /// function, which is undocumented; it is the simplest array that
+    /// reproduces such a curve where one is measured (`splab calibrate`
+    /// chooses it when it fits the host's own sweep better).
+    Hashed,
+}
+
+impl TlbIndex {
+    pub fn is_modulo(&self) -> bool {
+        *self == TlbIndex::Modulo
+    }
 }
 
 /// Parses a page-size name such as "4K", "64K", "2M", "1G" into log2 bytes.
@@ -142,7 +170,8 @@ struct Digests([u32; 16]);
 struct Array {
     shifts: Vec<u8>,
     sets: usize,
-    /// sets - 1 when sets is a power of two, else 0 (use a division).
+    /// sets - 1 when sets is a power of two and the index is the low bits,
+    /// else 0 (a division, of the hash where `hashed`).
     set_mask: usize,
     ways: usize,
     level: u8,
@@ -165,12 +194,24 @@ struct Array {
     /// A lookup in a 2 MB page then skips the 4 KB probe that would miss
     /// (its array holds other regions' 4 KB pages: stack, code).
     small_in: [u32; REGION_BUCKETS],
+    /// Sets chosen by `set_hash` (`TlbIndex::Hashed`).
+    hashed: bool,
 }
 
 /// Buckets of 2 MB regions for `Array::small_in`.
 const REGION_BUCKETS: usize = 64;
 /// Pages below this size lie inside one 2 MB region.
 const REGION_SHIFT: u8 = 21;
+
+/// A mixing hash of a page number (a 64-bit finaliser: each input bit
+/// flips about half the output bits), for `TlbIndex::Hashed`.
+#[inline(always)]
+fn set_hash(vpn: u64) -> u64 {
+    let mut x = vpn.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    x ^= x >> 29;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^ (x >> 32)
+}
 
 /// The `small_in` bucket of the 2 MB region holding `va`.
 #[inline(always)]
@@ -181,7 +222,15 @@ fn region_bucket(va: u64) -> usize {
 impl Array {
     #[inline]
     fn set_base(&self, vpn: u64) -> usize {
-        let set = if self.set_mask != 0 || self.sets == 1 { vpn as usize & self.set_mask } else { vpn as usize % self.sets };
+        // A hashed array has no set_mask, so the common case (a power of
+        // two of sets, low bits) costs one test.
+        let set = if self.set_mask != 0 || self.sets == 1 {
+            vpn as usize & self.set_mask
+        } else if self.hashed {
+            set_hash(vpn) as usize % self.sets
+        } else {
+            vpn as usize % self.sets
+        };
         set * self.ways
     }
 
@@ -410,7 +459,7 @@ impl Tlb {
             arrays.push(Array {
                 shifts,
                 sets,
-                set_mask: if sets.is_power_of_two() { sets - 1 } else { 0 },
+                set_mask: if sets.is_power_of_two() && c.index == TlbIndex::Modulo { sets - 1 } else { 0 },
                 ways: c.ways,
                 level: c.level,
                 ent: vec![Ent::EMPTY; c.entries],
@@ -420,6 +469,7 @@ impl Tlb {
                 globals: 0,
                 used: 0,
                 small_in: [0; REGION_BUCKETS],
+                hashed: c.index == TlbIndex::Hashed,
             });
         }
         // First-level arrays first, so lookups probe them first.
@@ -756,15 +806,64 @@ impl Tlb {
     }
 }
 
+/// Where the loads of a sweep hit: shares of the first level, the second
+/// level, and misses (walks).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct SweepShares {
+    pub l1: f64,
+    pub l2: f64,
+    pub miss: f64,
+}
+
+/// What the TLB of `cfgs` does with the 4 KB-page probe of `splab
+/// calibrate`: one load in each of `pages` consecutive 4 KB pages, visited
+/// again and again in one random cyclic order (fixed by `seed`). Returns
+/// the shares of the loads of the later passes, once the TLB has settled.
+pub fn sweep(cfgs: &[TlbArrayConfig], pages: u64, seed: u64) -> Result<SweepShares, String> {
+    const WARM: usize = 4;
+    const TIMED: usize = 4;
+    let mut tlb = Tlb::new(cfgs, &[12, 21, 30])?;
+    let mut order: Vec<u64> = (0..pages).collect();
+    let mut x = seed | 1;
+    for i in (1..order.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    // Anywhere in a user address space; the low 21 bits of the base are
+    // not zero, as a mapping's need not be.
+    let base = 0x7f3a_1c25_3000u64;
+    let mut n = [0u64; 3];
+    for pass in 0..WARM + TIMED {
+        for &pg in &order {
+            let va = base + (pg << 12);
+            let at = match tlb.lookup(va, 1) {
+                Some((_, TlbHit::L1)) => 0,
+                Some((_, TlbHit::L2)) => 1,
+                None => {
+                    tlb.fill_missed(va, 1, Translation { pa_base: va, shift: 12, perm: perm::READ });
+                    2
+                }
+            };
+            if pass >= WARM {
+                n[at] += 1;
+            }
+        }
+    }
+    let all = (n[0] + n[1] + n[2]).max(1) as f64;
+    Ok(SweepShares { l1: n[0] as f64 / all, l2: n[1] as f64 / all, miss: n[2] as f64 / all })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn cfg() -> Vec<TlbArrayConfig> {
         vec![
-            TlbArrayConfig { sizes: vec!["4K".into()], entries: 8, ways: 2, level: 1 },
-            TlbArrayConfig { sizes: vec!["2M".into()], entries: 4, ways: 4, level: 1 },
-            TlbArrayConfig { sizes: vec!["4K".into(), "2M".into()], entries: 32, ways: 4, level: 2 },
+            TlbArrayConfig { sizes: vec!["4K".into()], entries: 8, ways: 2, level: 1, index: TlbIndex::Modulo },
+            TlbArrayConfig { sizes: vec!["2M".into()], entries: 4, ways: 4, level: 1, index: TlbIndex::Modulo },
+            TlbArrayConfig { sizes: vec!["4K".into(), "2M".into()], entries: 32, ways: 4, level: 2, index: TlbIndex::Modulo },
         ]
     }
 
@@ -836,8 +935,8 @@ mod tests {
     #[test]
     fn range_invalidation_removes_overlapping_entries_of_every_size() {
         let cfgs = vec![
-            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 48, ways: 48, level: 1 },
-            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 1280, ways: 5, level: 2 },
+            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 48, ways: 48, level: 1, index: TlbIndex::Modulo },
+            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 1280, ways: 5, level: 2, index: TlbIndex::Modulo },
         ];
         for long in [false, true] {
             let mut tlb = Tlb::new(&cfgs, &[12, 16, 21]).unwrap();
@@ -859,7 +958,14 @@ mod tests {
     /// lookups still find every small page among large ones.
     #[test]
     fn small_page_region_counts_follow_the_entries() {
-        let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
+        for index in [TlbIndex::Modulo, TlbIndex::Hashed] {
+            let cfgs: Vec<TlbArrayConfig> = cfg().into_iter().map(|c| TlbArrayConfig { index, ..c }).collect();
+            region_counts_follow_the_entries(&cfgs);
+        }
+    }
+
+    fn region_counts_follow_the_entries(cfgs: &[TlbArrayConfig]) {
+        let mut tlb = Tlb::new(cfgs, &[12, 21]).unwrap();
         let counts = |tlb: &Tlb| -> Vec<[u32; REGION_BUCKETS]> {
             tlb.arrays
                 .iter()
@@ -907,6 +1013,29 @@ mod tests {
         assert!(tlb.stats.l1_hits.iter().sum::<u64>() > 0 && tlb.stats.l2_hits.iter().sum::<u64>() > 0);
     }
 
+    /// The calibrate probe on a 2048-entry, 16-way second level: with the
+    /// modulo index every set holds its share until the array is full and
+    /// overflows at once past it; with the hashed one some sets overflow
+    /// early and some late, so the misses rise gradually around it.
+    #[test]
+    fn a_sweep_steps_at_the_capacity_or_rises_around_it() {
+        let shares = |index: TlbIndex, pages: u64| {
+            let cfgs = [
+                TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1, index: TlbIndex::Modulo },
+                TlbArrayConfig { sizes: vec!["4K".into(), "2M".into()], entries: 2048, ways: 16, level: 2, index },
+            ];
+            sweep(&cfgs, pages, 42).unwrap()
+        };
+        let m = |pages| shares(TlbIndex::Modulo, pages);
+        assert_eq!((m(1024).miss, m(2048).miss, m(2112).miss, m(2304).miss), (0.0, 0.0, 64.0 * 17.0 / 2112.0, 1.0));
+        assert!(m(32).l1 == 1.0 && m(1024).l2 > 0.9, "{:?} {:?}", m(32), m(1024));
+        let h = |pages| shares(TlbIndex::Hashed, pages).miss;
+        let (a, b, c, d) = (h(1024), h(1536), h(2048), h(3072));
+        assert!(a < 0.02 && b > 0.02 && b < c && c > 0.2 && c < 0.8 && d > 0.85 && d < 1.0, "{a} {b} {c} {d}");
+        let s = shares(TlbIndex::Hashed, 2048);
+        assert!((s.l1 + s.l2 + s.miss - 1.0).abs() < 1e-9, "{s:?}");
+    }
+
     #[test]
     fn lru_eviction_and_stlb_refill() {
         let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
@@ -928,7 +1057,7 @@ mod tests {
     #[test]
     fn wide_sets_search_and_replace_like_a_linear_scan() {
         for (entries, ways) in [(64, 64), (40, 20), (24, 24), (16, 4), (32, 8), (64, 16)] {
-            let cfgs = [TlbArrayConfig { sizes: vec!["4K".into(), "16M".into()], entries, ways, level: 1 }];
+            let cfgs = [TlbArrayConfig { sizes: vec!["4K".into(), "16M".into()], entries, ways, level: 1, index: TlbIndex::Modulo }];
             let mut tlb = Tlb::new(&cfgs, &[12, 24]).unwrap();
             let mut x = 0x9e37_79b9_7f4a_7c15u64;
             for n in 0..20_000u64 {
