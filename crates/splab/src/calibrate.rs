@@ -11,7 +11,7 @@ use crate::size;
 use clap::Args;
 use serde::Serialize;
 use splab_hw::profile::{default_for_arch, Profile};
-use splab_hw::tlb::TlbArrayConfig;
+use splab_hw::tlb::{self, TlbArrayConfig, TlbIndex};
 use splab_native::calibrate::{self, cpu, Calibration, Plan};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -98,6 +98,8 @@ pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
             return Err(Fail::Run(format!("calibration failed: {e}")));
         }
     };
+    let mut c = c;
+    fit_second_level(&mut c, &base, base_name);
     let name = a.name.clone().unwrap_or_else(|| format!("calibrated-{}", hostname()));
     let text = profile_toml(&c, &base, base_name, &name, !a.no_virt_section);
     // What is written must load: check before writing it.
@@ -241,8 +243,27 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         let _ = writeln!(o, "level = {}", arr.level);
         let sizes: Vec<String> = arr.sizes.iter().map(|s| format!("\"{s}\"")).collect();
         let _ = writeln!(o, "sizes = [{}]", sizes.join(", "));
-        match measured {
-            Some((e, sz)) => {
+        let fit = t.stlb_fit.as_ref().filter(|_| arr.level == 2 && has("4K"));
+        match (measured, fit) {
+            (Some(_), Some(f)) => {
+                let _ = writeln!(
+                    o,
+                    "entries = {}   # measured: the model's TLB fitted to the 4 KB curve from {} to {} pages ({} points): {:.2} ns rms",
+                    f.entries, f.from_pages, f.to_pages, f.points, f.rms_ns
+                );
+                let _ = writeln!(o, "ways = {}   # {}", f.ways, tlb_ways(arr.entries, arr, &c.cpuid_tlbs, base_name).1);
+                let other = if f.other_entries > 0 {
+                    format!("; the best {} array ({} entries) {:.2} ns", if f.hashed { "modulo" } else { "hashed" }, f.other_entries, f.other_rms_ns)
+                } else {
+                    String::new()
+                };
+                if f.hashed {
+                    let _ = writeln!(o, "index = \"hashed\"   # measured: the misses rise gradually around the capacity, as sets overflowing unevenly make them{other}");
+                } else {
+                    let _ = writeln!(o, "# index = \"modulo\" (the default)   measured: the misses step up at the capacity{other}");
+                }
+            }
+            (Some((e, sz)), None) => {
                 let (ways, why) = tlb_ways(e as usize, arr, &c.cpuid_tlbs, base_name);
                 let curve = if sz == "2M" { &t.pages_2m } else { &t.pages_4k };
                 let next = curve.iter().map(|p| p.x).find(|&x| x > e as f64);
@@ -253,7 +274,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
                 let _ = writeln!(o, "entries = {e}   # {how}");
                 let _ = writeln!(o, "ways = {ways}   # {why}");
             }
-            None => {
+            (None, _) => {
                 let _ = writeln!(o, "entries = {}   {nm}", arr.entries);
                 let _ = writeln!(o, "ways = {}   {nm}", arr.ways);
             }
@@ -348,7 +369,8 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     let bc = &base.costs;
     match t.stlb_hit_ns {
         Some(ns) if ns > 0.0 => {
-            let _ = writeln!(o, "stlb_hit = {}   # measured: {ns:.2} ns a load more past the first TLB step", cycles(ns, f));
+            let how = if t.stlb_fit.is_some() { "that misses the first TLB level and hits the second (the L2 TLB fit)" } else { "more past the first TLB step" };
+            let _ = writeln!(o, "stlb_hit = {}   # measured: {ns:.2} ns a load {how}", cycles(ns, f));
         }
         _ => {
             let _ = writeln!(o, "stlb_hit = {}   {nm}", bc.stlb_hit);
@@ -447,6 +469,43 @@ pub fn host_page_choice(c: &Calibration) -> (String, String, bool) {
 /// array of that level and size with as many entries, else the base's when
 /// they divide the entries, else the largest power of two up to 16 that
 /// does.
+/// Fits the second-level 4 KB TLB to the whole 4 KB-page curve with the
+/// model's own TLB (`infer::fit_stlb` over `tlb::sweep`): candidates of
+/// 256 to 4096 entries in steps of eight sets, each with the modulo and
+/// the hashed index, over the curve from four times the first step (past
+/// the first level) to 8192 pages (past that the walks slow as page
+/// tables leave the caches, which the fit does not model). Where it fits,
+/// its entries and hit cost replace the step finder's, and the first
+/// level's entries are read against that hit cost.
+pub fn fit_second_level(c: &mut Calibration, base: &Profile, base_name: &str) {
+    let t = &mut c.tlb;
+    let Some(l2) = base.tlb.iter().find(|a| a.level == 2 && a.sizes.iter().any(|s| s == "4K")) else { return };
+    let Some(l1) = base.tlb.iter().find(|a| a.level == 1 && a.sizes.iter().any(|s| s == "4K")) else { return };
+    let Some(first) = t.steps_4k.first().map(|e| e.capacity_x) else { return };
+    let ways = tlb_ways(l2.entries, l2, &c.cpuid_tlbs, base_name).0.max(1);
+    let l1_entries = t.l1_4k_entries.map_or(l1.entries, |e| e as usize);
+    let l1_ways = if l1.ways > 0 && l1_entries % l1.ways == 0 { l1.ways } else { l1_entries };
+    let l1_cfg = TlbArrayConfig { sizes: vec!["4K".into()], entries: l1_entries, ways: l1_ways, level: 1, index: TlbIndex::Modulo };
+    let step = ways * 8;
+    let cands: Vec<(u64, bool)> = (1..).map(|k| k * step).skip_while(|&e| e < 256).take_while(|&e| e <= 4096).flat_map(|e| [(e as u64, false), (e as u64, true)]).collect();
+    let memo = std::cell::RefCell::new(std::collections::HashMap::new());
+    let shares = |entries: u64, hashed: bool, pages: u64| -> (f64, f64) {
+        *memo.borrow_mut().entry((entries, hashed, pages)).or_insert_with(|| {
+            let index = if hashed { TlbIndex::Hashed } else { TlbIndex::Modulo };
+            let cfgs = [l1_cfg.clone(), TlbArrayConfig { sizes: vec!["4K".into()], entries: entries as usize, ways, level: 2, index }];
+            tlb::sweep(&cfgs, pages, pages).map_or((f64::NAN, f64::NAN), |s| (s.l2, s.miss))
+        })
+    };
+    let Some(mut fit) = calibrate::infer::fit_stlb(&t.pages_4k, 4.0 * first, 8192.0, &cands, shares) else { return };
+    fit.ways = ways as u64;
+    t.l2_entries = Some(fit.entries);
+    t.stlb_hit_ns = Some(fit.hit_ns).filter(|&ns| ns > 0.0 && ns < 20.0);
+    if let Some(e) = calibrate::infer::l1_entries_below(&t.pages_4k, fit.hit_ns) {
+        t.l1_4k_entries = Some(e as u64);
+    }
+    t.stlb_fit = Some(fit);
+}
+
 fn tlb_ways(entries: usize, arr: &TlbArrayConfig, leaves: &[cpu::TlbLeaf], base_name: &str) -> (usize, String) {
     let kinds = ["data", "unified", "load"];
     if let Some(l) = leaves.iter().find(|l| l.level == arr.level && kinds.contains(&l.kind.as_str()) && l.entries as usize == entries && arr.sizes.iter().any(|s| l.sizes.contains(s))) {
@@ -538,6 +597,21 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         opt(t.l1_2m_entries),
         t.stlb_hit_ns.map(|n| format!("+{n:.2} ns")).unwrap_or_else(|| "not seen".into())
     );
+    if let Some(f) = &t.stlb_fit {
+        let other = if f.other_entries > 0 { format!("; best {}: {} entries, {:.2} ns", if f.hashed { "modulo" } else { "hashed" }, f.other_entries, f.other_rms_ns) } else { String::new() };
+        let _ = writeln!(
+            o,
+            "  L2 TLB fit    {} entries, {} ways, {} index: +{:.2} ns a hit, +{:.2} ns a walk, {:.2} ns rms over {} to {} pages{other}",
+            f.entries,
+            f.ways,
+            if f.hashed { "hashed" } else { "modulo" },
+            f.hit_ns,
+            f.walk_ns,
+            f.rms_ns,
+            f.from_pages,
+            f.to_pages
+        );
+    }
     let ns = |v: Option<f64>| v.map(|n| format!("{n:+.1} ns")).unwrap_or_else(|| "-".into());
     let _ = writeln!(
         o,

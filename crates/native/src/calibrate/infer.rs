@@ -357,6 +357,105 @@ pub fn tlb_levels(points: &[Point], threshold: f64) -> TlbLevels {
     t
 }
 
+/// The second-level TLB fitted to the whole 4 KB-page curve, rather than
+/// read off one step: each candidate array (entries, index) predicts, by
+/// the model's own TLB, what share of the probe's loads hit the second
+/// level and what share walk at each page count; the extra ns of each
+/// (`hit_ns`, `walk_ns`) are fitted by least squares, and the candidate
+/// with the smallest error wins. A curve that rises gradually around the
+/// capacity (sets that overflow early and late) is then matched as a
+/// whole, where a step finder lands anywhere on the ramp.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StlbFit {
+    pub entries: u64,
+    /// Associativity of every candidate (not fitted).
+    pub ways: u64,
+    /// The hashed index (`TlbIndex::Hashed`) fitted best.
+    pub hashed: bool,
+    pub hit_ns: f64,
+    pub walk_ns: f64,
+    /// Root-mean-square error (ns) over the points fitted.
+    pub rms_ns: f64,
+    /// The best candidate with the other index: its entries and error.
+    pub other_entries: u64,
+    pub other_rms_ns: f64,
+    /// The page counts fitted: from, to, and how many points.
+    pub from_pages: f64,
+    pub to_pages: f64,
+    pub points: usize,
+}
+
+/// Fits the second-level TLB to `points` (x pages, y extra ns per load)
+/// between `from` and `to` pages. `shares(entries, hashed, pages)` gives
+/// the model's (second-level hit, walk) shares of the probe's loads; a
+/// candidate is (entries, hashed). None with fewer than four points, or
+/// where no candidate gives a walk dearer than a hit.
+pub fn fit_stlb(points: &[Point], from: f64, to: f64, candidates: &[(u64, bool)], shares: impl Fn(u64, bool, u64) -> (f64, f64)) -> Option<StlbFit> {
+    let pts: Vec<&Point> = points.iter().filter(|p| p.x >= from && p.x <= to && p.y.is_finite()).collect();
+    if pts.len() < 4 {
+        return None;
+    }
+    // (rms, entries, hashed, hit, walk)
+    let mut best: [Option<(f64, u64, bool, f64, f64)>; 2] = [None, None];
+    for &(entries, hashed) in candidates {
+        let sh: Vec<(f64, f64)> = pts.iter().map(|p| shares(entries, hashed, p.x as u64)).collect();
+        let Some((a, b)) = least_squares_2(&sh, &pts) else { continue };
+        if !(a >= 0.0 && b > a) {
+            continue;
+        }
+        let sse: f64 = sh.iter().zip(&pts).map(|(&(h, m), p)| (a * h + b * m - p.y).powi(2)).sum();
+        let rms = (sse / pts.len() as f64).sqrt();
+        let slot = &mut best[hashed as usize];
+        if slot.is_none_or(|b| rms < b.0) {
+            *slot = Some((rms, entries, hashed, a, b));
+        }
+    }
+    let (win, other) = match best {
+        [Some(m), Some(h)] => if h.0 < m.0 { (h, Some(m)) } else { (m, Some(h)) },
+        [Some(x), None] | [None, Some(x)] => (x, None),
+        [None, None] => return None,
+    };
+    Some(StlbFit {
+        entries: win.1,
+        ways: 0,
+        hashed: win.2,
+        hit_ns: win.3,
+        walk_ns: win.4,
+        rms_ns: win.0,
+        other_entries: other.map_or(0, |o| o.1),
+        other_rms_ns: other.map_or(f64::NAN, |o| o.0),
+        from_pages: pts[0].x,
+        to_pages: pts[pts.len() - 1].x,
+        points: pts.len(),
+    })
+}
+
+/// Least squares for y = a h + b m over (h, m) shares and points; None
+/// when the shares do not tell a from b (every point all hits or all
+/// walks).
+fn least_squares_2(sh: &[(f64, f64)], pts: &[&Point]) -> Option<(f64, f64)> {
+    let (mut hh, mut hm, mut mm, mut hy, mut my) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for (&(h, m), p) in sh.iter().zip(pts) {
+        hh += h * h;
+        hm += h * m;
+        mm += m * m;
+        hy += h * p.y;
+        my += m * p.y;
+    }
+    let det = hh * mm - hm * hm;
+    if det.abs() < 1e-9 * (hh * mm).max(1e-12) || det == 0.0 {
+        return None;
+    }
+    Some(((hy * mm - my * hm) / det, (my * hh - hy * hm) / det))
+}
+
+/// The first level's entries once the second level's hit cost is known:
+/// the last page count before the curve first passes half of it.
+pub fn l1_entries_below(points: &[Point], hit_ns: f64) -> Option<f64> {
+    let i = points.iter().position(|p| p.y > hit_ns / 2.0)?;
+    (i > 0).then(|| points[i - 1].x)
+}
+
 /// What the TLB curves say about the page size the host backs guest
 /// memory with.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -527,6 +626,30 @@ mod tests {
             p *= 2.0;
         }
         v
+    }
+
+    /// A curve made by one candidate of the model is fitted back to it,
+    /// its costs recovered, and told from the other index.
+    #[test]
+    fn the_stlb_fit_recovers_the_array_that_made_the_curve() {
+        // A stand-in for the model: modulo steps at the capacity, hashed
+        // rises over a third of it either side.
+        let shares = |e: u64, hashed: bool, n: u64| -> (f64, f64) {
+            let m = if hashed { ((n as f64 - e as f64 * 0.67) / (e as f64 * 0.67)).clamp(0.0, 1.0) } else if n > e { 1.0 } else { 0.0 };
+            (1.0 - m, m)
+        };
+        let cands: Vec<(u64, bool)> = (4..=32).flat_map(|k| [(k * 128, false), (k * 128, true)]).collect();
+        for truth in [(2048u64, true), (1536, false)] {
+            let pts = curve(|n| if n <= 96.0 { 0.0 } else { let (h, m) = shares(truth.0, truth.1, n as u64); 3.0 * h + 20.0 * m }, &pages_grid());
+            let f = fit_stlb(&pts, 384.0, 8192.0, &cands, shares).unwrap();
+            assert_eq!((f.entries, f.hashed), truth, "{f:?}");
+            assert!((f.hit_ns - 3.0).abs() < 1e-6 && (f.walk_ns - 20.0).abs() < 1e-6 && f.rms_ns < 1e-6, "{f:?}");
+            assert!(f.other_rms_ns > 0.5, "{f:?}");
+            assert_eq!(l1_entries_below(&pts, f.hit_ns), Some(96.0));
+        }
+        // Too few points, or none that tells a hit from a walk.
+        assert!(fit_stlb(&curve(|_| 1.0, &[400.0, 500.0, 600.0]), 384.0, 8192.0, &cands, shares).is_none());
+        assert!(fit_stlb(&curve(|_| 1.0, &pages_grid()), 9000.0, 70000.0, &[(512, false)], shares).is_none());
     }
 
     #[test]

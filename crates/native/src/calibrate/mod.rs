@@ -119,6 +119,11 @@ pub struct Tlb {
     pub skipped_1g: Option<String>,
     /// The threshold used for steps (ns): a few times the noise.
     pub threshold_ns: f64,
+    /// The second level fitted to the whole 4 KB curve by the model's TLB
+    /// (filled in by the caller, which has the model: `infer::fit_stlb`);
+    /// where present, `l2_entries`, `stlb_hit_ns` and `l1_4k_entries` are
+    /// its.
+    pub stlb_fit: Option<infer::StlbFit>,
 }
 
 /// Overlap of misses.
