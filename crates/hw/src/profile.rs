@@ -64,6 +64,22 @@ pub struct Prefetch {
     /// (line bytes / sequential bandwidth of one core): what a covered
     /// miss costs, unless the caches would have answered sooner.
     pub line_cycles: f64,
+    /// Core cycles per line when k streams are followed at once, the k-th
+    /// value (the last for more): each stream keeps only so many lines in
+    /// flight, so one stream alone runs slower than several together until
+    /// they reach the core's limit. Empty: `line_cycles` however many.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub line_cycles_by_streams: Vec<f64>,
+}
+
+impl Prefetch {
+    /// Cycles per line with `k` (at least 1) streams followed at once.
+    pub fn line_cycles_at(&self, k: usize) -> f64 {
+        match self.line_cycles_by_streams.len() {
+            0 => self.line_cycles,
+            n => self.line_cycles_by_streams[k.clamp(1, n) - 1],
+        }
+    }
 }
 
 fn default_prefetch_distance() -> u32 {
@@ -242,6 +258,12 @@ impl Profile {
             if !(p.line_cycles > 0.0 && p.line_cycles < 10000.0) {
                 return Err(format!("prefetch.line_cycles = {} is out of range (above 0, below 10000)", p.line_cycles));
             }
+            if p.line_cycles_by_streams.len() > 64 {
+                return Err(format!("prefetch.line_cycles_by_streams has {} values (at most 64)", p.line_cycles_by_streams.len()));
+            }
+            if let Some(x) = p.line_cycles_by_streams.iter().find(|&&x| !(x > 0.0 && x < 10000.0)) {
+                return Err(format!("prefetch.line_cycles_by_streams holds {x}, out of range (above 0, below 10000)"));
+            }
         }
         Ok(())
     }
@@ -332,12 +354,16 @@ mod tests {
         let with = base.replace("walk_mlp =", "walk_holds_slot = true\nwalk_mlp =").replace("stlb_hit =", "walk = 40\nstlb_hit =")
             + "\n[prefetch]\nstreams = 32\nline_cycles = 14.5\n";
         let q = Profile::parse(&with, "with").unwrap();
-        assert_eq!(q.prefetch, Some(Prefetch { streams: 32, distance: 16, line_cycles: 14.5 }));
+        assert_eq!(q.prefetch, Some(Prefetch { streams: 32, distance: 16, line_cycles: 14.5, line_cycles_by_streams: vec![] }));
+        let r = Profile::parse(&(base.to_string() + "\n[prefetch]\nstreams = 32\nline_cycles = 14.5\nline_cycles_by_streams = [24.0, 13.0, 11.0]\n"), "t").unwrap();
+        let pf = r.prefetch.unwrap();
+        assert_eq!([1, 2, 3, 4, 9].map(|k| pf.line_cycles_at(k)), [24.0, 13.0, 11.0, 11.0, 11.0]);
+        assert_eq!(q.prefetch.as_ref().unwrap().line_cycles_at(3), 14.5);
         assert_eq!((q.costs.walk, q.overlap.walk_holds_slot), (Some(40), Some(true)));
         // The name older profiles give the cost.
         let old = base.replace("stlb_hit =", "walk_trap = 30\nstlb_hit =");
         assert_eq!(Profile::parse(&old, "old").unwrap().costs.walk, Some(30));
-        for (bad, name) in [("streams = 0", "prefetch.streams = 0"), ("line_cycles = -1.0", "prefetch.line_cycles = -1")] {
+        for (bad, name) in [("streams = 0", "prefetch.streams = 0"), ("line_cycles = -1.0", "prefetch.line_cycles = -1"), ("line_cycles = 14.5\nline_cycles_by_streams = [3.0, 0.0]", "line_cycles_by_streams holds 0")] {
             let t = with.replace(if bad.starts_with("streams") { "streams = 32" } else { "line_cycles = 14.5" }, bad);
             let e = Profile::parse(&t, "bad").unwrap_err();
             assert!(e.contains(name), "{e}");

@@ -31,10 +31,12 @@ pub struct Timing {
     /// The stream prefetcher beside each CPU's L2, if the profile has one,
     /// and what a covered miss costs: when overlapped with others (the
     /// stream's line time, scaled up by data_mlp as the cost divides it
-    /// back down) and when a dependent load waits for it.
+    /// back down) and when a dependent load waits for it, by the number of
+    /// streams followed at once (one value when the profile gives one
+    /// line time for any number).
     streams: Vec<Streams>,
-    prefetched_lat: u32,
-    prefetched_dependent_lat: u32,
+    prefetched_lat: Vec<u32>,
+    prefetched_dependent_lat: Vec<u32>,
     /// Second-level misses the prefetcher covered.
     pub prefetched: u64,
     /// Cycles per CPU of translation and data access (kernel work is
@@ -49,7 +51,17 @@ pub struct Timing {
     to_l2: Vec<u32>,
     to_l3: Vec<u32>,
     to_dram: Vec<u32>,
-    covered: Vec<u32>,
+    /// Accesses the prefetcher covered, with the streams it was following.
+    covered: Vec<(u32, u32)>,
+}
+
+/// `f` of the prefetcher's line time for 1, 2, ... streams at once (one
+/// value where it does not depend on the number; 0 without a prefetcher).
+fn by_streams(p: &Profile, f: impl Fn(f64) -> u32) -> Vec<u32> {
+    match &p.prefetch {
+        None => vec![0],
+        Some(pf) => (1..=pf.line_cycles_by_streams.len().max(1)).map(|k| f(pf.line_cycles_at(k))).collect(),
+    }
 }
 
 impl Timing {
@@ -69,8 +81,8 @@ impl Timing {
             inv_data_mlp: 1.0 / p.overlap.data_mlp,
             slots: p.overlap.walk_holds_slot.unwrap_or(false),
             streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
-            prefetched_lat: p.prefetch.as_ref().map_or(0, |pf| (pf.line_cycles * p.overlap.data_mlp).round() as u32),
-            prefetched_dependent_lat: p.prefetch.as_ref().map_or(0, |pf| (pf.line_cycles.round() as u32).max(p.cache.l2.latency)),
+            prefetched_lat: by_streams(p, |c| (c * p.overlap.data_mlp).round() as u32),
+            prefetched_dependent_lat: by_streams(p, |c| (c.round() as u32).max(p.cache.l2.latency)),
             prefetched: 0,
             cycles: vec![0.0; p.cpus],
             breakdown: CycleBreakdown::default(),
@@ -103,7 +115,7 @@ impl Timing {
             self.cache_hits[1] += 1;
             return self.l2[cpu].latency;
         }
-        let covered = !self.streams.is_empty() && self.streams[cpu].covers(pa >> LINE_SHIFT);
+        let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> LINE_SHIFT) };
         let lat = if self.l3.access(pa) {
             self.cache_hits[2] += 1;
             self.l3.latency
@@ -111,19 +123,21 @@ impl Timing {
             self.dram_accesses += 1;
             self.dram
         };
-        if covered {
+        if covered > 0 {
             self.prefetched += 1;
-            self.prefetched_latency(lat, dependent)
+            self.prefetched_latency(lat, dependent, covered)
         } else {
             lat
         }
     }
 
-    /// The latency of a miss in L2 the prefetcher covered, where the
-    /// caches below would have answered in `lat`.
+    /// The latency of a miss in L2 the prefetcher covered while following
+    /// `streams` streams, where the caches below would have answered in
+    /// `lat`.
     #[inline]
-    fn prefetched_latency(&self, lat: u32, dependent: bool) -> u32 {
-        lat.min(if dependent { self.prefetched_dependent_lat } else { self.prefetched_lat })
+    fn prefetched_latency(&self, lat: u32, dependent: bool, streams: u32) -> u32 {
+        let v = if dependent { &self.prefetched_dependent_lat } else { &self.prefetched_lat };
+        lat.min(v[(streams as usize).clamp(1, v.len()) - 1])
     }
 
     /// Cycles of an independent reference with `xlat` cycles of
@@ -210,7 +224,10 @@ impl Timing {
         covered.clear();
         if !self.streams.is_empty() {
             let s = &mut self.streams[cpu];
-            covered.extend(to_l3.iter().copied().filter(|&i| s.covers(acc[i as usize].0 >> LINE_SHIFT)));
+            covered.extend(to_l3.iter().filter_map(|&i| match s.cover(acc[i as usize].0 >> LINE_SHIFT) {
+                0 => None,
+                k => Some((i, k)),
+            }));
         }
         // The last level's tag store is too big for the host's caches:
         // fetch the sets a few accesses ahead, so that their loads overlap.
@@ -220,8 +237,8 @@ impl Timing {
         for &i in &dram {
             acc[i as usize].1 = self.dram;
         }
-        for &i in &covered {
-            acc[i as usize].1 = self.prefetched_latency(acc[i as usize].1, false);
+        for &(i, k) in &covered {
+            acc[i as usize].1 = self.prefetched_latency(acc[i as usize].1, false, k);
         }
         self.prefetched += covered.len() as u64;
         self.covered = covered;
@@ -261,7 +278,14 @@ struct Streams {
     pages: Vec<StreamEntry>,
     distance: u64,
     clock: u64,
+    /// Whether to count the streams followed at once (only where the
+    /// profile's line time depends on it).
+    count: bool,
 }
+
+/// A stream counts as followed at once with others while it covered one
+/// of the last this many second-level misses.
+const STREAM_WINDOW: u64 = 16;
 
 #[derive(Clone, Copy)]
 struct StreamEntry {
@@ -271,6 +295,8 @@ struct StreamEntry {
     /// +1 or -1 once two misses stepped that way, else 0.
     dir: i64,
     used: u64,
+    /// Clock of its last covered miss (0: none since it was taken).
+    covered_at: u64,
 }
 
 /// Lines in a 4 KB page: prefetchers of this kind do not cross one, since
@@ -280,9 +306,10 @@ const PAGE_LINE_SHIFT: u32 = 12 - LINE_SHIFT;
 impl Streams {
     fn new(p: &Prefetch) -> Streams {
         Streams {
-            pages: vec![StreamEntry { page: u64::MAX, last: 0, dir: 0, used: 0 }; p.streams],
+            pages: vec![StreamEntry { page: u64::MAX, last: 0, dir: 0, used: 0, covered_at: 0 }; p.streams],
             distance: p.distance as u64,
             clock: 0,
+            count: p.line_cycles_by_streams.len() > 1,
         }
     }
 
@@ -291,6 +318,31 @@ impl Streams {
     /// (replacing the least recently used page), a second within the
     /// distance sets the direction, and later ones that step that way
     /// within the distance are covered (fetched ahead of the demand).
+    /// Returns 0 when not covered, else how many streams are being
+    /// followed at once (counted only where `count`, else 1): the pages
+    /// that covered one of the last `STREAM_WINDOW` misses. A stream that
+    /// has just stepped into its next page counts twice for a few misses.
+    fn cover(&mut self, line: u64) -> u32 {
+        if !self.covers(line) {
+            return 0;
+        }
+        if !self.count {
+            return 1;
+        }
+        let page = line >> PAGE_LINE_SHIFT;
+        let clock = self.clock;
+        let mut k = 0;
+        for e in self.pages.iter_mut() {
+            if e.page == page {
+                e.covered_at = clock;
+            }
+            if e.covered_at > 0 && clock - e.covered_at < STREAM_WINDOW {
+                k += 1;
+            }
+        }
+        k.max(1)
+    }
+
     fn covers(&mut self, line: u64) -> bool {
         self.clock += 1;
         let page = line >> PAGE_LINE_SHIFT;
@@ -298,7 +350,7 @@ impl Streams {
             Some(k) => &mut self.pages[k],
             None => {
                 let k = self.pages.iter().enumerate().min_by_key(|(_, e)| e.used).map_or(0, |(k, _)| k);
-                self.pages[k] = StreamEntry { page, last: line, dir: 0, used: self.clock };
+                self.pages[k] = StreamEntry { page, last: line, dir: 0, used: self.clock, covered_at: 0 };
                 return false;
             }
         };
@@ -451,7 +503,7 @@ mod tests {
         let p = Profile::load("sapphire-rapids").unwrap();
         let mut q = p.clone();
         q.overlap.walk_holds_slot = Some(true);
-        q.prefetch = Some(Prefetch { streams: 4, distance: 20, line_cycles: 12.5 });
+        q.prefetch = Some(Prefetch { streams: 4, distance: 20, line_cycles: 12.5, line_cycles_by_streams: vec![] });
         vec![p, q]
     }
 
@@ -512,7 +564,7 @@ mod tests {
     /// forgets the least recently used page for a new one.
     #[test]
     fn streams_train_then_cover() {
-        let mut s = Streams::new(&Prefetch { streams: 2, distance: 4, line_cycles: 10.0 });
+        let mut s = Streams::new(&Prefetch { streams: 2, distance: 4, line_cycles: 10.0, line_cycles_by_streams: vec![] });
         let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
         // Ascending in page 7: two misses train it, the rest are covered.
         let got: Vec<bool> = (0..6).map(|l| s.covers(page(7, l))).collect();
@@ -529,6 +581,29 @@ mod tests {
         assert!(!s.covers(page(7, 34)));
         assert!(!s.covers(page(7, 35)));
         assert!(s.covers(page(7, 36)));
+    }
+
+    /// Streams followed at once are counted where the line time depends
+    /// on it: one stream counts once (twice for a few misses after it
+    /// steps into its next page); three interleaved count three; and one
+    /// left alone again counts once after the window.
+    #[test]
+    fn streams_followed_at_once_are_counted() {
+        let pf = Prefetch { streams: 8, distance: 16, line_cycles: 10.0, line_cycles_by_streams: vec![30.0, 20.0, 10.0] };
+        let mut s = Streams::new(&pf);
+        let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
+        let one: Vec<u32> = (0..128).map(|i| s.cover(page(3 + i / 64, i % 64))).collect();
+        assert_eq!(&one[..4], [0, 0, 1, 1]);
+        assert_eq!(&one[64..67], [0, 0, 2], "{one:?}");
+        assert!(one[2..64].iter().chain(&one[80..]).all(|&k| k == 1), "{one:?}");
+        let three: Vec<u32> = (0..30).map(|i| s.cover(page(10 + i % 3, i / 3))).collect();
+        assert_eq!(&three[24..], [3, 3, 3, 3, 3, 3], "{three:?}");
+        let alone: Vec<u32> = (10..40).map(|l| s.cover(page(10, l))).collect();
+        assert_eq!(alone[29], 1, "{alone:?}");
+        // Without a line time by streams nothing is counted.
+        let mut u = Streams::new(&Prefetch { line_cycles_by_streams: vec![], ..pf });
+        let got: Vec<u32> = (0..30).map(|i| u.cover(page(10 + i % 3, i / 3))).collect();
+        assert!(got[24..].iter().all(|&k| k == 1), "{got:?}");
     }
 
     /// A stream that misses L2 runs at the prefetched line time when

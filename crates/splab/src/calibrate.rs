@@ -429,6 +429,19 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
             line * f,
             size::show(c.costs.stream_bytes)
         );
+        let reads: Vec<f64> = c.costs.read_streams_ns.iter().map(|s| s.median).collect();
+        if !reads.is_empty() && reads.iter().all(|&ns| ns > 0.0 && ns.is_finite()) {
+            let cyc: Vec<String> = reads.iter().map(|ns| format!("{:.2}", ns * f)).collect();
+            let ns: Vec<String> = reads.iter().map(|ns| format!("{ns:.2}")).collect();
+            let _ = writeln!(
+                o,
+                "line_cycles_by_streams = [{}]   # measured: 1 to {} sequential read streams at once over {}, {} ns a line (used instead of line_cycles)",
+                cyc.join(", "),
+                reads.len(),
+                size::show(c.costs.stream_bytes),
+                ns.join(", ")
+            );
+        }
     }
 
     if guest {
@@ -667,6 +680,10 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         k.stream_line_ns.median,
         if k.stream_line_ns.median > 0.0 { 32.0 / k.stream_line_ns.median } else { 0.0 }
     );
+    if !k.read_streams_ns.is_empty() {
+        let v: Vec<String> = k.read_streams_ns.iter().enumerate().map(|(i, s)| format!("{}:{:.2}", i + 1, s.median)).collect();
+        let _ = writeln!(o, "                k sequential read streams at once, ns a line: {}", v.join("  "));
+    }
     let _ = writeln!(
         o,
         "  costs         zero 4 KB {:.0} ns, copy 4 KB {:.0} ns, fault round trip {:.0} ns a page, syscall {:.0} ns (medians)",

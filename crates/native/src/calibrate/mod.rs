@@ -165,6 +165,9 @@ pub struct Costs {
     pub stream_line_ns: Spread,
     /// Bytes that copy moved each round.
     pub stream_bytes: u64,
+    /// ns per line read with 1, 2, 3 and 4 sequential read streams at
+    /// once over `stream_bytes` (`probe::read_streams`).
+    pub read_streams_ns: Vec<Spread>,
 }
 
 /// How noisy the measurements were.
@@ -410,7 +413,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let frames_2m = counts_grid(4, plan.huge_bytes / SIZE_2M, plan.per_octave);
     let counts = probe::CHAIN_COUNTS;
     let both_counts = [counts[0], counts[counts.len() - 1]];
-    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + both_counts.len() + 2;
+    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + both_counts.len() + 2 + 4;
     let total = (per_round * plan.rounds) as u64;
     let mut m = Meter { done: 0, total, on_cpu: Vec::new(), rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
 
@@ -446,6 +449,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let (mut kd, mut kw, mut kc) = (vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()]);
     let mut kb = vec![Vec::new(); both_counts.len()];
     let (mut zero, mut copy, mut fault, mut sys, mut stream) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut reads = vec![Vec::new(); 4];
     let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
 
     for r in 0..plan.rounds {
@@ -507,6 +511,14 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         let st = unsafe { probe::copy_lines(huge_base, huge_base.add(stream_bytes), stream_bytes) };
         stream.push(st.ns);
         m.tick("stream", st);
+        for (k, v) in reads.iter_mut().enumerate() {
+            // SAFETY: inside the 2 MB-page region, u64-aligned (a page
+            // boundary), and nothing else touches it meanwhile.
+            if let Some(rs) = unsafe { probe::read_streams(huge_base, stream_bytes, k + 1) } {
+                v.push(rs.ns);
+                m.tick("stream", rs);
+            }
+        }
         let (z, c) = probe::zero_copy_4k(1)?;
         let f = probe::fault_4k(if plan.quick { 8 } else { 32 })?;
         let s = probe::syscall(if plan.quick { 20_000 } else { 100_000 });
@@ -639,6 +651,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         syscall_ns: spread(&sys),
         stream_line_ns: spread(&stream),
         stream_bytes: stream_bytes as u64,
+        read_streams_ns: reads.iter().map(|v| spread(v)).collect(),
     };
     Ok(Calibration {
         plan: plan.clone(),

@@ -262,6 +262,44 @@ pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
     sample(&t, 2 * (bytes / 64) as u64)
 }
 
+/// Sums every word of `K` equal parts of `words` words from `base`, a word
+/// of each part in turn: `K` sequential read streams at once.
+fn read_k<const K: usize>(base: &[u64]) -> u64 {
+    let n = base.len() / K;
+    let parts: [&[u64]; K] = std::array::from_fn(|k| &base[k * n..(k + 1) * n]);
+    let mut s = [0u64; K];
+    for i in 0..n {
+        for k in 0..K {
+            s[k] = s[k].wrapping_add(parts[k][i]);
+        }
+    }
+    s.iter().fold(0, |a, &b| a.wrapping_add(b))
+}
+
+/// ns per line read of `k` (1 to 4) sequential read streams at once over
+/// `bytes` from `base` (each a k-th of it): how one core's streaming rate
+/// grows with the streams its prefetchers follow at once, as each keeps
+/// only so many lines in flight. Other k: None.
+///
+/// # Safety
+/// `base` must be readable for `bytes` bytes, 8-byte aligned, and not
+/// written by anything else meanwhile.
+pub unsafe fn read_streams(base: *const u8, bytes: usize, k: usize) -> Option<Sample> {
+    let words = std::slice::from_raw_parts(base as *const u64, bytes / 8);
+    let mut t = Timer::default();
+    t.start();
+    let sum = match k {
+        1 => read_k::<1>(black_box(words)),
+        2 => read_k::<2>(black_box(words)),
+        3 => read_k::<3>(black_box(words)),
+        4 => read_k::<4>(black_box(words)),
+        _ => return None,
+    };
+    t.stop();
+    black_box(sum);
+    Some(sample(&t, (bytes / 64) as u64))
+}
+
 /// ns per page of a demand-zero fault round trip: mmap 1 MB of 4 KB
 /// pages, write one byte in each, munmap, `rounds` times. This is the
 /// kernel's fault path with its page zeroing, plus a share of the two
