@@ -606,6 +606,33 @@ mod tests {
         assert!(got[24..].iter().all(|&k| k == 1), "{got:?}");
     }
 
+    /// With a line time by streams, one stream runs at the first value and
+    /// three interleaved at the third, in the batch path as in the single.
+    #[test]
+    fn line_time_follows_the_streams_at_once() {
+        let mut q = profiles()[1].clone();
+        q.prefetch.as_mut().unwrap().line_cycles_by_streams = vec![30.0, 20.0, 10.0];
+        let line = |n: u64, at: &dyn Fn(u64) -> u64, batch: bool| -> f64 {
+            let mut t = Timing::new(&q).unwrap();
+            let refs: Vec<BatchRef> = (0..n).map(|i| BatchRef { pa: at(i), xlat: 0, walks_start: 0, walks_end: 0 }).collect();
+            if batch {
+                t.run_batch(0, &refs, &[]);
+            } else {
+                for r in &refs {
+                    let c = t.mem_latency(0, r.pa) as f64 * t.inv_data_mlp;
+                    t.cycles[0] += c;
+                }
+            }
+            t.cycles[0] / n as f64
+        };
+        let one = |i: u64| (1 << 30) + i * 64;
+        let three = |i: u64| (1 << 30) + (i % 3) * (64 << 20) + (i / 3) * 64;
+        for batch in [true, false] {
+            let (a, b) = (line(6144, &one, batch), line(6144, &three, batch));
+            assert!((a - 30.0).abs() < 4.0 && (b - 10.0).abs() < 3.0, "batch {batch}: {a} {b}");
+        }
+    }
+
     /// A stream that misses L2 runs at the prefetched line time when
     /// overlapped, while the same lines in random order pay the memory
     /// latency; walks holding slots never cost more than walks adding.
