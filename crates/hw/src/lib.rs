@@ -17,6 +17,7 @@ pub mod physmem;
 pub mod ppc64;
 pub mod profile;
 pub mod riscv;
+pub mod rng;
 pub mod pwc;
 pub mod tlb;
 

@@ -824,12 +824,9 @@ pub fn sweep(cfgs: &[TlbArrayConfig], pages: u64, seed: u64) -> Result<SweepShar
     const TIMED: usize = 4;
     let mut tlb = Tlb::new(cfgs, &[12, 21, 30])?;
     let mut order: Vec<u64> = (0..pages).collect();
-    let mut x = seed | 1;
+    let mut rng = crate::rng::Rng::new(seed);
     for i in (1..order.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        order.swap(i, (x % (i as u64 + 1)) as usize);
+        order.swap(i, rng.below(i as u64 + 1) as usize);
     }
     // Anywhere in a user address space; the low 21 bits of the base are
     // not zero, as a mapping's need not be.

@@ -253,7 +253,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
                 );
                 let _ = writeln!(o, "ways = {}   # {}", f.ways, tlb_ways(arr.entries, arr, &c.cpuid_tlbs, base_name).1);
                 let other = if f.other_entries > 0 {
-                    format!("; the best {} array ({} entries) {:.2} ns", if f.hashed { "modulo" } else { "hashed" }, f.other_entries, f.other_rms_ns)
+                    format!("; the best {} array ({} entries) {:.2} ns", f.other_index(), f.other_entries, f.other_rms_ns)
                 } else {
                     String::new()
                 };
@@ -478,10 +478,6 @@ pub fn host_page_choice(c: &Calibration) -> (String, String, bool) {
     }
 }
 
-/// Ways for a TLB array of `entries` entries: CPUID leaf 0x18's for an
-/// array of that level and size with as many entries, else the base's when
-/// they divide the entries, else the largest power of two up to 16 that
-/// does.
 /// Fits the second-level 4 KB TLB to the whole 4 KB-page curve with the
 /// model's own TLB (`infer::fit_stlb` over `tlb::sweep`): candidates of
 /// 256 to 4096 entries in steps of eight sets, each with the modulo and
@@ -501,13 +497,10 @@ pub fn fit_second_level(c: &mut Calibration, base: &Profile, base_name: &str) {
     let l1_cfg = TlbArrayConfig { sizes: vec!["4K".into()], entries: l1_entries, ways: l1_ways, level: 1, index: TlbIndex::Modulo };
     let step = ways * 8;
     let cands: Vec<(u64, bool)> = (1..).map(|k| k * step).skip_while(|&e| e < 256).take_while(|&e| e <= 4096).flat_map(|e| [(e as u64, false), (e as u64, true)]).collect();
-    let memo = std::cell::RefCell::new(std::collections::HashMap::new());
     let shares = |entries: u64, hashed: bool, pages: u64| -> (f64, f64) {
-        *memo.borrow_mut().entry((entries, hashed, pages)).or_insert_with(|| {
-            let index = if hashed { TlbIndex::Hashed } else { TlbIndex::Modulo };
-            let cfgs = [l1_cfg.clone(), TlbArrayConfig { sizes: vec!["4K".into()], entries: entries as usize, ways, level: 2, index }];
-            tlb::sweep(&cfgs, pages, pages).map_or((f64::NAN, f64::NAN), |s| (s.l2, s.miss))
-        })
+        let index = if hashed { TlbIndex::Hashed } else { TlbIndex::Modulo };
+        let cfgs = [l1_cfg.clone(), TlbArrayConfig { sizes: vec!["4K".into()], entries: entries as usize, ways, level: 2, index }];
+        tlb::sweep(&cfgs, pages, pages).map_or((f64::NAN, f64::NAN), |s| (s.l2, s.miss))
     };
     let Some(mut fit) = calibrate::infer::fit_stlb(&t.pages_4k, 4.0 * first, 8192.0, &cands, shares) else { return };
     fit.ways = ways as u64;
@@ -519,6 +512,10 @@ pub fn fit_second_level(c: &mut Calibration, base: &Profile, base_name: &str) {
     t.stlb_fit = Some(fit);
 }
 
+/// Ways for a TLB array of `entries` entries: CPUID leaf 0x18's for an
+/// array of that level and size with as many entries, else the base's when
+/// they divide the entries, else the largest power of two up to 16 that
+/// does.
 fn tlb_ways(entries: usize, arr: &TlbArrayConfig, leaves: &[cpu::TlbLeaf], base_name: &str) -> (usize, String) {
     let kinds = ["data", "unified", "load"];
     if let Some(l) = leaves.iter().find(|l| l.level == arr.level && kinds.contains(&l.kind.as_str()) && l.entries as usize == entries && arr.sizes.iter().any(|s| l.sizes.contains(s))) {
@@ -611,13 +608,13 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         t.stlb_hit_ns.map(|n| format!("+{n:.2} ns")).unwrap_or_else(|| "not seen".into())
     );
     if let Some(f) = &t.stlb_fit {
-        let other = if f.other_entries > 0 { format!("; best {}: {} entries, {:.2} ns", if f.hashed { "modulo" } else { "hashed" }, f.other_entries, f.other_rms_ns) } else { String::new() };
+        let other = if f.other_entries > 0 { format!("; best {}: {} entries, {:.2} ns", f.other_index(), f.other_entries, f.other_rms_ns) } else { String::new() };
         let _ = writeln!(
             o,
             "  L2 TLB fit    {} entries, {} ways, {} index: +{:.2} ns a hit, +{:.2} ns a walk, {:.2} ns rms over {} to {} pages{other}",
             f.entries,
             f.ways,
-            if f.hashed { "hashed" } else { "modulo" },
+            f.index(),
             f.hit_ns,
             f.walk_ns,
             f.rms_ns,

@@ -385,6 +385,16 @@ pub struct StlbFit {
     pub points: usize,
 }
 
+impl StlbFit {
+    /// The index fitted, and the other one, as a profile names them.
+    pub fn index(&self) -> &'static str {
+        if self.hashed { "hashed" } else { "modulo" }
+    }
+    pub fn other_index(&self) -> &'static str {
+        if self.hashed { "modulo" } else { "hashed" }
+    }
+}
+
 /// Fits the second-level TLB to `points` (x pages, y extra ns per load)
 /// between `from` and `to` pages. `shares(entries, hashed, pages)` gives
 /// the model's (second-level hit, walk) shares of the probe's loads; a
