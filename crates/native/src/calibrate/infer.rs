@@ -453,7 +453,7 @@ fn least_squares_2(sh: &[(f64, f64)], pts: &[&Point]) -> Option<(f64, f64)> {
         my += m * p.y;
     }
     let det = hh * mm - hm * hm;
-    if det.abs() < 1e-9 * (hh * mm).max(1e-12) || det == 0.0 {
+    if det.abs() <= 1e-9 * (hh * mm).max(1e-12) {
         return None;
     }
     Some(((hy * mm - my * hm) / det, (my * hh - hy * hm) / det))
