@@ -1,5 +1,6 @@
 //! A small deterministic generator shared by the simulator's parts (the
-//! checker, the workloads, calibrate's model of its own probes).
+//! checker, the workloads, calibrate's model of its own probes) and the
+//! native runs, so that a seed names the same sequence everywhere.
 
 /// A small deterministic generator (splitmix64), so a seed names a run.
 pub struct Rng(u64);

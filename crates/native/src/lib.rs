@@ -108,26 +108,9 @@ impl Timer {
     }
 }
 
-/// SplitMix64, with the same constants as the simulator's generator: small,
-/// fast, the same sequence on every host.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x9E37_79B9_7F4A_7C15)
-    }
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        ((self.next_u64() as u128 * n as u128) >> 64) as u64
-    }
-}
+/// The simulator's generator (SplitMix64): the same sequence on every host
+/// and in the model, so a native run and its simulation draw alike.
+pub use splab_hw::rng::Rng;
 
 /// A size as lmbench's options take it: `64k`, `256m`, `4g`, or bytes.
 pub fn size_text(bytes: u64) -> String {
