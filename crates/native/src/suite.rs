@@ -48,8 +48,10 @@ pub struct FigureSummary {
     pub unit: String,
     pub higher_is_better: bool,
     pub spread: Spread,
-    /// How many times better than the 4k layout's median (above 1 is
-    /// better, whichever way the figure runs); None without a 4k layout.
+    /// How many times better than the 4k layout (above 1 is better,
+    /// whichever way the figure runs): the median over the rounds of the
+    /// speedup within each round (`round_speedups`); None without a 4k
+    /// layout.
     pub speedup_vs_4k: Option<f64>,
 }
 
@@ -192,6 +194,27 @@ pub fn speedup(base: f64, x: f64, higher_is_better: bool) -> Option<f64> {
     r.is_finite().then_some(r)
 }
 
+/// The speedup of `other` over `base` measured round by round: for each
+/// round in which both ran, how many times better `other`'s `value` was
+/// than `base`'s. The two runs of a round ran one after the other, so drift
+/// in the machine over the minutes of a suite falls on both and cancels in
+/// the ratio, where it does not in the ratio of two medians taken over
+/// different rounds.
+pub fn round_speedups(base: &[Run], other: &[Run], value: impl Fn(&Run) -> Option<f64>, higher_is_better: bool) -> Vec<f64> {
+    other
+        .iter()
+        .filter_map(|o| {
+            let b = base.iter().find(|b| b.round == o.round)?;
+            speedup(value(b)?, value(o)?, higher_is_better)
+        })
+        .collect()
+}
+
+/// `round_speedups` of the timed seconds.
+pub fn round_time_speedups(base: &[Run], other: &[Run]) -> Vec<f64> {
+    round_speedups(base, other, |r| Some(r.outcome.seconds), false)
+}
+
 /// Summaries of each figure over `runs`.
 fn summarise(runs: &[Run]) -> Vec<FigureSummary> {
     let Some(first) = runs.first() else { return Vec::new() };
@@ -324,11 +347,12 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
         rep.huge_fraction = Spread::of(&huge);
         rep.figures = summarise(&rep.runs);
     }
-    let base: Option<Vec<FigureSummary>> = reps.iter().find(|r| r.pages == Pages::FourK && !r.runs.is_empty()).map(|r| r.figures.clone());
+    let base: Option<Vec<Run>> = reps.iter().find(|r| r.pages == Pages::FourK && !r.runs.is_empty()).map(|r| r.runs.clone());
     if let Some(base) = base {
         for rep in reps.iter_mut() {
-            for (f, b) in rep.figures.iter_mut().zip(&base) {
-                f.speedup_vs_4k = speedup(b.spread.median, f.spread.median, f.higher_is_better);
+            for (k, f) in rep.figures.iter_mut().enumerate() {
+                let rounds = round_speedups(&base, &rep.runs, |r| r.outcome.figures.get(k).map(|g| g.value), f.higher_is_better);
+                f.speedup_vs_4k = Spread::of(&rounds).map(|s| s.median);
             }
         }
     }
@@ -349,6 +373,35 @@ mod tests {
         assert_eq!((s.median, s.q1, s.q3, s.min, s.max), (3.0, 2.0, 4.0, 1.0, 5.0));
         assert_eq!(Spread::of(&[1.0, 2.0]).unwrap().median, 1.5);
         assert!(Spread::of(&[]).is_none());
+    }
+
+    #[test]
+    fn round_speedups_pair_the_runs_of_a_round() {
+        let run = |round, seconds| Run {
+            round,
+            obtained: Obtained::default(),
+            outcome: Outcome { seconds, cpu_seconds: seconds, figures: Vec::new(), report: String::new() },
+        };
+        // The machine slows down by half in round 1: both layouts see it.
+        let base = [run(0, 2.0), run(1, 3.0), run(2, 2.0)];
+        let other = [run(0, 1.0), run(1, 1.5), run(2, 1.0)];
+        assert_eq!(round_time_speedups(&base, &other), vec![2.0, 2.0, 2.0]);
+        // Medians over rounds would mix the slow round into one side only.
+        let slow_other = [run(0, 1.0), run(1, 1.5), run(2, 1.5)];
+        let base_med = Spread::of(&[2.0, 3.0, 2.0]).unwrap().median;
+        let other_med = Spread::of(&[1.0, 1.5, 1.5]).unwrap().median;
+        assert_eq!(base_med / other_med, 2.0 / 1.5);
+        assert_eq!(round_time_speedups(&base, &slow_other), vec![2.0, 2.0, 2.0 / 1.5]);
+        // A round the other layout did not run in is left out, as is a
+        // round missing from the base.
+        assert_eq!(round_time_speedups(&base[..2], &other), vec![2.0, 2.0]);
+        assert_eq!(round_time_speedups(&base, &other[1..]), vec![2.0, 2.0]);
+        assert_eq!(round_time_speedups(&[run(0, 1.0)], &[run(0, 0.0)]), Vec::<f64>::new());
+        // A figure better higher (a rate: here the inverse of the time)
+        // gives the same speedups; one the runs do not have gives none.
+        let rate = |r: &Run| Some(1.0 / r.outcome.seconds);
+        assert_eq!(round_speedups(&base, &other, rate, true), vec![2.0, 2.0, 2.0]);
+        assert!(round_speedups(&base, &other, |r| r.outcome.figures.first().map(|f| f.value), true).is_empty());
     }
 
     #[test]

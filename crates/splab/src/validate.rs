@@ -121,12 +121,22 @@ pub struct Row {
     pub predicted_seconds: f64,
     /// Share of the simulated region in promoted 2 MB pages.
     pub predicted_huge_fraction: Option<f64>,
-    /// Median 4k time / median time here.
+    /// The speedup over 4k measured in each round (the 4k run's seconds
+    /// over this layout's run of the same round); empty for the 4k row.
+    #[serde(skip)]
+    pub round_speedups: Vec<f64>,
+    /// Median over the rounds of the speedup measured in each (1 for the
+    /// 4k row).
     pub measured_speedup: Option<f64>,
+    /// The same rounds' speedups: median, quartiles and extremes.
+    pub measured_speedup_spread: Option<Spread>,
     pub predicted_speedup: Option<f64>,
     /// predicted / measured - 1, for the speedup and for the time.
     pub speedup_error: Option<f64>,
     pub time_error: Option<f64>,
+    /// Whether the predicted speedup lies between the smallest and the
+    /// largest speedup measured in one round.
+    pub speedup_within_rounds: Option<bool>,
 }
 
 /// Means and maxima of the absolute errors.
@@ -136,6 +146,9 @@ pub struct Summary {
     pub speedup_cells: usize,
     pub speedup_mean_abs_error: Option<f64>,
     pub speedup_max_abs_error: Option<f64>,
+    /// Of the speedup cells, those whose prediction lies within the
+    /// range the rounds measured.
+    pub speedup_cells_within_rounds: usize,
     pub time_cells: usize,
     pub time_mean_abs_error: Option<f64>,
     pub time_max_abs_error: Option<f64>,
@@ -161,20 +174,26 @@ fn mean_max(v: &[f64]) -> (Option<f64>, Option<f64>) {
 }
 
 /// Fills in the speedups and errors of one workload's rows (the first is
-/// the 4k baseline).
+/// the 4k baseline). The measured speedups are per round (see
+/// `suite::round_time_speedups`), the predicted ones of the model's one run.
 fn score(rows: &mut [Row]) {
-    let base_m = rows[0].measured.as_ref().map(|s| s.median);
     let base_p = rows[0].predicted_seconds;
-    for r in rows.iter_mut() {
+    for (k, r) in rows.iter_mut().enumerate() {
         let m = r.measured.as_ref().map(|s| s.median);
         r.time_error = m.map(|m| r.predicted_seconds / m - 1.0);
         r.predicted_speedup = (r.predicted_seconds > 0.0).then(|| base_p / r.predicted_seconds);
-        r.measured_speedup = match (base_m, m) {
-            (Some(b), Some(m)) if m > 0.0 => Some(b / m),
-            _ => None,
-        };
+        if k == 0 {
+            r.measured_speedup = m.map(|_| 1.0);
+            continue;
+        }
+        r.measured_speedup_spread = Spread::of(&r.round_speedups);
+        r.measured_speedup = r.measured_speedup_spread.as_ref().map(|s| s.median);
         r.speedup_error = match (r.measured_speedup, r.predicted_speedup) {
             (Some(ms), Some(ps)) => Some(ps / ms - 1.0),
+            _ => None,
+        };
+        r.speedup_within_rounds = match (&r.measured_speedup_spread, r.predicted_speedup) {
+            (Some(s), Some(ps)) => Some(s.min <= ps && ps <= s.max),
             _ => None,
         };
     }
@@ -185,7 +204,16 @@ pub fn summarise(rows: &[Row]) -> Summary {
     let tm: Vec<f64> = rows.iter().filter_map(|r| r.time_error).collect();
     let (sm, sx) = mean_max(&sp);
     let (tmn, tmx) = mean_max(&tm);
-    Summary { speedup_cells: sp.len(), speedup_mean_abs_error: sm, speedup_max_abs_error: sx, time_cells: tm.len(), time_mean_abs_error: tmn, time_max_abs_error: tmx }
+    let within = rows.iter().filter(|r| r.speedup_within_rounds == Some(true)).count();
+    Summary {
+        speedup_cells: sp.len(),
+        speedup_mean_abs_error: sm,
+        speedup_max_abs_error: sx,
+        speedup_cells_within_rounds: within,
+        time_cells: tm.len(),
+        time_mean_abs_error: tmn,
+        time_max_abs_error: tmx,
+    }
 }
 
 /// `splab validate`.
@@ -223,7 +251,8 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
         let report = suite::run(w, nat.as_ref(), &plan, &mut |k, _, _| bar.update(base + k)).map_err(Fail::Run)?;
         done += layouts.len() as u64 * a.repeat as u64;
         let mut wrows = Vec::new();
-        for (l, s) in layouts.iter().zip(sims) {
+        let base_runs = report.layouts.iter().find(|r| r.pages == layouts[0].native).map(|r| r.runs.as_slice()).unwrap_or(&[]);
+        for (k, (l, s)) in layouts.iter().zip(sims).enumerate() {
             let sim = run::simulate(s, true, true)?;
             done += 1;
             bar.update(done);
@@ -237,10 +266,16 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
                 skip_reason: nl.and_then(|r| r.skip_reason.clone().or_else(|| r.shortfall.clone())),
                 predicted_seconds: sim.sim_seconds,
                 predicted_huge_fraction: sim.layout.as_ref().map(|o| o.chunks_2m_obtained as f64 / o.chunks.max(1) as f64),
+                round_speedups: match (k, usable) {
+                    (1.., Some(r)) => suite::round_time_speedups(base_runs, &r.runs),
+                    _ => Vec::new(),
+                },
                 measured_speedup: None,
+                measured_speedup_spread: None,
                 predicted_speedup: None,
                 speedup_error: None,
                 time_error: None,
+                speedup_within_rounds: None,
             });
         }
         score(&mut wrows);
@@ -275,29 +310,31 @@ pub fn text(r: &Report) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "Validation on this host: native runs (median of {} interleaved) against the model on profile {}{}\n",
+        "Validation on this host: native runs (median of {} interleaved; a speedup is the median of the speedups measured within each round, the range their smallest and largest) against the model on profile {}{}\n",
         r.repeat,
         r.machine,
         if r.quick { " (--quick sizes)" } else { "" }
     );
     let _ = writeln!(
         o,
-        "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>10}{:>9}{:>8}{:>8}",
-        "workload", "layout", "measured s", "predicted s", "time err", "meas. x", "pred. x", "x err", "huge m", "huge p"
+        "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>13}{:>10}{:>9}{:>8}{:>8}",
+        "workload", "layout", "measured s", "predicted s", "time err", "meas. x", "meas. range", "pred. x", "x err", "huge m", "huge p"
     );
     for row in &r.rows {
         let meas = row.measured.as_ref().map(|s| secs(s.median)).unwrap_or_else(|| "skipped".into());
         let hm = row.measured_huge_fraction.map(|h| format!("{:.0}%", 100.0 * h)).unwrap_or_else(|| "-".into());
         let hp = row.predicted_huge_fraction.map(|h| format!("{:.0}%", 100.0 * h)).unwrap_or_else(|| "-".into());
+        let range = row.measured_speedup_spread.as_ref().map(|s| format!("{:.2}-{:.2}", s.min, s.max)).unwrap_or_default();
         let _ = writeln!(
             o,
-            "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>10}{:>9}{:>8}{:>8}",
+            "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>13}{:>10}{:>9}{:>8}{:>8}",
             row.workload,
             row.layout,
             meas,
             secs(row.predicted_seconds),
             pct(row.time_error),
             times(row.measured_speedup),
+            range,
             times(row.predicted_speedup),
             if row.layout == "4k" { "".into() } else { pct(row.speedup_error) },
             hm,
@@ -310,10 +347,11 @@ pub fn text(r: &Report) -> String {
     let s = &r.summary;
     let _ = writeln!(
         o,
-        "\nspeedup over 4k, {} cells: mean absolute error {}, largest {}",
+        "\nspeedup over 4k, {} cells: mean absolute error {}, largest {}; the prediction within the range measured in {} of them",
         s.speedup_cells,
         pct(s.speedup_mean_abs_error).trim_start_matches('+'),
-        pct(s.speedup_max_abs_error).trim_start_matches('+')
+        pct(s.speedup_max_abs_error).trim_start_matches('+'),
+        s.speedup_cells_within_rounds
     );
     let _ = writeln!(
         o,
@@ -333,26 +371,32 @@ pub fn text(r: &Report) -> String {
 mod tests {
     use super::*;
 
-    fn row(layout: &str, measured: f64, predicted: f64) -> Row {
+    /// A row measured `measured` seconds in each round, whose rounds
+    /// measured `rounds` as speedups over 4k.
+    fn row(layout: &str, measured: &[f64], rounds: &[f64], predicted: f64) -> Row {
         Row {
             workload: "gups".into(),
             layout: layout.into(),
-            measured: Spread::of(&[measured]),
+            measured: Spread::of(measured),
             measured_huge_fraction: None,
             skip_reason: None,
             predicted_seconds: predicted,
             predicted_huge_fraction: None,
+            round_speedups: rounds.to_vec(),
             measured_speedup: None,
+            measured_speedup_spread: None,
             predicted_speedup: None,
             speedup_error: None,
             time_error: None,
+            speedup_within_rounds: None,
         }
     }
 
     #[test]
     fn speedups_and_errors_are_against_the_4k_row() {
-        let mut rows = vec![row("4k", 2.0, 2.2), row("2m", 1.0, 1.0), row("mix:0.5", 1.6, 1.5)];
+        let mut rows = vec![row("4k", &[2.0], &[], 2.2), row("2m", &[1.0], &[2.0], 1.0), row("mix:0.5", &[1.6], &[1.25], 1.5)];
         score(&mut rows);
+        assert_eq!(rows[0].measured_speedup, Some(1.0));
         assert!((rows[1].measured_speedup.unwrap() - 2.0).abs() < 1e-12);
         assert!((rows[1].predicted_speedup.unwrap() - 2.2).abs() < 1e-12);
         assert!((rows[1].speedup_error.unwrap() - 0.1).abs() < 1e-12);
@@ -363,6 +407,30 @@ mod tests {
         let e2: f64 = (2.2 / 1.5) / (2.0 / 1.6) - 1.0;
         assert!((s.speedup_mean_abs_error.unwrap() - (0.1 + e2.abs()) / 2.0).abs() < 1e-12);
         assert_eq!(s.time_cells, 3);
+        // One round each: neither prediction is within a range of one value.
+        assert_eq!(s.speedup_cells_within_rounds, 0);
+    }
+
+    #[test]
+    fn measured_speedups_are_the_median_of_the_rounds() {
+        // The 4k median is 2.0 and the 2m median 1.0, but within each round
+        // 2m ran 1.5x: the speedup is the rounds', not the medians' ratio.
+        let mut rows = vec![row("4k", &[1.5, 2.0, 3.0], &[], 2.0), row("2m", &[1.0, 1.0, 2.0], &[1.5, 2.0, 1.5], 1.25)];
+        score(&mut rows);
+        assert_eq!(rows[1].measured_speedup, Some(1.5));
+        let sp = rows[1].measured_speedup_spread.as_ref().unwrap();
+        assert_eq!((sp.min, sp.max), (1.5, 2.0));
+        assert_eq!(rows[1].predicted_speedup, Some(1.6));
+        assert!((rows[1].speedup_error.unwrap() - (1.6 / 1.5 - 1.0)).abs() < 1e-12);
+        assert_eq!(rows[1].speedup_within_rounds, Some(true));
+        assert_eq!(summarise(&rows).speedup_cells_within_rounds, 1);
+        // Outside the range; and no rounds to pair, no measured speedup.
+        let mut rows = vec![row("4k", &[2.0], &[], 2.0), row("2m", &[1.0], &[1.5, 1.7], 1.0), row("mix:0.5", &[1.0], &[], 1.0)];
+        score(&mut rows);
+        assert_eq!(rows[1].speedup_within_rounds, Some(false));
+        assert_eq!((rows[2].measured_speedup, rows[2].speedup_error, rows[2].speedup_within_rounds), (None, None, None));
+        let text = text(&Report { machine: "m".into(), quick: false, repeat: 2, rows, summary: summarise(&[]), native: Vec::new() });
+        assert!(text.contains("1.50-1.70"), "{text}");
     }
 
     #[test]
