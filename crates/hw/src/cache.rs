@@ -50,11 +50,19 @@ fn touch(order: u64, w: u64) -> u64 {
 
 /// Tags that can be compared 16 at a time.
 trait Tag: Copy + PartialEq {
+    /// The tag of an empty way (never a line's: see `Cache::new`).
+    const EMPTY: Self;
     /// Bit i set iff tags[i] == tag.
     fn match_mask(tags: &[Self; 16], tag: Self) -> u32;
+    fn wide(self) -> u64;
 }
 
 impl Tag for u16 {
+    const EMPTY: u16 = u16::MAX;
+    #[inline(always)]
+    fn wide(self) -> u64 {
+        self as u64
+    }
     #[inline(always)]
     fn match_mask(tags: &[u16; 16], tag: u16) -> u32 {
         #[cfg(target_arch = "x86_64")]
@@ -74,6 +82,11 @@ impl Tag for u16 {
 }
 
 impl Tag for u32 {
+    const EMPTY: u32 = u32::MAX;
+    #[inline(always)]
+    fn wide(self) -> u64 {
+        self as u64
+    }
     #[inline(always)]
     fn match_mask(tags: &[u32; 16], tag: u32) -> u32 {
         #[cfg(target_arch = "x86_64")]
@@ -95,16 +108,50 @@ impl Tag for u32 {
 }
 
 /// Without branches on the outcome: the way is the matching one or else
-/// the LRU one, and storing the tag there is harmless on a hit.
+/// the LRU one, and storing the tag there is harmless on a hit. Returns
+/// whether it hit and, if `evict` and a miss evicted a line, that line's
+/// tag (`evict` is a constant where it is inlined: without it, nothing is
+/// read that was not before).
 #[inline]
-fn probe16<T: Tag>(s: &mut Set16<T>, ways: usize, tag: T) -> bool {
+fn probe16<T: Tag>(s: &mut Set16<T>, ways: usize, tag: T, evict: bool) -> (bool, Option<u64>) {
     let mask = T::match_mask(&s.tags, tag);
     let hit = mask != 0;
     let victim = (s.order >> (4 * (ways - 1))) & 0xF;
     let w = if hit { (mask.trailing_zeros() & 15) as u64 } else { victim };
+    let old = if evict { s.tags[w as usize] } else { T::EMPTY };
     s.tags[w as usize] = tag;
     s.order = touch(s.order, w);
-    hit
+    (hit, (evict && !hit && old != T::EMPTY).then(|| old.wide()))
+}
+
+/// Where a cache's evicted lines are reported: nowhere (`()`, for the
+/// caches whose victims nothing asks about, at no cost), the last one
+/// (`Option`), or every one with the index of the access that evicted it
+/// (a batch's `Vec`).
+pub trait Evictions {
+    /// Whether anything is reported (false: victims are not even read).
+    const ON: bool = true;
+    fn evicted(&mut self, access: u32, line: u64);
+}
+
+impl Evictions for () {
+    const ON: bool = false;
+    #[inline(always)]
+    fn evicted(&mut self, _: u32, _: u64) {}
+}
+
+impl Evictions for Option<u64> {
+    #[inline(always)]
+    fn evicted(&mut self, _: u32, line: u64) {
+        *self = Some(line);
+    }
+}
+
+impl Evictions for Vec<(u32, u64)> {
+    #[inline(always)]
+    fn evicted(&mut self, access: u32, line: u64) {
+        self.push((access, line));
+    }
 }
 
 /// The tag store. Tags are 16 bits when the cache has enough sets that
@@ -223,16 +270,34 @@ impl Cache {
         self.prefetcher().prefetch(pa);
     }
 
+    /// `access`, and the line it evicted, if it did.
+    #[inline]
+    pub fn access_evicting(&mut self, pa: u64) -> (bool, Option<u64>) {
+        let line = pa >> LINE_SHIFT;
+        if line == self.last {
+            self.hits += 1;
+            return (true, None);
+        }
+        let mut ev = None;
+        (self.lookup(line, &mut ev), ev)
+    }
+
     #[inline(never)]
     fn access_set(&mut self, line: u64) -> bool {
+        self.lookup(line, &mut ())
+    }
+
+    #[inline(always)]
+    fn lookup<E: Evictions>(&mut self, line: u64, ev: &mut E) -> bool {
         self.last = line;
         debug_assert!(line < MAX_LINES);
         let (set, tag) = self.map.split(line);
-        let hit = match &mut self.tags {
-            Tags::U16(t) => probe16(&mut t[set], self.ways, tag as u16),
-            Tags::U32(t) => probe16(&mut t[set], self.ways, tag as u32),
-            Tags::Wide(t) => probe(&mut t[set * self.ways..(set + 1) * self.ways], tag as u32),
+        let (hit, old) = match &mut self.tags {
+            Tags::U16(t) => probe16(&mut t[set], self.ways, tag as u16, E::ON),
+            Tags::U32(t) => probe16(&mut t[set], self.ways, tag as u32, E::ON),
+            Tags::Wide(t) => probe(&mut t[set * self.ways..(set + 1) * self.ways], tag as u32, E::ON),
         };
+        note((hit, old), set, 0, self.map.sets, ev);
         if hit {
             self.hits += 1;
         } else {
@@ -248,6 +313,12 @@ impl Cache {
     /// `ahead` has the tag sets fetched into the host's caches that many
     /// accesses early, for tag stores larger than the host's caches.
     pub fn pass(&mut self, acc: &mut [(u64, u32)], sel: Option<&[u32]>, misses: &mut Vec<u32>, ahead: usize) {
+        self.pass_evicting(acc, sel, misses, ahead, &mut ());
+    }
+
+    /// `pass`, reporting each line a miss evicted with the index in `acc`
+    /// of the access that evicted it, in order.
+    pub fn pass_evicting<E: Evictions>(&mut self, acc: &mut [(u64, u32)], sel: Option<&[u32]>, misses: &mut Vec<u32>, ahead: usize, ev: &mut E) {
         let before = misses.len();
         let n = sel.map_or(acc.len(), |s| s.len());
         // Every access writes its index to the next free slot, and only a
@@ -256,16 +327,17 @@ impl Cache {
         misses.reserve(n);
         let out = &mut misses.spare_capacity_mut()[..n];
         let p = PassArgs { map: self.map, ways: self.ways, lat: self.latency, ahead, pf: self.prefetcher() };
+        let sets = self.map.sets;
         let mut last = self.last;
         // The tag kind and the selection are resolved once per pass.
         let k = match (&mut self.tags, sel) {
-            (Tags::U16(t), None) => run_pass(&p, &mut last, acc, n, |j| j, out, |set, tag| probe16(&mut t[set], p.ways, tag as u16)),
-            (Tags::U16(t), Some(s)) => run_pass(&p, &mut last, acc, n, |j| s[j] as usize, out, |set, tag| probe16(&mut t[set], p.ways, tag as u16)),
-            (Tags::U32(t), None) => run_pass(&p, &mut last, acc, n, |j| j, out, |set, tag| probe16(&mut t[set], p.ways, tag as u32)),
-            (Tags::U32(t), Some(s)) => run_pass(&p, &mut last, acc, n, |j| s[j] as usize, out, |set, tag| probe16(&mut t[set], p.ways, tag as u32)),
+            (Tags::U16(t), None) => run_pass(&p, &mut last, acc, n, |j| j, out, |set, tag, i| note(probe16(&mut t[set], p.ways, tag as u16, E::ON), set, i, sets, ev)),
+            (Tags::U16(t), Some(s)) => run_pass(&p, &mut last, acc, n, |j| s[j] as usize, out, |set, tag, i| note(probe16(&mut t[set], p.ways, tag as u16, E::ON), set, i, sets, ev)),
+            (Tags::U32(t), None) => run_pass(&p, &mut last, acc, n, |j| j, out, |set, tag, i| note(probe16(&mut t[set], p.ways, tag as u32, E::ON), set, i, sets, ev)),
+            (Tags::U32(t), Some(s)) => run_pass(&p, &mut last, acc, n, |j| s[j] as usize, out, |set, tag, i| note(probe16(&mut t[set], p.ways, tag as u32, E::ON), set, i, sets, ev)),
             (Tags::Wide(t), sel) => {
                 let ways = p.ways;
-                let probe_wide = |set: usize, tag: u64| probe(&mut t[set * ways..(set + 1) * ways], tag as u32);
+                let probe_wide = |set: usize, tag: u64, i: usize| note(probe(&mut t[set * ways..(set + 1) * ways], tag as u32, E::ON), set, i, sets, ev);
                 match sel {
                     None => run_pass(&p, &mut last, acc, n, |j| j, out, probe_wide),
                     Some(s) => run_pass(&p, &mut last, acc, n, |j| s[j] as usize, out, probe_wide),
@@ -299,9 +371,19 @@ struct PassArgs {
     pf: Prefetcher,
 }
 
+/// Reports what a probe of `set` for access `i` evicted to `ev`, and
+/// returns whether it hit.
+#[inline(always)]
+fn note<E: Evictions>((hit, old): (bool, Option<u64>), set: usize, i: usize, sets: u64, ev: &mut E) -> bool {
+    if let (true, Some(old)) = (E::ON, old) {
+        ev.evicted(i as u32, old * sets + set as u64);
+    }
+    hit
+}
+
 /// The loop of `Cache::pass`: `index(j)` is the j-th access's slot in
-/// `acc`; misses are written to `out` in order and counted. Returns the
-/// number of misses.
+/// `acc`; `probe(set, tag, i)` looks up access i; misses are written to
+/// `out` in order and counted. Returns the number of misses.
 #[inline(always)]
 fn run_pass(
     p: &PassArgs,
@@ -310,7 +392,7 @@ fn run_pass(
     n: usize,
     index: impl Fn(usize) -> usize,
     out: &mut [std::mem::MaybeUninit<u32>],
-    mut probe: impl FnMut(usize, u64) -> bool,
+    mut probe: impl FnMut(usize, u64, usize) -> bool,
 ) -> usize {
     let mut l = *last;
     let mut k = 0;
@@ -329,7 +411,7 @@ fn run_pass(
         let hit = line == l || {
             l = line;
             let (set, tag) = p.map.split(line);
-            probe(set, tag)
+            probe(set, tag, i)
         };
         if hit {
             acc[i].1 = p.lat;
@@ -437,23 +519,25 @@ impl Prefetcher {
 }
 
 /// Finds `tag` in a set kept in recency order and moves it to the front;
-/// on a miss, inserts it at the front and drops the last (LRU) way.
+/// on a miss, inserts it at the front and drops the last (LRU) way, whose
+/// tag it returns if `evict` and the way held a line.
 #[inline]
-fn probe<T: Copy + PartialEq>(t: &mut [T], tag: T) -> bool {
+fn probe<T: Tag>(t: &mut [T], tag: T, evict: bool) -> (bool, Option<u64>) {
     if t[0] == tag {
-        return true;
+        return (true, None);
     }
     let (hit, w) = match t.iter().position(|&x| x == tag) {
         Some(w) => (true, w),
         None => (false, t.len() - 1),
     };
+    let old = t[w];
     let mut i = w;
     while i > 0 {
         t[i] = t[i - 1];
         i -= 1;
     }
     t[0] = tag;
-    hit
+    (hit, (evict && !hit && old != T::EMPTY).then(|| old.wide()))
 }
 
 #[cfg(test)]

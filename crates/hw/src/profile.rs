@@ -22,6 +22,12 @@ pub struct Caches {
 #[serde(deny_unknown_fields)]
 pub struct Memory {
     pub dram_latency_ns: f64,
+    /// Time a dirty line costs when the last-level cache evicts it and
+    /// writes it back to memory, as an independent access sees it (the
+    /// write is buffered: a dependent one does not wait for it). Absent:
+    /// writebacks are not charged, and lines are not tracked as dirty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub writeback_ns: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -242,6 +248,11 @@ impl Profile {
         if self.overlap.data_mlp < 1.0 || self.overlap.walk_mlp < 1.0 {
             return Err("overlap factors must be at least 1".into());
         }
+        if let Some(w) = self.memory.writeback_ns {
+            if !(0.0..10000.0).contains(&w) {
+                return Err(format!("memory.writeback_ns = {w} is out of range (0 to 10000 ns)"));
+            }
+        }
         for c in [&self.cache.l1d, &self.cache.l2, &self.cache.l3] {
             crate::cache::Cache::new(c)?;
         }
@@ -275,6 +286,12 @@ impl Profile {
 
     pub fn dram_cycles(&self) -> u32 {
         (self.memory.dram_latency_ns * self.freq_ghz).round() as u32
+    }
+
+    /// `memory.writeback_ns` in core cycles, if the profile charges
+    /// writebacks.
+    pub fn writeback_cycles(&self) -> Option<f64> {
+        self.memory.writeback_ns.map(|ns| ns * self.freq_ghz)
     }
 }
 
@@ -363,6 +380,14 @@ mod tests {
         // The name older profiles give the cost.
         let old = base.replace("stlb_hit =", "walk_trap = 30\nstlb_hit =");
         assert_eq!(Profile::parse(&old, "old").unwrap().costs.walk, Some(30));
+        // A writeback cost is read, in cycles at the profile's clock, and
+        // one out of range refused by name.
+        assert_eq!(p.writeback_cycles(), None);
+        let wb = base.replace("dram_latency_ns =", "writeback_ns = 2.5\ndram_latency_ns =");
+        let w = Profile::parse(&wb, "wb").unwrap();
+        assert_eq!(w.writeback_cycles(), Some(2.5 * w.freq_ghz));
+        let e = Profile::parse(&wb.replace("writeback_ns = 2.5", "writeback_ns = -1.0"), "wb").unwrap_err();
+        assert!(e.contains("memory.writeback_ns = -1"), "{e}");
         for (bad, name) in [("streams = 0", "prefetch.streams = 0"), ("line_cycles = -1.0", "prefetch.line_cycles = -1"), ("line_cycles = 14.5\nline_cycles_by_streams = [3.0, 0.0]", "line_cycles_by_streams holds 0")] {
             let t = with.replace(if bad.starts_with("streams") { "streams = 32" } else { "line_cycles = 14.5" }, bad);
             let e = Profile::parse(&t, "bad").unwrap_err();

@@ -97,6 +97,10 @@ pub struct HwStats {
     /// `[prefetch]` only).
     #[serde(skip_serializing_if = "is_zero")]
     pub prefetched: u64,
+    /// Dirty lines the last-level cache wrote back to memory (profiles
+    /// with `memory.writeback_ns` only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub writebacks: u64,
 }
 
 fn is_zero(v: &u64) -> bool {
@@ -492,7 +496,7 @@ impl System {
             if let Some((t, m)) = tlb.memo(va, asid) {
                 let need = need(op_access(op));
                 let pa = t.pa(va).0;
-                if t.perm & need == need && timing.charge_same_line(cpu, pa, dependent) {
+                if t.perm & need == need && timing.charge_same_line(cpu, pa, dependent, matches!(op, Op::Store(_))) {
                     tlb.count_memo_hit(m);
                     self.hw.refs += 1;
                     return Ok(match op {
@@ -674,7 +678,7 @@ impl System {
         let (t, xlat) = self.translate(cpu, va, acc)?;
         let pa = t.pa(va).0;
         let walks = std::mem::take(&mut self.pending_walks);
-        self.timing().charge(cpu, xlat, &walks, pa, dependent);
+        self.timing().charge(cpu, xlat, &walks, pa, dependent, acc == Access::Write);
         self.pending_walks = walks;
         self.pending_walks.clear();
         Ok(self.do_op(pa, op))
@@ -734,7 +738,7 @@ impl System {
             }
         };
         let pa = t.pa(va).0;
-        self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32 });
+        self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32, write: acc == Access::Write });
         let op = match store(self.read_word(pa)) {
             Some(v) => Op::Store(v),
             None => Op::Load,
@@ -779,11 +783,12 @@ impl System {
     /// Counts of what the hardware did.
     pub fn hw(&mut self) -> HwStats {
         let t = self.timing();
-        let (hits, dram, pf) = (t.cache_hits, t.dram_accesses, t.prefetched);
+        let (hits, dram, pf, wb) = (t.cache_hits, t.dram_accesses, t.prefetched, t.writebacks);
         let mut h = self.hw.clone();
         h.cache_hits = hits;
         h.dram_accesses = dram;
         h.prefetched = pf;
+        h.writebacks = wb;
         h
     }
 

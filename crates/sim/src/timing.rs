@@ -17,6 +17,8 @@ pub struct BatchRef {
     pub xlat: u32,
     pub walks_start: u32,
     pub walks_end: u32,
+    /// A store: its line becomes dirty.
+    pub write: bool,
 }
 
 pub struct Timing {
@@ -39,6 +41,10 @@ pub struct Timing {
     prefetched_dependent_lat: Vec<u32>,
     /// Second-level misses the prefetcher covered.
     pub prefetched: u64,
+    /// Dirty lines, where the profile charges writebacks.
+    dirty: Option<Dirty>,
+    /// Dirty lines the last level evicted (written back to memory).
+    pub writebacks: u64,
     /// Cycles per CPU of translation and data access (kernel work is
     /// counted by the system beside these).
     pub cycles: Vec<f64>,
@@ -53,6 +59,45 @@ pub struct Timing {
     to_dram: Vec<u32>,
     /// Accesses the prefetcher covered, with the streams it was following.
     covered: Vec<(u32, u32)>,
+    /// Lines the last level evicted, with the accesses that evicted them.
+    evicted: Vec<(u32, u64)>,
+}
+
+/// The lines written since they last left the last-level cache, one bit
+/// each by physical line number, and what writing one back costs. The
+/// last level stands for the whole hierarchy here: a line is dirty from
+/// the store that writes it, whichever level it hit in, until the last
+/// level evicts it (the model's levels are not inclusive, so a line a
+/// store hit in L1 after the last level dropped it is written back the
+/// next time the last level evicts it).
+struct Dirty {
+    bits: Vec<u64>,
+    /// Latency added to an independent access whose fill evicts a dirty
+    /// line: the profile's writeback time, scaled up by data_mlp as the
+    /// cost divides it back down (as a prefetched line's is). A dependent
+    /// access adds nothing: the write is buffered and nothing waits for it.
+    lat: u32,
+}
+
+impl Dirty {
+    #[inline]
+    fn mark(&mut self, line: u64) {
+        let w = (line >> 6) as usize;
+        if w >= self.bits.len() {
+            self.bits.resize((w + 1).next_power_of_two(), 0);
+        }
+        self.bits[w] |= 1 << (line & 63);
+    }
+
+    /// Whether `line` was dirty; it is clean after.
+    #[inline]
+    fn take(&mut self, line: u64) -> bool {
+        let Some(b) = self.bits.get_mut((line >> 6) as usize) else { return false };
+        let m = 1u64 << (line & 63);
+        let was = *b & m != 0;
+        *b &= !m;
+        was
+    }
 }
 
 /// `f` of the prefetcher's line time for 1, 2, ... streams at once (one
@@ -84,6 +129,8 @@ impl Timing {
             prefetched_lat: by_streams(p, |c| (c * p.overlap.data_mlp).round() as u32),
             prefetched_dependent_lat: by_streams(p, |c| (c.round() as u32).max(p.cache.l2.latency)),
             prefetched: 0,
+            dirty: p.writeback_cycles().map(|c| Dirty { bits: Vec::new(), lat: (c * p.overlap.data_mlp).round() as u32 }),
+            writebacks: 0,
             cycles: vec![0.0; p.cpus],
             breakdown: CycleBreakdown::default(),
             cache_hits: [0; 3],
@@ -93,6 +140,7 @@ impl Timing {
             to_l3: Vec::new(),
             to_dram: Vec::new(),
             covered: Vec::new(),
+            evicted: Vec::new(),
         })
     }
 
@@ -116,18 +164,35 @@ impl Timing {
             return self.l2[cpu].latency;
         }
         let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> LINE_SHIFT) };
-        let lat = if self.l3.access(pa) {
+        let (hit, wb) = match self.dirty.as_mut() {
+            None => (self.l3.access(pa), 0),
+            Some(d) => {
+                let (hit, victim) = self.l3.access_evicting(pa);
+                let wb = victim.is_some_and(|v| d.take(v));
+                self.writebacks += wb as u64;
+                (hit, if wb && !dependent { d.lat } else { 0 })
+            }
+        };
+        let lat = if hit {
             self.cache_hits[2] += 1;
             self.l3.latency
         } else {
             self.dram_accesses += 1;
             self.dram
         };
-        if covered > 0 {
+        wb + if covered > 0 {
             self.prefetched += 1;
             self.prefetched_latency(lat, dependent, covered)
         } else {
             lat
+        }
+    }
+
+    /// A store to `pa` made its line dirty.
+    #[inline]
+    fn stored(&mut self, pa: u64) {
+        if let Some(d) = self.dirty.as_mut() {
+            d.mark(pa >> LINE_SHIFT);
         }
     }
 
@@ -157,14 +222,18 @@ impl Timing {
 
     /// Charges one access: its translation cycles, its walk references and
     /// its data reference through the caches, overlapped as the profile
-    /// says unless the access depends on the previous one.
+    /// says unless the access depends on the previous one. A `write`
+    /// dirties the line.
     #[inline]
-    pub fn charge(&mut self, cpu: usize, xlat: u32, walks: &[u64], pa: u64, dependent: bool) {
+    pub fn charge(&mut self, cpu: usize, xlat: u32, walks: &[u64], pa: u64, dependent: bool, write: bool) {
         let mut xlat = xlat;
         for &w in walks {
             xlat += self.access_latency(cpu, w, dependent);
         }
         let data = self.access_latency(cpu, pa, dependent);
+        if write {
+            self.stored(pa);
+        }
         let (cyc, xc) = if dependent {
             let (xc, dc) = (xlat as f64, data as f64);
             ((xc + dc).max(1.0), xc)
@@ -180,14 +249,17 @@ impl Timing {
     /// same line as the CPU's last access (a certain first-level hit).
     /// Returns false, changing nothing, when that is not the case.
     #[inline]
-    pub fn charge_same_line(&mut self, cpu: usize, pa: u64, dependent: bool) -> bool {
+    pub fn charge_same_line(&mut self, cpu: usize, pa: u64, dependent: bool, write: bool) -> bool {
         let l1 = &mut self.l1[cpu];
         if !l1.is_last(pa) {
             return false;
         }
         l1.access(pa);
-        self.cache_hits[0] += 1;
         let lat = l1.latency as f64;
+        if write {
+            self.stored(pa);
+        }
+        self.cache_hits[0] += 1;
         let cyc = if dependent { lat } else { (lat * self.inv_data_mlp).max(1.0) };
         self.cycles[cpu] += cyc;
         self.breakdown.data += cyc;
@@ -233,13 +305,39 @@ impl Timing {
         // fetch the sets a few accesses ahead, so that their loads overlap.
         let mut dram = std::mem::take(&mut self.to_dram);
         dram.clear();
-        self.l3.pass(&mut acc, Some(&to_l3), &mut dram, 12);
+        let mut evicted = std::mem::take(&mut self.evicted);
+        evicted.clear();
+        if self.dirty.is_some() {
+            self.l3.pass_evicting(&mut acc, Some(&to_l3), &mut dram, 12, &mut evicted);
+        } else {
+            self.l3.pass(&mut acc, Some(&to_l3), &mut dram, 12);
+        }
         for &i in &dram {
             acc[i as usize].1 = self.dram;
         }
         for &(i, k) in &covered {
             acc[i as usize].1 = self.prefetched_latency(acc[i as usize].1, false, k);
         }
+        if let Some(d) = self.dirty.as_mut() {
+            // In program order, as `charge` sees them: an access's
+            // evictions (of its walk references', then its data's fill),
+            // then its store.
+            let (mut e, mut k) = (0, 0);
+            for r in refs {
+                k += (r.walks_end - r.walks_start) as usize + 1;
+                while let Some(&(i, line)) = evicted.get(e).filter(|x| (x.0 as usize) < k) {
+                    if d.take(line) {
+                        self.writebacks += 1;
+                        acc[i as usize].1 += d.lat;
+                    }
+                    e += 1;
+                }
+                if r.write {
+                    d.mark(r.pa >> LINE_SHIFT);
+                }
+            }
+        }
+        self.evicted = evicted;
         self.prefetched += covered.len() as u64;
         self.covered = covered;
         self.cache_hits[2] += (to_l3.len() - dram.len()) as u64;
@@ -497,14 +595,19 @@ impl Drop for Worker {
 mod tests {
     use super::*;
 
-    /// sapphire-rapids as built in, and with a stream prefetcher and
-    /// walks holding miss slots.
+    /// sapphire-rapids as built in; with a stream prefetcher and walks
+    /// holding miss slots; and with writebacks charged as well.
     fn profiles() -> Vec<Profile> {
         let p = Profile::load("sapphire-rapids").unwrap();
         let mut q = p.clone();
         q.overlap.walk_holds_slot = Some(true);
         q.prefetch = Some(Prefetch { streams: 4, distance: 20, line_cycles: 12.5, line_cycles_by_streams: vec![] });
-        vec![p, q]
+        // And charging writebacks, with a last level small enough that a
+        // test's few thousand references evict from it.
+        let mut w = q.clone();
+        w.memory.writeback_ns = Some(3.0);
+        w.cache.l3 = splab_hw::cache::CacheConfig { size_kb: 128, ways: 16, latency: 40 };
+        vec![p, q, w]
     }
 
     /// Running a batch level by level gives exactly the state and cycles of
@@ -541,22 +644,59 @@ mod tests {
             } else {
                 x % (512 << 20)
             };
-            refs.push(BatchRef { pa, xlat: i % 11, walks_start: start, walks_end: walks.len() as u32 });
+            refs.push(BatchRef { pa, xlat: i % 11, walks_start: start, walks_end: walks.len() as u32, write: i % 4 == 1 });
         }
         for chunk in refs.chunks(300) {
             a.run_batch(1, chunk, &walks);
         }
         for r in &refs {
-            b.charge(1, r.xlat, &walks[r.walks_start as usize..r.walks_end as usize], r.pa, false);
+            b.charge(1, r.xlat, &walks[r.walks_start as usize..r.walks_end as usize], r.pa, false, r.write);
         }
         assert_eq!(a.cycles, b.cycles);
         assert_eq!((a.cache_hits, a.dram_accesses, a.prefetched), (b.cache_hits, b.dram_accesses, b.prefetched));
         assert_eq!(a.prefetched > 0, p.prefetch.is_some(), "{}", a.prefetched);
+        assert_eq!(a.writebacks, b.writebacks);
+        assert_eq!(a.writebacks > 0, p.memory.writeback_ns.is_some(), "{}", a.writebacks);
         assert_eq!(a.breakdown.data, b.breakdown.data);
         // And the caches hold the same lines: the same accesses hit or miss next.
         for r in &refs[..500] {
             assert_eq!(a.mem_latency(1, r.pa ^ 0x40), b.mem_latency(1, r.pa ^ 0x40));
         }
+    }
+
+    /// With a writeback cost, a dirty line costs it when the last level
+    /// evicts it: storing to every line of a region eight times the last
+    /// level writes back all but what it still holds, and costs each
+    /// writeback's time more than reading the region does; a dependent
+    /// access waits for none of them; and reads write nothing back.
+    #[test]
+    fn dirty_lines_cost_a_writeback_when_the_last_level_evicts_them() {
+        let mut w = profiles()[2].clone();
+        w.prefetch = None;
+        let lines = 8 * 1024 * 1024 / 64;
+        let refs = |write: bool| -> Vec<BatchRef> {
+            (0..lines).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write }).collect()
+        };
+        let run = |write: bool| {
+            let mut t = Timing::new(&w).unwrap();
+            t.run_batch(0, &refs(write), &[]);
+            t
+        };
+        let (st, ld) = (run(true), run(false));
+        let held = w.cache.l3.size_kb * 1024 / 64;
+        assert!(st.writebacks >= lines - held && st.writebacks <= lines, "{}", st.writebacks);
+        assert_eq!(ld.writebacks, 0);
+        let lat = (w.writeback_cycles().unwrap() * w.overlap.data_mlp).round();
+        let extra = st.writebacks as f64 * lat / w.overlap.data_mlp;
+        assert!((st.cycles[0] - ld.cycles[0] - extra).abs() < 1e-6 * st.cycles[0], "{} {} {extra}", st.cycles[0], ld.cycles[0]);
+        // Dependent stores: the same writebacks, no time for them.
+        let (mut a, mut b) = (Timing::new(&w).unwrap(), Timing::new(&w).unwrap());
+        for r in refs(true) {
+            a.charge(0, 0, &[], r.pa, true, true);
+            b.charge(0, 0, &[], r.pa, true, false);
+        }
+        assert_eq!((a.writebacks, b.writebacks), (st.writebacks, 0));
+        assert_eq!(a.cycles, b.cycles);
     }
 
     /// The prefetcher follows a page once two misses step the same way,
@@ -614,7 +754,7 @@ mod tests {
         q.prefetch.as_mut().unwrap().line_cycles_by_streams = vec![30.0, 20.0, 10.0];
         let line = |n: u64, at: &dyn Fn(u64) -> u64, batch: bool| -> f64 {
             let mut t = Timing::new(&q).unwrap();
-            let refs: Vec<BatchRef> = (0..n).map(|i| BatchRef { pa: at(i), xlat: 0, walks_start: 0, walks_end: 0 }).collect();
+            let refs: Vec<BatchRef> = (0..n).map(|i| BatchRef { pa: at(i), xlat: 0, walks_start: 0, walks_end: 0, write: false }).collect();
             if batch {
                 t.run_batch(0, &refs, &[]);
             } else {
@@ -641,7 +781,7 @@ mod tests {
         let ps = profiles();
         let q = &ps[1];
         let mut t = Timing::new(q).unwrap();
-        let seq: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0 }).collect();
+        let seq: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write: false }).collect();
         t.run_batch(0, &seq, &[]);
         let streamed = t.cycles[0];
         assert!(t.prefetched >= 4096 - 2 * 64, "{}", t.prefetched);

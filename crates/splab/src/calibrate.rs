@@ -327,6 +327,16 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
             let _ = writeln!(o, "dram_latency_ns = {}   {nm}", base.memory.dram_latency_ns);
         }
     }
+    if let Some(w) = writeback(&c.costs) {
+        let _ = writeln!(
+            o,
+            "writeback_ns = {:.2}   # measured: a sequential copy's line read and written, {:.2} ns, less two lines of two read streams at once, {:.2} ns{}",
+            w.ns,
+            w.copy_ns,
+            w.reads_ns,
+            if w.clamped { " (the copy ran faster: 0)" } else { "" }
+        );
+    }
 
     let _ = writeln!(o, "\n[overlap]");
     let ov = &c.overlap;
@@ -465,6 +475,33 @@ fn method(h: &calibrate::infer::Hierarchy) -> &'static str {
         "plateaus" => "plateau of the latency curve",
         _ => "least-squares fit to the latency curve",
     }
+}
+
+/// What a line written back to memory costs, from the streaming probes.
+#[derive(Debug, PartialEq)]
+struct Writeback {
+    ns: f64,
+    /// A line copied: read from one stream, written to another.
+    copy_ns: f64,
+    /// Two lines read, one from each of two streams at once: what the
+    /// model charges a copy's line without writebacks (the store's line
+    /// is fetched as the load's is, and two streams run at once).
+    reads_ns: f64,
+    /// The copy was the faster (noise, or stores that skip the fetch):
+    /// no charge.
+    clamped: bool,
+}
+
+/// `Writeback` from the copy and the two-stream read, if both were
+/// measured.
+fn writeback(k: &calibrate::Costs) -> Option<Writeback> {
+    let copy_ns = 2.0 * k.stream_line_ns.median;
+    let reads_ns = 2.0 * k.read_streams_ns.get(1)?.median;
+    if !(copy_ns > 0.0 && reads_ns > 0.0 && copy_ns.is_finite() && reads_ns.is_finite()) {
+        return None;
+    }
+    let d = copy_ns - reads_ns;
+    Some(Writeback { ns: d.max(0.0), copy_ns, reads_ns, clamped: d < 0.0 })
 }
 
 /// The host page size to write and why, and whether it was assumed.
@@ -681,6 +718,13 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         let v: Vec<String> = k.read_streams_ns.iter().enumerate().map(|(i, s)| format!("{}:{:.2}", i + 1, s.median)).collect();
         let _ = writeln!(o, "                k sequential read streams at once, ns a line: {}", v.join("  "));
     }
+    if let Some(w) = writeback(k) {
+        let _ = writeln!(
+            o,
+            "                a line written back: +{:.2} ns (a line copied {:.2} ns, against two lines of two read streams {:.2} ns)",
+            w.ns, w.copy_ns, w.reads_ns
+        );
+    }
     let _ = writeln!(
         o,
         "  costs         zero 4 KB {:.0} ns, copy 4 KB {:.0} ns, fault round trip {:.0} ns a page, syscall {:.0} ns (medians)",
@@ -735,6 +779,28 @@ mod tests {
         assert!(real.contains("\n[virt]\nnested = true") && real.contains("host_page = \""), "{real}");
         let p = Profile::parse(&real, "g").unwrap_or_else(|e| panic!("{e}\n{real}"));
         assert!(p.nested().is_some(), "{real}");
+    }
+
+    /// The writeback cost is a copied line less two lines of two read
+    /// streams, written to the profile; a faster copy gives 0 and says so,
+    /// and without a two-stream read there is none.
+    #[test]
+    fn writeback_is_a_copy_less_two_read_streams() {
+        use splab_native::suite::Spread;
+        let (mut c, base) = tiny();
+        c.costs.stream_line_ns = Spread::of(&[7.5]).unwrap();
+        c.costs.read_streams_ns = vec![Spread::of(&[8.0]).unwrap(), Spread::of(&[6.25]).unwrap()];
+        assert_eq!(writeback(&c.costs), Some(Writeback { ns: 2.5, copy_ns: 15.0, reads_ns: 12.5, clamped: false }));
+        let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
+        assert!(text.contains("writeback_ns = 2.50   # measured"), "{text}");
+        assert_eq!(Profile::parse(&text, "t").unwrap().memory.writeback_ns, Some(2.5));
+        c.costs.read_streams_ns[1] = Spread::of(&[8.0]).unwrap();
+        let w = writeback(&c.costs).unwrap();
+        assert_eq!((w.ns, w.clamped), (0.0, true));
+        assert!(profile_toml(&c, &base, "sapphire-rapids", "t", false).contains("(the copy ran faster: 0)"));
+        c.costs.read_streams_ns.truncate(1);
+        assert_eq!(writeback(&c.costs), None);
+        assert!(!profile_toml(&c, &base, "sapphire-rapids", "t", false).contains("writeback_ns"));
     }
 
     #[test]

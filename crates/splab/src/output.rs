@@ -99,6 +99,9 @@ pub fn sim(r: &SimRun) -> String {
     if r.hw.prefetched > 0 {
         let _ = writeln!(o, "  {:<22}{} L2 misses covered by the stream prefetcher", "prefetched", r.hw.prefetched);
     }
+    if r.hw.writebacks > 0 {
+        let _ = writeln!(o, "  {:<22}{} dirty lines written back to memory", "writebacks", r.hw.writebacks);
+    }
     let _ = writeln!(o, "  {:<22}{}", "page faults", r.events.faults);
     if let Some(l) = &r.layout {
         let _ = writeln!(o, "  {:<22}{}", "page layout", l.line());
@@ -169,6 +172,9 @@ pub fn compare(c: &Comparison) -> String {
     }
     if off.hw.prefetched + on.hw.prefetched > 0 {
         row(&mut o, "prefetched L2 misses", off.hw.prefetched as f64, on.hw.prefetched as f64);
+    }
+    if off.hw.writebacks + on.hw.writebacks > 0 {
+        row(&mut o, "writebacks", off.hw.writebacks as f64, on.hw.writebacks as f64);
     }
     row(&mut o, "host seconds", off.host_seconds, on.host_seconds);
 
