@@ -50,6 +50,13 @@ pub struct Overlap {
     /// xlat + data either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk_holds_slot: Option<bool>,
+    /// How many independent stores that miss the first-level cache
+    /// overlap, where fewer than loads do (a store's line must be owned
+    /// before the store leaves the store buffer, in program order): such
+    /// a store's latency is scaled by data_mlp / store_mlp. Absent: as
+    /// many as loads. Stores the prefetcher covered stream as loads do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store_mlp: Option<f64>,
 }
 
 /// `[prefetch]`: a hardware stream prefetcher of the kind that watches
@@ -248,6 +255,11 @@ impl Profile {
         if self.overlap.data_mlp < 1.0 || self.overlap.walk_mlp < 1.0 {
             return Err("overlap factors must be at least 1".into());
         }
+        if let Some(s) = self.overlap.store_mlp {
+            if !(s >= 1.0 && s <= self.overlap.data_mlp) {
+                return Err(format!("overlap.store_mlp = {s} is out of range (1 to data_mlp, {})", self.overlap.data_mlp));
+            }
+        }
         if let Some(w) = self.memory.writeback_ns {
             if !(0.0..10000.0).contains(&w) {
                 return Err(format!("memory.writeback_ns = {w} is out of range (0 to 10000 ns)"));
@@ -286,6 +298,12 @@ impl Profile {
 
     pub fn dram_cycles(&self) -> u32 {
         (self.memory.dram_latency_ns * self.freq_ghz).round() as u32
+    }
+
+    /// What a store that misses the first level has its latency scaled by
+    /// (`Overlap::store_mlp`; 1 without one).
+    pub fn store_scale(&self) -> f64 {
+        self.overlap.store_mlp.map_or(1.0, |s| self.overlap.data_mlp / s)
     }
 
     /// `memory.writeback_ns` in core cycles, if the profile charges
@@ -380,6 +398,13 @@ mod tests {
         // The name older profiles give the cost.
         let old = base.replace("stlb_hit =", "walk_trap = 30\nstlb_hit =");
         assert_eq!(Profile::parse(&old, "old").unwrap().costs.walk, Some(30));
+        // A store overlap is read, and one above data_mlp refused by name.
+        assert_eq!(p.store_scale(), 1.0);
+        let st = base.replace("walk_mlp =", "store_mlp = 2.0\nwalk_mlp =");
+        let sp = Profile::parse(&st, "st").unwrap();
+        assert_eq!(sp.store_scale(), sp.overlap.data_mlp / 2.0);
+        let e = Profile::parse(&st.replace("store_mlp = 2.0", "store_mlp = 1000.0"), "st").unwrap_err();
+        assert!(e.contains("overlap.store_mlp = 1000"), "{e}");
         // A writeback cost is read, in cycles at the profile's clock, and
         // one out of range refused by name.
         assert_eq!(p.writeback_cycles(), None);

@@ -28,6 +28,8 @@ pub struct Timing {
     dram: u32,
     inv_walk_mlp: f64,
     inv_data_mlp: f64,
+    /// `Profile::store_scale`: 1 unless stores overlap less than loads.
+    store_scale: f64,
     /// The profile's `walk_holds_slot`: how translation and data overlap.
     slots: bool,
     /// The stream prefetcher beside each CPU's L2, if the profile has one,
@@ -124,6 +126,7 @@ impl Timing {
             dram: p.dram_cycles(),
             inv_walk_mlp: 1.0 / p.overlap.walk_mlp,
             inv_data_mlp: 1.0 / p.overlap.data_mlp,
+            store_scale: p.store_scale(),
             slots: p.overlap.walk_holds_slot.unwrap_or(false),
             streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
             prefetched_lat: by_streams(p, |c| (c * p.overlap.data_mlp).round() as u32),
@@ -148,20 +151,21 @@ impl Timing {
     /// and the prefetcher.
     #[inline]
     pub fn mem_latency(&mut self, cpu: usize, pa: u64) -> u32 {
-        self.access_latency(cpu, pa, false)
+        self.access_latency(cpu, pa, false, false)
     }
 
     /// `mem_latency`; `dependent`: as a load that the next one waits for
-    /// sees it (which matters for a miss the prefetcher covered).
+    /// sees it (which matters for a miss the prefetcher covered); `store`:
+    /// an independent store (see `store_latency`).
     #[inline]
-    fn access_latency(&mut self, cpu: usize, pa: u64, dependent: bool) -> u32 {
+    fn access_latency(&mut self, cpu: usize, pa: u64, dependent: bool, store: bool) -> u32 {
         if self.l1[cpu].access(pa) {
             self.cache_hits[0] += 1;
             return self.l1[cpu].latency;
         }
         if self.l2[cpu].access(pa) {
             self.cache_hits[1] += 1;
-            return self.l2[cpu].latency;
+            return self.store_latency(self.l2[cpu].latency, store);
         }
         let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> LINE_SHIFT) };
         let (hit, wb) = match self.dirty.as_mut() {
@@ -180,9 +184,24 @@ impl Timing {
             self.dram_accesses += 1;
             self.dram
         };
+        let lat = self.store_latency(lat, store);
         wb + if covered > 0 {
             self.prefetched += 1;
             self.prefetched_latency(lat, dependent, covered)
+        } else {
+            lat
+        }
+    }
+
+    /// The latency of an independent store that missed the first level
+    /// and found its line `lat` away: scaled by data_mlp / store_mlp, as
+    /// fewer such stores overlap than loads (`Overlap::store_mlp`). A
+    /// covered one then streams as a load does (`prefetched_latency` takes
+    /// the smaller).
+    #[inline]
+    fn store_latency(&self, lat: u32, store: bool) -> u32 {
+        if store && self.store_scale != 1.0 {
+            (lat as f64 * self.store_scale).round() as u32
         } else {
             lat
         }
@@ -228,9 +247,9 @@ impl Timing {
     pub fn charge(&mut self, cpu: usize, xlat: u32, walks: &[u64], pa: u64, dependent: bool, write: bool) {
         let mut xlat = xlat;
         for &w in walks {
-            xlat += self.access_latency(cpu, w, dependent);
+            xlat += self.access_latency(cpu, w, dependent, false);
         }
-        let data = self.access_latency(cpu, pa, dependent);
+        let data = self.access_latency(cpu, pa, dependent, write && !dependent);
         if write {
             self.stored(pa);
         }
@@ -314,6 +333,21 @@ impl Timing {
         }
         for &i in &dram {
             acc[i as usize].1 = self.dram;
+        }
+        if self.store_scale != 1.0 {
+            // Stores that missed the first level (their data accesses'
+            // indices in to_l2, which is in order).
+            let (mut j, mut k) = (0, 0);
+            for r in refs {
+                k += (r.walks_end - r.walks_start) as usize + 1;
+                let i = (k - 1) as u32;
+                while to_l2.get(j).is_some_and(|&m| m < i) {
+                    j += 1;
+                }
+                if r.write && to_l2.get(j) == Some(&i) {
+                    acc[i as usize].1 = self.store_latency(acc[i as usize].1, true);
+                }
+            }
         }
         for &(i, k) in &covered {
             acc[i as usize].1 = self.prefetched_latency(acc[i as usize].1, false, k);
@@ -596,7 +630,8 @@ mod tests {
     use super::*;
 
     /// sapphire-rapids as built in; with a stream prefetcher and walks
-    /// holding miss slots; and with writebacks charged as well.
+    /// holding miss slots; with writebacks charged as well; and with
+    /// stores overlapping less than loads.
     fn profiles() -> Vec<Profile> {
         let p = Profile::load("sapphire-rapids").unwrap();
         let mut q = p.clone();
@@ -607,7 +642,10 @@ mod tests {
         let mut w = q.clone();
         w.memory.writeback_ns = Some(3.0);
         w.cache.l3 = splab_hw::cache::CacheConfig { size_kb: 128, ways: 16, latency: 40 };
-        vec![p, q, w]
+        // And stores that miss overlapping half as much as loads.
+        let mut s = w.clone();
+        s.overlap.store_mlp = Some(s.overlap.data_mlp / 2.0);
+        vec![p, q, w, s]
     }
 
     /// Running a batch level by level gives exactly the state and cycles of
@@ -697,6 +735,33 @@ mod tests {
         }
         assert_eq!((a.writebacks, b.writebacks), (st.writebacks, 0));
         assert_eq!(a.cycles, b.cycles);
+    }
+
+    /// With store_mlp half of data_mlp, independent stores to random lines
+    /// cost twice what loads do; stores the prefetcher covers stream as
+    /// loads do, and stores that hit the first level cost what loads do.
+    #[test]
+    fn stores_that_miss_overlap_as_the_profile_says() {
+        let mut s = profiles()[1].clone();
+        s.overlap.store_mlp = Some(s.overlap.data_mlp / 2.0);
+        let cycles = |pa: &dyn Fn(u64) -> u64, write: bool| -> f64 {
+            let mut t = Timing::new(&s).unwrap();
+            let refs: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: pa(i), xlat: 0, walks_start: 0, walks_end: 0, write }).collect();
+            t.run_batch(0, &refs, &[]);
+            t.cycles[0]
+        };
+        let random = |i: u64| (2 << 30) + (i * 2654435761 % 4096) * 4096;
+        let r = cycles(&random, true) / cycles(&random, false);
+        assert!((r - 2.0).abs() < 0.02, "{r}");
+        let seq = |i: u64| (1 << 30) + i * 64;
+        let r = cycles(&seq, true) / cycles(&seq, false);
+        assert!((1.0..1.1).contains(&r), "{r}");
+        // 64 lines in 64 pages and 64 first-level sets: only the first
+        // touch of each misses, so only those 64 cost more as stores.
+        let few = |i: u64| (3 << 30) + (i % 64) * (4096 + 64);
+        let extra = 64.0 * (s.store_scale() - 1.0) * s.dram_cycles() as f64 / s.overlap.data_mlp;
+        let d = cycles(&few, true) - cycles(&few, false);
+        assert!((d - extra).abs() < 1e-6 * extra, "{d} {extra}");
     }
 
     /// The prefetcher follows a page once two misses step the same way,

@@ -374,6 +374,22 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
             }
         }
     }
+    if let Some(st) = stores(c, ov.data_mlp.unwrap_or(base.overlap.data_mlp)) {
+        let why = format!(
+            "measured: independent stores to random lines over {} took {:.2} ns each, loads {:.2}",
+            size::show(2 * c.costs.stream_bytes),
+            st.store_ns,
+            st.load_ns
+        );
+        match st.mlp {
+            Some(m) => {
+                let _ = writeln!(o, "store_mlp = {m:.2}   # {why}: data_mlp scaled by loads / stores");
+            }
+            None => {
+                let _ = writeln!(o, "# store_mlp not written: {why}, so stores overlap as loads do");
+            }
+        }
+    }
 
     let _ = writeln!(o, "\n[costs]");
     let bc = &base.costs;
@@ -502,6 +518,27 @@ fn writeback(k: &calibrate::Costs) -> Option<Writeback> {
     }
     let d = copy_ns - reads_ns;
     Some(Writeback { ns: d.max(0.0), copy_ns, reads_ns, clamped: d < 0.0 })
+}
+
+/// Independent stores against independent loads, from the random-line
+/// probes.
+#[derive(Debug, PartialEq)]
+struct Stores {
+    load_ns: f64,
+    store_ns: f64,
+    /// data_mlp x load / store, where stores were the slower (else None:
+    /// as many overlap as loads); at least 1.
+    mlp: Option<f64>,
+}
+
+/// `Stores` where both probes ran.
+fn stores(c: &Calibration, data_mlp: f64) -> Option<Stores> {
+    let (load_ns, store_ns) = (c.costs.random_load_ns.as_ref()?.median, c.costs.random_store_ns.as_ref()?.median);
+    if !(load_ns > 0.0 && store_ns > 0.0 && load_ns.is_finite() && store_ns.is_finite()) {
+        return None;
+    }
+    let mlp = (store_ns > load_ns).then(|| (data_mlp * load_ns / store_ns).max(1.0));
+    Some(Stores { load_ns, store_ns, mlp })
 }
 
 /// The host page size to write and why, and whether it was assumed.
@@ -725,6 +762,16 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
             w.ns, w.copy_ns, w.reads_ns
         );
     }
+    if let Some(st) = stores(c, c.overlap.data_mlp.unwrap_or(1.0)) {
+        let _ = writeln!(
+            o,
+            "  stores        independent, to random lines over {}: {:.2} ns each, loads {:.2} ns ({:.2}x)",
+            size::show(2 * k.stream_bytes),
+            st.store_ns,
+            st.load_ns,
+            st.store_ns / st.load_ns
+        );
+    }
     let _ = writeln!(
         o,
         "  costs         zero 4 KB {:.0} ns, copy 4 KB {:.0} ns, fault round trip {:.0} ns a page, syscall {:.0} ns (medians)",
@@ -801,6 +848,26 @@ mod tests {
         c.costs.read_streams_ns.truncate(1);
         assert_eq!(writeback(&c.costs), None);
         assert!(!profile_toml(&c, &base, "sapphire-rapids", "t", false).contains("writeback_ns"));
+    }
+
+    /// store_mlp is data_mlp scaled by loads over stores where stores are
+    /// the slower, and is left out (said why) where they are not.
+    #[test]
+    fn store_mlp_is_data_mlp_scaled_by_loads_over_stores() {
+        use splab_native::suite::Spread;
+        let (mut c, base) = tiny();
+        c.overlap.data_mlp = Some(10.0);
+        c.costs.random_load_ns = Spread::of(&[16.0]);
+        c.costs.random_store_ns = Spread::of(&[32.0]);
+        assert_eq!(stores(&c, 10.0), Some(Stores { load_ns: 16.0, store_ns: 32.0, mlp: Some(5.0) }));
+        let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
+        assert!(text.contains("store_mlp = 5.00   # measured"), "{text}");
+        assert_eq!(Profile::parse(&text, "t").unwrap().overlap.store_mlp, Some(5.0));
+        c.costs.random_store_ns = Spread::of(&[15.0]);
+        let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
+        assert!(text.contains("# store_mlp not written") && Profile::parse(&text, "t").unwrap().overlap.store_mlp.is_none(), "{text}");
+        c.costs.random_store_ns = None;
+        assert_eq!(stores(&c, 10.0), None);
     }
 
     #[test]

@@ -168,6 +168,11 @@ pub struct Costs {
     /// ns per line read with 1, 2, 3 and 4 sequential read streams at
     /// once over `stream_bytes` (`probe::read_streams`).
     pub read_streams_ns: Vec<Spread>,
+    /// ns per access of independent loads, and of independent stores, to
+    /// random lines over both halves of the copy's region
+    /// (`probe::random_lines`).
+    pub random_load_ns: Option<Spread>,
+    pub random_store_ns: Option<Spread>,
 }
 
 /// How noisy the measurements were.
@@ -413,7 +418,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let frames_2m = counts_grid(4, plan.huge_bytes / SIZE_2M, plan.per_octave);
     let counts = probe::CHAIN_COUNTS;
     let both_counts = [counts[0], counts[counts.len() - 1]];
-    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + both_counts.len() + 2 + 4;
+    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + both_counts.len() + 2 + 4 + 2;
     let total = (per_round * plan.rounds) as u64;
     let mut m = Meter { done: 0, total, on_cpu: Vec::new(), rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
 
@@ -450,6 +455,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let mut kb = vec![Vec::new(); both_counts.len()];
     let (mut zero, mut copy, mut fault, mut sys, mut stream) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut reads = vec![Vec::new(); 4];
+    let (mut rnd_loads, mut rnd_stores) = (Vec::new(), Vec::new());
     let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
 
     for r in 0..plan.rounds {
@@ -518,6 +524,16 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
                 v.push(rs.ns);
                 m.tick("stream", rs);
             }
+        }
+        // Random independent loads, then stores, over both halves (past
+        // the caches, in 2 MB pages: no walks).
+        let n = if plan.quick { 1 << 18 } else { 1 << 21 };
+        for (store, v) in [(false, &mut rnd_loads), (true, &mut rnd_stores)] {
+            // SAFETY: inside the 2 MB-page region, u64-aligned, and no
+            // chain is in use.
+            let s = unsafe { probe::random_lines(huge_base, 2 * stream_bytes, n, seed(r, 97), store) };
+            v.push(s.ns);
+            m.tick("stream", s);
         }
         let (z, c) = probe::zero_copy_4k(1)?;
         let f = probe::fault_4k(if plan.quick { 8 } else { 32 })?;
@@ -652,6 +668,8 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         stream_line_ns: spread(&stream),
         stream_bytes: stream_bytes as u64,
         read_streams_ns: reads.iter().map(|v| spread(v)).collect(),
+        random_load_ns: Spread::of(&rnd_loads),
+        random_store_ns: Spread::of(&rnd_stores),
     };
     Ok(Calibration {
         plan: plan.clone(),

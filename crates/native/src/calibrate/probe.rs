@@ -262,6 +262,38 @@ pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
     sample(&t, 2 * (bytes / 64) as u64)
 }
 
+/// ns per access of `n` independent accesses to random lines of the
+/// `bytes` from `base` (nothing waits for one before the next issues):
+/// loads summed, or, with `store`, a store to each. How many stores that
+/// miss overlap, against loads, is what fewer of them in flight costs
+/// (see `Overlap::store_mlp` in the profile).
+///
+/// # Safety
+/// `base` must be readable and writable for `bytes` bytes, 8-byte
+/// aligned, and nothing else may use it meanwhile.
+pub unsafe fn random_lines(base: *mut u8, bytes: usize, n: usize, seed: u64, store: bool) -> Sample {
+    let lines = (bytes / 64).max(1) as u64;
+    let mut rng = crate::Rng::new(seed);
+    let at: Vec<usize> = (0..n).map(|_| rng.below(lines) as usize * 8).collect();
+    let words = std::slice::from_raw_parts_mut(base as *mut u64, bytes / 8);
+    let mut t = Timer::default();
+    t.start();
+    if store {
+        for (i, &w) in at.iter().enumerate() {
+            words[w] = i as u64;
+        }
+    } else {
+        let mut sum = 0u64;
+        for &w in &at {
+            sum = sum.wrapping_add(words[w]);
+        }
+        black_box(sum);
+    }
+    t.stop();
+    black_box(&words[..1]);
+    sample(&t, n as u64)
+}
+
 /// Sums every word of `K` equal parts of `words` words from `base`, a word
 /// of each part in turn: `K` sequential read streams at once.
 fn read_k<const K: usize>(base: &[u64]) -> u64 {
