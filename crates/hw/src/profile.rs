@@ -53,8 +53,10 @@ pub struct Overlap {
     /// How many independent stores that miss the first-level cache
     /// overlap, where fewer than loads do (a store's line must be owned
     /// before the store leaves the store buffer, in program order): such
-    /// a store's latency is scaled by data_mlp / store_mlp. Absent: as
-    /// many as loads. Stores the prefetcher covered stream as loads do.
+    /// a store costs its latency times (data_mlp / store_mlp - 1) over
+    /// data_mlp on top of its overlapped cost, the store buffer draining
+    /// apart from the walkers and the load miss slots. Absent: as many as
+    /// loads. Stores the prefetcher covered stream as loads do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_mlp: Option<f64>,
 }

@@ -30,6 +30,8 @@ pub struct Timing {
     inv_data_mlp: f64,
     /// `Profile::store_scale`: 1 unless stores overlap less than loads.
     store_scale: f64,
+    /// The last access's `store_extra` (single references).
+    last_store_extra: u32,
     /// The profile's `walk_holds_slot`: how translation and data overlap.
     slots: bool,
     /// The stream prefetcher beside each CPU's L2, if the profile has one,
@@ -63,6 +65,8 @@ pub struct Timing {
     covered: Vec<(u32, u32)>,
     /// Lines the last level evicted, with the accesses that evicted them.
     evicted: Vec<(u32, u64)>,
+    /// Stores' extra cycles (`store_extra`), with their accesses.
+    extras: Vec<(u32, u32)>,
 }
 
 /// The lines written since they last left the last-level cache, one bit
@@ -127,6 +131,7 @@ impl Timing {
             inv_walk_mlp: 1.0 / p.overlap.walk_mlp,
             inv_data_mlp: 1.0 / p.overlap.data_mlp,
             store_scale: p.store_scale(),
+            last_store_extra: 0,
             slots: p.overlap.walk_holds_slot.unwrap_or(false),
             streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
             prefetched_lat: by_streams(p, |c| (c * p.overlap.data_mlp).round() as u32),
@@ -144,6 +149,7 @@ impl Timing {
             to_dram: Vec::new(),
             covered: Vec::new(),
             evicted: Vec::new(),
+            extras: Vec::new(),
         })
     }
 
@@ -156,7 +162,8 @@ impl Timing {
 
     /// `mem_latency`; `dependent`: as a load that the next one waits for
     /// sees it (which matters for a miss the prefetcher covered); `store`:
-    /// an independent store (see `store_latency`).
+    /// an independent store, whose `store_extra` is left in
+    /// `last_store_extra`.
     #[inline]
     fn access_latency(&mut self, cpu: usize, pa: u64, dependent: bool, store: bool) -> u32 {
         if self.l1[cpu].access(pa) {
@@ -165,7 +172,11 @@ impl Timing {
         }
         if self.l2[cpu].access(pa) {
             self.cache_hits[1] += 1;
-            return self.store_latency(self.l2[cpu].latency, store);
+            let lat = self.l2[cpu].latency;
+            if store {
+                self.last_store_extra = self.store_extra(lat);
+            }
+            return lat;
         }
         let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> LINE_SHIFT) };
         let (hit, wb) = match self.dirty.as_mut() {
@@ -184,7 +195,9 @@ impl Timing {
             self.dram_accesses += 1;
             self.dram
         };
-        let lat = self.store_latency(lat, store);
+        if store && covered == 0 {
+            self.last_store_extra = self.store_extra(lat);
+        }
         wb + if covered > 0 {
             self.prefetched += 1;
             self.prefetched_latency(lat, dependent, covered)
@@ -193,18 +206,16 @@ impl Timing {
         }
     }
 
-    /// The latency of an independent store that missed the first level
-    /// and found its line `lat` away: scaled by data_mlp / store_mlp, as
-    /// fewer such stores overlap than loads (`Overlap::store_mlp`). A
-    /// covered one then streams as a load does (`prefetched_latency` takes
-    /// the smaller).
+    /// What an independent store that missed the first level and found
+    /// its line `lat` away holds the store buffer beyond what a load holds
+    /// a miss slot: its latency scaled by data_mlp / store_mlp, less the
+    /// latency (`Overlap::store_mlp`). It is charged on top of the
+    /// reference's overlapped cost, over data_mlp: the store buffer drains
+    /// apart from the walkers and the load miss slots, so walks do not hide
+    /// it. A store the prefetcher covered streams as a load does (none).
     #[inline]
-    fn store_latency(&self, lat: u32, store: bool) -> u32 {
-        if store && self.store_scale != 1.0 {
-            (lat as f64 * self.store_scale).round() as u32
-        } else {
-            lat
-        }
+    fn store_extra(&self, lat: u32) -> u32 {
+        (lat as f64 * self.store_scale).round() as u32 - lat
     }
 
     /// A store to `pa` made its line dirty.
@@ -249,7 +260,9 @@ impl Timing {
         for &w in walks {
             xlat += self.access_latency(cpu, w, dependent, false);
         }
-        let data = self.access_latency(cpu, pa, dependent, write && !dependent);
+        let store = write && !dependent && self.store_scale != 1.0;
+        self.last_store_extra = 0;
+        let data = self.access_latency(cpu, pa, dependent, store);
         if write {
             self.stored(pa);
         }
@@ -257,7 +270,8 @@ impl Timing {
             let (xc, dc) = (xlat as f64, data as f64);
             ((xc + dc).max(1.0), xc)
         } else {
-            self.overlapped(xlat, data)
+            let (cyc, xc) = self.overlapped(xlat, data);
+            (cyc + self.last_store_extra as f64 * self.inv_data_mlp, xc)
         };
         self.cycles[cpu] += cyc;
         self.breakdown.translation += xc;
@@ -334,18 +348,24 @@ impl Timing {
         for &i in &dram {
             acc[i as usize].1 = self.dram;
         }
+        let mut extras = std::mem::take(&mut self.extras);
+        extras.clear();
         if self.store_scale != 1.0 {
             // Stores that missed the first level (their data accesses'
-            // indices in to_l2, which is in order).
-            let (mut j, mut k) = (0, 0);
+            // indices in to_l2) and that the prefetcher did not cover; both
+            // lists are in order.
+            let (mut j, mut c, mut k) = (0, 0, 0);
             for r in refs {
                 k += (r.walks_end - r.walks_start) as usize + 1;
                 let i = (k - 1) as u32;
                 while to_l2.get(j).is_some_and(|&m| m < i) {
                     j += 1;
                 }
-                if r.write && to_l2.get(j) == Some(&i) {
-                    acc[i as usize].1 = self.store_latency(acc[i as usize].1, true);
+                while covered.get(c).is_some_and(|x| x.0 < i) {
+                    c += 1;
+                }
+                if r.write && to_l2.get(j) == Some(&i) && covered.get(c).map(|x| x.0) != Some(i) {
+                    extras.push((i, self.store_extra(acc[i as usize].1)));
                 }
             }
         }
@@ -380,7 +400,7 @@ impl Timing {
         // Cycles, reference by reference, as `charge` computes them (the
         // sums in the same order, so the same to the last bit).
         let (mut cycles, mut tr, mut da) = (self.cycles[cpu], self.breakdown.translation, self.breakdown.data);
-        let mut k = 0;
+        let (mut k, mut e) = (0, 0);
         for r in refs {
             let mut xlat = r.xlat;
             let nw = (r.walks_end - r.walks_start) as usize;
@@ -389,8 +409,12 @@ impl Timing {
                 k += nw;
             }
             let data = acc[k].1;
+            let (mut cyc, xc) = self.overlapped(xlat, data);
+            if extras.get(e).is_some_and(|x| x.0 as usize == k) {
+                cyc += extras[e].1 as f64 * self.inv_data_mlp;
+                e += 1;
+            }
             k += 1;
-            let (cyc, xc) = self.overlapped(xlat, data);
             cycles += cyc;
             tr += xc;
             da += cyc - xc;
@@ -401,6 +425,7 @@ impl Timing {
         self.scratch = acc;
         self.to_l2 = to_l2;
         self.to_l3 = to_l3;
+        self.extras = extras;
     }
 }
 
