@@ -530,7 +530,7 @@ fn probe<T: Tag>(t: &mut [T], tag: T, evict: bool) -> (bool, Option<u64>) {
         Some(w) => (true, w),
         None => (false, t.len() - 1),
     };
-    let old = t[w];
+    let old = if evict { t[w] } else { T::EMPTY };
     let mut i = w;
     while i > 0 {
         t[i] = t[i - 1];

@@ -302,8 +302,9 @@ impl Profile {
         (self.memory.dram_latency_ns * self.freq_ghz).round() as u32
     }
 
-    /// What a store that misses the first level has its latency scaled by
-    /// (`Overlap::store_mlp`; 1 without one).
+    /// data_mlp / store_mlp: how much longer a store that misses the first
+    /// level holds its place than a load (`Overlap::store_mlp`; 1 without
+    /// one).
     pub fn store_scale(&self) -> f64 {
         self.overlap.store_mlp.map_or(1.0, |s| self.overlap.data_mlp / s)
     }

@@ -30,8 +30,6 @@ pub struct Timing {
     inv_data_mlp: f64,
     /// `Profile::store_scale`: 1 unless stores overlap less than loads.
     store_scale: f64,
-    /// The last access's `store_extra` (single references).
-    last_store_extra: u32,
     /// The profile's `walk_holds_slot`: how translation and data overlap.
     slots: bool,
     /// The stream prefetcher beside each CPU's L2, if the profile has one,
@@ -131,7 +129,6 @@ impl Timing {
             inv_walk_mlp: 1.0 / p.overlap.walk_mlp,
             inv_data_mlp: 1.0 / p.overlap.data_mlp,
             store_scale: p.store_scale(),
-            last_store_extra: 0,
             slots: p.overlap.walk_holds_slot.unwrap_or(false),
             streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
             prefetched_lat: by_streams(p, |c| (c * p.overlap.data_mlp).round() as u32),
@@ -157,26 +154,22 @@ impl Timing {
     /// and the prefetcher.
     #[inline]
     pub fn mem_latency(&mut self, cpu: usize, pa: u64) -> u32 {
-        self.access_latency(cpu, pa, false, false)
+        self.access_latency(cpu, pa, false, false).0
     }
 
-    /// `mem_latency`; `dependent`: as a load that the next one waits for
-    /// sees it (which matters for a miss the prefetcher covered); `store`:
-    /// an independent store, whose `store_extra` is left in
-    /// `last_store_extra`.
+    /// `mem_latency`, and for an independent `store` its `store_extra`
+    /// (else 0); `dependent`: as a load that the next one waits for sees
+    /// it (which matters for a miss the prefetcher covered).
     #[inline]
-    fn access_latency(&mut self, cpu: usize, pa: u64, dependent: bool, store: bool) -> u32 {
+    fn access_latency(&mut self, cpu: usize, pa: u64, dependent: bool, store: bool) -> (u32, u32) {
         if self.l1[cpu].access(pa) {
             self.cache_hits[0] += 1;
-            return self.l1[cpu].latency;
+            return (self.l1[cpu].latency, 0);
         }
         if self.l2[cpu].access(pa) {
             self.cache_hits[1] += 1;
             let lat = self.l2[cpu].latency;
-            if store {
-                self.last_store_extra = self.store_extra(lat);
-            }
-            return lat;
+            return (lat, if store { self.store_extra(lat) } else { 0 });
         }
         let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> LINE_SHIFT) };
         let (hit, wb) = match self.dirty.as_mut() {
@@ -195,14 +188,11 @@ impl Timing {
             self.dram_accesses += 1;
             self.dram
         };
-        if store && covered == 0 {
-            self.last_store_extra = self.store_extra(lat);
-        }
-        wb + if covered > 0 {
+        if covered > 0 {
             self.prefetched += 1;
-            self.prefetched_latency(lat, dependent, covered)
+            (wb + self.prefetched_latency(lat, dependent, covered), 0)
         } else {
-            lat
+            (wb + lat, if store { self.store_extra(lat) } else { 0 })
         }
     }
 
@@ -258,11 +248,10 @@ impl Timing {
     pub fn charge(&mut self, cpu: usize, xlat: u32, walks: &[u64], pa: u64, dependent: bool, write: bool) {
         let mut xlat = xlat;
         for &w in walks {
-            xlat += self.access_latency(cpu, w, dependent, false);
+            xlat += self.access_latency(cpu, w, dependent, false).0;
         }
         let store = write && !dependent && self.store_scale != 1.0;
-        self.last_store_extra = 0;
-        let data = self.access_latency(cpu, pa, dependent, store);
+        let (data, extra) = self.access_latency(cpu, pa, dependent, store);
         if write {
             self.stored(pa);
         }
@@ -271,7 +260,7 @@ impl Timing {
             ((xc + dc).max(1.0), xc)
         } else {
             let (cyc, xc) = self.overlapped(xlat, data);
-            (cyc + self.last_store_extra as f64 * self.inv_data_mlp, xc)
+            (cyc + extra as f64 * self.inv_data_mlp, xc)
         };
         self.cycles[cpu] += cyc;
         self.breakdown.translation += xc;
@@ -348,46 +337,44 @@ impl Timing {
         for &i in &dram {
             acc[i as usize].1 = self.dram;
         }
-        let mut extras = std::mem::take(&mut self.extras);
-        extras.clear();
-        if self.store_scale != 1.0 {
-            // Stores that missed the first level (their data accesses'
-            // indices in to_l2) and that the prefetcher did not cover; both
-            // lists are in order.
-            let (mut j, mut c, mut k) = (0, 0, 0);
-            for r in refs {
-                k += (r.walks_end - r.walks_start) as usize + 1;
-                let i = (k - 1) as u32;
-                while to_l2.get(j).is_some_and(|&m| m < i) {
-                    j += 1;
-                }
-                while covered.get(c).is_some_and(|x| x.0 < i) {
-                    c += 1;
-                }
-                if r.write && to_l2.get(j) == Some(&i) && covered.get(c).map(|x| x.0) != Some(i) {
-                    extras.push((i, self.store_extra(acc[i as usize].1)));
-                }
-            }
-        }
         for &(i, k) in &covered {
             acc[i as usize].1 = self.prefetched_latency(acc[i as usize].1, false, k);
         }
-        if let Some(d) = self.dirty.as_mut() {
-            // In program order, as `charge` sees them: an access's
-            // evictions (of its walk references', then its data's fill),
-            // then its store.
-            let (mut e, mut k) = (0, 0);
+        let mut extras = std::mem::take(&mut self.extras);
+        extras.clear();
+        let stores = self.store_scale != 1.0;
+        if stores || self.dirty.is_some() {
+            // In program order, as `charge` sees them: a store's extra
+            // (where it missed the first level, its index in to_l2, and
+            // the prefetcher did not cover it), the access's evictions (of
+            // its walk references', then its data's fill), then its store.
+            // The lists are all in order.
+            let (mut j, mut c, mut e, mut k) = (0, 0, 0, 0);
             for r in refs {
                 k += (r.walks_end - r.walks_start) as usize + 1;
-                while let Some(&(i, line)) = evicted.get(e).filter(|x| (x.0 as usize) < k) {
-                    if d.take(line) {
-                        self.writebacks += 1;
-                        acc[i as usize].1 += d.lat;
+                let i = (k - 1) as u32;
+                if stores && r.write {
+                    while to_l2.get(j).is_some_and(|&m| m < i) {
+                        j += 1;
                     }
-                    e += 1;
+                    while covered.get(c).is_some_and(|x| x.0 < i) {
+                        c += 1;
+                    }
+                    if to_l2.get(j) == Some(&i) && covered.get(c).map(|x| x.0) != Some(i) {
+                        extras.push((i, self.store_extra(acc[i as usize].1)));
+                    }
                 }
-                if r.write {
-                    d.mark(r.pa >> LINE_SHIFT);
+                if let Some(d) = self.dirty.as_mut() {
+                    while let Some(&(v, line)) = evicted.get(e).filter(|x| (x.0 as usize) < k) {
+                        if d.take(line) {
+                            self.writebacks += 1;
+                            acc[v as usize].1 += d.lat;
+                        }
+                        e += 1;
+                    }
+                    if r.write {
+                        d.mark(r.pa >> LINE_SHIFT);
+                    }
                 }
             }
         }

@@ -264,9 +264,9 @@ pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
 
 /// ns per access of `n` independent accesses to random lines of the
 /// `bytes` from `base` (nothing waits for one before the next issues):
-/// loads summed, or, with `store`, a store to each. How many stores that
-/// miss overlap, against loads, is what fewer of them in flight costs
-/// (see `Overlap::store_mlp` in the profile).
+/// loads summed, or, with `store`, a store to each. Stores that miss take
+/// longer than loads where fewer of them are in flight at once (see
+/// `Overlap::store_mlp` in the profile).
 ///
 /// # Safety
 /// `base` must be readable and writable for `bytes` bytes, 8-byte
