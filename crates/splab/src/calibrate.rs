@@ -350,7 +350,17 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     }
     match ov.walk_mlp {
         Some(m) => {
-            let _ = writeln!(o, "walk_mlp = {m:.2}   # measured: best speedup of k chases' extra time over 8192 4 KB pages (walks, data in L2) over one");
+            let one = ov.walk.first().map_or(0.0, |p| p.y);
+            let why = match ov.walk_loads_ns {
+                Some(x) if ov.walk_mlp_from_loads => format!(
+                    "a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add to independent loads of the same lines, {x:.2} ns"
+                ),
+                _ => format!(
+                    "a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add with {} chases at once",
+                    ov.walk.last().map_or(0.0, |p| p.x)
+                ),
+            };
+            let _ = writeln!(o, "walk_mlp = {m:.2}   # measured: {why}");
         }
         None => {
             let _ = writeln!(o, "walk_mlp = {}   {nm}", base.overlap.walk_mlp);
@@ -723,11 +733,16 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
     let _ = writeln!(o, "  overlap       k chases over memory, ns a load: {}", d.join("  "));
     let w: Vec<String> = ov.walk.iter().map(|p| format!("{}:{:+.1}", p.x, p.y)).collect();
     let _ = writeln!(o, "                k chases over 8192 4 KB pages (data in L2), extra ns a load: {}", w.join("  "));
+    if let Some(x) = ov.walk_loads_ns {
+        let _ = writeln!(o, "                independent loads of the same lines, extra ns a load: {x:+.1}");
+    }
     let _ = writeln!(
         o,
-        "                data misses in flight {}, walks in flight {}",
+        "                data misses in flight {}, walks in flight {} (with {} chases {})",
         ov.data_mlp.map(|m| format!("{m:.2}")).unwrap_or_else(|| "-".into()),
-        ov.walk_mlp.map(|m| format!("{m:.2}")).unwrap_or_else(|| format!("- (from {base_name})"))
+        ov.walk_mlp.map(|m| format!("{m:.2}")).unwrap_or_else(|| format!("- (from {base_name})")),
+        ov.walk.last().map_or(0.0, |p| p.x),
+        ov.walk_mlp_chases.map(|m| format!("{m:.2}")).unwrap_or_else(|| "-".into())
     );
     if let Some(fit) = &ov.slot_fit {
         let _ = writeln!(
@@ -826,6 +841,24 @@ mod tests {
         assert!(real.contains("\n[virt]\nnested = true") && real.contains("host_page = \""), "{real}");
         let p = Profile::parse(&real, "g").unwrap_or_else(|e| panic!("{e}\n{real}"));
         assert!(p.nested().is_some(), "{real}");
+    }
+
+    /// walk_mlp's comment says which loads it came from, with the two
+    /// extras, and the profile takes the value.
+    #[test]
+    fn walk_mlp_says_which_loads_it_came_from() {
+        use splab_native::calibrate::infer::Point;
+        let (mut c, base) = tiny();
+        let ov = &mut c.overlap;
+        ov.walk = vec![Point { x: 1.0, y: 19.2, iqr: 0.0 }, Point { x: 16.0, y: 6.0, iqr: 0.0 }];
+        (ov.walk_loads_ns, ov.walk_mlp, ov.walk_mlp_chases, ov.walk_mlp_from_loads) = (Some(9.6), Some(2.0), Some(3.2), true);
+        let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
+        let line = "walk_mlp = 2.00   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add to independent loads of the same lines, 9.60 ns";
+        assert!(text.contains(line), "{text}");
+        assert_eq!(Profile::parse(&text, "t").unwrap().overlap.walk_mlp, 2.0);
+        (c.overlap.walk_mlp, c.overlap.walk_mlp_from_loads) = (Some(3.2), false);
+        let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
+        assert!(text.contains("walk_mlp = 3.20   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add with 16 chases at once"), "{text}");
     }
 
     /// The writeback cost is a copied line less two lines of two read

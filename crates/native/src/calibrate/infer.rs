@@ -538,6 +538,21 @@ pub struct SlotFit {
     pub holding_ns: f64,
 }
 
+/// How many walks overlap: what a walk alone adds to a load (`one` ns, a
+/// single chase) over what walks add per load with many under way at once
+/// (`extra` ns, `how` says how they were issued). Walks use the same miss
+/// buffers as data, so more than `data_mlp` means the two could not be
+/// told apart: capped there, with a note. None, with a note, when the
+/// walks added nothing measurable.
+pub fn walk_overlap(one: f64, extra: f64, data_mlp: f64, how: &str) -> (Option<f64>, Option<String>) {
+    if extra <= 0.02 * one {
+        return (None, Some(format!("with {how} the walks added nothing measurable: walk overlap not separable from data overlap")));
+    }
+    let w = one / extra;
+    let note = (w > data_mlp).then(|| format!("walks seemed to overlap {w:.1}-fold with {how}, more than data misses do: not separable from the data overlap, capped at data_mlp"));
+    (Some(w.clamp(1.0, data_mlp.max(1.0))), note)
+}
+
 /// Walks and data misses many at once (`bk` ns a load with `k` chases,
 /// `b1` with one) against the two ways the model overlaps them, from the
 /// data-only chases (`d1` ns a load alone, `dk` with k at once) and the
@@ -737,6 +752,20 @@ mod tests {
     /// slots predict (60 + 150) / 12 = 17.5 ns; adding predicts
     /// 150 / 12 + 60 / 4 = 27.5 ns; a lone walk within the noise tells
     /// nothing.
+    #[test]
+    fn walk_overlap_is_a_walk_alone_over_what_walks_add_at_once() {
+        let (w, note) = walk_overlap(19.2, 9.6, 11.5, "independent loads");
+        assert_eq!((w, note), (Some(2.0), None));
+        // More than data misses overlap: capped, and said.
+        let (w, note) = walk_overlap(19.2, 1.2, 11.5, "16 chases");
+        assert_eq!(w, Some(11.5));
+        assert!(note.unwrap().contains("16.0-fold with 16 chases"));
+        // Nothing measurable.
+        let (w, note) = walk_overlap(19.2, 0.3, 11.5, "independent loads");
+        assert_eq!(w, None);
+        assert!(note.unwrap().contains("with independent loads the walks added nothing measurable"));
+    }
+
     #[test]
     fn slot_fit_sets_the_two_overlap_models_beside_the_measurement() {
         let f = slot_fit(16, 150.0, 12.5, 210.0, 18.0, 12.0, 4.0, 1.0).unwrap();

@@ -133,8 +133,20 @@ pub struct Overlap {
     pub data: Vec<Measured>,
     /// Extra ns per load over the control with k chases over 4 KB pages.
     pub walk: Vec<Point>,
+    /// Extra ns per load over the control of independent loads over the
+    /// same lines (`probe::time_loads`), as a loop over an array issues
+    /// them.
+    pub walk_loads_ns: Option<f64>,
     pub data_mlp: Option<f64>,
+    /// How many walks overlap: one chase's extra (a walk alone) over the
+    /// independent loads' extra.
     pub walk_mlp: Option<f64>,
+    /// Whether `walk_mlp` came from the independent loads (else from the
+    /// chases).
+    pub walk_mlp_from_loads: bool,
+    /// The same from the most chases at once instead of independent loads
+    /// (reported: chains of loads overlap their walks further).
+    pub walk_mlp_chases: Option<f64>,
     /// ns per load of one chase, and of the most chases at once, over
     /// every line of the 4 KB-page region in random order (each load a
     /// walk and a data miss), with the same for the data-only chases.
@@ -271,6 +283,20 @@ impl Meter<'_, '_> {
         let pilot = probe::time_chases(&mut at, warm, 500);
         let steps = (self.target_ns / (pilot.ns.max(0.1) * starts.len() as f64)).clamp(500.0, 50_000_000.0) as u64;
         let s = probe::time_chases(&mut at, 0, steps);
+        self.tick(phase, s);
+        s.ns
+    }
+
+    /// Times independent loads of every element of `order` in turn (see
+    /// `probe::time_loads`): a pass to warm up and a pilot, then enough
+    /// passes for the target time.
+    ///
+    /// # Safety
+    /// As for `probe::time_loads`.
+    unsafe fn loads(&mut self, phase: &str, order: &[*const usize]) -> f64 {
+        let pilot = probe::time_loads(order, 1);
+        let passes = (self.target_ns / (pilot.ns.max(0.1) * order.len() as f64)).clamp(1.0, 100_000.0) as u64;
+        let s = probe::time_loads(order, passes);
         self.tick(phase, s);
         s.ns
     }
@@ -418,7 +444,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let frames_2m = counts_grid(4, plan.huge_bytes / SIZE_2M, plan.per_octave);
     let counts = probe::CHAIN_COUNTS;
     let both_counts = [counts[0], counts[counts.len() - 1]];
-    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + both_counts.len() + 2 + 4 + 2;
+    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + 2 + both_counts.len() + 2 + 4 + 2;
     let total = (per_round * plan.rounds) as u64;
     let mut m = Meter { done: 0, total, on_cpu: Vec::new(), rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
 
@@ -453,6 +479,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let (mut g2, mut g1, mut cg) = (vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()]);
     let (mut kd, mut kw, mut kc) = (vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()]);
     let mut kb = vec![Vec::new(); both_counts.len()];
+    let (mut lw, mut lc) = (Vec::new(), Vec::new());
     let (mut zero, mut copy, mut fault, mut sys, mut stream) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut reads = vec![Vec::new(); 4];
     let (mut rnd_loads, mut rnd_stores) = (Vec::new(), Vec::new());
@@ -504,6 +531,9 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
                 kw[j].push(unsafe { m.chases("overlap", &starts(&walk), walk.len() as u64) });
                 kc[j].push(unsafe { m.chases("overlap", &starts(&ctrl), ctrl.len() as u64) });
             }
+            // The same lines in the same order, as independent loads.
+            lw.push(unsafe { m.loads("overlap", &walk) });
+            lc.push(unsafe { m.loads("overlap", &ctrl) });
         }
         {
             let both = unsafe { probe::link_in_order(small_base, &dense(both_lines), seed(r, 96)) };
@@ -549,7 +579,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     drop(pool);
 
     // Noise: the relative quartile range of every point of every curve.
-    for set in [&lat, &s4, &s2, &c4, &g2, &cg, &kd, &kw, &kc] {
+    for set in [&lat, &s4, &s2, &c4, &g2, &cg, &kd, &kw, &kc, &vec![lw.clone(), lc.clone()]] {
         for v in set.iter() {
             if let Some(sp) = Spread::of(v) {
                 if sp.median > 0.0 {
@@ -619,24 +649,25 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let per_load: Vec<(usize, f64)> = counts.iter().zip(&kd).map(|(&k, v)| (k, med(v))).collect();
     ov.data_mlp = infer::overlap(&per_load).map(|(m, _)| m.max(1.0));
     ov.walk = counts.iter().zip(kw.iter().zip(&kc)).map(|(&k, (w, c))| Point { x: k as f64, y: med(w) - med(c), iqr: 0.0 }).collect();
+    ov.walk_loads_ns = Spread::of(&lw).zip(Spread::of(&lc)).map(|(w, c)| w.median - c.median);
     let walk_one = ov.walk.first().map(|p| p.y).unwrap_or(0.0);
     if walk_one > threshold {
-        // With many chases the data misses of the control are overlapped
-        // as far as they go; what the walks still add per load, against a
-        // walk alone, is how far walks overlap. Walks use the same miss
-        // buffers as data, so more than `data_mlp` means the two could not
-        // be told apart.
-        let last = ov.walk.last().map(|p| p.y).unwrap_or(0.0);
+        // With many loads at once the data misses of the control are
+        // overlapped as far as they go; what the walks still add per load,
+        // against a walk alone, is how far walks overlap.
         let data = ov.data_mlp.unwrap_or(1.0);
-        if last > 0.02 * walk_one {
-            let w = walk_one / last;
-            if w > data {
-                ov.notes.push(format!("walks seemed to overlap {w:.1}-fold with {} chases, more than data misses do: not separable from the data overlap, capped at data_mlp", ov.walk.last().map(|p| p.x).unwrap_or(0.0)));
-            }
-            ov.walk_mlp = Some(w.clamp(1.0, data.max(1.0)));
-        } else {
-            ov.notes.push("with many chases the walks added nothing measurable: walk overlap not separable from data overlap".into());
-        }
+        let chases = ov.walk.last().map_or(0.0, |p| p.x);
+        let mut overlap = |extra: f64, how: &str| {
+            let (w, note) = infer::walk_overlap(walk_one, extra, data, how);
+            ov.notes.extend(note);
+            w
+        };
+        ov.walk_mlp_chases = overlap(ov.walk.last().map_or(0.0, |p| p.y), &format!("{chases} chases"));
+        // The profile's: a program's loop issues independent loads, and on
+        // this kind of host their walks overlap less than chains' do.
+        let loads = ov.walk_loads_ns.and_then(|x| overlap(x, "independent loads"));
+        ov.walk_mlp_from_loads = loads.is_some();
+        ov.walk_mlp = loads.or(ov.walk_mlp_chases);
     } else {
         ov.notes.push(format!("a chase over one line in each of {} 4 KB pages cost only {walk_one:.2} ns a load more than the control: no walks to measure overlap on", walk_pages));
     }

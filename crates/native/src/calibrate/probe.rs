@@ -150,6 +150,33 @@ pub unsafe fn link_in_order(base: *mut u8, offs: &[usize], seed: u64) -> Vec<*co
     order
 }
 
+/// Loads every element of `order` in turn, `passes` times over, and sums
+/// what they hold: the loads do not depend on each other (the next
+/// address comes from `order`, not from the last load), as a loop over an
+/// array issues them, so the core overlaps as many of their misses and
+/// walks as it can. Returns ns per load.
+///
+/// # Safety
+/// Every element must be readable for 8 bytes and not written meanwhile.
+pub unsafe fn time_loads(order: &[*const usize], passes: u64) -> Sample {
+    #[inline(never)]
+    fn sum(order: &[*const usize], passes: u64) -> usize {
+        let mut s = 0usize;
+        for _ in 0..passes {
+            for &p in order {
+                // SAFETY: the caller's.
+                s = s.wrapping_add(unsafe { p.read() });
+            }
+        }
+        s
+    }
+    let mut t = Timer::default();
+    t.start();
+    black_box(sum(black_box(order), passes));
+    t.stop();
+    sample(&t, passes * order.len() as u64)
+}
+
 /// Additions per pass of `add_chain`, each depending on the one before.
 const ADDS: u64 = 200;
 
