@@ -748,10 +748,6 @@ mod tests {
         assert!(overlap(&[(2, 1.0)]).is_none());
     }
 
-    /// GUPS-like chases: a walk of 60 ns under misses of 150 ns. Held
-    /// slots predict (60 + 150) / 12 = 17.5 ns; adding predicts
-    /// 150 / 12 + 60 / 4 = 27.5 ns; a lone walk within the noise tells
-    /// nothing.
     #[test]
     fn walk_overlap_is_a_walk_alone_over_what_walks_add_at_once() {
         let (w, note) = walk_overlap(19.2, 9.6, 11.5, "independent loads");
@@ -766,6 +762,10 @@ mod tests {
         assert!(note.unwrap().contains("with independent loads the walks added nothing measurable"));
     }
 
+    /// GUPS-like chases: a walk of 60 ns under misses of 150 ns. Held
+    /// slots predict (60 + 150) / 12 = 17.5 ns; adding predicts
+    /// 150 / 12 + 60 / 4 = 27.5 ns; a lone walk within the noise tells
+    /// nothing.
     #[test]
     fn slot_fit_sets_the_two_overlap_models_beside_the_measurement() {
         let f = slot_fit(16, 150.0, 12.5, 210.0, 18.0, 12.0, 4.0, 1.0).unwrap();

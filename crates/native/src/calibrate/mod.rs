@@ -479,7 +479,8 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let (mut g2, mut g1, mut cg) = (vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()]);
     let (mut kd, mut kw, mut kc) = (vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()]);
     let mut kb = vec![Vec::new(); both_counts.len()];
-    let (mut lw, mut lc) = (Vec::new(), Vec::new());
+    // Independent loads of the walk chain's lines, and of the control's.
+    let mut kl = vec![Vec::new(); 2];
     let (mut zero, mut copy, mut fault, mut sys, mut stream) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut reads = vec![Vec::new(); 4];
     let (mut rnd_loads, mut rnd_stores) = (Vec::new(), Vec::new());
@@ -532,8 +533,8 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
                 kc[j].push(unsafe { m.chases("overlap", &starts(&ctrl), ctrl.len() as u64) });
             }
             // The same lines in the same order, as independent loads.
-            lw.push(unsafe { m.loads("overlap", &walk) });
-            lc.push(unsafe { m.loads("overlap", &ctrl) });
+            kl[0].push(unsafe { m.loads("overlap", &walk) });
+            kl[1].push(unsafe { m.loads("overlap", &ctrl) });
         }
         {
             let both = unsafe { probe::link_in_order(small_base, &dense(both_lines), seed(r, 96)) };
@@ -579,7 +580,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     drop(pool);
 
     // Noise: the relative quartile range of every point of every curve.
-    for set in [&lat, &s4, &s2, &c4, &g2, &cg, &kd, &kw, &kc, &vec![lw.clone(), lc.clone()]] {
+    for set in [&lat, &s4, &s2, &c4, &g2, &cg, &kd, &kw, &kc, &kl] {
         for v in set.iter() {
             if let Some(sp) = Spread::of(v) {
                 if sp.median > 0.0 {
@@ -649,7 +650,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let per_load: Vec<(usize, f64)> = counts.iter().zip(&kd).map(|(&k, v)| (k, med(v))).collect();
     ov.data_mlp = infer::overlap(&per_load).map(|(m, _)| m.max(1.0));
     ov.walk = counts.iter().zip(kw.iter().zip(&kc)).map(|(&k, (w, c))| Point { x: k as f64, y: med(w) - med(c), iqr: 0.0 }).collect();
-    ov.walk_loads_ns = Spread::of(&lw).zip(Spread::of(&lc)).map(|(w, c)| w.median - c.median);
+    ov.walk_loads_ns = Spread::of(&kl[0]).zip(Spread::of(&kl[1])).map(|(w, c)| w.median - c.median);
     let walk_one = ov.walk.first().map(|p| p.y).unwrap_or(0.0);
     if walk_one > threshold {
         // With many loads at once the data misses of the control are
