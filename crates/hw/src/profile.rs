@@ -42,12 +42,14 @@ pub struct Overlap {
     /// overlap (xlat / walk_mlp + data / data_mlp). True: a reference
     /// holds one of the data_mlp miss slots from the start of its walk to
     /// the end of its data access, and walks are further limited to
-    /// walk_mlp at once, so by Little's law an independent reference costs
-    /// max(xlat / walk_mlp, (xlat + data) / data_mlp): a walk hides under
-    /// other references' memory misses when data misses dominate (GUPS),
-    /// and bounds the rate when data hit in the caches (a transpose's
-    /// strided side). Dependent references (a pointer chase) pay
-    /// xlat + data either way.
+    /// walk_mlp at once, so by Little's law an independent reference that
+    /// walks costs max(xlat / walk_mlp, (xlat + data) / data_mlp): a walk
+    /// hides under other references' memory misses when data misses
+    /// dominate (GUPS), and bounds the rate when data hit in the caches (a
+    /// transpose's strided side). One whose translation the TLBs gave (an
+    /// L2 TLB hit, pipelined as a cache access is) takes no walker and
+    /// costs (xlat + data) / data_mlp. Dependent references (a pointer
+    /// chase) pay xlat + data either way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk_holds_slot: Option<bool>,
     /// How many independent stores that miss the first-level cache
