@@ -301,23 +301,17 @@ pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
 pub unsafe fn random_lines(base: *mut u8, bytes: usize, n: usize, seed: u64, store: bool) -> Sample {
     let lines = (bytes / 64).max(1) as u64;
     let mut rng = crate::Rng::new(seed);
-    let at: Vec<usize> = (0..n).map(|_| rng.below(lines) as usize * 8).collect();
-    let words = std::slice::from_raw_parts_mut(base as *mut u64, bytes / 8);
+    let at: Vec<*const usize> = (0..n).map(|_| base.add(rng.below(lines) as usize * 64) as *const usize).collect();
+    if !store {
+        return time_loads(&at, 1);
+    }
     let mut t = Timer::default();
     t.start();
-    if store {
-        for (i, &w) in at.iter().enumerate() {
-            words[w] = i as u64;
-        }
-    } else {
-        let mut sum = 0u64;
-        for &w in &at {
-            sum = sum.wrapping_add(words[w]);
-        }
-        black_box(sum);
+    for (i, &p) in at.iter().enumerate() {
+        (p as *mut usize).write(i);
     }
     t.stop();
-    black_box(&words[..1]);
+    black_box(base);
     sample(&t, n as u64)
 }
 
