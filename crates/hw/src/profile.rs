@@ -28,6 +28,17 @@ pub struct Memory {
     /// writebacks are not charged, and lines are not tracked as dirty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writeback_ns: Option<f64>,
+    /// The state of the host's free memory rather than its hardware: the
+    /// fraction of free 2 MB blocks the model ages at boot (half their
+    /// frames held by others, the rest free single frames given out in no
+    /// address order), so that 4 KB pages get scattered frames, as on a
+    /// host that has run for a while, and superpages come from the other
+    /// blocks. Scattered frames crowd some colours of a physically indexed
+    /// cache and break the physical runs a prefetcher may follow. Absent:
+    /// a freshly booted machine, whose 4 KB pages come from large free
+    /// blocks, close together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aged: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -87,6 +98,14 @@ pub struct Prefetch {
     /// they reach the core's limit. Empty: `line_cycles` however many.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub line_cycles_by_streams: Vec<f64>,
+    /// Whether a stream that runs off the end of a 4 KB page goes on into
+    /// the physically next page without starting over (two misses to
+    /// learn its direction). Where it does, memory whose frames are
+    /// contiguous (2 MB pages, a freshly booted machine's 4 KB pages)
+    /// streams without a restart at each 4 KB page, and scattered 4 KB
+    /// frames restart at every one. Absent or false: every page starts over.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub next_page: bool,
 }
 
 impl Prefetch {
@@ -269,6 +288,11 @@ impl Profile {
                 return Err(format!("memory.writeback_ns = {w} is out of range (0 to 10000 ns)"));
             }
         }
+        if let Some(a) = self.memory.aged {
+            if !(0.0..=1.0).contains(&a) {
+                return Err(format!("memory.aged = {a} is out of range (0 to 1)"));
+            }
+        }
         for c in [&self.cache.l1d, &self.cache.l2, &self.cache.l3] {
             crate::cache::Cache::new(c)?;
         }
@@ -394,7 +418,7 @@ mod tests {
         let with = base.replace("walk_mlp =", "walk_holds_slot = true\nwalk_mlp =").replace("stlb_hit =", "walk = 40\nstlb_hit =")
             + "\n[prefetch]\nstreams = 32\nline_cycles = 14.5\n";
         let q = Profile::parse(&with, "with").unwrap();
-        assert_eq!(q.prefetch, Some(Prefetch { streams: 32, distance: 16, line_cycles: 14.5, line_cycles_by_streams: vec![] }));
+        assert_eq!(q.prefetch, Some(Prefetch { streams: 32, distance: 16, line_cycles: 14.5, line_cycles_by_streams: vec![], next_page: false }));
         let r = Profile::parse(&(base.to_string() + "\n[prefetch]\nstreams = 32\nline_cycles = 14.5\nline_cycles_by_streams = [24.0, 13.0, 11.0]\n"), "t").unwrap();
         let pf = r.prefetch.unwrap();
         assert_eq!([1, 2, 3, 4, 9].map(|k| pf.line_cycles_at(k)), [24.0, 13.0, 11.0, 11.0, 11.0]);

@@ -45,6 +45,10 @@ pub struct Config {
     pub check_tlb: bool,
     /// Fraction of free 2 MB blocks broken up at start.
     pub fragment: f64,
+    /// Fraction of free 2 MB blocks aged at start (half their pages in use
+    /// elsewhere, the rest scattered free frames; `Phys::age`), None for
+    /// the profile's `[memory] aged` (0 where it has none).
+    pub age: Option<f64>,
     pub seed: u64,
     pub domains: usize,
     /// Pmap tunables set before the system starts (sysctl name, value),
@@ -67,11 +71,18 @@ impl Config {
             track_contents: false,
             check_tlb: false,
             fragment: 0.0,
+            age: None,
             seed: 1,
             domains: 1,
             timing_thread: true,
             tunables: Vec::new(),
         }
+    }
+
+    /// The fraction of free 2 MB blocks aged at start: `age`, else the
+    /// profile's `[memory] aged`, else none.
+    pub fn age(&self) -> f64 {
+        self.age.or(self.profile.memory.aged).unwrap_or(0.0)
     }
 }
 
@@ -204,6 +215,10 @@ impl System {
         if !(0.0..=1.0).contains(&cfg.fragment) {
             return Err(format!("fragmentation {} is out of range (0 to 1)", cfg.fragment));
         }
+        let age = cfg.age();
+        if !(0.0..=1.0).contains(&age) {
+            return Err(format!("aged fraction {age} is out of range (0 to 1)"));
+        }
         let walker = splab_pmap::new_walker(&cfg.arch, p)?;
         let mut nested = Vec::new();
         if let Some(v) = p.nested() {
@@ -244,6 +259,9 @@ impl System {
         pmap.bootstrap(&mut env);
         if cfg.fragment > 0.0 {
             vm.phys.fragment(cfg.fragment, cfg.seed);
+        }
+        if age > 0.0 {
+            vm.phys.age(age, cfg.seed);
         }
         vm.swap = splab_vm::swap::SwapDevice::new(cfg.swap / vm.page_size(), cfg.track_contents);
         Ok(System {

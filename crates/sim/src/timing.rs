@@ -429,6 +429,9 @@ struct Streams {
     /// Whether to count the streams followed at once (only where the
     /// profile's line time depends on it).
     count: bool,
+    /// Whether a stream goes on into the physically next page
+    /// (`Prefetch::next_page`).
+    next_page: bool,
 }
 
 /// A stream counts as followed at once with others while it covered one
@@ -458,6 +461,7 @@ impl Streams {
             distance: p.distance as u64,
             clock: 0,
             count: p.line_cycles_by_streams.len() > 1,
+            next_page: p.next_page,
         }
     }
 
@@ -494,7 +498,20 @@ impl Streams {
     fn covers(&mut self, line: u64) -> bool {
         self.clock += 1;
         let page = line >> PAGE_LINE_SHIFT;
-        let e = match self.pages.iter().position(|e| e.page == page) {
+        let (line_i, distance) = (line as i64, self.distance as i64);
+        let found = self.pages.iter().position(|e| e.page == page).or_else(|| {
+            if !self.next_page {
+                return None;
+            }
+            // A stream that stepped off its page's edge into the adjacent
+            // frame goes on there, still knowing its direction.
+            let k = self.pages.iter().position(|e| {
+                e.dir != 0 && e.page.wrapping_add(e.dir as u64) == page && (1..=distance).contains(&((line_i - e.last as i64) * e.dir))
+            })?;
+            self.pages[k].page = page;
+            Some(k)
+        });
+        let e = match found {
             Some(k) => &mut self.pages[k],
             None => {
                 let k = self.pages.iter().enumerate().min_by_key(|(_, e)| e.used).map_or(0, |(k, _)| k);
@@ -652,7 +669,7 @@ mod tests {
         let p = Profile::load("sapphire-rapids").unwrap();
         let mut q = p.clone();
         q.overlap.walk_holds_slot = Some(true);
-        q.prefetch = Some(Prefetch { streams: 4, distance: 20, line_cycles: 12.5, line_cycles_by_streams: vec![] });
+        q.prefetch = Some(Prefetch { streams: 4, distance: 20, line_cycles: 12.5, line_cycles_by_streams: vec![], next_page: false });
         // And charging writebacks, with a last level small enough that a
         // test's few thousand references evict from it.
         let mut w = q.clone();
@@ -785,7 +802,7 @@ mod tests {
     /// forgets the least recently used page for a new one.
     #[test]
     fn streams_train_then_cover() {
-        let mut s = Streams::new(&Prefetch { streams: 2, distance: 4, line_cycles: 10.0, line_cycles_by_streams: vec![] });
+        let mut s = Streams::new(&Prefetch { streams: 2, distance: 4, line_cycles: 10.0, line_cycles_by_streams: vec![], next_page: false });
         let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
         // Ascending in page 7: two misses train it, the rest are covered.
         let got: Vec<bool> = (0..6).map(|l| s.covers(page(7, l))).collect();
@@ -804,13 +821,36 @@ mod tests {
         assert!(s.covers(page(7, 36)));
     }
 
+    /// With `next_page`, a stream that steps off its page's edge into the
+    /// adjacent frame goes on covering there, up or down; a stream that
+    /// jumps to a frame further off, or one without `next_page`, starts
+    /// over with two misses.
+    #[test]
+    fn streams_go_on_into_the_next_frame_only_where_the_profile_says() {
+        let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
+        let run = |next_page: bool, pages: &[u64], down: bool| -> Vec<bool> {
+            let mut s = Streams::new(&Prefetch { streams: 4, distance: 8, line_cycles: 10.0, line_cycles_by_streams: vec![], next_page });
+            let lines: Vec<u64> = (0..64).map(|l| if down { 63 - l } else { l }).collect();
+            pages.iter().flat_map(|&p| lines.iter().map(move |&l| page(p, l))).map(|x| s.covers(x)).collect()
+        };
+        let uncovered = |v: &[bool]| v.iter().filter(|&&c| !c).count();
+        // Three contiguous frames up, three down: two misses to train.
+        assert_eq!(uncovered(&run(true, &[5, 6, 7], false)), 2);
+        assert_eq!(uncovered(&run(true, &[7, 6, 5], true)), 2);
+        // Without it, or across scattered frames, each page trains anew.
+        assert_eq!(uncovered(&run(false, &[5, 6, 7], false)), 6);
+        assert_eq!(uncovered(&run(true, &[5, 9, 2], false)), 6);
+        // Going down into the frame above is not going on.
+        assert_eq!(uncovered(&run(true, &[6, 7], true)), 4);
+    }
+
     /// Streams followed at once are counted where the line time depends
     /// on it: one stream counts once (twice for a few misses after it
     /// steps into its next page); three interleaved count three; and one
     /// left alone again counts once after the window.
     #[test]
     fn streams_followed_at_once_are_counted() {
-        let pf = Prefetch { streams: 8, distance: 16, line_cycles: 10.0, line_cycles_by_streams: vec![30.0, 20.0, 10.0] };
+        let pf = Prefetch { streams: 8, distance: 16, line_cycles: 10.0, line_cycles_by_streams: vec![30.0, 20.0, 10.0], next_page: false };
         let mut s = Streams::new(&pf);
         let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
         let one: Vec<u32> = (0..128).map(|i| s.cover(page(3 + i / 64, i % 64))).collect();

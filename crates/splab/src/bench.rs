@@ -133,6 +133,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
         swap: "0".into(),
         workload_args,
         fragment: 0.0,
+        age: None,
         seed: 1,
         track_contents: false,
         check_tlb: false,

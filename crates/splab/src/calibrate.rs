@@ -337,6 +337,21 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
             if w.clamped { " (the copy ran faster: 0)" } else { "" }
         );
     }
+    match frames(&c.costs) {
+        Some(f) if f.scattered() => {
+            let _ = writeln!(
+                o,
+                "aged = {AGED}   # measured: {} of {} 4 KB pages of a fresh region had the frame after the previous page's (/proc/self/pagemap), so free frames are scattered; not measured: how much of memory, here half the free 2 MB blocks",
+                f.followed, f.steps
+            );
+        }
+        Some(f) => {
+            let _ = writeln!(o, "# aged: none; measured: {} of {} 4 KB pages of a fresh region had the frame after the previous page's (/proc/self/pagemap), as on a freshly booted machine", f.followed, f.steps);
+        }
+        None => {
+            let _ = writeln!(o, "# aged: not measured (/proc/self/pagemap shows frame numbers to root only); absent, 4 KB pages get frames close together, as on a freshly booted machine");
+        }
+    }
 
     let _ = writeln!(o, "\n[overlap]");
     let ov = &c.overlap;
@@ -417,13 +432,18 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     // page-table lines in L2, as a strided sweep over a large array has
     // them), less what the model charges there already: an L2 TLB lookup
     // and the page-table line the paging-structure caches leave to read,
-    // an L2 hit.
+    // an L2 hit. Where the model walks two-dimensionally over aged
+    // memory, the probe's scattered frames each need the host's entry for
+    // their frame too (the nested TLB holds few), another L2 hit the
+    // model charges itself.
+    let host_entry = guest && virt_section && frames(&c.costs).is_some_and(|fr| fr.scattered()) && host_page_choice(c).0 != "1G";
     match c.overlap.walk.first().map(|p| p.y) {
         Some(ns) if ns > 0.0 => {
             let stlb = t.stlb_hit_ns.filter(|&n| n > 0.0).map_or(bc.stlb_hit, |n| cycles(n, f));
             let l2 = c.hierarchy.as_ref().map_or(base.cache.l2.latency, |h| cycles(h.latency_ns[1], f));
-            let w = cycles(ns, f).saturating_sub(stlb + l2);
-            let _ = writeln!(o, "walk = {w}   # measured: {ns:.2} ns a load more over 8192 4 KB pages than over 2 MB pages (one chase, data in L2), less stlb_hit and an L2 hit for the page-table line");
+            let w = cycles(ns, f).saturating_sub(stlb + l2 * (1 + host_entry as u32));
+            let host = if host_entry { " and one for the host's entry for the page's frame (scattered frames, nested paging)" } else { "" };
+            let _ = writeln!(o, "walk = {w}   # measured: {ns:.2} ns a load more over 8192 4 KB pages than over 2 MB pages (one chase, data in L2), less stlb_hit and an L2 hit for the page-table line{host}");
         }
         _ => {
             if let Some(w) = bc.walk {
@@ -480,6 +500,20 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         }
     }
 
+    if line > 0.0 {
+        if let Some(n) = next_page(&c.costs) {
+            let _ = writeln!(
+                o,
+                "next_page = {}   # measured: the 4 KB pages of 2 MB pages read whole in address order, {:.2} ns a line, in a random order {:.2} ({:+.1}%){}",
+                n.follows(),
+                n.in_order_ns,
+                n.shuffled_ns,
+                100.0 * n.gain(),
+                if n.follows() { ": streams go on across the edges of contiguous frames" } else { "" }
+            );
+        }
+    }
+
     if guest {
         let (page, why, assumed) = host_page_choice(c);
         let lead = if virt_section { "" } else { "# " };
@@ -501,6 +535,57 @@ fn method(h: &calibrate::infer::Hierarchy) -> &'static str {
         "plateaus" => "plateau of the latency curve",
         _ => "least-squares fit to the latency curve",
     }
+}
+
+/// The fraction of free 2 MB blocks a profile ages where the host's 4 KB
+/// frames came out scattered: a quarter of memory then is scattered free
+/// frames, more than any 4 KB region the validation maps.
+const AGED: f64 = 0.5;
+
+/// How a fresh 4 KB-page region's frames lay (`probe::frame_runs`).
+#[derive(Debug, PartialEq)]
+struct Frames {
+    /// Pages after the first, and how many of them had the frame after
+    /// the previous page's.
+    steps: u64,
+    followed: u64,
+}
+
+impl Frames {
+    /// Fewer than half the pages follow on: the free lists hand out
+    /// frames with no order, as on a host that has run for a while.
+    fn scattered(&self) -> bool {
+        2 * self.followed < self.steps
+    }
+}
+
+fn frames(k: &calibrate::Costs) -> Option<Frames> {
+    k.frames_4k.filter(|&(n, _)| n > 1).map(|(n, followed)| Frames { steps: n - 1, followed })
+}
+
+/// Reading contiguous 4 KB pages in address order against a random order.
+#[derive(Debug, PartialEq)]
+struct NextPage {
+    in_order_ns: f64,
+    shuffled_ns: f64,
+}
+
+/// A random order this much slower means streams go on into the next
+/// frame; the repeats of one order vary by about a third of it.
+const NEXT_PAGE_GAIN: f64 = 0.03;
+
+impl NextPage {
+    fn gain(&self) -> f64 {
+        self.shuffled_ns / self.in_order_ns - 1.0
+    }
+    fn follows(&self) -> bool {
+        self.gain() > NEXT_PAGE_GAIN
+    }
+}
+
+fn next_page(k: &calibrate::Costs) -> Option<NextPage> {
+    let (a, b) = (k.pages_in_order_ns.as_ref()?.median, k.pages_shuffled_ns.as_ref()?.median);
+    (a > 0.0 && b > 0.0).then_some(NextPage { in_order_ns: a, shuffled_ns: b })
 }
 
 /// What a line written back to memory costs, from the streaming probes.
@@ -770,6 +855,30 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         let v: Vec<String> = k.read_streams_ns.iter().enumerate().map(|(i, s)| format!("{}:{:.2}", i + 1, s.median)).collect();
         let _ = writeln!(o, "                k sequential read streams at once, ns a line: {}", v.join("  "));
     }
+    if let Some(n) = next_page(k) {
+        let _ = writeln!(
+            o,
+            "                4 KB pages of 2 MB pages read whole: {:.2} ns a line in address order, {:.2} in a random order ({:+.1}%; {})",
+            n.in_order_ns,
+            n.shuffled_ns,
+            100.0 * n.gain(),
+            if n.follows() { "streams go on into the next frame" } else { "each page starts over" }
+        );
+    }
+    match frames(k) {
+        Some(f) => {
+            let _ = writeln!(
+                o,
+                "  4 KB frames   {} of {} pages of a fresh region had the frame after the previous page's ({})",
+                f.followed,
+                f.steps,
+                if f.scattered() { "scattered: the model ages its memory" } else { "close together" }
+            );
+        }
+        None => {
+            let _ = writeln!(o, "  4 KB frames   not measured (/proc/self/pagemap shows frame numbers to root only)");
+        }
+    }
     if let Some(w) = writeback(k) {
         let _ = writeln!(
             o,
@@ -859,6 +968,53 @@ mod tests {
         (c.overlap.walk_mlp, c.overlap.walk_mlp_from_loads) = (Some(3.2), false);
         let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
         assert!(text.contains("walk_mlp = 3.20   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add with 16 chases at once"), "{text}");
+    }
+
+    /// Scattered 4 KB frames age the model's memory, frames close together
+    /// or unknown ones leave it fresh; the profile says which and why.
+    #[test]
+    fn scattered_frames_age_the_model() {
+        let (mut c, base) = tiny();
+        let aged = |c: &Calibration| {
+            let text = profile_toml(c, &base, "sapphire-rapids", "t", false);
+            (Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}")).memory.aged, text)
+        };
+        c.costs.frames_4k = Some((8192, 3));
+        let (a, text) = aged(&c);
+        assert_eq!(a, Some(AGED));
+        assert!(text.contains("aged = 0.5   # measured: 3 of 8191 4 KB pages of a fresh region had the frame after the previous page's"), "{text}");
+        c.costs.frames_4k = Some((8192, 8000));
+        let (a, text) = aged(&c);
+        assert_eq!(a, None);
+        assert!(text.contains("# aged: none; measured: 8000 of 8191"), "{text}");
+        c.costs.frames_4k = None;
+        let (a, text) = aged(&c);
+        assert_eq!(a, None);
+        assert!(text.contains("# aged: not measured"), "{text}");
+        assert!(report(&c, "sapphire-rapids").contains("4 KB frames   not measured"));
+    }
+
+    /// Pages read in a random order more than 3% slower than in address
+    /// order mean streams go on into the next frame.
+    #[test]
+    fn next_page_from_reading_pages_in_and_out_of_order() {
+        use splab_native::suite::Spread;
+        let (mut c, base) = tiny();
+        let next = |c: &Calibration| {
+            let text = profile_toml(c, &base, "sapphire-rapids", "t", false);
+            (Profile::parse(&text, "t").unwrap().prefetch.map(|p| p.next_page), text)
+        };
+        c.costs.stream_line_ns = Spread::of(&[7.0]).unwrap();
+        (c.costs.pages_in_order_ns, c.costs.pages_shuffled_ns) = (Spread::of(&[6.0]), Spread::of(&[6.6]));
+        let (n, text) = next(&c);
+        assert_eq!(n, Some(true));
+        assert!(text.contains("next_page = true   # measured: the 4 KB pages of 2 MB pages read whole in address order, 6.00 ns a line, in a random order 6.60 (+10.0%)"), "{text}");
+        c.costs.pages_shuffled_ns = Spread::of(&[6.1]);
+        assert_eq!(next(&c).0, Some(false));
+        c.costs.pages_shuffled_ns = None;
+        let (n, text) = next(&c);
+        assert_eq!(n, Some(false));
+        assert!(!text.contains("next_page"), "{text}");
     }
 
     /// The writeback cost is a copied line less two lines of two read

@@ -39,7 +39,15 @@ pub struct RunArgs {
     /// Fraction (0 to 1) of free 2 MB blocks broken up at start.
     #[arg(long, value_name = "F", default_value_t = 0.0, allow_negative_numbers = true)]
     pub fragment: f64,
-    /// Seed for the fragmentation pattern.
+    /// Fraction (0 to 1) of free 2 MB blocks aged at start: half their
+    /// frames held elsewhere, the rest free single frames handed out in no
+    /// address order, so that 4 KB pages get scattered frames as on a host
+    /// that has run for a while. Default: the profile's `[memory] aged`
+    /// (a calibrated profile's, where the host's frames were scattered),
+    /// else 0, a freshly booted machine.
+    #[arg(long, value_name = "F", allow_negative_numbers = true)]
+    pub age: Option<f64>,
+    /// Seed for the fragmentation and ageing patterns.
     #[arg(long, value_name = "S", default_value_t = 1)]
     pub seed: u64,
     /// Keep the values of written words.
@@ -72,6 +80,9 @@ pub struct SimRun {
     pub swap_bytes: u64,
     pub superpages: bool,
     pub fragment: f64,
+    /// Fraction of free 2 MB blocks aged at start (from --age or the
+    /// profile).
+    pub aged: f64,
     pub seed: u64,
     pub figure: Figure,
     pub report: String,
@@ -120,6 +131,10 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
     cfg.superpages = on;
     cfg.swap = setup::swap(&a.swap, "--swap")?;
     cfg.fragment = a.fragment;
+    if let Some(f) = a.age.filter(|f| !(0.0..=1.0).contains(f)) {
+        return Err(Fail::Input(format!("--age {f} is out of range (0 to 1)")));
+    }
+    cfg.age = a.age;
     cfg.seed = a.seed;
     cfg.track_contents = a.track_contents || a.workload_args.verify;
     cfg.check_tlb = a.check_tlb;
@@ -159,6 +174,7 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
         swap_bytes: sys.cfg.swap,
         superpages: on,
         fragment: a.fragment,
+        aged: sys.cfg.age(),
         seed: a.seed,
         figure: result.figure,
         report: result.report,

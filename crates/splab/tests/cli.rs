@@ -167,6 +167,7 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["sim", "gups", "--machine", "sapphire-rapids", "--arch", "ppc64-hpt"], "ppc64-hpt"),
         (&["sim", "gups", "--machine", "nosuch"], "nosuch"),
         (&["sim", "gups", "--fragment", "2"], "2"),
+        (&["sim", "gups", "--age", "1.5"], "1.5"),
         (&["sim", "gups", "--log2-table", "99"], "99"),
         (&["sim", "nosuchload"], "nosuchload"),
         (&["compare", "gups", "--memory", "12Q", "--json"], "12Q"),

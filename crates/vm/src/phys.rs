@@ -33,6 +33,10 @@ pub const VM_LEVEL_0_ORDER: usize = 9;
 
 const MAX_ORDER: usize = VM_NFREEORDER - 1;
 
+/// Slots an aged allocator draws at random before falling back to the
+/// first free block after one.
+const AGED_DRAWS: usize = 256;
+
 /// One memory domain: frames `[start, end)` and their free lists.
 #[derive(Clone)]
 struct Domain {
@@ -140,8 +144,9 @@ impl Domain {
     }
 }
 
-/// Small deterministic PRNG (splitmix64) so that `fragment` gives the same
-/// layout for the same seed on every platform.
+/// Small deterministic PRNG (splitmix64) so that `fragment` and `age` give
+/// the same layout for the same seed on every platform.
+#[derive(Clone)]
 struct SplitMix64(u64);
 
 impl SplitMix64 {
@@ -164,6 +169,10 @@ impl SplitMix64 {
 pub struct VmPhys {
     npages: u64,
     domains: Vec<Domain>,
+    /// Set by [`VmPhys::age`]: the free lists are in no address order, as
+    /// an aged machine's are, and a block is taken from a pseudo-random
+    /// place in its list instead of the lowest address.
+    aged: Option<SplitMix64>,
 }
 
 impl VmPhys {
@@ -195,6 +204,7 @@ impl VmPhys {
             domains: (0..ndomains as u64)
                 .map(|i| Domain::new(bound(i), bound(i + 1)))
                 .collect(),
+            aged: None,
         };
         for d in 0..ndomains {
             let Range { start, end } = phys.domain_range(d);
@@ -246,13 +256,32 @@ impl VmPhys {
 
     /// Allocates an aligned block of `2^order` frames from domain `domain`
     /// only (vm_phys_alloc_pages): takes the lowest-addressed block of the
-    /// smallest sufficient order and returns the unused upper halves to the
-    /// free lists (vm_phys_split_pages).
+    /// smallest sufficient order (on an aged machine, one from a
+    /// pseudo-random place in that list) and returns the unused upper
+    /// halves to the free lists (vm_phys_split_pages).
     pub fn alloc_pages(&mut self, domain: usize, order: usize) -> Option<Pfn> {
         assert!(order < VM_NFREEORDER, "order {order} too large");
         let d = &mut self.domains[domain];
         for o in order..VM_NFREEORDER {
-            if let Some(s) = d.lists[o].first_set() {
+            let list = &d.lists[o];
+            let found = match self.aged.as_mut() {
+                // FreeBSD's free queues hand out the block freed longest
+                // ago (vm_freelist_add puts freed blocks at the tail); after
+                // long use that order bears no relation to the address.
+                Some(rng) if list.count() > 1 => {
+                    let n = list.len() as u64;
+                    // Uniform over the list's blocks: draw slots until one
+                    // is free; where few are, the first free one after a
+                    // drawn slot (gaps bias that, so it is the fallback).
+                    (0..AGED_DRAWS)
+                        .map(|_| rng.below(n) as usize)
+                        .find(|&s| list.get(s))
+                        .or_else(|| list.first_set_from(rng.below(n) as usize))
+                        .or_else(|| list.first_set())
+                }
+                _ => list.first_set(),
+            };
+            if let Some(s) = found {
                 let pfn = d.block_start(s, o);
                 d.remove(pfn, o);
                 for j in (order..o).rev() {
@@ -435,14 +464,11 @@ impl VmPhys {
                 .is_some()
     }
 
-    /// Fragments memory to model other consumers: of the aligned regions
-    /// of 2^`order` pages (the reservation size, 2 MB on amd64) that are
-    /// currently wholly free, chooses round(`fraction` * count) by a seeded
-    /// shuffle, takes one pseudo-random page out of each with
-    /// [`VmPhys::unfree_page`], and returns those pages, sorted. The caller
-    /// keeps them allocated; no such block can then form there.
-    pub fn fragment(&mut self, fraction: f64, seed: u64, order: usize) -> Vec<Pfn> {
-        assert!(order < VM_NFREEORDER, "fragment order {order}");
+    /// The aligned regions of 2^`order` pages that are wholly free, sorted,
+    /// with the first round(`fraction` * count) of them a uniform random
+    /// sample (chosen by a seeded partial shuffle).
+    fn sample_free_regions(&self, fraction: f64, rng: &mut SplitMix64, order: usize) -> (Vec<u64>, usize) {
+        assert!(order < VM_NFREEORDER, "region order {order}");
         assert!(
             (0.0..=1.0).contains(&fraction),
             "fraction {fraction} out of range"
@@ -459,23 +485,71 @@ impl VmPhys {
         // Sort so the choice depends only on the seed and the free layout.
         regions.sort_unstable();
         let take = ((fraction * regions.len() as f64).round() as usize).min(regions.len());
-        let mut rng = SplitMix64(seed);
         // Partial Fisher-Yates: the first `take` entries become a uniform
         // random sample without replacement.
         for i in 0..take {
             let j = i + rng.below((regions.len() - i) as u64) as usize;
             regions.swap(i, j);
         }
-        let mut pages: Vec<Pfn> = regions[..take]
-            .iter()
-            .map(|&r| Pfn((r + rng.below(1 << order)) as u32))
-            .collect();
+        (regions, take)
+    }
+
+    /// Takes each of `pages` (all free) out of the free lists, and returns
+    /// them sorted.
+    fn unfree_all(&mut self, mut pages: Vec<Pfn>) -> Vec<Pfn> {
         for &p in &pages {
             let taken = self.unfree_page(p);
             debug_assert!(taken, "{p:?} in a wholly free region was not free");
         }
         pages.sort_unstable();
         pages
+    }
+
+    /// Fragments memory to model other consumers: of the aligned regions
+    /// of 2^`order` pages (the reservation size, 2 MB on amd64) that are
+    /// currently wholly free, chooses round(`fraction` * count) by a seeded
+    /// shuffle, takes one pseudo-random page out of each with
+    /// [`VmPhys::unfree_page`], and returns those pages, sorted. The caller
+    /// keeps them allocated; no such block can then form there.
+    pub fn fragment(&mut self, fraction: f64, seed: u64, order: usize) -> Vec<Pfn> {
+        let mut rng = SplitMix64(seed);
+        let (regions, take) = self.sample_free_regions(fraction, &mut rng, order);
+        let pages = regions[..take]
+            .iter()
+            .map(|&r| Pfn((r + rng.below(1 << order)) as u32))
+            .collect();
+        self.unfree_all(pages)
+    }
+
+    /// Ages memory as long use by other consumers leaves it: of the wholly
+    /// free regions of 2^`order` pages, round(`fraction` * count), chosen
+    /// by a seeded shuffle, get one page of every aligned pair taken (which
+    /// of the two at random), so that their free memory is single frames
+    /// that cannot merge; and from then on every free list hands out its
+    /// blocks in pseudo-random order rather than lowest address first.
+    /// Allocations of single pages (page-table pages, pages outside any
+    /// reservation) then take scattered frames from those regions, as they
+    /// do on a host that has run for a while, while superpage-sized blocks
+    /// come from the untouched regions. Returns the taken pages, sorted;
+    /// the caller keeps them allocated.
+    pub fn age(&mut self, fraction: f64, seed: u64, order: usize) -> Vec<Pfn> {
+        assert!(order >= 1, "aging needs regions of at least two pages");
+        let mut rng = SplitMix64(seed ^ 0xa6ed_a6ed);
+        let (regions, take) = self.sample_free_regions(fraction, &mut rng, order);
+        let mut pages = Vec::with_capacity(take << (order - 1));
+        for &r in &regions[..take] {
+            for pair in (r..r + (1 << order)).step_by(2) {
+                pages.push(Pfn((pair + rng.below(2)) as u32));
+            }
+        }
+        let pages = self.unfree_all(pages);
+        self.aged = Some(rng);
+        pages
+    }
+
+    /// Whether [`VmPhys::age`] has aged this memory.
+    pub fn is_aged(&self) -> bool {
+        self.aged.is_some()
     }
 
     /// Verifies the invariants stated in the module documentation. O(n).
@@ -773,6 +847,46 @@ mod tests {
         p.free_contig(a, n);
         assert_eq!(p.free_blocks(12), 8);
         p.check().unwrap();
+    }
+
+    #[test]
+    fn age_leaves_scattered_single_frames_and_whole_blocks_elsewhere() {
+        let mut p = VmPhys::new(8 * BIG, 1);
+        let before = free_regions(&p);
+        assert_eq!(before, 64);
+        let pinned = p.age(0.5, 7, VM_LEVEL_0_ORDER);
+        p.check().unwrap();
+        // Half the regions, half their pages: one of every aligned pair.
+        assert_eq!(pinned.len(), 32 * 256);
+        let pairs: std::collections::BTreeSet<u32> = pinned.iter().map(|p| p.0 >> 1).collect();
+        assert_eq!(pairs.len(), pinned.len(), "one page of each pair");
+        assert_eq!(free_regions(&p), 32);
+        assert_eq!(p.free_blocks(0), 32 * 256, "the aged regions' free memory is single frames");
+        assert!(p.is_aged());
+        // Single pages come from the aged regions, in no address order:
+        // never two consecutive frames, and over the 16 colours of a 64 KB
+        // way (a stand-in for a cache's) they spread unevenly, as random
+        // frames do, not in the even rotation consecutive ones would make.
+        let got: Vec<u64> = (0..256).map(|_| p.alloc(0).unwrap().0 as u64).collect();
+        assert!(got.windows(2).all(|w| w[1] != w[0] + 1), "consecutive frames");
+        assert!(got.iter().all(|&f| pinned.binary_search(&Pfn((f ^ 1) as u32)).is_ok()), "a frame outside the aged regions");
+        let mut colours = [0u32; 16];
+        got.iter().for_each(|&f| colours[(f & 15) as usize] += 1);
+        assert!(colours.iter().max().unwrap() - colours.iter().min().unwrap() >= 4, "{colours:?}");
+        let sorted = got.windows(2).filter(|w| w[1] > w[0]).count();
+        assert!((64..192).contains(&sorted), "{sorted} of 255 steps went up");
+        // Superpage-sized blocks still come whole from the other regions.
+        let mut whole = 0;
+        while p.alloc(VM_LEVEL_0_ORDER).is_some() {
+            whole += 1;
+        }
+        assert_eq!(whole, 32);
+        p.check().unwrap();
+        // Same seed, same layout; none asked, nothing aged.
+        assert_eq!(VmPhys::new(8 * BIG, 1).age(0.5, 7, VM_LEVEL_0_ORDER), pinned);
+        let mut q = VmPhys::new(8 * BIG, 1);
+        assert!(q.age(0.0, 7, VM_LEVEL_0_ORDER).is_empty());
+        assert_eq!(free_regions(&q), 64);
     }
 
     #[test]

@@ -109,7 +109,7 @@ pub struct Phys {
     pub reserv: Reservations,
     /// Each object's reservations, as (object, first pindex, reservation).
     rvq: BTreeSet<(ObjId, u32, u32)>,
-    /// Frames taken at start-up to model a fragmented machine.
+    /// Frames taken at start-up to model a fragmented or aged machine.
     pub pinned: Vec<Pfn>,
     /// The page queues (active, inactive, laundry, unswappable).
     pub queues: PageQueues,
@@ -202,6 +202,21 @@ impl Phys {
     /// one page in each, as another consumer of memory would have.
     pub fn fragment(&mut self, fraction: f64, seed: u64) {
         let taken = self.buddy.fragment(fraction, seed, self.reserv.order() as usize);
+        self.pin(taken);
+    }
+
+    /// Ages `fraction` of the free reservation-sized blocks as long use
+    /// leaves memory ([`VmPhys::age`](crate::phys::VmPhys::age)): half
+    /// their pages held by other consumers, the rest free single frames
+    /// handed out in no address order.
+    pub fn age(&mut self, fraction: f64, seed: u64) {
+        let taken = self.buddy.age(fraction, seed, self.reserv.order() as usize);
+        self.pin(taken);
+    }
+
+    /// Marks frames taken out of the free lists at start-up as in use by
+    /// someone outside the model.
+    fn pin(&mut self, taken: Vec<Pfn>) {
         for &p in &taken {
             self.pages.get_mut(p).flags = pflags::INUSE | pflags::UNMANAGED;
         }

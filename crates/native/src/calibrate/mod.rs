@@ -180,6 +180,16 @@ pub struct Costs {
     /// ns per line read with 1, 2, 3 and 4 sequential read streams at
     /// once over `stream_bytes` (`probe::read_streams`).
     pub read_streams_ns: Vec<Spread>,
+    /// ns per line of reading the 2 MB-page region's 4 KB pages whole, in
+    /// address order and in a random order (`probe::read_pages`): where
+    /// address order is faster, streams go on across the edges of
+    /// physically contiguous frames.
+    pub pages_in_order_ns: Option<Spread>,
+    pub pages_shuffled_ns: Option<Spread>,
+    /// The 4 KB-page region's frames (`probe::frame_runs`): pages present,
+    /// and how many of them follow the previous page's frame. None without
+    /// the frame numbers (they need root).
+    pub frames_4k: Option<(u64, u64)>,
     /// ns per access of independent loads, and of independent stores, to
     /// random lines over both halves of the copy's region
     /// (`probe::random_lines`).
@@ -444,7 +454,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let frames_2m = counts_grid(4, plan.huge_bytes / SIZE_2M, plan.per_octave);
     let counts = probe::CHAIN_COUNTS;
     let both_counts = [counts[0], counts[counts.len() - 1]];
-    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + 2 + both_counts.len() + 2 + 4 + 2;
+    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + 2 + both_counts.len() + 2 + 4 + 2 + 2;
     let total = (per_round * plan.rounds) as u64;
     let mut m = Meter { done: 0, total, on_cpu: Vec::new(), rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
 
@@ -483,6 +493,12 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let mut kl = vec![Vec::new(); 2];
     let (mut zero, mut copy, mut fault, mut sys, mut stream) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut reads = vec![Vec::new(); 4];
+    // The 2 MB-page region's first `stream_bytes` read a 4 KB page at a
+    // time, in address order and in a random order.
+    let (mut in_order, mut shuffled) = (Vec::new(), Vec::new());
+    let page_order: Vec<usize> = (0..stream_bytes / 4096).collect();
+    let mut page_shuffled = page_order.clone();
+    crate::Rng::new(0x5eed).shuffle(&mut page_shuffled);
     let (mut rnd_loads, mut rnd_stores) = (Vec::new(), Vec::new());
     let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
 
@@ -555,6 +571,13 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
                 v.push(rs.ns);
                 m.tick("stream", rs);
             }
+        }
+        for (order, v) in [(&page_order, &mut in_order), (&page_shuffled, &mut shuffled)] {
+            // SAFETY: every page lies inside the 2 MB-page region's first
+            // stream_bytes, and nothing else touches it meanwhile.
+            let s = unsafe { probe::read_pages(huge_base, order) };
+            v.push(s.ns);
+            m.tick("stream", s);
         }
         // Random independent loads, then stores, over both halves (past
         // the caches, in 2 MB pages: no walks).
@@ -700,6 +723,9 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         stream_line_ns: spread(&stream),
         stream_bytes: stream_bytes as u64,
         read_streams_ns: reads.iter().map(|v| spread(v)).collect(),
+        pages_in_order_ns: Spread::of(&in_order),
+        pages_shuffled_ns: Spread::of(&shuffled),
+        frames_4k: probe::frame_runs(small_base, plan.small_bytes as usize),
         random_load_ns: Spread::of(&rnd_loads),
         random_store_ns: Spread::of(&rnd_stores),
     };

@@ -353,6 +353,60 @@ pub unsafe fn read_streams(base: *const u8, bytes: usize, k: usize) -> Option<Sa
     Some(sample(&t, (bytes / 64) as u64))
 }
 
+/// ns per line of reading whole 4 KB pages from `base`, every word, the
+/// pages in the given order (page numbers from `base`): in address order
+/// over memory that is physically contiguous, a prefetcher that goes on
+/// into the next frame streams across the pages' edges; in a random order
+/// every page starts a new stream.
+///
+/// # Safety
+/// `base` must be readable for every page named, 8-byte aligned, and not
+/// written by anything else meanwhile.
+pub unsafe fn read_pages(base: *const u8, order: &[usize]) -> Sample {
+    #[inline(never)]
+    fn sum(base: *const u8, order: &[usize]) -> u64 {
+        let mut s = 0u64;
+        for &p in order {
+            // SAFETY: the caller's promise.
+            let words = unsafe { std::slice::from_raw_parts(base.add(p << 12) as *const u64, 512) };
+            s = words.iter().fold(s, |a, &w| a.wrapping_add(w));
+        }
+        s
+    }
+    let mut t = Timer::default();
+    t.start();
+    let s = sum(black_box(base), order);
+    t.stop();
+    black_box(s);
+    sample(&t, order.len() as u64 * 64)
+}
+
+/// Physical frames behind `bytes` of 4 KB pages at `base`, as
+/// /proc/self/pagemap gives them: (pages present, of those how many
+/// follow the previous page's frame). None where the file cannot be read
+/// or hides the frame numbers (it shows them to root only).
+pub fn frame_runs(base: *const u8, bytes: usize) -> Option<(u64, u64)> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open("/proc/self/pagemap").ok()?;
+    let first = base as u64 / 4096;
+    let n = bytes / 4096;
+    f.seek(SeekFrom::Start(first * 8)).ok()?;
+    let mut raw = vec![0u8; n * 8];
+    f.read_exact(&mut raw).ok()?;
+    // Bit 63: present; bits 0 to 54: the frame number.
+    let pfns: Vec<Option<u64>> = raw
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .map(|e| (e >> 63 == 1).then_some(e & ((1 << 55) - 1)))
+        .collect();
+    let present = pfns.iter().flatten().count() as u64;
+    if present == 0 || pfns.iter().flatten().all(|&p| p == 0) {
+        return None;
+    }
+    let followed = pfns.windows(2).filter(|w| matches!(w, [Some(a), Some(b)] if *b == a + 1)).count() as u64;
+    Some((present, followed))
+}
+
 /// ns per page of a demand-zero fault round trip: mmap 1 MB of 4 KB
 /// pages, write one byte in each, munmap, `rounds` times. This is the
 /// kernel's fault path with its page zeroing, plus a share of the two
