@@ -979,6 +979,13 @@ mod tests {
             let text = profile_toml(c, &base, "sapphire-rapids", "t", false);
             (Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}")).memory.aged, text)
         };
+        // The probe itself reads the region's frames while it is still
+        // mapped (all of it present), where this process may read frame
+        // numbers at all (root may; a buffer of its own shows which).
+        let own = vec![1u8; 1 << 16];
+        let readable = splab_native::calibrate::probe::frame_runs(own.as_ptr().wrapping_add(own.as_ptr().align_offset(4096)), 8192).is_some();
+        let plan_pages = Plan::tiny().small_bytes / 4096;
+        assert_eq!(c.costs.frames_4k.map(|(n, _)| n), readable.then_some(plan_pages), "{:?}", c.costs.frames_4k);
         c.costs.frames_4k = Some((8192, 3));
         let (a, text) = aged(&c);
         assert_eq!(a, Some(AGED));

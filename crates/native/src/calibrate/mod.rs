@@ -598,6 +598,8 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         sys.push(s.ns);
         m.tick("costs", f);
     }
+    // The 4 KB region's frames, while it is still mapped.
+    let frames_4k = probe::frame_runs(small_base, plan.small_bytes as usize);
     // The mappings go before the pool is put back.
     drop((huge, small, giga));
     drop(pool);
@@ -725,7 +727,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         read_streams_ns: reads.iter().map(|v| spread(v)).collect(),
         pages_in_order_ns: Spread::of(&in_order),
         pages_shuffled_ns: Spread::of(&shuffled),
-        frames_4k: probe::frame_runs(small_base, plan.small_bytes as usize),
+        frames_4k,
         random_load_ns: Spread::of(&rnd_loads),
         random_store_ns: Spread::of(&rnd_stores),
     };
