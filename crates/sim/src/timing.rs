@@ -498,11 +498,11 @@ impl Streams {
     fn covers(&mut self, line: u64) -> bool {
         self.clock += 1;
         let page = line >> PAGE_LINE_SHIFT;
-        let (line_i, distance) = (line as i64, self.distance as i64);
         let found = self.pages.iter().position(|e| e.page == page).or_else(|| {
             if !self.next_page {
                 return None;
             }
+            let (line_i, distance) = (line as i64, self.distance as i64);
             // A stream that stepped off its page's edge into the adjacent
             // frame goes on there, still knowing its direction.
             let k = self.pages.iter().position(|e| {
