@@ -7,7 +7,10 @@
 //! stored as a [`BitTree`] rather than a linked list so that the whole
 //! allocator costs about two bits per frame and "the lowest-addressed free
 //! block" is a few word reads. Choosing the lowest address makes every run
-//! of the simulator deterministic.
+//! of the simulator deterministic. An aged allocator ([`VmPhys::age`])
+//! takes blocks from seeded pseudo-random places instead, as an aged
+//! machine's free queues hand them out in no address order; runs stay
+//! deterministic for a seed.
 //!
 //! Always true between calls (verified by [`VmPhys::check`]):
 //! - bit `k` of order `o`'s tree in a domain is set exactly when the block of

@@ -396,7 +396,7 @@ pub fn frame_runs(base: *const u8, bytes: usize) -> Option<(u64, u64)> {
     // Bit 63: present; bits 0 to 54: the frame number.
     let pfns: Vec<Option<u64>> = raw
         .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
         .map(|e| (e >> 63 == 1).then_some(e & ((1 << 55) - 1)))
         .collect();
     let present = pfns.iter().flatten().count() as u64;
