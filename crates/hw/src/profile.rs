@@ -78,7 +78,8 @@ pub struct Overlap {
 /// second-level cache misses within each 4 KB physical page (Intel's L2
 /// streamer; Arm's and AMD's are alike) and, once two misses in a page
 /// step the same way, fetches the lines ahead of the stream, so that the
-/// stream runs at the memory's sequential rate instead of its latency.
+/// stream runs at the memory's sequential rate instead of its latency
+/// (across a page's edge into the adjacent frame too, with `next_page`).
 /// Absent: no prefetcher, as in profiles written before it.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -450,8 +450,9 @@ struct StreamEntry {
     covered_at: u64,
 }
 
-/// Lines in a 4 KB page: prefetchers of this kind do not cross one, since
-/// the next physical page need not be the next virtual one.
+/// Lines in a 4 KB page: prefetchers of this kind train on one page at a
+/// time, since the next physical page need not be the next virtual one; a
+/// stream goes on into the adjacent frame only with `next_page`.
 const PAGE_LINE_SHIFT: u32 = 12 - LINE_SHIFT;
 
 impl Streams {
@@ -473,7 +474,8 @@ impl Streams {
     /// Returns 0 when not covered, else how many streams are being
     /// followed at once (counted only where `count`, else 1): the pages
     /// that covered one of the last `STREAM_WINDOW` misses. A stream that
-    /// has just stepped into its next page counts twice for a few misses.
+    /// has just trained again on its next page counts twice for a few
+    /// misses (one that went on into the adjacent frame counts once).
     fn cover(&mut self, line: u64) -> u32 {
         if !self.covers(line) {
             return 0;

@@ -498,9 +498,6 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
                 ns.join(", ")
             );
         }
-    }
-
-    if line > 0.0 {
         if let Some(n) = next_page(&c.costs) {
             let _ = writeln!(
                 o,
