@@ -196,7 +196,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     let guest = c.virt.guest;
     let _ = writeln!(o, "# Measured on this host by `splab calibrate{}` in {:.0} s (microbenchmarks only:", if c.plan.quick { " --quick" } else { "" }, c.seconds);
     let _ = writeln!(o, "# pointer chases, dependent additions, page zero/copy, faults, system calls).");
-    let _ = writeln!(o, "# Repeats: {} rounds, interleaved; medians. Noise: the quartile range of a point's", c.plan.rounds);
+    let _ = writeln!(o, "# Repeats: {} rounds, interleaved (the overlap probes {} times a round); medians. Noise: the quartile range of a point's", c.plan.rounds, calibrate::OVERLAP_SAMPLES);
     let _ = writeln!(o, "# repeats was {:.1}% of its median (median over points, worst {:.0}%); the process was on a", 100.0 * c.noise.median_rel_iqr, 100.0 * c.noise.max_rel_iqr);
     let _ = writeln!(o, "# CPU for {:.0}% of the timed time (median; lowest {:.0}%).", 100.0 * c.noise.median_on_cpu, 100.0 * c.noise.min_on_cpu);
     let _ = writeln!(o, "# Values that cannot be measured from user space come from {base_name}.toml and say so.");

@@ -568,9 +568,26 @@ pub fn slot_fit(k: usize, d1: f64, dk: f64, b1: f64, bk: f64, data_mlp: f64, wal
     Some(SlotFit { chases: k, measured_ns: bk, adding_ns: dk + x / walk_mlp, holding_ns: (x / walk_mlp).max(b1 / data_mlp) })
 }
 
+/// What one probe costs over its control, from two probes of the same
+/// thing: the median of both probes' samples less the median of both
+/// controls' (`probe`, `control` hold each probe's samples).
+pub fn pooled_extra(probe: [&[f64]; 2], control: [&[f64]; 2]) -> f64 {
+    median(&mut probe.concat()) - median(&mut control.concat())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pooled_extra_outvotes_one_probe_disturbed() {
+        // Three of five rounds of the first probe were disturbed; the
+        // second probe's five were not.
+        let (a, b) = ([60.0, 58.0, 31.0, 62.0, 30.0], [31.0, 30.5, 31.5, 30.0, 31.0]);
+        let (ca, cb) = ([8.0, 8.5, 7.5, 8.0, 8.0], [8.0, 8.0, 8.5, 7.5, 8.0]);
+        assert!((median(&mut a.to_vec()) - 8.0 - 50.0).abs() < 1e-9, "alone, the first probe says 50");
+        assert!((pooled_extra([&a, &b], [&ca, &cb]) - 23.0).abs() < 1e-9, "{}", pooled_extra([&a, &b], [&ca, &cb]));
+    }
 
     fn curve(f: impl Fn(f64) -> f64, xs: &[f64]) -> Vec<Point> {
         xs.iter().map(|&x| Point::new(x, f(x))).collect()

@@ -39,6 +39,11 @@ use infer::{Edge, Hierarchy, HostPage, Point};
 use probe::Sample;
 use serde::Serialize;
 
+/// Samples of the overlap probes a round (each over chains linked afresh),
+/// against one of every other probe: their medians are over
+/// rounds x OVERLAP_SAMPLES samples.
+pub const OVERLAP_SAMPLES: usize = 3;
+
 /// How much to measure.
 #[derive(Clone, Debug, Serialize)]
 pub struct Plan {
@@ -454,7 +459,15 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let frames_2m = counts_grid(4, plan.huge_bytes / SIZE_2M, plan.per_octave);
     let counts = probe::CHAIN_COUNTS;
     let both_counts = [counts[0], counts[counts.len() - 1]];
-    let per_round = 1 + sizes.len() + 3 * pages.len() + frames_2m.len() * (2 + giga.is_some() as usize) + 3 * counts.len() + 2 + both_counts.len() + 2 + 4 + 2 + 2;
+    let per_round = 1
+        + sizes.len()
+        + 3 * pages.len()
+        + frames_2m.len() * (2 + giga.is_some() as usize)
+        + OVERLAP_SAMPLES * (3 * counts.len() + 2 + both_counts.len())
+        + 2
+        + 4
+        + 2
+        + 2;
     let total = (per_round * plan.rounds) as u64;
     let mut m = Meter { done: 0, total, on_cpu: Vec::new(), rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
 
@@ -538,7 +551,13 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
                 g1[i].push(unsafe { m.chase("TLB 1G", probe::link(gb, &offs, seed(r, i)), n) });
             }
         }
-        {
+        // The overlap probes, OVERLAP_SAMPLES times a round over fresh
+        // chains: data_mlp, walk_mlp and walk_holds_slot are each one
+        // quotient of two such medians (so a round the host disturbed
+        // moves them twice), and the model's predictions of independent
+        // misses follow data_mlp closely.
+        for s in 0..OVERLAP_SAMPLES {
+            let seed = |r: usize, i: usize| seed(r, i + 100 * s);
             let data = unsafe { probe::link_in_order(huge_base, &dense(mlp_bytes / 64), seed(r, 99)) };
             let walk = unsafe { probe::link_in_order(small_base, &sparse(walk_pages, 4096), seed(r, 98)) };
             let ctrl = unsafe { probe::link_in_order(huge_base.add(ctrl_off), &dense(walk_pages), seed(r, 97)) };
@@ -551,8 +570,6 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             // The same lines in the same order, as independent loads.
             kl[0].push(unsafe { m.loads("overlap", &walk) });
             kl[1].push(unsafe { m.loads("overlap", &ctrl) });
-        }
-        {
             let both = unsafe { probe::link_in_order(small_base, &dense(both_lines), seed(r, 96)) };
             for (j, &k) in both_counts.iter().enumerate() {
                 let starts: Vec<*const usize> = (0..k).map(|q| both[q * both.len() / k]).collect();
@@ -675,6 +692,14 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let per_load: Vec<(usize, f64)> = counts.iter().zip(&kd).map(|(&k, v)| (k, med(v))).collect();
     ov.data_mlp = infer::overlap(&per_load).map(|(m, _)| m.max(1.0));
     ov.walk = counts.iter().zip(kw.iter().zip(&kc)).map(|(&k, (w, c))| Point { x: k as f64, y: med(w) - med(c), iqr: 0.0 }).collect();
+    // One chase over the walk pages is the TLB sweep's point at as many
+    // pages too (the same random cycle over one line a page, against as
+    // many packed lines in 2 MB pages): the walk alone is the median of
+    // both probes' samples, since everything walks are charged is read
+    // against it.
+    if let (Some(i), Some(one)) = (pages.iter().position(|&n| n == walk_pages), ov.walk.first_mut()) {
+        one.y = infer::pooled_extra([&kw[0], &s4[i]], [&kc[0], &c4[i]]);
+    }
     ov.walk_loads_ns = Spread::of(&kl[0]).zip(Spread::of(&kl[1])).map(|(w, c)| w.median - c.median);
     let walk_one = ov.walk.first().map(|p| p.y).unwrap_or(0.0);
     if walk_one > threshold {
