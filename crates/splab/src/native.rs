@@ -34,7 +34,10 @@ pub struct NativeArgs {
     /// spread evenly, the rest MADV_NOHUGEPAGE).
     #[arg(long, value_name = "LAYOUT,...", default_value = "4k,thp")]
     pub pages: Vec<String>,
-    /// Runs per layout, interleaved round robin across the layouts.
+    /// Runs per layout, interleaved round robin across the layouts. A run
+    /// on a CPU for less than 90% of its time (other work on the host took
+    /// it) is taken again at once, up to twice, keeping the attempt most on
+    /// a CPU
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub repeat: u32,
     /// hugetlb pool: grow it (as root) for the run and restore it, or keep

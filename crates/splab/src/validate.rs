@@ -360,8 +360,19 @@ pub fn text(r: &Report) -> String {
         pct(s.time_mean_abs_error).trim_start_matches('+'),
         pct(s.time_max_abs_error).trim_start_matches('+')
     );
+    let runs = || r.native.iter().flat_map(|n| &n.layouts).flat_map(|l| &l.runs);
+    let again = runs().filter(|x| !x.taken_again.is_empty()).count();
+    if again > 0 {
+        let set_aside: usize = runs().map(|x| x.taken_again.len()).sum();
+        let _ = writeln!(
+            o,
+            "note: {again} of {} native runs were taken again, on a CPU for less than {:.0}% of their time ({set_aside} attempts set aside)",
+            runs().count(),
+            100.0 * suite::ON_CPU_MIN
+        );
+    }
     let busy = r.native.iter().flat_map(|n| &n.layouts).filter_map(|l| l.on_cpu.as_ref().map(|c| c.median)).fold(1.0f64, f64::min);
-    if busy < 0.9 {
+    if busy < suite::ON_CPU_MIN {
         let _ = writeln!(o, "note: the host was busy (a native run was on a CPU for only {:.0}% of its wall time); measured times are longer and noisier than the machine's own", 100.0 * busy);
     }
     o
