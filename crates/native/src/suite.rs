@@ -373,9 +373,10 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
             let attempts: usize = again.iter().map(|r| r.taken_again.len()).sum();
             let low = again.iter().flat_map(|r| r.taken_again.iter()).fold(1.0f64, |a, &b| a.min(b));
             rep.notes.push(format!(
-                "{} of {} runs taken again ({attempts} attempts set aside, on a CPU for as little as {:.0}% of their time, under the {:.0}% a run must have)",
+                "{} of {} runs taken again ({attempts} attempt{} set aside, on a CPU for as little as {:.0}% of their time, under the {:.0}% a run must have)",
                 again.len(),
                 rep.runs.len(),
+                if attempts == 1 { "" } else { "s" },
                 100.0 * low,
                 100.0 * ON_CPU_MIN
             ));

@@ -366,9 +366,11 @@ pub fn text(r: &Report) -> String {
         let set_aside: usize = runs().map(|x| x.taken_again.len()).sum();
         let _ = writeln!(
             o,
-            "note: {again} of {} native runs were taken again, on a CPU for less than {:.0}% of their time ({set_aside} attempts set aside)",
+            "note: {again} of {} native runs {} taken again, on a CPU for less than {:.0}% of their time ({set_aside} attempt{} set aside)",
             runs().count(),
-            100.0 * suite::ON_CPU_MIN
+            if again == 1 { "was" } else { "were" },
+            100.0 * suite::ON_CPU_MIN,
+            if set_aside == 1 { "" } else { "s" }
         );
     }
     let busy = r.native.iter().flat_map(|n| &n.layouts).filter_map(|l| l.on_cpu.as_ref().map(|c| c.median)).fold(1.0f64, f64::min);
