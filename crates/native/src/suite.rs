@@ -464,8 +464,8 @@ mod tests {
     fn runs_off_the_cpu_are_taken_again() {
         // Round 1 is fine; round 2's first attempt was on a CPU half its
         // time, the second 80 % (still too little), the third 95 %.
-        // Round 3's two attempts after the first are both worse than it:
-        // the first is kept after AGAIN_MAX more.
+        // Round 3's first attempt was on a CPU 70 % of its time and the
+        // two after it less: the first is kept after AGAIN_MAX more.
         let w = Scripted(std::cell::RefCell::new(vec![(1.0, 1.0), (2.0, 1.0), (1.25, 1.0), (1.05, 1.0), (1.2, 0.84), (2.0, 1.0), (4.0, 1.0)]));
         let plan = Plan { layouts: vec![Pages::FourK], repeat: 3, grow_hugetlb: false };
         let r = run("scripted", &w, &plan, &mut |_, _, _| {}).unwrap();

@@ -198,7 +198,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     let _ = writeln!(o, "# pointer chases, dependent additions, page zero/copy, faults, system calls).");
     let _ = writeln!(o, "# Repeats: {} rounds, interleaved (the overlap probes {} times a round); medians. Noise: the quartile range of a point's", c.plan.rounds, calibrate::OVERLAP_SAMPLES);
     let _ = writeln!(o, "# repeats was {:.1}% of its median (median over points, worst {:.0}%); the process was on a", 100.0 * c.noise.median_rel_iqr, 100.0 * c.noise.max_rel_iqr);
-    let _ = writeln!(o, "# CPU for {:.0}% of the timed time (median; lowest {:.0}%).", 100.0 * c.noise.median_on_cpu, 100.0 * c.noise.min_on_cpu);
+    let _ = writeln!(o, "# CPU for {:.0}% of the timed time (median; lowest {:.0}%).{}", 100.0 * c.noise.median_on_cpu, 100.0 * c.noise.min_on_cpu, taken_again(&c.noise, " "));
     let _ = writeln!(o, "# Values that cannot be measured from user space come from {base_name}.toml and say so.");
     let _ = writeln!(o, "name = \"{name}\"");
     let desc = format!(
@@ -698,6 +698,21 @@ fn tlb_ways(entries: usize, arr: &TlbArrayConfig, leaves: &[cpu::TlbLeaf], base_
     (w, format!("not measured: the largest power of two up to 16 dividing {entries}"))
 }
 
+/// The sentence on the chases and loads timed again (`Noise::taken_again`),
+/// after `lead`; empty where there were none.
+fn taken_again(n: &calibrate::Noise, lead: &str) -> String {
+    if n.taken_again == 0 {
+        return String::new();
+    }
+    format!(
+        "{lead}Chases and loads timed again for being on a CPU less than {:.0}% of their time: {} ({} sample{} set aside).",
+        100.0 * splab_native::suite::ON_CPU_MIN,
+        n.taken_again,
+        n.set_aside,
+        if n.set_aside == 1 { "" } else { "s" }
+    )
+}
+
 /// The text report of the measurements.
 pub fn report(c: &Calibration, base_name: &str) -> String {
     let mut o = String::new();
@@ -908,7 +923,10 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         100.0 * n.median_on_cpu,
         100.0 * n.min_on_cpu
     );
-    if n.min_on_cpu < 0.9 {
+    if n.taken_again > 0 {
+        let _ = writeln!(o, "               {}", taken_again(n, " "));
+    }
+    if n.min_on_cpu < splab_native::suite::ON_CPU_MIN {
         let _ = writeln!(o, "                note: other work took the CPU during some probes; times are from the thread's CPU clock, but caches and TLBs were shared");
     }
     for n in &c.notes {
@@ -970,6 +988,22 @@ mod tests {
 
     /// Scattered 4 KB frames age the model's memory, frames close together
     /// or unknown ones leave it fresh; the profile says which and why.
+    /// The profile's header and the report say how many chases and loads
+    /// were timed again for being off the CPU, and nothing where none were.
+    #[test]
+    fn samples_timed_again_are_counted_in_the_header_and_the_report() {
+        let (mut c, base) = tiny();
+        c.noise.taken_again = 0;
+        assert!(!profile_toml(&c, &base, "sapphire-rapids", "t", false).contains("timed again"));
+        assert!(!report(&c, "sapphire-rapids").contains("timed again"));
+        (c.noise.taken_again, c.noise.set_aside) = (3, 4);
+        let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
+        let line = "Chases and loads timed again for being on a CPU less than 90% of their time: 3 (4 samples set aside).";
+        assert!(text.lines().any(|l| l.starts_with("# CPU for") && l.ends_with(line)), "{text}");
+        Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert!(report(&c, "sapphire-rapids").contains(line));
+    }
+
     #[test]
     fn scattered_frames_age_the_model() {
         let (mut c, base) = tiny();
