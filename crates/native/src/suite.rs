@@ -81,6 +81,21 @@ pub fn on_cpu(o: &Outcome) -> f64 {
     o.cpu_seconds / o.seconds.max(1e-12)
 }
 
+/// Keeps `first`, or, while the one kept was on a CPU for less than
+/// `ON_CPU_MIN` of its time (`share`), takes up to `AGAIN_MAX` more from
+/// `again` and keeps the one most on a CPU. Returns it and the shares of
+/// those set aside, in order. Native runs and calibration samples alike.
+pub fn most_on_cpu<T, E>(first: T, share: impl Fn(&T) -> f64, mut again: impl FnMut() -> Result<T, E>) -> Result<(T, Vec<f64>), E> {
+    let mut kept = first;
+    let mut aside = Vec::new();
+    while share(&kept) < ON_CPU_MIN && aside.len() < AGAIN_MAX {
+        let next = again()?;
+        let set_aside = if share(&next) > share(&kept) { std::mem::replace(&mut kept, next) } else { next };
+        aside.push(share(&set_aside));
+    }
+    Ok((kept, aside))
+}
+
 /// Everything about one layout.
 #[derive(Clone, Debug, Serialize)]
 pub struct LayoutReport {
@@ -330,14 +345,8 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
                 }
             }
             let mut attempt = || w.run(&mut region).map_err(|e| format!("{} with --pages {}: {e}", w.name(), rep.pages));
-            let mut outcome = attempt()?;
-            let mut taken_again = Vec::new();
-            while on_cpu(&outcome) < ON_CPU_MIN && taken_again.len() < AGAIN_MAX {
-                let next = attempt()?;
-                let (keep, aside) = if on_cpu(&next) > on_cpu(&outcome) { (next, outcome) } else { (outcome, next) };
-                taken_again.push(on_cpu(&aside));
-                outcome = keep;
-            }
+            let first = attempt()?;
+            let (outcome, taken_again) = most_on_cpu(first, on_cpu, attempt)?;
             drop(region);
             rep.runs.push(Run { round, obtained, outcome, taken_again });
         }

@@ -924,7 +924,7 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         100.0 * n.min_on_cpu
     );
     if n.taken_again > 0 {
-        let _ = writeln!(o, "               {}", taken_again(n, " "));
+        let _ = writeln!(o, "                {}", taken_again(n, ""));
     }
     if n.min_on_cpu < splab_native::suite::ON_CPU_MIN {
         let _ = writeln!(o, "                note: other work took the CPU during some probes; times are from the thread's CPU clock, but caches and TLBs were shared");
@@ -986,8 +986,6 @@ mod tests {
         assert!(text.contains("walk_mlp = 3.20   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add with 16 chases at once"), "{text}");
     }
 
-    /// Scattered 4 KB frames age the model's memory, frames close together
-    /// or unknown ones leave it fresh; the profile says which and why.
     /// The profile's header and the report say how many chases and loads
     /// were timed again for being off the CPU, and nothing where none were.
     #[test]
@@ -1004,6 +1002,8 @@ mod tests {
         assert!(report(&c, "sapphire-rapids").contains(line));
     }
 
+    /// Scattered 4 KB frames age the model's memory, frames close together
+    /// or unknown ones leave it fresh; the profile says which and why.
     #[test]
     fn scattered_frames_age_the_model() {
         let (mut c, base) = tiny();

@@ -298,20 +298,13 @@ impl Meter<'_, '_> {
     /// Takes the sample `time` gives, and where its thread was on a CPU
     /// for less than `suite::ON_CPU_MIN` of the time (the host's other
     /// work took the CPU, and with it the caches and TLBs), times it
-    /// again at once, up to `suite::AGAIN_MAX` times, as the native suite
-    /// does its runs: the sample most on a CPU counts.
+    /// again at once, as the native suite does its runs
+    /// (`suite::most_on_cpu`): the sample most on a CPU counts.
     fn best(&mut self, phase: &str, mut time: impl FnMut() -> Sample) -> f64 {
-        let mut s = time();
-        let mut tries = 0;
-        while s.on_cpu < crate::suite::ON_CPU_MIN && tries < crate::suite::AGAIN_MAX {
-            let next = time();
-            if next.on_cpu > s.on_cpu {
-                s = next;
-            }
-            tries += 1;
-        }
-        self.taken_again += (tries > 0) as u64;
-        self.set_aside += tries as u64;
+        let first = time();
+        let Ok((s, aside)) = crate::suite::most_on_cpu(first, |s: &Sample| s.on_cpu, || Ok::<_, std::convert::Infallible>(time()));
+        self.taken_again += !aside.is_empty() as u64;
+        self.set_aside += aside.len() as u64;
         self.tick(phase, s);
         s.ns
     }
