@@ -149,6 +149,12 @@ impl HostWalk {
         })
     }
 
+    /// log2 of the host page size: translations the guest's TLB caches
+    /// are no larger (`Tlb::fill_missed_splintered`).
+    pub fn page_shift(&self) -> u8 {
+        self.shift
+    }
+
     /// Host-physical address of the host table entry of level `lvl` (index
     /// into `HOST_LEVELS`) that translates `gpa`.
     #[inline]

@@ -196,6 +196,14 @@ struct Array {
     small_in: [u32; REGION_BUCKETS],
     /// Sets chosen by `set_hash` (`TlbIndex::Hashed`).
     hashed: bool,
+    /// Per entry, the page size (shift) of the page it is a splinter of,
+    /// or 0: under nested paging with host pages smaller than the guest's,
+    /// an entry holds a host-page-sized piece of a larger guest page
+    /// (`Tlb::fill_missed_splintered`).
+    span: Vec<u8>,
+    /// Entries with a span: only when non-zero do invalidations look for
+    /// the splinters of the page they invalidate.
+    splintered: u32,
 }
 
 /// Buckets of 2 MB regions for `Array::small_in`.
@@ -257,6 +265,10 @@ impl Array {
             self.used -= 1;
             if self.ent[i].perm() & perm::GLOBAL != 0 {
                 self.globals -= 1;
+            }
+            if self.span[i] != 0 {
+                self.span[i] = 0;
+                self.splintered -= 1;
             }
             self.set_key(i, INVALID);
         }
@@ -470,6 +482,8 @@ impl Tlb {
                 used: 0,
                 small_in: [0; REGION_BUCKETS],
                 hashed: c.index == TlbIndex::Hashed,
+                span: vec![0; c.entries],
+                splintered: 0,
             });
         }
         // First-level arrays first, so lookups probe them first.
@@ -579,7 +593,8 @@ impl Tlb {
             }
             self.stats.l2_hits[p.size] += 1;
             // The first level was probed for every size and missed.
-            let at = self.fill_level(1, va, asid, t, true);
+            let span = a.span[i];
+            let at = self.fill_level(1, va, asid, t, true, span);
             self.remember_fill(va, asid, t, p.size, at);
             return Some((t, TlbHit::L2));
         }
@@ -635,7 +650,8 @@ impl Tlb {
     ///
     /// Returns the array and way filled.
     #[inline]
-    fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool) -> Option<(usize, usize)> {
+    /// `span` is the shift of the page `t` is a splinter of, or 0.
+    fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool, span: u8) -> Option<(usize, usize)> {
         if level == 1 {
             self.forget();
         }
@@ -661,6 +677,10 @@ impl Tlb {
         debug_assert_eq!(t.pa_base & 0xff, 0, "a page's physical base");
         a.ent[i].pa_perm = t.pa_base | t.perm as u64;
         a.lru[i] = clock;
+        if span != 0 {
+            a.span[i] = span;
+            a.splintered += 1;
+        }
         a.valid[t.shift as usize] += 1;
         if t.shift < REGION_SHIFT {
             a.small_in[region_bucket(va)] += 1;
@@ -678,8 +698,8 @@ impl Tlb {
 
     /// Installs a translation the walker produced, in both levels.
     pub fn fill(&mut self, va: u64, asid: u16, t: Translation) {
-        self.fill_level(1, va, asid, t, false);
-        self.fill_level(2, va, asid, t, false);
+        self.fill_level(1, va, asid, t, false, 0);
+        self.fill_level(2, va, asid, t, false, 0);
     }
 
     /// `fill` where the caller knows that no first-level entry of any size
@@ -689,10 +709,61 @@ impl Tlb {
     /// access that follows a walk (the store of a read-modify-write) finds
     /// it without probing the arrays.
     pub fn fill_missed(&mut self, va: u64, asid: u16, t: Translation) {
-        let at = self.fill_level(1, va, asid, t, false);
-        self.fill_level(2, va, asid, t, false);
+        self.fill_missed_splintered(va, asid, t, t.shift);
+    }
+
+    /// `fill_missed` under nested paging, where the host maps the guest
+    /// with pages of `host_shift` bits: a guest page larger than that is
+    /// entered as the one host-page-sized piece of it that holds `va` (a
+    /// splintered entry), since the translation the walk ends with holds
+    /// only over the smaller of the two pages. This is what AMD's APM
+    /// calls a splintered page and Intel's SDM leaves implied by "the
+    /// smaller of the two page sizes" in the TLB's caching of combined
+    /// translations. The piece remembers the guest page it came from, so
+    /// that invalidating any address of that page drops it (the SDM's
+    /// INVLPG: "invalidates all of them" where a larger page has several
+    /// entries). Where the TLB holds no size at or below `host_shift`, `t`
+    /// is entered whole.
+    pub fn fill_missed_splintered(&mut self, va: u64, asid: u16, t: Translation, host_shift: u8) {
+        let piece = if host_shift < t.shift { self.shifts.iter().copied().filter(|&s| s <= host_shift).max() } else { None };
+        let (t, span) = match piece {
+            Some(sh) => {
+                let mask = (1u64 << sh) - 1;
+                (Translation { pa_base: t.pa_base + (va & ((1u64 << t.shift) - 1) & !mask), shift: sh, perm: t.perm }, t.shift)
+            }
+            None => (t, 0),
+        };
+        let at = self.fill_level(1, va, asid, t, false, span);
+        self.fill_level(2, va, asid, t, false, span);
         let size = self.size_idx(t.shift);
         self.remember_fill(va, asid, t, size, at);
+    }
+
+    /// Clears the splintered entries of `asid` (and global ones) whose
+    /// guest page overlaps [start, end).
+    fn clear_splinters(&mut self, start: u64, end: u64, asid: u16) -> bool {
+        let mut cleared = false;
+        for a in &mut self.arrays {
+            if a.splintered == 0 {
+                continue;
+            }
+            for i in 0..a.ent.len() {
+                let span = a.span[i];
+                if span == 0 {
+                    continue;
+                }
+                let k = a.ent[i].key;
+                if (k & 0xffff) as u16 != asid && a.ent[i].perm() & perm::GLOBAL == 0 {
+                    continue;
+                }
+                let base = key_va(k) & !((1u64 << span) - 1);
+                if base < end && start < base.wrapping_add(1 << span) {
+                    a.clear(i);
+                    cleared = true;
+                }
+            }
+        }
+        cleared
     }
 
     /// After a first-level fill of `t` for `va` with nothing of any size in
@@ -723,6 +794,8 @@ impl Tlb {
                 }
             }
         }
+        // The other pieces of a splintered page.
+        cleared |= self.clear_splinters(va, va.saturating_add(1), asid);
         if cleared {
             self.refresh_live();
         }
@@ -753,8 +826,9 @@ impl Tlb {
                 if tag != asid && a.ent[i].perm() & perm::GLOBAL == 0 {
                     continue;
                 }
-                let sh = a.shift_of(i);
-                let base = key_va(k);
+                // A splinter stands for its whole guest page.
+                let sh = a.shift_of(i).max(a.span[i]);
+                let base = key_va(k) & !((1u64 << sh) - 1);
                 if base < end && start < base.wrapping_add(1 << sh) {
                     a.clear(i);
                 }

@@ -463,6 +463,15 @@ impl System {
         r
     }
 
+    /// Enters a walk's translation in the TLB of `cpu`, which has just
+    /// missed `va`. Under nested paging the entry is no larger than the
+    /// host's page: a guest superpage over 4 KB host pages is cached as 4
+    /// KB pieces, so it shortens walks but does not widen the TLB's reach.
+    fn fill_walked(&mut self, cpu: usize, va: u64, asid: u16, t: Translation) {
+        let host = self.nested.get(cpu).map_or(t.shift, |h| h.page_shift());
+        self.vm.cpus[cpu].mmu.tlb.fill_missed_splintered(va, asid, t, host);
+    }
+
     /// The hardware walk must agree with the pmap's own view of the address
     /// (pmap_extract): same physical address, same write permission.
     fn check_walk(&mut self, cpu: usize, va: u64, t: &Translation) {
@@ -607,7 +616,7 @@ impl System {
                         let r = self.walk(cpu, root, asid, va, acc);
                         self.vm.cpus[cpu].mmu.tlb.invalidate_page(va, asid);
                         if let Ok(n) = r {
-                            self.vm.cpus[cpu].mmu.tlb.fill_missed(va, asid, n);
+                            self.fill_walked(cpu, va, asid, n);
                         }
                         r
                     } else {
@@ -624,7 +633,7 @@ impl System {
                     let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
                         self.vm.cpus[cpu].mmu.tlb.count_miss(t.shift);
-                        self.vm.cpus[cpu].mmu.tlb.fill_missed(va, asid, t);
+                        self.fill_walked(cpu, va, asid, t);
                     }
                     r
                 }
