@@ -952,6 +952,40 @@ mod tests {
         assert_eq!(size_name(21), "2M");
     }
 
+    /// Under 4 KB host pages a guest 2 MB page is entered 4 KB at a time:
+    /// each piece translates its own 4 KB, a lookup elsewhere in the 2 MB
+    /// page misses, and invalidating any address of the 2 MB page drops
+    /// every piece (the SDM's INVLPG), while other 4 KB entries stay.
+    #[test]
+    fn splintered_pieces_cover_a_host_page_and_leave_with_their_guest_page() {
+        let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();
+        let (gva, gpa) = (0x40_0000u64, 0x80_0000u64);
+        tlb.fill_missed_splintered(gva + 0x1_2345, 1, t(gpa, 21), 12);
+        let (tr, lvl) = tlb.lookup(gva + 0x1_2000, 1).unwrap();
+        assert_eq!((tr.pa_base, tr.shift, lvl), (gpa + 0x1_2000, 12, TlbHit::L1));
+        assert!(tlb.lookup(gva + 0x1_3000, 1).is_none(), "a piece covers 4 KB, not the guest page");
+        tlb.fill_missed_splintered(gva + 0x7_0000, 1, t(gpa, 21), 12);
+        tlb.fill_missed_splintered(0x9000, 1, t(0x5000, 12), 12);
+        tlb.fill(gva + 0x20_0000, 1, t(0x3000, 12));
+        assert_eq!(tlb.lookup(gva + 0x7_0fff, 1).unwrap().0.pa_base, gpa + 0x7_0000);
+        // A host page as large as the guest's leaves the entry whole.
+        tlb.fill_missed_splintered(0x80_0000, 1, t(0x100_0000, 21), 21);
+        assert_eq!(tlb.lookup(0x9f_ffff, 1).unwrap().0.shift, 21);
+        tlb.invalidate_page(gva + 0x1f_f000, 1);
+        assert!(tlb.lookup(gva + 0x1_2000, 1).is_none() && tlb.lookup(gva + 0x7_0000, 1).is_none(), "every piece of the guest page");
+        assert!(tlb.lookup(0x9000, 1).is_some() && tlb.lookup(gva + 0x20_0000, 1).is_some() && tlb.lookup(0x80_0000, 1).is_some());
+        // A long range's pass over every entry drops a piece whose guest
+        // page overlaps the range though the piece itself lies outside it.
+        tlb.fill_missed_splintered(gva + 0x1_0000, 1, t(gpa, 21), 12);
+        tlb.invalidate_range(gva + 0x10_0000, gva + 0x20_0000, 1);
+        assert!(tlb.lookup(gva + 0x1_0000, 1).is_none());
+        assert!(tlb.lookup(gva + 0x20_0000, 1).is_some(), "past the range");
+        // Other address spaces' pieces stay.
+        tlb.fill_missed_splintered(gva, 2, t(gpa, 21), 12);
+        tlb.invalidate_page(gva + 0x1000, 1);
+        assert!(tlb.lookup(gva, 2).is_some());
+    }
+
     #[test]
     fn fill_lookup_and_invalidate() {
         let mut tlb = Tlb::new(&cfg(), &[12, 21]).unwrap();

@@ -526,11 +526,21 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     o
 }
 
-fn method(h: &calibrate::infer::Hierarchy) -> &'static str {
-    match h.method.as_str() {
+fn method(h: &calibrate::infer::Hierarchy) -> String {
+    let how = match h.method.as_str() {
         "reported sizes" => "median of the latency curve inside the level",
         "plateaus" => "plateau of the latency curve",
         _ => "least-squares fit to the latency curve",
+    };
+    format!("{how}{}", less_tlb(h))
+}
+
+/// What the levels were read without, where the latency chase's 2 MB
+/// pages were cached as 4 KB pieces.
+fn less_tlb(h: &calibrate::infer::Hierarchy) -> String {
+    match h.less_first_tlb_miss_ns {
+        Some(ns) => format!(", less {ns:.2} ns for each load past the first TLB level's reach, since the host's 4 KB pages splinter the chase's 2 MB pages"),
+        None => String::new(),
     }
 }
 
@@ -750,7 +760,7 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
                 "plateaus" => "from the curve's plateaus",
                 _ => "fitted to a model of gradual steps",
             };
-            let _ = writeln!(o, "  memory        {:.1} ns ({} cycles); levels {how}, which miss the curve by {:.1}% rms (the points on the steps between levels)", h.memory_ns, cycles(h.memory_ns, ghz), 100.0 * h.rms_rel_error);
+            let _ = writeln!(o, "  memory        {:.1} ns ({} cycles); levels {how}{}, which miss the curve by {:.1}% rms (the points on the steps between levels)", h.memory_ns, cycles(h.memory_ns, ghz), less_tlb(h), 100.0 * h.rms_rel_error);
         }
         None => {
             let _ = writeln!(o, "  caches        no fit (see notes)");

@@ -661,14 +661,6 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     // and the sweep reaches past the last; else by the curve alone.
     let cpuid_caches = cpu::caches();
     let reported: Vec<f64> = (1..=3).filter_map(|lv| cpuid_caches.iter().find(|c| c.level == lv && c.kind != "instruction").map(|c| c.size_bytes as f64)).collect();
-    let curve = points(&sizes, &lat);
-    let hierarchy = match reported[..] {
-        [a, b, c] => infer::hierarchy_at(&curve, [a, b, c]).or_else(|| infer::hierarchy(&curve)),
-        _ => infer::hierarchy(&curve),
-    };
-    if hierarchy.is_none() {
-        notes.push("the latency curve could not be fitted to three cache levels and memory".into());
-    }
 
     // TLB.
     let control = points(&pages, &c4);
@@ -698,6 +690,26 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     tlb.miss_2m_ns = e2.last().map(|p| p.y);
     tlb.miss_1g_ns = e1.as_ref().and_then(|v| v.last().map(|p| p.y));
     let host_page = if virt_guest() { Some(infer::host_page(&d4, &d2, &e2, e1.as_deref(), threshold)) } else { None };
+    // The caches' levels, read once the TLB's are known: with 4 KB host
+    // pages the latency chase's 2 MB pages are cached as 4 KB pieces, and
+    // its loads past the first TLB level's reach pay a second-level hit
+    // that the model adds itself.
+    let mut curve = points(&sizes, &lat);
+    let mut less = None;
+    if let (Some(h), Some(n), Some(hit)) = (&host_page, levels.l1_entries, tlb.stlb_hit_ns) {
+        if h.size.as_deref() == Some("4K") {
+            curve = infer::less_first_tlb_misses(&curve, n, hit);
+            less = Some(hit);
+        }
+    }
+    let hierarchy = match reported[..] {
+        [a, b, c] => infer::hierarchy_at(&curve, [a, b, c]).or_else(|| infer::hierarchy(&curve)),
+        _ => infer::hierarchy(&curve),
+    }
+    .map(|h| infer::Hierarchy { less_first_tlb_miss_ns: less, ..h });
+    if hierarchy.is_none() {
+        notes.push("the latency curve could not be fitted to three cache levels and memory".into());
+    }
     tlb.pages_4k = d4;
     tlb.frames_in_2m = d2;
     tlb.pages_2m = e2;
