@@ -477,12 +477,13 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let pages = counts_grid(8, small_pages, plan.per_octave);
     let frames_2m = counts_grid(4, plan.huge_bytes / SIZE_2M, plan.per_octave);
     let counts = probe::CHAIN_COUNTS;
+    let data_counts = probe::DATA_CHAIN_COUNTS;
     let both_counts = [counts[0], counts[counts.len() - 1]];
     let per_round = 1
         + sizes.len()
         + 3 * pages.len()
         + frames_2m.len() * (2 + giga.is_some() as usize)
-        + OVERLAP_SAMPLES * (3 * counts.len() + 2 + both_counts.len())
+        + OVERLAP_SAMPLES * (data_counts.len() + 2 * counts.len() + 2 + both_counts.len())
         + 2
         + 4
         + 2
@@ -519,7 +520,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let mut lat = vec![Vec::new(); sizes.len()];
     let (mut s4, mut s2, mut c4) = (vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()]);
     let (mut g2, mut g1, mut cg) = (vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()]);
-    let (mut kd, mut kw, mut kc) = (vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()]);
+    let (mut kd, mut kw, mut kc) = (vec![Vec::new(); data_counts.len()], vec![Vec::new(); counts.len()], vec![Vec::new(); counts.len()]);
     let mut kb = vec![Vec::new(); both_counts.len()];
     // Independent loads of the walk chain's lines, and of the control's.
     let mut kl = vec![Vec::new(); 2];
@@ -580,11 +581,13 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             let data = unsafe { probe::link_in_order(huge_base, &dense(mlp_bytes / 64), seed(r, 99)) };
             let walk = unsafe { probe::link_in_order(small_base, &sparse(walk_pages, 4096), seed(r, 98)) };
             let ctrl = unsafe { probe::link_in_order(huge_base.add(ctrl_off), &dense(walk_pages), seed(r, 97)) };
+            let starts = |o: &[*const usize], k: usize| -> Vec<*const usize> { (0..k).map(|q| o[q * o.len() / k]).collect() };
+            for (j, &k) in data_counts.iter().enumerate() {
+                kd[j].push(unsafe { m.chases("overlap", &starts(&data, k), data.len() as u64) });
+            }
             for (j, &k) in counts.iter().enumerate() {
-                let starts = |o: &[*const usize]| -> Vec<*const usize> { (0..k).map(|q| o[q * o.len() / k]).collect() };
-                kd[j].push(unsafe { m.chases("overlap", &starts(&data), data.len() as u64) });
-                kw[j].push(unsafe { m.chases("overlap", &starts(&walk), walk.len() as u64) });
-                kc[j].push(unsafe { m.chases("overlap", &starts(&ctrl), ctrl.len() as u64) });
+                kw[j].push(unsafe { m.chases("overlap", &starts(&walk, k), walk.len() as u64) });
+                kc[j].push(unsafe { m.chases("overlap", &starts(&ctrl, k), ctrl.len() as u64) });
             }
             // The same lines in the same order, as independent loads.
             kl[0].push(unsafe { m.loads("overlap", &walk) });
@@ -720,8 +723,8 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     // Overlap.
     let mut ov = Overlap::default();
     let med = |v: &Vec<f64>| spread(v).median;
-    ov.data = counts.iter().zip(&kd).map(|(&k, v)| Measured { x: k as u64, ns: spread(v) }).collect();
-    let per_load: Vec<(usize, f64)> = counts.iter().zip(&kd).map(|(&k, v)| (k, med(v))).collect();
+    ov.data = data_counts.iter().zip(&kd).map(|(&k, v)| Measured { x: k as u64, ns: spread(v) }).collect();
+    let per_load: Vec<(usize, f64)> = data_counts.iter().zip(&kd).map(|(&k, v)| (k, med(v))).collect();
     ov.data_mlp = infer::overlap(&per_load).map(|(m, _)| m.max(1.0));
     ov.walk = counts.iter().zip(kw.iter().zip(&kc)).map(|(&k, (w, c))| Point { x: k as f64, y: med(w) - med(c), iqr: 0.0 }).collect();
     // One chase over the walk pages is the TLB sweep's point at as many
@@ -759,7 +762,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     // can overlap them (see `SlotFit`), from the one-chase costs: data
     // alone, and the walk's extra.
     let kmax = both_counts[1];
-    let dk = counts.iter().position(|&k| k == kmax).map(|j| med(&kd[j]));
+    let dk = data_counts.iter().position(|&k| k == kmax).map(|j| med(&kd[j]));
     ov.both = both_counts.iter().zip(&kb).map(|(&k, v)| Point { x: k as f64, y: med(v), iqr: 0.0 }).collect();
     if let (Some(d1), Some(dk), Some(dm), Some(wm)) = (kd.first().map(med), dk, ov.data_mlp, ov.walk_mlp) {
         let (b1, bk) = (ov.both[0].y, ov.both[1].y);
@@ -875,7 +878,7 @@ mod tests {
         .unwrap();
         assert!(calls > 0);
         assert!(!c.latency.is_empty() && c.latency.iter().all(|m| m.ns.median > 0.0));
-        assert_eq!(c.overlap.data.len(), probe::CHAIN_COUNTS.len());
+        assert_eq!(c.overlap.data.len(), probe::DATA_CHAIN_COUNTS.len());
         assert!(c.tlb.skipped_1g.is_some());
         assert!(c.costs.syscall_ns.median > 0.0);
     }
