@@ -215,11 +215,15 @@ fn page_layouts_promote_the_chunks_asked_for() {
 }
 
 /// Nested paging: GUPS's walks cost more with 4 KB host pages than with
-/// 2 MB ones, and guest 2 MB superpages gain more under nested paging
-/// than natively (the walks they save are the expensive ones). The STLB
-/// is cut to 64 entries so that a small table misses as a large one does.
+/// 2 MB ones. Over 2 MB host pages guest 2 MB superpages gain as much as
+/// natively (here the nested TLB holds the table's two host pages); over 4 KB host
+/// pages they gain little, since the TLB holds them as 4 KB pieces: they
+/// shorten the walks but do not widen the TLB's reach (as this project's
+/// AMD guest over 4 KB host pages measured: GUPS 1.03x to 1.04x faster in
+/// 2 MB pages). The STLB is cut to 64 entries so that a small table
+/// misses as a large one does.
 #[test]
-fn nested_walks_cost_more_with_small_host_pages_and_superpages_help_more() {
+fn nested_walks_cost_more_with_small_host_pages_and_superpages_help_only_over_large_ones() {
     use splab_hw::nested::VirtConfig;
     use splab_workloads::gups::Gups;
     let run_gups = |host_page: Option<&str>, superpages: bool| {
@@ -247,8 +251,10 @@ fn nested_walks_cost_more_with_small_host_pages_and_superpages_help_more() {
     let (n4k_off, n4k_walk) = run_gups(Some("4K"), false);
     let (n4k_on, _) = run_gups(Some("4K"), true);
     let (n2m_off, n2m_walk) = run_gups(Some("2M"), false);
+    let (n2m_on, _) = run_gups(Some("2M"), true);
     assert!(n4k_walk > n2m_walk && n2m_walk > native_walk, "refs per walk: host 4K {n4k_walk}, host 2M {n2m_walk}, native {native_walk}");
     assert!(n4k_off < n2m_off && n2m_off <= native_off, "GUP/s with 4 KB guest pages: host 4K {n4k_off}, host 2M {n2m_off}, native {native_off}");
-    let (gain_native, gain_nested) = (native_on / native_off, n4k_on / n4k_off);
-    assert!(gain_nested > gain_native, "superpage gain: nested (4K host) {gain_nested}, native {gain_native}");
+    let (gain_native, gain_2m, gain_4k) = (native_on / native_off, n2m_on / n2m_off, n4k_on / n4k_off);
+    assert!(gain_2m >= gain_native, "superpage gain: nested over 2 MB host pages {gain_2m}, native {gain_native}");
+    assert!(gain_4k > 1.0 && gain_4k < 0.5 * (1.0 + gain_native), "superpage gain: nested over 4 KB host pages {gain_4k} (shorter walks only), native {gain_native}");
 }
