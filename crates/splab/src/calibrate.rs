@@ -432,17 +432,23 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     // page-table lines in L2, as a strided sweep over a large array has
     // them), less what the model charges there already: an L2 TLB lookup
     // and the page-table line the paging-structure caches leave to read,
-    // an L2 hit. Where the model walks two-dimensionally over aged
-    // memory, the probe's scattered frames each need the host's entry for
-    // their frame too (the nested TLB holds few), another L2 hit the
-    // model charges itself.
-    let host_entry = guest && virt_section && frames(&c.costs).is_some_and(|fr| fr.scattered()) && host_page_choice(c).0 != "1G";
+    // an L2 hit. Where the model walks two-dimensionally, the probe's
+    // frames each need the host's entry for their frame too (the nested
+    // TLB holds few), another L2 hit the model charges itself: with 4 KB
+    // host pages every frame has an entry of its own, and with 2 MB ones
+    // where aged memory scatters the frames.
+    let host = host_page_choice(c).0;
+    let host_entry = guest && virt_section && (host == "4K" || (host == "2M" && frames(&c.costs).is_some_and(|fr| fr.scattered())));
     match c.overlap.walk.first().map(|p| p.y) {
         Some(ns) if ns > 0.0 => {
             let stlb = t.stlb_hit_ns.filter(|&n| n > 0.0).map_or(bc.stlb_hit, |n| cycles(n, f));
             let l2 = c.hierarchy.as_ref().map_or(base.cache.l2.latency, |h| cycles(h.latency_ns[1], f));
             let w = cycles(ns, f).saturating_sub(stlb + l2 * (1 + host_entry as u32));
-            let host = if host_entry { " and one for the host's entry for the page's frame (scattered frames, nested paging)" } else { "" };
+            let host = match (host_entry, host.as_str()) {
+                (false, _) => "",
+                (true, "4K") => " and one for the host's entry for the page's frame (nested paging over 4 KB host pages)",
+                (true, _) => " and one for the host's entry for the page's frame (scattered frames, nested paging)",
+            };
             let _ = writeln!(o, "walk = {w}   # measured: {ns:.2} ns a load more over 8192 4 KB pages than over 2 MB pages (one chase, data in L2), less stlb_hit and an L2 hit for the page-table line{host}");
         }
         _ => {
@@ -1010,6 +1016,35 @@ mod tests {
         assert!(text.lines().any(|l| l.starts_with("# CPU for") && l.ends_with(line)), "{text}");
         Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert!(report(&c, "sapphire-rapids").contains(line));
+    }
+
+    /// The walk's own cost leaves out what the model charges itself: with
+    /// 4 KB host pages, the host's entry for every frame (an L2 hit), as
+    /// with 2 MB host pages over scattered frames only; natively, none.
+    #[test]
+    fn the_walk_leaves_out_the_host_entry_the_model_reads() {
+        use splab_native::calibrate::infer::{HostPage, Point};
+        let (mut c, base) = tiny();
+        c.overlap.walk = vec![Point::new(1.0, 30.0)];
+        c.clock_ghz = splab_native::suite::Spread::of(&[2.0]);
+        c.costs.frames_4k = Some((8192, 8000));
+        let walk = |c: &Calibration, virt: bool| {
+            let text = profile_toml(c, &base, "sapphire-rapids", "t", virt);
+            let line = text.lines().find(|l| l.starts_with("walk = ")).unwrap_or_else(|| panic!("{text}")).to_string();
+            (Profile::parse(&text, "t").unwrap().costs.walk.unwrap(), line)
+        };
+        c.virt.guest = true;
+        c.host_page = Some(HostPage { size: Some("4K".into()), reason: "test".into() });
+        let (w4k, line) = walk(&c, true);
+        assert!(line.contains("and one for the host's entry for the page's frame (nested paging over 4 KB host pages)"), "{line}");
+        c.host_page = Some(HostPage { size: Some("2M".into()), reason: "test".into() });
+        let (w2m, line) = walk(&c, true);
+        assert!(!line.contains("host's entry"), "frames close together: {line}");
+        c.costs.frames_4k = Some((8192, 3));
+        let (w2m_scattered, line) = walk(&c, true);
+        assert!(line.contains("(scattered frames, nested paging)"), "{line}");
+        let (native, _) = walk(&c, false);
+        assert!(w4k < w2m && w4k == w2m_scattered && w2m == native, "{w4k} {w2m} {w2m_scattered} {native}");
     }
 
     /// Scattered 4 KB frames age the model's memory, frames close together
