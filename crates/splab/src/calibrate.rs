@@ -22,7 +22,7 @@ pub struct CalibrateArgs {
     /// Write the profile to FILE (default: print it after the report).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: Option<PathBuf>,
-    /// About 20 seconds instead of about two minutes: fewer repeats and
+    /// About 20 seconds instead of one and a half to two minutes: fewer repeats and
     /// points, smaller regions, no 1 GB page.
     #[arg(long)]
     pub quick: bool,
