@@ -535,7 +535,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
 fn method(h: &calibrate::infer::Hierarchy) -> String {
     let how = match h.method.as_str() {
         "reported sizes" => "median of the latency curve inside the level",
-        "plateaus" => "plateau of the latency curve",
+        "plateaus" => "median of the latency curve inside the level, the levels placed by its steps",
         _ => "least-squares fit to the latency curve",
     };
     format!("{how}{}", less_tlb(h))
@@ -763,7 +763,7 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
             }
             let how = match h.method.as_str() {
                 "reported sizes" => "from the curve's plateaus between the sizes CPUID reports",
-                "plateaus" => "from the curve's plateaus",
+                "plateaus" => "placed by the curve's steps, each latency the median inside its level (memory the plateau past the last step)",
                 _ => "fitted to a model of gradual steps",
             };
             let _ = writeln!(o, "  memory        {:.1} ns ({} cycles); levels {how}{}, which miss the curve by {:.1}% rms (the points on the steps between levels)", h.memory_ns, cycles(h.memory_ns, ghz), less_tlb(h), 100.0 * h.rms_rel_error);
