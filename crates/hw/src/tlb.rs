@@ -648,9 +648,9 @@ impl Tlb {
     /// them, since a lookup that hits the first level never reaches the
     /// second.
     ///
-    /// Returns the array and way filled.
+    /// Returns the array and way filled. `span` is the shift of the page
+    /// `t` is a splinter of, or 0.
     #[inline]
-    /// `span` is the shift of the page `t` is a splinter of, or 0.
     fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool, span: u8) -> Option<(usize, usize)> {
         if level == 1 {
             self.forget();

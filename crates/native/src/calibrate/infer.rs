@@ -286,7 +286,8 @@ fn joined(e: Vec<Edge>) -> Vec<Edge> {
 /// than three steps stand out, `fit_hierarchy`.
 pub fn hierarchy(points: &[Point]) -> Option<Hierarchy> {
     let logs: Vec<Point> = points.iter().filter(|p| p.y > 0.0).map(|p| Point { x: p.x, y: p.y.ln(), iqr: 0.0 }).collect();
-    let mut e = joined(edges(&despiked(&logs), (1.0 + CACHE_STEP).ln()));
+    let smooth = despiked(&logs);
+    let mut e = joined(edges(&smooth, (1.0 + CACHE_STEP).ln()));
     if e.len() < 3 {
         return fit_hierarchy(points);
     }
@@ -300,7 +301,6 @@ pub fn hierarchy(points: &[Point]) -> Option<Hierarchy> {
     // before its step. A plateau runs up to where the next step rises,
     // so a last level that fills unevenly (or that other tenants share)
     // would lift it.
-    let smooth = despiked(&logs);
     let mut model_l = [e[0].level_before.exp(), e[1].level_before.exp(), e[2].level_before.exp(), e[2].level_after.exp()];
     for k in 0..3 {
         let lo = if k == 0 { 0.0 } else { 1.5 * c[k - 1] };

@@ -104,9 +104,10 @@ pub const CHAIN_COUNTS: &[usize] = &[1, 2, 3, 4, 6, 8, 10, 12, 16];
 
 /// The chain counts the data-miss probe runs: past 16 as well, since an
 /// out-of-order core can keep more misses in flight than one chain per
-/// register (an AMD Zen 5 guest went on from 11.3 ns a load with 16
-/// chains to 6.0 with 32 and 4.9 with 48 over 256 MB; the chains past
-/// the registers live on the stack, in the first-level cache).
+/// register (on an AMD Zen 5 guest calibrate's chases over 256 MB took
+/// 10.5 ns a load with 16 chains, 7.1 with 24 and 5.7 with 32 and 48;
+/// the chains past the registers live on the stack, in the first-level
+/// cache).
 pub const DATA_CHAIN_COUNTS: &[usize] = &[1, 2, 3, 4, 6, 8, 10, 12, 16, 24, 32, 48];
 
 /// Times `steps` steps of `starts.len()` independent chases at once (a
