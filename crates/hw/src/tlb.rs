@@ -204,6 +204,22 @@ struct Array {
     /// Entries with a span: only when non-zero do invalidations look for
     /// the splinters of the page they invalidate.
     splintered: u32,
+    /// Splintered entries counted by a hash of their guest page
+    /// (`splinter_slot`), and the spans seen (bit s for span s): an
+    /// invalidation whose page's slot is empty has no pieces to drop and
+    /// skips the pass over the array. A slot shared by two pages only
+    /// costs a pass.
+    splinter_slots: Vec<u32>,
+    spans_seen: u64,
+}
+
+/// Slots of `Array::splinter_slots`.
+const SPLINTER_SLOTS: usize = 1024;
+
+/// The slot of the guest page of span `span` holding `va`.
+#[inline(always)]
+fn splinter_slot(va: u64, span: u8) -> usize {
+    set_hash((va >> span) ^ (span as u64) << 56) as usize & (SPLINTER_SLOTS - 1)
 }
 
 /// Buckets of 2 MB regions for `Array::small_in`.
@@ -266,7 +282,9 @@ impl Array {
             if self.ent[i].perm() & perm::GLOBAL != 0 {
                 self.globals -= 1;
             }
-            if self.span[i] != 0 {
+            let span = self.span[i];
+            if span != 0 {
+                self.splinter_slots[splinter_slot(key_va(self.ent[i].key), span)] -= 1;
                 self.span[i] = 0;
                 self.splintered -= 1;
             }
@@ -484,6 +502,8 @@ impl Tlb {
                 hashed: c.index == TlbIndex::Hashed,
                 span: vec![0; c.entries],
                 splintered: 0,
+                splinter_slots: vec![0; SPLINTER_SLOTS],
+                spans_seen: 0,
             });
         }
         // First-level arrays first, so lookups probe them first.
@@ -680,6 +700,8 @@ impl Tlb {
         if span != 0 {
             a.span[i] = span;
             a.splintered += 1;
+            a.splinter_slots[splinter_slot(va, span)] += 1;
+            a.spans_seen |= 1 << span;
         }
         a.valid[t.shift as usize] += 1;
         if t.shift < REGION_SHIFT {
@@ -740,11 +762,22 @@ impl Tlb {
     }
 
     /// Clears the splintered entries of `asid` (and global ones) whose
-    /// guest page overlaps [start, end).
-    fn clear_splinters(&mut self, start: u64, end: u64, asid: u16) -> bool {
+    /// guest page holds `va`. An array is passed over only where a guest
+    /// page of some span holding `va` has pieces counted in its slot.
+    fn clear_splinters(&mut self, va: u64, asid: u16) -> bool {
         let mut cleared = false;
         for a in &mut self.arrays {
             if a.splintered == 0 {
+                continue;
+            }
+            let mut spans = a.spans_seen;
+            let mut any = false;
+            while spans != 0 && !any {
+                let span = spans.trailing_zeros() as u8;
+                spans &= spans - 1;
+                any = a.splinter_slots[splinter_slot(va, span)] != 0;
+            }
+            if !any {
                 continue;
             }
             for i in 0..a.ent.len() {
@@ -756,8 +789,7 @@ impl Tlb {
                 if (k & 0xffff) as u16 != asid && a.ent[i].perm() & perm::GLOBAL == 0 {
                     continue;
                 }
-                let base = key_va(k) & !((1u64 << span) - 1);
-                if base < end && start < base.wrapping_add(1 << span) {
+                if key_va(k) >> span == va >> span {
                     a.clear(i);
                     cleared = true;
                 }
@@ -795,7 +827,7 @@ impl Tlb {
             }
         }
         // The other pieces of a splintered page.
-        cleared |= self.clear_splinters(va, va.saturating_add(1), asid);
+        cleared |= self.clear_splinters(va, asid);
         if cleared {
             self.refresh_live();
         }
