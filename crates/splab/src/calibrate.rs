@@ -308,7 +308,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
                 let note = if kb2 != kb { format!(", rounded to {kb2} KB for {ways} ways") } else { String::new() };
                 let _ = writeln!(o, "size_kb = {kb2}   # {why}{note}");
                 let _ = writeln!(o, "ways = {ways}   # {ways_why}");
-                let _ = writeln!(o, "latency = {}   # measured: {:.2} ns load to use ({})", cycles(h.latency_ns[k], f), h.latency_ns[k], method(h));
+                let _ = writeln!(o, "latency = {}   # measured: {:.2} ns load to use ({})", cycles(h.latency_ns[k], f), h.latency_ns[k], method(h, false));
             }
             None => {
                 let _ = writeln!(o, "size_kb = {}   {nm}", bases[k].size_kb);
@@ -321,7 +321,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     let _ = writeln!(o, "\n[memory]");
     match &c.hierarchy {
         Some(h) => {
-            let _ = writeln!(o, "dram_latency_ns = {:.1}   # measured: latency curve up to {} ({}; {:.1}% rms from the points)", h.memory_ns, size::show(c.plan.huge_bytes / 2), method(h), 100.0 * h.rms_rel_error);
+            let _ = writeln!(o, "dram_latency_ns = {:.1}   # measured: latency curve up to {} ({}; {:.1}% rms from the points)", h.memory_ns, size::show(c.plan.huge_bytes / 2), method(h, true), 100.0 * h.rms_rel_error);
         }
         None => {
             let _ = writeln!(o, "dram_latency_ns = {}   {nm}", base.memory.dram_latency_ns);
@@ -532,10 +532,13 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
     o
 }
 
-fn method(h: &calibrate::infer::Hierarchy) -> String {
-    let how = match h.method.as_str() {
-        "reported sizes" => "median of the latency curve inside the level",
-        "plateaus" => "median of the latency curve inside the level, the levels placed by its steps",
+/// How a level's latency (or memory's, `memory`) was read.
+fn method(h: &calibrate::infer::Hierarchy, memory: bool) -> String {
+    let how = match (h.method.as_str(), memory) {
+        ("reported sizes", false) => "median of the latency curve inside the level",
+        ("reported sizes", true) => "median of the latency curve past the last level",
+        ("plateaus", false) => "median of the latency curve inside the level, the levels placed by its steps",
+        ("plateaus", true) => "plateau of the latency curve past its last step",
         _ => "least-squares fit to the latency curve",
     };
     format!("{how}{}", less_tlb(h))
