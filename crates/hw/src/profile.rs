@@ -30,8 +30,9 @@ pub struct Memory {
     pub writeback_ns: Option<f64>,
     /// The state of the host's free memory rather than its hardware: the
     /// fraction of free 2 MB blocks the model ages at boot (half their
-    /// frames held by others, the rest free single frames given out in no
-    /// address order), so that 4 KB pages get scattered frames, as on a
+    /// frames held by others, the rest free runs of `aged_run` frames
+    /// given out in no address order), so that 4 KB pages get scattered
+    /// frames, as on a
     /// host that has run for a while, and superpages come from the other
     /// blocks. Scattered frames crowd some colours of a physically indexed
     /// cache and break the physical runs a prefetcher may follow. Absent:
@@ -39,6 +40,12 @@ pub struct Memory {
     /// blocks, close together.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aged: Option<f64>,
+    /// The runs an aged block's free memory lies in, in base pages (a
+    /// power of two): each aligned pair of runs has one held by others
+    /// and one free, so 4 KB pages come this many in a row from scattered
+    /// places. Absent: 1, single frames, never two adjacent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aged_run: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -292,6 +299,11 @@ impl Profile {
         if let Some(a) = self.memory.aged {
             if !(0.0..=1.0).contains(&a) {
                 return Err(format!("memory.aged = {a} is out of range (0 to 1)"));
+            }
+        }
+        if let Some(r) = self.memory.aged_run {
+            if !r.is_power_of_two() || r > 256 {
+                return Err(format!("memory.aged_run = {r} is not a power of two from 1 to 256 pages"));
             }
         }
         for c in [&self.cache.l1d, &self.cache.l2, &self.cache.l3] {

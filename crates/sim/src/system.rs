@@ -261,7 +261,13 @@ impl System {
             vm.phys.fragment(cfg.fragment, cfg.seed);
         }
         if age > 0.0 {
-            vm.phys.age(age, cfg.seed);
+            // Runs of `[memory] aged_run` base pages (the profile checked
+            // it is a power of two); they must leave a region two runs.
+            let run = p.memory.aged_run.unwrap_or(1);
+            if run >= 1 << order {
+                return Err(format!("machine profile {:?}: memory.aged_run = {run} pages is not less than the {}-page reservation it ages", p.name, 1u32 << order));
+            }
+            vm.phys.age(age, cfg.seed, run.trailing_zeros() as usize);
         }
         vm.swap = splab_vm::swap::SwapDevice::new(cfg.swap / vm.page_size(), cfg.track_contents);
         Ok(System {

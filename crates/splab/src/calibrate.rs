@@ -12,6 +12,7 @@ use clap::Args;
 use serde::Serialize;
 use splab_hw::profile::{default_for_arch, Profile};
 use splab_hw::tlb::{self, TlbArrayConfig, TlbIndex};
+use splab_native::calibrate::probe::FrameRuns;
 use splab_native::calibrate::{self, cpu, Calibration, Plan};
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -338,16 +339,15 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         );
     }
     match frames(&c.costs) {
-        Some(f) if f.scattered() => {
-            let _ = writeln!(
-                o,
-                "aged = {AGED}   # measured: {} of {} 4 KB pages of a fresh region had the frame after the previous page's (/proc/self/pagemap), so free frames are scattered; not measured: how much of memory, here half the free 2 MB blocks",
-                f.followed, f.steps
-            );
-        }
-        Some(f) => {
-            let _ = writeln!(o, "# aged: none; measured: {} of {} 4 KB pages of a fresh region had the frame after the previous page's (/proc/self/pagemap), as on a freshly booted machine", f.followed, f.steps);
-        }
+        Some(f) => match f.aged_run() {
+            Some(run) => {
+                let _ = writeln!(o, "aged = {AGED}   # measured: {} (/proc/self/pagemap), so free frames are scattered; not measured: how much of memory, here half the free 2 MB blocks", f.measured());
+                let _ = writeln!(o, "aged_run = {run}   # measured: the pages to a line, {:.1}, to a power of two: the aged blocks give out 4 KB pages {run} frames in a row from scattered places", f.per_line());
+            }
+            None => {
+                let _ = writeln!(o, "# aged: none; measured: {} (/proc/self/pagemap), as on a freshly booted machine", f.measured());
+            }
+        },
         None => {
             let _ = writeln!(o, "# aged: not measured (/proc/self/pagemap shows frame numbers to root only); absent, 4 KB pages get frames close together, as on a freshly booted machine");
         }
@@ -560,23 +560,50 @@ const AGED: f64 = 0.5;
 
 /// How a fresh 4 KB-page region's frames lay (`probe::frame_runs`).
 #[derive(Debug, PartialEq)]
-struct Frames {
-    /// Pages after the first, and how many of them had the frame after
-    /// the previous page's.
-    steps: u64,
-    followed: u64,
-}
+struct Frames(FrameRuns);
 
 impl Frames {
-    /// Fewer than half the pages follow on: the free lists hand out
-    /// frames with no order, as on a host that has run for a while.
+    /// Pages after the first.
+    fn steps(&self) -> u64 {
+        self.0.pages - 1
+    }
+    /// Pages to a line of page-table entries (eight frames' entries): 8
+    /// where the frames are packed, 1 where no two share a line.
+    fn per_line(&self) -> f64 {
+        self.0.pages as f64 / self.0.lines.max(1) as f64
+    }
+    /// The runs the model ages its memory into (`[memory] aged_run`), so
+    /// that its 4 KB pages share lines of entries as the host's did: the
+    /// pages to a line, to the nearest power of two on a log scale. None
+    /// where that is eight, a whole line, as on a freshly booted machine.
+    /// (Under nested paging with 4 KB host pages each line is one the
+    /// walk reads for a frame's host entry: the model's walks cost what
+    /// the host's do only if its frames spread over as many lines.)
+    fn aged_run(&self) -> Option<u32> {
+        let run = 1u32 << self.per_line().max(1.0).log2().round().min(3.0) as u32;
+        (run < 8).then_some(run)
+    }
     fn scattered(&self) -> bool {
-        2 * self.followed < self.steps
+        self.aged_run().is_some()
+    }
+    /// What was measured, for the profile's comments and the report.
+    fn measured(&self) -> String {
+        let f = &self.0;
+        format!(
+            "{} 4 KB pages of a fresh region lay in {} groups of eight frames ({:.1} pages to a line of page-table entries, 8 if packed) and {} 2 MB regions ({} if packed); {} of {} had the frame after the previous page's",
+            f.pages,
+            f.lines,
+            self.per_line(),
+            f.regions,
+            f.pages.div_ceil(512),
+            f.followed,
+            self.steps()
+        )
     }
 }
 
 fn frames(k: &calibrate::Costs) -> Option<Frames> {
-    k.frames_4k.filter(|&(n, _)| n > 1).map(|(n, followed)| Frames { steps: n - 1, followed })
+    k.frames_4k.filter(|f| f.pages > 1).map(Frames)
 }
 
 /// Reading contiguous 4 KB pages in address order against a random order.
@@ -901,10 +928,12 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         Some(f) => {
             let _ = writeln!(
                 o,
-                "  4 KB frames   {} of {} pages of a fresh region had the frame after the previous page's ({})",
-                f.followed,
-                f.steps,
-                if f.scattered() { "scattered: the model ages its memory" } else { "close together" }
+                "  4 KB frames   {} ({})",
+                f.measured(),
+                match f.aged_run() {
+                    Some(run) => format!("scattered: the model ages its memory, in runs of {run}"),
+                    None => "close together".to_string(),
+                }
             );
         }
         None => {
@@ -1030,7 +1059,7 @@ mod tests {
         let (mut c, base) = tiny();
         c.overlap.walk = vec![Point::new(1.0, 30.0)];
         c.clock_ghz = splab_native::suite::Spread::of(&[2.0]);
-        c.costs.frames_4k = Some((8192, 8000));
+        c.costs.frames_4k = Some(PACKED);
         let walk = |c: &Calibration, virt: bool| {
             let text = profile_toml(c, &base, "sapphire-rapids", "t", virt);
             let line = text.lines().find(|l| l.starts_with("walk = ")).unwrap_or_else(|| panic!("{text}")).to_string();
@@ -1043,21 +1072,31 @@ mod tests {
         c.host_page = Some(HostPage { size: Some("2M".into()), reason: "test".into() });
         let (w2m, line) = walk(&c, true);
         assert!(!line.contains("host's entry"), "frames close together: {line}");
-        c.costs.frames_4k = Some((8192, 3));
+        c.costs.frames_4k = Some(SCATTERED);
         let (w2m_scattered, line) = walk(&c, true);
         assert!(line.contains("(scattered frames, nested paging)"), "{line}");
         let (native, _) = walk(&c, false);
         assert!(w4k < w2m && w4k == w2m_scattered && w2m == native, "{w4k} {w2m} {w2m_scattered} {native}");
     }
 
-    /// Scattered 4 KB frames age the model's memory, frames close together
-    /// or unknown ones leave it fresh; the profile says which and why.
+    /// 8192 pages as a freshly booted machine gives them; as the AMD
+    /// guest gave them (its 65536 pages scaled: 4.5 pages to a line, 61 %
+    /// following on, 118 regions); and none adjacent.
+    const PACKED: FrameRuns = FrameRuns { pages: 8192, followed: 8000, lines: 1030, regions: 17 };
+    const HOST: FrameRuns = FrameRuns { pages: 8192, followed: 5037, lines: 1812, regions: 118 };
+    const SCATTERED: FrameRuns = FrameRuns { pages: 8192, followed: 3, lines: 8150, regions: 900 };
+
+    /// Scattered 4 KB frames age the model's memory, in runs that give its
+    /// pages as many to a line of entries as the host's had; frames close
+    /// together or unknown ones leave it fresh; the profile says which and
+    /// why.
     #[test]
     fn scattered_frames_age_the_model() {
         let (mut c, base) = tiny();
         let aged = |c: &Calibration| {
             let text = profile_toml(c, &base, "sapphire-rapids", "t", false);
-            (Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}")).memory.aged, text)
+            let m = Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}")).memory;
+            (m.aged, m.aged_run, text)
         };
         // The probe itself reads the region's frames while it is still
         // mapped (all of it present), where this process may read frame
@@ -1065,20 +1104,40 @@ mod tests {
         let own = vec![1u8; 1 << 16];
         let readable = splab_native::calibrate::probe::frame_runs(own.as_ptr().wrapping_add(own.as_ptr().align_offset(4096)), 8192).is_some();
         let plan_pages = Plan::tiny().small_bytes / 4096;
-        assert_eq!(c.costs.frames_4k.map(|(n, _)| n), readable.then_some(plan_pages), "{:?}", c.costs.frames_4k);
-        c.costs.frames_4k = Some((8192, 3));
-        let (a, text) = aged(&c);
-        assert_eq!(a, Some(AGED));
-        assert!(text.contains("aged = 0.5   # measured: 3 of 8191 4 KB pages of a fresh region had the frame after the previous page's"), "{text}");
-        c.costs.frames_4k = Some((8192, 8000));
-        let (a, text) = aged(&c);
-        assert_eq!(a, None);
-        assert!(text.contains("# aged: none; measured: 8000 of 8191"), "{text}");
+        assert_eq!(c.costs.frames_4k.map(|f| f.pages), readable.then_some(plan_pages), "{:?}", c.costs.frames_4k);
+        c.costs.frames_4k = Some(SCATTERED);
+        let (a, run, text) = aged(&c);
+        assert_eq!((a, run), (Some(AGED), Some(1)));
+        assert!(text.contains("aged = 0.5   # measured: 8192 4 KB pages of a fresh region lay in 8150 groups of eight frames (1.0 pages to a line of page-table entries, 8 if packed) and 900 2 MB regions (16 if packed); 3 of 8191 had the frame after the previous page's"), "{text}");
+        c.costs.frames_4k = Some(HOST);
+        let (a, run, text) = aged(&c);
+        assert_eq!((a, run), (Some(AGED), Some(4)));
+        assert!(text.contains("aged_run = 4   # measured: the pages to a line, 4.5, to a power of two"), "{text}");
+        c.costs.frames_4k = Some(PACKED);
+        let (a, run, text) = aged(&c);
+        assert_eq!((a, run), (None, None));
+        assert!(text.contains("# aged: none; measured: 8192 4 KB pages of a fresh region lay in 1030 groups"), "{text}");
         c.costs.frames_4k = None;
-        let (a, text) = aged(&c);
-        assert_eq!(a, None);
+        let (a, run, text) = aged(&c);
+        assert_eq!((a, run), (None, None));
         assert!(text.contains("# aged: not measured"), "{text}");
         assert!(report(&c, "sapphire-rapids").contains("4 KB frames   not measured"));
+    }
+
+    /// The run is the pages to a line to the nearest power of two on a log
+    /// scale (2.83 and 5.66 are the edges); eight, a whole line, is none.
+    #[test]
+    fn the_aged_run_follows_the_pages_to_a_line() {
+        let run = |lines: u64| Frames(FrameRuns { pages: 8192, followed: 0, lines, regions: 16 }).aged_run();
+        assert_eq!(run(8192), Some(1));
+        assert_eq!(run(5800), Some(1));
+        assert_eq!(run(5790), Some(2));
+        assert_eq!(run(2900), Some(2));
+        assert_eq!(run(2890), Some(4));
+        assert_eq!(run(1449), Some(4));
+        assert_eq!(run(1447), None);
+        assert_eq!(run(1024), None);
+        assert_eq!(run(0), None);
     }
 
     /// Pages read in a random order more than 3% slower than in address

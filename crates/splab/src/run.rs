@@ -40,7 +40,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "F", default_value_t = 0.0, allow_negative_numbers = true)]
     pub fragment: f64,
     /// Fraction (0 to 1) of free 2 MB blocks aged at start: half their
-    /// frames held elsewhere, the rest free single frames handed out in no
+    /// frames held elsewhere, the rest free runs of the profile's
+    /// `[memory] aged_run` frames (else single frames) handed out in no
     /// address order, so that 4 KB pages get scattered frames as on a host
     /// that has run for a while. Default: the profile's `[memory] aged`
     /// (a calibrated profile's, where the host's frames were scattered),
@@ -83,6 +84,9 @@ pub struct SimRun {
     /// Fraction of free 2 MB blocks aged at start (from --age or the
     /// profile).
     pub aged: f64,
+    /// Frames in each free run of the aged blocks (the profile's
+    /// `[memory] aged_run`, else 1).
+    pub aged_run: u32,
     pub seed: u64,
     pub figure: Figure,
     pub report: String,
@@ -175,6 +179,7 @@ pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
         superpages: on,
         fragment: a.fragment,
         aged: sys.cfg.age(),
+        aged_run: sys.cfg.profile.memory.aged_run.unwrap_or(1),
         seed: a.seed,
         figure: result.figure,
         report: result.report,

@@ -526,23 +526,28 @@ impl VmPhys {
 
     /// Ages memory as long use by other consumers leaves it: of the wholly
     /// free regions of 2^`order` pages, round(`fraction` * count), chosen
-    /// by a seeded shuffle, get one page of every aligned pair taken (which
-    /// of the two at random), so that their free memory is single frames
-    /// that cannot merge; and from then on every free list hands out its
-    /// blocks in pseudo-random order rather than lowest address first.
-    /// Allocations of single pages (page-table pages, pages outside any
-    /// reservation) then take scattered frames from those regions, as they
-    /// do on a host that has run for a while, while superpage-sized blocks
-    /// come from the untouched regions. Returns the taken pages, sorted;
-    /// the caller keeps them allocated.
-    pub fn age(&mut self, fraction: f64, seed: u64, order: usize) -> Vec<Pfn> {
-        assert!(order >= 1, "aging needs regions of at least two pages");
+    /// by a seeded shuffle, get one half of every aligned pair of runs of
+    /// 2^`run` pages taken (which of the two at random), so that their
+    /// free memory is runs of 2^`run` frames that cannot merge; and from
+    /// then on every free list hands out its blocks in pseudo-random order
+    /// rather than lowest address first. Allocations of single pages
+    /// (page-table pages, pages outside any reservation) then take runs of
+    /// 2^`run` frames from scattered places in those regions, as they do
+    /// on a host that has run for a while: each run is split where it
+    /// lies, and its pieces, alone in their smaller lists, go out next
+    /// (vm_phys_alloc_freelist_pages splits only when the smaller lists
+    /// are empty). Superpage-sized blocks come from the untouched regions.
+    /// `run` 0 leaves single frames, never two adjacent. Returns the taken
+    /// pages, sorted; the caller keeps them allocated.
+    pub fn age(&mut self, fraction: f64, seed: u64, order: usize, run: usize) -> Vec<Pfn> {
+        assert!(run < order, "aging keeps runs of 2^{run} pages, which need regions of more than 2^{order}");
         let mut rng = SplitMix64(seed ^ 0xa6ed_a6ed);
         let (regions, take) = self.sample_free_regions(fraction, &mut rng, order);
         let mut pages = Vec::with_capacity(take << (order - 1));
         for &r in &regions[..take] {
-            for pair in (r..r + (1 << order)).step_by(2) {
-                pages.push(Pfn((pair + rng.below(2)) as u32));
+            for pair in (r..r + (1 << order)).step_by(2 << run) {
+                let half = pair + (rng.below(2) << run);
+                pages.extend((half..half + (1 << run)).map(|p| Pfn(p as u32)));
             }
         }
         let pages = self.unfree_all(pages);
@@ -857,7 +862,7 @@ mod tests {
         let mut p = VmPhys::new(8 * BIG, 1);
         let before = free_regions(&p);
         assert_eq!(before, 64);
-        let pinned = p.age(0.5, 7, VM_LEVEL_0_ORDER);
+        let pinned = p.age(0.5, 7, VM_LEVEL_0_ORDER, 0);
         p.check().unwrap();
         // Half the regions, half their pages: one of every aligned pair.
         assert_eq!(pinned.len(), 32 * 256);
@@ -886,10 +891,42 @@ mod tests {
         assert_eq!(whole, 32);
         p.check().unwrap();
         // Same seed, same layout; none asked, nothing aged.
-        assert_eq!(VmPhys::new(8 * BIG, 1).age(0.5, 7, VM_LEVEL_0_ORDER), pinned);
+        assert_eq!(VmPhys::new(8 * BIG, 1).age(0.5, 7, VM_LEVEL_0_ORDER, 0), pinned);
         let mut q = VmPhys::new(8 * BIG, 1);
-        assert!(q.age(0.0, 7, VM_LEVEL_0_ORDER).is_empty());
+        assert!(q.age(0.0, 7, VM_LEVEL_0_ORDER, 0).is_empty());
         assert_eq!(free_regions(&q), 64);
+    }
+
+    #[test]
+    fn age_in_runs_hands_out_runs_from_scattered_places() {
+        let mut p = VmPhys::new(8 * BIG, 1);
+        let pinned = p.age(0.5, 7, VM_LEVEL_0_ORDER, 2);
+        p.check().unwrap();
+        // Half the regions, half their pages, in aligned runs of four.
+        assert_eq!(pinned.len(), 32 * 256);
+        let runs: std::collections::BTreeSet<u32> = pinned.iter().map(|p| p.0 >> 2).collect();
+        assert_eq!(runs.len() * 4, pinned.len(), "whole runs of four taken");
+        let eights: std::collections::BTreeSet<u32> = pinned.iter().map(|p| p.0 >> 3).collect();
+        assert_eq!(eights.len() * 4, pinned.len(), "one run of every aligned eight");
+        assert_eq!(p.free_blocks(2), 32 * 64, "the aged regions' free memory is runs of four");
+        assert_eq!(p.free_blocks(0) + p.free_blocks(1), 0);
+        // Single pages come four in a row, each four from a random run.
+        let got: Vec<u64> = (0..256).map(|_| p.alloc(0).unwrap().0 as u64).collect();
+        for run in got.chunks(4) {
+            assert_eq!(run[0] & 3, 0, "{run:?}");
+            assert!(run.windows(2).all(|w| w[1] == w[0] + 1), "{run:?}");
+            assert!(pinned.binary_search(&Pfn((run[0] ^ 4) as u32)).is_ok(), "a run outside the aged regions");
+        }
+        let followed = got.windows(2).filter(|w| w[1] == w[0] + 1).count();
+        assert_eq!(followed, 3 * 64);
+        let starts_up = got.chunks(4).collect::<Vec<_>>().windows(2).filter(|w| w[1][0] > w[0][0]).count();
+        assert!((16..48).contains(&starts_up), "{starts_up} of 63 runs went up");
+        p.check().unwrap();
+        let mut whole = 0;
+        while p.alloc(VM_LEVEL_0_ORDER).is_some() {
+            whole += 1;
+        }
+        assert_eq!(whole, 32);
     }
 
     #[test]

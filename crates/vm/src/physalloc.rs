@@ -207,10 +207,10 @@ impl Phys {
 
     /// Ages `fraction` of the free reservation-sized blocks as long use
     /// leaves memory ([`VmPhys::age`](crate::phys::VmPhys::age)): half
-    /// their pages held by other consumers, the rest free single frames
-    /// handed out in no address order.
-    pub fn age(&mut self, fraction: f64, seed: u64) {
-        let taken = self.buddy.age(fraction, seed, self.reserv.order() as usize);
+    /// their pages held by other consumers, the rest free runs of 2^`run`
+    /// frames handed out in no address order.
+    pub fn age(&mut self, fraction: f64, seed: u64, run: usize) {
+        let taken = self.buddy.age(fraction, seed, self.reserv.order() as usize, run);
         self.pin(taken);
     }
 

@@ -191,10 +191,9 @@ pub struct Costs {
     /// physically contiguous frames.
     pub pages_in_order_ns: Option<Spread>,
     pub pages_shuffled_ns: Option<Spread>,
-    /// The 4 KB-page region's frames (`probe::frame_runs`): pages present,
-    /// and how many of them follow the previous page's frame. None without
-    /// the frame numbers (they need root).
-    pub frames_4k: Option<(u64, u64)>,
+    /// How the 4 KB-page region's frames lie (`probe::frame_runs`). None
+    /// without the frame numbers (they need root).
+    pub frames_4k: Option<probe::FrameRuns>,
     /// ns per access of independent loads, and of independent stores, to
     /// random lines over both halves of the copy's region
     /// (`probe::random_lines`).

@@ -390,11 +390,42 @@ pub unsafe fn read_pages(base: *const u8, order: &[usize]) -> Sample {
     sample(&t, order.len() as u64 * 64)
 }
 
+/// How a region's 4 KB pages lie in physical memory (`frame_runs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+pub struct FrameRuns {
+    /// Pages present.
+    pub pages: u64,
+    /// Pages whose frame is the one after the previous page's.
+    pub followed: u64,
+    /// Distinct aligned groups of eight frames the pages lie in: the
+    /// groups whose 8-byte page-table entries, a host's under nested
+    /// paging, share a 64-byte line.
+    pub lines: u64,
+    /// Distinct aligned 2 MB regions of frames the pages lie in.
+    pub regions: u64,
+}
+
+impl FrameRuns {
+    /// Counts the runs of a region's frames, page by page (None: absent).
+    pub fn of(pfns: &[Option<u64>]) -> Option<FrameRuns> {
+        let present: Vec<u64> = pfns.iter().flatten().copied().collect();
+        if present.is_empty() || present.iter().all(|&p| p == 0) {
+            return None;
+        }
+        let distinct = |shift: u32| present.iter().map(|p| p >> shift).collect::<std::collections::HashSet<_>>().len() as u64;
+        Some(FrameRuns {
+            pages: present.len() as u64,
+            followed: pfns.windows(2).filter(|w| matches!(w, [Some(a), Some(b)] if *b == a + 1)).count() as u64,
+            lines: distinct(3),
+            regions: distinct(9),
+        })
+    }
+}
+
 /// Physical frames behind `bytes` of 4 KB pages at `base`, as
-/// /proc/self/pagemap gives them: (pages present, of those how many
-/// follow the previous page's frame). None where the file cannot be read
-/// or hides the frame numbers (it shows them to root only).
-pub fn frame_runs(base: *const u8, bytes: usize) -> Option<(u64, u64)> {
+/// /proc/self/pagemap gives them. None where the file cannot be read or
+/// hides the frame numbers (it shows them to root only).
+pub fn frame_runs(base: *const u8, bytes: usize) -> Option<FrameRuns> {
     use std::io::{Read, Seek, SeekFrom};
     let mut f = std::fs::File::open("/proc/self/pagemap").ok()?;
     let first = base as u64 / 4096;
@@ -408,12 +439,7 @@ pub fn frame_runs(base: *const u8, bytes: usize) -> Option<(u64, u64)> {
         .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
         .map(|e| (e >> 63 == 1).then_some(e & ((1 << 55) - 1)))
         .collect();
-    let present = pfns.iter().flatten().count() as u64;
-    if present == 0 || pfns.iter().flatten().all(|&p| p == 0) {
-        return None;
-    }
-    let followed = pfns.windows(2).filter(|w| matches!(w, [Some(a), Some(b)] if *b == a + 1)).count() as u64;
-    Some((present, followed))
+    FrameRuns::of(&pfns)
 }
 
 /// ns per page of a demand-zero fault round trip: mmap 1 MB of 4 KB
