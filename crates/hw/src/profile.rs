@@ -222,6 +222,54 @@ pub struct Profile {
     /// `[prefetch]`: a stream prefetcher. Absent: none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefetch: Option<Prefetch>,
+    /// `[reference]`: what calibrate's quick memory probes read (see
+    /// `Reference`). Absent: a profile not written by calibrate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference: Option<Reference>,
+}
+
+/// `[reference]`: the host's memory as calibrate found it, by quick
+/// probes that `splab validate` runs again around its native runs
+/// (`splab_native::calibrate::reference`), to see how far the host's
+/// memory moved since. The model itself does not read it; validate runs
+/// it on the profile moved by the first three (`Profile::moved`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Reference {
+    /// ns a dependent load, one random chase over every line of 64 MB
+    /// of 2 MB pages.
+    pub chase_ns: f64,
+    /// ns a load, 32 such chases at once.
+    pub chases_ns: f64,
+    /// ns a line read or written, copying 64 MB.
+    pub copy_ns: f64,
+    /// ns a dependent load, one random chase over 16 MB: mostly hits in
+    /// a last-level cache of that order, so it moves with how much of
+    /// that cache other tenants take. Reported, not applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_chase_ns: Option<f64>,
+}
+
+impl Reference {
+    /// How `now` compares with `self`, figure by figure: now over then
+    /// (below 1: faster now). None where a figure is not positive.
+    pub fn ratios(&self, now: &Reference) -> Option<[f64; 3]> {
+        let r = [now.chase_ns / self.chase_ns, now.chases_ns / self.chases_ns, now.copy_ns / self.copy_ns];
+        r.iter().all(|x| x.is_finite() && *x > 0.0).then_some(r)
+    }
+
+    /// The median of each figure over `v` (None for none; the 16 MB
+    /// chase only where every reading has it).
+    pub fn median(v: &[Reference]) -> Option<Reference> {
+        fn median(mut x: Vec<f64>) -> Option<f64> {
+            x.sort_by(f64::total_cmp);
+            let n = x.len();
+            (n > 0).then(|| if n % 2 == 1 { x[n / 2] } else { (x[n / 2 - 1] + x[n / 2]) / 2.0 })
+        }
+        let m = |f: fn(&Reference) -> f64| median(v.iter().map(f).collect());
+        let cache: Option<Vec<f64>> = v.iter().map(|r| r.cache_chase_ns).collect();
+        Some(Reference { chase_ns: m(|r| r.chase_ns)?, chases_ns: m(|r| r.chases_ns)?, copy_ns: m(|r| r.copy_ns)?, cache_chase_ns: cache.and_then(median) })
+    }
 }
 
 /// Profiles compiled into the binary, by name.
@@ -274,6 +322,32 @@ impl Profile {
             format!("machine profile {name_or_path:?}: not a built-in profile ({}) and not a readable file: {e}", names.join(", "))
         })?;
         Profile::parse(&text, name_or_path)
+    }
+
+    /// This profile with its memory moved as the reference probes found
+    /// the host's moved (`Reference::ratios`: memory latency, overlapped
+    /// random loads, streaming, each now over then): memory latency
+    /// scaled by the first; the overlap of data misses (and of stores) by
+    /// the first over the second, so that an overlapped miss costs the
+    /// second ratio; the prefetcher's line times and the writeback by the
+    /// third. Caches, TLBs, walks and kernel costs stay as they are.
+    pub fn moved(&self, [latency, overlapped, streaming]: [f64; 3]) -> Result<Profile, String> {
+        let mut p = self.clone();
+        p.memory.dram_latency_ns *= latency;
+        let mlp = latency / overlapped;
+        p.overlap.data_mlp *= mlp;
+        if let Some(s) = p.overlap.store_mlp.as_mut() {
+            *s *= mlp;
+        }
+        if let Some(w) = p.memory.writeback_ns.as_mut() {
+            *w *= streaming;
+        }
+        if let Some(f) = p.prefetch.as_mut() {
+            f.line_cycles *= streaming;
+            f.line_cycles_by_streams.iter_mut().for_each(|c| *c *= streaming);
+        }
+        p.validate().map_err(|e| format!("machine profile {:?} with its memory moved by {latency:.3}, {overlapped:.3}, {streaming:.3}: {e}", p.name))?;
+        Ok(p)
     }
 
     fn validate(&self) -> Result<(), String> {
@@ -358,6 +432,42 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Ratios are now over then; medians are taken figure by figure.
+    #[test]
+    fn reference_ratios_are_now_over_then() {
+        let then = Reference { chase_ns: 150.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) };
+        let now = Reference { chase_ns: 120.0, chases_ns: 6.0, copy_ns: 2.5, cache_chase_ns: Some(30.0) };
+        assert_eq!(then.ratios(&now), Some([0.8, 1.0, 1.25]));
+        assert_eq!(then.ratios(&Reference { chase_ns: 0.0, ..now }), None);
+        let m = Reference::median(&[then, now, Reference { chase_ns: 130.0, chases_ns: 7.0, copy_ns: 1.0, cache_chase_ns: Some(10.0) }]).unwrap();
+        assert_eq!(m, Reference { chase_ns: 130.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) });
+        assert_eq!(Reference::median(&[then, Reference { cache_chase_ns: None, ..now }]).unwrap().cache_chase_ns, None);
+        assert_eq!(Reference::median(&[then, now]).unwrap().copy_ns, 2.25);
+        assert_eq!(Reference::median(&[]), None);
+    }
+
+    /// Moving the memory scales latency, the misses' overlap (so that an
+    /// overlapped miss moves by the second ratio) and the streams' line
+    /// times, and leaves the rest; a move that would take the overlap
+    /// below one is refused, naming the ratios.
+    #[test]
+    fn moving_the_memory_scales_latency_overlap_and_streams() {
+        let mut p = Profile::load("sapphire-rapids").unwrap();
+        p.prefetch = Some(Prefetch { streams: 32, distance: 20, line_cycles: 8.0, line_cycles_by_streams: vec![8.0, 6.5], next_page: true });
+        let m = p.moved([0.8, 1.1, 1.25]).unwrap();
+        assert!((m.memory.dram_latency_ns - 0.8 * p.memory.dram_latency_ns).abs() < 1e-9);
+        let per_miss = |q: &Profile| q.memory.dram_latency_ns / q.overlap.data_mlp;
+        assert!((per_miss(&m) / per_miss(&p) - 1.1).abs() < 1e-9);
+        let (pf, mf) = (p.prefetch.as_ref().unwrap(), m.prefetch.as_ref().unwrap());
+        assert!((mf.line_cycles - 1.25 * pf.line_cycles).abs() < 1e-9);
+        assert_eq!(mf.line_cycles_by_streams, vec![10.0, 8.125]);
+        assert_eq!(m.cache, p.cache);
+        assert_eq!(m.tlb, p.tlb);
+        assert_eq!(p.moved([1.0, 1.0, 1.0]).unwrap(), p);
+        let e = p.moved([0.01, 100.0, 1.0]).unwrap_err();
+        assert!(e.contains("0.010, 100.000, 1.000") && e.contains("overlap"), "{e}");
+    }
 
     #[test]
     fn builtins_parse() {

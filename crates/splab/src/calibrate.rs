@@ -529,6 +529,15 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         let _ = writeln!(o, "{lead}nested = true   # {}; hardware virtualisation on x86-64 uses EPT/NPT (assumed: not visible from the guest)", c.virt.signs().join(", "));
         let _ = writeln!(o, "{lead}host_page = \"{page}\"   # {}{why}", if assumed { "ASSUMED, not measured: " } else { "inferred: " });
     }
+    if let Some(r) = &c.reference {
+        let _ = writeln!(o, "\n[reference]   # measured: quick probes of this host's memory that splab validate runs again, to see how far the memory moved since (medians of {} rounds); the model does not read them, and validate runs it on this profile moved by the first three", c.plan.rounds);
+        let _ = writeln!(o, "chase_ns = {:.2}   # a dependent load, one random chase over every line of 64 MB of 2 MB pages", r.chase_ns);
+        let _ = writeln!(o, "chases_ns = {:.3}   # a load, 32 such chases at once", r.chases_ns);
+        let _ = writeln!(o, "copy_ns = {:.3}   # a line read or written, copying 64 MB", r.copy_ns);
+        if let Some(ns) = r.cache_chase_ns {
+            let _ = writeln!(o, "cache_chase_ns = {ns:.2}   # a dependent load, one random chase over 16 MB (in the last-level cache's range: it moves with how much of that cache other tenants take; validate reports it, and does not apply it)");
+        }
+    }
     o
 }
 
@@ -1014,6 +1023,14 @@ mod tests {
         assert!(real.contains("\n[virt]\nnested = true") && real.contains("host_page = \""), "{real}");
         let p = Profile::parse(&real, "g").unwrap_or_else(|e| panic!("{e}\n{real}"));
         assert!(p.nested().is_some(), "{real}");
+        // The quick memory probes need more than the tiny plan's 16 MB
+        // region; where they ran, the profile keeps what they read.
+        assert_eq!((c.reference, p.reference), (None, None));
+        let r = splab_hw::profile::Reference { chase_ns: 151.25, chases_ns: 5.75, copy_ns: 2.125, cache_chase_ns: Some(31.5) };
+        c.reference = Some(r);
+        let text = profile_toml(&c, &base, "sapphire-rapids", "g", true);
+        assert!(text.contains("\n[reference]   # measured: quick probes") && text.contains("chases_ns = 5.750   # a load, 32 such chases at once") && text.contains("cache_chase_ns = 31.50   # a dependent load"), "{text}");
+        assert_eq!(Profile::parse(&text, "g").unwrap().reference, Some(r));
     }
 
     /// walk_mlp's comment says which loads it came from, with the two

@@ -9,6 +9,7 @@ use crate::setup::{self, MachineArgs};
 use crate::workload::{self, WorkloadArgs};
 use clap::Args;
 use serde::Serialize;
+use splab_hw::profile::Profile;
 use splab_sim::system::{CycleBreakdown, HwStats, TlbReport};
 use splab_vm::pmap::KernelEvents;
 use splab_vm::sysctl::SysctlValue;
@@ -125,7 +126,16 @@ impl SimRun {
 /// Runs the workload once with superpages `on` or off. `quiet` hides the
 /// progress bar.
 pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
+    simulate_on(a, on, quiet, None)
+}
+
+/// `simulate`, on `profile` instead of the one `a` names (which must be
+/// of the same architecture: validate's profile with its memory moved).
+pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>) -> Result<SimRun, Fail> {
     let mut cfg = setup::config_or_default(&a.machine, a.memory.as_deref())?;
+    if let Some(p) = profile {
+        cfg.profile = p.clone();
+    }
     if on {
         cfg.tunables = a.tunables.clone();
     }

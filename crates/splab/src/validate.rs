@@ -14,7 +14,11 @@ use crate::progress::Progress;
 use crate::run::{self, RunArgs};
 use clap::{Args, Parser};
 use serde::Serialize;
+use splab_hw::profile::Reference;
+use splab_native::calibrate::reference;
+use splab_native::hugetlb::Pool;
 use splab_native::pages::Pages;
+use splab_native::region::Region;
 use splab_native::suite::{self, Plan, Spread, SuiteReport};
 use std::fmt::Write as _;
 
@@ -43,6 +47,29 @@ pub struct ValidateArgs {
     /// too small for the caches and TLBs to matter as they do at full size.
     #[arg(long)]
     pub quick: bool,
+    /// Predict on the profile as calibrated. By default, where the profile
+    /// has a `[reference]` (calibrate writes one), the quick memory probes
+    /// run again before and after each workload's native runs, and the
+    /// model runs on the profile with its memory moved as the host's moved
+    /// since the calibration (memory latency, overlapped misses,
+    /// streaming; `Profile::moved`).
+    #[arg(long)]
+    pub as_calibrated: bool,
+}
+
+/// The host's memory around one workload's native runs, against the
+/// calibration's (`[reference]`).
+#[derive(Clone, Debug, Serialize)]
+pub struct MemoryMoved {
+    pub workload: String,
+    pub calibrated: Reference,
+    pub before: Reference,
+    pub after: Reference,
+    /// Now (the median of before and after) over the calibration's:
+    /// memory latency, overlapped random loads, streaming.
+    pub ratios: [f64; 3],
+    /// Whether the model ran on the profile moved by these.
+    pub applied: bool,
 }
 
 /// One layout as both sides name it.
@@ -161,6 +188,10 @@ pub struct Report {
     pub repeat: u32,
     pub rows: Vec<Row>,
     pub summary: Summary,
+    /// The host's memory around each workload's runs (empty where the
+    /// profile has no `[reference]`), and why not, where it was not read.
+    pub memory: Vec<MemoryMoved>,
+    pub memory_note: Option<String>,
     /// The native suites in full (layouts obtained, every run).
     pub native: Vec<SuiteReport>,
 }
@@ -230,7 +261,7 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     }
     // Every input is checked before anything runs, the profile first.
     let probe = input(sim_args("gups", &[], &a.machine, "4k"))?;
-    crate::setup::config_or_default(&probe.machine, None)?;
+    let profile = crate::setup::config_or_default(&probe.machine, None)?.profile;
     let mut plans = Vec::new();
     for w in &a.workloads {
         let s = input(sizes(w, a.quick))?;
@@ -238,6 +269,28 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
         let sims: Vec<RunArgs> = layouts.iter().map(|l| sim_args(w, &s, &a.machine, &l.sim)).collect::<Result<_, _>>().map_err(Fail::Input)?;
         plans.push((w.clone(), n, sims));
     }
+
+    // The quick memory probes, over a region of their own.
+    let (mut memory, mut memory_note) = (Vec::new(), None);
+    let calibrated = profile.reference.filter(|_| !a.as_calibrated);
+    let probe_region = match (calibrated, profile.reference) {
+        (Some(_), _) => match Region::new(reference::BYTES, Pages::Thp, &mut Pool::new(false)) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                memory_note = Some(format!("the memory probes could not map their {} MB ({e}); the model ran on the profile as calibrated", reference::BYTES >> 20));
+                None
+            }
+        },
+        (None, Some(_)) => {
+            memory_note = Some("--as-calibrated: the model ran on the profile as calibrated, and the memory probes did not run".into());
+            None
+        }
+        (None, None) => {
+            memory_note = Some(format!("profile {} has no [reference] (calibrate writes one): the model ran on it as it is, and the memory probes did not run", a.machine));
+            None
+        }
+    };
+    let read_memory = || probe_region.as_ref().map(reference::measure).transpose().map_err(Fail::Run);
 
     let per_workload = layouts.len() as u64 * (a.repeat as u64 + 1);
     let mut bar = Progress::new(per_workload * plans.len() as u64, "validate", "runs", as_json);
@@ -248,12 +301,26 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
         let nat = native::build(n)?;
         let plan = Plan { layouts: layouts.iter().map(|l| l.native).collect(), repeat: a.repeat, grow_hugetlb: false };
         let base = done;
+        let before = read_memory()?;
         let report = suite::run(w, nat.as_ref(), &plan, &mut |k, _, _| bar.update(base + k)).map_err(Fail::Run)?;
+        let after = read_memory()?;
+        let mut moved = None;
+        if let (Some(then), Some(b), Some(e)) = (calibrated, before, after) {
+            let now = Reference::median(&[b, e]).expect("two readings");
+            let ratios = then.ratios(&now);
+            let p = ratios.map(|r| profile.moved(r)).transpose();
+            let applied = matches!(p, Ok(Some(_)));
+            match p {
+                Ok(p) => moved = p,
+                Err(e) => memory_note = Some(format!("{w}: {e}; the model ran on the profile as calibrated")),
+            }
+            memory.push(MemoryMoved { workload: w.clone(), calibrated: then, before: b, after: e, ratios: ratios.unwrap_or([f64::NAN; 3]), applied });
+        }
         done += layouts.len() as u64 * a.repeat as u64;
         let mut wrows = Vec::new();
         let base_runs = report.layouts.iter().find(|r| r.pages == layouts[0].native).map(|r| r.runs.as_slice()).unwrap_or(&[]);
         for (k, (l, s)) in layouts.iter().zip(sims).enumerate() {
-            let sim = run::simulate(s, true, true)?;
+            let sim = run::simulate_on(s, true, true, moved.as_ref())?;
             done += 1;
             bar.update(done);
             let nl = report.layouts.iter().find(|r| r.pages == l.native);
@@ -284,7 +351,7 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     }
     bar.finish();
     let summary = summarise(&rows);
-    let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, native: suites };
+    let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, memory, memory_note, native: suites };
     emit(&if as_json { json(&r) } else { text(&r) });
     Ok(0)
 }
@@ -315,6 +382,48 @@ pub fn text(r: &Report) -> String {
         r.machine,
         if r.quick { " (--quick sizes)" } else { "" }
     );
+    if !r.memory.is_empty() {
+        let applied = r.memory.iter().all(|m| m.applied);
+        let _ = writeln!(
+            o,
+            "The host's memory around each workload's native runs (quick probes before and after; the median of the two) against the calibration's [reference]{}:",
+            if applied { "; the model ran on the profile with its memory moved by these" } else { "" }
+        );
+        let c = &r.memory[0].calibrated;
+        let ns = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
+        let _ = writeln!(
+            o,
+            "  {:<10}{:>10.1} ns a load over 64 MB, {:>6.2} with 32 chases, {:>6.3} a line copied; {:>5} a load over 16 MB (not applied)",
+            "calibrated",
+            c.chase_ns,
+            c.chases_ns,
+            c.copy_ns,
+            ns(c.cache_chase_ns)
+        );
+        for m in &r.memory {
+            let now = Reference::median(&[m.before, m.after]).expect("two readings");
+            let [l, k, s] = m.ratios.map(|x| Some(x - 1.0));
+            let cache = now.cache_chase_ns.zip(c.cache_chase_ns).map(|(a, b)| a / b - 1.0);
+            let _ = writeln!(
+                o,
+                "  {:<10}{:>10.1} ({}){:>13.2} ({}){:>15.3} ({}){:>10} ({}){}",
+                m.workload,
+                now.chase_ns,
+                pct(l),
+                now.chases_ns,
+                pct(k),
+                now.copy_ns,
+                pct(s),
+                ns(now.cache_chase_ns),
+                pct(cache),
+                if m.applied { "" } else { "  not applied" }
+            );
+        }
+        let _ = writeln!(o);
+    }
+    if let Some(n) = &r.memory_note {
+        let _ = writeln!(o, "note: {n}\n");
+    }
     let _ = writeln!(
         o,
         "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>13}{:>10}{:>9}{:>8}{:>8}",
@@ -442,8 +551,14 @@ mod tests {
         score(&mut rows);
         assert_eq!(rows[1].speedup_within_rounds, Some(false));
         assert_eq!((rows[2].measured_speedup, rows[2].speedup_error, rows[2].speedup_within_rounds), (None, None, None));
-        let text = text(&Report { machine: "m".into(), quick: false, repeat: 2, rows, summary: summarise(&[]), native: Vec::new() });
+        // The host's memory around the runs, against the calibration's.
+        let then = Reference { chase_ns: 150.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) };
+        let (before, after) = (Reference { chase_ns: 110.0, ..then }, Reference { chase_ns: 130.0, chases_ns: 6.6, copy_ns: 2.0, cache_chase_ns: Some(30.0) });
+        let memory = vec![MemoryMoved { workload: "gups".into(), calibrated: then, before, after, ratios: then.ratios(&Reference::median(&[before, after]).unwrap()).unwrap(), applied: true }];
+        let text = text(&Report { machine: "m".into(), quick: false, repeat: 2, rows, summary: summarise(&[]), memory, memory_note: None, native: Vec::new() });
         assert!(text.contains("1.50-1.70"), "{text}");
+        assert!(text.contains("the model ran on the profile with its memory moved by these"), "{text}");
+        assert!(text.contains("  gups           120.0 (-20.0%)         6.30 (+5.0%)          2.000 (+0.0%)      25.0 (+25.0%)\n"), "{text}");
     }
 
     #[test]

@@ -30,6 +30,7 @@
 pub mod cpu;
 pub mod infer;
 pub mod probe;
+pub mod reference;
 
 use crate::hugetlb::Pool;
 use crate::pages::{Pages, SIZE_1G, SIZE_2M};
@@ -247,6 +248,9 @@ pub struct Calibration {
     pub overlap: Overlap,
     pub costs: Costs,
     pub noise: Noise,
+    /// The quick memory probes (`reference::measure`), medians over the
+    /// rounds; None where the 2 MB-page region is too small for them.
+    pub reference: Option<reference::Reference>,
     /// Things a reader should know (fallbacks, skipped parts).
     pub notes: Vec<String>,
     /// Wall seconds the calibration took.
@@ -272,6 +276,11 @@ struct Meter<'a, 'b> {
 impl Meter<'_, '_> {
     fn tick(&mut self, phase: &str, s: Sample) {
         self.on_cpu.push(s.on_cpu);
+        self.step(phase);
+    }
+
+    /// Counts a probe that keeps no sample of its own.
+    fn step(&mut self, phase: &str) {
         self.done += 1;
         (self.progress)(self.done.min(self.total), self.total, phase);
     }
@@ -486,7 +495,8 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         + 2
         + 4
         + 2
-        + 2;
+        + 2
+        + 1;
     let total = (per_round * plan.rounds) as u64;
     let mut m = Meter { done: 0, total, on_cpu: Vec::new(), taken_again: 0, set_aside: 0, rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
 
@@ -532,6 +542,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let mut page_shuffled = page_order.clone();
     crate::Rng::new(0x5eed).shuffle(&mut page_shuffled);
     let (mut rnd_loads, mut rnd_stores) = (Vec::new(), Vec::new());
+    let mut refs = Vec::new();
     let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
 
     for r in 0..plan.rounds {
@@ -635,6 +646,12 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         fault.push(f.ns);
         sys.push(s.ns);
         m.tick("costs", f);
+        // The quick memory probes validate runs again, last in the round
+        // (they link a chain of their own over the region's start).
+        if huge.len() as u64 >= reference::BYTES {
+            refs.push(reference::measure(&huge)?);
+        }
+        m.step("reference");
     }
     // The 4 KB region's frames, while it is still mapped.
     let frames_4k = probe::frame_runs(small_base, plan.small_bytes as usize);
@@ -808,6 +825,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         host_page,
         overlap: ov,
         costs,
+        reference: reference::Reference::median(&refs),
         noise,
         notes,
         seconds: crate::now() - t0,
@@ -827,7 +845,7 @@ mod tests {
         let mut ticks = 0;
         let mut progress = |_: u64, _: u64, _: &str| ticks += 1;
         let mut m = Meter { done: 0, total: 3, on_cpu: Vec::new(), taken_again: 0, set_aside: 0, rel_iqr: Vec::new(), target_ns: 1e6, progress: &mut progress };
-        let mut script = |v: Vec<(f64, f64)>| {
+        let script = |v: Vec<(f64, f64)>| {
             let mut it = v.into_iter();
             move || {
                 let (ns, on_cpu) = it.next().expect("no more samples than scripted");

@@ -1,0 +1,74 @@
+//! The host's memory as it is now, in a second: how long one dependent
+//! load to memory takes, how long a load takes when 32 chases run at
+//! once, how long a sequential copy takes a line, and how long a
+//! dependent load takes over 16 MB, in the last-level cache's range. `splab calibrate`
+//! records these in the profile's `[reference]`; `splab validate`
+//! measures them again around each workload's native runs. On a shared
+//! host the memory's speed moves with other tenants' load (on the AMD
+//! guest one validation's native STREAM ran 21 % faster than the one
+//! before, 0.0379 s against 0.0482, after calibrations whose copies read
+//! 2.07 and 2.05 ns a line), and the
+//! model, which runs on the calibration's figures, cannot know it; this
+//! shows how far the host moved, and lets validate run the model on the
+//! memory as it was during the runs.
+//!
+//! The probes are those of the calibration proper, smaller: a random
+//! cycle over every line of 64 MB of 2 MB pages (past any last-level
+//! cache here), chased alone and 32 at once; copies of 64 MB; and a
+//! random cycle over 16 MB.
+
+use super::probe;
+use crate::region::Region;
+pub use splab_hw::profile::Reference;
+
+/// The bytes of 2 MB pages the probes need.
+pub const BYTES: u64 = 192 << 20;
+
+/// The chain's bytes, and the copy's each way.
+const CHAIN_BYTES: usize = 64 << 20;
+
+/// The chain in the last-level cache's range.
+const CACHE_BYTES: usize = 16 << 20;
+
+/// Chases at once for the overlapped figure: where calibrate's overlap
+/// probe levels off on the AMD guest (5.7 ns a load at 32 and at 48).
+const CHASES: usize = 32;
+
+/// Readings taken, the median kept (each takes about 0.25 s).
+pub const ROUNDS: usize = 5;
+
+/// Copies timed in a reading.
+const COPIES: usize = 4;
+
+/// Measures the reference figures `ROUNDS` times over `region` (at least
+/// `BYTES` long, in 2 MB pages where the host gives them) and keeps the
+/// medians.
+pub fn measure(region: &Region) -> Result<Reference, String> {
+    if (region.len() as u64) < BYTES {
+        return Err(format!("the reference probe needs {} MB, the region has {}", BYTES >> 20, region.len() >> 20));
+    }
+    let base = region.start_ptr();
+    let offs: Vec<usize> = (0..CHAIN_BYTES / 64).map(|i| i * 64).collect();
+    let mut v = Vec::new();
+    for r in 0..ROUNDS {
+        // SAFETY: every offset lies in the region's first 64 MB, which
+        // nothing else uses while the chains are chased; the copy reads
+        // the region's second 64 MB and writes its third (BYTES is three
+        // times CHAIN_BYTES, and the region is at least BYTES long).
+        unsafe {
+            let order = probe::link_in_order(base, &offs, 0x7ef0_0000 + r as u64);
+            let (one, _) = probe::time_chase(order[0], 100_000, 1_000_000);
+            let mut starts: Vec<*const usize> = (0..CHASES).map(|q| order[q * order.len() / CHASES]).collect();
+            let many = probe::time_chases(&mut starts, 20_000, 125_000);
+            // A chase over 16 MB, in the copy's source (read-only to the
+            // copy), a last-level cache's share of which hits.
+            let cache = probe::link(base.add(CHAIN_BYTES), &offs[..CACHE_BYTES / 64], 0x7ef1_0000 + r as u64);
+            let (in_cache, _) = probe::time_chase(cache, (CACHE_BYTES / 64) as u64, 500_000);
+            // Four copies, so that the copy is timed over about as long
+            // as the 32 chases (some 30 ms).
+            let copy: f64 = (0..COPIES).map(|_| probe::copy_lines(base.add(CHAIN_BYTES), base.add(2 * CHAIN_BYTES), CHAIN_BYTES).ns).sum::<f64>() / COPIES as f64;
+            v.push(Reference { chase_ns: one.ns, chases_ns: many.ns, copy_ns: copy, cache_chase_ns: Some(in_cache.ns) });
+        }
+    }
+    Reference::median(&v).ok_or_else(|| "no reference reading".to_string())
+}
