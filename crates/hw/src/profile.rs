@@ -243,9 +243,10 @@ pub struct Reference {
     pub chases_ns: f64,
     /// ns a line read or written, copying 64 MB.
     pub copy_ns: f64,
-    /// ns a dependent load, one random chase over 16 MB: mostly hits in
-    /// a last-level cache of that order, so it moves with how much of
-    /// that cache other tenants take. Reported, not applied.
+    /// ns a dependent load, one random chase over 16 MB: about the reach
+    /// of the last-level cache a guest gets of a shared one, so it moves
+    /// with how much of that cache other tenants take. Reported, not
+    /// applied.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_chase_ns: Option<f64>,
 }

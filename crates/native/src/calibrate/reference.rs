@@ -1,19 +1,19 @@
-//! The host's memory as it is now, in a second: how long one dependent
-//! load to memory takes, how long a load takes when 32 chases run at
-//! once, how long a sequential copy takes a line, and how long a
-//! dependent load takes over 16 MB, in the last-level cache's range. `splab calibrate`
-//! records these in the profile's `[reference]`; `splab validate`
-//! measures them again around each workload's native runs. On a shared
-//! host the memory's speed moves with other tenants' load (on the AMD
-//! guest one validation's native STREAM ran 21 % faster than the one
-//! before, 0.0379 s against 0.0482, after calibrations whose copies read
-//! 2.07 and 2.05 ns a line), and the
-//! model, which runs on the calibration's figures, cannot know it; this
-//! shows how far the host moved, and lets validate run the model on the
-//! memory as it was during the runs.
+//! The host's memory as it is now, in two to three seconds: how long one
+//! dependent load to memory takes, how long a load takes when 32 chases
+//! run at once, how long a sequential copy takes a line, and how long a
+//! dependent load takes over 16 MB, about the reach of the last-level
+//! cache a guest gets of a shared one. `splab calibrate` records these in
+//! the profile's `[reference]`; `splab validate` measures them again
+//! around each workload's native runs. On a shared host the memory's
+//! speed moves with other tenants' load (on the AMD guest one
+//! validation's native STREAM ran 21 % faster than the one before, 0.0379
+//! s against 0.0482, after calibrations whose copies read 2.07 and 2.05
+//! ns a line), and the model, which runs on the calibration's figures,
+//! cannot know it; this shows how far the host moved, and lets validate
+//! run the model on the memory as it was during the runs.
 //!
 //! The probes are those of the calibration proper, smaller: a random
-//! cycle over every line of 64 MB of 2 MB pages (past any last-level
+//! cycle over every line of 64 MB of 2 MB pages (past the last-level
 //! cache here), chased alone and 32 at once; copies of 64 MB; and a
 //! random cycle over 16 MB.
 
@@ -34,7 +34,8 @@ const CACHE_BYTES: usize = 16 << 20;
 /// probe levels off on the AMD guest (5.7 ns a load at 32 and at 48).
 const CHASES: usize = 32;
 
-/// Readings taken, the median kept (each takes about 0.25 s).
+/// Readings taken, the median kept (a whole measurement took 2.3 and
+/// 2.9 s on the AMD guest, the region's mapping included).
 pub const ROUNDS: usize = 5;
 
 /// Copies timed in a reading.
