@@ -52,9 +52,10 @@ pub fn measure(region: &Region) -> Result<Reference, String> {
     let offs: Vec<usize> = (0..CHAIN_BYTES / 64).map(|i| i * 64).collect();
     let mut v = Vec::new();
     for r in 0..ROUNDS {
-        // SAFETY: every offset lies in the region's first 64 MB, which
-        // nothing else uses while the chains are chased; the copy reads
-        // the region's second 64 MB and writes its third (BYTES is three
+        // SAFETY: the 64 MB chain lies in the region's first 64 MB and
+        // the 16 MB one at the start of its second, which nothing else
+        // uses while they are chased; the copies read the second 64 MB
+        // (after its chain is chased) and write the third (BYTES is three
         // times CHAIN_BYTES, and the region is at least BYTES long).
         unsafe {
             let order = probe::link_in_order(base, &offs, 0x7ef0_0000 + r as u64);
