@@ -258,19 +258,6 @@ impl Reference {
         let r = [now.chase_ns / self.chase_ns, now.chases_ns / self.chases_ns, now.copy_ns / self.copy_ns];
         r.iter().all(|x| x.is_finite() && *x > 0.0).then_some(r)
     }
-
-    /// The median of each figure over `v` (None for none; the 16 MB
-    /// chase only where every reading has it).
-    pub fn median(v: &[Reference]) -> Option<Reference> {
-        fn median(mut x: Vec<f64>) -> Option<f64> {
-            x.sort_by(f64::total_cmp);
-            let n = x.len();
-            (n > 0).then(|| if n % 2 == 1 { x[n / 2] } else { (x[n / 2 - 1] + x[n / 2]) / 2.0 })
-        }
-        let m = |f: fn(&Reference) -> f64| median(v.iter().map(f).collect());
-        let cache: Option<Vec<f64>> = v.iter().map(|r| r.cache_chase_ns).collect();
-        Some(Reference { chase_ns: m(|r| r.chase_ns)?, chases_ns: m(|r| r.chases_ns)?, copy_ns: m(|r| r.copy_ns)?, cache_chase_ns: cache.and_then(median) })
-    }
 }
 
 /// Profiles compiled into the binary, by name.
@@ -433,20 +420,6 @@ impl Profile {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Ratios are now over then; medians are taken figure by figure.
-    #[test]
-    fn reference_ratios_are_now_over_then() {
-        let then = Reference { chase_ns: 150.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) };
-        let now = Reference { chase_ns: 120.0, chases_ns: 6.0, copy_ns: 2.5, cache_chase_ns: Some(30.0) };
-        assert_eq!(then.ratios(&now), Some([0.8, 1.0, 1.25]));
-        assert_eq!(then.ratios(&Reference { chase_ns: 0.0, ..now }), None);
-        let m = Reference::median(&[then, now, Reference { chase_ns: 130.0, chases_ns: 7.0, copy_ns: 1.0, cache_chase_ns: Some(10.0) }]).unwrap();
-        assert_eq!(m, Reference { chase_ns: 130.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) });
-        assert_eq!(Reference::median(&[then, Reference { cache_chase_ns: None, ..now }]).unwrap().cache_chase_ns, None);
-        assert_eq!(Reference::median(&[then, now]).unwrap().copy_ns, 2.25);
-        assert_eq!(Reference::median(&[]), None);
-    }
 
     /// Moving the memory scales latency, the misses' overlap (so that an
     /// overlapped miss moves by the second ratio) and the streams' line

@@ -65,7 +65,9 @@ pub struct MemoryMoved {
     pub calibrated: Reference,
     pub before: Reference,
     pub after: Reference,
-    /// Now (the median of before and after) over the calibration's:
+    /// The median of before and after.
+    pub now: Reference,
+    /// Now over the calibration's:
     /// memory latency, overlapped random loads, streaming.
     pub ratios: [f64; 3],
     /// Whether the model ran on the profile moved by these.
@@ -189,9 +191,10 @@ pub struct Report {
     pub rows: Vec<Row>,
     pub summary: Summary,
     /// The host's memory around each workload's runs (empty where the
-    /// profile has no `[reference]`), and why not, where it was not read.
+    /// profile has no `[reference]`), and why not, where it was not read
+    /// or not applied.
     pub memory: Vec<MemoryMoved>,
-    pub memory_note: Option<String>,
+    pub memory_notes: Vec<String>,
     /// The native suites in full (layouts obtained, every run).
     pub native: Vec<SuiteReport>,
 }
@@ -271,22 +274,22 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     }
 
     // The quick memory probes, over a region of their own.
-    let (mut memory, mut memory_note) = (Vec::new(), None);
+    let (mut memory, mut memory_notes) = (Vec::new(), Vec::new());
     let calibrated = profile.reference.filter(|_| !a.as_calibrated);
     let probe_region = match (calibrated, profile.reference) {
         (Some(_), _) => match Region::new(reference::BYTES, Pages::Thp, &mut Pool::new(false)) {
             Ok(r) => Some(r),
             Err(e) => {
-                memory_note = Some(format!("the memory probes could not map their {} MB ({e}); the model ran on the profile as calibrated", reference::BYTES >> 20));
+                memory_notes.push(format!("the memory probes could not map their {} MB ({e}); the model ran on the profile as calibrated", reference::BYTES >> 20));
                 None
             }
         },
         (None, Some(_)) => {
-            memory_note = Some("--as-calibrated: the model ran on the profile as calibrated, and the memory probes did not run".into());
+            memory_notes.push("--as-calibrated: the model ran on the profile as calibrated, and the memory probes did not run".into());
             None
         }
         (None, None) => {
-            memory_note = Some(format!("profile {} has no [reference] (calibrate writes one): the model ran on it as it is, and the memory probes did not run", a.machine));
+            memory_notes.push(format!("profile {} has no [reference] (calibrate writes one): the model ran on it as it is, and the memory probes did not run", a.machine));
             None
         }
     };
@@ -306,15 +309,15 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
         let after = read_memory()?;
         let mut moved = None;
         if let (Some(then), Some(b), Some(e)) = (calibrated, before, after) {
-            let now = Reference::median(&[b, e]).expect("two readings");
+            let now = reference::median(&[b, e]).expect("two readings");
             let ratios = then.ratios(&now);
             let p = ratios.map(|r| profile.moved(r)).transpose();
             let applied = matches!(p, Ok(Some(_)));
             match p {
                 Ok(p) => moved = p,
-                Err(e) => memory_note = Some(format!("{w}: {e}; the model ran on the profile as calibrated")),
+                Err(e) => memory_notes.push(format!("{w}: {e}; the model ran on the profile as calibrated")),
             }
-            memory.push(MemoryMoved { workload: w.clone(), calibrated: then, before: b, after: e, ratios: ratios.unwrap_or([f64::NAN; 3]), applied });
+            memory.push(MemoryMoved { workload: w.clone(), calibrated: then, before: b, after: e, now, ratios: ratios.unwrap_or([f64::NAN; 3]), applied });
         }
         done += layouts.len() as u64 * a.repeat as u64;
         let mut wrows = Vec::new();
@@ -351,7 +354,7 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     }
     bar.finish();
     let summary = summarise(&rows);
-    let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, memory, memory_note, native: suites };
+    let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, memory, memory_notes, native: suites };
     emit(&if as_json { json(&r) } else { text(&r) });
     Ok(0)
 }
@@ -401,7 +404,7 @@ pub fn text(r: &Report) -> String {
             ns(c.cache_chase_ns)
         );
         for m in &r.memory {
-            let now = Reference::median(&[m.before, m.after]).expect("two readings");
+            let now = m.now;
             let [l, k, s] = m.ratios.map(|x| Some(x - 1.0));
             let cache = now.cache_chase_ns.zip(c.cache_chase_ns).map(|(a, b)| a / b - 1.0);
             let _ = writeln!(
@@ -421,7 +424,7 @@ pub fn text(r: &Report) -> String {
         }
         let _ = writeln!(o);
     }
-    if let Some(n) = &r.memory_note {
+    for n in &r.memory_notes {
         let _ = writeln!(o, "note: {n}\n");
     }
     let _ = writeln!(
@@ -554,8 +557,9 @@ mod tests {
         // The host's memory around the runs, against the calibration's.
         let then = Reference { chase_ns: 150.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) };
         let (before, after) = (Reference { chase_ns: 110.0, ..then }, Reference { chase_ns: 130.0, chases_ns: 6.6, copy_ns: 2.0, cache_chase_ns: Some(30.0) });
-        let memory = vec![MemoryMoved { workload: "gups".into(), calibrated: then, before, after, ratios: then.ratios(&Reference::median(&[before, after]).unwrap()).unwrap(), applied: true }];
-        let text = text(&Report { machine: "m".into(), quick: false, repeat: 2, rows, summary: summarise(&[]), memory, memory_note: None, native: Vec::new() });
+        let now = reference::median(&[before, after]).unwrap();
+        let memory = vec![MemoryMoved { workload: "gups".into(), calibrated: then, before, after, now, ratios: then.ratios(&now).unwrap(), applied: true }];
+        let text = text(&Report { machine: "m".into(), quick: false, repeat: 2, rows, summary: summarise(&[]), memory, memory_notes: Vec::new(), native: Vec::new() });
         assert!(text.contains("1.50-1.70"), "{text}");
         assert!(text.contains("the model ran on the profile with its memory moved by these"), "{text}");
         assert!(text.contains("  gups           120.0 (-20.0%)         6.30 (+5.0%)          2.000 (+0.0%)      25.0 (+25.0%)\n"), "{text}");

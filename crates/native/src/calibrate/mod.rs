@@ -825,7 +825,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         host_page,
         overlap: ov,
         costs,
-        reference: reference::Reference::median(&refs),
+        reference: reference::median(&refs),
         noise,
         notes,
         seconds: crate::now() - t0,

@@ -19,6 +19,7 @@
 
 use super::probe;
 use crate::region::Region;
+use crate::suite::Spread;
 pub use splab_hw::profile::Reference;
 
 /// The bytes of 2 MB pages the probes need.
@@ -72,5 +73,37 @@ pub fn measure(region: &Region) -> Result<Reference, String> {
             v.push(Reference { chase_ns: one.ns, chases_ns: many.ns, copy_ns: copy, cache_chase_ns: Some(in_cache.ns) });
         }
     }
-    Reference::median(&v).ok_or_else(|| "no reference reading".to_string())
+    median(&v).ok_or_else(|| "no reference reading".to_string())
+}
+
+/// The median of each figure over `v` (None for none; the 16 MB chase
+/// only where every reading has it).
+pub fn median(v: &[Reference]) -> Option<Reference> {
+    let m = |x: Vec<f64>| Spread::of(&x).map(|s| s.median);
+    let cache: Option<Vec<f64>> = v.iter().map(|r| r.cache_chase_ns).collect();
+    Some(Reference {
+        chase_ns: m(v.iter().map(|r| r.chase_ns).collect())?,
+        chases_ns: m(v.iter().map(|r| r.chases_ns).collect())?,
+        copy_ns: m(v.iter().map(|r| r.copy_ns).collect())?,
+        cache_chase_ns: cache.and_then(m),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Ratios are now over then; medians are taken figure by figure.
+    #[test]
+    fn ratios_are_now_over_then_and_medians_figure_by_figure() {
+        let then = Reference { chase_ns: 150.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) };
+        let now = Reference { chase_ns: 120.0, chases_ns: 6.0, copy_ns: 2.5, cache_chase_ns: Some(30.0) };
+        assert_eq!(then.ratios(&now), Some([0.8, 1.0, 1.25]));
+        assert_eq!(then.ratios(&Reference { chase_ns: 0.0, ..now }), None);
+        let m = median(&[then, now, Reference { chase_ns: 130.0, chases_ns: 7.0, copy_ns: 1.0, cache_chase_ns: Some(10.0) }]).unwrap();
+        assert_eq!(m, Reference { chase_ns: 130.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) });
+        assert_eq!(median(&[then, Reference { cache_chase_ns: None, ..now }]).unwrap().cache_chase_ns, None);
+        assert_eq!(median(&[then, now]).unwrap().copy_ns, 2.25);
+        assert_eq!(median(&[]), None);
+    }
 }
