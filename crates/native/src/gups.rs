@@ -60,15 +60,21 @@ pub fn starts(n: i64) -> u64 {
     ran
 }
 
-/// HPCC's update loop over `table` (a power of two long).
+/// HPCC's update loop over `table` (a power of two long): 4 updates a
+/// word.
 pub fn update(table: &mut [u64]) {
+    update_n(table, 4 * table.len() as u64)
+}
+
+/// HPCC's update loop for `nupdate` updates (a multiple of 128), its 128
+/// streams started that far apart.
+pub fn update_n(table: &mut [u64], nupdate: u64) {
     let n = table.len() as u64;
     debug_assert!(n.is_power_of_two());
     let mask = (n - 1) as usize;
     // A slice of exactly mask + 1 words, so that the compiler knows every
     // masked index is in bounds.
     let table = &mut table[..=mask];
-    let nupdate = 4 * n;
     let mut ran = [0u64; 128];
     for (j, r) in ran.iter_mut().enumerate() {
         *r = starts((nupdate / 128 * j as u64) as i64);

@@ -10,6 +10,8 @@
 //! - `hugetlb`: the hugetlb pool, grown for a run and always put back;
 //! - `gups`, `lat`, `transpose`, `stream`, `index`: the workloads, each
 //!   reporting in the shape of its simulated twin;
+//! - `misses`: independent random misses under several loop shapes, which
+//!   has no twin: it measures what the model's one overlap leaves out;
 //! - `suite`: repeats interleaved across layouts, medians and spreads;
 //! - `calibrate`: microbenchmarks that measure this host for a machine
 //!   profile (latencies, TLB capacities and miss costs, overlap, kernel
@@ -23,6 +25,7 @@ pub mod gups;
 pub mod hugetlb;
 pub mod index;
 pub mod lat;
+pub mod misses;
 pub mod pages;
 pub mod region;
 pub mod smaps;

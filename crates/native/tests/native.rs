@@ -7,7 +7,7 @@ use splab_native::hugetlb::{self, Pool};
 use splab_native::pages::{Pages, SIZE_2M};
 use splab_native::region::Region;
 use splab_native::suite::{self, Plan};
-use splab_native::{gups, index, lat, stream, transpose, Native};
+use splab_native::{gups, index, lat, misses, stream, transpose, Native};
 
 #[test]
 fn gups_passes_hpcc_verification() {
@@ -19,6 +19,29 @@ fn gups_passes_hpcc_verification() {
     assert!(out.report.contains("Main table size   = 2^16 = 65536 words"));
     assert_eq!(out.figures[0].name, "GUP/s");
     assert!(out.figures[0].value > 0.0);
+}
+
+/// Every loop shape runs, in order, and the table ends as its updates
+/// make it: the three read-modify-write shapes xor each index's count in
+/// three times (once, net), then `hpcc` makes GUPS's updates.
+#[test]
+fn misses_runs_every_shape_over_the_same_words() {
+    assert!(misses::Misses::new(15).unwrap_err().contains("--log2-table 15"));
+    assert!(misses::Misses::new(33).is_err());
+    let m = misses::Misses::new(16).unwrap();
+    let mut pool = Pool::new(false);
+    let mut r = Region::new(m.bytes(), Pages::FourK, &mut pool).unwrap();
+    let out = m.run(&mut r).unwrap();
+    let names: Vec<&str> = out.figures.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, misses::SHAPES);
+    assert!(out.figures.iter().all(|f| f.value > 0.0 && f.unit == "ns" && !f.higher_is_better));
+    assert!(out.report.contains("4194304 independent accesses to random words of a table of 2^16 words"), "{}", out.report);
+    let mut want: Vec<u64> = (0..1u64 << 16).collect();
+    for (k, &i) in misses::indices(16).iter().enumerate() {
+        want[i as usize] ^= k as u64;
+    }
+    gups::update_n(&mut want, misses::ACCESSES as u64);
+    assert!(r.words()[..1 << 16] == want[..], "the table differs from its updates'");
 }
 
 #[test]

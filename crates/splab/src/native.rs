@@ -25,7 +25,8 @@ pub enum PoolMode {
 /// with defaults for a real machine.
 #[derive(Args, Clone, Debug)]
 pub struct NativeArgs {
-    /// Workload to run: gups, lat, transpose, stream, index.
+    /// Workload to run: gups, lat, transpose, stream, index, or misses
+    /// (independent random misses under several loop shapes; native only).
     pub workload: String,
     /// Page layouts, run in turn (repeatable or comma-separated): 4k
     /// (MADV_NOHUGEPAGE), thp (MADV_HUGEPAGE before touching), collapse
@@ -44,7 +45,7 @@ pub struct NativeArgs {
     /// it as it is.
     #[arg(long, value_enum, value_name = "grow|keep", default_value = "grow")]
     pub hugetlb_pool: PoolMode,
-    /// gups: log2 of the table size in 64-bit words (27: 1 GiB).
+    /// gups, misses: log2 of the table size in 64-bit words (27: 1 GiB).
     #[arg(long, value_name = "N", default_value_t = 27)]
     pub log2_table: u32,
     /// gups: run HPCC's verification pass after each run (untimed).
@@ -81,10 +82,10 @@ pub struct NativeArgs {
 }
 
 /// The workloads `splab native` runs.
-pub const WORKLOADS: &[&str] = &["gups", "lat", "transpose", "stream", "index"];
+pub const WORKLOADS: &[&str] = &["gups", "lat", "transpose", "stream", "index", "misses"];
 
 pub fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
-    use splab_native::{gups, index, lat, stream, transpose};
+    use splab_native::{gups, index, lat, misses, stream, transpose};
     Ok(match a.workload.as_str() {
         "gups" => Box::new(input(gups::Gups::new(a.log2_table, a.verify))?),
         "lat" => {
@@ -95,6 +96,7 @@ pub fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
         "transpose" => Box::new(input(transpose::Transpose::new(a.sizes.clone()))?),
         "stream" => Box::new(input(stream::Stream::new(a.n, a.ntimes))?),
         "index" => Box::new(input(index::Index::new(a.scale, a.transactions))?),
+        "misses" => Box::new(input(misses::Misses::new(a.log2_table))?),
         other => {
             let hint = if crate::workload::names().contains(&other) { " (it runs only in the simulator)" } else { "" };
             return Err(Fail::Input(format!("unknown native workload {other:?}{hint} (known: {})", WORKLOADS.join(", "))));
