@@ -100,6 +100,16 @@ pub fn verify(table: &mut [u64]) -> u64 {
     table.iter().enumerate().filter(|&(i, &v)| v != i as u64).count() as u64
 }
 
+/// HPCC's table of 2^`log2_table` words at the start of `mem`, each set
+/// to its index (Table[i] = i).
+pub fn table(mem: &mut Region, log2_table: u32) -> Result<&mut [u64], String> {
+    let table = mem.words().get_mut(..1usize << log2_table).ok_or("the region is smaller than the table")?;
+    for (i, w) in table.iter_mut().enumerate() {
+        *w = i as u64;
+    }
+    Ok(table)
+}
+
 pub struct Gups {
     pub log2_table: u32,
     pub verify: bool,
@@ -124,11 +134,8 @@ impl Native for Gups {
     }
 
     fn run(&self, mem: &mut Region) -> Result<Outcome, String> {
-        let n = 1usize << self.log2_table;
-        let table = mem.words().get_mut(..n).ok_or("the region is smaller than the table")?;
-        for (i, w) in table.iter_mut().enumerate() {
-            *w = i as u64;
-        }
+        let table = table(mem, self.log2_table)?;
+        let n = table.len();
         let mut timer = Timer::default();
         timer.start();
         update(table);

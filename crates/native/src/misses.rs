@@ -22,7 +22,9 @@
 //!
 //! The shapes other than `hpcc` share one index sequence (the xorshift
 //! generator's), so they touch the same words. The figures are ns an
-//! access, `load` first.
+//! access, `load` first. The shapes run in turn over one table, so where
+//! the caches hold it the first warms them for the rest: the figures are
+//! meant for tables well past the last level.
 
 use crate::region::Region;
 use crate::{gups, Figure, Native, Outcome, Timer};
@@ -86,30 +88,16 @@ macro_rules! nop8 {
 // The table is a power of two long and every index is masked to it, so
 // that no access carries a bounds check (as in GUPS's loop).
 
+/// The indices' words summed, with `NOP8` times eight `nop`s before each
+/// load (one function for each count).
 #[inline(never)]
-fn load(t: &[u64], idx: &[u32]) -> u64 {
-    let mask = t.len() - 1;
-    let t = &t[..=mask];
-    idx.iter().fold(0u64, |s, &i| s.wrapping_add(t[i as usize & mask]))
-}
-
-#[inline(never)]
-fn load_nop8(t: &[u64], idx: &[u32]) -> u64 {
+fn load<const NOP8: usize>(t: &[u64], idx: &[u32]) -> u64 {
     let mask = t.len() - 1;
     let t = &t[..=mask];
     idx.iter().fold(0u64, |s, &i| {
-        nop8!();
-        s.wrapping_add(t[i as usize & mask])
-    })
-}
-
-#[inline(never)]
-fn load_nop16(t: &[u64], idx: &[u32]) -> u64 {
-    let mask = t.len() - 1;
-    let t = &t[..=mask];
-    idx.iter().fold(0u64, |s, &i| {
-        nop8!();
-        nop8!();
+        for _ in 0..NOP8 {
+            nop8!();
+        }
         s.wrapping_add(t[i as usize & mask])
     })
 }
@@ -169,11 +157,7 @@ impl Native for Misses {
     }
 
     fn run(&self, mem: &mut Region) -> Result<Outcome, String> {
-        let n = 1usize << self.log2_table;
-        let t = mem.words().get_mut(..n).ok_or("the region is smaller than the table")?;
-        for (i, w) in t.iter_mut().enumerate() {
-            *w = i as u64;
-        }
+        let t = gups::table(mem, self.log2_table)?;
         let idx = indices(self.log2_table);
         let mut sink = [0u64; 64];
         let mut total = Timer::default();
@@ -184,13 +168,13 @@ impl Native for Misses {
             total.start();
             match *shape {
                 "load" => {
-                    black_box(load(t, black_box(&idx)));
+                    black_box(load::<0>(t, black_box(&idx)));
                 }
                 "load+8nop" => {
-                    black_box(load_nop8(t, black_box(&idx)));
+                    black_box(load::<1>(t, black_box(&idx)));
                 }
                 "load+16nop" => {
-                    black_box(load_nop16(t, black_box(&idx)));
+                    black_box(load::<2>(t, black_box(&idx)));
                 }
                 "rmw" => rmw0(t, black_box(&idx), &mut sink),
                 "rmw+1store" => rmw1(t, black_box(&idx), &mut sink),
