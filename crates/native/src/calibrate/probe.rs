@@ -338,9 +338,12 @@ pub unsafe fn random_lines(base: *mut u8, bytes: usize, n: usize, seed: u64, sto
 /// Sums every word of `K` equal parts of `words` words from `base`, a line
 /// of each part in turn: `K` sequential read streams at once. Each word of
 /// a line has a sum of its own, so that the additions do not wait for one
-/// another and the compiler vectorises them: one sum for all took a chain
-/// of eight additions a line, which on an AMD Zen 5 guest bound one
-/// stream at 8.04 cycles a line, the core's rate and not the memory's.
+/// another and the compiler vectorises them. One sum for all was a chain
+/// of eight additions a line, one a cycle: 8 cycles a line, about what
+/// the memory gives one stream on an AMD Zen 5 guest (2.1 ns at 3.8 GHz),
+/// so that the probe could not tell the core's bound from the memory's.
+/// With eight sums the loop's own bound is a few cycles a line (there,
+/// one stream still read 2.0 to 2.3 ns a line: the memory's).
 fn read_k<const K: usize>(base: &[u64]) -> u64 {
     let n = base.len() / K / 8 * 8;
     let parts: [&[u64]; K] = std::array::from_fn(|k| &base[k * n..(k + 1) * n]);
