@@ -79,6 +79,37 @@ pub struct Overlap {
     /// loads. Stores the prefetcher covered stream as loads do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_mlp: Option<f64>,
+    /// The core's window, in instructions it holds while one memory
+    /// latency passes (a reorder buffer and the queues beside it, as they
+    /// bound a loop of independent misses). A loop whose iteration takes
+    /// `window_per_miss` + its instructions + `window_per_store` x its
+    /// stores of it (`LoopShape`) keeps window / that many iterations in
+    /// flight, so an independent reference of such a loop costs at least
+    /// its latency times that share over window, however many miss slots
+    /// there are (`Profile::window_share`). Absent: no bound but
+    /// data_mlp's, as in profiles written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<f64>,
+    /// What an iteration's miss takes of the window besides its
+    /// instructions.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub window_per_miss: f64,
+    /// What a store takes of it besides its instruction (a store holds a
+    /// store-queue entry until it retires, behind the oldest miss).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub window_per_store: f64,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+/// A loop's iteration as the core's window sees it (`Overlap::window`):
+/// instructions and stores an iteration, as its machine code has them.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LoopShape {
+    pub instructions: f64,
+    pub stores: f64,
 }
 
 /// `[prefetch]`: a hardware stream prefetcher of the kind that watches
@@ -327,6 +358,10 @@ impl Profile {
         if let Some(s) = p.overlap.store_mlp.as_mut() {
             *s *= mlp;
         }
+        // A loop the window bounds overlaps its misses too.
+        if let Some(w) = p.overlap.window.as_mut() {
+            *w *= mlp;
+        }
         if let Some(w) = p.memory.writeback_ns.as_mut() {
             *w *= streaming;
         }
@@ -351,6 +386,16 @@ impl Profile {
         if let Some(s) = self.overlap.store_mlp {
             if !(s >= 1.0 && s <= self.overlap.data_mlp) {
                 return Err(format!("overlap.store_mlp = {s} is out of range (1 to data_mlp, {})", self.overlap.data_mlp));
+            }
+        }
+        if let Some(w) = self.overlap.window {
+            if !(1.0..=1e5).contains(&w) {
+                return Err(format!("overlap.window = {w} is out of range (1 to 100000 instructions)"));
+            }
+        }
+        for (k, v) in [("window_per_miss", self.overlap.window_per_miss), ("window_per_store", self.overlap.window_per_store)] {
+            if !(0.0..=1e4).contains(&v) {
+                return Err(format!("overlap.{k} = {v} is out of range (0 to 10000)"));
             }
         }
         if let Some(w) = self.memory.writeback_ns {
@@ -403,6 +448,19 @@ impl Profile {
         (self.memory.dram_latency_ns * self.freq_ghz).round() as u32
     }
 
+    /// The least share of an independent reference's latency that one
+    /// iteration of `l` costs, by the window (`Overlap::window`): 1 /
+    /// data_mlp, or more where the window holds fewer iterations than
+    /// there are miss slots.
+    pub fn window_share(&self, l: &LoopShape) -> f64 {
+        let o = &self.overlap;
+        let slots = 1.0 / o.data_mlp;
+        match o.window {
+            Some(w) => slots.max((o.window_per_miss + l.instructions + o.window_per_store * l.stores) / w),
+            None => slots,
+        }
+    }
+
     /// data_mlp / store_mlp: how much longer a store that misses the first
     /// level holds its place than a load (`Overlap::store_mlp`; 1 without
     /// one).
@@ -441,6 +499,30 @@ mod tests {
         assert_eq!(p.moved([1.0, 1.0, 1.0]).unwrap(), p);
         let e = p.moved([0.01, 100.0, 1.0]).unwrap_err();
         assert!(e.contains("0.010, 100.000, 1.000") && e.contains("overlap"), "{e}");
+    }
+
+    /// The window's share of a loop: 1 / data_mlp without a window or for
+    /// a loop it holds more of than there are miss slots; else what the
+    /// loop takes of it over its size. It moves with the misses' overlap,
+    /// and values out of range are refused by name.
+    #[test]
+    fn the_window_gives_a_loop_its_share() {
+        let mut p = Profile::load("sapphire-rapids").unwrap();
+        let hpcc = LoopShape { instructions: 10.5, stores: 2.0 };
+        let slots = 1.0 / p.overlap.data_mlp;
+        assert_eq!(p.window_share(&hpcc), slots);
+        (p.overlap.window, p.overlap.window_per_miss, p.overlap.window_per_store) = (Some(100.0), 6.0, 2.5);
+        assert!((p.window_share(&hpcc) - 21.5 / 100.0).abs() < 1e-12);
+        assert_eq!(p.window_share(&LoopShape { instructions: 1.0, stores: 0.0 }), slots);
+        let m = p.moved([1.0, 1.25, 1.0]).unwrap();
+        assert!((m.window_share(&hpcc) - 1.25 * 21.5 / 100.0).abs() < 1e-12);
+        let text = toml::to_string(&p).unwrap();
+        assert!(text.contains("window = 100.0") && text.contains("window_per_store = 2.5"), "{text}");
+        assert_eq!(Profile::parse(&text, "w").unwrap().overlap, p.overlap);
+        let e = Profile::parse(&text.replace("window = 100.0", "window = 0.5"), "w").unwrap_err();
+        assert!(e.contains("overlap.window = 0.5"), "{e}");
+        let e = Profile::parse(&text.replace("window_per_store = 2.5", "window_per_store = -1.0"), "w").unwrap_err();
+        assert!(e.contains("overlap.window_per_store = -1"), "{e}");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::timing::{BatchRef, Job, Timing, Worker};
 use splab_hw::mmu::{perm, Access, Mmu, Translation, WalkFault, WalkRefs, Walker};
 use splab_hw::nested::HostWalk;
 use splab_hw::physmem::PhysMem;
-use splab_hw::profile::Profile;
+use splab_hw::profile::{LoopShape, Profile};
 use splab_hw::pwc::Pwc;
 use splab_hw::tlb::{size_name, Tlb, TlbHit};
 use splab_hw::{PhysAddr, VirtAddr};
@@ -806,6 +806,16 @@ impl System {
     }
     pub fn store(&mut self, cpu: usize, va: u64, v: u64) -> Result<u64, FaultError> {
         self.access(cpu, va, Op::Store(v), false)
+    }
+
+    /// Tells the timing model the loop `cpu` runs from now on (None: no
+    /// loop in particular), so that its independent references cost at
+    /// least the share of their latency the core's window allows it
+    /// (`Profile::window_share`; nothing changes where the profile has no
+    /// window).
+    pub fn set_loop(&mut self, cpu: usize, l: Option<LoopShape>) {
+        let share = l.map_or(0.0, |l| self.cfg.profile.window_share(&l));
+        self.timing().set_share(cpu, share);
     }
 
     /// Cycles CPU `cpu` has spent so far (accesses and kernel work).

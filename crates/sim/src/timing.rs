@@ -28,6 +28,10 @@ pub struct Timing {
     dram: u32,
     inv_walk_mlp: f64,
     inv_data_mlp: f64,
+    /// Per CPU, the share of an independent reference's latency it costs:
+    /// 1 / data_mlp, or the window's share for the loop the CPU runs
+    /// (`set_share`, `Profile::window_share`).
+    share: Vec<f64>,
     /// `Profile::store_scale`: 1 unless stores overlap less than loads.
     store_scale: f64,
     /// The profile's `walk_holds_slot`: how translation and data overlap.
@@ -128,6 +132,7 @@ impl Timing {
             dram: p.dram_cycles(),
             inv_walk_mlp: 1.0 / p.overlap.walk_mlp,
             inv_data_mlp: 1.0 / p.overlap.data_mlp,
+            share: vec![1.0 / p.overlap.data_mlp; p.cpus],
             store_scale: p.store_scale(),
             slots: p.overlap.walk_holds_slot.unwrap_or(false),
             streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
@@ -231,17 +236,27 @@ impl Timing {
     /// the translation took a page walk; where walks hold miss slots, only
     /// those are bound by the walkers, and a translation the TLBs gave (an
     /// L2 TLB hit, pipelined as a cache access is) adds to the slot's time.
+    /// `share`: the CPU's (1 / data_mlp, or the window's for its loop),
+    /// in place of 1 / data_mlp.
     #[inline(always)]
-    fn overlapped(&self, xlat: u32, data: u32, walked: bool) -> (f64, f64) {
+    fn overlapped(&self, share: f64, xlat: u32, data: u32, walked: bool) -> (f64, f64) {
         if self.slots {
-            let dc = data as f64 * self.inv_data_mlp;
-            let held = (xlat + data) as f64 * self.inv_data_mlp;
+            let dc = data as f64 * share;
+            let held = (xlat + data) as f64 * share;
             let cyc = if walked { (xlat as f64 * self.inv_walk_mlp).max(held) } else { held }.max(1.0);
             (cyc, cyc - dc)
         } else {
             let xc = xlat as f64 * self.inv_walk_mlp;
-            ((xc + data as f64 * self.inv_data_mlp).max(1.0), xc)
+            ((xc + data as f64 * share).max(1.0), xc)
         }
+    }
+
+    /// Sets the share of an independent reference's latency that `cpu`'s
+    /// references cost from now on (`Profile::window_share` for the loop
+    /// it runs; 1 / data_mlp, the least, for none). Dependent references
+    /// pay their whole latency either way.
+    pub fn set_share(&mut self, cpu: usize, share: f64) {
+        self.share[cpu] = share.max(self.inv_data_mlp);
     }
 
     /// Charges one access: its translation cycles, its walk references and
@@ -263,7 +278,7 @@ impl Timing {
             let (xc, dc) = (xlat as f64, data as f64);
             ((xc + dc).max(1.0), xc)
         } else {
-            let (cyc, xc) = self.overlapped(xlat, data, !walks.is_empty());
+            let (cyc, xc) = self.overlapped(self.share[cpu], xlat, data, !walks.is_empty());
             (cyc + extra as f64 * self.inv_data_mlp, xc)
         };
         self.cycles[cpu] += cyc;
@@ -286,7 +301,7 @@ impl Timing {
             self.stored(pa);
         }
         self.cache_hits[0] += 1;
-        let cyc = if dependent { lat } else { (lat * self.inv_data_mlp).max(1.0) };
+        let cyc = if dependent { lat } else { (lat * self.share[cpu]).max(1.0) };
         self.cycles[cpu] += cyc;
         self.breakdown.data += cyc;
         true
@@ -392,6 +407,7 @@ impl Timing {
         // sums in the same order, so the same to the last bit).
         let (mut cycles, mut tr, mut da) = (self.cycles[cpu], self.breakdown.translation, self.breakdown.data);
         let (mut k, mut e) = (0, 0);
+        let share = self.share[cpu];
         for r in refs {
             let mut xlat = r.xlat;
             let nw = (r.walks_end - r.walks_start) as usize;
@@ -400,7 +416,7 @@ impl Timing {
                 k += nw;
             }
             let data = acc[k].1;
-            let (mut cyc, xc) = self.overlapped(xlat, data, nw > 0);
+            let (mut cyc, xc) = self.overlapped(share, xlat, data, nw > 0);
             if extras.get(e).is_some_and(|x| x.0 as usize == k) {
                 cyc += extras[e].1 as f64 * self.inv_data_mlp;
                 e += 1;
@@ -921,14 +937,14 @@ mod tests {
         let (add, slot) = (Timing::new(&ps[0]).unwrap(), Timing::new(q).unwrap());
         let (wm, dm) = (q.overlap.walk_mlp, q.overlap.data_mlp);
         for (x, d) in [(0u32, 300u32), (60, 300), (60, 16), (200, 5)] {
-            let (a, _) = add.overlapped(x, d, true);
-            let (b, bx) = slot.overlapped(x, d, true);
+            let (a, _) = add.overlapped(add.share[0], x, d, true);
+            let (b, bx) = slot.overlapped(slot.share[0], x, d, true);
             assert!(b <= a + 1e-9 && b >= x as f64 / wm - 1e-9, "{x} {d}: {a} {b}");
             assert!(bx >= 0.0 && bx <= b, "{x} {d}: {bx} {b}");
-            let (h, hx) = slot.overlapped(x, d, false);
+            let (h, hx) = slot.overlapped(slot.share[0], x, d, false);
             assert!((h - ((x + d) as f64 / dm).max(1.0)).abs() < 1e-9 && h <= b && (hx - (h - d as f64 / dm)).abs() < 1e-9, "{x} {d}: {h} {b}");
             // Walks adding to data: unchanged by it.
-            assert_eq!(add.overlapped(x, d, false), add.overlapped(x, d, true));
+            assert_eq!(add.overlapped(add.share[0], x, d, false), add.overlapped(add.share[0], x, d, true));
         }
     }
 }

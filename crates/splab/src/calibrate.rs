@@ -416,6 +416,29 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         }
     }
 
+    match &ov.window_fit {
+        Some(w) => {
+            let loops: Vec<String> = ov.window.iter().map(|p| format!("{} {:.2}", p.shape, p.ns.median)).collect();
+            let _ = writeln!(
+                o,
+                "window = {:.1}   # measured: loops of independent misses over {} (2 MB pages), ns a miss: {}; instructions one chase's latency over the same lines ({:.1} ns) holds, from the nop loops' slope",
+                w.entries,
+                size::show(2 * c.costs.stream_bytes),
+                loops.join(", "),
+                w.latency_ns
+            );
+            let _ = writeln!(o, "window_per_miss = {:.2}   # measured: what the nop loops took beyond their instructions", w.per_miss);
+            let _ = writeln!(o, "window_per_store = {:.2}   # measured: what the store loops took beyond that and their instructions, a store (the mean of the two)", w.per_store);
+        }
+        None => {
+            if let Some(w) = base.overlap.window {
+                let _ = writeln!(o, "window = {w}   {nm}");
+                let _ = writeln!(o, "window_per_miss = {}   {nm}", base.overlap.window_per_miss);
+                let _ = writeln!(o, "window_per_store = {}   {nm}", base.overlap.window_per_store);
+            }
+        }
+    }
+
     let _ = writeln!(o, "\n[costs]");
     let bc = &base.costs;
     match t.stlb_hit_ns {
@@ -908,6 +931,17 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
             if ov.walk_holds_slot == Some(true) { "second" } else { "first" }
         );
     }
+    if !ov.window.is_empty() {
+        let loops: Vec<String> = ov.window.iter().map(|p| format!("{} {:.2}", p.shape, p.ns.median)).collect();
+        let _ = writeln!(o, "                loops of independent misses, ns a miss: {}", loops.join("  "));
+    }
+    if let Some(w) = &ov.window_fit {
+        let _ = writeln!(
+            o,
+            "                the core's window: {:.0} instructions over one chase's latency ({:.1} ns); a miss takes {:.1} more, a store {:.1} more",
+            w.entries, w.latency_ns, w.per_miss, w.per_store
+        );
+    }
     for n in &ov.notes {
         let _ = writeln!(o, "                note: {n}");
     }
@@ -1031,6 +1065,30 @@ mod tests {
         let text = profile_toml(&c, &base, "sapphire-rapids", "g", true);
         assert!(text.contains("\n[reference]   # measured: quick probes") && text.contains("chases_ns = 5.750   # a load, 32 such chases at once") && text.contains("cache_chase_ns = 31.50   # a dependent load"), "{text}");
         assert_eq!(Profile::parse(&text, "g").unwrap().reference, Some(r));
+    }
+
+    /// The window's loops run (on x86-64, where they are written), and a
+    /// fitted window goes into the profile with the loops it came from; a
+    /// calibration without one keeps the base profile's (none here).
+    #[test]
+    fn the_window_goes_into_the_profile_with_its_loops() {
+        use splab_native::calibrate::infer::WindowFit;
+        let (mut c, base) = tiny();
+        if cfg!(target_arch = "x86_64") {
+            let shapes: Vec<(&str, u32, u32)> = c.overlap.window.iter().map(|p| (p.shape.as_str(), p.instructions, p.stores)).collect();
+            assert_eq!(shapes, [("miss+16 nops", 21, 0), ("miss+32 nops", 37, 0), ("rmw miss+2 stores", 7, 3), ("rmw miss+3 stores", 8, 4)]);
+            assert!(c.overlap.window.iter().all(|p| p.ns.median > 0.0));
+        }
+        c.overlap.window_fit = None;
+        let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
+        assert!(!text.contains("window"), "{text}");
+        c.overlap.window_fit = Some(WindowFit { latency_ns: 177.8, entries: 438.25, per_miss: 6.59, per_store: 2.4 });
+        let text = profile_toml(&c, &base, "sapphire-rapids", "t", false);
+        assert!(text.contains("window = 438.2   # measured: loops of independent misses") && text.contains("(177.8 ns)"), "{text}");
+        assert!(text.contains("window_per_miss = 6.59   # measured") && text.contains("window_per_store = 2.40   # measured"), "{text}");
+        let p = Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!((p.overlap.window, p.overlap.window_per_miss, p.overlap.window_per_store), (Some(438.2), 6.59, 2.4));
+        assert!(report(&c, "sapphire-rapids").contains("the core's window: 438 instructions over one chase's latency (177.8 ns); a miss takes 6.6 more, a store 2.4 more"));
     }
 
     /// walk_mlp's comment says which loads it came from, with the two

@@ -214,6 +214,41 @@ fn page_layouts_promote_the_chunks_asked_for() {
     assert!(g.layout().is_none());
 }
 
+/// The core's window (`Overlap::window`): a profile with one bounds
+/// GUPS's update loop, the one workload that declares its loop
+/// (`gups::HPCC_LOOP`), by the window's share of each reference's latency
+/// instead of 1 / data_mlp, and leaves a loop that declares none (STREAM)
+/// as it was.
+#[test]
+fn the_window_bounds_gups_loop_and_nothing_else() {
+    use splab_workloads::gups::{Gups, HPCC_LOOP};
+    let timed = |window: Option<f64>, w: &mut dyn Workload| {
+        let mut p = splab_hw::profile::Profile::load("sapphire-rapids").unwrap();
+        p.overlap.walk_holds_slot = Some(true);
+        p.overlap.window = window;
+        p.overlap.window_per_miss = 6.0;
+        p.overlap.window_per_store = 2.5;
+        let share = p.window_share(&HPCC_LOOP);
+        let mut c = Config::new(p);
+        c.memory = 256 << 20;
+        let mut sys = System::new(c).unwrap();
+        (run(w, &mut sys).timed_seconds, share)
+    };
+    let (plain, slots) = timed(None, &mut Gups::new(21).unwrap());
+    // A window that holds 4 updates of HPCC's loop (the profile has 8
+    // miss slots).
+    let entries = 4.0 * (6.0 + HPCC_LOOP.instructions + 2.5 * HPCC_LOOP.stores);
+    let (bound, share) = timed(Some(entries), &mut Gups::new(21).unwrap());
+    assert!((share - 0.25).abs() < 1e-12 && slots == 0.125, "{share} {slots}");
+    // Every update's miss costs share x its latency in place of
+    // slots x its latency; the stores that hit add little either way.
+    let ratio = bound / plain;
+    assert!(ratio > 0.8 * share / slots && ratio < 1.05 * share / slots, "{ratio} against {}", share / slots);
+    let (a, _) = timed(None, &mut Stream::new(1 << 20, 2).unwrap());
+    let (b, _) = timed(Some(entries), &mut Stream::new(1 << 20, 2).unwrap());
+    assert_eq!(a, b, "STREAM declares no loop");
+}
+
 /// Nested paging: GUPS's walks cost more with 4 KB host pages than with
 /// 2 MB ones. Over 2 MB host pages guest 2 MB superpages gain as much as
 /// natively (here the nested TLB holds the table's two host pages); over 4 KB host

@@ -164,7 +164,20 @@ pub struct Overlap {
     pub walk_holds_slot: Option<bool>,
     /// The two predictions and the measurement, ns per load.
     pub slot_fit: Option<infer::SlotFit>,
+    /// Loops of independent misses with known instructions and stores
+    /// between them (`probe::WindowShape`), and the window fitted to them.
+    pub window: Vec<WindowPoint>,
+    pub window_fit: Option<infer::WindowFit>,
     pub notes: Vec<String>,
+}
+
+/// One loop of `probe::WindowShape`: ns an iteration over the rounds.
+#[derive(Clone, Debug, Serialize)]
+pub struct WindowPoint {
+    pub shape: String,
+    pub instructions: u32,
+    pub stores: u32,
+    pub ns: Spread,
 }
 
 
@@ -496,6 +509,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         + 4
         + 2
         + 2
+        + probe::WindowShape::ALL.len()
         + 1;
     let total = (per_round * plan.rounds) as u64;
     let mut m = Meter { done: 0, total, on_cpu: Vec::new(), taken_again: 0, set_aside: 0, rel_iqr: Vec::new(), target_ns: plan.target_ms * 1e6, progress };
@@ -542,6 +556,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let mut page_shuffled = page_order.clone();
     crate::Rng::new(0x5eed).shuffle(&mut page_shuffled);
     let (mut rnd_loads, mut rnd_stores) = (Vec::new(), Vec::new());
+    let mut win = vec![Vec::new(); probe::WindowShape::ALL.len()];
     let mut refs = Vec::new();
     let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
 
@@ -637,6 +652,18 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             let s = unsafe { probe::random_lines(huge_base, 2 * stream_bytes, n, seed(r, 97), store) };
             v.push(s.ns);
             m.tick("stream", s);
+        }
+        // Loops of independent misses with more in the core's window
+        // between them, over the same lines (see `Overlap::window`).
+        for (j, &shape) in probe::WindowShape::ALL.iter().enumerate() {
+            // SAFETY: as for the random lines.
+            match unsafe { probe::window_loop(huge_base, 2 * stream_bytes, n, seed(r, 90 + j), shape) } {
+                Some(s) => {
+                    win[j].push(s.ns);
+                    m.tick("overlap", s);
+                }
+                None => m.step("overlap"),
+            }
         }
         let (z, c) = probe::zero_copy_4k(1)?;
         let f = probe::fault_4k(if plan.quick { 8 } else { 32 })?;
@@ -791,6 +818,29 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
                 "a chase over every line of 4 KB pages cost only {:.2} ns a load more than over 2 MB pages: no walks to tell the overlap models apart",
                 b1 - d1
             )),
+        }
+    }
+    // The core's window, from the loops of misses against the latency of
+    // one chase over the same lines (the latency sweep's point nearest
+    // their region: the same 2 MB pages, with whatever the host adds to
+    // them), as data_mlp is k chases against one: the model charges the
+    // window's share of its own latency for the reference.
+    ov.window = probe::WindowShape::ALL
+        .iter()
+        .zip(&win)
+        .filter_map(|(&shape, v)| Spread::of(v).map(|ns| WindowPoint { shape: shape.name(), instructions: shape.instructions(), stores: shape.stores(), ns }))
+        .collect();
+    let region = (2 * stream_bytes) as f64;
+    let chase = latency.iter().min_by(|a, b| (a.x as f64 / region).ln().abs().total_cmp(&(b.x as f64 / region).ln().abs()));
+    if let (Some(l), Some(dm)) = (chase, ov.data_mlp) {
+        let nops: Vec<(f64, f64)> = ov.window.iter().filter(|p| p.stores == 0).map(|p| (p.instructions as f64, p.ns.median)).collect();
+        let stores: Vec<(f64, f64, f64)> = ov.window.iter().filter(|p| p.stores > 0).map(|p| (p.instructions as f64, p.stores as f64, p.ns.median)).collect();
+        match nops[..] {
+            [a, b] => match infer::window(l.ns.median, dm, [a, b], &stores) {
+                Ok(w) => ov.window_fit = Some(w),
+                Err(e) => ov.notes.push(format!("the core's window was not fitted: {e}")),
+            },
+            _ => ov.notes.push("the core's window was not measured (its loops are written for x86-64)".into()),
         }
     }
     let costs = Costs {

@@ -335,6 +335,138 @@ pub unsafe fn random_lines(base: *mut u8, bytes: usize, n: usize, seed: u64, sto
     sample(&t, n as u64)
 }
 
+/// The loop shapes `window_loop` times: independent misses to random
+/// lines with the loop's other instructions between them, each an exact
+/// instruction count (they are written in assembly, so that no compiler
+/// changes them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowShape {
+    /// A load of the next offset, an add from the line it names (the
+    /// miss), `n` nops, and the loop's step, compare and branch: 5 + n
+    /// instructions, no stores.
+    Nops(u32),
+    /// A load of the next offset, an xor into the line it names (the
+    /// miss, read and written), `n` stores to one line that stays in the
+    /// first-level cache, and the loop's three: 5 + n instructions, 1 + n
+    /// stores.
+    Stores(u32),
+}
+
+impl WindowShape {
+    /// The shapes calibrate times: two nop counts for how much room the
+    /// window has and what a miss takes of it besides its instructions,
+    /// two store counts for what a store takes.
+    pub const ALL: [WindowShape; 4] = [WindowShape::Nops(16), WindowShape::Nops(32), WindowShape::Stores(2), WindowShape::Stores(3)];
+
+    /// Instructions an iteration.
+    pub fn instructions(self) -> u32 {
+        match self {
+            WindowShape::Nops(n) | WindowShape::Stores(n) => 5 + n,
+        }
+    }
+
+    /// Stores an iteration.
+    pub fn stores(self) -> u32 {
+        match self {
+            WindowShape::Nops(_) => 0,
+            WindowShape::Stores(n) => 1 + n,
+        }
+    }
+
+    pub fn name(self) -> String {
+        match self {
+            WindowShape::Nops(n) => format!("miss+{n} nops"),
+            WindowShape::Stores(n) => format!("rmw miss+{n} stores"),
+        }
+    }
+}
+
+/// One pass of `shape` over the byte offsets `offs` from `base` (x86-64
+/// only; elsewhere None). Each iteration's miss is independent of the
+/// others', so the core overlaps as many as its window holds.
+///
+/// # Safety
+/// `base + off` must be readable and writable for 8 bytes for every
+/// offset, 8-aligned, and nothing else may use them meanwhile.
+#[cfg(target_arch = "x86_64")]
+unsafe fn window_pass(base: *mut u8, offs: &[u64], shape: WindowShape, sink: *mut u64) -> Option<u64> {
+    use std::arch::asm;
+    macro_rules! nops {
+        ($n:literal) => {{
+            let mut acc = 0u64;
+            asm!(
+                "2:",
+                "mov {t}, qword ptr [{p}]",
+                "add {acc}, qword ptr [{b} + {t}]",
+                ".rept {n}",
+                "nop",
+                ".endr",
+                "add {p}, 8",
+                "cmp {p}, {e}",
+                "jne 2b",
+                t = out(reg) _, p = inout(reg) offs.as_ptr() => _, e = in(reg) offs.as_ptr().add(offs.len()),
+                b = in(reg) base, acc = inout(reg) acc, n = const $n,
+                options(nostack),
+            );
+            acc
+        }};
+    }
+    macro_rules! stores {
+        ($n:literal) => {{
+            asm!(
+                "2:",
+                "mov {t}, qword ptr [{p}]",
+                "xor qword ptr [{b} + {t}], {t}",
+                ".rept {n}",
+                "mov qword ptr [{k}], {t}",
+                ".endr",
+                "add {p}, 8",
+                "cmp {p}, {e}",
+                "jne 2b",
+                t = out(reg) _, p = inout(reg) offs.as_ptr() => _, e = in(reg) offs.as_ptr().add(offs.len()),
+                b = in(reg) base, k = in(reg) sink, n = const $n,
+                options(nostack),
+            );
+            0
+        }};
+    }
+    if offs.is_empty() {
+        return Some(0);
+    }
+    Some(match shape {
+        WindowShape::Nops(16) => nops!(16),
+        WindowShape::Nops(32) => nops!(32),
+        WindowShape::Stores(2) => stores!(2),
+        WindowShape::Stores(3) => stores!(3),
+        _ => return None,
+    })
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn window_pass(_: *mut u8, _: &[u64], _: WindowShape, _: *mut u64) -> Option<u64> {
+    None
+}
+
+/// ns per iteration of `shape` over `n` random lines of the `bytes` from
+/// `base` (see `WindowShape`); None for a shape not written out, or off
+/// x86-64.
+///
+/// # Safety
+/// `base` must be readable and writable for `bytes` bytes, 8-byte
+/// aligned, and nothing else may use it meanwhile.
+pub unsafe fn window_loop(base: *mut u8, bytes: usize, n: usize, seed: u64, shape: WindowShape) -> Option<Sample> {
+    let lines = (bytes / 64).max(1) as u64;
+    let mut rng = crate::Rng::new(seed);
+    let offs: Vec<u64> = (0..n).map(|_| rng.below(lines) * 64).collect();
+    let mut sink = [0u64; 8];
+    let mut t = Timer::default();
+    t.start();
+    let r = window_pass(base, black_box(&offs), shape, sink.as_mut_ptr());
+    t.stop();
+    black_box((r?, sink));
+    Some(sample(&t, n as u64))
+}
+
 /// Sums every word of `K` equal parts of `words` words from `base`, a line
 /// of each part in turn: `K` sequential read streams at once. Each word of
 /// a line has a sum of its own, so that the additions do not wait for one
