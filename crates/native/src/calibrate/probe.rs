@@ -391,42 +391,35 @@ impl WindowShape {
 #[cfg(target_arch = "x86_64")]
 unsafe fn window_pass(base: *mut u8, offs: &[u64], shape: WindowShape, sink: *mut u64) -> Option<u64> {
     use std::arch::asm;
-    macro_rules! nops {
-        ($n:literal) => {{
-            let mut acc = 0u64;
+    // One iteration: the next offset, the miss (`$miss`), `$n` times
+    // `$fill`, and the loop's step, compare and branch.
+    macro_rules! pass {
+        ($miss:literal, $fill:literal, $n:literal, $($operands:tt)*) => {
             asm!(
                 "2:",
                 "mov {t}, qword ptr [{p}]",
-                "add {acc}, qword ptr [{b} + {t}]",
+                $miss,
                 ".rept {n}",
-                "nop",
+                $fill,
                 ".endr",
                 "add {p}, 8",
                 "cmp {p}, {e}",
                 "jne 2b",
                 t = out(reg) _, p = inout(reg) offs.as_ptr() => _, e = in(reg) offs.as_ptr().add(offs.len()),
-                b = in(reg) base, acc = inout(reg) acc, n = const $n,
-                options(nostack),
-            );
+                b = in(reg) base, n = const $n, $($operands)*
+            )
+        };
+    }
+    macro_rules! nops {
+        ($n:literal) => {{
+            let mut acc = 0u64;
+            pass!("add {acc}, qword ptr [{b} + {t}]", "nop", $n, acc = inout(reg) acc, options(nostack));
             acc
         }};
     }
     macro_rules! stores {
         ($n:literal) => {{
-            asm!(
-                "2:",
-                "mov {t}, qword ptr [{p}]",
-                "xor qword ptr [{b} + {t}], {t}",
-                ".rept {n}",
-                "mov qword ptr [{k}], {t}",
-                ".endr",
-                "add {p}, 8",
-                "cmp {p}, {e}",
-                "jne 2b",
-                t = out(reg) _, p = inout(reg) offs.as_ptr() => _, e = in(reg) offs.as_ptr().add(offs.len()),
-                b = in(reg) base, k = in(reg) sink, n = const $n,
-                options(nostack),
-            );
+            pass!("xor qword ptr [{b} + {t}], {t}", "mov qword ptr [{k}], {t}", $n, k = in(reg) sink, options(nostack));
             0
         }};
     }
