@@ -79,9 +79,10 @@ pub struct Overlap {
     /// loads. Stores the prefetcher covered stream as loads do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store_mlp: Option<f64>,
-    /// The core's window, in instructions it holds while one memory
+    /// The core's window, in instructions it holds while one miss's
     /// latency passes (a reorder buffer and the queues beside it, as they
-    /// bound a loop of independent misses). A loop whose iteration takes
+    /// bound a loop of independent misses; calibrate measures it against
+    /// one chase's latency over the lines its loops miss). A loop whose iteration takes
     /// `window_per_miss` + its instructions + `window_per_store` x its
     /// stores of it (`LoopShape`) keeps window / that many iterations in
     /// flight, so an independent reference of such a loop costs at least
@@ -346,8 +347,8 @@ impl Profile {
     /// This profile with its memory moved as the reference probes found
     /// the host's moved (`Reference::ratios`: memory latency, overlapped
     /// random loads, streaming, each now over then): memory latency
-    /// scaled by the first; the overlap of data misses (and of stores) by
-    /// the first over the second, so that an overlapped miss costs the
+    /// scaled by the first; the overlap of data misses (and of stores, and
+    /// the window) by the first over the second, so that an overlapped miss costs the
     /// second ratio; the prefetcher's line times and the writeback by the
     /// third. Caches, TLBs, walks and kernel costs stay as they are.
     pub fn moved(&self, [latency, overlapped, streaming]: [f64; 3]) -> Result<Profile, String> {

@@ -842,6 +842,8 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             },
             _ => ov.notes.push("the core's window was not measured (its loops are written for x86-64)".into()),
         }
+    } else {
+        ov.notes.push("the core's window was not fitted: no data_mlp or latency point to read its loops against".into());
     }
     let costs = Costs {
         zero_4k_ns: spread(&zero),
