@@ -11,7 +11,8 @@
 //! - `gups`, `lat`, `transpose`, `stream`, `index`: the workloads, each
 //!   reporting in the shape of its simulated twin;
 //! - `misses`: independent random misses under several loop shapes, which
-//!   has no twin: it measures what the model's one overlap leaves out;
+//!   has no twin: it shows how a loop's own instructions cut the overlap
+//!   of its misses (what `Overlap::window` in the profile models);
 //! - `suite`: repeats interleaved across layouts, medians and spreads;
 //! - `calibrate`: microbenchmarks that measure this host for a machine
 //!   profile (latencies, TLB capacities and miss costs, overlap, kernel

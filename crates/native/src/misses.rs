@@ -1,11 +1,15 @@
 //! Independent random misses under different loop shapes, natively: how
 //! much of the core's overlap of misses a loop's own instructions leave.
 //!
-//! The model has one overlap for every independent miss (`data_mlp`, from
-//! calibrate's chases), the most the core reaches. A real loop reaches
-//! less when it puts more in the core's window between misses, and the
-//! workloads' own loops differ in that (GUPS's generator, a loop over an
-//! array of indices). Every shape here makes the same accesses to the
+//! The model's overlap of independent misses (`data_mlp`, from calibrate's
+//! chases) is the most the core reaches. A real loop reaches less when it
+//! puts more in the core's window between misses, and the workloads' own
+//! loops differ in that (GUPS's generator, a loop over an array of
+//! indices); the model bounds a loop that declares its shape by the
+//! window calibrate fits to loops of its own (`Overlap::window`,
+//! `calibrate::probe::WindowShape`, in assembly so that their counts are
+//! exact). These shapes are compiled Rust, to see the same on any
+//! machine, and to set GUPS's own loop beside them. Every shape here makes the same accesses to the
 //! same random words of one table, in the same order, so that only the
 //! loop differs:
 //!

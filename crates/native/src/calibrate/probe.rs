@@ -309,6 +309,14 @@ pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
     sample(&t, 2 * (bytes / 64) as u64)
 }
 
+/// `n` byte offsets of random lines (with repeats) among the first
+/// `bytes`, from `seed`: where `random_lines` and `window_loop` go.
+fn random_line_offsets(bytes: usize, n: usize, seed: u64) -> Vec<u64> {
+    let lines = (bytes / 64).max(1) as u64;
+    let mut rng = crate::Rng::new(seed);
+    (0..n).map(|_| rng.below(lines) * 64).collect()
+}
+
 /// ns per access of `n` independent accesses to random lines of the
 /// `bytes` from `base` (nothing waits for one before the next issues):
 /// loads summed, or, with `store`, a store to each. Stores that miss take
@@ -319,9 +327,7 @@ pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
 /// `base` must be readable and writable for `bytes` bytes, 8-byte
 /// aligned, and nothing else may use it meanwhile.
 pub unsafe fn random_lines(base: *mut u8, bytes: usize, n: usize, seed: u64, store: bool) -> Sample {
-    let lines = (bytes / 64).max(1) as u64;
-    let mut rng = crate::Rng::new(seed);
-    let at: Vec<*const usize> = (0..n).map(|_| base.add(rng.below(lines) as usize * 64) as *const usize).collect();
+    let at: Vec<*const usize> = random_line_offsets(bytes, n, seed).into_iter().map(|o| base.add(o as usize) as *const usize).collect();
     if !store {
         return time_loads(&at, 1);
     }
@@ -448,9 +454,7 @@ unsafe fn window_pass(_: *mut u8, _: &[u64], _: WindowShape, _: *mut u64) -> Opt
 /// `base` must be readable and writable for `bytes` bytes, 8-byte
 /// aligned, and nothing else may use it meanwhile.
 pub unsafe fn window_loop(base: *mut u8, bytes: usize, n: usize, seed: u64, shape: WindowShape) -> Option<Sample> {
-    let lines = (bytes / 64).max(1) as u64;
-    let mut rng = crate::Rng::new(seed);
-    let offs: Vec<u64> = (0..n).map(|_| rng.below(lines) * 64).collect();
+    let offs = random_line_offsets(bytes, n, seed);
     let mut sink = [0u64; 8];
     let mut t = Timer::default();
     t.start();
