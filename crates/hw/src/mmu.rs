@@ -134,9 +134,3 @@ pub trait Walker: Send {
     /// the page tables say now. Used by the checker to find stale TLB entries.
     fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation>;
 }
-
-/// One CPU's translation hardware: its TLBs and page-walk caches.
-pub struct Mmu {
-    pub tlb: crate::tlb::Tlb,
-    pub pwc: Pwc,
-}

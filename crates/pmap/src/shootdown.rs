@@ -6,7 +6,7 @@
 //! PCID stale on them; riscv without ASIDs flushes at every switch), so the
 //! helpers return the mask of those CPUs.
 
-use splab_hw::mmu::Mmu;
+use splab_hw::machine::Mmu;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
 /// Runs `f` on the MMU of every CPU running `pm` (tagged `asid`). Returns
@@ -15,9 +15,9 @@ use splab_vm::pmap::{PmapEnv, PmapId};
 pub fn on_active_cpus(env: &mut PmapEnv, pm: PmapId, asid: u16, f: impl Fn(&mut Mmu, u16)) -> (u64, u64) {
     let mut active = 0u64;
     let mut others = 0u64;
-    for (c, cpu) in env.cpus.iter_mut().enumerate() {
-        if cpu.curpmap == Some(pm) {
-            f(&mut cpu.mmu, asid);
+    for (c, mmu) in env.mmu.iter_mut().enumerate() {
+        if env.curpmap[c] == Some(pm) {
+            f(mmu, asid);
             active += 1;
         } else {
             others |= 1 << c;
@@ -64,10 +64,10 @@ pub fn invalidate_all(env: &mut PmapEnv, pm: PmapId, asid: u16) -> u64 {
 /// Returns the mask of the CPUs not running `pm`.
 pub fn broadcast_invalidate_page(env: &mut PmapEnv, pm: PmapId, asid: u16, va: u64) -> u64 {
     let mut others = 0u64;
-    for (c, cpu) in env.cpus.iter_mut().enumerate() {
-        if cpu.curpmap == Some(pm) {
-            cpu.mmu.tlb.invalidate_page(va, asid);
-            cpu.mmu.pwc.invalidate_asid(asid);
+    for (c, mmu) in env.mmu.iter_mut().enumerate() {
+        if env.curpmap[c] == Some(pm) {
+            mmu.tlb.invalidate_page(va, asid);
+            mmu.pwc.invalidate_asid(asid);
         } else {
             others |= 1 << c;
         }
@@ -81,8 +81,8 @@ pub fn broadcast_invalidate_page(env: &mut PmapEnv, pm: PmapId, asid: u16, va: u
 /// on every CPU of the inner-shareable domain, running the address space
 /// or not; no interrupts, nothing left stale. Returns how many ran it.
 pub fn broadcast(env: &mut PmapEnv, asid: u16, f: impl Fn(&mut Mmu, u16)) -> u64 {
-    for cpu in env.cpus.iter_mut() {
-        f(&mut cpu.mmu, asid);
+    for mmu in env.mmu.iter_mut() {
+        f(mmu, asid);
     }
-    env.cpus.len() as u64
+    env.mmu.len() as u64
 }

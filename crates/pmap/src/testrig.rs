@@ -1,20 +1,21 @@
 //! A test machine for pmap unit tests: physical memory, two CPUs with
 //! small TLBs and walk caches, and one pmap of any architecture.
 
-use splab_hw::mmu::Mmu;
+use splab_hw::machine::Mmu;
 use splab_hw::physmem::PhysMem;
 use splab_hw::pwc::{Pwc, PwcLevelConfig};
 use splab_hw::tlb::{Tlb, TlbArrayConfig};
 use splab_hw::{Pfn, VirtAddr};
 use splab_vm::physalloc::{ObjInfo, Phys};
-use splab_vm::pmap::{prot, CpuState, EnterFlags, KernelEvents, Pmap, PmapEnv, PmapId};
+use splab_vm::pmap::{prot, EnterFlags, KernelEvents, Pmap, PmapEnv, PmapId};
 use splab_vm::sysctl::Sysctls;
 
 pub struct Rig<P: Pmap> {
     pub pmap: P,
     pub phys: Phys,
     pub mem: PhysMem,
-    pub cpus: Vec<CpuState>,
+    pub mmu: Vec<Mmu>,
+    pub curpmap: Vec<Option<PmapId>>,
     pub ev: KernelEvents,
 }
 
@@ -54,15 +55,15 @@ impl<P: Pmap> Rig<P> {
     }
 
     fn build(pmap: P, npages: u64, tlb: &[TlbArrayConfig], shifts: &[u8], pwc: &[PwcLevelConfig], order: u32) -> Rig<P> {
-        let cpus = (0..2).map(|_| CpuState { mmu: Mmu { tlb: Tlb::new(tlb, shifts).unwrap(), pwc: Pwc::new(pwc) }, curpmap: None }).collect();
+        let mmu = (0..2).map(|_| Mmu { tlb: Tlb::new(tlb, shifts).unwrap(), pwc: Pwc::new(pwc) }).collect();
         let phys = Phys::with_reservation_order(npages, 1, order);
         // Frames are the architecture's base pages (8 KB on the Alpha).
         let mem = PhysMem::with_page_shift(npages, pmap.pagesizes()[0].trailing_zeros(), false);
-        Rig { pmap, phys, mem, cpus, ev: KernelEvents::default() }
+        Rig { pmap, phys, mem, mmu, curpmap: vec![None; 2], ev: KernelEvents::default() }
     }
 
     pub fn env(&mut self) -> (&mut P, PmapEnv<'_>) {
-        (&mut self.pmap, PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev })
+        (&mut self.pmap, PmapEnv { phys: &mut self.phys, mem: &mut self.mem, mmu: &mut self.mmu, curpmap: &mut self.curpmap, ev: &mut self.ev })
     }
 
     pub fn pinit(&mut self) -> PmapId {

@@ -12,6 +12,7 @@
 use serde::Serialize;
 use splab_hw::profile::Profile;
 use crate::refmodel::{Expect, Kind, RefProc, Store, PAGE};
+use crate::access::AccessError;
 use crate::system::{Config, System};
 use splab_vm::kernel::Pid;
 use splab_vm::map::{Backing, MmapReq};
@@ -180,7 +181,7 @@ impl Driver<'_> {
         } else {
             (self.procs[i].1.read(va), self.sys.load(cpu, va))
         };
-        if let Err(FaultError::Killed(p)) = got {
+        if let Err(AccessError::Fault(FaultError::Killed(p))) = got {
             if p == pid && self.sys.oom_kills().iter().any(|k| k.pid == pid) {
                 // The store never happened: other sharers must not see it.
                 if let Some((store, pg, w, old)) = undo {
@@ -207,7 +208,7 @@ impl Driver<'_> {
                 let or_zero = if matches!(expect, Expect::ValueOrZero(_)) { " or 0" } else { "" };
                 problem(&mut self.rep, format!("pid {pid} {} at {va:#x}: expected {v:#x}{or_zero}, got {g:#x}", if write { "write" } else { "read" }));
             }
-            (Expect::Unmapped, Err(FaultError::Unmapped(_))) | (Expect::Protection, Err(FaultError::Protection(_))) => {}
+            (Expect::Unmapped, Err(AccessError::Fault(FaultError::Unmapped(_)))) | (Expect::Protection, Err(AccessError::Fault(FaultError::Protection(_)))) => {}
             (e, g) => {
                 self.rep.fault_disagreements += 1;
                 problem(&mut self.rep, format!("pid {pid} {} at {va:#x}: model expects {e:?}, system gave {g:?}", if write { "write" } else { "read" }));
@@ -269,7 +270,7 @@ impl Driver<'_> {
                 // A hint well inside the user address space: at 64 GB on
                 // 64-bit address spaces, at a quarter of a smaller one
                 // (armv7's 3 GB), spread over up to 4 GB.
-                let max = self.sys.vm.pmap.max_user_address();
+                let max = self.sys.kernel.pmap.max_user_address();
                 let base = (max / 4).min(0x10_0000_0000) & !(self.page - 1);
                 let span = (1u64 << 20).min(max / 4 / self.page);
                 (base + self.rng.below(span) * self.page, false)
@@ -430,7 +431,7 @@ impl Driver<'_> {
 
     fn check_invariants(&mut self) {
         self.rep.invariant_checks += 1;
-        if let Err(e) = self.sys.vm.check_invariants() {
+        if let Err(e) = self.sys.check_invariants() {
             self.rep.invariant_failures += 1;
             problem(&mut self.rep, format!("invariant: {e}"));
         }
@@ -488,11 +489,11 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
     let mut sys = System::new(sc)?;
     // Sizes stay those chosen for 2 MB superpages unless the
     // architecture's are larger (armv7's 1 MB sections keep them).
-    let scale = (sys.vm.phys.reserv.npages() as u64 / SP_2M_PAGES).max(1);
+    let scale = (sys.superpage_size() / sys.page_size() / SP_2M_PAGES).max(1);
     let sp_pages = SP_2M_PAGES * scale;
     let mut files = Vec::new();
     for (k, size) in [(4u64 << 20) * scale, ((6 << 20) * scale) + 123, (2 << 20) * scale].into_iter().enumerate() {
-        let f = sys.vm.create_file(size);
+        let f = sys.create_file(size);
         let store = Store { file: Some((f, size)), ..Default::default() };
         let _ = k;
         files.push((f, Rc::new(RefCell::new(store)), size));
@@ -513,7 +514,7 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
         first_problems: Vec::new(),
         refs: 0,
     };
-    let page = sys.vm.page_size();
+    let page = sys.page_size();
     let mut d = Driver { sys, rng: Rng::new(cfg.seed), procs: vec![(pid, RefProc::new(page))], files, rep, cfg, next_value: 0, sp_pages, scale, page };
     let every = (cfg.ops / 50).clamp(1000, 20000);
     for n in 0..cfg.ops {

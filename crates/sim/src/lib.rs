@@ -2,9 +2,11 @@
 //! timing (`system`), and the randomized checker against a reference model
 //! (`check`).
 
+pub mod access;
 pub mod check;
 pub mod refmodel;
 pub mod system;
 pub mod timing;
 
-pub use system::{Config, Op, System};
+pub use access::{AccessError, Op};
+pub use system::{Config, System};

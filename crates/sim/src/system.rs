@@ -15,19 +15,18 @@
 //! says who was killed and why.
 
 use serde::Serialize;
-use crate::timing::{BatchRef, Job, Timing, Worker};
-use splab_hw::mmu::{perm, Access, Mmu, Translation, WalkFault, WalkRefs, Walker};
+use crate::timing::{BatchRef, CycleBreakdown, Timing, Worker};
+use splab_hw::machine::Machine;
 use splab_hw::nested::HostWalk;
 use splab_hw::physmem::PhysMem;
 use splab_hw::profile::{LoopShape, Profile};
-use splab_hw::pwc::Pwc;
-use splab_hw::tlb::{size_name, Tlb, TlbHit};
+use splab_hw::tlb::size_name;
 use splab_hw::{PhysAddr, VirtAddr};
 use splab_vm::kernel::Pid;
 use splab_vm::map::MmapReq;
 use splab_vm::physalloc::Phys;
-use splab_vm::pmap::{prot, Advice, CpuState, KernelEvents};
-use splab_vm::{Errno, FaultError, Vm};
+use splab_vm::pmap::{Advice, KernelEvents};
+use splab_vm::{Errno, Kernel};
 
 /// How a system is built.
 #[derive(Clone, Debug)]
@@ -118,86 +117,45 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// Where the time went, in cycles, summed over CPUs.
-#[derive(Clone, Debug, Default, Serialize)]
-pub struct CycleBreakdown {
-    pub data: f64,
-    pub translation: f64,
-    pub kernel: f64,
-}
-
-struct CpuHw {
-    running: Option<Pid>,
+pub(crate) struct CpuHw {
+    pub(crate) running: Option<Pid>,
     /// The process this CPU was running when it was killed for lack of
     /// memory, until another is put on the CPU.
-    killed: Option<Pid>,
+    pub(crate) killed: Option<Pid>,
     /// Page-table root and ASID of the running process (fixed for its life).
-    space: (PhysAddr, u16),
+    pub(crate) space: (PhysAddr, u16),
 }
 
+/// The kernel running on the machine, the CPUs' schedule, and the timing
+/// model. The kernel and the machine are private: programs reach them
+/// through processes (syscalls, loads and stores on a CPU) and read them
+/// through the reports below.
 pub struct System {
-    pub vm: Vm,
+    pub(crate) kernel: Kernel,
+    pub(crate) machine: Machine,
     pub cfg: Config,
-    walker: Box<dyn Walker>,
-    cpus: Vec<CpuHw>,
+    pub(crate) cpus: Vec<CpuHw>,
     /// The timing model; None while a batch is with the timing thread.
-    timing: Option<Box<Timing>>,
-    worker: Option<Worker>,
+    pub(crate) timing: Option<Box<Timing>>,
+    pub(crate) worker: Option<Worker>,
     /// Buffers of the batch being built, and spares returned by the worker.
-    spare_refs: Vec<BatchRef>,
-    spare_walks: Vec<u64>,
+    pub(crate) spare_refs: Vec<BatchRef>,
+    pub(crate) spare_walks: Vec<u64>,
     /// Cycles of kernel work per CPU.
-    kernel_cycles: Vec<f64>,
-    refs: WalkRefs,
-    /// Per CPU, the host walk of nested paging (empty on a native
-    /// machine).
-    nested: Vec<HostWalk>,
+    pub(crate) kernel_cycles: Vec<f64>,
     /// Walk references of translations not yet charged to the caches.
-    pending_walks: Vec<u64>,
+    pub(crate) pending_walks: Vec<u64>,
     /// References of a batch awaiting the cache model.
-    batch: Vec<BatchRef>,
-    hw: HwStats,
+    pub(crate) batch: Vec<BatchRef>,
+    pub(crate) hw: HwStats,
     /// The first few stale translations seen, for diagnosis.
     pub stale_samples: Vec<String>,
 }
 
-/// Batches of fewer references than this are timed on the calling thread;
-/// larger ones go to the timing thread. Callers that stream many short
-/// batches on a busy host (where the hand-off's spinning competes with
-/// other work for the cores) can stay below it.
-pub const BATCH_THREAD_MIN: usize = 512;
 
-/// One memory access to perform.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Op {
-    Load,
-    Store(u64),
-}
 
-/// The TLB permission bits an access needs to use an entry as it is (a
-/// write through an entry whose dirty bit is clear needs an assist).
-fn need(acc: Access) -> u8 {
-    match acc {
-        Access::Read => perm::READ,
-        Access::Write => perm::WRITE | perm::DIRTY,
-        Access::Exec => perm::EXEC,
-    }
-}
 
-fn op_access(op: Op) -> Access {
-    match op {
-        Op::Load => Access::Read,
-        Op::Store(_) => Access::Write,
-    }
-}
 
-fn access_prot(a: Access) -> u8 {
-    match a {
-        Access::Read => prot::READ,
-        Access::Write => prot::WRITE,
-        Access::Exec => prot::EXEC,
-    }
-}
 
 impl System {
     pub fn new(cfg: Config) -> Result<System, String> {
@@ -220,27 +178,14 @@ impl System {
             return Err(format!("aged fraction {age} is out of range (0 to 1)"));
         }
         let walker = splab_pmap::new_walker(&cfg.arch, p)?;
-        let mut nested = Vec::new();
-        if let Some(v) = p.nested() {
-            // POWER's hashed page table has no two-dimensional walk: under
-            // a hypervisor the HPT is the hypervisor's.
-            if cfg.arch == "ppc64-hpt" {
-                return Err(format!("machine profile {:?}: nested paging ([virt] nested = true) is not modelled for ppc64-hpt, whose hashed page table belongs to the hypervisor", p.name));
-            }
-            for _ in 0..p.cpus {
-                nested.push(HostWalk::new(v, &p.pwc, cfg.memory).map_err(|e| format!("machine profile {:?}: {e}", p.name))?);
-            }
+        // POWER's hashed page table has no two-dimensional walk: under a
+        // hypervisor the HPT is the hypervisor's.
+        if p.nested().is_some() && cfg.arch == "ppc64-hpt" {
+            return Err(format!("machine profile {:?}: nested paging ([virt] nested = true) is not modelled for ppc64-hpt, whose hashed page table belongs to the hypervisor", p.name));
         }
         let mut pmap = splab_pmap::new_pmap(&cfg.arch, npages, cfg.superpages)?;
         for (name, value) in &cfg.tunables {
             pmap.set_tunable(name, *value)?;
-        }
-        let mut cpus_vm = Vec::new();
-        let mut cpus = Vec::new();
-        for _ in 0..p.cpus {
-            let tlb = Tlb::new(&p.tlb, walker.page_shifts())?;
-            cpus_vm.push(CpuState { mmu: Mmu { tlb, pwc: Pwc::new(&p.pwc) }, curpmap: None });
-            cpus.push(CpuHw { running: None, killed: None, space: (PhysAddr(0), 0) });
         }
         // Reservations are the size the architecture reserves
         // (VM_LEVEL_0_ORDER, `Pmap::reserv_psind`); without superpage
@@ -250,15 +195,16 @@ impl System {
             Some(sp) if sizes.len() > 1 => (sp / sizes[0]).trailing_zeros(),
             _ => splab_vm::phys::VM_LEVEL_0_ORDER as u32,
         };
+        let page_shift = sizes[0].trailing_zeros();
+        let mut machine = Machine::new(p, walker, cfg.memory, page_shift, cfg.track_contents)?;
         let phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
-        let mem = PhysMem::with_page_shift(npages, sizes[0].trailing_zeros(), cfg.track_contents);
         let timing = Box::new(Timing::new(p)?);
-        let mut vm = Vm::new(phys, mem, cpus_vm, pmap);
+        let mut kernel = Kernel::new(phys, p.cpus, pmap);
         // The pmap takes its boot-time memory before anything fragments it.
-        let (pmap, mut env) = vm.pmap_env();
+        let (pmap, mut env) = kernel.pmap_env(&mut machine);
         pmap.bootstrap(&mut env);
         if cfg.fragment > 0.0 {
-            vm.phys.fragment(cfg.fragment, cfg.seed);
+            kernel.phys.fragment(cfg.fragment, cfg.seed);
         }
         if age > 0.0 {
             // Runs of `[memory] aged_run` base pages (the profile checked
@@ -267,20 +213,19 @@ impl System {
             if run >= 1 << order {
                 return Err(format!("machine profile {:?}: memory.aged_run = {run} pages is not less than the {}-page reservation it ages", p.name, 1u32 << order));
             }
-            vm.phys.age(age, cfg.seed, run.trailing_zeros() as usize);
+            kernel.phys.age(age, cfg.seed, run.trailing_zeros() as usize);
         }
-        vm.swap = splab_vm::swap::SwapDevice::new(cfg.swap / vm.page_size(), cfg.track_contents);
+        kernel.swap = splab_vm::swap::SwapDevice::new(cfg.swap / kernel.page_size(), cfg.track_contents);
+        let cpus = (0..p.cpus).map(|_| CpuHw { running: None, killed: None, space: (PhysAddr(0), 0) }).collect();
         Ok(System {
-            vm,
-            walker,
+            kernel,
+            machine,
             cpus,
             timing: Some(timing),
             worker: None,
             spare_refs: Vec::new(),
             spare_walks: Vec::new(),
             kernel_cycles: vec![0.0; p.cpus],
-            refs: WalkRefs::default(),
-            nested,
             pending_walks: Vec::new(),
             batch: Vec::new(),
             hw: HwStats::default(),
@@ -294,9 +239,9 @@ impl System {
     }
 
     /// Charges the cycle cost of kernel events since `before` to `cpu`.
-    fn charge_events(&mut self, cpu: usize, before: &KernelEvents) {
+    pub(crate) fn charge_events(&mut self, cpu: usize, before: &KernelEvents) {
         let c = &self.cfg.profile.costs;
-        let e = &self.vm.ev;
+        let e = &self.kernel.ev;
         let d = |a: u64, b: u64| (a - b) as f64;
         let cyc = d(e.faults, before.faults) * c.fault as f64
             + d(e.pmap_faults, before.pmap_faults) * c.pmap_fault_cycles() as f64
@@ -320,10 +265,10 @@ impl System {
     /// Takes processes killed for lack of memory off their CPUs, so that
     /// nothing of theirs is used again (their page tables are gone and
     /// their address-space tag may be reused).
-    fn reap_killed(&mut self) {
+    pub(crate) fn reap_killed(&mut self) {
         for c in &mut self.cpus {
             if let Some(pid) = c.running {
-                if self.vm.proc(pid).is_none() {
+                if self.kernel.proc(pid).is_none() {
                     c.running = None;
                     c.killed = Some(pid);
                     c.space = (PhysAddr(0), 0);
@@ -332,56 +277,54 @@ impl System {
         }
     }
 
-    /// Processes killed because memory and swap were exhausted, in order.
-    pub fn oom_kills(&self) -> &[splab_vm::OomKill] {
-        &self.vm.oom_kills
-    }
-
     fn syscall_cpu(&self, pid: Pid) -> usize {
         self.cpus.iter().position(|c| c.running == Some(pid)).unwrap_or(0)
     }
 
     /// Runs `f` as a syscall of `pid`, charging its kernel work.
-    fn syscall<T>(&mut self, pid: Pid, f: impl FnOnce(&mut Vm) -> T) -> T {
+    fn syscall<T>(&mut self, pid: Pid, f: impl FnOnce(&mut Kernel, &mut Machine) -> T) -> T {
         let cpu = self.syscall_cpu(pid);
-        let before = self.vm.ev.clone();
-        let r = f(&mut self.vm);
+        let before = self.kernel.ev.clone();
+        let r = f(&mut self.kernel, &mut self.machine);
         self.charge_events(cpu, &before);
         self.reap_killed();
         r
     }
 
+    // The process interface: what a program can ask of the kernel.
+
+    /// Creates a process with an empty address space.
     pub fn spawn(&mut self) -> Result<Pid, Errno> {
-        let r = self.vm.spawn();
+        let r = self.kernel.spawn(&mut self.machine);
         self.reap_killed();
         r
     }
     pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<VirtAddr, Errno> {
-        self.syscall(pid, |vm| vm.mmap(pid, req))
+        self.syscall(pid, |k, hw| k.mmap(hw, pid, req))
     }
     pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
-        self.syscall(pid, |vm| vm.munmap(pid, addr, len))
+        self.syscall(pid, |k, hw| k.munmap(hw, pid, addr, len))
     }
     pub fn mprotect(&mut self, pid: Pid, addr: u64, len: u64, p: u8) -> Result<(), Errno> {
-        self.syscall(pid, |vm| vm.mprotect(pid, addr, len, p))
+        self.syscall(pid, |k, hw| k.mprotect(hw, pid, addr, len, p))
     }
     pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, a: Advice) -> Result<(), Errno> {
-        self.syscall(pid, |vm| vm.madvise(pid, addr, len, a))
+        self.syscall(pid, |k, hw| k.madvise(hw, pid, addr, len, a))
     }
-    /// Per-range superpage advice (`Vm::madvise_superpages`, a splab
+    /// Per-range superpage advice (`Kernel::madvise_superpages`, a splab
     /// extension after Linux's MADV_NOHUGEPAGE / MADV_HUGEPAGE).
     pub fn madvise_superpages(&mut self, pid: Pid, addr: u64, len: u64, allow: bool) -> Result<(), Errno> {
-        self.syscall(pid, |vm| vm.madvise_superpages(pid, addr, len, allow))
+        self.syscall(pid, |k, _| k.madvise_superpages(pid, addr, len, allow))
     }
     pub fn fork(&mut self, pid: Pid) -> Result<Pid, Errno> {
-        self.syscall(pid, |vm| vm.fork(pid))
+        self.syscall(pid, |k, hw| k.fork(hw, pid))
     }
     pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
-        let r = self.syscall(pid, |vm| vm.exit(pid));
+        let r = self.syscall(pid, |k, hw| k.exit(hw, pid));
         // Debug builds check every layer's invariants whenever a process
         // goes (buddy lists, reservations, objects, PV lists, page tables).
         if cfg!(debug_assertions) {
-            if let Err(e) = self.vm.check_invariants() {
+            if let Err(e) = self.check_invariants() {
                 panic!("invariant broken after exit of {pid}: {e}");
             }
         }
@@ -393,21 +336,100 @@ impl System {
         r
     }
 
+    /// Creates a file of `size` bytes (its pages are read from it on
+    /// first touch); the returned id names it in `Backing::File`.
+    pub fn create_file(&mut self, size: u64) -> u32 {
+        self.kernel.create_file(size)
+    }
+
+    /// Creates a large-page shared memory object of `size` bytes (the
+    /// explicit, non-transparent path: shm_create_largepage).
+    pub fn shm_create_largepage(&mut self, size: u64) -> Result<u32, Errno> {
+        self.kernel.shm_create_largepage(&mut self.machine, size)
+    }
+
+    /// Bytes in a base page (PAGE_SIZE): 4 KB, or 8 KB on the Alpha.
+    pub fn page_size(&self) -> u64 {
+        self.kernel.page_size()
+    }
+
+    /// The size of a reservation, the superpage size transparent
+    /// promotion aims for (2 MB on most architectures, 1 MB on armv7,
+    /// 16 MB on ppc64-hpt, 4 MB on the Alpha).
+    pub fn superpage_size(&self) -> u64 {
+        self.kernel.phys.reserv.npages() as u64 * self.page_size()
+    }
+
+    /// Whether `pid` is alive.
+    pub fn alive(&self, pid: Pid) -> bool {
+        self.kernel.proc(pid).is_some()
+    }
+
+    /// The highest user address + 1 of `pid`'s address space.
+    pub fn max_user_address(&self, pid: Pid) -> Option<u64> {
+        Some(self.kernel.proc(pid)?.map.max)
+    }
+
+    /// Where the page holding `va` in `pid`'s address space lives, as the
+    /// page tables say now: its physical address and the size of the page
+    /// that maps it (None if nothing maps it).
+    pub fn mapping(&self, pid: Pid, va: u64) -> Option<splab_vm::pmap::Mapping> {
+        let pm = self.kernel.proc(pid)?.pmap;
+        self.kernel.pmap.extract(&self.machine.mem, pm, VirtAddr(va))
+    }
+
+    /// Whether modelled memory keeps the values written (`--track-contents`).
+    pub fn tracks_contents(&self) -> bool {
+        self.machine.mem.tracks_data()
+    }
+
+    /// Processes killed because memory and swap were exhausted, in order.
+    pub fn oom_kills(&self) -> &[splab_vm::OomKill] {
+        &self.kernel.oom_kills
+    }
+
+    /// The kernel's event counts so far (what the timing model charges).
+    pub fn events(&self) -> &KernelEvents {
+        &self.kernel.ev
+    }
+
+    /// The machine-independent VM's counters (vm.stats.vm.*).
+    pub fn vm_stats(&self) -> &splab_vm::kernel::VmStats {
+        &self.kernel.stats
+    }
+
+    /// Free base pages.
+    pub fn free_pages(&self) -> u64 {
+        self.kernel.phys.buddy.free_count()
+    }
+
+    /// The kernel's state, read-only, for the checker and tests.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// Checks the invariants of every layer of the kernel (buddy lists,
+    /// reservations, objects, page queues, swap, the pmap's PV lists and
+    /// page tables). O(memory).
+    pub fn check_invariants(&mut self) -> Result<(), String> {
+        self.kernel.check_invariants(&mut self.machine)
+    }
+
     /// Puts `pid` on `cpu` (a context switch: pmap_activate).
     pub fn run_on(&mut self, cpu: usize, pid: Pid) -> Result<(), Errno> {
         if cpu >= self.cpus.len() {
             return Err(Errno::EINVAL);
         }
-        let pm = self.vm.proc(pid).ok_or(Errno::ESRCH)?.pmap;
+        let pm = self.kernel.proc(pid).ok_or(Errno::ESRCH)?.pmap;
         if self.cpus[cpu].running == Some(pid) {
             return Ok(());
         }
-        let before = self.vm.ev.clone();
-        let (pmap, mut env) = self.vm.pmap_env();
+        let before = self.kernel.ev.clone();
+        let (pmap, mut env) = self.kernel.pmap_env(&mut self.machine);
         pmap.activate(&mut env, pm, cpu);
         self.cpus[cpu].running = Some(pid);
         self.cpus[cpu].killed = None;
-        self.cpus[cpu].space = (self.vm.pmap.root(pm), self.vm.pmap.asid(pm));
+        self.cpus[cpu].space = (self.kernel.pmap.root(pm), self.kernel.pmap.asid(pm));
         self.charge_events(cpu, &before);
         Ok(())
     }
@@ -417,7 +439,7 @@ impl System {
     }
 
     /// Waits for the timing thread to hand the timing model back.
-    fn sync(&mut self) {
+    pub(crate) fn sync(&mut self) {
         if self.timing.is_none() {
             let job = self.worker.as_ref().expect("timing is with the worker").recv();
             self.timing = Some(job.timing);
@@ -428,384 +450,11 @@ impl System {
 
     /// The timing model, once any batch in flight is done.
     #[inline]
-    fn timing(&mut self) -> &mut Timing {
+    pub(crate) fn timing(&mut self) -> &mut Timing {
         if self.timing.is_none() {
             self.sync();
         }
         self.timing.as_mut().unwrap()
-    }
-
-    /// Walks the page tables for `va`. The walk's memory references are
-    /// appended to `pending_walks`; the caller charges them through the
-    /// caches (now, or later in a batch).
-    fn walk(&mut self, cpu: usize, root: PhysAddr, asid: u16, va: u64, acc: Access) -> Result<Translation, WalkFault> {
-        self.refs.clear();
-        let mmu = &mut self.vm.cpus[cpu].mmu;
-        let r = self.walker.walk(&mut self.vm.mem, &mut mmu.pwc, root, asid, va, acc, &mut self.refs);
-        self.hw.walks += 1;
-        self.hw.walk_mem_refs += self.refs.n as u64;
-        if let Some(host) = self.nested.get_mut(cpu) {
-            // Two-dimensional: each guest table entry's guest-physical
-            // address is translated through the host table before it is
-            // read, and so is the data address the walk ends with.
-            let mut n = 0;
-            for &g in self.refs.as_slice() {
-                n += host.translate(g, &mut self.pending_walks);
-                self.pending_walks.push(g);
-            }
-            if let Ok(t) = &r {
-                n += host.translate(t.pa(va).0, &mut self.pending_walks);
-            }
-            self.hw.walk_mem_refs += n as u64;
-            self.hw.nested_refs += n as u64;
-        } else {
-            self.pending_walks.extend_from_slice(self.refs.as_slice());
-        }
-        if let Ok(t) = &r {
-            if self.cfg.check_tlb || cfg!(debug_assertions) {
-                self.check_walk(cpu, va, t);
-            }
-        }
-        r
-    }
-
-    /// Enters a walk's translation in the TLB of `cpu`, which has just
-    /// missed `va`. Under nested paging the entry is no larger than the
-    /// host's page: a guest superpage over 4 KB host pages is cached as 4
-    /// KB pieces, so it shortens walks but does not widen the TLB's reach.
-    fn fill_walked(&mut self, cpu: usize, va: u64, asid: u16, t: Translation) {
-        let host = self.nested.get(cpu).map_or(t.shift, |h| h.page_shift());
-        self.vm.cpus[cpu].mmu.tlb.fill_missed_splintered(va, asid, t, host);
-    }
-
-    /// The hardware walk must agree with the pmap's own view of the address
-    /// (pmap_extract): same physical address, same write permission.
-    fn check_walk(&mut self, cpu: usize, va: u64, t: &Translation) {
-        let Some(pid) = self.cpus[cpu].running else { return };
-        let pm = self.vm.proc(pid).expect("running process").pmap;
-        let view = self.vm.pmap.extract(&self.vm.mem, pm, VirtAddr(va));
-        let agree = view.is_some_and(|m| m.pa == t.pa(va) && (m.prot & prot::WRITE != 0) == t.allows(Access::Write));
-        if !agree {
-            self.hw.stale_translations += 1;
-            if self.stale_samples.len() < 10 {
-                self.stale_samples.push(format!("va {va:#x}: walker gives {:?}, pmap says {view:?}", t.pa(va)));
-            }
-            debug_assert!(agree, "walker and pmap disagree at {va:#x}: {t:?} vs {view:?}");
-        }
-    }
-
-    /// Checks a TLB hit against the page tables: a translation used after
-    /// the pmap changed or removed it, or pointing at a freed frame.
-    fn check_hit(&mut self, root: PhysAddr, va: u64, t: &Translation, acc: Access) {
-        let now = self.walker.probe(&self.vm.mem, root, va);
-        let pa = t.pa(va);
-        let bad = match now {
-            None => Some("page tables have no mapping".to_string()),
-            Some(n) if n.pa(va) != pa => Some(format!("page tables map {:?}", n.pa(va))),
-            Some(n) if acc == Access::Write && !n.allows(Access::Write) => Some("page tables forbid the write".into()),
-            _ if self.vm.phys.buddy.is_free(self.vm.mem.pfn(pa)) => Some("frame is free".into()),
-            _ => None,
-        };
-        if let Some(why) = bad {
-            self.hw.stale_translations += 1;
-            if self.stale_samples.len() < 10 {
-                self.stale_samples.push(format!("va {va:#x} -> {pa:?} ({} TLB entry, {acc:?}): {why}", size_name(t.shift)));
-            }
-        }
-    }
-
-    /// Performs one access by the process running on `cpu`. `dependent`
-    /// means the access waits for the previous one (a pointer chase), so
-    /// its latency is not overlapped. Returns the value read (or written);
-    /// values are only kept when content tracking is on.
-    #[inline]
-    pub fn access(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, FaultError> {
-        // Fast path: the same page as the last TLB hit, permitted without a
-        // dirty-bit assist, on the line of the last cache access. Its result
-        // is what the general path would compute.
-        if let (false, false, Some(timing)) = (self.cfg.check_tlb, self.vm.mem.tracks_data(), self.timing.as_mut()) {
-            let asid = self.cpus[cpu].space.1;
-            let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
-            if let Some((t, m)) = tlb.memo(va, asid) {
-                let need = need(op_access(op));
-                let pa = t.pa(va).0;
-                if t.perm & need == need && timing.charge_same_line(cpu, pa, dependent, matches!(op, Op::Store(_))) {
-                    tlb.count_memo_hit(m);
-                    self.hw.refs += 1;
-                    return Ok(match op {
-                        Op::Load => {
-                            self.hw.loads += 1;
-                            0
-                        }
-                        Op::Store(v) => {
-                            self.hw.stores += 1;
-                            v
-                        }
-                    });
-                }
-            }
-        }
-        self.access_general(cpu, va, op, dependent)
-    }
-
-    /// The hardware's translation of `va` for `acc`: TLB lookup, walk on a
-    /// miss, dirty-bit assist, and page faults resolved by the kernel, until
-    /// a usable translation is found. Returns it with the fixed cycles of
-    /// TLB lookups and assists; walk references are left in `pending_walks`.
-    #[inline(always)]
-    fn translate(&mut self, cpu: usize, va: u64, acc: Access) -> Result<(Translation, u32), FaultError> {
-        // The most common case, inline: the page of a recent first-level
-        // hit (see `Tlb::memo`), permitted as it is. `lookup` makes the same
-        // check first, so the outcome and the counts are its own.
-        let asid = self.cpus[cpu].space.1;
-        let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
-        let memo = tlb.memo(va, asid);
-        if let Some((t, m)) = memo {
-            let need = need(acc);
-            if t.perm & need == need && !self.cfg.check_tlb {
-                tlb.count_memo_hit(m);
-                return Ok((t, 0));
-            }
-        }
-        self.translate_lookup(cpu, va, acc, memo.is_some())
-    }
-
-    /// `translate` past the recent hits: `memo` says whether `va` is in
-    /// the page of one (which did not permit the access).
-    #[inline(never)]
-    fn translate_lookup(&mut self, cpu: usize, va: u64, acc: Access, memo: bool) -> Result<(Translation, u32), FaultError> {
-        // The common case: a TLB hit that permits the access as it is.
-        let asid = self.cpus[cpu].space.1;
-        let tlb = &mut self.vm.cpus[cpu].mmu.tlb;
-        let hit = if memo { tlb.lookup(va, asid) } else { tlb.lookup_past_memos(va, asid) };
-        if let Some((t, lvl)) = hit {
-            let need = need(acc);
-            if t.perm & need == need && !self.cfg.check_tlb {
-                let x = if lvl == TlbHit::L2 { self.cfg.profile.costs.stlb_hit } else { 0 };
-                return Ok((t, x));
-            }
-        }
-        self.translate_slow(cpu, va, acc, hit)
-    }
-
-    #[inline(never)]
-    fn translate_slow(&mut self, cpu: usize, va: u64, acc: Access, first: Option<(Translation, TlbHit)>) -> Result<(Translation, u32), FaultError> {
-        let Some(pid) = self.cpus[cpu].running else {
-            return Err(match self.cpus[cpu].killed {
-                Some(k) => FaultError::Killed(k),
-                None => FaultError::NoProcess(u32::MAX),
-            });
-        };
-        let (root, asid) = self.cpus[cpu].space;
-        let mut xlat: u32 = 0;
-        let mut tries = 0;
-        let mut first = Some(first);
-        loop {
-            tries += 1;
-            let hit = match first.take() {
-                Some(h) => h,
-                None => self.vm.cpus[cpu].mmu.tlb.lookup(va, asid),
-            };
-            let res = match hit {
-                Some((t, lvl)) => {
-                    if lvl == TlbHit::L2 {
-                        xlat += self.cfg.profile.costs.stlb_hit;
-                    }
-                    if !t.allows(acc) {
-                        // A fault drops the entry; the handler decides.
-                        self.vm.cpus[cpu].mmu.tlb.invalidate_page(va, asid);
-                        Err(WalkFault::Protection)
-                    } else if acc == Access::Write && t.perm & perm::DIRTY == 0 {
-                        // The processor re-walks to set the dirty bit.
-                        self.hw.dirty_assists += 1;
-                        xlat += self.cfg.profile.costs.dirty_assist;
-                        let r = self.walk(cpu, root, asid, va, acc);
-                        self.vm.cpus[cpu].mmu.tlb.invalidate_page(va, asid);
-                        if let Ok(n) = r {
-                            self.fill_walked(cpu, va, asid, n);
-                        }
-                        r
-                    } else {
-                        // The entry is used as it is: it must still be right.
-                        if self.cfg.check_tlb {
-                            self.check_hit(root, va, &t, acc);
-                        }
-                        Ok(t)
-                    }
-                }
-                None => {
-                    let c = &self.cfg.profile.costs;
-                    xlat += c.stlb_hit + c.walk.unwrap_or(0);
-                    let r = self.walk(cpu, root, asid, va, acc);
-                    if let Ok(t) = r {
-                        self.vm.cpus[cpu].mmu.tlb.count_miss(t.shift);
-                        self.fill_walked(cpu, va, asid, t);
-                    }
-                    r
-                }
-            };
-            match res {
-                Ok(t) => return Ok((t, xlat)),
-                Err(WalkFault::BadAddress) => {
-                    self.vm.stats.segfaults += 1;
-                    return Err(FaultError::Unmapped(va));
-                }
-                Err(_) => {
-                    if tries > 4 {
-                        return Err(FaultError::Unresolved(va));
-                    }
-                    // A page fault drops the TLB and paging-structure cache
-                    // entries the processor used for the address.
-                    let mmu = &mut self.vm.cpus[cpu].mmu;
-                    mmu.tlb.invalidate_page(va, asid);
-                    mmu.pwc.invalidate_asid(asid);
-                    self.hw.faults_taken += 1;
-                    let before = self.vm.ev.clone();
-                    let r = self.vm.trap(pid, va, access_prot(acc));
-                    self.charge_events(cpu, &before);
-                    if !self.vm.oom_kills.is_empty() {
-                        self.reap_killed();
-                        if self.cpus[cpu].running != Some(pid) {
-                            return Err(FaultError::Killed(pid));
-                        }
-                    }
-                    r?;
-                }
-            }
-        }
-    }
-
-    /// The word at `pa` as modelled memory holds it (0 when values are not
-    /// kept).
-    #[inline]
-    fn read_word(&self, pa: u64) -> u64 {
-        if self.vm.mem.tracks_data() {
-            self.vm.mem.read_u64(PhysAddr(pa & !7))
-        } else {
-            0
-        }
-    }
-
-    /// Performs the load or store itself on modelled memory.
-    #[inline]
-    fn do_op(&mut self, pa: u64, op: Op) -> u64 {
-        let word = PhysAddr(pa & !7);
-        match op {
-            Op::Load => {
-                self.hw.loads += 1;
-                self.read_word(pa)
-            }
-            Op::Store(v) => {
-                self.hw.stores += 1;
-                self.vm.mem.store_data(word, v);
-                v
-            }
-        }
-    }
-
-    #[inline(never)]
-    fn access_general(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, FaultError> {
-        let acc = op_access(op);
-        self.hw.refs += 1;
-        self.pending_walks.clear();
-        let (t, xlat) = self.translate(cpu, va, acc)?;
-        let pa = t.pa(va).0;
-        let walks = std::mem::take(&mut self.pending_walks);
-        self.timing().charge(cpu, xlat, &walks, pa, dependent, acc == Access::Write);
-        self.pending_walks = walks;
-        self.pending_walks.clear();
-        Ok(self.do_op(pa, op))
-    }
-
-    /// Runs a batch of independent accesses by the process on `cpu`, in
-    /// order, with the same results as calling `access` for each. Each
-    /// `(va, x)` is a read-modify-write: a load of the word at va, then a
-    /// store of (value ^ x), as in GUPS's update. The batch is executed in
-    /// two passes: first every translation in order (TLB, walks, faults,
-    /// values), then the timing model over the recorded references in the
-    /// same order (`Timing::run_batch`, on the timing thread for large
-    /// batches). Neither model reads the other's state, so the outcome is
-    /// the same as one access at a time.
-    pub fn xor_batch(&mut self, cpu: usize, ops: &[(u64, u64)]) -> Result<(), FaultError> {
-        self.pending_walks.clear();
-        self.batch.clear();
-        for &(va, x) in ops {
-            self.batch_one(cpu, va, Access::Read, |_| None)?;
-            self.batch_one(cpu, va, Access::Write, |old| Some(old ^ x))?;
-        }
-        self.finish_batch(cpu);
-        Ok(())
-    }
-
-    /// Runs a batch of independent loads and stores by the process on
-    /// `cpu` (a trace, a streaming kernel), in order, two-pass as
-    /// `xor_batch` does, with the same results as calling `access` with
-    /// `dependent` false for each. On a fault the accesses before it have
-    /// been made and timed; the error tells which failed.
-    pub fn access_batch(&mut self, cpu: usize, ops: &[(u64, Op)]) -> Result<(), (usize, FaultError)> {
-        self.pending_walks.clear();
-        self.batch.clear();
-        for (i, &(va, op)) in ops.iter().enumerate() {
-            let r = match op {
-                Op::Load => self.batch_one(cpu, va, Access::Read, |_| None),
-                Op::Store(v) => self.batch_one(cpu, va, Access::Write, |_| Some(v)),
-            };
-            r.map_err(|e| (i, e))?;
-        }
-        self.finish_batch(cpu);
-        Ok(())
-    }
-
-    /// One access of a batch: translated now, timed when the batch ends.
-    /// `store` gets the word's old value and returns the value to store,
-    /// or None for a load.
-    #[inline]
-    fn batch_one(&mut self, cpu: usize, va: u64, acc: Access, store: impl Fn(u64) -> Option<u64>) -> Result<(), FaultError> {
-        self.hw.refs += 1;
-        let w0 = self.pending_walks.len();
-        let (t, xlat) = match self.translate(cpu, va, acc) {
-            Ok(r) => r,
-            Err(e) => {
-                self.finish_batch(cpu);
-                return Err(e);
-            }
-        };
-        let pa = t.pa(va).0;
-        self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32, write: acc == Access::Write });
-        let op = match store(self.read_word(pa)) {
-            Some(v) => Op::Store(v),
-            None => Op::Load,
-        };
-        self.do_op(pa, op);
-        Ok(())
-    }
-
-    /// The second pass of a batch: the cache model over the references in
-    /// order, on the timing thread when the batch is large enough to be
-    /// worth it (the caller goes on translating the next batch meanwhile).
-    fn finish_batch(&mut self, cpu: usize) {
-        self.sync();
-        if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
-            let t = self.timing.as_mut().unwrap();
-            t.run_batch(cpu, &self.batch, &self.pending_walks);
-            self.batch.clear();
-            self.pending_walks.clear();
-            return;
-        }
-        let worker = self.worker.get_or_insert_with(Worker::spawn);
-        let refs = std::mem::replace(&mut self.batch, std::mem::take(&mut self.spare_refs));
-        let walks = std::mem::replace(&mut self.pending_walks, std::mem::take(&mut self.spare_walks));
-        let timing = self.timing.take().unwrap();
-        worker.send(Job { timing, cpu, refs, walks });
-        self.batch.clear();
-        self.pending_walks.clear();
-    }
-
-    pub fn load(&mut self, cpu: usize, va: u64) -> Result<u64, FaultError> {
-        self.access(cpu, va, Op::Load, false)
-    }
-    pub fn store(&mut self, cpu: usize, va: u64, v: u64) -> Result<u64, FaultError> {
-        self.access(cpu, va, Op::Store(v), false)
     }
 
     /// Tells the timing model the loop `cpu` runs from now on (None: no
@@ -828,6 +477,10 @@ impl System {
         let t = self.timing();
         let (hits, dram, pf, wb) = (t.cache_hits, t.dram_accesses, t.prefetched, t.writebacks);
         let mut h = self.hw.clone();
+        let w = &self.machine.walk_stats;
+        h.walks = w.walks;
+        h.walk_mem_refs = w.walk_mem_refs;
+        h.nested_refs = w.nested_refs;
         h.cache_hits = hits;
         h.dram_accesses = dram;
         h.prefetched = pf;
@@ -838,9 +491,9 @@ impl System {
     /// Every sysctl: the VM's and the pmap's, and with nested paging the
     /// host walk's counters.
     pub fn sysctls(&self) -> splab_vm::sysctl::Sysctls {
-        let mut s = self.vm.sysctls();
+        let mut s = self.kernel.sysctls();
         if let Some(v) = self.cfg.profile.nested() {
-            let sum = |f: fn(&HostWalk) -> u64| self.nested.iter().map(f).sum::<u64>();
+            let sum = |f: fn(&HostWalk) -> u64| self.machine.nested().iter().map(f).sum::<u64>();
             s.text("splab.virt.host_page", v.host_page.clone(), "Page size the host backs guest memory with (nested paging)");
             s.int("splab.walk.nested_refs", sum(|h| h.refs), "Host page-table references made by two-dimensional walks");
             s.int("splab.walk.nested_walks", sum(|h| h.walks), "Host walks (guest-physical addresses the nested TLB missed)");
@@ -869,22 +522,22 @@ impl System {
 
     /// TLB statistics summed over CPUs, keyed by page size.
     pub fn tlb_report(&self) -> TlbReport {
-        let shifts = self.walker.page_shifts().to_vec();
+        let shifts = self.machine.page_shifts().to_vec();
         let mut r = TlbReport { sizes: shifts.iter().map(|&s| size_name(s)).collect(), ..Default::default() };
         let n = shifts.len();
         r.l1_hits = vec![0; n];
         r.l2_hits = vec![0; n];
         r.misses = vec![0; n];
-        for c in &self.vm.cpus {
-            let s = &c.mmu.tlb.stats;
+        for mmu in &self.machine.mmu {
+            let s = &mmu.tlb.stats;
             for i in 0..n.min(s.l1_hits.len()) {
                 r.l1_hits[i] += s.l1_hits[i];
                 r.l2_hits[i] += s.l2_hits[i];
                 r.misses[i] += s.misses[i];
             }
             r.lookups += s.lookups;
-            r.pwc_hits += c.mmu.pwc.hits;
-            r.pwc_misses += c.mmu.pwc.misses;
+            r.pwc_hits += mmu.pwc.hits;
+            r.pwc_misses += mmu.pwc.misses;
         }
         r.total_misses = r.misses.iter().sum();
         r
@@ -893,11 +546,11 @@ impl System {
     /// Host memory the model holds (page array, reservations, stored
     /// frames, PV entries), not counting caches of the timing model.
     pub fn model_host_bytes(&self) -> u64 {
-        self.vm.host_bytes()
+        self.kernel.host_bytes() + self.machine.mem.host_bytes()
     }
 
     pub fn mem(&self) -> &PhysMem {
-        &self.vm.mem
+        &self.machine.mem
     }
 }
 

@@ -4,9 +4,16 @@
 //! decides depends on it, which is what lets a batch's references be timed
 //! after (and on another thread than) their translation.
 
-use crate::system::CycleBreakdown;
 use splab_hw::cache::{Cache, LINE_SHIFT};
 use splab_hw::profile::{Prefetch, Profile};
+
+/// Where the time went, in cycles, summed over CPUs.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct CycleBreakdown {
+    pub data: f64,
+    pub translation: f64,
+    pub kernel: f64,
+}
 
 /// A translated reference awaiting the cache model: its data address, the
 /// fixed cycles of its TLB lookups and assists, and the range of its walk

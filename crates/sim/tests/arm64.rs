@@ -17,7 +17,7 @@ fn system(memory: u64) -> System {
 }
 
 fn sysctl(s: &System, name: &str) -> i64 {
-    s.vm.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
+    s.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
 }
 
 #[test]
@@ -55,10 +55,10 @@ fn runs_then_blocks_promote_and_contents_survive_demotion() {
     s.mprotect(pid, va + (2 << 20), 4096 * 3, prot::READ).unwrap();
     assert!(s.store(0, va + (2 << 20), 5).is_err());
     s.store(0, va + (2 << 20) + 4096 * 3, 5).unwrap();
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
     s.exit(pid).unwrap();
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
 }
 
 /// After fork, the child's soft faults map a fully populated 2 MB
@@ -84,9 +84,9 @@ fn fork_soft_faults_map_the_largest_populated_size() {
     // Copy on write through the read-only block.
     s.store(1, va + 4096 * 3, 7).unwrap();
     assert_eq!(s.load(0, va + 4096 * 3).unwrap(), 103, "parent unaffected");
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     s.exit(child).unwrap();
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
 }
 
@@ -95,7 +95,7 @@ fn large_page_shared_memory_maps_1g_blocks() {
     let mut s = system(2 << 30);
     let pid = s.spawn().unwrap();
     s.run_on(0, pid).unwrap();
-    let shm = s.vm.shm_create_largepage(1 << 30).unwrap();
+    let shm = s.shm_create_largepage(1 << 30).unwrap();
     let backing = splab_vm::Backing::LargePage { shm };
     let va = s.mmap(pid, MmapReq { backing, shared: true, ..MmapReq::anon(1 << 30, prot::RW) }).unwrap().0;
     s.store(0, va + 12345 * 8, 42).unwrap();
@@ -103,7 +103,7 @@ fn large_page_shared_memory_maps_1g_blocks() {
     s.munmap(pid, va + (5 << 21) + 4096, 4096).unwrap();
     assert_eq!((sysctl(&s, "vm.pmap.l1.demotions"), sysctl(&s, "vm.pmap.l2.demotions")), (1, 1));
     assert_eq!(s.load(0, va + 12345 * 8).unwrap(), 42);
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
     s.exit(pid).unwrap();
 }

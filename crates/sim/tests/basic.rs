@@ -2,7 +2,7 @@
 //! fully touched, contents kept across promotion, demotion and COW.
 
 use splab_hw::profile::Profile;
-use splab_sim::system::Op;
+use splab_sim::Op;
 use splab_sim::{Config, System};
 use splab_vm::map::MmapReq;
 use splab_vm::prot;
@@ -17,7 +17,7 @@ fn system(superpages: bool) -> System {
 }
 
 fn sysctl(s: &System, name: &str) -> i64 {
-    s.vm.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
+    s.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
 }
 
 #[test]
@@ -46,10 +46,10 @@ fn touching_a_region_promotes_it_and_contents_survive() {
     assert_eq!(sysctl(&s, "vm.pmap.pde.demotions"), 2);
     assert!(s.store(0, va + (2 << 20), 5).is_err());
     assert_eq!(s.load(0, va + (2 << 20) + 8).unwrap(), 512 * 3 + 1);
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
     s.exit(pid).unwrap();
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(sysctl(&s, "vm.reserv.fullpop"), 0);
 }
 
@@ -87,10 +87,10 @@ fn fork_copies_on_write_and_maps_superpages_read_only() {
     assert_eq!(s.load(0, va + 4096 * 3).unwrap(), 103, "parent unaffected");
     s.store(0, va + 4096 * 5, 9).unwrap();
     assert_eq!(s.load(1, va + 4096 * 5).unwrap(), 105, "child unaffected");
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     s.exit(child).unwrap();
     assert_eq!(s.load(0, va + 4096 * 5).unwrap(), 9);
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
 }
 
@@ -106,7 +106,7 @@ fn adjacent_small_mappings_share_an_object_and_promote_together() {
     let a = s.mmap(pid, req).unwrap().0;
     let b = s.mmap(pid, MmapReq { addr: a + (1 << 20), ..req }).unwrap().0;
     assert_eq!(b, a + (1 << 20));
-    assert_eq!(s.vm.proc(pid).unwrap().map.entries.len(), 1, "the second mapping extended the first entry");
+    assert_eq!(s.kernel().proc(pid).unwrap().map.entries.len(), 1, "the second mapping extended the first entry");
     for p in 0..512u64 {
         s.store(0, a + p * 4096, p).unwrap();
     }
@@ -114,18 +114,18 @@ fn adjacent_small_mappings_share_an_object_and_promote_together() {
     assert_eq!(s.load(0, b + 4096).unwrap(), 257);
     // A mapping with another protection gets its own entry on the same object.
     let c = s.mmap(pid, MmapReq { addr: a + (2 << 20), prot: prot::READ, ..req }).unwrap().0;
-    let m = &s.vm.proc(pid).unwrap().map;
+    let m = &s.kernel().proc(pid).unwrap().map;
     assert_eq!(m.entries.len(), 2);
     assert_eq!(m.entries[&a].object, m.entries[&c].object);
     assert_eq!(s.load(0, c + 8).unwrap(), 0);
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     s.exit(pid).unwrap();
 }
 
 #[test]
 fn unmapping_part_of_a_coalesced_mapping_frees_its_pages() {
     let mut s = system(false);
-    let free = s.vm.phys.buddy.free_count();
+    let free = s.free_pages();
     let pid = s.spawn().unwrap();
     s.run_on(0, pid).unwrap();
     // Two adjacent mappings become one entry on one object.
@@ -135,17 +135,17 @@ fn unmapping_part_of_a_coalesced_mapping_frees_its_pages() {
     for p in 0..2048u64 {
         s.store(0, a + p * 4096, p).unwrap();
     }
-    let touched = s.vm.phys.buddy.free_count();
+    let touched = s.free_pages();
     // The first half goes while the second is still mapped: its 1024
     // pages are free again at once (vm_map_entry_delete with
     // OBJ_ONEMAPPING), not when the object dies; so are the page-table
     // pages that mapped only them.
     s.munmap(pid, a, 4 << 20).unwrap();
-    let freed = s.vm.phys.buddy.free_count() - touched;
+    let freed = s.free_pages() - touched;
     assert!((1024..1024 + 4).contains(&freed), "{freed} pages freed");
     assert_eq!(s.load(0, b + 4096 * 5).unwrap(), 1029);
     s.exit(pid).unwrap();
-    assert_eq!(s.vm.phys.buddy.free_count(), free);
+    assert_eq!(s.free_pages(), free);
 }
 
 #[test]
@@ -157,15 +157,14 @@ fn large_page_shared_memory_maps_1g_pages_and_demotes_on_partial_unmap() {
     let mut s = System::new(c).unwrap();
     let pid = s.spawn().unwrap();
     s.run_on(0, pid).unwrap();
-    let shm = s.vm.shm_create_largepage(1 << 30).unwrap();
+    let shm = s.shm_create_largepage(1 << 30).unwrap();
     let backing = splab_vm::Backing::LargePage { shm };
     let private = MmapReq { backing, ..MmapReq::anon(1 << 30, prot::RW) };
     assert_eq!(s.mmap(pid, private), Err(splab_vm::Errno::EINVAL), "large pages are shared only");
     let va = s.mmap(pid, MmapReq { shared: true, ..private }).unwrap().0;
     assert_eq!(va % (1 << 30), 0);
     s.store(0, va + 12345 * 8, 77).unwrap();
-    let pm = s.vm.proc(pid).unwrap().pmap;
-    let m = s.vm.pmap.extract(&s.vm.mem, pm, splab_hw::VirtAddr(va + 4096)).unwrap();
+    let m = s.mapping(pid, va + 4096).unwrap();
     assert_eq!(m.shift, 30, "one 1 GB mapping");
     assert_eq!(sysctl(&s, "splab.pmap.pdpe.mappings"), 1);
     // Unmapping one page demotes 1 GB -> 2 MB -> 4 KB around it.
@@ -174,10 +173,10 @@ fn large_page_shared_memory_maps_1g_pages_and_demotes_on_partial_unmap() {
     assert!(s.load(0, va + (3 << 21) + 4096).is_err());
     assert_eq!(s.load(0, va + 12345 * 8).unwrap(), 77);
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
-    let free = s.vm.phys.buddy.free_count();
+    let free = s.free_pages();
     s.exit(pid).unwrap();
     // The run is still held by the shm object, not the exited process.
-    assert!(s.vm.phys.buddy.free_count() < free + (1 << 18));
+    assert!(s.free_pages() < free + (1 << 18));
 }
 
 #[test]

@@ -7,6 +7,7 @@ use splab_hw::profile::Profile;
 use splab_sim::{Config, System};
 use splab_vm::map::{Backing, MmapReq};
 use splab_vm::object::file_word;
+use splab_sim::AccessError;
 use splab_vm::{prot, FaultError};
 
 const MB: u64 = 1 << 20;
@@ -22,7 +23,7 @@ fn system(memory: u64, swap: u64) -> System {
 }
 
 fn sysctl(s: &System, name: &str) -> i64 {
-    s.vm.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
+    s.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
 }
 
 fn value(page: u64, word: u64) -> u64 {
@@ -31,8 +32,8 @@ fn value(page: u64, word: u64) -> u64 {
 
 /// The object mapped at `va` in `pid`, and the page index of `va` in it.
 fn object_at(s: &System, pid: u32, va: u64) -> (u32, u32) {
-    let e = s.vm.proc(pid).unwrap().map.lookup(va).unwrap();
-    (e.object, e.pindex(va, s.vm.page_shift()) as u32)
+    let e = s.kernel().proc(pid).unwrap().map.lookup(va).unwrap();
+    (e.object, e.pindex(va, s.page_size().trailing_zeros()) as u32)
 }
 
 /// Writes two words in each page of [va, va+len) that `pages` selects.
@@ -65,7 +66,7 @@ fn pressure(s: &mut System, pid: u32) -> (u64, u64, fn(u64) -> bool) {
 }
 
 fn clean(s: &mut System) {
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
 }
 
@@ -103,16 +104,15 @@ fn a_dirty_superpage_is_demoted_before_part_of_it_is_paged_out() {
     // Only A's superpages can be demoted.
     let (b, b_len, half) = pressure(&mut s, pid);
     let (obj, _) = object_at(&s, pid, a);
-    let swapped = s.vm.objects.get(obj).swblk.len();
-    let resident = s.vm.objects.get(obj).pages.len();
+    let swapped = s.kernel().objects.get(obj).swblk.len();
+    let resident = s.kernel().objects.get(obj).pages.len();
     assert!(swapped > 0 && resident > 0, "part of A is paged out: {swapped} pages on swap, {resident} resident");
     assert!(sysctl(&s, "vm.pmap.pde.demotions") >= 1, "A's superpage was demoted");
     // No 2 MB mapping may cover a page that is not resident.
-    let pm = s.vm.proc(pid).unwrap().pmap;
     for p in 0..a_len / PAGE {
-        if let Some(m) = s.vm.pmap.extract(&s.vm.mem, pm, splab_hw::VirtAddr(a + p * PAGE)) {
+        if let Some(m) = s.mapping(pid, a + p * PAGE) {
             let (o, pi) = object_at(&s, pid, a + p * PAGE);
-            assert_eq!(s.vm.objects.lookup(o, pi).map(|f| f.addr().0), Some(m.pa.0), "page {p} mapped ({}-bit) but not resident there", m.shift);
+            assert_eq!(s.kernel().objects.lookup(o, pi).map(|f| f.addr().0), Some(m.pa.0), "page {p} mapped ({}-bit) but not resident there", m.shift);
         }
     }
     clean(&mut s);
@@ -124,7 +124,7 @@ fn a_dirty_superpage_is_demoted_before_part_of_it_is_paged_out() {
 #[test]
 fn a_clean_superpage_is_dropped_whole() {
     let mut s = system(32 * MB, 64 * MB);
-    let file = s.vm.create_file(4 * MB);
+    let file = s.create_file(4 * MB);
     let pid = s.spawn().unwrap();
     s.run_on(0, pid).unwrap();
     let req = MmapReq { addr: 0, len: 4 * MB, prot: prot::READ, shared: true, fixed: false, backing: Backing::File { file, offset: 0 }, prefault: false };
@@ -168,7 +168,7 @@ fn exhausting_memory_and_swap_kills_the_largest_process() {
         }
     }
     let (p, e) = failed.expect("64 MB cannot fit in 16 MB of memory and 4 MB of swap");
-    assert_eq!(e, FaultError::Killed(big), "after {p} pages");
+    assert_eq!(e, AccessError::Fault(FaultError::Killed(big)), "after {p} pages");
     let kills = s.oom_kills().to_vec();
     assert_eq!(kills.len(), 1, "{kills:?}");
     assert_eq!((kills[0].pid, kills[0].trigger, kills[0].reason.as_str()), (big, Some(big), "out of swap space"));
@@ -177,7 +177,7 @@ fn exhausting_memory_and_swap_kills_the_largest_process() {
     assert_eq!(sysctl(&s, "splab.vm.oom_kills"), 1);
     // The killed process's accesses keep failing cleanly; the other one
     // carries on with its memory intact.
-    assert_eq!(s.load(0, bv), Err(FaultError::Killed(big)));
+    assert_eq!(s.load(0, bv), Err(AccessError::Fault(FaultError::Killed(big))));
     assert!(s.run_on(0, big).is_err());
     assert!(s.exit(big).is_err());
     for p in 0..MB / PAGE {

@@ -6,7 +6,6 @@
 
 use splab_hw::mmu::AdUpdate;
 use splab_hw::profile::Profile;
-use splab_hw::VirtAddr;
 use splab_sim::{Config, System};
 use splab_vm::map::MmapReq;
 use splab_vm::{prot, Advice};
@@ -21,12 +20,11 @@ fn config(arch: &str) -> Config {
 }
 
 fn sysctl(s: &System, name: &str) -> i64 {
-    s.vm.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
+    s.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
 }
 
 fn dirty(s: &System, pid: u32, va: u64) -> bool {
-    let pm = s.vm.proc(pid).unwrap().pmap;
-    s.vm.pmap.extract(&s.vm.mem, pm, VirtAddr(va)).unwrap().dirty
+    s.mapping(pid, va).unwrap().dirty
 }
 
 #[test]
@@ -55,10 +53,10 @@ fn touching_a_region_promotes_it_and_contents_survive() {
     assert_eq!(sysctl(&s, "vm.pmap.l2.demotions"), 2);
     assert!(s.store(0, va + (2 << 20), 5).is_err());
     assert_eq!(s.load(1, va + (2 << 20) + 8).unwrap(), 512 * 3 + 1);
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
     s.exit(pid).unwrap();
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
 }
 
 #[test]
@@ -69,17 +67,17 @@ fn without_svadu_a_write_after_a_read_is_resolved_by_pmap_fault() {
     let va = s.mmap(pid, MmapReq::anon(4096, prot::RW)).unwrap().0;
     assert_eq!(s.load(0, va).unwrap(), 0);
     assert!(!dirty(&s, pid, va), "entered for a read: clean");
-    let faults = s.vm.ev.faults;
+    let faults = s.events().faults;
     s.store(0, va, 42).unwrap();
-    assert_eq!(s.vm.ev.faults, faults, "no vm_fault for the dirty bit");
-    assert_eq!((s.vm.ev.pmap_faults, sysctl(&s, "splab.pmap.ad_faults")), (1, 1));
+    assert_eq!(s.events().faults, faults, "no vm_fault for the dirty bit");
+    assert_eq!((s.events().pmap_faults, sysctl(&s, "splab.pmap.ad_faults")), (1, 1));
     assert!(dirty(&s, pid, va));
     // MADV_FREE clears A and D: the next load and store fault again.
     s.madvise(pid, va, 4096, Advice::Free).unwrap();
     assert_eq!(s.load(0, va).unwrap(), 42);
     s.store(0, va, 43).unwrap();
-    assert_eq!(s.vm.ev.pmap_faults, 3);
-    assert_eq!(s.vm.ev.faults, faults);
+    assert_eq!(s.events().pmap_faults, 3);
+    assert_eq!(s.events().faults, faults);
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
 }
 
@@ -94,7 +92,7 @@ fn with_svadu_the_walker_sets_the_dirty_bit() {
     s.load(0, va).unwrap();
     s.store(0, va, 42).unwrap();
     assert!(dirty(&s, pid, va));
-    assert_eq!(s.vm.ev.pmap_faults, 0);
+    assert_eq!(s.events().pmap_faults, 0);
     assert_eq!(s.hw().dirty_assists, 1, "the store re-walked to set D");
 }
 
@@ -118,7 +116,7 @@ fn fork_copies_on_write_across_superpages() {
     assert_eq!(s.load(1, va + 4096 * 5).unwrap(), 105, "child unaffected");
     s.exit(child).unwrap();
     assert_eq!(s.load(0, va + 4096 * 5).unwrap(), 9);
-    s.vm.check_invariants().unwrap();
+    s.check_invariants().unwrap();
     assert_eq!(s.hw().stale_translations, 0, "{:?}", s.stale_samples);
 }
 
@@ -129,12 +127,11 @@ fn large_page_shared_memory_maps_1g_pages() {
     let mut s = System::new(c).unwrap();
     let pid = s.spawn().unwrap();
     s.run_on(0, pid).unwrap();
-    let shm = s.vm.shm_create_largepage(1 << 30).unwrap();
+    let shm = s.shm_create_largepage(1 << 30).unwrap();
     let req = MmapReq { backing: splab_vm::Backing::LargePage { shm }, shared: true, ..MmapReq::anon(1 << 30, prot::RW) };
     let va = s.mmap(pid, req).unwrap().0;
     s.store(0, va + 12345 * 8, 77).unwrap();
-    let pm = s.vm.proc(pid).unwrap().pmap;
-    assert_eq!(s.vm.pmap.extract(&s.vm.mem, pm, VirtAddr(va + 4096)).unwrap().shift, 30);
+    assert_eq!(s.mapping(pid, va + 4096).unwrap().shift, 30);
     s.munmap(pid, va + (3 << 21) + 4096, 4096).unwrap();
     assert_eq!((sysctl(&s, "splab.pmap.l1.demotions"), sysctl(&s, "vm.pmap.l2.demotions")), (1, 1));
     assert_eq!(s.load(0, va + 12345 * 8).unwrap(), 77);
@@ -145,7 +142,7 @@ fn large_page_shared_memory_maps_1g_pages() {
 #[test]
 fn sv48_runs_on_the_same_machine() {
     let mut s = System::new(config("riscv-sv48")).unwrap();
-    assert_eq!(s.vm.pmap.max_user_address(), 1 << 47);
+    assert_eq!(s.kernel().pmap.max_user_address(), 1 << 47);
     let pid = s.spawn().unwrap();
     s.run_on(0, pid).unwrap();
     let mut req = MmapReq::anon(2 << 20, prot::RW);

@@ -327,7 +327,7 @@ fn touch(a: &BenchArgs, bytes: u64, quiet: bool) -> Result<FootprintPart, Fail> 
         model_host_bytes: sys.model_host_bytes(),
         // The 2 MB counter by its amd64 or riscv/arm64 name (arm64's
         // event count also includes its 64 KB promotions).
-        promotions: ["vm.pmap.pde.promotions", "vm.pmap.l2.promotions"].iter().find_map(|n| sys.vm.sysctls().get_int(n)),
+        promotions: ["vm.pmap.pde.promotions", "vm.pmap.l2.promotions"].iter().find_map(|n| sys.sysctls().get_int(n)),
     })
 }
 

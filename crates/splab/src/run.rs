@@ -10,7 +10,8 @@ use crate::workload::{self, WorkloadArgs};
 use clap::Args;
 use serde::Serialize;
 use splab_hw::profile::Profile;
-use splab_sim::system::{CycleBreakdown, HwStats, TlbReport};
+use splab_sim::system::{HwStats, TlbReport};
+use splab_sim::timing::CycleBreakdown;
 use splab_vm::pmap::KernelEvents;
 use splab_vm::sysctl::SysctlValue;
 use splab_workloads::Figure;
@@ -201,7 +202,7 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
         host_setup_seconds,
         tlb: sys.tlb_report(),
         hw: sys.hw(),
-        events: sys.vm.ev.clone(),
+        events: sys.events().clone(),
         cycles: sys.breakdown(),
         host_model_bytes: sys.model_host_bytes(),
         stale_samples: a.check_tlb.then(|| sys.stale_samples.clone()),

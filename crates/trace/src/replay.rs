@@ -23,6 +23,7 @@ use crate::{open, Event, Format, Kind, Opened, Ref, Region, Source, Step, TraceE
 use serde::Serialize;
 use splab_sim::{Op, System};
 use splab_vm::map::{Backing, MmapReq};
+use splab_sim::AccessError;
 use splab_vm::{prot, FaultError, Pid};
 use splab_workloads::{Figure, Workload, WorkloadResult};
 use std::collections::BTreeMap;
@@ -240,14 +241,14 @@ impl Run<'_> {
 
     /// Maps a region of the trace (rounded out to pages).
     fn map_region(&mut self, r: &Region) -> Result<(), Failure> {
-        let page = self.sys.vm.page_size();
+        let page = self.sys.page_size();
         let start = r.start & !(page - 1);
         let end = r.end().checked_add(page - 1).map(|e| e & !(page - 1)).unwrap_or(!(page - 1));
         self.mmap(start, end.max(start + page))
     }
 
     fn unmap(&mut self, start: u64, len: u64) -> Result<(), Failure> {
-        let page = self.sys.vm.page_size();
+        let page = self.sys.page_size();
         let s = start & !(page - 1);
         let e = start.saturating_add(len).saturating_add(page - 1) & !(page - 1);
         let e = e.min(self.max_addr);
@@ -346,7 +347,7 @@ impl Run<'_> {
             let to = from.saturating_add(piece).min(self.ops.len());
             match self.sys.access_batch(self.cpu, &self.ops[from..to]) {
                 Ok(()) => from = to,
-                Err((i, FaultError::Unmapped(va))) => {
+                Err((i, AccessError::Fault(FaultError::Unmapped(va)))) => {
                     // Only after an unmap the cache did not see (it is
                     // cleared on every unmap): map the block and go on.
                     self.ready[((va >> 21) as usize) & (READY - 1)] = 0;
@@ -398,7 +399,7 @@ impl Replay {
         let sysf = |what: &str, e: splab_vm::Errno| Failure { msg: format!("{what}: {e}"), input: false };
         let pid = sys.spawn().map_err(|e| sysf("spawn", e))?;
         sys.run_on(cpu, pid).map_err(|e| sysf("run", e))?;
-        let max_addr = sys.vm.pmap.max_user_address();
+        let max_addr = sys.max_user_address(pid).expect("the process just spawned");
         let mut run = Run {
             sys,
             pid,

@@ -4,7 +4,7 @@
 //! traces reported as bad input.
 
 use splab_hw::profile::Profile;
-use splab_sim::system::Op;
+use splab_sim::Op;
 use splab_sim::{Config, System};
 use splab_trace::replay::Replay;
 use splab_trace::synth;
@@ -21,7 +21,7 @@ fn system(superpages: bool) -> System {
 }
 
 fn sysctl(s: &System, name: &str) -> i64 {
-    s.vm.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
+    s.sysctls().get_int(name).unwrap_or_else(|| panic!("no sysctl {name}"))
 }
 
 /// A file in the test's own temporary directory.

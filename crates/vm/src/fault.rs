@@ -9,12 +9,13 @@
 //! woken; one that cannot get a page waits for it (vm_wait) and starts
 //! over, and may find its process killed for lack of memory and swap.
 
-use crate::kernel::{Pid, Vm};
+use crate::kernel::{Pid, Kernel};
 use crate::map::eflags;
 use crate::object::{file_word, ObjKind};
 use crate::page::{pflags, ObjId};
 use crate::pmap::{prot, EnterFlags, Prot};
 use crate::reserv::MAX_RESERV_NPAGES;
+use splab_hw::machine::Machine;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 
 /// Why a fault could not be resolved.
@@ -32,44 +33,40 @@ pub enum FaultError {
     /// No free memory could be found for the page or a page table.
     #[error("out of memory handling a fault at {0:#x}")]
     NoMemory(u64),
-    /// The hardware kept faulting after the handler resolved the fault:
-    /// a translation the pmap failed to invalidate.
-    #[error("fault at {0:#x} not resolved after repeated tries (stale translation?)")]
-    Unresolved(u64),
     #[error("no such process {0}")]
     NoProcess(u32),
     /// The process was killed because memory and swap were exhausted
-    /// (`Vm::oom_kills` says why).
+    /// (`Kernel::oom_kills` says why).
     #[error("process {0} was killed: out of memory and swap")]
     Killed(u32),
 }
 
-impl Vm {
+impl Kernel {
     /// A page fault trap at `va` for `access` in process `pid`: the pmap
     /// first (pmap_fault, for accessed/dirty bits the hardware leaves to
     /// software), then the VM (vm_fault), as FreeBSD's riscv trap handler
     /// does.
-    pub fn trap(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
+    pub fn trap(&mut self, hw: &mut Machine, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
         let pm = self.proc(pid).ok_or(FaultError::NoProcess(pid))?.pmap;
         let page = self.page_size();
-        let (pmap, mut env) = self.pmap_env();
+        let (pmap, mut env) = self.pmap_env(hw);
         if pmap.fault(&mut env, pm, VirtAddr(va & !(page - 1)), access) {
             self.ev.pmap_faults += 1;
             return Ok(());
         }
-        self.fault(pid, va, access)
+        self.fault(hw, pid, va, access)
     }
 
     /// Resolves a fault at `va` for `access` in process `pid` (vm_fault).
-    pub fn fault(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
+    pub fn fault(&mut self, hw: &mut Machine, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
         self.ev.faults += 1;
         self.stats.v_vm_faults += 1;
         if self.pageout_wanted() {
-            self.pageout_pass();
+            self.pageout_pass(hw);
         }
         let r = loop {
-            match self.fault_once(pid, va, access) {
-                Err(FaultError::NoMemory(_)) => match self.vm_wait(Some(pid)) {
+            match self.fault_once(hw, pid, va, access) {
+                Err(FaultError::NoMemory(_)) => match self.vm_wait(hw, Some(pid)) {
                     crate::pageout::Wait::Retry => continue,
                     crate::pageout::Wait::Killed => break Err(FaultError::Killed(pid)),
                     crate::pageout::Wait::Exhausted => break Err(FaultError::NoMemory(va)),
@@ -84,7 +81,7 @@ impl Vm {
     /// One attempt at resolving a fault (RetryFault in vm_fault). Pages it
     /// allocated before failing for lack of memory stay in their objects,
     /// where the next attempt finds them.
-    fn fault_once(&mut self, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
+    fn fault_once(&mut self, hw: &mut Machine, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
         let va = va & !(self.page_size() - 1);
         let proc = self.proc(pid).ok_or(FaultError::NoProcess(pid))?;
         let pm = proc.pmap;
@@ -118,15 +115,15 @@ impl Vm {
         let reserv = e.eflags & eflags::NORESERV == 0;
 
         if let ObjKind::LargePage { base } = self.objects.get(first_object).kind {
-            return self.fault_largepage(pid, &e, va, base, fprot, access);
+            return self.fault_largepage(hw, pid, &e, va, base, fprot, access);
         }
 
         // Soft fast path: the page is resident in the first object.
         if let Some(m) = self.objects.lookup(first_object, first_pindex) {
-            if self.try_map_superpage(pid, &e, first_object, va, m, fprot, access) {
+            if self.try_map_superpage(hw, pid, &e, first_object, va, m, fprot, access) {
                 return Ok(());
             }
-            return self.finish(pm, va, m, fprot, access);
+            return self.finish(hw, pm, va, m, fprot, access);
         }
 
         // Slow path: search the shadow chain (vm_fault_object / vm_fault_next).
@@ -138,20 +135,20 @@ impl Vm {
             }
             let o = self.objects.get(obj);
             if let Some(&slot) = o.swblk.get(&(pindex as u32)) {
-                let m = self.swap_in(obj, pindex as u32, slot, reserv).ok_or(FaultError::NoMemory(va))?;
+                let m = self.swap_in(hw, obj, pindex as u32, slot, reserv).ok_or(FaultError::NoMemory(va))?;
                 break (obj, m);
             }
             if let ObjKind::Vnode { file } = o.kind {
                 if pindex >= o.size {
                     return Err(FaultError::Bus(va));
                 }
-                let m = self.page_in(obj, file, pindex as u32, reserv).ok_or(FaultError::NoMemory(va))?;
+                let m = self.page_in(hw, obj, file, pindex as u32, reserv).ok_or(FaultError::NoMemory(va))?;
                 break (obj, m);
             }
             if o.backing == 0 {
                 // Zero fill in the first object.
                 let m = self.alloc_object_page(first_object, first_pindex, reserv).ok_or(FaultError::NoMemory(va))?;
-                self.mem.zero_frame(m);
+                hw.mem.zero_frame(m);
                 self.ev.zero_fills += 1;
                 self.stats.v_zfod += 1;
                 break (first_object, m);
@@ -164,7 +161,7 @@ impl Vm {
             if access & prot::WRITE != 0 {
                 // Copy on write into the first object (vm_fault_cow).
                 let copy = self.alloc_object_page(first_object, first_pindex, reserv).ok_or(FaultError::NoMemory(va))?;
-                self.mem.copy_frame(copy, m);
+                hw.mem.copy_frame(copy, m);
                 self.ev.cow_copies += 1;
                 self.stats.v_cow_faults += 1;
                 // The source is no longer needed by this fault: it stays
@@ -176,18 +173,18 @@ impl Vm {
                 fprot &= !prot::WRITE;
             }
         }
-        self.finish(pm, va, m, fprot, access)
+        self.finish(hw, pm, va, m, fprot, access)
     }
 
     /// Enters the 4 KB mapping, marks the page dirty on a write, and
     /// activates it.
-    fn finish(&mut self, pm: u32, va: u64, m: Pfn, fprot: Prot, access: Prot) -> Result<(), FaultError> {
+    fn finish(&mut self, hw: &mut Machine, pm: u32, va: u64, m: Pfn, fprot: Prot, access: Prot) -> Result<(), FaultError> {
         if access & prot::WRITE != 0 {
             self.dirty_on_write(m);
         }
         self.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
         self.phys.activate(m);
-        let (pmap, mut env) = self.pmap_env();
+        let (pmap, mut env) = self.pmap_env(hw);
         let flags = EnterFlags { access, ..Default::default() };
         pmap.enter(&mut env, pm, VirtAddr(va), m, fprot, flags).map_err(|_| FaultError::NoMemory(va))
     }
@@ -196,7 +193,7 @@ impl Vm {
     /// refers to the object any more (vm_object_shadow's shortcut).
     fn entry_shadow(&mut self, pid: Pid, key: u64) {
         let e = self.proc(pid).unwrap().map.entries[&key].clone();
-        let clear = |vm: &mut Vm| {
+        let clear = |vm: &mut Kernel| {
             vm.proc_mut(pid).unwrap().map.entries.get_mut(&key).unwrap().eflags &= !eflags::NEEDS_COPY;
         };
         if e.object == 0 {
@@ -229,11 +226,11 @@ impl Vm {
     /// page in `obj` with the slot's contents. The page is clean and keeps
     /// its slot, which still holds the same contents, until it is
     /// modified.
-    fn swap_in(&mut self, obj: ObjId, pindex: u32, slot: u32, reserv: bool) -> Option<Pfn> {
+    fn swap_in(&mut self, hw: &mut Machine, obj: ObjId, pindex: u32, slot: u32, reserv: bool) -> Option<Pfn> {
         let m = self.alloc_object_page(obj, pindex, reserv)?;
         match self.swap.read(slot) {
-            Some(data) => self.mem.set_frame(m, data),
-            None => self.mem.zero_frame(m),
+            Some(data) => hw.mem.set_frame(m, data),
+            None => hw.mem.zero_frame(m),
         }
         self.swap.stats.v_swapin += 1;
         self.swap.stats.v_swappgsin += 1;
@@ -246,7 +243,7 @@ impl Vm {
     /// find it even if the fault stops before mapping it (a later
     /// allocation fails and the process is killed while waiting); a fault
     /// that maps it activates it. Until the fault is done it is busy
-    /// (`Vm::busy`): the daemon leaves it alone. With `reserv` false the
+    /// (`Kernel::busy`): the daemon leaves it alone. With `reserv` false the
     /// page comes from no reservation (an entry with `eflags::NORESERV`).
     pub(crate) fn alloc_object_page(&mut self, obj: ObjId, pindex: u32, reserv: bool) -> Option<Pfn> {
         let info = self.objects.get(obj).info(obj);
@@ -261,24 +258,24 @@ impl Vm {
     /// was written back to the file if the page daemon wrote it, else the
     /// file's original contents; the part of the page beyond the end of
     /// the file reads as zero.
-    fn page_in(&mut self, obj: ObjId, file: u32, pindex: u32, reserv: bool) -> Option<Pfn> {
+    fn page_in(&mut self, hw: &mut Machine, obj: ObjId, file: u32, pindex: u32, reserv: bool) -> Option<Pfn> {
         let m = self.alloc_object_page(obj, pindex, reserv)?;
         self.ev.page_ins += 1;
         self.stats.v_vnodein += 1;
         self.stats.v_vnodepgsin += 1;
-        self.mem.zero_frame(m);
-        if self.mem.tracks_data() {
+        hw.mem.zero_frame(m);
+        if hw.mem.tracks_data() {
             let f = &self.files[file as usize];
             let size = f.size;
             let written = f.written.get(&pindex);
-            let page = 1u64 << self.mem.page_shift();
+            let page = 1u64 << hw.mem.page_shift();
             let base = pindex as u64 * page;
-            let pa = self.mem.addr(m).0;
+            let pa = hw.mem.addr(m).0;
             for w in 0..page / 8 {
                 let off = base + w * 8;
                 if off + 8 <= size {
                     let v = written.map_or_else(|| file_word(file, off), |p| p[w as usize]);
-                    self.mem.write_u64(PhysAddr(pa + w * 8), v);
+                    hw.mem.write_u64(PhysAddr(pa + w * 8), v);
                 }
             }
         }
@@ -295,17 +292,17 @@ impl Vm {
     /// next smaller one. A writable superpage mapping is made only if every
     /// constituent page is already dirty (except the one being written now).
     #[allow(clippy::too_many_arguments)]
-    fn try_map_superpage(&mut self, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot) -> bool {
+    fn try_map_superpage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot) -> bool {
         if !self.pmap.superpages_enabled() || self.pmap.pagesizes().len() < 2 {
             return false;
         }
         let top = self.pmap.reserv_psind().min(self.pmap.pagesizes().len() - 1);
-        (1..=top).rev().any(|psind| self.map_superpage(pid, e, obj, va, m, fprot, access, psind))
+        (1..=top).rev().any(|psind| self.map_superpage(hw, pid, e, obj, va, m, fprot, access, psind))
     }
 
     /// One size of `try_map_superpage`: page-size index `psind`.
     #[allow(clippy::too_many_arguments)]
-    fn map_superpage(&mut self, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot, psind: usize) -> bool {
+    fn map_superpage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot, psind: usize) -> bool {
         let sp = self.pmap.pagesizes()[psind];
         let npages = (sp / self.page_size()) as u32;
         let msuper = if psind == self.pmap.reserv_psind() {
@@ -356,7 +353,7 @@ impl Vm {
         self.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
         self.phys.activate(m);
         let pm = self.proc(pid).unwrap().pmap;
-        let (pmap, mut env) = self.pmap_env();
+        let (pmap, mut env) = self.pmap_env(hw);
         let flags = EnterFlags { access: acc, psind: psind as u8, ..Default::default() };
         if pmap.enter(&mut env, pm, VirtAddr(vsuper), msuper, p, flags).is_ok() {
             self.stats.soft_fast_superpage += 1;
@@ -368,7 +365,7 @@ impl Vm {
 
     /// Faults on large-page shared memory map the largest page that fits
     /// (vm_fault_populate with the object's page size).
-    fn fault_largepage(&mut self, pid: Pid, e: &crate::map::MapEntry, va: u64, base: Pfn, fprot: Prot, access: Prot) -> Result<(), FaultError> {
+    fn fault_largepage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, va: u64, base: Pfn, fprot: Prot, access: Prot) -> Result<(), FaultError> {
         let pm = self.proc(pid).unwrap().pmap;
         let sizes = self.pmap.pagesizes().to_vec();
         for psind in (0..sizes.len()).rev() {
@@ -379,10 +376,10 @@ impl Vm {
             }
             let pidx = e.pindex(vs, self.page_shift());
             let m = Pfn(base.0 + pidx as u32);
-            if (self.mem.addr(m).0 & (sz - 1)) != 0 {
+            if (hw.mem.addr(m).0 & (sz - 1)) != 0 {
                 continue;
             }
-            let (pmap, mut env) = self.pmap_env();
+            let (pmap, mut env) = self.pmap_env(hw);
             let flags = EnterFlags { access, psind: psind as u8, ..Default::default() };
             return pmap.enter(&mut env, pm, VirtAddr(vs), m, fprot, flags).map_err(|_| FaultError::NoMemory(va));
         }

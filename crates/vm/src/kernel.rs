@@ -1,5 +1,7 @@
-//! The kernel's virtual memory state as one value: physical pages,
-//! modelled memory, CPUs, objects, processes and the architecture's pmap.
+//! The kernel's virtual memory state as one value: physical pages and
+//! their metadata, objects, processes, which address space each CPU runs,
+//! and the architecture's pmap. It owns no hardware: operations that read
+//! or write memory or reach the CPUs' TLBs borrow the `Machine` they run on.
 //! Object operations that need the pmap (termination, collapse, page
 //! removal) live here, with the swap pager's part in them (freeing and
 //! moving swap slots); maps and syscalls in map.rs; faults in fault.rs;
@@ -10,10 +12,10 @@ use crate::object::{oflags, ObjKind, Objects};
 use crate::page::{pflags, pq, ObjId};
 use crate::pageout::{OomKill, PageoutStats};
 use crate::physalloc::Phys;
-use crate::pmap::{CpuState, KernelEvents, Pmap, PmapEnv, PmapId};
+use crate::pmap::{KernelEvents, Pmap, PmapEnv, PmapId};
 use crate::swap::{SwapDevice, SwapPage};
 use crate::sysctl::Sysctls;
-use splab_hw::physmem::PhysMem;
+use splab_hw::machine::Machine;
 use splab_hw::Pfn;
 use std::collections::HashMap;
 
@@ -48,10 +50,12 @@ pub struct VmStats {
     pub v_vnodepgsin: u64,
 }
 
-pub struct Vm {
+pub struct Kernel {
     pub phys: Phys,
-    pub mem: PhysMem,
-    pub cpus: Vec<CpuState>,
+    /// Per CPU, the address space it runs (pc_curpmap).
+    pub curpmap: Vec<Option<PmapId>>,
+    /// log2 of the base page size (PAGE_SHIFT): the pmap's smallest size.
+    page_shift: u32,
     pub objects: Objects,
     pub procs: Vec<Option<Proc>>,
     pub files: Vec<File>,
@@ -71,18 +75,19 @@ pub struct Vm {
     pub(crate) busy: Vec<Pfn>,
 }
 
-impl Vm {
-    /// The base page size is the pmap's (`pagesizes()[0]`); `mem` must
-    /// have frames of that size.
-    pub fn new(phys: Phys, mem: PhysMem, cpus: Vec<CpuState>, pmap: Box<dyn Pmap>) -> Vm {
-        assert_eq!(1u64 << mem.page_shift(), pmap.pagesizes()[0], "physical memory's frames are the pmap's base pages");
+impl Kernel {
+    /// A kernel for `ncpus` CPUs over the pages of `phys`; the base page
+    /// size is the pmap's (`pagesizes()[0]`), and the machine it runs on
+    /// must have physical frames of that size.
+    pub fn new(phys: Phys, ncpus: usize, pmap: Box<dyn Pmap>) -> Kernel {
+        let page = pmap.pagesizes()[0];
         // The page daemon's targets, in frames of the base page size.
         let mut phys = phys;
-        phys.targets = crate::physalloc::PageoutTargets::for_pages_of(mem.npages(), 1 << mem.page_shift());
-        Vm {
+        phys.targets = crate::physalloc::PageoutTargets::for_pages_of(phys.buddy.npages(), page);
+        Kernel {
             phys,
-            mem,
-            cpus,
+            curpmap: vec![None; ncpus],
+            page_shift: page.trailing_zeros(),
             objects: Objects::default(),
             procs: Vec::new(),
             files: Vec::new(),
@@ -99,20 +104,21 @@ impl Vm {
     /// log2 of the base page size (PAGE_SHIFT): 12, or 13 on the Alpha.
     #[inline]
     pub fn page_shift(&self) -> u32 {
-        self.mem.page_shift()
+        self.page_shift
     }
 
     /// Bytes in a base page (PAGE_SIZE).
     #[inline]
     pub fn page_size(&self) -> u64 {
-        1 << self.mem.page_shift()
+        1 << self.page_shift
     }
 
-    /// Splits the borrow: the pmap and what it may touch.
-    pub fn pmap_env(&mut self) -> (&mut dyn Pmap, PmapEnv<'_>) {
+    /// Splits the borrows: the pmap and what it may touch, of the kernel
+    /// and of the machine `m` it runs on.
+    pub fn pmap_env<'a>(&'a mut self, m: &'a mut Machine) -> (&'a mut dyn Pmap, PmapEnv<'a>) {
         (
             self.pmap.as_mut(),
-            PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev },
+            PmapEnv { phys: &mut self.phys, mem: &mut m.mem, mmu: &mut m.mmu, curpmap: &mut self.curpmap, ev: &mut self.ev },
         )
     }
 
@@ -126,13 +132,13 @@ impl Vm {
 
     /// Creates a process with an empty address space. Short of memory for
     /// its page tables, it waits for the page daemon (vm_wait).
-    pub fn spawn(&mut self) -> Result<Pid, crate::map::Errno> {
+    pub fn spawn(&mut self, hw: &mut Machine) -> Result<Pid, crate::map::Errno> {
         let pm = loop {
-            let (pmap, mut env) = self.pmap_env();
+            let (pmap, mut env) = self.pmap_env(hw);
             match pmap.pinit(&mut env) {
                 Ok(pm) => break pm,
                 Err(_) => {
-                    if self.vm_wait(None) == crate::pageout::Wait::Exhausted {
+                    if self.vm_wait(hw, None) == crate::pageout::Wait::Exhausted {
                         return Err(crate::map::Errno::ENOMEM);
                     }
                 }
@@ -154,10 +160,10 @@ impl Vm {
     }
 
     /// Frees one page of an object, removing any mappings of it first.
-    pub(crate) fn free_object_page(&mut self, obj: ObjId, pindex: u32, pfn: Pfn) {
+    pub(crate) fn free_object_page(&mut self, hw: &mut Machine, obj: ObjId, pindex: u32, pfn: Pfn) {
         let removed = self.objects.get_mut(obj).pages.remove(&pindex);
         debug_assert_eq!(removed, Some(pfn));
-        let (pmap, mut env) = self.pmap_env();
+        let (pmap, mut env) = self.pmap_env(hw);
         if pmap.page_is_mapped(&env, pfn) {
             pmap.remove_all(&mut env, pfn);
         }
@@ -169,10 +175,10 @@ impl Vm {
 
     /// Frees the object's pages in [start, end) and their swap slots
     /// (vm_object_page_remove with swap_pager_freespace).
-    pub fn object_page_remove(&mut self, obj: ObjId, start: u32, end: u32) {
+    pub fn object_page_remove(&mut self, hw: &mut Machine, obj: ObjId, start: u32, end: u32) {
         let victims: Vec<(u32, Pfn)> = self.objects.get(obj).pages.range(start..end).map(|(&p, &f)| (p, f)).collect();
         for (p, f) in victims {
-            self.free_object_page(obj, p, f);
+            self.free_object_page(hw, obj, p, f);
         }
         self.swap_pager_freespace(obj, start, end);
     }
@@ -212,7 +218,7 @@ impl Vm {
     /// Drops a reference (vm_object_deallocate). At zero the object is
     /// terminated and its backing object released; when only the single
     /// shadow still refers to a backing object, that shadow absorbs it.
-    pub fn object_deallocate(&mut self, obj: ObjId) {
+    pub fn object_deallocate(&mut self, hw: &mut Machine, obj: ObjId) {
         let mut obj = obj;
         while obj != 0 {
             let o = self.objects.get_mut(obj);
@@ -220,7 +226,7 @@ impl Vm {
             o.ref_count -= 1;
             if o.ref_count == 1 && o.shadows.len() == 1 && o.is_anon() {
                 let shadow = o.shadows[0];
-                self.object_collapse(shadow);
+                self.object_collapse(hw, shadow);
                 return;
             }
             if o.ref_count > 0 {
@@ -229,7 +235,7 @@ impl Vm {
             // Terminate (vm_object_terminate).
             let pages: Vec<(u32, Pfn)> = o.pages.iter().map(|(&p, &f)| (p, f)).collect();
             for (p, f) in pages {
-                self.free_object_page(obj, p, f);
+                self.free_object_page(hw, obj, p, f);
             }
             // swap_pager_dealloc.
             self.swap_pager_freespace(obj, 0, u32::MAX);
@@ -264,7 +270,7 @@ impl Vm {
     /// (vm_object_collapse): their pages move, with their reservations, and
     /// their swap slots move too (swap_pager_copy), unless `obj` already
     /// has a page or a slot of its own at that offset.
-    pub fn object_collapse(&mut self, obj: ObjId) {
+    pub fn object_collapse(&mut self, hw: &mut Machine, obj: ObjId) {
         loop {
             let o = self.objects.get(obj);
             let b = o.backing;
@@ -281,7 +287,7 @@ impl Vm {
             let bslots: Vec<(u32, u32)> = bo.swblk.iter().map(|(&p, &s)| (p, s)).collect();
             // Whether the shadow keeps the backing object's page or slot at
             // `bp`: inside its range and not superseded by its own.
-            let keeps = |vm: &Vm, bp: u32| {
+            let keeps = |vm: &Kernel, bp: u32| {
                 let o = vm.objects.get(obj);
                 let np = (bp as u64).wrapping_sub(off);
                 (bp as u64) >= off && np < size && !o.pages.contains_key(&(np as u32)) && !o.swblk.contains_key(&(np as u32))
@@ -303,7 +309,7 @@ impl Vm {
                     self.phys.rename_page(f, b, obj, np, off.min(u32::MAX as u64) as u32);
                     self.objects.get_mut(obj).pages.insert(np, f);
                 } else {
-                    self.free_object_page(b, bp, f);
+                    self.free_object_page(hw, b, bp, f);
                 }
             }
             let dead = self.objects.destroy(b);
@@ -387,7 +393,7 @@ impl Vm {
 
     /// Checks the invariants of every layer; used by debug builds and by
     /// `splab check`. O(memory), so not on any hot path.
-    pub fn check_invariants(&mut self) -> Result<(), String> {
+    pub fn check_invariants(&mut self, hw: &mut Machine) -> Result<(), String> {
         self.phys.check()?;
         for (id, o) in self.objects.iter() {
             for (&p, &f) in &o.pages {
@@ -425,11 +431,11 @@ impl Vm {
         }
         let mut slots: Vec<u32> = self.objects.iter().flat_map(|(_, o)| o.swblk.values().copied()).collect();
         self.swap.check(&mut slots)?;
-        let (pmap, env) = self.pmap_env();
+        let (pmap, env) = self.pmap_env(hw);
         pmap.check(&env)
     }
 
     pub fn host_bytes(&self) -> u64 {
-        self.phys.host_bytes() + self.mem.host_bytes() + self.pmap.host_bytes() + self.swap.host_bytes()
+        self.phys.host_bytes() + self.pmap.host_bytes() + self.swap.host_bytes()
     }
 }

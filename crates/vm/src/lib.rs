@@ -24,7 +24,7 @@ pub mod swap;
 pub mod sysctl;
 
 pub use fault::FaultError;
-pub use kernel::{Pid, Vm};
+pub use kernel::{Pid, Kernel};
 pub use pageout::OomKill;
 pub use map::{Backing, Errno, MmapReq};
 pub use pmap::{prot, Advice, Pmap, PmapEnv, PmapId, Prot};

@@ -7,11 +7,12 @@
 //! shares its object with another map copy-on-write; its pages are mapped
 //! read-only until a write fault gives it a shadow object of its own.
 
-use crate::kernel::{Pid, Vm};
+use crate::kernel::{Pid, Kernel};
 use crate::object::{oflags, ObjKind};
 use crate::page::{pflags, ObjId};
 use crate::pmap::{prot, Advice, Prot};
 use crate::reserv::MAX_RESERV_NPAGES;
+use splab_hw::machine::Machine;
 use splab_hw::{Pfn, VirtAddr};
 use std::collections::BTreeMap;
 
@@ -45,7 +46,7 @@ pub mod eflags {
     /// The entry still shares its object; the first write shadows it.
     pub const NEEDS_COPY: u8 = 1 << 1;
     /// Faults in this entry allocate their pages without a reservation, so
-    /// its range is never promoted (`Vm::madvise_superpages`). A splab
+    /// its range is never promoted (`Kernel::madvise_superpages`). A splab
     /// extension, the counterpart of Linux's VM_NOHUGEPAGE (set by
     /// MADV_NOHUGEPAGE): FreeBSD has no per-range advice of this kind, only
     /// the system-wide tunables. Inherited by fork and kept by clipping.
@@ -173,7 +174,7 @@ fn check_range(addr: u64, len: u64, max: u64, page: u64) -> Result<(u64, u64), E
     Ok((addr, end))
 }
 
-impl Vm {
+impl Kernel {
     fn map_of(&mut self, pid: Pid) -> Result<&mut crate::kernel::Proc, Errno> {
         self.proc_mut(pid).ok_or(Errno::ESRCH)
     }
@@ -210,7 +211,7 @@ impl Vm {
     }
 
     /// mmap(2).
-    pub fn mmap(&mut self, pid: Pid, req: MmapReq) -> Result<VirtAddr, Errno> {
+    pub fn mmap(&mut self, hw: &mut Machine, pid: Pid, req: MmapReq) -> Result<VirtAddr, Errno> {
         self.ev.syscalls += 1;
         let max = self.proc(pid).ok_or(Errno::ESRCH)?.map.max;
         let page = self.page_size();
@@ -261,9 +262,9 @@ impl Vm {
             }
         };
         if req.fixed {
-            self.map_delete(pid, start, start + len);
+            self.map_delete(hw, pid, start, start + len);
         }
-        if matches!(req.backing, Backing::Anon) && !req.shared && self.coalesce(pid, start, len, req.prot) {
+        if matches!(req.backing, Backing::Anon) && !req.shared && self.coalesce(hw, pid, start, len, req.prot) {
             return Ok(VirtAddr(start));
         }
         // Anonymous shared memory gets its object now, so that fork shares it.
@@ -289,7 +290,7 @@ impl Vm {
         };
         self.map_of(pid)?.map.entries.insert(start, entry);
         if req.prefault && object != 0 {
-            self.map_pmap_enter(pid, start);
+            self.map_pmap_enter(hw, pid, start);
         }
         Ok(VirtAddr(start))
     }
@@ -299,7 +300,7 @@ impl Vm {
     /// grows instead of a new one being made, so neighbouring small
     /// mappings share reservations and can be promoted together. Returns
     /// whether the new range was taken care of.
-    fn coalesce(&mut self, pid: Pid, start: u64, len: u64, prot: Prot) -> bool {
+    fn coalesce(&mut self, hw: &mut Machine, pid: Pid, start: u64, len: u64, prot: Prot) -> bool {
         let Some(p) = self.proc(pid) else { return false };
         let Some((&pk, prev)) = p.map.entries.range(..start).next_back() else { return false };
         if prev.end != start || prev.eflags != 0 || prev.shared || prev.inherit != Inherit::Copy {
@@ -314,7 +315,7 @@ impl Vm {
             if !self.objects.get(obj).is_anon() {
                 return false;
             }
-            self.object_collapse(obj);
+            self.object_collapse(hw, obj);
             let o = self.objects.get(obj);
             if o.backing != 0 || (o.ref_count > 1 && o.size != next_pindex && o.flags & oflags::ONEMAPPING == 0) {
                 return false;
@@ -324,7 +325,7 @@ impl Vm {
             }
             // Pages left from an earlier mapping of that range go.
             if next_pindex < o.size {
-                self.object_page_remove(obj, next_pindex as u32, (next_pindex + pages) as u32);
+                self.object_page_remove(hw, obj, next_pindex as u32, (next_pindex + pages) as u32);
             }
             let o = self.objects.get_mut(obj);
             o.size = o.size.max(next_pindex + pages);
@@ -344,7 +345,7 @@ impl Vm {
 
     /// Maps an entry's resident pages at once (vm_map_pmap_enter), which
     /// lets the pmap create superpage mappings directly.
-    fn map_pmap_enter(&mut self, pid: Pid, key: u64) {
+    fn map_pmap_enter(&mut self, hw: &mut Machine, pid: Pid, key: u64) {
         let p = self.proc(pid).unwrap();
         let e = p.map.entries[&key].clone();
         let pm = p.pmap;
@@ -357,13 +358,13 @@ impl Vm {
         let ps = self.page_shift();
         let lookup = |va: VirtAddr| -> Option<Pfn> { pages.get(&(e.pindex(va.0, ps) as u32)).copied() };
         let env_pmap = self.pmap.as_mut();
-        let mut env = crate::pmap::PmapEnv { phys: &mut self.phys, mem: &mut self.mem, cpus: &mut self.cpus, ev: &mut self.ev };
+        let mut env = crate::pmap::PmapEnv { phys: &mut self.phys, mem: &mut hw.mem, mmu: &mut hw.mmu, curpmap: &mut self.curpmap, ev: &mut self.ev };
         env_pmap.enter_object(&mut env, pm, VirtAddr(e.start), VirtAddr(e.end), &lookup, pr);
     }
 
     /// Removes [start, end) from the map (vm_map_delete): unmaps it, and
     /// frees the object pages of ranges no other mapping can see.
-    pub(crate) fn map_delete(&mut self, pid: Pid, start: u64, end: u64) {
+    pub(crate) fn map_delete(&mut self, hw: &mut Machine, pid: Pid, start: u64, end: u64) {
         self.clip(pid, start);
         self.clip(pid, end);
         let p = self.proc(pid).unwrap();
@@ -372,7 +373,7 @@ impl Vm {
         for k in keys {
             let e = self.proc_mut(pid).unwrap().map.entries.remove(&k).unwrap();
             {
-                let (pmap, mut env) = self.pmap_env();
+                let (pmap, mut env) = self.pmap_env(hw);
                 pmap.remove(&mut env, pm, VirtAddr(e.start), VirtAddr(e.end));
             }
             if e.object != 0 {
@@ -385,25 +386,25 @@ impl Vm {
                 if o.is_anon() && o.flags & oflags::ONEMAPPING != 0 {
                     let s = e.offset as u32;
                     let n = ((e.end - e.start) / self.page_size()) as u32;
-                    self.object_page_remove(e.object, s, s + n);
+                    self.object_page_remove(hw, e.object, s, s + n);
                 }
-                self.object_deallocate(e.object);
+                self.object_deallocate(hw, e.object);
             }
         }
     }
 
     /// munmap(2).
-    pub fn munmap(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
+    pub fn munmap(&mut self, hw: &mut Machine, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
         self.ev.syscalls += 1;
         let max = self.proc(pid).ok_or(Errno::ESRCH)?.map.max;
         let (s, e) = check_range(addr, len, max, self.page_size())?;
-        self.map_delete(pid, s, e);
+        self.map_delete(hw, pid, s, e);
         Ok(())
     }
 
     /// mprotect(2) (vm_map_protect): the whole range must be mapped and the
     /// new protection within each entry's maximum.
-    pub fn mprotect(&mut self, pid: Pid, addr: u64, len: u64, new: Prot) -> Result<(), Errno> {
+    pub fn mprotect(&mut self, hw: &mut Machine, pid: Pid, addr: u64, len: u64, new: Prot) -> Result<(), Errno> {
         self.ev.syscalls += 1;
         let p = self.proc(pid).ok_or(Errno::ESRCH)?;
         let (s, e) = check_range(addr, len, p.map.max, p.map.page)?;
@@ -426,7 +427,7 @@ impl Vm {
             let mask = if ent.eflags & eflags::COW != 0 { !prot::WRITE } else { prot::ALL };
             let (es, ee) = (ent.start, ent.end);
             if old != new {
-                let (pmap, mut env) = self.pmap_env();
+                let (pmap, mut env) = self.pmap_env(hw);
                 pmap.protect(&mut env, pm, VirtAddr(es), VirtAddr(ee), new & mask);
             }
         }
@@ -477,7 +478,7 @@ impl Vm {
     /// until the next write a read returns either the old contents or zero,
     /// depending on whether the page daemon reclaimed the page. Elsewhere
     /// FREE acts as DONTNEED, so no modification can be lost.
-    pub fn madvise(&mut self, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
+    pub fn madvise(&mut self, hw: &mut Machine, pid: Pid, addr: u64, len: u64, advice: Advice) -> Result<(), Errno> {
         self.ev.syscalls += 1;
         let (s, e) = self.mapped_range(pid, addr, len)?;
         let p = self.proc(pid).unwrap();
@@ -494,7 +495,7 @@ impl Vm {
             };
             let adv = if advice == Advice::Free && !free_ok { Advice::DontNeed } else { advice };
             {
-                let (pmap, mut env) = self.pmap_env();
+                let (pmap, mut env) = self.pmap_env(hw);
                 pmap.advise(&mut env, pm, VirtAddr(us), VirtAddr(ue), adv);
             }
             if ent.object == 0 {
@@ -509,7 +510,7 @@ impl Vm {
                 if adv == Advice::Free {
                     m.flags &= !pflags::DIRTY;
                 } else if !m.has(pflags::DIRTY) {
-                    let (pmap, env) = self.pmap_env();
+                    let (pmap, env) = self.pmap_env(hw);
                     if pmap.is_modified(&env, f) {
                         self.phys.pages.get_mut(f).flags |= pflags::DIRTY;
                     }
@@ -534,17 +535,17 @@ impl Vm {
     /// fork(2) (vmspace_fork): shared entries share their object; private
     /// ones become copy-on-write in both maps, and the parent's mappings
     /// are write-protected.
-    pub fn fork(&mut self, pid: Pid) -> Result<Pid, Errno> {
+    pub fn fork(&mut self, hw: &mut Machine, pid: Pid) -> Result<Pid, Errno> {
         self.ev.syscalls += 1;
         self.stats.v_forks += 1;
         let parent = self.proc(pid).ok_or(Errno::ESRCH)?;
         let ppm = parent.pmap;
         let keys: Vec<u64> = parent.map.entries.keys().copied().collect();
-        let child = self.spawn()?;
+        let child = self.spawn(hw)?;
         if self.proc(pid).is_none() {
             // Waiting for memory for the child's page tables, the parent
             // was chosen as the process to kill.
-            self.exit(child)?;
+            self.exit(hw, child)?;
             return Err(Errno::ESRCH);
         }
         for k in keys {
@@ -563,7 +564,7 @@ impl Vm {
                     let mut ce = e.clone();
                     if e.object != 0 {
                         if e.eflags & eflags::NEEDS_COPY == 0 {
-                            let (pmap, mut env) = self.pmap_env();
+                            let (pmap, mut env) = self.pmap_env(hw);
                             pmap.protect(&mut env, ppm, VirtAddr(e.start), VirtAddr(e.end), e.prot & !prot::WRITE);
                         }
                         self.object_reference(e.object);
@@ -580,17 +581,17 @@ impl Vm {
     }
 
     /// exit(2): the whole address space goes, then the pmap.
-    pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
+    pub fn exit(&mut self, hw: &mut Machine, pid: Pid) -> Result<(), Errno> {
         self.ev.syscalls += 1;
         let p = self.proc(pid).ok_or(Errno::ESRCH)?;
         let (pm, max) = (p.pmap, p.map.max);
-        self.map_delete(pid, 0, max);
-        for c in self.cpus.iter_mut() {
-            if c.curpmap == Some(pm) {
-                c.curpmap = None;
+        self.map_delete(hw, pid, 0, max);
+        for c in self.curpmap.iter_mut() {
+            if *c == Some(pm) {
+                *c = None;
             }
         }
-        let (pmap, mut env) = self.pmap_env();
+        let (pmap, mut env) = self.pmap_env(hw);
         pmap.release(&mut env, pm);
         self.procs[pid as usize] = None;
         Ok(())
@@ -599,7 +600,7 @@ impl Vm {
     /// Creates a large-page shared memory object of `size` bytes, backed by
     /// physically contiguous memory aligned to the largest page size
     /// (shm_create_largepage). Returns its descriptor.
-    pub fn shm_create_largepage(&mut self, size: u64) -> Result<u32, Errno> {
+    pub fn shm_create_largepage(&mut self, hw: &mut Machine, size: u64) -> Result<u32, Errno> {
         let big = *self.pmap.pagesizes().last().unwrap();
         if size == 0 || !size.is_multiple_of(big) {
             return Err(Errno::EINVAL);
@@ -616,7 +617,7 @@ impl Vm {
                 flags: pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE,
                 ..crate::page::VmPage::FREE
             };
-            self.mem.zero_frame(f);
+            hw.mem.zero_frame(f);
             self.objects.get_mut(obj).pages.insert(i, f);
         }
         self.files.push(crate::kernel::File { size, object: obj, written: Default::default() });

@@ -38,10 +38,11 @@
 //! freed at once (FreeBSD's laundry thread runs beside the daemon and its
 //! pages are freed by the next inactive scan).
 
-use crate::kernel::{Pid, Vm};
+use crate::kernel::{Pid, Kernel};
 use crate::map::eflags;
 use crate::object::ObjKind;
 use crate::page::{pflags, pq, ObjId, ACT_MAX};
+use splab_hw::machine::Machine;
 use splab_hw::Pfn;
 
 /// Activity count a page gets when it is (re)activated (ACT_INIT).
@@ -147,7 +148,7 @@ pub enum Wait {
     Exhausted,
 }
 
-impl Vm {
+impl Kernel {
     /// Whether the daemon has been asked to run.
     pub fn pageout_wanted(&self) -> bool {
         self.phys.pageout.wanted
@@ -156,7 +157,7 @@ impl Vm {
     /// One pass of the page daemon (the body of vm_pageout_worker): the
     /// inactive scan for the free-page shortage, laundering what it could
     /// not free, then the active scan to refill the inactive queue.
-    pub fn pageout_pass(&mut self) -> Pass {
+    pub fn pageout_pass(&mut self, hw: &mut Machine) -> Pass {
         self.phys.pageout.wanted = false;
         self.pd.passes += 1;
         let t = self.phys.targets;
@@ -164,15 +165,15 @@ impl Vm {
         let shortage = t.free_target.saturating_sub(self.phys.free_count()) + deficit;
         let mut pass = Pass::default();
         if shortage > 0 {
-            let left = self.scan_inactive(shortage, &mut pass);
+            let left = self.scan_inactive(hw, shortage, &mut pass);
             if left > 0 {
                 // Shortfall: the laundry thread launders what is missing
                 // (vm_pageout_laundry_worker in shortfall), and the pages
                 // it cleaned, now at the head of the inactive queue, are
                 // freed by another inactive scan.
                 self.pd.v_pdshortfalls += 1;
-                if self.launder(left, &mut pass) > 0 {
-                    self.scan_inactive(left, &mut pass);
+                if self.launder(hw, left, &mut pass) > 0 {
+                    self.scan_inactive(hw, left, &mut pass);
                 }
             }
         }
@@ -181,7 +182,7 @@ impl Vm {
         let have = self.phys.queues.count(pq::INACTIVE) + self.phys.queues.count(pq::LAUNDRY) / ACT_SCAN_LAUNDRY_WEIGHT;
         let want = t.inactive_target + paging_target;
         if want > have {
-            self.scan_active((want - have) * ACT_SCAN_LAUNDRY_WEIGHT, &mut pass);
+            self.scan_active(hw, (want - have) * ACT_SCAN_LAUNDRY_WEIGHT, &mut pass);
         }
         pass
     }
@@ -191,10 +192,10 @@ impl Vm {
     /// when it stops making progress kills the largest process
     /// (vm_pageout_mightbe_oom, vm_pageout_oom). `waiter` is the process
     /// that is waiting, if any.
-    pub fn vm_wait(&mut self, waiter: Option<Pid>) -> Wait {
+    pub fn vm_wait(&mut self, hw: &mut Machine, waiter: Option<Pid>) -> Wait {
         let mut idle = 0;
         for _ in 0..MAX_WAIT_PASSES {
-            let pass = self.pageout_pass();
+            let pass = self.pageout_pass(hw);
             if self.phys.free_count() > self.phys.targets.free_reserved {
                 return Wait::Retry;
             }
@@ -203,7 +204,7 @@ impl Vm {
                 break;
             }
         }
-        match self.pageout_oom(waiter) {
+        match self.pageout_oom(hw, waiter) {
             Some(v) if Some(v) == waiter => Wait::Killed,
             Some(_) => Wait::Retry,
             None => Wait::Exhausted,
@@ -213,10 +214,10 @@ impl Vm {
     /// Counts a page's references since the last test and clears them: the
     /// pmap's reference bits (pmap_ts_referenced) and the page's own flag
     /// (PGA_REFERENCED, set when a mapping was removed while referenced).
-    fn page_referenced(&mut self, m: Pfn) -> u32 {
+    fn page_referenced(&mut self, hw: &mut Machine, m: Pfn) -> u32 {
         self.pd.v_pdpages += 1;
         self.ev.pd_scanned += 1;
-        let (pmap, mut env) = self.pmap_env();
+        let (pmap, mut env) = self.pmap_env(hw);
         let mut delta = if pmap.page_is_mapped(&env, m) { pmap.ts_referenced(&mut env, m) } else { 0 };
         let p = self.phys.pages.get_mut(m);
         if p.has(pflags::REFERENCED) {
@@ -228,9 +229,9 @@ impl Vm {
 
     /// Whether the page, or any mapping of it, is modified; the mapping's
     /// state is moved to the page (vm_page_test_dirty).
-    fn test_dirty(&mut self, m: Pfn) -> bool {
+    fn test_dirty(&mut self, hw: &mut Machine, m: Pfn) -> bool {
         if !self.phys.pages.get(m).has(pflags::DIRTY) {
-            let (pmap, env) = self.pmap_env();
+            let (pmap, env) = self.pmap_env(hw);
             if pmap.is_modified(&env, m) {
                 self.phys.pages.get_mut(m).flags |= pflags::DIRTY;
             }
@@ -251,9 +252,9 @@ impl Vm {
     /// mapping holding it is demoted by pmap_remove_all). If unmapping finds
     /// it modified after all, it goes to the laundry instead. Returns
     /// whether it was freed.
-    fn pageout_free(&mut self, m: Pfn) -> bool {
+    fn pageout_free(&mut self, hw: &mut Machine, m: Pfn) -> bool {
         {
-            let (pmap, mut env) = self.pmap_env();
+            let (pmap, mut env) = self.pmap_env(hw);
             if pmap.page_is_mapped(&env, m) {
                 pmap.remove_all(&mut env, m);
             }
@@ -264,7 +265,7 @@ impl Vm {
         }
         let p = self.phys.pages.get(m);
         let (obj, pindex) = (p.object, p.pindex);
-        self.free_object_page(obj, pindex, m);
+        self.free_object_page(hw, obj, pindex, m);
         self.pd.v_dfree += 1;
         true
     }
@@ -275,7 +276,7 @@ impl Vm {
     /// offsets, frees all of them at once: their mappings are removed whole
     /// (a superpage mapping is not demoted) and the reservation is freed
     /// whole. Returns how many pages were freed.
-    fn try_free_superpage(&mut self, m: Pfn) -> Option<u64> {
+    fn try_free_superpage(&mut self, hw: &mut Machine, m: Pfn) -> Option<u64> {
         let sizes = self.pmap.pagesizes();
         let n = self.phys.reserv.npages();
         if sizes.get(self.pmap.reserv_psind()) != Some(&(n as u64 * self.page_size())) {
@@ -291,7 +292,7 @@ impl Vm {
             }
         }
         {
-            let (pmap, env) = self.pmap_env();
+            let (pmap, env) = self.pmap_env(hw);
             if (0..n).any(|k| pmap.is_modified(&env, Pfn(m0.0 + k)) || pmap.is_referenced(&env, Pfn(m0.0 + k))) {
                 return None;
             }
@@ -299,7 +300,7 @@ impl Vm {
         self.pd.v_pdpages += n as u64 - 1;
         self.ev.pd_scanned += n as u64 - 1;
         {
-            let (pmap, mut env) = self.pmap_env();
+            let (pmap, mut env) = self.pmap_env(hw);
             pmap.remove_all_superpage(&mut env, m0);
         }
         let mut freed = 0;
@@ -310,7 +311,7 @@ impl Vm {
                 self.phys.enqueue(p, pq::LAUNDRY, false);
                 continue;
             }
-            self.free_object_page(first.object, first.pindex + k, p);
+            self.free_object_page(hw, first.object, first.pindex + k, p);
             freed += 1;
         }
         self.pd.v_dfree += freed;
@@ -321,7 +322,7 @@ impl Vm {
     /// The inactive scan (vm_pageout_scan_inactive): from the head, until
     /// `shortage` pages are freed or every page present at the start has
     /// been looked at. Returns the shortage left.
-    fn scan_inactive(&mut self, mut shortage: u64, pass: &mut Pass) -> u64 {
+    fn scan_inactive(&mut self, hw: &mut Machine, mut shortage: u64, pass: &mut Pass) -> u64 {
         let maxscan = self.phys.queues.count(pq::INACTIVE);
         let mut scanned = 0;
         while shortage > 0 && scanned < maxscan {
@@ -332,21 +333,21 @@ impl Vm {
                 self.phys.enqueue(m, pq::INACTIVE, false);
                 continue;
             }
-            let delta = self.page_referenced(m);
+            let delta = self.page_referenced(hw, m);
             if delta > 0 {
                 self.reactivate(m, delta);
                 continue;
             }
-            if self.test_dirty(m) {
+            if self.test_dirty(hw, m) {
                 self.phys.enqueue(m, pq::LAUNDRY, false);
                 continue;
             }
-            if let Some(n) = self.try_free_superpage(m) {
+            if let Some(n) = self.try_free_superpage(hw, m) {
                 shortage = shortage.saturating_sub(n);
                 pass.freed += n;
                 continue;
             }
-            if self.pageout_free(m) {
+            if self.pageout_free(hw, m) {
                 shortage -= 1;
                 pass.freed += 1;
             }
@@ -358,14 +359,14 @@ impl Vm {
     /// its references; pages whose activity count reaches 0 are
     /// deactivated, dirty ones straight to the laundry while `shortage`
     /// lasts (clean ones count ACT_SCAN_LAUNDRY_WEIGHT towards it).
-    fn scan_active(&mut self, shortage: u64, pass: &mut Pass) {
+    fn scan_active(&mut self, hw: &mut Machine, shortage: u64, pass: &mut Pass) {
         let mut shortage = shortage as i64;
         let maxscan = self.phys.queues.count(pq::ACTIVE);
         let mut cur = self.phys.queues.head(pq::ACTIVE);
         for _ in 0..maxscan {
             let Some(m) = cur else { break };
             cur = self.phys.queues.next(&self.phys.pages, m);
-            let delta = self.page_referenced(m);
+            let delta = self.page_referenced(hw, m);
             let p = self.phys.pages.get_mut(m);
             let old = p.act_count();
             if delta > 0 {
@@ -396,7 +397,7 @@ impl Vm {
     /// laundry queue until `launder` pages are written. Referenced pages
     /// are reactivated, pages found clean are freed. Returns the number of
     /// pages written.
-    fn launder(&mut self, launder: u64, pass: &mut Pass) -> u64 {
+    fn launder(&mut self, hw: &mut Machine, launder: u64, pass: &mut Pass) -> u64 {
         let mut left = launder;
         let queues: &[u8] = if self.swap.has_free() { &[pq::UNSWAPPABLE, pq::LAUNDRY] } else { &[pq::LAUNDRY] };
         for &q in queues {
@@ -405,18 +406,18 @@ impl Vm {
             while left > 0 && scanned < maxscan {
                 let Some(m) = self.phys.queues.head(q) else { break };
                 scanned += 1;
-                let delta = self.page_referenced(m);
+                let delta = self.page_referenced(hw, m);
                 if delta > 0 {
                     self.reactivate(m, delta);
                     continue;
                 }
-                if !self.test_dirty(m) {
-                    if self.pageout_free(m) {
+                if !self.test_dirty(hw, m) {
+                    if self.pageout_free(hw, m) {
                         pass.freed += 1;
                     }
                     continue;
                 }
-                let n = self.pageout_cluster(m);
+                let n = self.pageout_cluster(hw, m);
                 left = left.saturating_sub(n);
                 pass.laundered += n;
             }
@@ -429,14 +430,14 @@ impl Vm {
     /// pages at consecutive offsets of one object, looking backwards to an
     /// aligned boundary first, then forwards. Returns the pages written; 0
     /// if `m` could not be (swap full: it waits on the unswappable queue).
-    fn pageout_cluster(&mut self, m: Pfn) -> u64 {
+    fn pageout_cluster(&mut self, hw: &mut Machine, m: Pfn) -> u64 {
         let p = *self.phys.pages.get(m);
         let (obj, pindex) = (p.object, p.pindex);
         let max = self.phys.targets.pageout_page_count as u32;
         let mut run = vec![m];
         let mut lo = pindex;
         while lo > 0 && (run.len() as u32) < max {
-            let Some(q) = self.laundry_neighbour(obj, lo - 1) else { break };
+            let Some(q) = self.laundry_neighbour(hw, obj, lo - 1) else { break };
             run.insert(0, q);
             lo -= 1;
             if lo % max == 0 {
@@ -445,14 +446,14 @@ impl Vm {
         }
         let mut hi = pindex;
         while (run.len() as u32) < max {
-            let Some(q) = self.laundry_neighbour(obj, hi + 1) else { break };
+            let Some(q) = self.laundry_neighbour(hw, obj, hi + 1) else { break };
             run.push(q);
             hi += 1;
         }
         let is_file = matches!(self.objects.get(obj).kind, ObjKind::Vnode { .. });
         let mut written = 0;
         for q in run {
-            let ok = if is_file { self.vnode_putpage(q) } else { self.swap_putpage(q) };
+            let ok = if is_file { self.vnode_putpage(hw, q) } else { self.swap_putpage(hw, q) };
             if !ok {
                 // Swap is full: this page and the rest wait.
                 self.swap.stats.full += 1;
@@ -462,7 +463,7 @@ impl Vm {
             // The write is done: the page is clean, and any later write
             // through a mapping must be seen (pmap_clear_modify).
             {
-                let (pmap, mut env) = self.pmap_env();
+                let (pmap, mut env) = self.pmap_env(hw);
                 pmap.clear_modify(&mut env, q);
             }
             self.phys.pages.get_mut(q).flags &= !pflags::DIRTY;
@@ -485,9 +486,9 @@ impl Vm {
 
     /// The page at `pindex` of `obj`, if it is resident, in the laundry
     /// and dirty: a candidate to join a cluster.
-    fn laundry_neighbour(&mut self, obj: ObjId, pindex: u32) -> Option<Pfn> {
+    fn laundry_neighbour(&mut self, hw: &mut Machine, obj: ObjId, pindex: u32) -> Option<Pfn> {
         let q = self.objects.lookup(obj, pindex)?;
-        if !matches!(self.phys.pages.get(q).queue(), pq::LAUNDRY | pq::UNSWAPPABLE) || !self.test_dirty(q) {
+        if !matches!(self.phys.pages.get(q).queue(), pq::LAUNDRY | pq::UNSWAPPABLE) || !self.test_dirty(hw, q) {
             return None;
         }
         Some(q)
@@ -496,10 +497,10 @@ impl Vm {
     /// Writes an anonymous page to a new swap slot (swap_pager_putpages):
     /// the object's old slot for that offset, if any, is freed. Returns
     /// false if swap is full.
-    fn swap_putpage(&mut self, m: Pfn) -> bool {
+    fn swap_putpage(&mut self, hw: &mut Machine, m: Pfn) -> bool {
         let Some(slot) = self.swap.alloc() else { return false };
         let p = *self.phys.pages.get(m);
-        self.swap.write(slot, self.mem.frame(m));
+        self.swap.write(slot, hw.mem.frame(m));
         if let Some(old) = self.objects.get_mut(p.object).swblk.insert(p.pindex, slot) {
             self.swap.free(old);
         }
@@ -509,17 +510,17 @@ impl Vm {
     /// Writes a file page back to its file (vnode_pager_putpages). The
     /// whole page is kept; a later page-in reads the part within the file
     /// and zeroes the rest, as vnode_pager_getpages does.
-    fn vnode_putpage(&mut self, m: Pfn) -> bool {
+    fn vnode_putpage(&mut self, hw: &mut Machine, m: Pfn) -> bool {
         let p = *self.phys.pages.get(m);
         let ObjKind::Vnode { file } = self.objects.get(p.object).kind else { return false };
-        if self.mem.tracks_data() {
+        if hw.mem.tracks_data() {
             let f = &mut self.files[file as usize];
-            match self.mem.frame(m) {
+            match hw.mem.frame(m) {
                 Some(data) => {
                     f.written.insert(p.pindex, data.into());
                 }
                 None => {
-                    f.written.insert(p.pindex, vec![0; 1 << (self.mem.page_shift() - 3)].into());
+                    f.written.insert(p.pindex, vec![0; 1 << (hw.mem.page_shift() - 3)].into());
                 }
             }
         }
@@ -548,7 +549,7 @@ impl Vm {
 
     /// Kills the largest process (vm_pageout_oom) and records it. Returns
     /// the victim, or None if no process holds any memory.
-    pub fn pageout_oom(&mut self, waiter: Option<Pid>) -> Option<Pid> {
+    pub fn pageout_oom(&mut self, hw: &mut Machine, waiter: Option<Pid>) -> Option<Pid> {
         let mut best: Option<(u64, Pid, u64, u64)> = None;
         for p in self.procs.iter().flatten() {
             let (res, swap) = self.oom_size(p.pid);
@@ -570,7 +571,7 @@ impl Vm {
             swap_used: self.swap.used() as u64,
             swap_total: self.swap.nslots() as u64,
         };
-        self.exit(pid).expect("the victim is a live process");
+        self.exit(hw, pid).expect("the victim is a live process");
         self.oom_kills.push(kill);
         Some(pid)
     }

@@ -9,7 +9,7 @@
 
 use crate::physalloc::Phys;
 use crate::sysctl::Sysctls;
-use splab_hw::mmu::Mmu;
+use splab_hw::machine::Mmu;
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 
@@ -56,13 +56,6 @@ pub enum PmapError {
     BadPsind,
 }
 
-/// A CPU as the pmap sees it: its MMU and which address space it runs.
-pub struct CpuState {
-    pub mmu: Mmu,
-    /// The pmap active on this CPU (pc_curpmap).
-    pub curpmap: Option<PmapId>,
-}
-
 /// Counts of events the timing model charges for.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct KernelEvents {
@@ -94,13 +87,28 @@ pub struct KernelEvents {
 }
 
 /// What the pmap may touch outside itself: physical pages and their
-/// metadata, modelled memory (to read and write descriptors), the CPUs (to
-/// invalidate TLBs), and the event counters.
+/// metadata, and which address space each CPU runs (the kernel's); modelled
+/// memory, to read and write descriptors, and each CPU's MMU, to invalidate
+/// its TLBs and walk caches (the machine's); and the event counters.
 pub struct PmapEnv<'a> {
     pub phys: &'a mut Phys,
     pub mem: &'a mut PhysMem,
-    pub cpus: &'a mut [CpuState],
+    /// Per CPU: its TLBs and page-walk caches.
+    pub mmu: &'a mut [Mmu],
+    /// Per CPU: the pmap active on it (pc_curpmap).
+    pub curpmap: &'a mut [Option<PmapId>],
     pub ev: &'a mut KernelEvents,
+}
+
+impl PmapEnv<'_> {
+    /// Marks `pm` active on no CPU (its address space is going away).
+    pub fn deactivate(&mut self, pm: PmapId) {
+        for c in self.curpmap.iter_mut() {
+            if *c == Some(pm) {
+                *c = None;
+            }
+        }
+    }
 }
 
 /// What the pmap knows about one mapping, for checks and display.

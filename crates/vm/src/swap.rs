@@ -9,11 +9,11 @@
 //! back from swap holds exactly what was written; otherwise only the
 //! bookkeeping is modelled. All-zero pages are kept as "no data".
 //!
-//! What is always true (checked by `Vm::check_invariants`): a slot is in
+//! What is always true (checked by `Kernel::check_invariants`): a slot is in
 //! use iff exactly one object's `swblk` names it; `used` counts them; a
 //! slot not in use has no stored contents.
 //!
-//! The object side lives in `Vm` (swap_pager_putpages, _getpages,
+//! The object side lives in `Kernel` (swap_pager_putpages, _getpages,
 //! _freespace, _copy): see `pageout.rs` (page-out), `fault.rs` (page-in)
 //! and `kernel.rs` (object termination and collapse).
 

@@ -18,7 +18,7 @@ fn main() {
     let main_cpu = thread_cpu_seconds();
     print!("{}", r.report);
     let refs = s.hw().refs;
-    let promotions = s.vm.sysctls().get_int("vm.pmap.pde.promotions").unwrap_or(0);
+    let promotions = s.sysctls().get_int("vm.pmap.pde.promotions").unwrap_or(0);
     println!("refs {refs} host {el:.2}s  {:.1} Mrefs/s  promotions {promotions} tlbmiss {}", refs as f64 / el / 1e6, s.tlb_report().total_misses);
     // The translating thread's own CPU time (it includes its waits for the
     // timing thread, at most 100 us of spinning each): the rate it alone

@@ -124,7 +124,7 @@ fn hot_pages(rng: &mut Rng, size: u64) -> Rc<Vec<u32>> {
 impl Tree {
     fn new(sys: &mut System, units: usize, seed: u64) -> Tree {
         let mut rng = Rng::new(seed);
-        let mut file = |size: u64| File { id: sys.vm.create_file(size), size };
+        let mut file = |size: u64| File { id: sys.create_file(size), size };
         let (cc, cc_data, libc, ld, make) = (file(CC_TEXT), file(CC_DATA), file(LIBC), file(LD_TEXT), file(MAKE_TEXT));
         let headers: Vec<File> = (0..HEADERS).map(|_| file(between(&mut rng, 2, 16) * PAGE)).collect();
         let mut list = Vec::new();
@@ -267,7 +267,7 @@ impl Workload for Build {
         let tree = Rc::new(Tree::new(sys, self.units, self.seed));
         tree.warm(sys)?;
         let make_pid = spawn_on(sys, 0)?;
-        let before = (sys.breakdown(), sys.vm.ev.clone(), sys.vm.stats.clone());
+        let before = (sys.breakdown(), sys.events().clone(), sys.vm_stats().clone());
         let make_script = Script::new(
             vec![
                 Act::Map { slot: 0, req: file_req(tree.make.id, tree.make.size, TEXT, false), what: "make text" },
@@ -295,7 +295,7 @@ impl Workload for Build {
         sched.add(Some(0), Box::new(make))?;
         let ph = sched.run(sys, 0, progress)?;
         let secs = ph.seconds(sys);
-        let after = (sys.breakdown(), sys.vm.ev.clone(), sys.vm.stats.clone());
+        let after = (sys.breakdown(), sys.events().clone(), sys.vm_stats().clone());
         let hz = sys.cfg.profile.freq_ghz * 1e9;
         let user = (after.0.data + after.0.translation - before.0.data - before.0.translation) / hz;
         let kern = (after.0.kernel - before.0.kernel) / hz;

@@ -113,7 +113,7 @@ impl Bw {
             "mmap_rd" => {
                 // The file is read once first, so that the timed pass is a
                 // re-read from the page cache, as bw_mmap_rd intends.
-                let file = sys.vm.create_file(size);
+                let file = sys.create_file(size);
                 let req = file_req(file, size, prot::READ, true);
                 let va = map(sys, pid, req, "the file")?;
                 touch_pages(sys, &mut b, va, size, None).map_err(fault("reading the file into the page cache"))?;

@@ -3,15 +3,15 @@
 //! touching pages, a deterministic random generator, and error text that
 //! names what failed.
 
-use splab_sim::system::BATCH_THREAD_MIN;
+use splab_sim::access::BATCH_THREAD_MIN;
 use splab_sim::{Op, System};
 use splab_vm::kernel::Pid;
 use splab_vm::map::{Backing, MmapReq};
-use splab_vm::FaultError;
+use splab_sim::AccessError;
 
 /// 4 KB: the page the modelled programs were written for (sizes, strides
 /// of page-by-page sweeps). The system's own base page, which is larger on
-/// the Alpha, is `sys.vm.page_size()`.
+/// the Alpha, is `sys.page_size()`.
 pub const PAGE: u64 = 4096;
 /// A cache line, the unit of vectorised loops and of `memcpy`.
 pub const LINE: u64 = 64;
@@ -50,7 +50,7 @@ pub fn since(sys: &mut System, cpu: usize, t0: f64) -> f64 {
 }
 
 /// Turns a fault into text naming the data structure that was accessed.
-pub fn fault(what: &str) -> impl Fn(FaultError) -> String + '_ {
+pub fn fault(what: &str) -> impl Fn(AccessError) -> String + '_ {
     move |e| format!("{what}: {e}")
 }
 
@@ -80,7 +80,7 @@ impl Batch {
     }
 
     #[inline]
-    pub fn push(&mut self, sys: &mut System, va: u64, op: Op) -> Result<(), FaultError> {
+    pub fn push(&mut self, sys: &mut System, va: u64, op: Op) -> Result<(), AccessError> {
         self.ops.push((va, op));
         if self.ops.len() >= Self::LEN {
             self.flush(sys)?;
@@ -89,18 +89,18 @@ impl Batch {
     }
 
     #[inline]
-    pub fn load(&mut self, sys: &mut System, va: u64) -> Result<(), FaultError> {
+    pub fn load(&mut self, sys: &mut System, va: u64) -> Result<(), AccessError> {
         self.push(sys, va, Op::Load)
     }
 
     #[inline]
-    pub fn store(&mut self, sys: &mut System, va: u64, v: u64) -> Result<(), FaultError> {
+    pub fn store(&mut self, sys: &mut System, va: u64, v: u64) -> Result<(), AccessError> {
         self.push(sys, va, Op::Store(v))
     }
 
     /// Makes the pending accesses. On a fault, the accesses before it have
     /// been made and the rest are dropped.
-    pub fn flush(&mut self, sys: &mut System) -> Result<(), FaultError> {
+    pub fn flush(&mut self, sys: &mut System) -> Result<(), AccessError> {
         if self.ops.is_empty() {
             return Ok(());
         }
@@ -116,12 +116,12 @@ impl Batch {
 
 /// Touches every page of [va, va + len) once, by a store of `value` (the
 /// way a program's first use of fresh memory faults it in), or by a load.
-pub fn touch_pages(sys: &mut System, b: &mut Batch, va: u64, len: u64, store: Option<u64>) -> Result<(), FaultError> {
+pub fn touch_pages(sys: &mut System, b: &mut Batch, va: u64, len: u64, store: Option<u64>) -> Result<(), AccessError> {
     let op = match store {
         Some(v) => Op::Store(v),
         None => Op::Load,
     };
-    let page = sys.vm.page_size();
+    let page = sys.page_size();
     let mut p = va & !(page - 1);
     while p < va + len {
         b.push(sys, p, op)?;

@@ -9,7 +9,7 @@ use crate::{Figure, Workload, WorkloadResult};
 use crate::layout::{Layout, LayoutObtained, Region};
 use splab_hw::profile::LoopShape;
 use splab_sim::System;
-use splab_vm::FaultError;
+use splab_sim::AccessError;
 use splab_vm::map::MmapReq;
 use splab_vm::prot;
 
@@ -64,14 +64,14 @@ impl Updater {
     /// streams do not depend on the table, so the updates of several rounds
     /// are independent and go to the system as one batch, in HPCC's order.
     /// Returns the updates made.
-    pub fn run(&mut self, sys: &mut System, cpu: usize, max_rounds: u64, per_batch: usize) -> Result<u64, FaultError> {
+    pub fn run(&mut self, sys: &mut System, cpu: usize, max_rounds: u64, per_batch: usize) -> Result<u64, AccessError> {
         sys.set_loop(cpu, Some(HPCC_LOOP));
         let r = self.rounds_of(sys, cpu, max_rounds, per_batch);
         sys.set_loop(cpu, None);
         r
     }
 
-    fn rounds_of(&mut self, sys: &mut System, cpu: usize, max_rounds: u64, per_batch: usize) -> Result<u64, FaultError> {
+    fn rounds_of(&mut self, sys: &mut System, cpu: usize, max_rounds: u64, per_batch: usize) -> Result<u64, AccessError> {
         let end = (self.round + max_rounds).min(self.rounds);
         let first = self.round;
         while self.round < end {
@@ -91,7 +91,7 @@ impl Updater {
 }
 
 /// Initialises Table[i] = i for i in [from, to) (independent stores).
-pub fn init_table(sys: &mut System, b: &mut Batch, table: u64, from: u64, to: u64) -> Result<(), FaultError> {
+pub fn init_table(sys: &mut System, b: &mut Batch, table: u64, from: u64, to: u64) -> Result<(), AccessError> {
     for i in from..to {
         b.store(sys, table + i * 8, i)?;
     }

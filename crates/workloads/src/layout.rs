@@ -19,7 +19,6 @@ use splab_sim::System;
 use splab_vm::kernel::Pid;
 use splab_vm::map::MmapReq;
 use splab_vm::pmap::prot;
-use splab_hw::VirtAddr;
 use std::fmt;
 
 /// A layout asked for with `--pages`.
@@ -169,12 +168,8 @@ impl Region {
         // The superpage the reservation makes (1 MB on armv7), up to 2 MB:
         // every such piece of a chunk must be mapped by a page at least
         // that large.
-        let piece = (sys.vm.phys.reserv.npages() as u64 * 4096).min(SIZE_2M);
-        let pm = sys.vm.proc(pid).map(|p| p.pmap);
-        let big = |va: u64| -> bool {
-            let Some(pm) = pm else { return false };
-            sys.vm.pmap.extract(&sys.vm.mem, pm, VirtAddr(va)).is_some_and(|m| 1u64 << m.shift >= piece)
-        };
+        let piece = sys.superpage_size().min(SIZE_2M);
+        let big = |va: u64| -> bool { sys.mapping(pid, va).is_some_and(|m| 1u64 << m.shift >= piece) };
         let (mut got, mut short, mut unexpected) = (0, 0, 0);
         for (i, &want) in asked.iter().enumerate() {
             let c = self.va + i as u64 * SIZE_2M;

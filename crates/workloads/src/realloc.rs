@@ -15,6 +15,7 @@ use crate::common::{exit, fault, map, mib, since, size_text, spawn_on, touch_pag
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::map::MmapReq;
+use splab_sim::AccessError;
 use splab_vm::{prot, Errno, FaultError};
 use std::fmt::Write as _;
 
@@ -75,15 +76,15 @@ impl Workload for Realloc {
             // Write the new part, page by page.
             match touch_pages(sys, &mut b, cur + size, grow_to - size, Some(1)) {
                 Ok(()) => touched = grow_to,
-                Err(FaultError::NoMemory(va)) => {
+                Err(AccessError::Fault(FaultError::NoMemory(va))) => {
                     touched = (va - cur) & !4095;
                     break Stop::Fault(va);
                 }
                 // When memory (and swap, if any) runs out, the OOM killer
                 // kills this process, the largest: out of memory too. Its
                 // pages then (resident and on swap) are the ones written.
-                Err(FaultError::Killed(_)) => {
-                    let pages = sys.vm.oom_kills.iter().rev().find(|k| k.pid == pid).map_or(0, |k| k.size_pages);
+                Err(AccessError::Fault(FaultError::Killed(_))) => {
+                    let pages = sys.oom_kills().iter().rev().find(|k| k.pid == pid).map_or(0, |k| k.size_pages);
                     touched = (pages * 4096).clamp(size, grow_to);
                     break Stop::Fault(cur + touched);
                 }
@@ -110,7 +111,7 @@ impl Workload for Realloc {
                 Ok(v) => v.0,
                 Err(e) => break Stop::Mmap(e),
             };
-            let copy = |sys: &mut System, b: &mut Batch| -> Result<(), FaultError> {
+            let copy = |sys: &mut System, b: &mut Batch| -> Result<(), AccessError> {
                 for off in (0..size).step_by(LINE as usize) {
                     b.load(sys, cur + off)?;
                     b.store(sys, new + off, 1)?;
@@ -119,11 +120,11 @@ impl Workload for Realloc {
             };
             match copy(sys, &mut b) {
                 Ok(()) => {}
-                Err(FaultError::NoMemory(va)) => break Stop::Copy(va - new),
+                Err(AccessError::Fault(FaultError::NoMemory(va))) => break Stop::Copy(va - new),
                 // Killed by the OOM killer: its pages beyond the old
                 // allocation's are the part copied.
-                Err(FaultError::Killed(_)) => {
-                    let pages = sys.vm.oom_kills.iter().rev().find(|k| k.pid == pid).map_or(0, |k| k.size_pages);
+                Err(AccessError::Fault(FaultError::Killed(_))) => {
+                    let pages = sys.oom_kills().iter().rev().find(|k| k.pid == pid).map_or(0, |k| k.size_pages);
                     break Stop::Copy((pages * 4096).saturating_sub(size).min(size));
                 }
                 Err(e) => return Err(fault("realloc: copying")(e)),
@@ -135,7 +136,7 @@ impl Workload for Realloc {
         };
         let secs = since(sys, cpu, t0);
         // A process the OOM killer took is already gone.
-        if sys.vm.proc(pid).is_some() {
+        if sys.alive(pid) {
             exit(sys, pid)?;
         }
         let rate = mib(touched) / secs;

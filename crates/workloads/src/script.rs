@@ -120,7 +120,7 @@ impl Script {
                     (0, true)
                 }
                 Act::Exec => {
-                    let max = sys.vm.proc(pid).map(|p| p.map.max).ok_or_else(|| format!("exec: no process {pid}"))?;
+                    let max = sys.max_user_address(pid).ok_or_else(|| format!("exec: no process {pid}"))?;
                     unmap(sys, pid, 0, max, "the address space (exec)")?;
                     self.slots.clear();
                     (0, true)
@@ -142,7 +142,7 @@ impl Script {
                     let n = (total - self.pos).min(room);
                     // One at a time: the value read is needed.
                     b.flush(sys).map_err(fault("script access"))?;
-                    let check = sys.vm.mem.tracks_data();
+                    let check = sys.tracks_contents();
                     for k in self.pos..self.pos + n {
                         let va = r.va + k * stride;
                         let v = sys.load(cpu, va).map_err(fault("script check"))?;

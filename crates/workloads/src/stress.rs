@@ -95,10 +95,10 @@ impl Workload for Stress {
         let p = Parent::new(parent, Script::new(Vec::new(), Vec::new(), 0), jobs, n, Vec::new);
         let mut sched = Sched::new(ncpus, self.quanta)?;
         sched.add(Some(0), Box::new(p))?;
-        let ev0 = sys.vm.ev.clone();
+        let ev0 = sys.events().clone();
         let ph = sched.run(sys, 0, progress)?;
         let secs = ph.seconds(sys);
-        let ev = &sys.vm.ev;
+        let ev = sys.events();
         let mut r = String::new();
         let _ = writeln!(r, "stress: info: [{parent}] dispatching hogs: 0 cpu, 0 io, {n} vm, 0 hdd");
         let check = if verify { ", read it back and check it" } else { "" };

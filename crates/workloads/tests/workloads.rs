@@ -33,7 +33,7 @@ fn run(w: &mut dyn Workload, sys: &mut System) -> WorkloadResult {
 }
 
 fn promotions(sys: &System) -> i64 {
-    sys.vm.sysctls().get_int("vm.pmap.pde.promotions").unwrap()
+    sys.sysctls().get_int("vm.pmap.pde.promotions").unwrap()
 }
 
 /// Lines of `report` that are two numbers, as lmbench prints results.
@@ -134,19 +134,19 @@ fn index_prints_pgbench_summary() {
     let tps = r.report.lines().find_map(|l| l.strip_prefix("tps = ")).unwrap();
     assert!(tps.split(' ').next().unwrap().parse::<f64>().unwrap() > 0.0);
     // The backends mapped the shared buffers with superpages at once.
-    assert!(sys.vm.stats.soft_fast_superpage > 0);
+    assert!(sys.vm_stats().soft_fast_superpage > 0);
 }
 
 #[test]
 fn build_forks_execs_and_shoots_down_tlbs_of_link_threads() {
     let mut sys = system(512 << 20, true, false);
     let mut b = Build::new(5, Some(2)).unwrap();
-    let ipis = sys.vm.ev.shootdown_ipis;
+    let ipis = sys.events().shootdown_ipis;
     let r = run(&mut b, &mut sys);
     assert!(r.report.contains(" real ") && r.report.contains(" user ") && r.report.contains(" sys"), "{}", r.report);
-    assert_eq!(sys.vm.stats.v_forks, 6, "five compilers and the link");
-    assert!(sys.vm.ev.shootdown_ipis > ipis, "the link's munmaps reach the other CPUs");
-    assert!(sys.vm.stats.v_cow_faults > 0);
+    assert_eq!(sys.vm_stats().v_forks, 6, "five compilers and the link");
+    assert!(sys.events().shootdown_ipis > ipis, "the link's munmaps reach the other CPUs");
+    assert!(sys.vm_stats().v_cow_faults > 0);
     assert!(promotions(&sys) > 0);
     assert!(!r.figure.higher_is_better);
 }
@@ -154,20 +154,20 @@ fn build_forks_execs_and_shoots_down_tlbs_of_link_threads() {
 #[test]
 fn stress_workers_allocate_touch_and_free() {
     let mut sys = system(256 << 20, true, false);
-    let free = sys.vm.phys.buddy.free_count();
+    let free = sys.free_pages();
     let mut s = Stress::new(Some(5), 4 << 20, 2).unwrap();
     let r = run(&mut s, &mut sys);
     assert!(r.report.contains("dispatching hogs: 0 cpu, 0 io, 5 vm, 0 hdd"), "{}", r.report);
     assert!(r.report.contains("successful run completed in"), "{}", r.report);
-    assert_eq!(sys.vm.stats.v_zfod, 5 * 2 * 1024);
-    assert_eq!(sys.vm.phys.buddy.free_count(), free, "everything freed");
+    assert_eq!(sys.vm_stats().v_zfod, 5 * 2 * 1024);
+    assert_eq!(sys.free_pages(), free, "everything freed");
 }
 
 #[test]
 fn realloc_stops_cleanly_when_memory_is_full() {
     for (sp, in_place) in [(false, true), (true, true), (true, false)] {
         let mut sys = system(64 << 20, sp, false);
-        let free = sys.vm.phys.buddy.free_count();
+        let free = sys.free_pages();
         let mut a = Realloc::new(1 << 20).unwrap();
         a.in_place = in_place;
         let r = run(&mut a, &mut sys);
@@ -181,8 +181,8 @@ fn realloc_stops_cleanly_when_memory_is_full() {
             assert!(r.report.contains(" 0 grown in place"), "{}", r.report);
             assert!((16.0..=32.0).contains(&mb), "{}", r.report);
         }
-        assert_eq!(sys.vm.phys.buddy.free_count(), free, "everything freed after the exit");
-        sys.vm.check_invariants().unwrap();
+        assert_eq!(sys.free_pages(), free, "everything freed after the exit");
+        sys.check_invariants().unwrap();
     }
 }
 

@@ -305,13 +305,11 @@ impl Pmap for PmapAlpha {
         let p = self.spaces.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         debug_assert!(p.l3.is_empty() && p.l2.is_empty(), "pmap released with tables");
-        for cpu in env.cpus.iter_mut() {
-            if cpu.curpmap == Some(pm) {
-                cpu.curpmap = None;
-            }
-            cpu.mmu.tlb.invalidate_asid(p.asn);
-            cpu.mmu.pwc.invalidate_asid(p.asn);
+        for mmu in env.mmu.iter_mut() {
+            mmu.tlb.invalidate_asid(p.asn);
+            mmu.pwc.invalidate_asid(p.asn);
         }
+        env.deactivate(pm);
         crate::ptpage::free(env, p.l1);
         self.spaces.free_asid(p.asn);
     }
@@ -327,16 +325,16 @@ impl Pmap for PmapAlpha {
     /// ASNs stay; a CPU marked stale for this address space flushes its
     /// ASN first (a new ASN, in FreeBSD).
     fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.cpus[cpu].curpmap == Some(pm) {
+        if env.curpmap[cpu] == Some(pm) {
             return;
         }
-        env.cpus[cpu].curpmap = Some(pm);
+        env.curpmap[cpu] = Some(pm);
         env.ev.context_switches += 1;
         let bit = 1u64 << cpu;
         if self.pm(pm).stale & bit != 0 {
             self.pm_mut(pm).stale &= !bit;
             let asn = self.pm(pm).asn;
-            let mmu = &mut env.cpus[cpu].mmu;
+            let mmu = &mut env.mmu[cpu];
             mmu.tlb.invalidate_asid(asn);
             mmu.pwc.invalidate_asid(asn);
             env.ev.tlb_flushes += 1;

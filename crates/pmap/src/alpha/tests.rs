@@ -20,7 +20,7 @@ fn rig() -> Rig<PmapAlpha> {
 fn walk(r: &mut Rig<PmapAlpha>, pm: PmapId, va: u64, a: Access) -> Result<Translation, WalkFault> {
     let root = r.pmap.root(pm);
     let asn = r.pmap.asid(pm);
-    AlphaWalker.walk(&mut r.mem, &mut r.cpus[0].mmu.pwc, root, asn, va, a, &mut WalkRefs::default())
+    AlphaWalker.walk(&mut r.mem, &mut r.mmu[0].pwc, root, asn, va, a, &mut WalkRefs::default())
 }
 
 /// Filling a reservation promotes every 64 KB block as its 8th page

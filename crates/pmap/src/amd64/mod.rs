@@ -318,13 +318,11 @@ impl Pmap for PmapAmd64 {
             ptpage::free(env, s.ptp);
         }
         // The PCID may be reused: no CPU may keep its translations.
-        for cpu in env.cpus.iter_mut() {
-            cpu.mmu.tlb.invalidate_asid(p.asid);
-            cpu.mmu.pwc.invalidate_asid(p.asid);
-            if cpu.curpmap == Some(pm) {
-                cpu.curpmap = None;
-            }
+        for mmu in env.mmu.iter_mut() {
+            mmu.tlb.invalidate_asid(p.asid);
+            mmu.pwc.invalidate_asid(p.asid);
         }
+        env.deactivate(pm);
         env.phys.pages.get_mut(p.pml4).ref_count = 0;
         ptpage::free(env, p.pml4);
         self.free_asids.push(p.asid);
@@ -338,17 +336,17 @@ impl Pmap for PmapAmd64 {
     }
 
     fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.cpus[cpu].curpmap == Some(pm) {
+        if env.curpmap[cpu] == Some(pm) {
             return;
         }
-        env.cpus[cpu].curpmap = Some(pm);
+        env.curpmap[cpu] = Some(pm);
         env.ev.context_switches += 1;
         let p = self.pm_mut(pm);
         if p.stale & (1 << cpu) != 0 {
             p.stale &= !(1 << cpu);
             let asid = p.asid;
-            env.cpus[cpu].mmu.tlb.invalidate_asid(asid);
-            env.cpus[cpu].mmu.pwc.invalidate_asid(asid);
+            env.mmu[cpu].tlb.invalidate_asid(asid);
+            env.mmu[cpu].pwc.invalidate_asid(asid);
             env.ev.tlb_flushes += 1;
         }
     }

@@ -160,13 +160,13 @@ fn removal_invalidates_every_cpu_running_the_space() {
     enter_all(&mut r, pm, &pages[..1], |_| rw_access());
     let asid = r.pmap.asid(pm);
     let t = Translation { pa_base: pages[0].addr().0, shift: 12, perm: perm::READ | perm::USER };
-    for c in &mut r.cpus {
-        c.mmu.tlb.fill(VA, asid, t);
+    for c in &mut r.mmu {
+        c.tlb.fill(VA, asid, t);
     }
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096));
-    for c in &mut r.cpus {
-        assert!(c.mmu.tlb.lookup(VA, asid).is_none(), "stale entry left on a CPU");
+    for c in &mut r.mmu {
+        assert!(c.tlb.lookup(VA, asid).is_none(), "stale entry left on a CPU");
     }
     assert_eq!(r.ev.shootdown_ipis, 1, "one IPI to the other CPU");
 }

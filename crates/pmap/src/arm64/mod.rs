@@ -226,7 +226,7 @@ impl PmapArm64 {
 
     /// Runs `f` on every CPU's MMU for this address space: a broadcast
     /// TLBI reaches every core of the inner-shareable domain.
-    fn tlbi(&mut self, env: &mut PmapEnv, pm: PmapId, f: impl Fn(&mut splab_hw::mmu::Mmu, u16)) {
+    fn tlbi(&mut self, env: &mut PmapEnv, pm: PmapId, f: impl Fn(&mut splab_hw::machine::Mmu, u16)) {
         let asid = self.pm(pm).asid;
         shootdown::broadcast(env, asid, f);
     }
@@ -456,11 +456,7 @@ impl Pmap for PmapArm64 {
         for s in p.stash.values() {
             ptpage::free(env, s.ptp);
         }
-        for cpu in env.cpus.iter_mut() {
-            if cpu.curpmap == Some(pm) {
-                cpu.curpmap = None;
-            }
-        }
+        env.deactivate(pm);
         ptpage::free(env, p.l0);
         self.pmaps.free_asid(p.asid);
     }
@@ -475,8 +471,8 @@ impl Pmap for PmapArm64 {
     /// pmap_activate: TTBR0_EL1 gets the L0 table and the ASID. Broadcast
     /// invalidation leaves nothing stale to flush on a switch.
     fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.cpus[cpu].curpmap != Some(pm) {
-            env.cpus[cpu].curpmap = Some(pm);
+        if env.curpmap[cpu] != Some(pm) {
+            env.curpmap[cpu] = Some(pm);
             env.ev.context_switches += 1;
         }
     }

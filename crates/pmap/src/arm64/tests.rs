@@ -41,7 +41,7 @@ fn fault_in(r: &mut Rig<PmapArm64>, pm: PmapId, range: std::ops::Range<u32>, fla
 fn walk(r: &mut Rig<PmapArm64>, pm: PmapId, va: u64, a: Access) -> (u8, u64) {
     let (root, asid) = (r.pmap.root(pm), r.pmap.asid(pm));
     let mut refs = WalkRefs::default();
-    let t = Arm64Walker.walk(&mut r.mem, &mut r.cpus[0].mmu.pwc, root, asid, va, a, &mut refs).unwrap();
+    let t = Arm64Walker.walk(&mut r.mem, &mut r.mmu[0].pwc, root, asid, va, a, &mut refs).unwrap();
     (t.shift, t.pa(va).0)
 }
 
@@ -220,19 +220,19 @@ fn tlb_maintenance_is_broadcast_and_promotion_is_break_before_make() {
     let asid = r.pmap.asid(pm);
     // Both CPUs cache the 4 KB translation of the last page entered.
     let t = splab_hw::mmu::Translation { pa_base: pages[500].addr().0, shift: 12, perm: splab_hw::mmu::perm::READ };
-    for c in &mut r.cpus {
-        c.mmu.tlb.fill(VA + 500 * 4096, asid, t);
+    for c in &mut r.mmu {
+        c.tlb.fill(VA + 500 * 4096, asid, t);
     }
     fault_in(&mut r, pm, 511..512, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
-    for c in &mut r.cpus {
-        assert!(c.mmu.tlb.lookup(VA + 500 * 4096, asid).is_none(), "a 4 KB entry survived the promotion");
+    for c in &mut r.mmu {
+        assert!(c.tlb.lookup(VA + 500 * 4096, asid).is_none(), "a 4 KB entry survived the promotion");
     }
     let t = splab_hw::mmu::Translation { pa_base: pages[0].addr().0, shift: 21, perm: splab_hw::mmu::perm::READ };
-    r.cpus[1].mmu.tlb.fill(VA, asid, t);
+    r.mmu[1].tlb.fill(VA, asid, t);
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + L2_SIZE));
-    assert!(r.cpus[1].mmu.tlb.lookup(VA + 4096, asid).is_none(), "the CPU not running the space was reached");
+    assert!(r.mmu[1].tlb.lookup(VA + 4096, asid).is_none(), "the CPU not running the space was reached");
     assert_eq!(r.ev.shootdown_ipis, 0, "TLBI broadcasts need no IPIs");
 }
 

@@ -492,11 +492,7 @@ impl Pmap for PmapArmv7 {
         let p = self.pmaps[pm as usize].take().expect("live pmap");
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         debug_assert!(p.pt2pg.is_empty(), "pmap released with L2 tables");
-        for cpu in env.cpus.iter_mut() {
-            if cpu.curpmap == Some(pm) {
-                cpu.curpmap = None;
-            }
-        }
+        env.deactivate(pm);
         Self::free_l1(env, p.l1);
     }
 
@@ -510,12 +506,12 @@ impl Pmap for PmapArmv7 {
     /// pmap_activate: TTBR0 takes the new L1 table, then the CPU's
     /// non-global TLB entries and walk cache are flushed (cp15_ttbr_set).
     fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.cpus[cpu].curpmap == Some(pm) {
+        if env.curpmap[cpu] == Some(pm) {
             return;
         }
-        env.cpus[cpu].curpmap = Some(pm);
+        env.curpmap[cpu] = Some(pm);
         env.ev.context_switches += 1;
-        let mmu = &mut env.cpus[cpu].mmu;
+        let mmu = &mut env.mmu[cpu];
         mmu.tlb.invalidate_asid(ASID);
         mmu.pwc.invalidate_all();
         env.ev.tlb_flushes += 1;

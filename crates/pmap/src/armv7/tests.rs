@@ -440,21 +440,21 @@ fn promotion_flushes_every_cpu_by_broadcast_and_a_switch_flushes_the_rest() {
     r.enter_all(pm, VA, &pages[..255], |_| rw_access());
     // Both CPUs have used 4 KB translations of the MB.
     let t = Translation { pa_base: pages[7].addr().0, shift: 12, perm: perm::READ | perm::USER };
-    for c in &mut r.cpus {
-        c.mmu.tlb.fill(VA + 7 * 4096, ASID, t);
+    for c in &mut r.mmu {
+        c.tlb.fill(VA + 7 * 4096, ASID, t);
     }
     r.enter_all(pm, VA + 255 * 4096, &pages[255..], |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
-    for c in &mut r.cpus {
-        assert!(c.mmu.tlb.lookup(VA + 7 * 4096, ASID).is_none(), "break-before-make left a 4 KB entry");
+    for c in &mut r.mmu {
+        assert!(c.tlb.lookup(VA + 7 * 4096, ASID).is_none(), "break-before-make left a 4 KB entry");
     }
     assert_eq!(r.ev.shootdown_ipis, 0, "TLB maintenance is broadcast in hardware");
     // No ASIDs: switching address spaces flushes the non-global entries.
     let other = r.pinit();
-    r.cpus[1].mmu.tlb.fill(VA, ASID, t);
+    r.mmu[1].tlb.fill(VA, ASID, t);
     let (p, mut env) = r.env();
     p.activate(&mut env, other, 1);
-    assert!(r.cpus[1].mmu.tlb.lookup(VA, ASID).is_none());
+    assert!(r.mmu[1].tlb.lookup(VA, ASID).is_none());
     assert_eq!(r.pmap.asid(pm), r.pmap.asid(other));
 }
 

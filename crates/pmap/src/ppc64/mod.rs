@@ -318,12 +318,10 @@ impl Pmap for PmapPpc64 {
         for vsid in p.segs.values() {
             self.vsid_owner.remove(vsid);
         }
-        for cpu in env.cpus.iter_mut() {
-            cpu.mmu.pwc.invalidate_asid(pm as u16);
-            if cpu.curpmap == Some(pm) {
-                cpu.curpmap = None;
-            }
+        for mmu in env.mmu.iter_mut() {
+            mmu.pwc.invalidate_asid(pm as u16);
         }
+        env.deactivate(pm);
         ptpage::free(env, p.ctx);
     }
 
@@ -339,12 +337,12 @@ impl Pmap for PmapPpc64 {
     /// moea64_activate: the CPU's SLB takes the address space's segments
     /// (slbia, then the user SLB cache). The TLB is not flushed.
     fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.cpus[cpu].curpmap == Some(pm) {
+        if env.curpmap[cpu] == Some(pm) {
             return;
         }
-        env.cpus[cpu].curpmap = Some(pm);
+        env.curpmap[cpu] = Some(pm);
         env.ev.context_switches += 1;
-        env.cpus[cpu].mmu.pwc.invalidate_all();
+        env.mmu[cpu].pwc.invalidate_all();
         self.slb_load_cpu(env, pm, cpu);
     }
 

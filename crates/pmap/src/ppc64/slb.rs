@@ -80,7 +80,7 @@ impl PmapPpc64 {
 
     fn slb_fill(p: &Pm, env: &mut PmapEnv, pm: PmapId, cpu: usize, esid: u64) {
         let v = SlbV::user(p.segs[&esid]);
-        env.cpus[cpu].mmu.pwc.fill(esid << SEGMENT_SHIFT, pm as u16, SEGMENT_SHIFT as u8, v.0);
+        env.mmu[cpu].pwc.fill(esid << SEGMENT_SHIFT, pm as u16, SEGMENT_SHIFT as u8, v.0);
     }
 
     /// Loads `pm`'s user SLB cache into the SLB of `cpu` (restore_usersrs).
@@ -96,8 +96,8 @@ impl PmapPpc64 {
     /// its next return to user space, done at once.
     pub(crate) fn slb_load(&self, env: &mut PmapEnv, pm: PmapId, last: u64) {
         let p = self.pm(pm);
-        for cpu in 0..env.cpus.len() {
-            if env.cpus[cpu].curpmap == Some(pm) {
+        for cpu in 0..env.mmu.len() {
+            if env.curpmap[cpu] == Some(pm) {
                 self.slb_load_cpu(env, pm, cpu);
                 Self::slb_fill(p, env, pm, cpu, last);
             }

@@ -43,7 +43,7 @@ fn space(r: &mut Rig<PmapPpc64>) -> PmapId {
 fn walk(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -> Result<Translation, WalkFault> {
     let (root, asid) = (r.pmap.root(pm), r.pmap.asid(pm));
     let mut refs = WalkRefs::default();
-    HptWalker.walk(&mut r.mem, &mut r.cpus[cpu].mmu.pwc, root, asid, va, acc, &mut refs)
+    HptWalker.walk(&mut r.mem, &mut r.mmu[cpu].pwc, root, asid, va, acc, &mut refs)
 }
 
 /// An access by the program on `cpu`: walks, and gives faults to the
@@ -52,7 +52,7 @@ fn touch(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -
     for _ in 0..3 {
         match walk(r, cpu, pm, va, acc) {
             Ok(t) => {
-                r.cpus[cpu].mmu.tlb.fill(va, pm as u16, t);
+                r.mmu[cpu].tlb.fill(va, pm as u16, t);
                 return t;
             }
             Err(f) => {
@@ -204,13 +204,13 @@ fn a_full_pteg_pair_evicts_an_unreferenced_entry_and_the_fault_puts_it_back() {
     for i in (0..16).filter(|&i| i != 9) {
         touch(&mut r, 0, pm, vas[i], Access::Read);
     }
-    assert!(r.cpus[0].mmu.tlb.lookup(vas[9], pm as u16).is_some());
+    assert!(r.mmu[0].tlb.lookup(vas[9], pm as u16).is_some());
     enter(&mut r, pm, vas[16], pages[16], prot::RW, rw_access());
     assert_eq!(pvo(&r, pm, vas[16]).slot, slot9, "the unreferenced entry made room");
     let out = pvo(&r, pm, vas[9]);
     assert!(!out.in_table());
     assert_eq!(out.refchg, rc::CHG, "its C bit is kept with the PVO");
-    assert!(r.cpus[0].mmu.tlb.lookup(vas[9], pm as u16).is_none(), "tlbie");
+    assert!(r.mmu[0].tlb.lookup(vas[9], pm as u16).is_none(), "tlbie");
     assert_eq!((r.stat("machdep.moea64_pte_overflow"), r.stat("splab.pmap.hpt.evictions")), (1, 1));
     r.check();
     // The next access misses in the HPT; the fault hook puts it back
@@ -268,7 +268,7 @@ fn a_full_reservation_promotes_to_16mb_entries() {
     // One TLB entry, from any page's HPT entry, covers all 16 MB.
     let t = touch(&mut r, 0, pm, VA + 77 * 4096, Access::Write);
     assert_eq!((t.shift, t.pa_base), (24, pages[0].addr().0));
-    let (hit, _) = r.cpus[0].mmu.tlb.lookup(VA + SP_SIZE - 8, pm as u16).unwrap();
+    let (hit, _) = r.mmu[0].tlb.lookup(VA + SP_SIZE - 8, pm as u16).unwrap();
     assert_eq!(hit.pa(VA + SP_SIZE - 8), PhysAddr(pages[4095].addr().0 + 4088));
     // A writable superpage counts as referenced and modified, all of it.
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY) && r.phys.pages.get(m).has(pflags::REFERENCED)));
@@ -330,7 +330,7 @@ fn a_partial_protect_demotes_and_keeps_every_page_mapped() {
     p.protect(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 3 * 4096), prot::READ);
     assert_eq!((r.stat("vm.pmap.sp.demotions"), r.ev.demotions), (1, 1));
     for c in 0..2 {
-        assert!(r.cpus[c].mmu.tlb.lookup(VA + 4096, pm as u16).is_none(), "tlbie reaches CPU {c}");
+        assert!(r.mmu[c].tlb.lookup(VA + 4096, pm as u16).is_none(), "tlbie reaches CPU {c}");
     }
     let ro = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap();
     let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
@@ -366,7 +366,7 @@ fn removal_of_whole_and_partial_superpages() {
     p.remove(&mut env, pm, VirtAddr(VA - SP_SIZE), VirtAddr(VA + 2 * SP_SIZE));
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     assert_eq!((r.pmap.pv.live(), r.stat("machdep.moea64_pte_valid")), (0, 0));
-    assert!(r.cpus[0].mmu.tlb.lookup(VA, pm as u16).is_none());
+    assert!(r.mmu[0].tlb.lookup(VA, pm as u16).is_none());
     r.check();
     let (p, mut env) = r.env();
     p.release(&mut env, pm);
@@ -511,7 +511,7 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
             }
         }
         for c in 0..2 {
-            for (tva, asid, t) in r.cpus[c].mmu.tlb.entries() {
+            for (tva, asid, t) in r.mmu[c].tlb.entries() {
                 let now = HptWalker.probe(&r.mem, r.pmap.root(asid as PmapId), tva);
                 // A TLB entry that lets stores through unrecorded needs C
                 // set in the table (clear_modify's tlbie).
@@ -578,7 +578,7 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     p.clear_modify(&mut env, pages[6]);
     assert!(!modified(&mut r, pages[6]));
     assert_eq!(pvo(&r, pm, VA + 6 * 4096).prot, prot::RW, "a 4 KB mapping keeps write access");
-    assert!(r.cpus[0].mmu.tlb.lookup(VA + 6 * 4096, pm as u16).is_none(), "tlbie");
+    assert!(r.mmu[0].tlb.lookup(VA + 6 * 4096, pm as u16).is_none(), "tlbie");
     touch(&mut r, 0, pm, VA + 6 * 4096, Access::Write);
     assert!(modified(&mut r, pages[6]));
     // Evicted with C set: the kept bit is cleared too.
@@ -623,7 +623,7 @@ fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
     let k = selected[0];
     let other = (k + 1) % SP_PAGES as usize;
     touch(&mut r, 0, pm, VA + 100 * 4096, Access::Read);
-    assert!(r.cpus[0].mmu.tlb.lookup(VA + 100 * 4096, pm as u16).is_some());
+    assert!(r.mmu[0].tlb.lookup(VA + 100 * 4096, pm as u16).is_some());
     r.phys.pages.get_mut(pages[other]).flags &= !pflags::DIRTY;
     let (p, mut env) = r.env();
     assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
@@ -633,7 +633,7 @@ fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
     assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert!(r.phys.pages.get(pages[other]).has(pflags::DIRTY), "a changed writable superpage dirties the page under test");
-    assert!(r.cpus[0].mmu.tlb.lookup(VA + 100 * 4096, pm as u16).is_none(), "the 16 MB translation left the TLB");
+    assert!(r.mmu[0].tlb.lookup(VA + 100 * 4096, pm as u16).is_none(), "the 16 MB translation left the TLB");
     assert!((0..SP_PAGES).step_by(97).all(|i| !hpte(&r, pm, VA + i * 4096).lo_flags().contains(HpteLo::R)));
     r.check();
     // An access through any page references the whole superpage again.
@@ -656,7 +656,7 @@ fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
     assert_eq!(p.ts_referenced(&mut env, m), 2);
     assert!(!p.is_referenced(&env, m));
     assert_eq!(p.ts_referenced(&mut env, m), 0);
-    assert!(r.cpus[0].mmu.tlb.lookup(va, pm as u16).is_none() && r.cpus[1].mmu.tlb.lookup(va, b as u16).is_none());
+    assert!(r.mmu[0].tlb.lookup(va, pm as u16).is_none() && r.mmu[1].tlb.lookup(va, b as u16).is_none());
     touch(&mut r, 0, pm, va, Access::Read);
     let (p, env) = r.env();
     assert!(p.is_referenced(&env, m), "the next access set R again");
@@ -685,7 +685,7 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
     assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)), "the superpage's bits moved to every page");
-    assert!(r.cpus[0].mmu.tlb.lookup(VA, a as u16).is_none());
+    assert!(r.mmu[0].tlb.lookup(VA, a as u16).is_none());
     r.check();
 
     // Without promotion: 4096 4 KB mappings.

@@ -349,11 +349,7 @@ impl Pmap for PmapRiscv {
         for s in p.stash.values() {
             ptpage::free(env, s.ptp);
         }
-        for cpu in env.cpus.iter_mut() {
-            if cpu.curpmap == Some(pm) {
-                cpu.curpmap = None;
-            }
-        }
+        env.deactivate(pm);
         ptpage::free(env, p.root);
     }
 
@@ -367,12 +363,12 @@ impl Pmap for PmapRiscv {
     /// pmap_activate_sw: satp takes the new root, then SFENCE.VMA flushes
     /// everything (no ASIDs).
     fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.cpus[cpu].curpmap == Some(pm) {
+        if env.curpmap[cpu] == Some(pm) {
             return;
         }
-        env.cpus[cpu].curpmap = Some(pm);
+        env.curpmap[cpu] = Some(pm);
         env.ev.context_switches += 1;
-        let mmu = &mut env.cpus[cpu].mmu;
+        let mmu = &mut env.mmu[cpu];
         mmu.tlb.invalidate_all();
         mmu.pwc.invalidate_all();
         env.ev.tlb_flushes += 1;

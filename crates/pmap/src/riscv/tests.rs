@@ -265,21 +265,21 @@ fn removal_fences_every_cpu_running_the_space_and_a_switch_flushes() {
     p.activate(&mut env, pm, 1);
     r.enter_all(pm, VA, &pages[..1], |_| rw_access());
     let t = Translation { pa_base: pages[0].addr().0, shift: 12, perm: perm::READ | perm::USER };
-    for c in &mut r.cpus {
-        c.mmu.tlb.fill(VA, ASID, t);
+    for c in &mut r.mmu {
+        c.tlb.fill(VA, ASID, t);
     }
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096));
-    for c in &mut r.cpus {
-        assert!(c.mmu.tlb.lookup(VA, ASID).is_none(), "stale entry left on a CPU");
+    for c in &mut r.mmu {
+        assert!(c.tlb.lookup(VA, ASID).is_none(), "stale entry left on a CPU");
     }
     assert_eq!(r.ev.shootdown_ipis, 2, "one remote fence for the page, one for the range");
     // No ASIDs: switching address spaces flushes the CPU's TLB.
     let other = r.pinit();
-    r.cpus[1].mmu.tlb.fill(VA, ASID, t);
+    r.mmu[1].tlb.fill(VA, ASID, t);
     let (p, mut env) = r.env();
     p.activate(&mut env, other, 1);
-    assert!(r.cpus[1].mmu.tlb.lookup(VA, ASID).is_none());
+    assert!(r.mmu[1].tlb.lookup(VA, ASID).is_none());
     assert_eq!(r.pmap.asid(pm), r.pmap.asid(other));
 }
 

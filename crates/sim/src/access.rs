@@ -1,0 +1,419 @@
+//! The access path: how a load or store by the process running on a CPU
+//! reaches memory. TLB lookup; on a miss the machine's walker reads the
+//! page tables from modelled memory; a write through a clean TLB entry
+//! re-walks to set the dirty bit; a walk that faults traps to the kernel,
+//! which resolves the fault (or kills the process, or reports a
+//! segmentation fault) and the access is retried. The references the walk
+//! made and the access itself then go to the timing model, one at a time
+//! or in batches (`Timing`), which only charges what this path produced.
+//!
+//! `translate_slow` is the path read top to bottom; `access`, `translate`
+//! and `translate_lookup` are its fast cases (a recent TLB hit, a hit that
+//! permits the access), kept inline because nearly every reference ends
+//! there, and each computes exactly what the slow path would.
+
+use crate::system::System;
+use crate::timing::{BatchRef, Job, Worker};
+use splab_hw::mmu::{perm, Access, Translation, WalkFault};
+use splab_hw::tlb::{size_name, TlbHit};
+use splab_hw::{PhysAddr, VirtAddr};
+use splab_vm::pmap::prot;
+use splab_vm::FaultError;
+
+/// Why an access did not complete.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AccessError {
+    /// The kernel did not resolve the page fault: a segmentation fault, a
+    /// bus error, no memory, or the process is gone (killed for lack of
+    /// memory and swap, or none runs on the CPU).
+    #[error(transparent)]
+    Fault(#[from] FaultError),
+    /// The hardware kept faulting after the kernel resolved the fault: a
+    /// translation the pmap failed to invalidate.
+    #[error("fault at {0:#x} not resolved after repeated tries (stale translation?)")]
+    Unresolved(u64),
+}
+
+/// Batches of fewer references than this are timed on the calling thread;
+/// larger ones go to the timing thread. Callers that stream many short
+/// batches on a busy host (where the hand-off's spinning competes with
+/// other work for the cores) can stay below it.
+pub const BATCH_THREAD_MIN: usize = 512;
+
+/// One memory access to perform.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    Load,
+    Store(u64),
+}
+
+/// The TLB permission bits an access needs to use an entry as it is (a
+/// write through an entry whose dirty bit is clear needs an assist).
+fn need(acc: Access) -> u8 {
+    match acc {
+        Access::Read => perm::READ,
+        Access::Write => perm::WRITE | perm::DIRTY,
+        Access::Exec => perm::EXEC,
+    }
+}
+
+fn op_access(op: Op) -> Access {
+    match op {
+        Op::Load => Access::Read,
+        Op::Store(_) => Access::Write,
+    }
+}
+
+fn access_prot(a: Access) -> u8 {
+    match a {
+        Access::Read => prot::READ,
+        Access::Write => prot::WRITE,
+        Access::Exec => prot::EXEC,
+    }
+}
+
+impl System {
+    /// Walks the page tables for `va` on `cpu`. The walk's memory
+    /// references are appended to `pending_walks`; the caller charges them
+    /// through the caches (now, or later in a batch).
+    fn walk(&mut self, cpu: usize, root: PhysAddr, asid: u16, va: u64, acc: Access) -> Result<Translation, WalkFault> {
+        let r = self.machine.walk(cpu, root, asid, va, acc, &mut self.pending_walks);
+        if let Ok(t) = &r {
+            if self.cfg.check_tlb || cfg!(debug_assertions) {
+                self.check_walk(cpu, va, t);
+            }
+        }
+        r
+    }
+
+    /// The hardware walk must agree with the pmap's own view of the address
+    /// (pmap_extract): same physical address, same write permission.
+    fn check_walk(&mut self, cpu: usize, va: u64, t: &Translation) {
+        let Some(pid) = self.cpus[cpu].running else { return };
+        let pm = self.kernel.proc(pid).expect("running process").pmap;
+        let view = self.kernel.pmap.extract(&self.machine.mem, pm, VirtAddr(va));
+        let agree = view.is_some_and(|m| m.pa == t.pa(va) && (m.prot & prot::WRITE != 0) == t.allows(Access::Write));
+        if !agree {
+            self.hw.stale_translations += 1;
+            if self.stale_samples.len() < 10 {
+                self.stale_samples.push(format!("va {va:#x}: walker gives {:?}, pmap says {view:?}", t.pa(va)));
+            }
+            debug_assert!(agree, "walker and pmap disagree at {va:#x}: {t:?} vs {view:?}");
+        }
+    }
+
+    /// Checks a TLB hit against the page tables: a translation used after
+    /// the pmap changed or removed it, or pointing at a freed frame.
+    fn check_hit(&mut self, root: PhysAddr, va: u64, t: &Translation, acc: Access) {
+        let now = self.machine.probe(root, va);
+        let pa = t.pa(va);
+        let bad = match now {
+            None => Some("page tables have no mapping".to_string()),
+            Some(n) if n.pa(va) != pa => Some(format!("page tables map {:?}", n.pa(va))),
+            Some(n) if acc == Access::Write && !n.allows(Access::Write) => Some("page tables forbid the write".into()),
+            _ if self.kernel.phys.buddy.is_free(self.machine.mem.pfn(pa)) => Some("frame is free".into()),
+            _ => None,
+        };
+        if let Some(why) = bad {
+            self.hw.stale_translations += 1;
+            if self.stale_samples.len() < 10 {
+                self.stale_samples.push(format!("va {va:#x} -> {pa:?} ({} TLB entry, {acc:?}): {why}", size_name(t.shift)));
+            }
+        }
+    }
+
+    /// Performs one access by the process running on `cpu`. `dependent`
+    /// means the access waits for the previous one (a pointer chase), so
+    /// its latency is not overlapped. Returns the value read (or written);
+    /// values are only kept when content tracking is on.
+    #[inline]
+    pub fn access(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, AccessError> {
+        // Fast path: the same page as the last TLB hit, permitted without a
+        // dirty-bit assist, on the line of the last cache access. Its result
+        // is what the general path would compute.
+        if let (false, false, Some(timing)) = (self.cfg.check_tlb, self.machine.mem.tracks_data(), self.timing.as_mut()) {
+            let asid = self.cpus[cpu].space.1;
+            let tlb = &mut self.machine.mmu[cpu].tlb;
+            if let Some((t, m)) = tlb.memo(va, asid) {
+                let need = need(op_access(op));
+                let pa = t.pa(va).0;
+                if t.perm & need == need && timing.charge_same_line(cpu, pa, dependent, matches!(op, Op::Store(_))) {
+                    tlb.count_memo_hit(m);
+                    self.hw.refs += 1;
+                    return Ok(match op {
+                        Op::Load => {
+                            self.hw.loads += 1;
+                            0
+                        }
+                        Op::Store(v) => {
+                            self.hw.stores += 1;
+                            v
+                        }
+                    });
+                }
+            }
+        }
+        self.access_general(cpu, va, op, dependent)
+    }
+
+    /// The hardware's translation of `va` for `acc`: TLB lookup, walk on a
+    /// miss, dirty-bit assist, and page faults resolved by the kernel, until
+    /// a usable translation is found. Returns it with the fixed cycles of
+    /// TLB lookups and assists; walk references are left in `pending_walks`.
+    #[inline(always)]
+    fn translate(&mut self, cpu: usize, va: u64, acc: Access) -> Result<(Translation, u32), AccessError> {
+        // The most common case, inline: the page of a recent first-level
+        // hit (see `Tlb::memo`), permitted as it is. `lookup` makes the same
+        // check first, so the outcome and the counts are its own.
+        let asid = self.cpus[cpu].space.1;
+        let tlb = &mut self.machine.mmu[cpu].tlb;
+        let memo = tlb.memo(va, asid);
+        if let Some((t, m)) = memo {
+            let need = need(acc);
+            if t.perm & need == need && !self.cfg.check_tlb {
+                tlb.count_memo_hit(m);
+                return Ok((t, 0));
+            }
+        }
+        self.translate_lookup(cpu, va, acc, memo.is_some())
+    }
+
+    /// `translate` past the recent hits: `memo` says whether `va` is in
+    /// the page of one (which did not permit the access).
+    #[inline(never)]
+    fn translate_lookup(&mut self, cpu: usize, va: u64, acc: Access, memo: bool) -> Result<(Translation, u32), AccessError> {
+        // The common case: a TLB hit that permits the access as it is.
+        let asid = self.cpus[cpu].space.1;
+        let tlb = &mut self.machine.mmu[cpu].tlb;
+        let hit = if memo { tlb.lookup(va, asid) } else { tlb.lookup_past_memos(va, asid) };
+        if let Some((t, lvl)) = hit {
+            let need = need(acc);
+            if t.perm & need == need && !self.cfg.check_tlb {
+                let x = if lvl == TlbHit::L2 { self.cfg.profile.costs.stlb_hit } else { 0 };
+                return Ok((t, x));
+            }
+        }
+        self.translate_slow(cpu, va, acc, hit)
+    }
+
+    #[inline(never)]
+    fn translate_slow(&mut self, cpu: usize, va: u64, acc: Access, first: Option<(Translation, TlbHit)>) -> Result<(Translation, u32), AccessError> {
+        let Some(pid) = self.cpus[cpu].running else {
+            return Err(AccessError::Fault(match self.cpus[cpu].killed {
+                Some(k) => FaultError::Killed(k),
+                None => FaultError::NoProcess(u32::MAX),
+            }));
+        };
+        let (root, asid) = self.cpus[cpu].space;
+        let mut xlat: u32 = 0;
+        let mut tries = 0;
+        let mut first = Some(first);
+        loop {
+            tries += 1;
+            let hit = match first.take() {
+                Some(h) => h,
+                None => self.machine.mmu[cpu].tlb.lookup(va, asid),
+            };
+            let res = match hit {
+                Some((t, lvl)) => {
+                    if lvl == TlbHit::L2 {
+                        xlat += self.cfg.profile.costs.stlb_hit;
+                    }
+                    if !t.allows(acc) {
+                        // A fault drops the entry; the handler decides.
+                        self.machine.mmu[cpu].tlb.invalidate_page(va, asid);
+                        Err(WalkFault::Protection)
+                    } else if acc == Access::Write && t.perm & perm::DIRTY == 0 {
+                        // The processor re-walks to set the dirty bit.
+                        self.hw.dirty_assists += 1;
+                        xlat += self.cfg.profile.costs.dirty_assist;
+                        let r = self.walk(cpu, root, asid, va, acc);
+                        self.machine.mmu[cpu].tlb.invalidate_page(va, asid);
+                        if let Ok(n) = r {
+                            self.machine.fill_walked(cpu, va, asid, n);
+                        }
+                        r
+                    } else {
+                        // The entry is used as it is: it must still be right.
+                        if self.cfg.check_tlb {
+                            self.check_hit(root, va, &t, acc);
+                        }
+                        Ok(t)
+                    }
+                }
+                None => {
+                    let c = &self.cfg.profile.costs;
+                    xlat += c.stlb_hit + c.walk.unwrap_or(0);
+                    let r = self.walk(cpu, root, asid, va, acc);
+                    if let Ok(t) = r {
+                        self.machine.mmu[cpu].tlb.count_miss(t.shift);
+                        self.machine.fill_walked(cpu, va, asid, t);
+                    }
+                    r
+                }
+            };
+            match res {
+                Ok(t) => return Ok((t, xlat)),
+                Err(WalkFault::BadAddress) => {
+                    self.kernel.stats.segfaults += 1;
+                    return Err(FaultError::Unmapped(va).into());
+                }
+                Err(_) => {
+                    if tries > 4 {
+                        return Err(AccessError::Unresolved(va));
+                    }
+                    // A page fault drops the TLB and paging-structure cache
+                    // entries the processor used for the address.
+                    let mmu = &mut self.machine.mmu[cpu];
+                    mmu.tlb.invalidate_page(va, asid);
+                    mmu.pwc.invalidate_asid(asid);
+                    self.hw.faults_taken += 1;
+                    let before = self.kernel.ev.clone();
+                    let r = self.kernel.trap(&mut self.machine, pid, va, access_prot(acc));
+                    self.charge_events(cpu, &before);
+                    if !self.kernel.oom_kills.is_empty() {
+                        self.reap_killed();
+                        if self.cpus[cpu].running != Some(pid) {
+                            return Err(FaultError::Killed(pid).into());
+                        }
+                    }
+                    r?;
+                }
+            }
+        }
+    }
+
+    /// The word at `pa` as modelled memory holds it (0 when values are not
+    /// kept).
+    #[inline]
+    fn read_word(&self, pa: u64) -> u64 {
+        if self.machine.mem.tracks_data() {
+            self.machine.mem.read_u64(PhysAddr(pa & !7))
+        } else {
+            0
+        }
+    }
+
+    /// Performs the load or store itself on modelled memory.
+    #[inline]
+    fn do_op(&mut self, pa: u64, op: Op) -> u64 {
+        let word = PhysAddr(pa & !7);
+        match op {
+            Op::Load => {
+                self.hw.loads += 1;
+                self.read_word(pa)
+            }
+            Op::Store(v) => {
+                self.hw.stores += 1;
+                self.machine.mem.store_data(word, v);
+                v
+            }
+        }
+    }
+
+    #[inline(never)]
+    fn access_general(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, AccessError> {
+        let acc = op_access(op);
+        self.hw.refs += 1;
+        self.pending_walks.clear();
+        let (t, xlat) = self.translate(cpu, va, acc)?;
+        let pa = t.pa(va).0;
+        let walks = std::mem::take(&mut self.pending_walks);
+        self.timing().charge(cpu, xlat, &walks, pa, dependent, acc == Access::Write);
+        self.pending_walks = walks;
+        self.pending_walks.clear();
+        Ok(self.do_op(pa, op))
+    }
+
+    /// Runs a batch of independent accesses by the process on `cpu`, in
+    /// order, with the same results as calling `access` for each. Each
+    /// `(va, x)` is a read-modify-write: a load of the word at va, then a
+    /// store of (value ^ x), as in GUPS's update. The batch is executed in
+    /// two passes: first every translation in order (TLB, walks, faults,
+    /// values), then the timing model over the recorded references in the
+    /// same order (`Timing::run_batch`, on the timing thread for large
+    /// batches). Neither model reads the other's state, so the outcome is
+    /// the same as one access at a time.
+    pub fn xor_batch(&mut self, cpu: usize, ops: &[(u64, u64)]) -> Result<(), AccessError> {
+        self.pending_walks.clear();
+        self.batch.clear();
+        for &(va, x) in ops {
+            self.batch_one(cpu, va, Access::Read, |_| None)?;
+            self.batch_one(cpu, va, Access::Write, |old| Some(old ^ x))?;
+        }
+        self.finish_batch(cpu);
+        Ok(())
+    }
+
+    /// Runs a batch of independent loads and stores by the process on
+    /// `cpu` (a trace, a streaming kernel), in order, two-pass as
+    /// `xor_batch` does, with the same results as calling `access` with
+    /// `dependent` false for each. On a fault the accesses before it have
+    /// been made and timed; the error tells which failed.
+    pub fn access_batch(&mut self, cpu: usize, ops: &[(u64, Op)]) -> Result<(), (usize, AccessError)> {
+        self.pending_walks.clear();
+        self.batch.clear();
+        for (i, &(va, op)) in ops.iter().enumerate() {
+            let r = match op {
+                Op::Load => self.batch_one(cpu, va, Access::Read, |_| None),
+                Op::Store(v) => self.batch_one(cpu, va, Access::Write, |_| Some(v)),
+            };
+            r.map_err(|e| (i, e))?;
+        }
+        self.finish_batch(cpu);
+        Ok(())
+    }
+
+    /// One access of a batch: translated now, timed when the batch ends.
+    /// `store` gets the word's old value and returns the value to store,
+    /// or None for a load.
+    #[inline]
+    fn batch_one(&mut self, cpu: usize, va: u64, acc: Access, store: impl Fn(u64) -> Option<u64>) -> Result<(), AccessError> {
+        self.hw.refs += 1;
+        let w0 = self.pending_walks.len();
+        let (t, xlat) = match self.translate(cpu, va, acc) {
+            Ok(r) => r,
+            Err(e) => {
+                self.finish_batch(cpu);
+                return Err(e);
+            }
+        };
+        let pa = t.pa(va).0;
+        self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32, write: acc == Access::Write });
+        let op = match store(self.read_word(pa)) {
+            Some(v) => Op::Store(v),
+            None => Op::Load,
+        };
+        self.do_op(pa, op);
+        Ok(())
+    }
+
+    /// The second pass of a batch: the cache model over the references in
+    /// order, on the timing thread when the batch is large enough to be
+    /// worth it (the caller goes on translating the next batch meanwhile).
+    fn finish_batch(&mut self, cpu: usize) {
+        self.sync();
+        if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
+            let t = self.timing.as_mut().unwrap();
+            t.run_batch(cpu, &self.batch, &self.pending_walks);
+            self.batch.clear();
+            self.pending_walks.clear();
+            return;
+        }
+        let worker = self.worker.get_or_insert_with(Worker::spawn);
+        let refs = std::mem::replace(&mut self.batch, std::mem::take(&mut self.spare_refs));
+        let walks = std::mem::replace(&mut self.pending_walks, std::mem::take(&mut self.spare_walks));
+        let timing = self.timing.take().unwrap();
+        worker.send(Job { timing, cpu, refs, walks });
+        self.batch.clear();
+        self.pending_walks.clear();
+    }
+
+    pub fn load(&mut self, cpu: usize, va: u64) -> Result<u64, AccessError> {
+        self.access(cpu, va, Op::Load, false)
+    }
+
+    pub fn store(&mut self, cpu: usize, va: u64, v: u64) -> Result<u64, AccessError> {
+        self.access(cpu, va, Op::Store(v), false)
+    }
+}
