@@ -14,6 +14,7 @@ use splab_hw::profile::Profile;
 use crate::refmodel::{Expect, Kind, RefProc, Store, PAGE};
 use crate::access::AccessError;
 use crate::system::{Config, System};
+use splab_pmap::Arch;
 use splab_vm::kernel::Pid;
 use splab_vm::map::{Backing, MmapReq};
 use splab_vm::{prot, Advice, Errno, FaultError};
@@ -25,7 +26,7 @@ use std::rc::Rc;
 pub struct CheckConfig {
     pub ops: u64,
     pub seed: u64,
-    pub arch: String,
+    pub arch: Arch,
     pub profile: Profile,
     pub memory: u64,
     /// Swap device size in bytes (0: none).
@@ -105,8 +106,8 @@ const SP_2M_PAGES: u64 = 512;
 /// is than 2 MB, at least 1: region sizes, the mapped-bytes limit, file
 /// sizes and the default memory grow by this, so that superpages of any
 /// size fill, promote and demote.
-pub fn size_scale(arch: &str) -> Result<u64, String> {
-    Ok((splab_pmap::superpage_size(arch)? / PAGE / SP_2M_PAGES).max(1))
+pub fn size_scale(arch: Arch) -> u64 {
+    (arch.superpage_size() / PAGE / SP_2M_PAGES).max(1)
 }
 
 struct Driver<'a> {
@@ -475,7 +476,7 @@ impl Driver<'_> {
 /// Runs the check; `progress` is called with the number of operations done.
 pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckReport, String> {
     let mut sc = Config::new(cfg.profile.clone());
-    sc.arch = cfg.arch.clone();
+    sc.arch = cfg.arch;
     sc.memory = cfg.memory;
     sc.swap = cfg.swap;
     sc.superpages = cfg.superpages;
@@ -546,11 +547,15 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
 mod tests {
     use super::*;
 
+    fn arch(name: &str) -> Arch {
+        splab_pmap::arch::lookup(name).unwrap()
+    }
+
     fn cfg(ops: u64, seed: u64, superpages: bool) -> CheckConfig {
         CheckConfig {
             ops,
             seed,
-            arch: "amd64".into(),
+            arch: arch("amd64"),
             profile: Profile::load("sapphire-rapids").unwrap(),
             memory: 256 << 20,
             swap: 0,
@@ -584,7 +589,7 @@ mod tests {
     fn riscv_short_runs_are_clean_and_exercise_superpages_and_pmap_fault() {
         let (mut promotions, mut demotions, mut ad_faults) = (0, 0, 0);
         for seed in 1..=2 {
-            let c = CheckConfig { arch: "riscv".into(), profile: Profile::load("sifive-u74").unwrap(), ..cfg(4000, seed, true) };
+            let c = CheckConfig { arch: arch("riscv"), profile: Profile::load("sifive-u74").unwrap(), ..cfg(4000, seed, true) };
             let r = run(&c, &mut |_| {}).unwrap();
             assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
             promotions += int(&r, "vm.pmap.l2.promotions");
@@ -598,7 +603,7 @@ mod tests {
     /// granularity hints, reference and modify by FOR/FOW faults.
     #[test]
     fn alpha_short_runs_are_clean_at_three_superpage_sizes() {
-        let c = CheckConfig { arch: "alpha".into(), profile: Profile::load("alpha-21264").unwrap(), ..cfg(4000, 1, true) };
+        let c = CheckConfig { arch: arch("alpha"), profile: Profile::load("alpha-21264").unwrap(), ..cfg(4000, 1, true) };
         let r = run(&c, &mut |_| {}).unwrap();
         assert!(r.clean(), "{:#?}", r.first_problems);
         for g in ["64k", "512k", "4m"] {
@@ -619,7 +624,7 @@ mod tests {
         let mut total = [0u64; 3];
         for (seed, lp) in [(1, 0), (2, 1)] {
             let mut c = cfg(4000, seed, true);
-            c.arch = "armv7".into();
+            c.arch = arch("armv7");
             c.profile = Profile::load("armada-xp").unwrap();
             c.tunables = vec![("vm.pmap.lp_enabled".into(), lp)];
             let r = run(&c, &mut |_| {}).unwrap();
@@ -638,7 +643,7 @@ mod tests {
     fn short_arm64_runs_are_clean_and_exercise_64k_and_2m_superpages() {
         let mut n = std::collections::BTreeMap::<&str, u64>::new();
         for seed in 1..=2 {
-            let c = CheckConfig { arch: "arm64".into(), profile: Profile::load("neoverse-n1").unwrap(), ..cfg(4000, seed, true) };
+            let c = CheckConfig { arch: arch("arm64"), profile: Profile::load("neoverse-n1").unwrap(), ..cfg(4000, seed, true) };
             let r = run(&c, &mut |_| {}).unwrap();
             assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
             for k in ["vm.pmap.l2.promotions", "vm.pmap.l2.demotions", "vm.pmap.l3c.promotions", "vm.pmap.l3c.demotions"] {
@@ -652,8 +657,8 @@ mod tests {
     /// short run still fills, promotes and demotes them, cleanly.
     #[test]
     fn short_ppc64_hpt_run_is_clean_and_exercises_16mb_superpages() {
-        assert_eq!((size_scale("amd64").unwrap(), size_scale("ppc64-hpt").unwrap()), (1, 8));
-        let c = CheckConfig { arch: "ppc64-hpt".into(), profile: Profile::load("power9").unwrap(), memory: 2 << 30, ..cfg(1000, 1, true) };
+        assert_eq!((size_scale(arch("amd64")), size_scale(arch("ppc64-hpt"))), (1, 8));
+        let c = CheckConfig { arch: arch("ppc64-hpt"), profile: Profile::load("power9").unwrap(), memory: 2 << 30, ..cfg(1000, 1, true) };
         let r = run(&c, &mut |_| {}).unwrap();
         assert!(r.clean(), "{:#?}", r.first_problems);
         let (p, d) = (int(&r, "vm.pmap.sp.promotions"), int(&r, "vm.pmap.sp.demotions"));

@@ -17,6 +17,7 @@
 use serde::Serialize;
 use crate::timing::{BatchRef, CycleBreakdown, Timing, Worker};
 use splab_hw::machine::Machine;
+use splab_pmap::Arch;
 use splab_hw::nested::HostWalk;
 use splab_hw::physmem::PhysMem;
 use splab_hw::profile::{LoopShape, Profile};
@@ -31,7 +32,7 @@ use splab_vm::{Errno, Kernel};
 /// How a system is built.
 #[derive(Clone, Debug)]
 pub struct Config {
-    pub arch: String,
+    pub arch: Arch,
     pub profile: Profile,
     /// Modelled physical memory in bytes.
     pub memory: u64,
@@ -62,7 +63,7 @@ pub struct Config {
 impl Config {
     pub fn new(profile: Profile) -> Config {
         Config {
-            arch: splab_pmap::default_arch(&profile.arch).to_string(),
+            arch: splab_pmap::arch::default_for_machine(&profile.arch).unwrap_or(&splab_pmap::ARCHES[0]),
             profile,
             memory: 8 << 30,
             swap: 0,
@@ -160,10 +161,11 @@ pub struct System {
 impl System {
     pub fn new(cfg: Config) -> Result<System, String> {
         let p = &cfg.profile;
-        if p.arch != splab_pmap::machine_arch(&cfg.arch) {
-            return Err(format!("machine profile {:?} is an {} machine, not {}", p.name, p.arch, cfg.arch));
+        let arch = cfg.arch;
+        if p.arch != arch.machine {
+            return Err(format!("machine profile {:?} is an {} machine, not {}", p.name, p.arch, arch));
         }
-        let npages = cfg.memory >> splab_pmap::page_shift(&cfg.arch)?;
+        let npages = cfg.memory >> arch.page_shift();
         if !(16 << 20..=256 << 30).contains(&cfg.memory) {
             return Err(format!("memory size {} bytes is out of range (16 MiB to 256 GiB)", cfg.memory));
         }
@@ -177,13 +179,11 @@ impl System {
         if !(0.0..=1.0).contains(&age) {
             return Err(format!("aged fraction {age} is out of range (0 to 1)"));
         }
-        let walker = splab_pmap::new_walker(&cfg.arch, p)?;
-        // POWER's hashed page table has no two-dimensional walk: under a
-        // hypervisor the HPT is the hypervisor's.
-        if p.nested().is_some() && cfg.arch == "ppc64-hpt" {
-            return Err(format!("machine profile {:?}: nested paging ([virt] nested = true) is not modelled for ppc64-hpt, whose hashed page table belongs to the hypervisor", p.name));
+        let walker = arch.new_walker(p)?;
+        if p.nested().is_some() && !arch.nested_paging {
+            return Err(format!("machine profile {:?}: nested paging ([virt] nested = true) is not modelled for {arch}, whose hashed page table belongs to the hypervisor", p.name));
         }
-        let mut pmap = splab_pmap::new_pmap(&cfg.arch, npages, cfg.superpages)?;
+        let mut pmap = arch.new_pmap(npages, cfg.superpages)?;
         for (name, value) in &cfg.tunables {
             pmap.set_tunable(name, *value)?;
         }

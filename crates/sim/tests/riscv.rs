@@ -12,7 +12,7 @@ use splab_vm::{prot, Advice};
 
 fn config(arch: &str) -> Config {
     let mut c = Config::new(Profile::load("sifive-u74").unwrap());
-    c.arch = arch.into();
+    c.arch = splab_pmap::arch::lookup(arch).unwrap();
     c.memory = 256 << 20;
     c.track_contents = true;
     c.check_tlb = true;

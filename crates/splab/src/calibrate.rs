@@ -63,7 +63,7 @@ pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
             return Err(Fail::Input(format!("--name {n:?}: give a non-empty name without quotes, backslashes or newlines")));
         }
     }
-    let arch = host_arch();
+    let arch = splab_pmap::arch::host_machine();
     let base_name = default_for_arch(arch).ok_or_else(|| Fail::Input(format!("this host's architecture ({arch}) has no built-in profile to take unmeasured values from")))?;
     let base = input(Profile::load(base_name))?;
     // Open the output first, so that a bad path fails before two minutes
@@ -133,18 +133,6 @@ pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
         emit(&o);
     }
     Ok(0)
-}
-
-/// The architecture name profiles use for this host.
-fn host_arch() -> &'static str {
-    match std::env::consts::ARCH {
-        "x86_64" => "amd64",
-        "aarch64" => "arm64",
-        "riscv64" => "riscv",
-        "powerpc64" => "powerpc64",
-        "arm" => "armv7",
-        other => other,
-    }
 }
 
 fn hostname() -> String {

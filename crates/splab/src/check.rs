@@ -39,9 +39,7 @@ pub struct CheckArgs {
     /// Most processes alive at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
-    /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
-    /// vm.pmap.superpages_enabled on riscv, arm64, ppc64-hpt and alpha).
-    #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
+    #[arg(help = crate::setup::superpages_help(), long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
     /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
     #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
@@ -125,12 +123,12 @@ const SHOWN_PAGING: &[&str] = &[
 pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
     let mut cfg = setup::config(&a.machine, a.memory.as_deref().unwrap_or("256M"))?;
     if a.memory.is_none() {
-        cfg.memory = (256 << 20) * check::size_scale(&cfg.arch).map_err(Fail::Input)?;
+        cfg.memory = (256 << 20) * check::size_scale(cfg.arch);
     }
     if a.procs == 0 {
         return Err(Fail::Input("--procs 0: at least one process is needed".into()));
     }
-    setup::check_tunables(&cfg.arch, &a.tunables)?;
+    setup::check_tunables(cfg.arch, &a.tunables)?;
     let max_mapped = setup::swap(&a.footprint, "--footprint")?;
     if max_mapped < 1 << 20 {
         return Err(Fail::Input(format!("--footprint {}: at least 1M is needed", a.footprint)));

@@ -40,10 +40,7 @@ enum Cmd {
     Sim {
         #[command(flatten)]
         run: run::RunArgs,
-        /// Transparent superpages (vm.pmap.pg_ps_enabled on amd64,
-        /// vm.pmap.superpages_enabled on riscv, arm64 and ppc64-hpt,
-        /// vm.pmap.sp_enabled on armv7, every vm.pmap.gh level on alpha).
-        #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
+        #[arg(long, value_enum, value_name = "on|off", default_value = "on", help = setup::superpages_help())]
         superpages: OnOff,
         /// Print one JSON document instead of text.
         #[arg(long)]
@@ -69,11 +66,7 @@ enum Cmd {
         /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
         #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
         tunables: Vec<(String, i64)>,
-        /// Transparent superpages (the architecture's tunable:
-        /// vm.pmap.pg_ps_enabled on amd64, vm.pmap.superpages_enabled on
-        /// riscv, arm64 and ppc64-hpt, vm.pmap.sp_enabled on armv7, every
-        /// vm.pmap.gh level on alpha).
-        #[arg(long, value_enum, value_name = "on|off", default_value = "on")]
+        #[arg(long, value_enum, value_name = "on|off", default_value = "on", help = setup::superpages_help())]
         superpages: OnOff,
         /// Also print each one's description (as `sysctl -d` gives it).
         #[arg(short = 'd', long)]

@@ -157,7 +157,7 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
     // The workload is built before the system so that its errors come
     // before the (for large memories, slow) setup.
     let mut w = workload::build(&a.workload, &a.workload_args, &cfg)?;
-    let arch = cfg.arch.clone();
+    let arch = cfg.arch.name.to_string();
     let machine = cfg.profile.name.clone();
     let t0 = Instant::now();
     let mut sys = setup::system(cfg)?;

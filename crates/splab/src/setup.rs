@@ -7,6 +7,7 @@ use crate::error::{input, Fail};
 use crate::size;
 use clap::{Args, ValueEnum};
 use splab_hw::profile::{default_for_arch, Profile, DEFAULT_PROFILE};
+use splab_pmap::Arch;
 use splab_sim::{Config, System};
 
 /// The range the model accepts (`System::new` enforces the same).
@@ -25,8 +26,7 @@ pub struct MachineArgs {
     /// built-in profile].
     #[arg(long, value_name = "PROFILE")]
     pub machine: Option<String>,
-    /// Architecture of the pmap and walker [default: the profile's].
-    #[arg(long, value_name = "ARCH")]
+    #[arg(long, value_name = "ARCH", help = arch_help())]
     pub arch: Option<String>,
 }
 
@@ -63,19 +63,38 @@ impl MachineArgs {
         if let Some(m) = &self.machine {
             return Ok(m.clone());
         }
-        let Some(arch) = &self.arch else { return Ok(DEFAULT_PROFILE.to_string()) };
-        if !splab_pmap::ARCHES.contains(&arch.as_str()) {
-            return Err(unknown_arch(arch));
-        }
-        let machine = splab_pmap::machine_arch(arch);
+        let Some(name) = &self.arch else { return Ok(DEFAULT_PROFILE.to_string()) };
+        let arch = lookup_arch(name)?;
+        let machine = arch.machine;
         default_for_arch(machine)
             .map(str::to_string)
             .ok_or_else(|| Fail::Input(format!("--arch {arch}: no built-in profile of a {machine} machine; name one with --machine")))
     }
 }
 
-fn unknown_arch(arch: &str) -> Fail {
-    Fail::Input(format!("unknown architecture {arch:?} (known: {})", splab_pmap::ARCHES.join(", ")))
+/// The help of `--superpages`: the tunables it sets on each architecture,
+/// from the registry.
+pub fn superpages_help() -> String {
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for a in &splab_pmap::ARCHES {
+        let t = a.superpage_tunable_names();
+        match groups.iter_mut().find(|(names, _)| *names == t) {
+            Some((_, arches)) => arches.push(a.name),
+            None => groups.push((t, vec![a.name])),
+        }
+    }
+    let each: Vec<String> = groups.iter().map(|(t, arches)| format!("{} on {}", t, arches.join(", "))).collect();
+    format!("Transparent superpages: sets the architecture's tunables ({})", each.join("; "))
+}
+
+/// The help of `--arch`: every architecture, from the registry.
+pub fn arch_help() -> String {
+    format!("Architecture of the pmap and walker: {} [default: the profile's]", splab_pmap::arch::names())
+}
+
+/// The architecture `--arch` names.
+pub fn lookup_arch(name: &str) -> Result<Arch, Fail> {
+    splab_pmap::arch::lookup(name).map_err(Fail::Input)
 }
 
 /// A swap size option: 0 (no swap) up to the largest memory size.
@@ -92,7 +111,7 @@ pub fn swap(text: &str, what: &str) -> Result<u64, Fail> {
 pub fn config(m: &MachineArgs, memory_text: &str) -> Result<Config, Fail> {
     let mut cfg = machine_config(m)?;
     cfg.memory = memory(memory_text, "--memory")?;
-    if let Some(limit) = splab_pmap::max_memory(&cfg.arch).filter(|&l| cfg.memory > l) {
+    if let Some(limit) = cfg.arch.max_memory.filter(|&l| cfg.memory > l) {
         return Err(Fail::Input(format!(
             "--memory {memory_text}: {} addresses at most {} of physical memory",
             cfg.arch,
@@ -110,18 +129,20 @@ pub fn config_or_default(m: &MachineArgs, memory_text: Option<&str>) -> Result<C
     }
     let mut cfg = config(m, "16M")?;
     let default = memory(DEFAULT_MEMORY, "--memory")?;
-    cfg.memory = splab_pmap::max_memory(&cfg.arch).map_or(default, |l| l.min(default));
+    cfg.memory = cfg.arch.max_memory.map_or(default, |l| l.min(default));
     Ok(cfg)
 }
 
 /// The machine profile and architecture, checked against each other.
 fn machine_config(m: &MachineArgs) -> Result<Config, Fail> {
     let profile = input(Profile::load(&m.profile_name()?))?;
-    let arch = m.arch.clone().unwrap_or_else(|| splab_pmap::default_arch(&profile.arch).to_string());
-    if !splab_pmap::ARCHES.contains(&arch.as_str()) {
-        return Err(unknown_arch(&arch));
-    }
-    if splab_pmap::machine_arch(&arch) != profile.arch {
+    let arch = match &m.arch {
+        Some(name) => lookup_arch(name)?,
+        None => splab_pmap::arch::default_for_machine(&profile.arch).ok_or_else(|| {
+            Fail::Input(format!("machine profile {:?}: no architecture runs on an {} machine (known: {})", profile.name, profile.arch, splab_pmap::arch::machines().join(", ")))
+        })?,
+    };
+    if arch.machine != profile.arch {
         return Err(Fail::Input(format!(
             "--arch {arch}: machine profile {:?} is an {} machine; choose a profile of that architecture",
             profile.name, profile.arch
@@ -134,10 +155,9 @@ fn machine_config(m: &MachineArgs) -> Result<Config, Fail> {
 
 /// Checks `--sysctl` settings against the architecture's tunables, so that
 /// a bad one is reported before any work starts.
-pub fn check_tunables(arch: &str, tunables: &[(String, i64)]) -> Result<(), Fail> {
-    let mut pmap = input(splab_pmap::new_pmap(arch, 512, true))?;
+pub fn check_tunables(arch: Arch, tunables: &[(String, i64)]) -> Result<(), Fail> {
     for (name, value) in tunables {
-        pmap.set_tunable(name, *value).map_err(|e| Fail::Input(format!("--sysctl {name}={value}: {e}")))?;
+        arch.check_tunable(name, *value).map_err(|e| Fail::Input(format!("--sysctl {name}={value}: {e}")))?;
     }
     Ok(())
 }

@@ -146,7 +146,7 @@ fn size_arg(text: &str, what: &str, check: fn(u64) -> Result<(), String>) -> Res
 fn fits(what: &str, bytes: u64, cfg: &Config) -> Result<(), String> {
     // On 32-bit architectures it must also fit the user address space (3 GB
     // on armv7), with room for nothing else mapped.
-    let space = splab_pmap::max_user_address(&cfg.arch)?;
+    let space = cfg.arch.user_limit;
     if bytes >= space {
         return Err(format!("{what} ({}) does not fit in {}'s user address space ({})", size::show(bytes), cfg.arch, size::show(space)));
     }

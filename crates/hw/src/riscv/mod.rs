@@ -50,7 +50,7 @@ impl Mode {
     }
 
     /// Width of a virtual address; bits above must copy the top bit.
-    pub fn va_bits(self) -> u32 {
+    pub const fn va_bits(self) -> u32 {
         match self {
             Mode::Sv39 => 39,
             Mode::Sv48 => 48,
@@ -59,7 +59,7 @@ impl Mode {
 
     /// Highest user address + 1: the lower half of the address space
     /// (FreeBSD's VM_MAXUSER_ADDRESS_SV39 and _SV48).
-    pub fn max_user_address(self) -> u64 {
+    pub const fn max_user_address(self) -> u64 {
         1 << (self.va_bits() - 1)
     }
 
