@@ -254,10 +254,7 @@ impl System {
             };
             match res {
                 Ok(t) => return Ok((t, xlat)),
-                Err(WalkFault::BadAddress) => {
-                    self.kernel.stats.segfaults += 1;
-                    return Err(FaultError::Unmapped(va).into());
-                }
+                Err(WalkFault::BadAddress) => return Err(self.kernel.trap_bad_address(va).into()),
                 Err(_) => {
                     if tries > 4 {
                         return Err(AccessError::Unresolved(va));

@@ -57,6 +57,14 @@ impl Kernel {
         self.fault(hw, pid, va, access)
     }
 
+    /// A fault on an address no page table can translate (outside the
+    /// architecture's canonical range): a segmentation fault, counted as
+    /// one.
+    pub fn trap_bad_address(&mut self, va: u64) -> FaultError {
+        self.stats.segfaults += 1;
+        FaultError::Unmapped(va)
+    }
+
     /// Resolves a fault at `va` for `access` in process `pid` (vm_fault).
     pub fn fault(&mut self, hw: &mut Machine, pid: Pid, va: u64, access: Prot) -> Result<(), FaultError> {
         self.ev.faults += 1;

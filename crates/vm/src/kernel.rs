@@ -10,7 +10,6 @@
 use crate::map::VmMap;
 use crate::object::{oflags, ObjKind, Objects};
 use crate::page::{pflags, pq, ObjId};
-use crate::pageout::{OomKill, PageoutStats};
 use crate::physalloc::Phys;
 use crate::pmap::{KernelEvents, Pmap, PmapEnv, PmapId};
 use crate::swap::{SwapDevice, SwapPage};
@@ -33,6 +32,65 @@ pub struct File {
     /// Pages written back by the page daemon, by offset (kept only when
     /// memory contents are tracked); others read as `file_word`.
     pub written: HashMap<u32, SwapPage>,
+}
+
+/// The page daemon's counters (vm.stats.vm.*).
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct PageoutStats {
+    /// v_pdpages: pages analysed by the daemon.
+    pub v_pdpages: u64,
+    /// v_dfree: pages freed by the daemon.
+    pub v_dfree: u64,
+    /// v_reactivated: pages reactivated by the daemon.
+    pub v_reactivated: u64,
+    /// v_pdshortfalls: passes whose inactive scan fell short of the target.
+    pub v_pdshortfalls: u64,
+    /// v_vnodeout / v_vnodepgsout: file write-backs and pages written.
+    pub v_vnodeout: u64,
+    pub v_vnodepgsout: u64,
+    /// Passes run (splab.vm.pageout.passes).
+    pub passes: u64,
+    /// Clean superpages freed whole, without demotion
+    /// (splab.vm.pageout.superpages_freed).
+    pub superpages_freed: u64,
+    /// Pages moved from the active queue to the inactive or laundry queue.
+    pub deactivated: u64,
+}
+
+/// A process killed because memory and swap were exhausted
+/// (vm_pageout_oom's victim), as the simulator reports it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct OomKill {
+    pub pid: Pid,
+    /// Its size as vm_pageout_oom compares them: resident pages of the
+    /// objects it maps plus their pages on swap.
+    pub size_pages: u64,
+    pub resident_pages: u64,
+    pub swap_pages: u64,
+    /// FreeBSD's words: "out of swap space" when swap is full or absent,
+    /// "failed to reclaim memory" otherwise.
+    pub reason: String,
+    /// The process whose allocation could not be satisfied (None for an
+    /// allocation outside a process, such as creating one).
+    pub trigger: Option<Pid>,
+    /// Free pages, and swap slots used of all, when it was chosen.
+    pub free_pages: u64,
+    pub swap_used: u64,
+    pub swap_total: u64,
+}
+
+impl std::fmt::Display for OomKill {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pid {} killed: {} ({} pages: {} resident, {} on swap; {} free pages, swap {}/{} slots",
+            self.pid, self.reason, self.size_pages, self.resident_pages, self.swap_pages, self.free_pages, self.swap_used, self.swap_total
+        )?;
+        match self.trigger {
+            Some(t) => write!(f, "; fault of pid {t} waiting)"),
+            None => write!(f, ")"),
+        }
+    }
 }
 
 /// Machine-independent counters of the VM itself (vm.stats.vm.*).
@@ -130,25 +188,6 @@ impl Kernel {
         self.procs.get_mut(pid as usize)?.as_mut()
     }
 
-    /// Creates a process with an empty address space. Short of memory for
-    /// its page tables, it waits for the page daemon (vm_wait).
-    pub fn spawn(&mut self, hw: &mut Machine) -> Result<Pid, crate::map::Errno> {
-        let pm = loop {
-            let (pmap, mut env) = self.pmap_env(hw);
-            match pmap.pinit(&mut env) {
-                Ok(pm) => break pm,
-                Err(_) => {
-                    if self.vm_wait(hw, None) == crate::pageout::Wait::Exhausted {
-                        return Err(crate::map::Errno::ENOMEM);
-                    }
-                }
-            }
-        };
-        let max = self.pmap.max_user_address();
-        let pid = self.procs.len() as Pid;
-        self.procs.push(Some(Proc { pid, map: VmMap::new(max, self.page_size()), pmap: pm }));
-        Ok(pid)
-    }
 
     /// Creates a file of `size` bytes with its (empty) page cache object.
     pub fn create_file(&mut self, size: u64) -> u32 {

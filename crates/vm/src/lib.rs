@@ -13,6 +13,7 @@ pub mod bittree;
 pub mod fault;
 pub mod kernel;
 pub mod map;
+pub mod mmap;
 pub mod object;
 pub mod page;
 pub mod pageout;
@@ -24,7 +25,6 @@ pub mod swap;
 pub mod sysctl;
 
 pub use fault::FaultError;
-pub use kernel::{Pid, Kernel};
-pub use pageout::OomKill;
+pub use kernel::{Kernel, OomKill, Pid};
 pub use map::{Backing, Errno, MmapReq};
 pub use pmap::{prot, Advice, Pmap, PmapEnv, PmapId, Prot};

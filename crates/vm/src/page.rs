@@ -78,6 +78,8 @@ const ACT_MASK: u16 = 0x3f << ACT_SHIFT;
 /// Largest activity count the page can hold (FreeBSD's ACT_MAX is 64;
 /// six bits give 63).
 pub const ACT_MAX: u8 = 63;
+/// Activity count a page gets when it is (re)activated (ACT_INIT).
+pub const ACT_INIT: u8 = 5;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(C)]

@@ -41,12 +41,11 @@
 use crate::kernel::{Pid, Kernel};
 use crate::map::eflags;
 use crate::object::ObjKind;
+use crate::kernel::OomKill;
 use crate::page::{pflags, pq, ObjId, ACT_MAX};
 use splab_hw::machine::Machine;
 use splab_hw::Pfn;
 
-/// Activity count a page gets when it is (re)activated (ACT_INIT).
-pub const ACT_INIT: u8 = 5;
 /// Added to the activity count of a referenced page (ACT_ADVANCE).
 pub const ACT_ADVANCE: u8 = 3;
 /// Taken from the activity count of an unreferenced page (ACT_DECLINE).
@@ -62,64 +61,8 @@ const OOM_SEQ: u32 = 2;
 /// age pages so far: the activity count is at most ACT_MAX).
 const MAX_WAIT_PASSES: u32 = 4 * ACT_MAX as u32;
 
-/// The page daemon's counters (vm.stats.vm.*).
-#[derive(Clone, Debug, Default, serde::Serialize)]
-pub struct PageoutStats {
-    /// v_pdpages: pages analysed by the daemon.
-    pub v_pdpages: u64,
-    /// v_dfree: pages freed by the daemon.
-    pub v_dfree: u64,
-    /// v_reactivated: pages reactivated by the daemon.
-    pub v_reactivated: u64,
-    /// v_pdshortfalls: passes whose inactive scan fell short of the target.
-    pub v_pdshortfalls: u64,
-    /// v_vnodeout / v_vnodepgsout: file write-backs and pages written.
-    pub v_vnodeout: u64,
-    pub v_vnodepgsout: u64,
-    /// Passes run (splab.vm.pageout.passes).
-    pub passes: u64,
-    /// Clean superpages freed whole, without demotion
-    /// (splab.vm.pageout.superpages_freed).
-    pub superpages_freed: u64,
-    /// Pages moved from the active queue to the inactive or laundry queue.
-    pub deactivated: u64,
-}
 
-/// A process killed because memory and swap were exhausted
-/// (vm_pageout_oom's victim), as the simulator reports it.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct OomKill {
-    pub pid: Pid,
-    /// Its size as vm_pageout_oom compares them: resident pages of the
-    /// objects it maps plus their pages on swap.
-    pub size_pages: u64,
-    pub resident_pages: u64,
-    pub swap_pages: u64,
-    /// FreeBSD's words: "out of swap space" when swap is full or absent,
-    /// "failed to reclaim memory" otherwise.
-    pub reason: String,
-    /// The process whose allocation could not be satisfied (None for an
-    /// allocation outside a process, such as creating one).
-    pub trigger: Option<Pid>,
-    /// Free pages, and swap slots used of all, when it was chosen.
-    pub free_pages: u64,
-    pub swap_used: u64,
-    pub swap_total: u64,
-}
 
-impl std::fmt::Display for OomKill {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "pid {} killed: {} ({} pages: {} resident, {} on swap; {} free pages, swap {}/{} slots",
-            self.pid, self.reason, self.size_pages, self.resident_pages, self.swap_pages, self.free_pages, self.swap_used, self.swap_total
-        )?;
-        match self.trigger {
-            Some(t) => write!(f, "; fault of pid {t} waiting)"),
-            None => write!(f, ")"),
-        }
-    }
-}
 
 /// What one pass did; any of it is progress.
 #[derive(Clone, Copy, Debug, Default)]

@@ -193,8 +193,8 @@ impl Phys {
             self.enqueue(m, pq::ACTIVE, false);
         }
         let p = self.pages.get_mut(m);
-        if p.act_count() < crate::pageout::ACT_INIT {
-            p.set_act_count(crate::pageout::ACT_INIT);
+        if p.act_count() < crate::page::ACT_INIT {
+            p.set_act_count(crate::page::ACT_INIT);
         }
     }
 
