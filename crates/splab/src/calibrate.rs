@@ -726,7 +726,7 @@ pub fn fit_second_level(c: &mut Calibration, base: &Profile, base_name: &str) {
     let Some(first) = t.steps_4k.first().map(|e| e.capacity_x) else { return };
     let ways = tlb_ways(l2.entries, l2, &c.cpuid_tlbs, base_name).0.max(1);
     let l1_entries = t.l1_4k_entries.map_or(l1.entries, |e| e as usize);
-    let l1_ways = if l1.ways > 0 && l1_entries % l1.ways == 0 { l1.ways } else { l1_entries };
+    let l1_ways = if l1.ways > 0 && l1_entries.is_multiple_of(l1.ways) { l1.ways } else { l1_entries };
     let l1_cfg = TlbArrayConfig { sizes: vec!["4K".into()], entries: l1_entries, ways: l1_ways, level: 1, index: TlbIndex::Modulo };
     let step = ways * 8;
     let cands: Vec<(u64, bool)> = (1..).map(|k| k * step).skip_while(|&e| e < 256).take_while(|&e| e <= 4096).flat_map(|e| [(e as u64, false), (e as u64, true)]).collect();
@@ -753,14 +753,14 @@ fn tlb_ways(entries: usize, arr: &TlbArrayConfig, leaves: &[cpu::TlbLeaf], base_
     let kinds = ["data", "unified", "load"];
     if let Some(l) = leaves.iter().find(|l| l.level == arr.level && kinds.contains(&l.kind.as_str()) && l.entries as usize == entries && arr.sizes.iter().any(|s| l.sizes.contains(s))) {
         let w = if l.fully_associative { entries } else { l.ways as usize };
-        if w > 0 && entries % w == 0 {
+        if w > 0 && entries.is_multiple_of(w) {
             return (w, format!("CPUID leaf 0x18 ({} entries{})", l.entries, if l.fully_associative { ", fully associative" } else { "" }));
         }
     }
-    if arr.ways > 0 && entries % arr.ways == 0 {
+    if arr.ways > 0 && entries.is_multiple_of(arr.ways) {
         return (arr.ways, format!("{NOT_MEASURED} {base_name}.toml"));
     }
-    let w = (0..=4).rev().map(|k| 1usize << k).find(|w| entries % w == 0).unwrap_or(1);
+    let w = (0..=4).rev().map(|k| 1usize << k).find(|&w| entries.is_multiple_of(w)).unwrap_or(1);
     (w, format!("not measured: the largest power of two up to 16 dividing {entries}"))
 }
 

@@ -373,6 +373,7 @@ impl Kernel {
 
     /// Faults on large-page shared memory map the largest page that fits
     /// (vm_fault_populate with the object's page size).
+    #[allow(clippy::too_many_arguments)]
     fn fault_largepage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, va: u64, base: Pfn, fprot: Prot, access: Prot) -> Result<(), FaultError> {
         let pm = self.proc(pid).unwrap().pmap;
         let sizes = self.pmap.pagesizes().to_vec();

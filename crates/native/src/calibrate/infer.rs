@@ -72,8 +72,9 @@ fn solve4(mut a: [[f64; 4]; 4], mut b: [f64; 4]) -> Option<[f64; 4]> {
         b.swap(col, piv);
         for r in col + 1..4 {
             let f = a[r][col] / a[col][col];
-            for k in col..4 {
-                a[r][k] -= f * a[col][k];
+            let pivot_row = a[col];
+            for (x, p) in a[r].iter_mut().zip(pivot_row).skip(col) {
+                *x -= f * p;
             }
             b[r] -= f * b[col];
         }
@@ -514,7 +515,8 @@ pub fn fit_stlb(points: &[Point], from: f64, to: f64, candidates: &[(u64, bool)]
         return None;
     }
     // (rms, entries, hashed, hit, walk)
-    let mut best: [Option<(f64, u64, bool, f64, f64)>; 2] = [None, None];
+    type Fit = (f64, u64, bool, f64, f64);
+    let mut best: [Option<Fit>; 2] = [None, None];
     for &(entries, hashed) in candidates {
         let sh: Vec<(f64, f64)> = pts.iter().map(|p| shares(entries, hashed, p.x as u64)).collect();
         let Some((a, b)) = least_squares_2(&sh, &pts) else { continue };
@@ -718,7 +720,7 @@ pub fn window(mem_ns: f64, data_mlp: f64, nops: [(f64, f64); 2], stores: &[(f64,
         return Err(format!("loops of {u1} and {u2} instructions a miss took {t1:.2} and {t2:.2} ns: not clearly past the miss slots' {slots_ns:.2} ns a miss, so the window is not what bounds them"));
     }
     let q = (t2 - t1) / (u2 - u1);
-    if !(q > 0.0) {
+    if q.is_nan() || q <= 0.0 {
         return Err(format!("loops of {u1} and {u2} instructions a miss took {t1:.2} and {t2:.2} ns: no slower with more instructions"));
     }
     let per_miss = (t1 / q - u1).max(0.0);
@@ -870,8 +872,8 @@ mod tests {
             base * (1.0 + 0.02 * ((s.log2() * 7.0).sin()))
         };
         let h = fit_hierarchy(&curve(cliff, &xs)).unwrap();
-        for k in 0..3 {
-            assert!((h.size_bytes[k] / c[k] - 1.0).abs() < 0.25, "cliff level {k}: {:?}", h);
+        for (k, (got, want)) in h.size_bytes.iter().zip(c).enumerate() {
+            assert!((got / want - 1.0).abs() < 0.25, "cliff level {k}: {:?}", h);
         }
         assert!(fit_hierarchy(&xs[..5].iter().map(|&x| Point::new(x, 1.0)).collect::<Vec<_>>()).is_none());
     }

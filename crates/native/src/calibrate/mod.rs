@@ -390,7 +390,7 @@ pub fn counts_grid(lo: u64, hi: u64, per_octave: u32) -> Vec<u64> {
     while p <= hi {
         for &m in mults {
             let x = p * m / 4;
-            if x >= lo && x <= hi && p * m % 4 == 0 && v.last() != Some(&x) {
+            if x >= lo && x <= hi && (p * m).is_multiple_of(4) && v.last() != Some(&x) {
                 v.push(x);
             }
         }
