@@ -66,6 +66,9 @@ pub struct Run {
     /// before this one (`ON_CPU_MIN`), in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taken_again: Vec<f64>,
+    /// The promotion monitor's counters (`promote`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promote: Option<crate::promote::Counters>,
 }
 
 /// A run whose thread was on a CPU for less than this share of its timed
@@ -197,7 +200,7 @@ pub fn judge(p: Pages, o: &Obtained, len: u64, host: &Host) -> Result<(), String
     }
     match p {
         Pages::FourK if o.bytes_2m + o.bytes_1g > 0 => Err(format!("asked for 4 KB pages only, got {:.1}% in huge pages", pct(o.bytes_2m + o.bytes_1g))),
-        Pages::Thp | Pages::Collapse if o.bytes_2m < len * 95 / 100 => Err(format!(
+        Pages::Thp | Pages::Collapse | Pages::Promote if o.bytes_2m < len * 95 / 100 => Err(format!(
             "asked for all of it in 2 MB pages, got {:.1}%: THP fell back to 4 KB pages for {:.1}% ({})",
             pct(o.bytes_2m),
             pct(o.bytes_4k),
@@ -347,8 +350,9 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
             let mut attempt = || w.run(&mut region).map_err(|e| format!("{} with --pages {}: {e}", w.name(), rep.pages));
             let first = attempt()?;
             let (outcome, taken_again) = most_on_cpu(first, on_cpu, attempt)?;
+            let promote = region.stop_monitor();
             drop(region);
-            rep.runs.push(Run { round, obtained, outcome, taken_again });
+            rep.runs.push(Run { round, obtained, outcome, taken_again, promote });
         }
     }
     progress(total, total, "");
@@ -429,6 +433,7 @@ mod tests {
             obtained: Obtained::default(),
             outcome: Outcome { seconds, cpu_seconds: seconds, figures: Vec::new(), report: String::new() },
             taken_again: Vec::new(),
+            promote: None,
         };
         // The machine slows down by half in round 1: both layouts see it.
         let base = [run(0, 2.0), run(1, 3.0), run(2, 2.0)];
