@@ -138,6 +138,10 @@ impl Default for Config {
 pub struct Counters {
     /// vm.pmap.pde.promotions: 2 MB ranges collapsed.
     pub promotions: u64,
+    /// Of them, while a native workload's region was set up (touched
+    /// and given one pass), before the workload ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub setup_promotions: Option<u64>,
     /// vm.pmap.pde.p_failures: collapses the kernel refused.
     pub p_failures: u64,
     /// p_failures by reason.
@@ -185,6 +189,8 @@ struct Proc {
 
 struct Shared {
     stop: AtomicBool,
+    /// Promotions so far.
+    promotions: std::sync::atomic::AtomicU64,
     /// Passes finished, and a flag to cut the pause short.
     passes: Mutex<(u64, bool)>,
     cv: Condvar,
@@ -368,6 +374,7 @@ fn reason(e: i32, still_mapped: bool) -> String {
 }
 
 struct Worker {
+    promoted: Arc<Shared>,
     target: Target,
     cfg: Config,
     procs: HashMap<i32, Proc>,
@@ -433,6 +440,7 @@ impl Worker {
                 match r {
                     Ok(()) => {
                         self.c.promotions += 1;
+                        self.promoted.promotions.fetch_add(1, Ordering::SeqCst);
                         st.backoff.remove(&va);
                     }
                     Err(libc::ESRCH) => break,
@@ -530,9 +538,9 @@ impl Worker {
 impl Monitor {
     /// Starts watching `target`.
     pub fn start(target: Target, cfg: Config) -> Result<Monitor, String> {
-        let shared = Arc::new(Shared { stop: AtomicBool::new(false), passes: Mutex::new((0, false)), cv: Condvar::new() });
+        let shared = Arc::new(Shared { stop: AtomicBool::new(false), promotions: Default::default(), passes: Mutex::new((0, false)), cv: Condvar::new() });
         let s2 = shared.clone();
-        let w = Worker { target, cfg, procs: HashMap::new(), scanner: Scanner { ioctl: None, regions: Vec::new(), base_bytes: 0 }, c: Counters::default() };
+        let w = Worker { promoted: shared.clone(), target, cfg, procs: HashMap::new(), scanner: Scanner { ioctl: None, regions: Vec::new(), base_bytes: 0 }, c: Counters::default() };
         let handle = std::thread::Builder::new().name("splab-promote".into()).spawn(move || w.run(&s2)).map_err(|e| format!("starting the promotion monitor: {e}"))?;
         Ok(Monitor { shared, handle: Some(handle) })
     }
@@ -550,6 +558,11 @@ impl Monitor {
                 self.shared.cv.notify_all();
             }
         }
+    }
+
+    /// Promotions so far.
+    pub fn promotions(&self) -> u64 {
+        self.shared.promotions.load(Ordering::SeqCst)
     }
 
     /// Stops the monitor (after the pass under way) and returns what it did.

@@ -35,6 +35,8 @@ pub struct Region {
     /// Whether this region set PR_SET_THP_DISABLE "except advised" on the
     /// process (`promote` under THP mode always), to be cleared on drop.
     undo_prctl: bool,
+    /// Promotions by the end of the setup (`promote`).
+    setup_promotions: u64,
 }
 
 fn errno() -> std::io::Error {
@@ -76,7 +78,7 @@ impl Region {
             return Err(format!("mmap of {len} bytes with MAP_HUGETLB|{what}: {}", errno()));
         }
         let p = p.cast::<u8>();
-        Ok(Region { map: p, map_len: len, start: p, len, pages, notes: Vec::new(), monitor: None, undo_prctl: false })
+        Ok(Region { map: p, map_len: len, start: p, len, pages, notes: Vec::new(), monitor: None, undo_prctl: false, setup_promotions: 0 })
     }
 
     fn guarded(len: usize, pages: Pages) -> Result<Region, String> {
@@ -97,7 +99,7 @@ impl Region {
         // SAFETY: start_addr lies within the reservation, len + 2 MB before
         // its end.
         let start = unsafe { map.add(start_addr - map as usize) };
-        let r = Region { map, map_len, start, len, pages, notes: Vec::new(), monitor: None, undo_prctl: false };
+        let r = Region { map, map_len, start, len, pages, notes: Vec::new(), monitor: None, undo_prctl: false, setup_promotions: 0 };
         // SAFETY: [start, start + len) is inside the reservation.
         if unsafe { libc::mprotect(start.cast(), len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
             return Err(format!("mprotect of {len} bytes read-write: {}", errno()));
@@ -196,6 +198,7 @@ impl Region {
                 let m = Monitor::start(Target::OwnRange { start: a, end: a + all as u64 }, promote::Config::default())?;
                 self.touch();
                 m.sync();
+                self.setup_promotions = m.promotions();
                 self.monitor = Some(m);
             }
             Pages::Mthp(_) => {
@@ -213,7 +216,8 @@ impl Region {
     /// Stops the promotion monitor, if one watches the region, and returns
     /// what it did.
     pub fn stop_monitor(&mut self) -> Option<promote::Counters> {
-        self.monitor.take().map(|m| m.stop())
+        let at_setup = self.setup_promotions;
+        self.monitor.take().map(|m| promote::Counters { setup_promotions: Some(at_setup), ..m.stop() })
     }
 
     /// What smaps says this region is mapped with now.

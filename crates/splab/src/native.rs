@@ -223,6 +223,17 @@ fn layout_table(o: &mut String, r: &SuiteReport) {
         for n in &l.notes {
             let _ = writeln!(o, "  {:<12}note: {n}", "");
         }
+        if let Some(c) = first.promote.as_ref() {
+            let _ = writeln!(
+                o,
+                "  {:<12}promotion monitor (first run): vm.pmap.pde.promotions {} ({} while setting up), vm.pmap.pde.p_failures {}, monitor CPU {:.3} s",
+                "",
+                c.promotions,
+                c.setup_promotions.unwrap_or(0),
+                c.p_failures,
+                c.cpu_seconds
+            );
+        }
     }
 }
 

@@ -122,3 +122,32 @@ impl Workload for Sparse {
         Ok(WorkloadResult { figure: Figure { name: "peak mapped".into(), value: mib(peak), unit: "MB".into(), higher_is_better: false }, report: r, timed_seconds: secs })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use splab_sim::Config;
+
+    fn system(superpages: bool) -> System {
+        let mut c = Config::new(splab_hw::profile::Profile::load("sapphire-rapids").unwrap());
+        c.memory = 256 << 20;
+        c.superpages = superpages;
+        System::new(c).unwrap()
+    }
+
+    /// The first fill maps exactly the live pages; MADV_DONTNEED keeps
+    /// pages mapped (FreeBSD's meaning: it only lowers their priority), so
+    /// rounds add to what is mapped; no slab fills, none is promoted.
+    #[test]
+    fn live_pages_mapped_and_nothing_promoted() {
+        for sp in [false, true] {
+            let mut sys = system(sp);
+            let r = Sparse::new(16 << 20, 0.25, 0).unwrap().run(&mut sys, &mut |_| {}).unwrap();
+            assert_eq!(r.figure.value, 4.0, "8 slabs x 128 pages of 4 KB: {}", r.report);
+            let mut sys = system(sp);
+            let r = Sparse::new(16 << 20, 0.25, 4).unwrap().run(&mut sys, &mut |_| {}).unwrap();
+            assert!(r.figure.value > 4.0 && r.figure.value < 16.0, "{}", r.report);
+            assert!(r.report.contains("vm.pmap.pde.promotions 0;"), "{}", r.report);
+        }
+    }
+}
