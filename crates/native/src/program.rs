@@ -425,11 +425,19 @@ pub fn run(prog: &Program, setup: &Setup, round: u32, opts: &RunOpts, pool: &mut
             Ok(())
         });
     }
+    // The sampler and the monitor watch splab's descendants, so they can
+    // start first and see the program from its first page.
+    let stop = Arc::new(AtomicBool::new(false));
+    let samp = sampler(stop.clone(), opts.sample_every);
+    let monitor = if setup.monitor { Some(Monitor::start(Target::Descendants(std::process::id() as i32), opts.monitor)?) } else { None };
     let allocs0 = fault_allocs();
     let t0 = now();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
+            stop.store(true, Ordering::SeqCst);
+            drop(monitor);
+            let _ = samp.join();
             let why = if e.kind() == std::io::ErrorKind::NotFound { format!("{argv0}: command not found") } else { format!("{argv0}: {e}") };
             return Ok(RunRecord {
                 round,
@@ -470,9 +478,6 @@ pub fn run(prog: &Program, setup: &Setup, round: u32, opts: &RunOpts, pool: &mut
         })
     });
     let err = child.stderr.take().map(|e| tail_reader(e, 2048));
-    let stop = Arc::new(AtomicBool::new(false));
-    let samp = sampler(stop.clone(), opts.sample_every);
-    let monitor = if setup.monitor { Some(Monitor::start(Target::Descendants(std::process::id() as i32), opts.monitor)?) } else { None };
 
     // Reap the whole tree: the first process, then whatever is left.
     let (mut user, mut sys, mut peak_rss, mut processes) = (0.0, 0.0, 0u64, 0u64);

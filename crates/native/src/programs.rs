@@ -47,8 +47,10 @@ pub struct PromoteSummary {
     /// Failures by reason, summed over the runs.
     pub failure_reasons: BTreeMap<String, u64>,
     pub not_exclusive: u64,
-    /// Monitor CPU seconds, median.
+    /// Monitor CPU seconds, median; of them scanning and collapsing.
     pub cpu_seconds: f64,
+    pub scan_cpu_seconds: f64,
+    pub collapse_cpu_seconds: f64,
     /// Monitor CPU over the program's (user + system), median over runs.
     pub cpu_share: f64,
     pub scanner: String,
@@ -248,6 +250,8 @@ fn summarise(pages: Pages, setup: Result<Setup, String>, runs: Vec<RunRecord>) -
                 failure_reasons: reasons,
                 not_exclusive: ps.iter().map(|p| p.1.not_exclusive).sum(),
                 cpu_seconds: med(&|p| p.1.cpu_seconds),
+                scan_cpu_seconds: med(&|p| p.1.scan_cpu_seconds),
+                collapse_cpu_seconds: med(&|p| p.1.collapse_cpu_seconds),
                 cpu_share: med(&|p| p.1.cpu_seconds / (p.0.user + p.0.sys).max(1e-9)),
                 scanner: ps[0].1.scanner.clone(),
                 gave_up: ps.iter().find_map(|p| p.1.gave_up.clone()),

@@ -311,7 +311,7 @@ impl Scanner {
                 // the kernel's collapse of it is a cheap no-op success, so
                 // those are left out by their PFNs running on.
                 let (populated, _) = judge_entries(&e, zero);
-                let contiguous = e.windows(2).all(|w| w[1] & PM_PFN == (w[0] & PM_PFN) + 1) && e[0] & PM_PFN != 0 && (e[0] & PM_PFN) % 512 == 0;
+                let contiguous = e.windows(2).all(|w| w[1] & PM_PFN == (w[0] & PM_PFN) + 1) && e[0] & PM_PFN != 0 && (e[0] & PM_PFN).is_multiple_of(512);
                 if !contiguous {
                     self.base_bytes += e.iter().filter(|&&x| x & PM_PRESENT != 0).count() as u64 * SIZE_4K;
                 }
@@ -407,9 +407,9 @@ impl Worker {
         let mut collapse_cpu = 0.0;
         let pass_no = self.c.passes;
         for pid in pids {
-            if !self.procs.contains_key(&pid) {
+            if let std::collections::hash_map::Entry::Vacant(slot) = self.procs.entry(pid) {
                 let (Some(start_ticks), Some(pidfd), Ok(pagemap)) = (crate::sysstate::start_ticks(pid), pidfd_open(pid), File::open(format!("/proc/{pid}/pagemap"))) else { continue };
-                self.procs.insert(pid, Proc { start_ticks, pidfd, pagemap, backoff: HashMap::new() });
+                slot.insert(Proc { start_ticks, pidfd, pagemap, backoff: HashMap::new() });
                 self.c.processes += 1;
             }
             let Some(vmas) = self.vmas(pid) else { continue };
@@ -607,10 +607,10 @@ mod tests {
         assert_eq!(judge_entries(&ok, 7), (true, true));
         let mut hole = ok.clone();
         hole[100] = 0;
-        assert_eq!(judge_entries(&hole, 7).0, false);
+        assert!(!judge_entries(&hole, 7).0);
         let mut zero = ok.clone();
         zero[3] = PM_PRESENT | 7;
-        assert_eq!(judge_entries(&zero, 7).0, false);
+        assert!(!judge_entries(&zero, 7).0);
         let mut shared = ok;
         shared[5] &= !PM_EXCLUSIVE;
         assert_eq!(judge_entries(&shared, 7), (true, false));

@@ -37,7 +37,7 @@ pub const STATE_DIR: &str = "/run/splab";
 pub const THP_DIR: &str = "/sys/kernel/mm/transparent_hugepage";
 
 fn state_dir() -> PathBuf {
-    std::env::var_os("SPLAB_STATE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(STATE_DIR))
+    PathBuf::from(STATE_DIR)
 }
 
 /// One setting changed: the file and the value found in it.

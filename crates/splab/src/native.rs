@@ -226,12 +226,15 @@ fn layout_table(o: &mut String, r: &SuiteReport) {
         if let Some(c) = first.promote.as_ref() {
             let _ = writeln!(
                 o,
-                "  {:<12}promotion monitor (first run): vm.pmap.pde.promotions {} ({} while setting up), vm.pmap.pde.p_failures {}, monitor CPU {:.3} s",
+                "  {:<12}promotion monitor (first run): vm.pmap.pde.promotions {} ({} while setting up), vm.pmap.pde.p_failures {}, monitor CPU {:.3} s (scanning {:.3}, collapsing {:.3}), {:.2}% of the run's timed CPU time",
                 "",
                 c.promotions,
                 c.setup_promotions.unwrap_or(0),
                 c.p_failures,
-                c.cpu_seconds
+                c.cpu_seconds,
+                c.scan_cpu_seconds,
+                c.collapse_cpu_seconds,
+                100.0 * c.cpu_seconds / first.outcome.cpu_seconds.max(1e-9)
             );
         }
     }

@@ -78,7 +78,15 @@ fn layout_block(o: &mut String, l: &LayoutResult) {
         if p.not_exclusive > 0 {
             let _ = writeln!(o, "                       full ranges left alone, shared with another process: {} (all runs)", p.not_exclusive);
         }
-        let _ = writeln!(o, "  Monitor CPU:         {} ({:.2}% of the program's user + system time; {}, median)", t(p.cpu_seconds), 100.0 * p.cpu_share, p.scanner);
+        let _ = writeln!(
+            o,
+            "  Monitor CPU:         {} ({:.2}% of the program's user + system time; scanning {}, collapsing {}; {}, medians)",
+            t(p.cpu_seconds),
+            100.0 * p.cpu_share,
+            t(p.scan_cpu_seconds),
+            t(p.collapse_cpu_seconds),
+            p.scanner
+        );
         if let Some(g) = &p.gave_up {
             let _ = writeln!(o, "  Monitor gave up:     {g}");
         }

@@ -279,3 +279,39 @@ fn promote_runs_a_program_under_the_monitor() {
     assert!(v["promote"]["promotions"].as_u64().unwrap() > 0, "{v}");
     assert_eq!(v["exit"]["code"], 7);
 }
+
+#[test]
+fn interrupted_thp_run_restores_the_mode_and_passes_the_signal_on() {
+    let _s = serial();
+    if let Some(why) = cannot_change_settings() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mode0 = mode().unwrap();
+    if mode0 == "always" {
+        eprintln!("skipped: THP mode is already always, so a thp run changes nothing");
+        return;
+    }
+    let child = Command::new(env!("CARGO_BIN_EXE_splab"))
+        .args(["native", "--pages", "thp", "--repeat", "3", "--", "sleep", "30"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while mode().as_deref() != Some("always") && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(mode().as_deref(), Some("always"), "the thp run set the mode");
+    std::thread::sleep(Duration::from_millis(200));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(25), "the program got the signal and the run stopped");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGINT), "splab ends by the signal it got");
+    assert_eq!(mode().unwrap(), mode0, "the mode is back");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("killed by SIGINT") && text.contains("interrupted by SIGINT"), "{text}");
+}
