@@ -9,10 +9,10 @@
 //! its CPU time. Runs whose exit status or standard-output checksum
 //! differ from the first run's are flagged.
 
-use crate::hugetlb::{self, Pool};
-use crate::pages::{Pages, SIZE_1G, SIZE_2M};
+use crate::hugetlb::Pool;
+use crate::pages::Pages;
 use crate::program::{self, Exit, Program, RunOpts, RunRecord, Setup};
-use crate::suite::{Host, PoolChange, Spread};
+use crate::suite::{self, Host, PoolChange, Spread};
 use crate::sysstate;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -148,7 +148,7 @@ fn crc_text(c: u32) -> String {
 pub fn run(prog: &Program, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)) -> ProgramsReport {
     let host = Host::read();
     let mut pool = Pool::new(plan.grow_hugetlb);
-    let before: Vec<(u64, Option<hugetlb::Counters>)> = [SIZE_2M, SIZE_1G].iter().map(|&s| (s, hugetlb::counters(s).ok())).collect();
+    let before = suite::pools_now();
     let mut setups: Vec<Result<Setup, String>> = plan.layouts.iter().map(|&p| Setup::new(p)).collect();
     let mut runs: Vec<Vec<RunRecord>> = vec![Vec::new(); plan.layouts.len()];
     let total = (plan.repeat + plan.warmup) as u64 * plan.layouts.len() as u64;
@@ -185,22 +185,10 @@ pub fn run(prog: &Program, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)
         }
     }
     progress(total, total, "");
-    let restore = pool.restore();
-    let changes = pool.changes.clone();
-    drop(pool);
-    let mut hugetlb_pools: Vec<PoolChange> = changes
-        .iter()
-        .map(|&(page, old, during)| PoolChange {
-            page_bytes: page,
-            nr_before: before.iter().find(|b| b.0 == page).and_then(|b| b.1).map(|c| c.nr).unwrap_or(old),
-            nr_during: during,
-            nr_after: hugetlb::counters(page).map(|c| c.nr).unwrap_or(u64::MAX),
-        })
-        .collect();
-    if let Err(e) = restore {
-        eprintln!("splab: hugetlb pool not restored: {e}");
-        hugetlb_pools.iter_mut().for_each(|p| p.nr_after = hugetlb::counters(p.page_bytes).map(|c| c.nr).unwrap_or(u64::MAX));
-    }
+    let hugetlb_pools = suite::pools_put_back(pool, &before).unwrap_or_else(|e| {
+        eprintln!("splab: {e}");
+        Vec::new()
+    });
     let layouts = plan.layouts.iter().zip(setups).zip(runs).map(|((&p, s), r)| summarise(p, s, r)).collect::<Vec<_>>();
     let mut rep = ProgramsReport {
         command: prog.command_line(),

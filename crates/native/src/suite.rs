@@ -190,6 +190,30 @@ pub struct SuiteReport {
     pub hugetlb_pools: Vec<PoolChange>,
 }
 
+/// The hugetlb pools' counters now, by page size.
+pub fn pools_now() -> Vec<(u64, Option<Counters>)> {
+    [SIZE_2M, SIZE_1G].iter().map(|&s| (s, hugetlb::counters(s).ok())).collect()
+}
+
+/// Puts back the pools `pool` grew and says what each was before (as
+/// `pools_now` read it), during and after; the error names a pool left
+/// changed.
+pub fn pools_put_back(mut pool: Pool, before: &[(u64, Option<Counters>)]) -> Result<Vec<PoolChange>, String> {
+    let restore = pool.restore();
+    let changes = pool.changes.clone();
+    drop(pool);
+    restore.map_err(|e| format!("hugetlb pool not restored: {e}"))?;
+    Ok(changes
+        .iter()
+        .map(|&(page, old, during)| PoolChange {
+            page_bytes: page,
+            nr_before: before.iter().find(|b| b.0 == page).and_then(|b| b.1).map(|c| c.nr).unwrap_or(old),
+            nr_during: during,
+            nr_after: hugetlb::counters(page).map(|c| c.nr).unwrap_or(u64::MAX),
+        })
+        .collect())
+}
+
 /// Whether `o` is the layout `p` asked for, over a region of `len` bytes;
 /// the error says plainly what was got instead.
 pub fn judge(p: Pages, o: &Obtained, len: u64, host: &Host) -> Result<(), String> {
@@ -290,7 +314,7 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
     let host = Host::read();
     let bytes = w.bytes();
     let mut pool = Pool::new(plan.grow_hugetlb);
-    let before: Vec<(u64, Option<Counters>)> = [SIZE_2M, SIZE_1G].iter().map(|&s| (s, hugetlb::counters(s).ok())).collect();
+    let before = pools_now();
     let mut reps: Vec<LayoutReport> = layouts
         .iter()
         .map(|&p| LayoutReport {
@@ -356,21 +380,7 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
         }
     }
     progress(total, total, "");
-    // Put the pools back before reading what they are.
-    let restore = pool.restore();
-    let changes = pool.changes.clone();
-    drop(pool);
-    restore.map_err(|e| format!("hugetlb pool not restored: {e}"))?;
-    let hugetlb_pools = changes
-        .iter()
-        .map(|&(page, old, during)| PoolChange {
-            page_bytes: page,
-            nr_before: before.iter().find(|b| b.0 == page).and_then(|b| b.1).map(|c| c.nr).unwrap_or(old),
-            nr_during: during,
-            nr_after: hugetlb::counters(page).map(|c| c.nr).unwrap_or(u64::MAX),
-        })
-        .collect();
-
+    let hugetlb_pools = pools_put_back(pool, &before)?;
     for rep in reps.iter_mut() {
         if rep.runs.is_empty() {
             rep.status = "skipped";

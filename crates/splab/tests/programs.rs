@@ -113,22 +113,24 @@ fn every_layout_on_a_short_program() {
     assert!(v["promote_target"]["rss_ratio"].as_f64().unwrap() > 0.5);
 }
 
-#[test]
-fn killed_mid_thp_run_the_next_splab_restores_the_mode() {
-    let _s = serial();
+/// Starts `splab native --pages thp -- sleep 30` and waits until it has
+/// set the THP mode to always; None (having said why) where a thp run
+/// would change nothing or cannot change anything. Returns the child
+/// and the mode found before.
+fn thp_run_under_way(repeat: &str, stdout: Stdio) -> Option<(std::process::Child, String)> {
     if let Some(why) = cannot_change_settings() {
         eprintln!("skipped: {why}");
-        return;
+        return None;
     }
     let mode0 = mode().unwrap();
     if mode0 == "always" {
         eprintln!("skipped: THP mode is already always, so a thp run changes nothing");
-        return;
+        return None;
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_splab"))
-        .args(["native", "--pages", "thp", "--repeat", "1", "--", "sleep", "30"])
+    let child = Command::new(env!("CARGO_BIN_EXE_splab"))
+        .args(["native", "--pages", "thp", "--repeat", repeat, "--", "sleep", "30"])
         .stdin(Stdio::null())
-        .stdout(Stdio::null())
+        .stdout(stdout)
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
@@ -137,6 +139,13 @@ fn killed_mid_thp_run_the_next_splab_restores_the_mode() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(mode().as_deref(), Some("always"), "the thp run set the mode");
+    Some((child, mode0))
+}
+
+#[test]
+fn killed_mid_thp_run_the_next_splab_restores_the_mode() {
+    let _s = serial();
+    let Some((mut child, mode0)) = thp_run_under_way("1", Stdio::null()) else { return };
     // The program is running under it: find the sleep.
     let sleeper = || {
         std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find(|p| {
@@ -283,27 +292,8 @@ fn promote_runs_a_program_under_the_monitor() {
 #[test]
 fn interrupted_thp_run_restores_the_mode_and_passes_the_signal_on() {
     let _s = serial();
-    if let Some(why) = cannot_change_settings() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let mode0 = mode().unwrap();
-    if mode0 == "always" {
-        eprintln!("skipped: THP mode is already always, so a thp run changes nothing");
-        return;
-    }
-    let child = Command::new(env!("CARGO_BIN_EXE_splab"))
-        .args(["native", "--pages", "thp", "--repeat", "3", "--", "sleep", "30"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let Some((child, mode0)) = thp_run_under_way("3", Stdio::piped()) else { return };
     let t = Instant::now();
-    while mode().as_deref() != Some("always") && t.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert_eq!(mode().as_deref(), Some("always"), "the thp run set the mode");
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
