@@ -80,6 +80,10 @@ pub struct LayoutResult {
     pub hugetlb: Option<Stat>,
     /// Speedup of wall time over 4k: median of the per-round ratios.
     pub speedup_vs_4k: Option<Stat>,
+    /// The same for CPU time (user + system): steadier than wall time
+    /// when other work on the host takes the CPUs, though it misses what
+    /// a layout saves in waiting.
+    pub cpu_speedup_vs_4k: Option<Stat>,
     /// Peak RSS over 4k's: per-round ratios.
     pub rss_vs_4k: Option<Stat>,
     /// Exit statuses seen, in words, with how many runs had each.
@@ -100,6 +104,10 @@ pub struct PromoteTarget {
     /// (promote speedup - 1) / (thp speedup - 1): the share of thp's gain
     /// over 4k that promote got; None when thp gained nothing.
     pub share_of_thp_gain: Option<f64>,
+    /// The same from CPU time (user + system).
+    pub thp_cpu_speedup: f64,
+    pub promote_cpu_speedup: f64,
+    pub cpu_share_of_thp_gain: Option<f64>,
     /// promote's peak RSS over 4k's (median of per-round ratios).
     pub rss_ratio: f64,
     /// Monitor CPU over the program's CPU (median over runs).
@@ -259,6 +267,7 @@ fn summarise(pages: Pages, setup: Result<Setup, String>, runs: Vec<RunRecord>) -
         anon_huge: stat(&|r| r.sampled.anon_huge as f64),
         hugetlb: stat(&|r| r.sampled.hugetlb as f64),
         speedup_vs_4k: None,
+        cpu_speedup_vs_4k: None,
         rss_vs_4k: None,
         exits,
         stdout_crc32: crcs,
@@ -286,17 +295,22 @@ fn compare(rep: &mut ProgramsReport) {
     if let Some(base) = &base {
         for l in rep.layouts.iter_mut() {
             l.speedup_vs_4k = Stat::of(&round_ratios(base, &l.runs, |r| r.wall));
+            l.cpu_speedup_vs_4k = Stat::of(&round_ratios(base, &l.runs, |r| r.user + r.sys));
             l.rss_vs_4k = Stat::of(&round_ratios(&l.runs, base, |r| r.peak_rss as f64));
         }
     }
     let find = |p: Pages| rep.layouts.iter().find(|l| l.pages == p && !l.runs.is_empty());
     if let (Some(thp), Some(pro)) = (find(Pages::Thp), find(Pages::Promote)) {
-        if let (Some(st), Some(sp), Some(rss), Some(ps)) = (&thp.speedup_vs_4k, &pro.speedup_vs_4k, &pro.rss_vs_4k, &pro.promote) {
+        if let (Some(st), Some(sp), Some(rss), Some(ps), Some(ct), Some(cp)) = (&thp.speedup_vs_4k, &pro.speedup_vs_4k, &pro.rss_vs_4k, &pro.promote, &thp.cpu_speedup_vs_4k, &pro.cpu_speedup_vs_4k) {
             let share = (st.median > 1.0).then(|| (sp.median - 1.0) / (st.median - 1.0));
+            let cpu_share = (ct.median > 1.0).then(|| (cp.median - 1.0) / (ct.median - 1.0));
             rep.promote_target = Some(PromoteTarget {
                 thp_speedup: st.median,
                 promote_speedup: sp.median,
                 share_of_thp_gain: share,
+                thp_cpu_speedup: ct.median,
+                promote_cpu_speedup: cp.median,
+                cpu_share_of_thp_gain: cpu_share,
                 rss_ratio: rss.median,
                 monitor_cpu_share: ps.cpu_share,
                 speed_met: share.is_none_or(|s| s >= 0.9),

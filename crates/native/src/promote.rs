@@ -38,7 +38,8 @@
 //! monitor does not scan blindly at an interval: every `interval` it reads
 //! the processes' resident sizes (/proc/PID/statm, a counter), and makes a
 //! pass only when they grew by 2 MB (a range can only fill as pages
-//! arrive), a process appeared, or a quiet spell ran out; and after a
+//! arrive), a process appeared (the tree is walked every tenth look), or
+//! a quiet spell ran out; and after a
 //! pass it waits until that pass's scanning, projected to what is left in
 //! base pages, fits in `budget` of one CPU. The monitor's own CPU time is
 //! measured on its thread (CLOCK_THREAD_CPUTIME_ID), split into scanning
@@ -375,6 +376,8 @@ fn reason(e: i32, still_mapped: bool) -> String {
 
 struct Worker {
     promoted: Arc<Shared>,
+    /// /proc/PID/statm of each process, kept open.
+    statm: HashMap<i32, File>,
     target: Target,
     cfg: Config,
     procs: HashMap<i32, Proc>,
@@ -465,14 +468,27 @@ impl Worker {
 
     /// Resident bytes of the processes (statm), and whether one of them
     /// is new to the monitor.
-    fn resident(&self, pids: &[i32]) -> (u64, bool) {
+    /// Reads /proc/PID/statm through a descriptor kept open (one pread a
+    /// tick, no path lookup); files of processes not in `pids` are closed.
+    fn resident(&mut self, pids: &[i32]) -> (u64, bool) {
         let mut sum = 0;
         let mut new = false;
+        self.statm.retain(|p, _| pids.contains(p));
+        let mut buf = [0u8; 128];
         for &pid in pids {
             new |= !self.procs.contains_key(&pid);
-            if let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/statm")) {
-                sum += t.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * SIZE_4K;
+            if let std::collections::hash_map::Entry::Vacant(e) = self.statm.entry(pid) {
+                match File::open(format!("/proc/{pid}/statm")) {
+                    Ok(f) => {
+                        e.insert(f);
+                    }
+                    Err(_) => continue,
+                }
             }
+            let Some(f) = self.statm.get(&pid) else { continue };
+            let Ok(n) = f.read_at(&mut buf, 0) else { continue };
+            let text = std::str::from_utf8(&buf[..n]).unwrap_or("");
+            sum += text.split_whitespace().nth(1).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) * SIZE_4K;
         }
         (sum, new)
     }
@@ -482,12 +498,20 @@ impl Worker {
         let clock = crate::now;
         let (mut next_allowed, mut last_pass, mut last_rss) = (0.0f64, f64::NEG_INFINITY, 0u64);
         let mut quiet = self.cfg.quiet.as_secs_f64();
+        // The tree is walked again every TREE_TICKS ticks (reading every
+        // thread's children file costs far more than the statm reads).
+        const TREE_TICKS: u64 = 10;
+        let mut pids = Vec::new();
+        let mut tick = 0u64;
         loop {
             let forced = {
                 let mut g = shared.passes.lock().unwrap_or_else(|e| e.into_inner());
                 std::mem::replace(&mut g.1, false)
             };
-            let pids = self.pids();
+            if tick.is_multiple_of(TREE_TICKS) || forced {
+                pids = self.pids();
+            }
+            tick += 1;
             let (rss, new) = self.resident(&pids);
             let now = clock();
             let grown = rss >= last_rss + SIZE_2M || new || now - last_pass >= quiet;
@@ -540,7 +564,7 @@ impl Monitor {
     pub fn start(target: Target, cfg: Config) -> Result<Monitor, String> {
         let shared = Arc::new(Shared { stop: AtomicBool::new(false), promotions: Default::default(), passes: Mutex::new((0, false)), cv: Condvar::new() });
         let s2 = shared.clone();
-        let w = Worker { promoted: shared.clone(), target, cfg, procs: HashMap::new(), scanner: Scanner { ioctl: None, regions: Vec::new(), base_bytes: 0 }, c: Counters::default() };
+        let w = Worker { promoted: shared.clone(), statm: HashMap::new(), target, cfg, procs: HashMap::new(), scanner: Scanner { ioctl: None, regions: Vec::new(), base_bytes: 0 }, c: Counters::default() };
         let handle = std::thread::Builder::new().name("splab-promote".into()).spawn(move || w.run(&s2)).map_err(|e| format!("starting the promotion monitor: {e}"))?;
         Ok(Monitor { shared, handle: Some(handle) })
     }

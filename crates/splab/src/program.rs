@@ -137,17 +137,18 @@ fn summary(o: &mut String, r: &ProgramsReport) {
         return;
     }
     let _ = writeln!(o, "Summary (medians; ratios are medians of the per-round ratios ± their standard deviation):");
-    let _ = writeln!(o, "  {:<16}{:>12}{:>12}{:>12}{:>16}{:>14}{:>14}{:>14}", "layout", "wall", "user", "sys", "speedup vs 4k", "peak RSS", "RSS vs 4k", "THP peak");
+    let _ = writeln!(o, "  {:<16}{:>11}{:>11}{:>11}{:>14}{:>14}{:>12}{:>12}{:>11}", "layout", "wall", "user", "sys", "vs 4k (wall)", "vs 4k (CPU)", "peak RSS", "RSS vs 4k", "THP peak");
     for l in &ran {
         let med = |s: &Option<Stat>| s.as_ref().map_or(0.0, |x| x.median);
         let _ = writeln!(
             o,
-            "  {:<16}{:>12}{:>12}{:>12}{:>16}{:>14}{:>14}{:>14}",
+            "  {:<16}{:>11}{:>11}{:>11}{:>14}{:>14}{:>12}{:>12}{:>11}",
             l.pages.to_string(),
             t(med(&l.wall)),
             t(med(&l.user)),
             t(med(&l.sys)),
             ratio(&l.speedup_vs_4k),
+            ratio(&l.cpu_speedup_vs_4k),
             b(med(&l.peak_rss)),
             ratio(&l.rss_vs_4k),
             b(med(&l.anon_huge))
@@ -169,7 +170,18 @@ fn summary(o: &mut String, r: &ProgramsReport) {
             Some(s) => format!("{:.0}% of thp's gain over 4k (speedups {:.3} and {:.3}; target 90%): {}", 100.0 * s, p.promote_speedup, p.thp_speedup, ok(p.speed_met)),
             None => format!("thp gained nothing over 4k (speedup {:.3}); promote {:.3}", p.thp_speedup, p.promote_speedup),
         };
-        let _ = writeln!(o, "  promote target: {share}; peak RSS {:.3}x 4k's (target <= 1.05): {}; monitor CPU {:.2}% of the program's (target <= 2%): {}", p.rss_ratio, ok(p.rss_met), 100.0 * p.monitor_cpu_share, ok(p.cpu_met));
+        let cpu = match p.cpu_share_of_thp_gain {
+            Some(s) => format!("{:.0}% by CPU time (speedups {:.3} and {:.3})", 100.0 * s, p.promote_cpu_speedup, p.thp_cpu_speedup),
+            None => format!("by CPU time thp gained nothing (speedup {:.3}; promote {:.3})", p.thp_cpu_speedup, p.promote_cpu_speedup),
+        };
+        let _ = writeln!(
+            o,
+            "  promote target: {share}; {cpu}; peak RSS {:.3}x 4k's (target <= 1.05): {}; monitor CPU {:.2}% of the program's (target <= 2%): {}",
+            p.rss_ratio,
+            ok(p.rss_met),
+            100.0 * p.monitor_cpu_share,
+            ok(p.cpu_met)
+        );
     }
     for f in &r.flags {
         let _ = writeln!(o, "  FLAG: {f}");
@@ -182,7 +194,7 @@ fn summary(o: &mut String, r: &ProgramsReport) {
 /// hyperfine's CSV, a row per layout, with the memory and promotion
 /// columns after its own.
 pub fn csv(r: &ProgramsReport) -> String {
-    let mut o = String::from("layout,mean,stddev,median,user,system,min,max,speedup_vs_4k,speedup_stddev,peak_rss_bytes,rss_vs_4k,anon_huge_peak_bytes,hugetlb_peak_bytes,promotions,p_failures,monitor_cpu_seconds,monitor_cpu_share,exit,method\n");
+    let mut o = String::from("layout,mean,stddev,median,user,system,min,max,speedup_vs_4k,speedup_stddev,cpu_speedup_vs_4k,peak_rss_bytes,rss_vs_4k,anon_huge_peak_bytes,hugetlb_peak_bytes,promotions,p_failures,monitor_cpu_seconds,monitor_cpu_share,exit,method\n");
     for l in &r.layouts {
         let Some(w) = &l.wall else { continue };
         let med = |s: &Option<Stat>| s.as_ref().map_or(String::new(), |x| format!("{}", x.median));
@@ -191,7 +203,7 @@ pub fn csv(r: &ProgramsReport) -> String {
         let exits: Vec<String> = l.exits.keys().cloned().collect();
         let _ = writeln!(
             o,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},\"{}\"",
             l.pages,
             w.mean,
             w.stddev,
@@ -202,6 +214,7 @@ pub fn csv(r: &ProgramsReport) -> String {
             w.max,
             med(&l.speedup_vs_4k),
             l.speedup_vs_4k.as_ref().map_or(String::new(), |x| x.stddev.to_string()),
+            med(&l.cpu_speedup_vs_4k),
             med(&l.peak_rss),
             med(&l.rss_vs_4k),
             med(&l.anon_huge),
