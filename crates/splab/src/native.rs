@@ -69,8 +69,9 @@ pub struct NativeArgs {
     /// Programs: write a Markdown table to FILE.
     #[arg(long, value_name = "FILE")]
     pub export_markdown: Option<std::path::PathBuf>,
-    /// promote: shortest pause between the monitor's passes, milliseconds
-    /// (it grows to keep scanning under half a percent of a CPU).
+    /// Programs under promote: how often the monitor looks at the program's resident size,
+    /// milliseconds; it scans the page tables when that grew by 2 MB, at
+    /// most as often as keeps scanning under 1% of a CPU.
     #[arg(long, value_name = "MS", default_value_t = 20)]
     pub interval: u64,
     /// sparse: bytes of the arena (a multiple of 2 MB).
