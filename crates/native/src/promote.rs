@@ -183,7 +183,6 @@ impl Counters {
 struct Proc {
     start_ticks: u64,
     pidfd: OwnedFd,
-    pagemap: File,
     /// Range start -> (failures so far, pass before which it is not tried).
     backoff: HashMap<u64, (u32, u64)>,
 }
@@ -411,22 +410,26 @@ impl Worker {
         let pass_no = self.c.passes;
         for pid in pids {
             if let std::collections::hash_map::Entry::Vacant(slot) = self.procs.entry(pid) {
-                let (Some(start_ticks), Some(pidfd), Ok(pagemap)) = (crate::sysstate::start_ticks(pid), pidfd_open(pid), File::open(format!("/proc/{pid}/pagemap"))) else { continue };
-                slot.insert(Proc { start_ticks, pidfd, pagemap, backoff: HashMap::new() });
+                let (Some(start_ticks), Some(pidfd)) = (crate::sysstate::start_ticks(pid), pidfd_open(pid)) else { continue };
+                slot.insert(Proc { start_ticks, pidfd, backoff: HashMap::new() });
                 self.c.processes += 1;
             }
             let Some(vmas) = self.vmas(pid) else { continue };
+            // Opened afresh each pass: a pagemap file reads the address
+            // space the process had when it was opened, and a process
+            // seen between fork and exec gets a new one at exec.
+            let Ok(pagemap) = File::open(format!("/proc/{pid}/pagemap")) else { continue };
             let Some(st) = self.procs.get_mut(&pid) else { continue };
             let mut cands = Vec::new();
             for v in &vmas {
-                self.scanner.candidates(&st.pagemap, v.start, v.end, &mut cands);
+                self.scanner.candidates(&pagemap, v.start, v.end, &mut cands);
             }
             for va in cands {
                 if st.backoff.get(&va).is_some_and(|&(_, until)| pass_no < until) {
                     continue;
                 }
                 // Populated and the process's alone, page by page.
-                let Some(e) = entries(&st.pagemap, va) else { continue };
+                let Some(e) = entries(&pagemap, va) else { continue };
                 let (populated, exclusive) = judge_entries(&e, zero_pfn());
                 if !populated {
                     continue;

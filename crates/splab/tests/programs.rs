@@ -278,7 +278,9 @@ fn promote_runs_a_program_under_the_monitor() {
         return;
     }
     let out = Command::new(env!("CARGO_BIN_EXE_splab"))
-        .args(["promote", "--json", "--", "perl", "-e", &format!("{PERL_64M}; exit 7")])
+        // The shell is watched before it execs perl, which gets a new
+        // address space: the monitor must follow it.
+        .args(["promote", "--json", "--", "sh", "-c", &format!("sleep 0.3; exec perl -e '{}; exit 7'", PERL_64M.replace('\'', ""))])
         .stdin(Stdio::null())
         .output()
         .unwrap();
