@@ -3,31 +3,19 @@
 //! MAP_HUGETLB takes its pages from a pool the administrator sizes by
 //! writing /sys/kernel/mm/hugepages/hugepages-<size>kB/nr_hugepages. A run
 //! that finds too few free pages and runs as root grows the pool, and must
-//! leave it as it found it: `Pool` remembers the value it first saw for each
-//! size and writes it back when dropped (also on an error or a panic, which
-//! unwind through it), and a handler for SIGINT, SIGTERM, SIGHUP and
-//! SIGQUIT writes it back before the signal ends the process (ctrl-c).
-//!
-//! Invariant: `ARMED[i]` is set exactly while the pool of size `i` holds
-//! another value than `OLD[i]` because this process wrote it; whoever
-//! clears `ARMED[i]` (the drop or the signal handler, whichever comes
-//! first) writes `OLD[i]` back.
+//! leave it as it found it: the write goes through `sysstate::set`, which
+//! saves the value found first, and `Pool` writes it back when dropped
+//! (also on an error or a panic, which unwind through it); a signal, or
+//! the next splab after a killed one, restores it through `sysstate`.
 
 use crate::pages::{SIZE_1G, SIZE_2M};
 use serde::Serialize;
-use std::ffi::CStr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Once;
+use crate::sysstate;
 
 /// The two hugetlb sizes of x86-64, by slot.
 const DIRS: [&str; 2] = ["/sys/kernel/mm/hugepages/hugepages-2048kB", "/sys/kernel/mm/hugepages/hugepages-1048576kB"];
-/// `nr_hugepages` of each, as C strings for the signal handler.
-const NR_PATHS: [&CStr; 2] =
-    [c"/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", c"/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"];
-
-static ARMED: [AtomicBool; 2] = [AtomicBool::new(false), AtomicBool::new(false)];
-static OLD: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
-static HANDLER: Once = Once::new();
+/// `nr_hugepages` of each.
+const NR_PATHS: [&str; 2] = ["/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "/sys/kernel/mm/hugepages/hugepages-1048576kB/nr_hugepages"];
 
 fn slot(page: u64) -> usize {
     debug_assert!(page == SIZE_2M || page == SIZE_1G, "no hugetlb pool of {page} bytes");
@@ -81,73 +69,6 @@ pub fn counters(page: u64) -> Result<Counters, String> {
     })
 }
 
-/// Writes `value` to the `nr_hugepages` of slot `i` with nothing but
-/// open/write/close, so that the signal handler may call it. Returns
-/// whether the whole value was written.
-fn write_nr(i: usize, value: u64) -> bool {
-    let mut buf = [0u8; 24];
-    let mut at = buf.len();
-    let mut v = value;
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
-    let digits = &buf[at..];
-    // SAFETY: the path is a NUL-terminated constant; the buffer outlives
-    // the write; the descriptor is closed on every path.
-    unsafe {
-        let fd = libc::open(NR_PATHS[i].as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return false;
-        }
-        let n = libc::write(fd, digits.as_ptr().cast(), digits.len());
-        libc::close(fd);
-        n == digits.len() as isize
-    }
-}
-
-/// Writes back every pool value this process changed and has not restored.
-/// Returns the slots that could not be restored.
-fn restore_armed() -> [bool; 2] {
-    let mut failed = [false; 2];
-    for (i, f) in failed.iter_mut().enumerate() {
-        if ARMED[i].swap(false, Ordering::SeqCst) {
-            *f = !write_nr(i, OLD[i].load(Ordering::SeqCst));
-        }
-    }
-    failed
-}
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    restore_armed();
-    // SAFETY: signal and raise are async-signal-safe; with the default
-    // action back, the signal ends the process as it would have.
-    unsafe {
-        libc::signal(sig, libc::SIG_DFL);
-        libc::raise(sig);
-    }
-}
-
-fn install_handler() {
-    HANDLER.call_once(|| {
-        for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT] {
-            // SAFETY: a zeroed sigaction with a handler address and an empty
-            // mask is a valid argument; the handler only does
-            // async-signal-safe work.
-            unsafe {
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
-                libc::sigemptyset(&mut sa.sa_mask);
-                libc::sigaction(sig, &sa, std::ptr::null_mut());
-            }
-        }
-    });
-}
-
 /// Grows the hugetlb pools as runs need, and puts them back as they were
 /// when dropped.
 pub struct Pool {
@@ -173,7 +94,7 @@ impl Pool {
             return Ok(());
         }
         let need = pages - c.available();
-        let path = NR_PATHS[i].to_string_lossy();
+        let path = NR_PATHS[i];
         if !self.grow {
             return Err(format!(
                 "needs {pages} free hugetlb pages of {} and {} are free; growing the pool ({path}) was not allowed",
@@ -190,17 +111,12 @@ impl Pool {
             ));
         }
         let want = c.nr + need;
-        install_handler();
-        if !ARMED[i].load(Ordering::SeqCst) {
-            OLD[i].store(c.nr, Ordering::SeqCst);
-            ARMED[i].store(true, Ordering::SeqCst);
-            self.changes.push((page, c.nr, want));
-        } else if let Some(ch) = self.changes.iter_mut().find(|ch| ch.0 == page) {
+        if let Some(ch) = self.changes.iter_mut().find(|ch| ch.0 == page) {
             ch.2 = want;
+        } else {
+            self.changes.push((page, c.nr, want));
         }
-        if !write_nr(i, want) {
-            return Err(format!("writing {want} to {path} failed: {}", std::io::Error::last_os_error()));
-        }
+        sysstate::set(path, &want.to_string())?;
         let after = counters(page)?;
         if after.available() < pages {
             return Err(format!(
@@ -214,13 +130,7 @@ impl Pool {
 
     /// Puts the pools back; the error names a pool left changed.
     pub fn restore(&mut self) -> Result<(), String> {
-        let failed = restore_armed();
-        let mut bad = Vec::new();
-        for &(page, old, _) in &self.changes {
-            if failed[slot(page)] {
-                bad.push(format!("could not write {old} back to {}", NR_PATHS[slot(page)].to_string_lossy()));
-            }
-        }
+        let bad: Vec<String> = self.changes.iter().filter_map(|&(page, _, _)| sysstate::restore(NR_PATHS[slot(page)]).err()).collect();
         if bad.is_empty() {
             Ok(())
         } else {

@@ -14,6 +14,16 @@
 //!   has no twin: it shows how a loop's own instructions cut the overlap
 //!   of its misses (what `Overlap::window` in the profile models);
 //! - `suite`: repeats interleaved across layouts, medians and spreads;
+//! - `program`: any unmodified program (and its children) run in a page
+//!   layout: 4 KB pages, THP, multi-size THP, promotion when populated,
+//!   hugetlb through glibc's malloc; `programs` repeats it across layouts;
+//! - `promote`: the monitor that promotes a program's fully populated
+//!   2 MB ranges live (FreeBSD's policy, through MADV_COLLAPSE);
+//! - `proctree`: a program's processes and their anonymous mappings;
+//! - `sysstate`: system settings a run changes (THP mode, mTHP sizes,
+//!   hugetlb pools), saved to a state file first and always put back;
+//! - `sparse`: a slab allocator's use of memory (a fraction of each 2 MB
+//!   region, freed with MADV_DONTNEED), where THP costs memory;
 //! - `calibrate`: microbenchmarks that measure this host for a machine
 //!   profile (latencies, TLB capacities and miss costs, overlap, kernel
 //!   event costs, the hypervisor and its page size).
@@ -28,10 +38,16 @@ pub mod index;
 pub mod lat;
 pub mod misses;
 pub mod pages;
+pub mod program;
+pub mod programs;
+pub mod promote;
+pub mod proctree;
 pub mod region;
 pub mod smaps;
+pub mod sparse;
 pub mod stream;
 pub mod suite;
+pub mod sysstate;
 pub mod transpose;
 
 use region::Region;

@@ -29,6 +29,38 @@ pub enum Pages {
     /// A fraction (0 to 1) of the region's 2 MB chunks MADV_HUGEPAGE,
     /// spread evenly through it, the rest MADV_NOHUGEPAGE.
     Mix(f64),
+    /// Base pages at fault; a monitor collapses each 2 MB range once all
+    /// its 512 pages are present (FreeBSD's promotion, `promote`).
+    Promote,
+    /// Multi-size THP at fault in the sizes whose bits are set (bit k:
+    /// 4 KB << k, so bit 4 is 64 KB, bit 9 is 2 MB), the others off.
+    Mthp(u16),
+}
+
+/// The text of an mTHP size set, e.g. `16k+64k`.
+fn mthp_text(mask: u16) -> String {
+    (1..=9).filter(|k| mask & (1 << k) != 0).map(|k| crate::size_text(SIZE_4K << k)).collect::<Vec<_>>().join("+")
+}
+
+/// Parses `16k+64k+2m` (the sizes of multi-size THP, 8 KB to 2 MB, powers
+/// of two) into a set of bits.
+fn mthp_parse(text: &str, whole: &str) -> Result<u16, String> {
+    let mut mask = 0u16;
+    for part in text.split('+') {
+        let p = part.trim().to_ascii_lowercase();
+        let (num, mult) = match p.chars().last() {
+            Some('k') => (&p[..p.len() - 1], 1u64 << 10),
+            Some('m') => (&p[..p.len() - 1], 1u64 << 20),
+            _ => (p.as_str(), 1),
+        };
+        let bytes = num.parse::<u64>().ok().map(|n| n * mult);
+        let k = bytes.filter(|b| b.is_power_of_two() && *b > SIZE_4K && *b <= SIZE_2M).map(|b| (b / SIZE_4K).trailing_zeros());
+        let Some(k) = k else {
+            return Err(format!("--pages {whole:?}: {part:?} is not a multi-size THP size (a power of two from 8k to 2m, sizes joined with +, e.g. mthp:16k+64k)"));
+        };
+        mask |= 1 << k;
+    }
+    Ok(mask)
 }
 
 impl Pages {
@@ -41,9 +73,11 @@ impl Pages {
             "collapse" => Pages::Collapse,
             "hugetlb-2m" => Pages::Hugetlb2m,
             "hugetlb-1g" => Pages::Hugetlb1g,
+            "promote" => Pages::Promote,
+            other if other.starts_with("mthp:") => Pages::Mthp(mthp_parse(&t[5..], text)?),
             other => {
                 let Some(f) = other.strip_prefix("mix:") else {
-                    return Err(format!("--pages {text:?}: expected 4k, thp, collapse, hugetlb-2m, hugetlb-1g or mix:F (F from 0 to 1)"));
+                    return Err(format!("--pages {text:?}: expected 4k, thp, collapse, promote, mthp:SIZES (e.g. mthp:16k+64k), hugetlb-2m, hugetlb-1g or mix:F (F from 0 to 1)"));
                 };
                 let v: f64 = f.parse().map_err(|_| format!("--pages {text:?}: {f:?} is not a number (mix:F takes a fraction from 0 to 1)"))?;
                 if !(0.0..=1.0).contains(&v) {
@@ -102,6 +136,8 @@ impl fmt::Display for Pages {
             Pages::Hugetlb2m => f.write_str("hugetlb-2m"),
             Pages::Hugetlb1g => f.write_str("hugetlb-1g"),
             Pages::Mix(v) => write!(f, "mix:{v}"),
+            Pages::Promote => f.write_str("promote"),
+            Pages::Mthp(m) => write!(f, "mthp:{}", mthp_text(*m)),
         }
     }
 }
@@ -137,11 +173,16 @@ mod tests {
         let l = Pages::parse_list(&["4k,thp", "hugetlb-1g", "4k"]).unwrap();
         assert_eq!(l, vec![Pages::FourK, Pages::Thp, Pages::Hugetlb1g]);
         assert_eq!(Pages::Mix(0.5).to_string(), "mix:0.5");
+        assert_eq!(Pages::parse("promote"), Ok(Pages::Promote));
+        let m = Pages::parse("mthp:64k+16K+2m").unwrap();
+        assert_eq!(m, Pages::Mthp((1 << 2) | (1 << 4) | (1 << 9)));
+        assert_eq!(m.to_string(), "mthp:16k+64k+2m");
+        assert_eq!(Pages::parse(&m.to_string()), Ok(m));
     }
 
     #[test]
     fn errors_name_the_value() {
-        for bad in ["8k", "mix:1.5", "mix:x", "mix:-0.1", "hugetlb"] {
+        for bad in ["8k", "mix:1.5", "mix:x", "mix:-0.1", "hugetlb", "mthp:4k", "mthp:48k", "mthp:4m", "mthp:"] {
             let e = Pages::parse(bad).unwrap_err();
             assert!(e.contains(&format!("{bad:?}")), "{e}");
         }

@@ -12,6 +12,7 @@
 
 use crate::hugetlb::Pool;
 use crate::pages::{mix_chunks, Pages, SIZE_1G, SIZE_2M, SIZE_4K};
+use crate::promote::{self, Monitor, Target};
 use crate::smaps::{self, Obtained};
 use std::ptr;
 
@@ -29,6 +30,13 @@ pub struct Region {
     pub pages: Pages,
     /// Things worth saying about the setup (a partial collapse, say).
     pub notes: Vec<String>,
+    /// The promotion monitor watching the region (`promote`).
+    monitor: Option<Monitor>,
+    /// Whether this region set PR_SET_THP_DISABLE "except advised" on the
+    /// process (`promote` under THP mode always), to be cleared on drop.
+    undo_prctl: bool,
+    /// Promotions by the end of the setup (`promote`).
+    setup_promotions: u64,
 }
 
 fn errno() -> std::io::Error {
@@ -70,7 +78,7 @@ impl Region {
             return Err(format!("mmap of {len} bytes with MAP_HUGETLB|{what}: {}", errno()));
         }
         let p = p.cast::<u8>();
-        Ok(Region { map: p, map_len: len, start: p, len, pages, notes: Vec::new() })
+        Ok(Region { map: p, map_len: len, start: p, len, pages, notes: Vec::new(), monitor: None, undo_prctl: false, setup_promotions: 0 })
     }
 
     fn guarded(len: usize, pages: Pages) -> Result<Region, String> {
@@ -91,7 +99,7 @@ impl Region {
         // SAFETY: start_addr lies within the reservation, len + 2 MB before
         // its end.
         let start = unsafe { map.add(start_addr - map as usize) };
-        let r = Region { map, map_len, start, len, pages, notes: Vec::new() };
+        let r = Region { map, map_len, start, len, pages, notes: Vec::new(), monitor: None, undo_prctl: false, setup_promotions: 0 };
         // SAFETY: [start, start + len) is inside the reservation.
         if unsafe { libc::mprotect(start.cast(), len, libc::PROT_READ | libc::PROT_WRITE) } != 0 {
             return Err(format!("mprotect of {len} bytes read-write: {}", errno()));
@@ -172,6 +180,30 @@ impl Region {
                 }
                 self.touch();
             }
+            Pages::Promote => {
+                // Base pages at fault (under mode always the process is
+                // told to fault them so, while collapses stay allowed),
+                // and the monitor watching the region as it fills; setup
+                // ends after one pass that began once every page was
+                // written, as a program's memory gets a pass after it
+                // fills.
+                if thp_mode("enabled").as_deref() == Some("always") {
+                    // SAFETY: prctl with integer arguments.
+                    if unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, crate::program::PR_THP_DISABLE_EXCEPT_ADVISED, 0, 0) } != 0 {
+                        return Err(format!("THP mode is always and PR_SET_THP_DISABLE \"except advised\" (Linux 6.18) is refused ({}): promotion needs base pages at fault", errno()));
+                    }
+                    self.undo_prctl = true;
+                }
+                let a = self.start as u64;
+                let m = Monitor::start(Target::OwnRange { start: a, end: a + all as u64 }, promote::Config::default())?;
+                self.touch();
+                m.sync();
+                self.setup_promotions = m.promotions();
+                self.monitor = Some(m);
+            }
+            Pages::Mthp(_) => {
+                return Err(format!("{} runs with programs only (splab native --pages {} -- PROG ARGS...)", self.pages, self.pages));
+            }
             Pages::Hugetlb2m | Pages::Hugetlb1g => {
                 // A fault the pool cannot serve is SIGBUS; the pool was
                 // checked and the mapping reserved its pages at mmap time.
@@ -179,6 +211,13 @@ impl Region {
             }
         }
         Ok(())
+    }
+
+    /// Stops the promotion monitor, if one watches the region, and returns
+    /// what it did.
+    pub fn stop_monitor(&mut self) -> Option<promote::Counters> {
+        let at_setup = self.setup_promotions;
+        self.monitor.take().map(|m| promote::Counters { setup_promotions: Some(at_setup), ..m.stop() })
     }
 
     /// What smaps says this region is mapped with now.
@@ -224,6 +263,11 @@ impl Region {
 
 impl Drop for Region {
     fn drop(&mut self) {
+        drop(self.monitor.take());
+        if self.undo_prctl {
+            // SAFETY: prctl with integer arguments.
+            unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 0, 0, 0, 0) };
+        }
         // SAFETY: the mapping was made by this region and nothing borrows
         // it any more.
         unsafe { libc::munmap(self.map.cast(), self.map_len) };

@@ -133,6 +133,52 @@ pub fn read_self(start: u64, end: u64) -> Result<Obtained, String> {
     Ok(parse(&text, start, end))
 }
 
+/// A process's totals from /proc/PID/smaps_rollup (bytes).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Rollup {
+    pub rss: u64,
+    /// Anonymous memory mapped by 2 MB (PMD) entries: THP.
+    pub anon_huge: u64,
+    /// Resident hugetlb pages (private and shared).
+    pub hugetlb: u64,
+}
+
+impl Rollup {
+    pub fn add(&mut self, o: &Rollup) {
+        self.rss += o.rss;
+        self.anon_huge += o.anon_huge;
+        self.hugetlb += o.hugetlb;
+    }
+
+    /// The larger of each field.
+    pub fn max(&mut self, o: &Rollup) {
+        self.rss = self.rss.max(o.rss);
+        self.anon_huge = self.anon_huge.max(o.anon_huge);
+        self.hugetlb = self.hugetlb.max(o.hugetlb);
+    }
+}
+
+/// What smaps_rollup text says.
+pub fn parse_rollup(text: &str) -> Rollup {
+    let mut r = Rollup::default();
+    for (name, bytes) in text.lines().filter_map(kb_field) {
+        match name {
+            "Rss" => r.rss = bytes,
+            "AnonHugePages" => r.anon_huge = bytes,
+            "Private_Hugetlb" | "Shared_Hugetlb" => r.hugetlb += bytes,
+            _ => {}
+        }
+    }
+    r
+}
+
+/// /proc/PID/smaps_rollup of a process; None when it is gone (or is a
+/// zombie, whose file is empty).
+pub fn rollup(pid: i32) -> Option<Rollup> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup")).ok()?;
+    (!text.is_empty()).then(|| parse_rollup(&text))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +215,14 @@ KernelPageSize:     2048 kB
 Rss:                   0 kB
 Private_Hugetlb:    4096 kB
 ";
+
+    #[test]
+    fn rollup_fields() {
+        let t = "55d0a0000000-7ffd00000000 ---p 00000000 00:00 0                          [rollup]\nRss:              123456 kB\nPss:              100000 kB\nAnonHugePages:     65536 kB\nPrivate_Hugetlb:    2048 kB\nShared_Hugetlb:     4096 kB\n";
+        let r = parse_rollup(t);
+        assert_eq!(r, Rollup { rss: 123456 << 10, anon_huge: 65536 << 10, hugetlb: 6144 << 10 });
+        assert!(rollup(std::process::id() as i32).is_some_and(|r| r.rss > 0));
+    }
 
     #[test]
     fn thp_and_base_pages_of_a_split_region() {

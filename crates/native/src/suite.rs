@@ -66,6 +66,9 @@ pub struct Run {
     /// before this one (`ON_CPU_MIN`), in order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taken_again: Vec<f64>,
+    /// The promotion monitor's counters (`promote`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub promote: Option<crate::promote::Counters>,
 }
 
 /// A run whose thread was on a CPU for less than this share of its timed
@@ -187,6 +190,30 @@ pub struct SuiteReport {
     pub hugetlb_pools: Vec<PoolChange>,
 }
 
+/// The hugetlb pools' counters now, by page size.
+pub fn pools_now() -> Vec<(u64, Option<Counters>)> {
+    [SIZE_2M, SIZE_1G].iter().map(|&s| (s, hugetlb::counters(s).ok())).collect()
+}
+
+/// Puts back the pools `pool` grew and says what each was before (as
+/// `pools_now` read it), during and after; the error names a pool left
+/// changed.
+pub fn pools_put_back(mut pool: Pool, before: &[(u64, Option<Counters>)]) -> Result<Vec<PoolChange>, String> {
+    let restore = pool.restore();
+    let changes = pool.changes.clone();
+    drop(pool);
+    restore.map_err(|e| format!("hugetlb pool not restored: {e}"))?;
+    Ok(changes
+        .iter()
+        .map(|&(page, old, during)| PoolChange {
+            page_bytes: page,
+            nr_before: before.iter().find(|b| b.0 == page).and_then(|b| b.1).map(|c| c.nr).unwrap_or(old),
+            nr_during: during,
+            nr_after: hugetlb::counters(page).map(|c| c.nr).unwrap_or(u64::MAX),
+        })
+        .collect())
+}
+
 /// Whether `o` is the layout `p` asked for, over a region of `len` bytes;
 /// the error says plainly what was got instead.
 pub fn judge(p: Pages, o: &Obtained, len: u64, host: &Host) -> Result<(), String> {
@@ -197,7 +224,7 @@ pub fn judge(p: Pages, o: &Obtained, len: u64, host: &Host) -> Result<(), String
     }
     match p {
         Pages::FourK if o.bytes_2m + o.bytes_1g > 0 => Err(format!("asked for 4 KB pages only, got {:.1}% in huge pages", pct(o.bytes_2m + o.bytes_1g))),
-        Pages::Thp | Pages::Collapse if o.bytes_2m < len * 95 / 100 => Err(format!(
+        Pages::Thp | Pages::Collapse | Pages::Promote if o.bytes_2m < len * 95 / 100 => Err(format!(
             "asked for all of it in 2 MB pages, got {:.1}%: THP fell back to 4 KB pages for {:.1}% ({})",
             pct(o.bytes_2m),
             pct(o.bytes_4k),
@@ -287,7 +314,7 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
     let host = Host::read();
     let bytes = w.bytes();
     let mut pool = Pool::new(plan.grow_hugetlb);
-    let before: Vec<(u64, Option<Counters>)> = [SIZE_2M, SIZE_1G].iter().map(|&s| (s, hugetlb::counters(s).ok())).collect();
+    let before = pools_now();
     let mut reps: Vec<LayoutReport> = layouts
         .iter()
         .map(|&p| LayoutReport {
@@ -347,26 +374,13 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
             let mut attempt = || w.run(&mut region).map_err(|e| format!("{} with --pages {}: {e}", w.name(), rep.pages));
             let first = attempt()?;
             let (outcome, taken_again) = most_on_cpu(first, on_cpu, attempt)?;
+            let promote = region.stop_monitor();
             drop(region);
-            rep.runs.push(Run { round, obtained, outcome, taken_again });
+            rep.runs.push(Run { round, obtained, outcome, taken_again, promote });
         }
     }
     progress(total, total, "");
-    // Put the pools back before reading what they are.
-    let restore = pool.restore();
-    let changes = pool.changes.clone();
-    drop(pool);
-    restore.map_err(|e| format!("hugetlb pool not restored: {e}"))?;
-    let hugetlb_pools = changes
-        .iter()
-        .map(|&(page, old, during)| PoolChange {
-            page_bytes: page,
-            nr_before: before.iter().find(|b| b.0 == page).and_then(|b| b.1).map(|c| c.nr).unwrap_or(old),
-            nr_during: during,
-            nr_after: hugetlb::counters(page).map(|c| c.nr).unwrap_or(u64::MAX),
-        })
-        .collect();
-
+    let hugetlb_pools = pools_put_back(pool, &before)?;
     for rep in reps.iter_mut() {
         if rep.runs.is_empty() {
             rep.status = "skipped";
@@ -429,6 +443,7 @@ mod tests {
             obtained: Obtained::default(),
             outcome: Outcome { seconds, cpu_seconds: seconds, figures: Vec::new(), report: String::new() },
             taken_again: Vec::new(),
+            promote: None,
         };
         // The machine slows down by half in round 1: both layouts see it.
         let base = [run(0, 2.0), run(1, 3.0), run(2, 2.0)];

@@ -14,6 +14,7 @@ mod check;
 mod error;
 mod native;
 mod output;
+mod program;
 mod progress;
 mod run;
 mod setup;
@@ -91,13 +92,26 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Run a workload for real on this host, with its memory in chosen page
-    /// sizes (4 KB, THP, MADV_COLLAPSE, hugetlb 2 MB/1 GB, mixes), and report
-    /// the layout really obtained, medians and the speedup over 4 KB pages.
+    /// Run a workload, or any program after `--`, for real on this host in
+    /// chosen page layouts (4 KB, THP, MADV_COLLAPSE, promotion when
+    /// populated, multi-size THP, hugetlb 2 MB/1 GB, mixes), and report the
+    /// layout really obtained, times, memory and the speedup over 4 KB.
     Native {
         #[command(flatten)]
         args: native::NativeArgs,
         /// Print one JSON document instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a program (and every process it starts) under the promotion
+    /// monitor: each 2 MB range of its anonymous memory is collapsed into a
+    /// huge page once all 512 of its pages are present (FreeBSD's policy),
+    /// nothing earlier. The counters go to stderr; the exit status is the
+    /// program's.
+    Promote {
+        #[command(flatten)]
+        args: program::PromoteArgs,
+        /// Print the report as one JSON document (on stderr) instead of text.
         #[arg(long)]
         json: bool,
     },
@@ -164,12 +178,18 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
         Cmd::BenchPart(p) => bench::part(&p),
         Cmd::Trace { cmd } => trace::cmd(cmd),
         Cmd::Native { args, json } => native::cmd(&args, json),
+        Cmd::Promote { args, json } => program::promote_cmd(&args, json),
         Cmd::Calibrate { args, json } => calibrate::cmd(&args, json),
         Cmd::Validate { args, json } => validate::cmd(&args, json),
     }
 }
 
 fn main() {
+    // What a killed splab left changed (THP mode, mTHP sizes, hugetlb
+    // pools) is put back before anything else.
+    for m in splab_native::sysstate::recover() {
+        eprintln!("splab: {m}");
+    }
     let cli = Cli::parse();
     let status = match dispatch(cli.cmd) {
         Ok(s) => s,

@@ -25,22 +25,64 @@ pub enum PoolMode {
 /// with defaults for a real machine.
 #[derive(Args, Clone, Debug)]
 pub struct NativeArgs {
-    /// Workload to run: gups, lat, transpose, stream, index, or misses
-    /// (independent random misses under several loop shapes; native only).
-    pub workload: String,
-    /// Page layouts, run in turn (repeatable or comma-separated): 4k
-    /// (MADV_NOHUGEPAGE), thp (MADV_HUGEPAGE before touching), collapse
-    /// (touched in 4 KB pages, then MADV_COLLAPSE), hugetlb-2m, hugetlb-1g
+    /// Workload to run: gups, lat, transpose, stream, index, sparse (a slab
+    /// allocator's arena, where THP costs memory), or misses (independent
+    /// random misses under several loop shapes; native only). Or, instead,
+    /// a program after `--`.
+    pub workload: Option<String>,
+    /// Any program and its arguments, after `--` (e.g. `-- xz -9 -c
+    /// FILE`): run with every process it starts in each layout.
+    #[arg(last = true, value_name = "PROG ARGS")]
+    pub program: Vec<String>,
+    /// Page layouts, run in turn (repeatable or comma-separated). For
+    /// workloads [default: 4k,thp]: 4k (MADV_NOHUGEPAGE), thp (MADV_HUGEPAGE
+    /// before touching), collapse (touched in 4 KB pages, then
+    /// MADV_COLLAPSE), promote (touched in 4 KB pages while the promotion
+    /// monitor collapses full 2 MB ranges), hugetlb-2m, hugetlb-1g
     /// (MAP_HUGETLB), mix:F (a fraction F of the 2 MB chunks MADV_HUGEPAGE,
-    /// spread evenly, the rest MADV_NOHUGEPAGE).
-    #[arg(long, value_name = "LAYOUT,...", default_value = "4k,thp")]
+    /// spread evenly, the rest MADV_NOHUGEPAGE). For programs [default:
+    /// 4k,thp,promote]: 4k (PR_SET_THP_DISABLE), thp (system THP mode
+    /// always for the run, as root), mthp:SIZES (e.g. mthp:16k+64k, as
+    /// root), promote (the promotion monitor, as root), hugetlb-2m,
+    /// hugetlb-1g (glibc.malloc.hugetlb).
+    #[arg(long, value_name = "LAYOUT,...")]
     pub pages: Vec<String>,
-    /// Runs per layout, interleaved round robin across the layouts. A run
-    /// on a CPU for less than 90% of its time (other work on the host took
-    /// it) is taken again at once, up to twice, keeping the attempt most on
-    /// a CPU
+    /// Runs per layout, interleaved round robin across the layouts. A
+    /// workload's run on a CPU for less than 90% of its time (other work on
+    /// the host took it) is taken again at once, up to twice, keeping the
+    /// attempt most on a CPU
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub repeat: u32,
+    /// Programs: runs of each layout before the counted ones (warm the
+    /// page cache), not counted.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup: u32,
+    /// Programs: standard input from this file [default: /dev/null].
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<std::path::PathBuf>,
+    /// Programs: also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<std::path::PathBuf>,
+    /// Programs: write a CSV summary (one row per layout) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<std::path::PathBuf>,
+    /// Programs: write a Markdown table to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<std::path::PathBuf>,
+    /// Programs under promote: how often the monitor looks at the program's resident size,
+    /// milliseconds; it scans the page tables when that grew by 2 MB, at
+    /// most as often as keeps scanning under 1% of a CPU.
+    #[arg(long, value_name = "MS", default_value_t = 20)]
+    pub interval: u64,
+    /// sparse: bytes of the arena (a multiple of 2 MB).
+    #[arg(long, value_name = "SIZE", default_value = "1G")]
+    pub size: String,
+    /// sparse: share of each 2 MB slab's pages live.
+    #[arg(long, value_name = "F", default_value_t = 0.25)]
+    pub fraction: f64,
+    /// sparse: rounds of freeing and rewriting a quarter of the live pages.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub rounds: u32,
     /// hugetlb pool: grow it (as root) for the run and restore it, or keep
     /// it as it is.
     #[arg(long, value_enum, value_name = "grow|keep", default_value = "grow")]
@@ -82,11 +124,12 @@ pub struct NativeArgs {
 }
 
 /// The workloads `splab native` runs.
-pub const WORKLOADS: &[&str] = &["gups", "lat", "transpose", "stream", "index", "misses"];
+pub const WORKLOADS: &[&str] = &["gups", "lat", "transpose", "stream", "index", "sparse", "misses"];
 
 pub fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
-    use splab_native::{gups, index, lat, misses, stream, transpose};
-    Ok(match a.workload.as_str() {
+    use splab_native::{gups, index, lat, misses, sparse, stream, transpose};
+    let workload = a.workload.as_deref().unwrap_or("");
+    Ok(match workload {
         "gups" => Box::new(input(gups::Gups::new(a.log2_table, a.verify))?),
         "lat" => {
             let max = input(size::parse(&a.max_size).map_err(|e| format!("--max-size: {e}")))?;
@@ -97,6 +140,10 @@ pub fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
         "stream" => Box::new(input(stream::Stream::new(a.n, a.ntimes))?),
         "index" => Box::new(input(index::Index::new(a.scale, a.transactions))?),
         "misses" => Box::new(input(misses::Misses::new(a.log2_table))?),
+        "sparse" => {
+            let size = input(size::parse(&a.size).map_err(|e| format!("--size: {e}")))?;
+            Box::new(input(sparse::Sparse::new(size, a.fraction, a.rounds))?)
+        }
         other => {
             let hint = if crate::workload::names().contains(&other) { " (it runs only in the simulator)" } else { "" };
             return Err(Fail::Input(format!("unknown native workload {other:?}{hint} (known: {})", WORKLOADS.join(", "))));
@@ -106,7 +153,14 @@ pub fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
 
 /// `splab native`.
 pub fn cmd(a: &NativeArgs, as_json: bool) -> Result<i32, Fail> {
-    let layouts = input(Pages::parse_list(&a.pages))?;
+    match (&a.workload, a.program.is_empty()) {
+        (Some(w), false) => return Err(Fail::Input(format!("give a workload ({w:?}) or a program after --, not both"))),
+        (None, true) => return Err(Fail::Input(format!("give a workload ({}) or a program after -- (e.g. splab native -- xz -9 -c FILE)", WORKLOADS.join(", ")))),
+        (None, false) => return crate::program::cmd(a, as_json),
+        (Some(_), true) => {}
+    }
+    let pages = if a.pages.is_empty() { vec!["4k,thp".to_string()] } else { a.pages.clone() };
+    let layouts = input(Pages::parse_list(&pages))?;
     if !(1..=1000).contains(&a.repeat) {
         return Err(Fail::Input(format!("--repeat {} is out of range (1 to 1000)", a.repeat)));
     }
@@ -114,7 +168,8 @@ pub fn cmd(a: &NativeArgs, as_json: bool) -> Result<i32, Fail> {
     let plan = Plan { layouts, repeat: a.repeat, grow_hugetlb: matches!(a.hugetlb_pool, PoolMode::Grow) };
     let total = plan.layouts.len() as u64 * plan.repeat as u64;
     let mut bar = Progress::new(total, &w.name(), "runs", as_json);
-    let r = suite::run(&a.workload, w.as_ref(), &plan, &mut |done, _, _| bar.update(done));
+    splab_native::sysstate::install_signals();
+    let r = suite::run(a.workload.as_deref().unwrap_or(""), w.as_ref(), &plan, &mut |done, _, _| bar.update(done));
     bar.finish();
     let r = r.map_err(Fail::Run)?;
     emit(&if as_json { json(&r) } else { text(&r) });
@@ -168,6 +223,20 @@ fn layout_table(o: &mut String, r: &SuiteReport) {
         }
         for n in &l.notes {
             let _ = writeln!(o, "  {:<12}note: {n}", "");
+        }
+        if let Some(c) = first.promote.as_ref() {
+            let _ = writeln!(
+                o,
+                "  {:<12}promotion monitor (first run): vm.pmap.pde.promotions {} ({} while setting up), vm.pmap.pde.p_failures {}, monitor CPU {:.3} s (scanning {:.3}, collapsing {:.3}), {:.2}% of the run's timed CPU time",
+                "",
+                c.promotions,
+                c.setup_promotions.unwrap_or(0),
+                c.p_failures,
+                c.cpu_seconds,
+                c.scan_cpu_seconds,
+                c.collapse_cpu_seconds,
+                100.0 * c.cpu_seconds / first.outcome.cpu_seconds.max(1e-9)
+            );
         }
     }
 }

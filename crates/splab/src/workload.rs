@@ -47,7 +47,8 @@ pub struct WorkloadArgs {
     /// lat: timed dependent loads per array size.
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub loads: u64,
-    /// bw: bytes each test moves (bcopy tests map twice this).
+    /// bw: bytes each test moves (bcopy tests map twice this); sparse:
+    /// bytes of the arena (a multiple of 2 MB).
     #[arg(long, value_name = "SIZE", default_value = "128M")]
     pub size: String,
     /// bw: tests to run, comma-separated, from rd, wr, rdwr, bcopy_libc,
@@ -89,6 +90,12 @@ pub struct WorkloadArgs {
     /// stress: rounds of mmap, touch, munmap per worker.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub loops: u64,
+    /// sparse: share of each 2 MB slab's pages live (the arena is --size).
+    #[arg(long, value_name = "F", default_value_t = 0.25)]
+    pub fraction: f64,
+    /// sparse: rounds of freeing and rewriting a quarter of the live pages.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    pub rounds: u32,
     /// realloc: size of the first allocation (then doubled until memory
     /// runs out).
     #[arg(long, value_name = "SIZE", default_value = "1M")]
@@ -130,7 +137,15 @@ const WORKLOADS: &[(&str, Builder)] = &[
     ("build", build_tree),
     ("stress", stress),
     ("realloc", realloc),
+    ("sparse", sparse),
 ];
+
+fn sparse(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let bytes = size::parse(&a.size).map_err(|e| format!("--size: {e}"))?;
+    let s = splab_workloads::sparse::Sparse::new(bytes, a.fraction, a.rounds)?;
+    fits(&format!("--size {}: the arena", a.size), bytes, cfg)?;
+    Ok(Box::new(s))
+}
 
 /// A size option, parsed and checked; errors name the option and the text
 /// as typed.

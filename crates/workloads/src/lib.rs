@@ -5,7 +5,8 @@
 //! One module per benchmark: `gups` and `gups_mp` (HPCC RandomAccess, one
 //! and many processes), `lat` and `bw` (lmbench's lat_mem_rd, bw_mem and
 //! bw_mmap_rd), `transpose`, `stream`, `index` (pgbench select-only),
-//! `build` (make -j), `stress` (stress --vm) and `realloc`. What they
+//! `build` (make -j), `stress` (stress --vm), `realloc` and `sparse` (a
+//! slab allocator's partly used 2 MB slabs, the native `sparse`'s twin). What they
 //! share: `common` (processes, mappings, batched accesses), `sched` (several
 //! processes on several CPUs, interleaved deterministically) and `script`
 //! (processes described as lists of actions, and a forking parent).
@@ -21,6 +22,7 @@ pub mod layout;
 pub mod realloc;
 pub mod sched;
 pub mod script;
+pub mod sparse;
 pub mod stream;
 pub mod stress;
 pub mod transpose;
@@ -67,4 +69,4 @@ pub trait Workload {
 }
 
 /// Workload names `splab sim` and `splab compare` accept.
-pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "stress", "realloc"];
+pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "stress", "realloc", "sparse"];

@@ -1,0 +1,221 @@
+//! Where THP costs memory: a slab allocator's use of an arena, natively.
+//!
+//! A key-value store's slab allocator (memcached's, say) carves its arena
+//! into 2 MB slabs and keeps only part of each slab's pages in use: items
+//! of a size class are spread over many slabs, and pages whose items were
+//! all freed go back to the kernel with MADV_DONTNEED. Here each 2 MB slab
+//! of the arena has a fraction of its 512 pages live, chosen at random;
+//! each round frees a quarter of every slab's live pages (MADV_DONTNEED,
+//! page by page) and writes as many pages that were free, so the live
+//! share stays the same. The peak resident memory of the arena is the
+//! figure (lower is better): under 4 KB pages it is the live share, under
+//! THP at fault every slab's first write brings in all 2 MB, and khugepaged
+//! (which collapses a range with a single page present) brings freed
+//! pages back; promotion when populated never finds a slab full, so
+//! nothing is promoted and nothing bloats.
+//!
+//! The choice of pages (`Schedule`) is shared with the simulated twin
+//! (`splab_workloads::sparse`), so both touch and free the same pages.
+
+use crate::pages::{SIZE_2M, SIZE_4K};
+use crate::region::Region;
+use crate::{Figure, Native, Outcome, Rng, Timer};
+use std::fmt::Write as _;
+
+/// Pages in a slab.
+pub const SLAB_PAGES: u64 = SIZE_2M / SIZE_4K;
+
+/// Which pages of which slab are written and freed, round by round.
+pub struct Schedule {
+    rng: Rng,
+    /// Per slab: live pages first (`live` of them), then the free ones.
+    slabs: Vec<Vec<u16>>,
+    live: usize,
+}
+
+impl Schedule {
+    /// A schedule for `slabs` slabs with `fraction` of each slab's pages
+    /// live (at least one page).
+    pub fn new(slabs: u64, fraction: f64, seed: u64) -> Schedule {
+        let live = ((SLAB_PAGES as f64 * fraction).round() as usize).clamp(1, SLAB_PAGES as usize);
+        Schedule { rng: Rng::new(seed), slabs: vec![Vec::new(); slabs as usize], live }
+    }
+
+    /// Live pages per slab.
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    /// The pages of slab `s` to write first (its first live set).
+    pub fn fill(&mut self, s: usize) -> Vec<u16> {
+        let mut pages: Vec<u16> = (0..SLAB_PAGES as u16).collect();
+        self.rng.shuffle(&mut pages);
+        let first = pages[..self.live].to_vec();
+        self.slabs[s] = pages;
+        first
+    }
+
+    /// One round for slab `s`: (pages freed, pages written), a quarter of
+    /// the live set each (at least one).
+    pub fn churn(&mut self, s: usize) -> (Vec<u16>, Vec<u16>) {
+        let live = self.live;
+        let pages = &mut self.slabs[s];
+        let free_n = pages.len() - live;
+        let k = (live / 4).max(1).min(free_n);
+        // k distinct live pages to the front of the live part and k
+        // distinct free ones to the front of the free part (a partial
+        // Fisher-Yates shuffle of each), then they trade places.
+        for i in 0..k {
+            let a = i + self.rng.below((live - i) as u64) as usize;
+            pages.swap(i, a);
+            let b = live + i + self.rng.below((free_n - i) as u64) as usize;
+            pages.swap(live + i, b);
+        }
+        let freed = pages[..k].to_vec();
+        let written = pages[live..live + k].to_vec();
+        for i in 0..k {
+            pages.swap(i, live + i);
+        }
+        (freed, written)
+    }
+}
+
+pub struct Sparse {
+    /// Bytes of the arena (a whole number of 2 MB slabs).
+    pub size: u64,
+    /// Share of each slab's pages live.
+    pub fraction: f64,
+    pub rounds: u32,
+}
+
+/// The seed both twins draw their pages with.
+pub const SEED: u64 = 0x5_1ab;
+
+impl Sparse {
+    pub fn new(size: u64, fraction: f64, rounds: u32) -> Result<Sparse, String> {
+        if size < SIZE_2M || !size.is_multiple_of(SIZE_2M) {
+            return Err(format!("--size {size} bytes: must be a positive multiple of 2 MB"));
+        }
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(format!("--fraction {fraction}: must be above 0 and at most 1"));
+        }
+        if rounds > 1000 {
+            return Err(format!("--rounds {rounds} is out of range (0 to 1000)"));
+        }
+        Ok(Sparse { size, fraction, rounds })
+    }
+}
+
+fn mb(b: u64) -> f64 {
+    b as f64 / (1u64 << 20) as f64
+}
+
+impl Native for Sparse {
+    fn name(&self) -> String {
+        format!("sparse({}, {:.0}% of each 2 MB slab live, {} rounds)", crate::size_text(self.size), self.fraction * 100.0, self.rounds)
+    }
+
+    fn bytes(&self) -> u64 {
+        self.size
+    }
+
+    fn run(&self, mem: &mut Region) -> Result<Outcome, String> {
+        let base = mem.start_ptr();
+        let len = self.size as usize;
+        // The layout's setup touched every page; the arena starts empty,
+        // as a fresh mapping does (its advice stays).
+        // SAFETY: the arena is the region's first `len` bytes.
+        if unsafe { libc::madvise(base.cast(), len, libc::MADV_DONTNEED) } != 0 {
+            return Err(format!("madvise(MADV_DONTNEED) of the arena: {}", std::io::Error::last_os_error()));
+        }
+        let slabs = self.size / SIZE_2M;
+        let mut sch = Schedule::new(slabs, self.fraction, SEED);
+        let resident = |m: &Region| m.obtained().map(|o| (o.resident(), o.bytes_2m));
+        let write = |s: usize, p: u16| {
+            let off = s * SIZE_2M as usize + p as usize * SIZE_4K as usize;
+            // SAFETY: off < len; the region is mapped read-write.
+            unsafe { std::ptr::write_volatile(base.add(off), 1) };
+        };
+        let mut timer = Timer::default();
+        let mut writes = 0u64;
+        let mut frees = 0u64;
+        timer.start();
+        for s in 0..slabs as usize {
+            for p in sch.fill(s) {
+                write(s, p);
+                writes += 1;
+            }
+        }
+        timer.stop();
+        let (r0, h0) = resident(mem)?;
+        let (mut peak, mut peak_huge, mut last) = (r0, h0, (r0, h0));
+        let mut lines = vec![(0u32, r0, h0)];
+        for round in 1..=self.rounds {
+            timer.start();
+            for s in 0..slabs as usize {
+                let (freed, written) = sch.churn(s);
+                for p in freed {
+                    let off = s * SIZE_2M as usize + p as usize * SIZE_4K as usize;
+                    // SAFETY: one page inside the arena.
+                    if unsafe { libc::madvise(base.add(off).cast(), SIZE_4K as usize, libc::MADV_DONTNEED) } != 0 {
+                        return Err(format!("madvise(MADV_DONTNEED) of a page: {}", std::io::Error::last_os_error()));
+                    }
+                    frees += 1;
+                }
+                for p in written {
+                    write(s, p);
+                    writes += 1;
+                }
+            }
+            timer.stop();
+            last = resident(mem)?;
+            peak = peak.max(last.0);
+            peak_huge = peak_huge.max(last.1);
+            lines.push((round, last.0, last.1));
+        }
+        let live = slabs * sch.live() as u64 * SIZE_4K;
+        let mut r = String::new();
+        let _ = writeln!(r, "sparse: {slabs} slabs of 2 MB, {} of 512 pages live in each ({} live of {} mapped)", sch.live(), crate::size_text(live), crate::size_text(self.size));
+        let _ = writeln!(r, "{:>6} {:>14} {:>14} {:>10}", "round", "resident MB", "in 2 MB pages", "vs live");
+        for (round, res, huge) in &lines {
+            let _ = writeln!(r, "{round:>6} {:>14.1} {:>14.1} {:>9.2}x", mb(*res), mb(*huge), *res as f64 / live as f64);
+        }
+        let _ = writeln!(r, "peak resident {:.1} MB ({:.2}x the live pages), {:.1} MB of it in 2 MB pages; {writes} page writes, {frees} pages freed with MADV_DONTNEED", mb(peak), peak as f64 / live as f64, mb(peak_huge));
+        let _ = last;
+        let ops = (writes + frees) as f64 / timer.wall.max(1e-9);
+        Ok(Outcome {
+            seconds: timer.wall,
+            cpu_seconds: timer.cpu,
+            figures: vec![Figure::new("peak resident", mb(peak), "MB", false), Figure::new("page writes and frees per second", ops, "ops/s", true)],
+            report: r,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_live_share_stays_and_pages_stay_distinct() {
+        let mut s = Schedule::new(3, 0.25, 7);
+        assert_eq!(s.live(), 128);
+        let f = s.fill(1);
+        assert_eq!(f.len(), 128);
+        let mut live: std::collections::BTreeSet<u16> = f.iter().copied().collect();
+        assert_eq!(live.len(), 128);
+        for _ in 0..10 {
+            let (freed, written) = s.churn(1);
+            assert_eq!(freed.len(), 32);
+            for p in &freed {
+                assert!(live.remove(p), "freed {p} was not live");
+            }
+            for p in &written {
+                assert!(live.insert(*p), "wrote {p} twice");
+            }
+            assert_eq!(live.len(), 128);
+        }
+        assert!(Sparse::new(3 << 20, 0.5, 1).is_err());
+        assert!(Sparse::new(2 << 20, 0.0, 1).is_err());
+    }
+}
