@@ -327,7 +327,7 @@ pub fn default_for_arch(arch: &str) -> Option<&'static str> {
 impl Profile {
     /// Parses a profile from TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Profile, String> {
-        let p: Profile = toml::from_str(text).map_err(|e| format!("machine profile {origin}: {e}"))?;
+        let p: Profile = toml::from_str(text).map_err(|e| crate::profile_error::describe(text, origin, &e))?;
         p.validate().map_err(|e| format!("machine profile {origin}: {e}"))?;
         Ok(p)
     }

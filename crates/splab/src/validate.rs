@@ -9,7 +9,7 @@
 
 use crate::error::{input, Fail};
 use crate::native::{self, NativeArgs};
-use crate::output::{emit, json};
+use crate::formats::Formats;
 use crate::progress::Progress;
 use crate::run::{self, RunArgs};
 use clap::{Args, Parser};
@@ -251,7 +251,7 @@ pub fn summarise(rows: &[Row]) -> Summary {
 }
 
 /// `splab validate`.
-pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
+pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
     let layouts: Vec<Layout> = a.layouts.iter().map(|l| layout(l)).collect::<Result<_, _>>().map_err(Fail::Input)?;
     if layouts.first().map(|l| l.name.as_str()) != Some("4k") {
         return Err(Fail::Input(format!("--layouts {:?}: the first layout must be 4k (speedups are over it)", a.layouts.join(","))));
@@ -296,7 +296,8 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     let read_memory = || probe_region.as_ref().map(reference::measure).transpose().map_err(Fail::Run);
 
     let per_workload = layouts.len() as u64 * (a.repeat as u64 + 1);
-    let mut bar = Progress::new(per_workload * plans.len() as u64, "validate", "runs", as_json);
+    out.check()?;
+    let mut bar = Progress::new(per_workload * plans.len() as u64, "validate", "runs", out.machine_readable());
     let mut done = 0u64;
     let mut rows = Vec::new();
     let mut suites = Vec::new();
@@ -355,7 +356,7 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     bar.finish();
     let summary = summarise(&rows);
     let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, memory, memory_notes, native: suites };
-    emit(&if as_json { json(&r) } else { text(&r) });
+    out.emit(&r, text)?;
     Ok(0)
 }
 
