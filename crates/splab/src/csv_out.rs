@@ -95,22 +95,23 @@ fn validate_rows(rows: &mut Vec<Row>, v: &Validate) {
     };
     for r in &v.rows {
         let run = format!("{}/{}", r.workload, r.layout);
-        if let Some(m) = &r.measured {
-            push(rows, &run, "measured_seconds", m.median, "s");
-            push(rows, &run, "measured_seconds.min", m.min, "s");
-            push(rows, &run, "measured_seconds.max", m.max, "s");
+        let (m, sp) = (r.measured.as_ref(), r.measured_speedup_spread.as_ref());
+        for (metric, x, unit) in [
+            ("measured_seconds", m.map(|m| m.median), "s"),
+            ("measured_seconds.min", m.map(|m| m.min), "s"),
+            ("measured_seconds.max", m.map(|m| m.max), "s"),
+            ("predicted_seconds", Some(r.predicted_seconds), "s"),
+            ("time_error", r.time_error, "fraction"),
+            ("measured_speedup", r.measured_speedup, "x"),
+            ("measured_speedup.min", sp.map(|s| s.min), "x"),
+            ("measured_speedup.max", sp.map(|s| s.max), "x"),
+            ("predicted_speedup", r.predicted_speedup, "x"),
+            ("speedup_error", r.speedup_error, "fraction"),
+            ("huge_fraction.measured", r.measured_huge_fraction, "fraction"),
+            ("huge_fraction.predicted", r.predicted_huge_fraction, "fraction"),
+        ] {
+            opt(rows, &run, metric, x, unit);
         }
-        push(rows, &run, "predicted_seconds", r.predicted_seconds, "s");
-        opt(rows, &run, "time_error", r.time_error, "fraction");
-        opt(rows, &run, "measured_speedup", r.measured_speedup, "x");
-        if let Some(s) = &r.measured_speedup_spread {
-            push(rows, &run, "measured_speedup.min", s.min, "x");
-            push(rows, &run, "measured_speedup.max", s.max, "x");
-        }
-        opt(rows, &run, "predicted_speedup", r.predicted_speedup, "x");
-        opt(rows, &run, "speedup_error", r.speedup_error, "fraction");
-        opt(rows, &run, "huge_fraction.measured", r.measured_huge_fraction, "fraction");
-        opt(rows, &run, "huge_fraction.predicted", r.predicted_huge_fraction, "fraction");
     }
     let s = &v.summary;
     push(rows, "summary", "speedup_cells", s.speedup_cells as f64, "cells");

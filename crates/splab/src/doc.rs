@@ -6,8 +6,10 @@
 //! kind of document it is, and where a document has none (written by hand)
 //! its shape does.
 
+pub use crate::validate::{Row, Summary};
 use serde::Deserialize;
 use serde_json::Value;
+pub use splab_native::suite::Spread;
 use std::collections::BTreeMap;
 
 /// A document of any command `--csv`, `--plot` and `report` know.
@@ -113,16 +115,6 @@ pub struct Compare {
     pub on: Sim,
 }
 
-/// Median, quartiles and extremes (`suite::Spread`).
-#[derive(Deserialize, Clone, Debug)]
-pub struct Spread {
-    pub median: f64,
-    pub q1: f64,
-    pub q3: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
 #[derive(Deserialize, Clone, Debug)]
 pub struct Outcome {
     pub seconds: f64,
@@ -172,32 +164,6 @@ pub struct Native {
     #[serde(default)]
     pub repeat: u32,
     pub layouts: Vec<Layout>,
-}
-
-#[derive(Deserialize, Clone, Debug)]
-pub struct Row {
-    pub workload: String,
-    pub layout: String,
-    pub measured: Option<Spread>,
-    pub measured_huge_fraction: Option<f64>,
-    pub predicted_seconds: f64,
-    pub predicted_huge_fraction: Option<f64>,
-    pub measured_speedup: Option<f64>,
-    pub measured_speedup_spread: Option<Spread>,
-    pub predicted_speedup: Option<f64>,
-    pub speedup_error: Option<f64>,
-    pub time_error: Option<f64>,
-}
-
-#[derive(Deserialize, Clone, Debug)]
-pub struct Summary {
-    pub speedup_cells: usize,
-    pub speedup_mean_abs_error: Option<f64>,
-    pub speedup_max_abs_error: Option<f64>,
-    pub speedup_cells_within_rounds: usize,
-    pub time_cells: usize,
-    pub time_mean_abs_error: Option<f64>,
-    pub time_max_abs_error: Option<f64>,
 }
 
 /// `splab validate --json`.

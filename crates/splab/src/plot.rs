@@ -88,6 +88,33 @@ fn category_labels<Y: Ranged<ValueType = f64>>(
     Ok(())
 }
 
+/// A chart on `root` titled `title`, with room for the axes' labels.
+fn builder<'a, 'b>(root: &'a Area<'b>, title: &str, x_area: u32, y_area: u32) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut b = ChartBuilder::on(root);
+    b.caption(title, (FONT, title_size(title))).margin(12).x_label_area_size(x_area).y_label_area_size(y_area);
+    b
+}
+
+/// A chart over categories 0..n along x (names drawn by
+/// `category_labels`) and `y` up the side, named `y_desc`.
+fn category_chart<'a, 'b>(
+    root: &'a Area<'b>,
+    title: &str,
+    n: usize,
+    y: std::ops::Range<f64>,
+    y_area: u32,
+    y_desc: &str,
+) -> Result<ChartContext<'a, SVGBackend<'b>, Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>>, String> {
+    let mut chart = builder(root, title, 48, y_area).build_cartesian_2d(0f64..n as f64, y).map_err(err)?;
+    chart.configure_mesh().disable_x_mesh().x_labels(0).y_desc(y_desc).label_style((FONT, 12)).draw().map_err(err)?;
+    Ok(chart)
+}
+
+/// The legend of the series drawn with labels, at `pos`.
+fn legend<'a, 'b: 'a, CT: CoordTranslate>(chart: &mut ChartContext<'a, SVGBackend<'b>, CT>, pos: SeriesLabelPosition) -> Result<(), String> {
+    chart.configure_series_labels().position(pos).background_style(WHITE.mix(0.85)).border_style(BLACK).label_font((FONT, 12)).draw().map_err(err)
+}
+
 /// An array size in MB as lmbench's sizes read (4K, 1.5M, 256M).
 fn mb_label(mb: f64) -> String {
     size::show((mb * (1u64 << 20) as f64).round() as u64).replace("iB", "").replace(' ', "")
@@ -110,13 +137,7 @@ pub fn lat(title: &str, lines: &[Line]) -> Result<Plot, String> {
         return Err("no latency points to plot".into());
     }
     svg(title, |root, title| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, title_size(title)))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(56)
-            .build_cartesian_2d((xmin * 0.9..xmax * 1.1).log_scale().base(4.0), 0f64..ymax * 1.08)
-            .map_err(err)?;
+        let mut chart = builder(root, title, 40, 56).build_cartesian_2d((xmin * 0.9..xmax * 1.1).log_scale().base(4.0), 0f64..ymax * 1.08).map_err(err)?;
         chart
             .configure_mesh()
             .x_labels(12)
@@ -142,14 +163,7 @@ pub fn lat(title: &str, lines: &[Line]) -> Result<Plot, String> {
             });
             chart.draw_series(l.curve.points.iter().map(|&p| Circle::new(p, 2, col.filled()))).map_err(err)?;
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(err)
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })
 }
 
@@ -170,22 +184,7 @@ pub fn change_bars(title: &str, pairs: &[Pair]) -> Result<Plot, String> {
     let pct = |p: &Pair| 100.0 * p.on / p.off;
     let ymax = pairs.iter().map(|p| pct(p)).fold(100f64, f64::max) * 1.35;
     svg(title, |root, title| {
-        let n = pairs.len() as f64;
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, title_size(title)))
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(56)
-            .build_cartesian_2d(0f64..n, 0f64..ymax)
-            .map_err(err)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_desc("superpages on, % of off")
-            .label_style((FONT, 12))
-            .draw()
-            .map_err(err)?;
+        let mut chart = category_chart(root, title, pairs.len(), 0f64..ymax, 56, "superpages on, % of off")?;
         let (off_c, on_c) = (RGBColor(170, 170, 170), colour(0));
         chart
             .draw_series(pairs.iter().enumerate().map(|(i, _)| Rectangle::new([(i as f64 + 0.12, 0.0), (i as f64 + 0.48, 100.0)], off_c.filled())))
@@ -203,14 +202,7 @@ pub fn change_bars(title: &str, pairs: &[Pair]) -> Result<Plot, String> {
                 Text::new(crate::output::change(p.off, p.on), (i as f64 + 0.7, pct(p) + ymax * 0.01), above.clone())
             }))
             .map_err(err)?;
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(err)?;
+        legend(&mut chart, SeriesLabelPosition::UpperRight)?;
         let labels: Vec<String> = pairs.iter().map(|p| p.name.clone()).collect();
         category_labels(root, &chart, &labels, 0.0)
     })
@@ -227,14 +219,7 @@ pub fn spreads(title: &str, y_desc: &str, cats: &[(String, Spread, String)]) -> 
     let pad = ((hi - lo) * 0.25).max(hi.abs() * 0.02).max(1e-12);
     let (y0, y1) = ((lo - pad).max(0.0), hi + pad);
     svg(title, |root, title| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, title_size(title)))
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(64)
-            .build_cartesian_2d(0f64..cats.len() as f64, y0..y1)
-            .map_err(err)?;
-        chart.configure_mesh().disable_x_mesh().x_labels(0).y_desc(y_desc).label_style((FONT, 12)).draw().map_err(err)?;
+        let mut chart = category_chart(root, title, cats.len(), y0..y1, 64, y_desc)?;
         for (i, (_, s, note)) in cats.iter().enumerate() {
             let x = i as f64 + 0.5;
             let c = colour(i);
@@ -309,13 +294,7 @@ pub fn predicted_vs_measured(title: &str, v: &Validate) -> Result<Plot, String> 
         }
     }
     svg(title, |root, title| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, title_size(title)))
-            .margin(12)
-            .x_label_area_size(44)
-            .y_label_area_size(60)
-            .build_cartesian_2d(a..b, a..b)
-            .map_err(err)?;
+        let mut chart = builder(root, title, 44, 60).build_cartesian_2d(a..b, a..b).map_err(err)?;
         chart
             .configure_mesh()
             .x_desc("measured speedup over 4 KB pages (x, median of rounds)")
@@ -348,14 +327,7 @@ pub fn predicted_vs_measured(title: &str, v: &Validate) -> Result<Plot, String> 
                 .label(w.to_string())
                 .legend(move |(x, y)| Circle::new((x + 7, y), 4, c.filled()));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(err)
+        legend(&mut chart, SeriesLabelPosition::UpperLeft)
     })
 }
 
@@ -368,13 +340,7 @@ pub fn rss(title: &str, runs: &[(String, &[RssSample])]) -> Result<Plot, String>
         return Err("fewer than two readings of resident memory".into());
     }
     svg(title, |root, title| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, title_size(title)))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..xmax.max(1e-3) * 1.02, 0f64..ymax.max(1.0) * 1.1)
-            .map_err(err)?;
+        let mut chart = builder(root, title, 40, 60).build_cartesian_2d(0f64..xmax.max(1e-3) * 1.02, 0f64..ymax.max(1.0) * 1.1).map_err(err)?;
         chart
             .configure_mesh()
             .x_desc("host seconds into the run")
@@ -390,14 +356,7 @@ pub fn rss(title: &str, runs: &[(String, &[RssSample])]) -> Result<Plot, String>
                 .label(label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
         }
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK)
-            .label_font((FONT, 12))
-            .draw()
-            .map_err(err)
+        legend(&mut chart, SeriesLabelPosition::LowerRight)
     })
 }
 
@@ -411,14 +370,7 @@ pub fn cycles(title: &str, s: &Sim) -> Result<Plot, String> {
     }
     let total: f64 = parts.iter().map(|p| p.1).sum();
     svg(title, |root, title| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(title, (FONT, title_size(title)))
-            .margin(12)
-            .x_label_area_size(48)
-            .y_label_area_size(72)
-            .build_cartesian_2d(0f64..3.0, 0f64..ymax * 1.15)
-            .map_err(err)?;
-        chart.configure_mesh().disable_x_mesh().x_labels(0).y_desc("simulated cycles").label_style((FONT, 12)).draw().map_err(err)?;
+        let mut chart = category_chart(root, title, parts.len(), 0f64..ymax * 1.15, 72, "simulated cycles")?;
         chart
             .draw_series(parts.iter().enumerate().map(|(i, p)| Rectangle::new([(i as f64 + 0.2, 0.0), (i as f64 + 0.8, p.1)], colour(i).filled())))
             .map_err(err)?;

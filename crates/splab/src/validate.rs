@@ -13,7 +13,7 @@ use crate::formats::Formats;
 use crate::progress::Progress;
 use crate::run::{self, RunArgs};
 use clap::{Args, Parser};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use splab_hw::profile::Reference;
 use splab_native::calibrate::reference;
 use splab_native::hugetlb::Pool;
@@ -136,7 +136,7 @@ fn sim_args(workload: &str, sizes: &[&str], machine: &str, pages: &str) -> Resul
 }
 
 /// One workload in one layout.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     pub workload: String,
     pub layout: String,
@@ -169,7 +169,7 @@ pub struct Row {
 }
 
 /// Means and maxima of the absolute errors.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
     /// Rows with a speedup to compare: every layout but 4k itself.
     pub speedup_cells: usize,
