@@ -17,6 +17,7 @@ pub mod nested;
 pub mod physmem;
 pub mod ppc64;
 pub mod profile;
+mod profile_error;
 pub mod riscv;
 pub mod rng;
 pub mod pwc;

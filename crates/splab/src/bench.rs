@@ -4,6 +4,7 @@
 //! part alone and not to whatever ran before it in the same process.
 
 use crate::error::{input, Fail};
+use crate::formats::Formats;
 use crate::output::{emit, json, num};
 use crate::progress::Progress;
 use crate::run::{self, RunArgs};
@@ -204,8 +205,10 @@ fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bo
     serde_json::from_slice(&out.stdout).map_err(|e| Fail::Run(format!("bench part {part}: unreadable output: {e}")))
 }
 
-pub fn cmd(a: &BenchArgs, as_json: bool) -> Result<i32, Fail> {
+pub fn cmd(a: &BenchArgs, out: &Formats) -> Result<i32, Fail> {
     validate(a)?;
+    out.check()?;
+    let as_json = out.machine_readable();
     let mut runs = Runs::default();
     for _ in 0..a.repeat {
         runs.gups_off.push(spawn_part(a, "gups-off", as_json)?);
@@ -221,7 +224,7 @@ pub fn cmd(a: &BenchArgs, as_json: bool) -> Result<i32, Fail> {
         footprint: median(&runs.footprint, FootprintPart::refs_per_second),
         runs,
     };
-    emit(&if as_json { json(&b) } else { human(a, &b) });
+    out.emit(&b, |b| human(a, b))?;
     Ok(0)
 }
 

@@ -634,8 +634,9 @@ struct NextPage {
 }
 
 /// A random order this much slower means streams go on into the next
-/// frame (on the development VM it was 26 to 35 % slower in five
-/// calibrations, and 6.5 % in a C loop summing one word a line).
+/// frame (on an Intel Xeon guest whose streams do, a random order reads
+/// 26 to 35 % slower in calibrate's probe, and 6.5 % slower in a C loop
+/// summing one word a line).
 const NEXT_PAGE_GAIN: f64 = 0.03;
 
 impl NextPage {
@@ -1142,9 +1143,9 @@ mod tests {
         assert!(w4k < w2m && w4k == w2m_scattered && w2m == native, "{w4k} {w2m} {w2m_scattered} {native}");
     }
 
-    /// 8192 pages as a freshly booted machine gives them; as the AMD
-    /// guest gave them (its 65536 pages scaled: 4.5 pages to a line, 61 %
-    /// following on, 118 regions); and none adjacent.
+    /// 8192 pages as a freshly booted machine gives them; as an AMD EPYC
+    /// guest's calibration found them (its 65536 pages scaled: 4.5 pages
+    /// to a line, 61 % following on, 118 regions); and none adjacent.
     const PACKED: FrameRuns = FrameRuns { pages: 8192, followed: 8000, lines: 1030, regions: 17 };
     const HOST: FrameRuns = FrameRuns { pages: 8192, followed: 5037, lines: 1812, regions: 118 };
     const SCATTERED: FrameRuns = FrameRuns { pages: 8192, followed: 3, lines: 8150, regions: 900 };

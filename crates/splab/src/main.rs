@@ -11,11 +11,17 @@
 mod bench;
 mod calibrate;
 mod check;
+mod csv_out;
+mod doc;
 mod error;
+mod formats;
 mod native;
 mod output;
 mod program;
+mod plot;
 mod progress;
+mod report;
+mod rss;
 mod run;
 mod setup;
 mod size;
@@ -25,7 +31,7 @@ mod workload;
 
 use clap::{Parser, Subcommand};
 use error::Fail;
-use output::{emit, json};
+use formats::Formats;
 use setup::{MachineArgs, OnOff};
 
 #[derive(Parser)]
@@ -43,17 +49,21 @@ enum Cmd {
         run: run::RunArgs,
         #[arg(long, value_enum, value_name = "on|off", default_value = "on", help = setup::superpages_help())]
         superpages: OnOff,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Formats,
     },
-    /// Run a workload with superpages off, then on, and compare.
+    /// Run a workload with superpages off, then on, and compare: the
+    /// workload's figure, times, TLB misses and walks, and the sysctls
+    /// that say what happened.
     Compare {
         #[command(flatten)]
         run: run::RunArgs,
-        /// Print one JSON document instead of text.
+        /// Show every sysctl, also those 0 in both runs and the settings
+        /// alike in both.
         #[arg(long)]
-        json: bool,
+        all: bool,
+        #[command(flatten)]
+        out: Formats,
     },
     /// Print the sysctls of a freshly booted system.
     Sysctl {
@@ -88,9 +98,8 @@ enum Cmd {
     Bench {
         #[command(flatten)]
         args: bench::BenchArgs,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Formats,
     },
     /// Run a workload, or any program after `--`, for real on this host in
     /// chosen page layouts (4 KB, THP, MADV_COLLAPSE, promotion when
@@ -99,9 +108,8 @@ enum Cmd {
     Native {
         #[command(flatten)]
         args: native::NativeArgs,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Formats,
     },
     /// Run a program (and every process it starts) under the promotion
     /// monitor: each 2 MB range of its anonymous memory is collapsed into a
@@ -131,9 +139,8 @@ enum Cmd {
     Validate {
         #[command(flatten)]
         args: validate::ValidateArgs,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Formats,
     },
     /// Record, convert and describe memory-reference traces (replay one
     /// with `splab sim trace:FILE`).
@@ -141,6 +148,9 @@ enum Cmd {
         #[command(subcommand)]
         cmd: trace::TraceCmd,
     },
+    /// Write one self-contained HTML page with the plots and tables of
+    /// the --json documents of sim, compare, native, validate and bench.
+    Report(report::ReportArgs),
     /// One part of `splab bench`, run in its own process (internal).
     #[command(hide = true)]
     BenchPart(bench::PartArgs),
@@ -154,33 +164,36 @@ fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: Option<&str>, sp: OnOff
         }
         s.values.retain(|k, _| names.contains(k));
     }
-    emit(&if as_json { output::sysctls_json(&s, describe) } else { output::sysctls(&s, describe) });
+    output::emit(&if as_json { output::sysctls_json(&s, describe) } else { output::sysctls(&s, describe) });
     Ok(0)
 }
 
 fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
     match cmd {
-        Cmd::Sim { run, superpages, json: j } => {
-            let r = run::simulate(&run, superpages.on(), j)?;
-            emit(&if j { json(&r) } else { output::sim(&r) });
+        Cmd::Sim { run, superpages, out } => {
+            out.check()?;
+            let r = run::simulate(&run, superpages.on(), out.machine_readable())?;
+            out.emit(&r, output::sim)?;
             Ok(0)
         }
-        Cmd::Compare { run, json: j } => {
-            let c = run::compare(&run, j)?;
-            emit(&if j { json(&c) } else { output::compare(&c) });
+        Cmd::Compare { run, all, out } => {
+            out.check()?;
+            let c = run::compare(&run, out.machine_readable())?;
+            out.emit(&c, |c| output::compare(c, all))?;
             Ok(0)
         }
         Cmd::Sysctl { names, machine, memory, superpages, tunables, describe, json } => {
             sysctl_cmd(&names, &machine, memory.as_deref(), superpages, &tunables, describe, json)
         }
         Cmd::Check { args, json } => check::cmd(&args, json),
-        Cmd::Bench { args, json } => bench::cmd(&args, json),
+        Cmd::Bench { args, out } => bench::cmd(&args, &out),
         Cmd::BenchPart(p) => bench::part(&p),
         Cmd::Trace { cmd } => trace::cmd(cmd),
-        Cmd::Native { args, json } => native::cmd(&args, json),
+        Cmd::Native { args, out } => native::cmd(&args, &out),
         Cmd::Promote { args, json } => program::promote_cmd(&args, json),
         Cmd::Calibrate { args, json } => calibrate::cmd(&args, json),
-        Cmd::Validate { args, json } => validate::cmd(&args, json),
+        Cmd::Validate { args, out } => validate::cmd(&args, &out),
+        Cmd::Report(args) => report::cmd(&args),
     }
 }
 

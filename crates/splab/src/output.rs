@@ -16,8 +16,47 @@ pub fn emit(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
-/// One pretty-printed JSON document, the only thing `--json` puts on stdout.
+/// The command line this process was started with, as a shell would take
+/// it back (`splab` for the program, words with spaces or quotes quoted).
+pub fn command_line() -> String {
+    let words: Vec<String> = std::env::args().skip(1).map(|a| shell_word(&a)).collect();
+    std::iter::once("splab".to_string()).chain(words).collect::<Vec<_>>().join(" ")
+}
+
+fn shell_word(a: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c);
+    if !a.is_empty() && a.chars().all(plain) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+/// A command's document: the command line that made it first (so that
+/// `splab report` can title its plots with it), then the document's own
+/// fields.
+#[derive(Serialize)]
+pub struct Document<'a, T: Serialize> {
+    pub command: String,
+    #[serde(flatten)]
+    pub body: &'a T,
+}
+
+impl<'a, T: Serialize> Document<'a, T> {
+    pub fn new(body: &'a T) -> Document<'a, T> {
+        Document { command: command_line(), body }
+    }
+}
+
+/// One pretty-printed JSON document, the only thing `--json` puts on
+/// stdout, with the command line that made it (`Document`).
 pub fn json<T: Serialize>(v: &T) -> String {
+    plain_json(&Document::new(v))
+}
+
+/// A pretty-printed JSON value as it is (`splab sysctl --json`, whose keys
+/// are sysctl names).
+pub fn plain_json<T: Serialize>(v: &T) -> String {
     match serde_json::to_string_pretty(v) {
         Ok(s) => s + "\n",
         // Our records hold only maps with string keys, numbers and text,
@@ -133,8 +172,48 @@ pub fn sim(r: &SimRun) -> String {
     o
 }
 
-/// `splab compare`: the runs side by side, then every integer sysctl.
-pub fn compare(c: &Comparison) -> String {
+/// Sysctls that describe how the system was set up rather than what the
+/// run did: free-page targets scaled to memory, sizes, modes, tunables.
+/// `compare` shows them only where the two runs differ (the superpage
+/// tunable) or with `--all`.
+fn is_setting(name: &str) -> bool {
+    const SETTINGS: &[&str] = &[
+        "vm.pageout_wakeup_thresh",
+        "vm.stats.vm.v_free_count",
+        "vm.stats.vm.v_free_min",
+        "vm.stats.vm.v_free_reserved",
+        "vm.stats.vm.v_free_severe",
+        "vm.stats.vm.v_free_target",
+        "vm.stats.vm.v_inactive_target",
+        "vm.stats.vm.v_page_count",
+        "vm.stats.vm.v_pageout_free_min",
+        "vm.swap_total",
+        "vm.pmap.mode",
+        "splab.pmap.hpt.ptegs",
+        "splab.virt.host_page",
+    ];
+    SETTINGS.contains(&name) || name.ends_with("_enabled") || name.ends_with(".enabled")
+}
+
+/// The pmap's superpage events, which `compare` always shows: promotions,
+/// promotion failures and demotions, of every size the architecture has.
+fn is_superpage_event(name: &str) -> bool {
+    name.starts_with("vm.pmap.") && [".promotions", ".p_failures", ".demotions"].iter().any(|e| name.ends_with(e))
+}
+
+/// Whether a table sysctl (`vm.reserv.partpopq`) is empty: every row's
+/// last number, the count, is 0.
+fn table_is_empty(text: &str) -> bool {
+    text.lines()
+        .filter(|l| l.trim_start().split(':').next().is_some_and(|lvl| !lvl.is_empty() && lvl.chars().all(|c| c.is_ascii_digit())))
+        .all(|l| l.rsplit(',').next().and_then(|n| n.trim().parse::<i64>().ok()) == Some(0))
+}
+
+/// `splab compare`: the runs side by side, then the sysctls that say what
+/// happened: every counter that differs between the runs or is non-zero
+/// in either, the superpage events, and tables that are not empty. With
+/// `all`, every sysctl.
+pub fn compare(c: &Comparison, all: bool) -> String {
     let (off, on) = (&c.off, &c.on);
     let mut o = String::new();
     let _ = writeln!(o, "{} on {} ({}), {} memory", off.workload_detail, off.machine, off.arch, size::show(off.memory_bytes));
@@ -161,7 +240,9 @@ pub fn compare(c: &Comparison) -> String {
     row(&mut o, "TLB misses", off.tlb.total_misses as f64, on.tlb.total_misses as f64);
     for (i, s) in off.tlb.sizes.iter().enumerate() {
         let b = on.tlb.misses.get(i).copied().unwrap_or(0);
-        row(&mut o, &format!("  {s} misses"), off.tlb.misses[i] as f64, b as f64);
+        if all || off.tlb.misses[i] + b > 0 {
+            row(&mut o, &format!("  {s} misses"), off.tlb.misses[i] as f64, b as f64);
+        }
     }
     row(&mut o, "page walks", off.hw.walks as f64, on.hw.walks as f64);
     row(&mut o, "walk memory refs", off.hw.walk_mem_refs as f64, on.hw.walk_mem_refs as f64);
@@ -178,24 +259,42 @@ pub fn compare(c: &Comparison) -> String {
     }
     row(&mut o, "host seconds", off.host_seconds, on.host_seconds);
 
-    // Every sysctl that is an integer in either run; a name missing from
-    // one run counts as 0 there.
+    // The integer sysctls worth reading; a name missing from one run
+    // counts as 0 there.
     let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
         Some(SysctlValue::Int(v)) => Some(*v),
         _ => None,
     };
     let names: BTreeSet<&String> = off.sysctl.keys().chain(on.sysctl.keys()).collect();
     let ints: Vec<&String> = names.iter().copied().filter(|k| int(off, k).is_some() || int(on, k).is_some()).collect();
-    let w = ints.iter().map(|k| k.len()).max().unwrap_or(0).max(6) + 2;
+    let shown: Vec<&String> = ints
+        .iter()
+        .copied()
+        .filter(|k| {
+            let (a, b) = (int(off, k).unwrap_or(0), int(on, k).unwrap_or(0));
+            all || a != b || is_superpage_event(k) || (!is_setting(k) && (a != 0 || b != 0))
+        })
+        .collect();
+    let w = shown.iter().map(|k| k.len()).max().unwrap_or(0).max(6) + 2;
     let _ = writeln!(o, "\n{:<w$}{:>14}{:>14}{:>10}", "sysctl", "off", "on", "change");
-    for k in &ints {
+    for k in &shown {
         let (a, b) = (int(off, k).unwrap_or(0), int(on, k).unwrap_or(0));
         let _ = writeln!(o, "{k:<w$}{a:>14}{b:>14}{:>10}", change(a as f64, b as f64));
     }
+    let hidden = ints.len() - shown.len();
+    if hidden > 0 {
+        let _ = writeln!(o, "({hidden} more sysctls, 0 in both runs or settings alike in both: --all shows every one)");
+    }
     for k in names.iter().filter(|k| !ints.contains(k)) {
-        for (label, r) in [("off", off), ("on", on)] {
-            let v = r.sysctl.get(*k).map(|v| v.to_string().trim_end().to_string()).unwrap_or_default();
-            let _ = writeln!(o, "\n{k} (superpages {label}): {v}");
+        let text = |r: &SimRun| r.sysctl.get(*k).map(|v| v.to_string().trim_end().to_string()).unwrap_or_default();
+        let (a, b) = (text(off), text(on));
+        if !all && table_is_empty(&a) && table_is_empty(&b) {
+            continue;
+        }
+        if a == b {
+            let _ = writeln!(o, "\n{k} (both runs): {a}");
+        } else {
+            let _ = writeln!(o, "\n{k} (superpages off): {a}\n\n{k} (superpages on): {b}");
         }
     }
     o
@@ -219,7 +318,7 @@ pub fn sysctls(s: &Sysctls, describe: bool) -> String {
 /// becomes `{"value": ..., "description": ...}`.
 pub fn sysctls_json(s: &Sysctls, describe: bool) -> String {
     if !describe {
-        return json(&s.values);
+        return plain_json(&s.values);
     }
     let m: serde_json::Map<String, serde_json::Value> = s
         .values
@@ -229,7 +328,7 @@ pub fn sysctls_json(s: &Sysctls, describe: bool) -> String {
             (k.clone(), serde_json::json!({ "value": v, "description": d }))
         })
         .collect();
-    json(&m)
+    plain_json(&m)
 }
 
 #[cfg(test)]
@@ -250,6 +349,18 @@ mod tests {
         assert_eq!(verdict(1.0, 2.0, false), Some("worse"));
         assert_eq!(verdict(2.0, 1.0, false), Some("better"));
         assert_eq!(verdict(1.0, 1.0, true), None);
+    }
+
+    #[test]
+    fn empty_tables_and_settings_are_told_apart() {
+        let empty = "\nLEVEL     SIZE  NUMBER\n\n   0:        0K,      0\n";
+        let some = "\nLEVEL     SIZE  NUMBER\n\n   0:     1024K,      3\n";
+        assert!(table_is_empty(empty));
+        assert!(!table_is_empty(some));
+        assert!(is_setting("vm.pmap.pg_ps_enabled") && is_setting("vm.pmap.gh.64k.enabled") && is_setting("vm.stats.vm.v_free_min"));
+        assert!(!is_setting("vm.stats.vm.v_zfod"));
+        assert!(is_superpage_event("vm.pmap.l3c.p_failures") && is_superpage_event("vm.pmap.gh.4m.demotions"));
+        assert!(!is_superpage_event("splab.pmap.pde.p_failures.attributes") && !is_superpage_event("vm.pmap.pde.mappings"));
     }
 
     #[test]

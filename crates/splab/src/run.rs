@@ -5,6 +5,7 @@
 
 use crate::error::Fail;
 use crate::progress::Progress;
+use crate::rss::{RssSample, Sampler};
 use crate::setup::{self, MachineArgs};
 use crate::workload::{self, WorkloadArgs};
 use clap::Args;
@@ -116,6 +117,8 @@ pub struct SimRun {
     /// With `--pages`: the layout asked for and the one the run got.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<splab_workloads::layout::LayoutObtained>,
+    /// The simulator's own resident memory during the run (`rss`).
+    pub host_rss: Vec<RssSample>,
 }
 
 impl SimRun {
@@ -165,10 +168,15 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
 
     let label = if on { "superpages on" } else { "superpages off" };
     let mut bar = Progress::new(w.estimated_refs(), label, "refs", quiet);
+    let mut rss = Sampler::new();
     let t1 = Instant::now();
-    let result = w.run(&mut sys, &mut |n| bar.update(n));
+    let result = w.run(&mut sys, &mut |n| {
+        bar.update(n);
+        rss.tick(n);
+    });
     let host_seconds = t1.elapsed().as_secs_f64();
     bar.finish();
+    rss.take(sys.hw().refs);
     let result = result.map_err(|e| {
         let kills: Vec<String> = sys.oom_kills().iter().map(|k| k.to_string()).collect();
         let why = if kills.is_empty() { String::new() } else { format!(" [{}]", kills.join("; ")) };
@@ -208,6 +216,7 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
         stale_samples: a.check_tlb.then(|| sys.stale_samples.clone()),
         oom_kills: sys.oom_kills().to_vec(),
         layout: w.layout().cloned(),
+        host_rss: rss.samples,
     })
 }
 

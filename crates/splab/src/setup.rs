@@ -179,8 +179,13 @@ pub fn system(cfg: Config) -> Result<System, Fail> {
 /// Peak resident memory of this process so far (VmHWM), in bytes, where
 /// the host reports it (Linux).
 pub fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// A size line of /proc/self/status (`VmRSS:`, `VmHWM:`), in bytes.
+pub fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }

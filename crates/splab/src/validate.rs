@@ -9,11 +9,11 @@
 
 use crate::error::{input, Fail};
 use crate::native::{self, NativeArgs};
-use crate::output::{emit, json};
+use crate::formats::Formats;
 use crate::progress::Progress;
 use crate::run::{self, RunArgs};
 use clap::{Args, Parser};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use splab_hw::profile::Reference;
 use splab_native::calibrate::reference;
 use splab_native::hugetlb::Pool;
@@ -136,7 +136,7 @@ fn sim_args(workload: &str, sizes: &[&str], machine: &str, pages: &str) -> Resul
 }
 
 /// One workload in one layout.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Row {
     pub workload: String,
     pub layout: String,
@@ -169,7 +169,7 @@ pub struct Row {
 }
 
 /// Means and maxima of the absolute errors.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Summary {
     /// Rows with a speedup to compare: every layout but 4k itself.
     pub speedup_cells: usize,
@@ -251,7 +251,7 @@ pub fn summarise(rows: &[Row]) -> Summary {
 }
 
 /// `splab validate`.
-pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
+pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
     let layouts: Vec<Layout> = a.layouts.iter().map(|l| layout(l)).collect::<Result<_, _>>().map_err(Fail::Input)?;
     if layouts.first().map(|l| l.name.as_str()) != Some("4k") {
         return Err(Fail::Input(format!("--layouts {:?}: the first layout must be 4k (speedups are over it)", a.layouts.join(","))));
@@ -296,7 +296,8 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     let read_memory = || probe_region.as_ref().map(reference::measure).transpose().map_err(Fail::Run);
 
     let per_workload = layouts.len() as u64 * (a.repeat as u64 + 1);
-    let mut bar = Progress::new(per_workload * plans.len() as u64, "validate", "runs", as_json);
+    out.check()?;
+    let mut bar = Progress::new(per_workload * plans.len() as u64, "validate", "runs", out.machine_readable());
     let mut done = 0u64;
     let mut rows = Vec::new();
     let mut suites = Vec::new();
@@ -355,7 +356,7 @@ pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
     bar.finish();
     let summary = summarise(&rows);
     let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, memory, memory_notes, native: suites };
-    emit(&if as_json { json(&r) } else { text(&r) });
+    out.emit(&r, text)?;
     Ok(0)
 }
 

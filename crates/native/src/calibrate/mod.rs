@@ -525,10 +525,10 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     // chain repeats its order, so nearly every load walks, but only 512 KB
     // of data lines and 64 KB of page-table lines, which stay in a 2 MB
     // L2. Then the walks' overlap is not hidden behind data misses that
-    // overlap on their own. (At 16384 pages this VM's TLB curve is already
-    // climbing its next step, and the probe varied from 29 to 115 ns a
-    // load from run to run; at 8192 it sits on the plateau past the L2
-    // TLB, within 2 ns over runs.)
+    // overlap on their own. (At 16384 pages an Intel Xeon guest's TLB
+    // curve already climbs its next step, where the probe varies from 29
+    // to 115 ns a load between runs; at 8192 it sits on the plateau past
+    // the L2 TLB, within 2 ns between runs.)
     let walk_pages = small_pages.min(8192);
     let ctrl_off = (plan.huge_bytes / 2) as usize;
     // Walks and data misses together: every line of the 4 KB-page region
