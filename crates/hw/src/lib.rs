@@ -19,6 +19,7 @@ pub mod profile;
 pub mod riscv;
 pub mod rng;
 pub mod pwc;
+pub mod radix;
 pub mod tlb;
 
 pub use addr::{Pfn, PhysAddr, VirtAddr, PAGE_SHIFT, PAGE_SIZE};

@@ -1,0 +1,232 @@
+//! The hardware walk of a radix page table, written once for every format
+//! that has one (x86-64, RISC-V Sv39/Sv48, AArch64, ARMv7 short
+//! descriptors, Alpha's PALcode TB-miss walk); POWER's hashed page table is
+//! not a radix table and walks apart (`ppc64::hpt`).
+//!
+//! Every radix walk is the same skeleton:
+//! 1. refuse an address outside the translatable range (`BadAddress`);
+//! 2. start at the deepest page-walk cache hit for the address, or at the
+//!    root;
+//! 3. descend: read the descriptor the address indexes in the current
+//!    table from modelled memory, recording its physical address for the
+//!    timing model, until the format says it is invalid, reserved, or a
+//!    leaf, gathering on the way the restrictions table descriptors pass
+//!    down;
+//! 4. check the access against the leaf, and set or fault on its accessed
+//!    and dirty state, in the architecture's order of faults;
+//! 5. only if the access is allowed, keep the table pointers followed in
+//!    the page-walk cache;
+//! 6. make the leaf a `Translation` for the TLB.
+//!
+//! Every descriptor read is recorded, also on a walk that faults: the
+//! reads happened, and the timing model charges each through the caches.
+//! `probe` descends from the root in the same way with no side effects: no
+//! walk cache, no accessed or dirty updates, nothing recorded.
+//!
+//! What differs between architectures is the `RadixFormat` each walker
+//! implements: the levels, how a descriptor decodes, what the walk cache
+//! keeps, the permission and accessed/dirty rules and how a leaf becomes a
+//! translation. Each walk is generic over its format, so it compiles to
+//! the same code a hand-written walker would.
+
+use crate::addr::PhysAddr;
+use crate::mmu::{Access, Translation, WalkFault, WalkRefs, Walker};
+use crate::physmem::PhysMem;
+use crate::pwc::Pwc;
+
+/// The most levels a radix walk has (x86-64, AArch64 and Sv48 have four).
+pub const MAX_LEVELS: usize = 4;
+
+/// One level of a radix table: which virtual-address bits index it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Level {
+    /// log2 of the bytes one entry of this level covers: the index field
+    /// starts at this bit.
+    pub shift: u32,
+    /// Width of the index field (log2 of the entries of a table).
+    pub bits: u32,
+}
+
+impl Level {
+    /// A level of 2^bits entries each covering 2^shift bytes.
+    pub const fn new(shift: u32, bits: u32) -> Level {
+        Level { shift, bits }
+    }
+    /// Index of `va` in a table of this level.
+    #[inline(always)]
+    pub fn index(self, va: u64) -> u64 {
+        (va >> self.shift) & ((1u64 << self.bits) - 1)
+    }
+}
+
+/// What one descriptor says, as its format decodes it.
+pub enum Step<L> {
+    /// Invalid: the walk faults with `NotPresent` at this level.
+    NotPresent,
+    /// A reserved encoding: the walk faults with `Reserved` at this level.
+    Reserved,
+    /// A pointer to the next table at `next`. `cache` is what the
+    /// page-walk cache may keep for it (see `RadixFormat::cached_table`), or
+    /// `None` when this descriptor must not be cached.
+    Table { next: u64, cache: Option<u64> },
+    /// The end of the walk.
+    Leaf(L),
+}
+
+/// A descent that reached a leaf: what the format's checks and its
+/// translation look at.
+pub struct Found<F: RadixFormat + ?Sized> {
+    /// The address translated.
+    pub va: u64,
+    /// Physical addresses of the descriptors read, root first (the levels
+    /// the walk cache skipped are not here).
+    entries: [u64; MAX_LEVELS],
+    n: usize,
+    /// Level of the leaf (0 = the root table).
+    pub level: usize,
+    /// The leaf, as decoded (a format that updates the descriptor in
+    /// memory updates this copy too).
+    pub leaf: F::Leaf,
+    /// What the table descriptors above the leaf passed down.
+    pub limits: F::Limits,
+}
+
+impl<F: RadixFormat + ?Sized> Found<F> {
+    /// Physical addresses of the descriptors read, root first.
+    #[inline]
+    pub fn entries(&self) -> &[u64] {
+        &self.entries[..self.n]
+    }
+    /// Physical address of the leaf descriptor.
+    #[inline]
+    pub fn entry(&self) -> PhysAddr {
+        PhysAddr(self.entries[self.n - 1])
+    }
+}
+
+/// What differs between radix page-table formats. Implementing it makes a
+/// type a `Walker`.
+pub trait RadixFormat: Send {
+    /// Bytes of one descriptor: 8, or 4 for ARMv7's short descriptors.
+    const ENTRY_BYTES: u64 = 8;
+    /// What table descriptors pass down to the levels below (x86-64's
+    /// R/W, U/S and XD; AArch64's APTable and UXNTable; ARMv7's domain).
+    type Limits: Copy + Default;
+    /// A leaf descriptor, decoded.
+    type Leaf: Copy;
+
+    /// Page sizes (log2) a leaf translates: what this architecture's TLB
+    /// entries can have (`Walker::page_shifts`).
+    fn leaf_shifts(&self) -> &[u8];
+    /// The levels, root first.
+    fn levels(&self) -> &[Level];
+    /// Whether `va` is in the translatable range (canonical, or below the
+    /// range's limit).
+    fn in_range(&self, va: u64) -> bool;
+    /// Decodes the descriptor `raw` read at `level` (0 = the root table),
+    /// adding what a table descriptor restricts to `limits`.
+    fn decode(&self, level: usize, raw: u64, limits: &mut Self::Limits) -> Step<Self::Leaf>;
+    /// The table a page-walk cache entry names, and the limits that go
+    /// with it: the inverse of `Step::Table`'s `cache`.
+    #[inline(always)]
+    fn cached_table(&self, cached: u64) -> (u64, Self::Limits) {
+        (cached, Self::Limits::default())
+    }
+    /// Checks `access` against the leaf and the limits above it, and does
+    /// what the hardware does with the accessed and dirty state (sets it in
+    /// the descriptor, in memory and in `found.leaf`, or faults), in the
+    /// architecture's order of faults.
+    fn permit(&self, mem: &mut PhysMem, found: &mut Found<Self>, access: Access) -> Result<(), WalkFault>;
+    /// Whether the checker sees a translation at all: what `probe` asks of
+    /// a leaf instead of `permit`.
+    fn visible(&self, found: &Found<Self>) -> bool;
+    /// The translation a permitted leaf gives.
+    fn translation(&self, mem: &PhysMem, found: &Found<Self>) -> Translation;
+}
+
+/// Reads descriptors from `table` at `level` down to a leaf. `read` sees
+/// the address of each descriptor read, `follow` the walk-cache entry of
+/// each table pointer followed as (its level's shift, the value to cache).
+#[inline(always)]
+fn descend<F: RadixFormat + ?Sized>(
+    f: &F,
+    mem: &PhysMem,
+    start: (u64, usize, F::Limits),
+    va: u64,
+    mut read: impl FnMut(u64),
+    mut follow: impl FnMut(u32, u64),
+) -> Result<Found<F>, WalkFault> {
+    let levels = f.levels();
+    let (mut table, mut level, mut limits) = start;
+    let mut entries = [0u64; MAX_LEVELS];
+    let mut n = 0;
+    loop {
+        let l = levels[level];
+        let ea = table + l.index(va) * F::ENTRY_BYTES;
+        let raw = if F::ENTRY_BYTES == 4 { mem.read_u32(PhysAddr(ea)) as u64 } else { mem.read_u64(PhysAddr(ea)) };
+        entries[n] = ea;
+        n += 1;
+        read(ea);
+        match f.decode(level, raw, &mut limits) {
+            Step::NotPresent => return Err(WalkFault::NotPresent { level: level as u8 }),
+            Step::Reserved => return Err(WalkFault::Reserved { level: level as u8 }),
+            Step::Leaf(leaf) => return Ok(Found { va, entries, n, level, leaf, limits }),
+            Step::Table { next, cache } => {
+                if let Some(v) = cache {
+                    follow(l.shift, v);
+                }
+                table = next;
+                level += 1;
+            }
+        }
+    }
+}
+
+impl<F: RadixFormat> Walker for F {
+    fn page_shifts(&self) -> &[u8] {
+        self.leaf_shifts()
+    }
+
+    #[inline]
+    fn walk(
+        &self,
+        mem: &mut PhysMem,
+        pwc: &mut Pwc,
+        root: PhysAddr,
+        asid: u16,
+        va: u64,
+        access: Access,
+        refs: &mut WalkRefs,
+    ) -> Result<Translation, WalkFault> {
+        if !self.in_range(va) {
+            return Err(WalkFault::BadAddress);
+        }
+        let start = match pwc.lookup(va, asid) {
+            Some((shift, cached)) => {
+                let level = self.levels().iter().position(|l| l.shift == shift as u32).expect("walk cache level is a table level");
+                let (table, limits) = self.cached_table(cached);
+                (table, level + 1, limits)
+            }
+            None => (root.0, 0, F::Limits::default()),
+        };
+        let mut fills = [(0u32, 0u64); MAX_LEVELS - 1];
+        let mut nf = 0;
+        let mut found = descend(self, mem, start, va, |ea| refs.push(ea), |shift, v| {
+            fills[nf] = (shift, v);
+            nf += 1;
+        })?;
+        self.permit(mem, &mut found, access)?;
+        for &(shift, v) in &fills[..nf] {
+            pwc.fill(va, asid, shift as u8, v);
+        }
+        Ok(self.translation(mem, &found))
+    }
+
+    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
+        if !self.in_range(va) {
+            return None;
+        }
+        let found = descend(self, mem, (root.0, 0, F::Limits::default()), va, |_| {}, |_, _| {}).ok()?;
+        self.visible(&found).then(|| self.translation(mem, &found))
+    }
+}
