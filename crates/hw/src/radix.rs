@@ -114,6 +114,12 @@ pub trait RadixFormat: Send {
     type Limits: Copy + Default;
     /// A leaf descriptor, decoded.
     type Leaf: Copy;
+    /// Whether a permitted walk that started from a walk-cache entry
+    /// enters that entry again. ARMv7's walk does: it fills the cache with
+    /// the L1 page-table descriptor it went through, whether it read it or
+    /// took it from the cache (`Pwc::fill` takes the first free slot, so
+    /// the entry can then stand twice).
+    const REFILL_HIT: bool = false;
 
     /// Page sizes (log2) a leaf translates: what this architecture's TLB
     /// entries can have (`Walker::page_shifts`).
@@ -201,7 +207,8 @@ impl<F: RadixFormat> Walker for F {
         if !self.in_range(va) {
             return Err(WalkFault::BadAddress);
         }
-        let start = match pwc.lookup(va, asid) {
+        let hit = pwc.lookup(va, asid);
+        let start = match hit {
             Some((shift, cached)) => {
                 let level = self.levels().iter().position(|l| l.shift == shift as u32).expect("walk cache level is a table level");
                 let (table, limits) = self.cached_table(cached);
@@ -218,6 +225,9 @@ impl<F: RadixFormat> Walker for F {
         self.permit(mem, &mut found, access)?;
         for &(shift, v) in &fills[..nf] {
             pwc.fill(va, asid, shift as u8, v);
+        }
+        if let (true, Some((shift, cached))) = (F::REFILL_HIT, hit) {
+            pwc.fill(va, asid, shift, cached);
         }
         Ok(self.translation(mem, &found))
     }
