@@ -59,9 +59,46 @@ impl Level {
     }
 }
 
-/// What one descriptor says, as its format decodes it.
+/// Which virtual addresses a walk translates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VaRange {
+    /// Sign-extended addresses of this many bits: every bit above the top
+    /// one copies it (x86-64, RISC-V, Alpha).
+    Canonical(u32),
+    /// Addresses below this limit: what one translation table base covers
+    /// (AArch64's and ARMv7's TTBR0).
+    Below(u64),
+}
+
+impl VaRange {
+    #[inline]
+    pub fn contains(self, va: u64) -> bool {
+        match self {
+            VaRange::Canonical(bits) => {
+                let top = (va as i64) >> (bits - 1);
+                top == 0 || top == -1
+            }
+            VaRange::Below(limit) => va < limit,
+        }
+    }
+}
+
+/// The shape of a radix table.
+#[derive(Debug)]
+pub struct Geometry {
+    /// The levels, root first.
+    pub levels: &'static [Level],
+    /// Page sizes (log2) a leaf can translate: what this architecture's
+    /// TLB entries can have (`Walker::page_shifts`).
+    pub page_shifts: &'static [u8],
+    /// The addresses it translates; any other is a `BadAddress`.
+    pub range: VaRange,
+}
+
+/// What one valid descriptor says, as its format decodes it.
 pub enum Step<L> {
-    /// Invalid: the walk faults with `NotPresent` at this level.
+    /// An encoding that translates nothing: the walk faults with
+    /// `NotPresent` at this level.
     NotPresent,
     /// A reserved encoding: the walk faults with `Reserved` at this level.
     Reserved,
@@ -109,6 +146,10 @@ impl<F: RadixFormat + ?Sized> Found<F> {
 pub trait RadixFormat: Send {
     /// Bytes of one descriptor: 8, or 4 for ARMv7's short descriptors.
     const ENTRY_BYTES: u64 = 8;
+    /// The bits of which a valid descriptor has at least one set (P, V, or
+    /// ARMv7's two type bits): a descriptor with all clear is invalid, and
+    /// the walk faults with `NotPresent` at its level.
+    const VALID: u64;
     /// What table descriptors pass down to the levels below (x86-64's
     /// R/W, U/S and XD; AArch64's APTable and UXNTable; ARMv7's domain).
     type Limits: Copy + Default;
@@ -121,16 +162,10 @@ pub trait RadixFormat: Send {
     /// the entry can then stand twice).
     const REFILL_HIT: bool = false;
 
-    /// Page sizes (log2) a leaf translates: what this architecture's TLB
-    /// entries can have (`Walker::page_shifts`).
-    fn leaf_shifts(&self) -> &[u8];
-    /// The levels, root first.
-    fn levels(&self) -> &[Level];
-    /// Whether `va` is in the translatable range (canonical, or below the
-    /// range's limit).
-    fn in_range(&self, va: u64) -> bool;
-    /// Decodes the descriptor `raw` read at `level` (0 = the root table),
-    /// adding what a table descriptor restricts to `limits`.
+    /// The levels, the page sizes and the address range.
+    fn geometry(&self) -> &'static Geometry;
+    /// Decodes the valid descriptor `raw` read at `level` (0 = the root
+    /// table), adding what a table descriptor restricts to `limits`.
     fn decode(&self, level: usize, raw: u64, limits: &mut Self::Limits) -> Step<Self::Leaf>;
     /// The table a page-walk cache entry names, and the limits that go
     /// with it: the inverse of `Step::Table`'s `cache`.
@@ -162,7 +197,7 @@ fn descend<F: RadixFormat + ?Sized>(
     mut read: impl FnMut(u64),
     mut follow: impl FnMut(u32, u64),
 ) -> Result<Found<F>, WalkFault> {
-    let levels = f.levels();
+    let levels = f.geometry().levels;
     let (mut table, mut level, mut limits) = start;
     let mut entries = [0u64; MAX_LEVELS];
     let mut n = 0;
@@ -173,6 +208,9 @@ fn descend<F: RadixFormat + ?Sized>(
         entries[n] = ea;
         n += 1;
         read(ea);
+        if raw & F::VALID == 0 {
+            return Err(WalkFault::NotPresent { level: level as u8 });
+        }
         match f.decode(level, raw, &mut limits) {
             Step::NotPresent => return Err(WalkFault::NotPresent { level: level as u8 }),
             Step::Reserved => return Err(WalkFault::Reserved { level: level as u8 }),
@@ -190,7 +228,7 @@ fn descend<F: RadixFormat + ?Sized>(
 
 impl<F: RadixFormat> Walker for F {
     fn page_shifts(&self) -> &[u8] {
-        self.leaf_shifts()
+        self.geometry().page_shifts
     }
 
     #[inline]
@@ -204,13 +242,13 @@ impl<F: RadixFormat> Walker for F {
         access: Access,
         refs: &mut WalkRefs,
     ) -> Result<Translation, WalkFault> {
-        if !self.in_range(va) {
+        if !self.geometry().range.contains(va) {
             return Err(WalkFault::BadAddress);
         }
         let hit = pwc.lookup(va, asid);
         let start = match hit {
             Some((shift, cached)) => {
-                let level = self.levels().iter().position(|l| l.shift == shift as u32).expect("walk cache level is a table level");
+                let level = self.geometry().levels.iter().position(|l| l.shift == shift as u32).expect("walk cache level is a table level");
                 let (table, limits) = self.cached_table(cached);
                 (table, level + 1, limits)
             }
@@ -233,7 +271,7 @@ impl<F: RadixFormat> Walker for F {
     }
 
     fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
-        if !self.in_range(va) {
+        if !self.geometry().range.contains(va) {
             return None;
         }
         let found = descend(self, mem, (root.0, 0, F::Limits::default()), va, |_| {}, |_, _| {}).ok()?;

@@ -31,23 +31,26 @@
 //! shows instead of translating somewhere.
 
 use super::pte::{Pte, PteFlags};
-use super::{canonical, L1_SHIFT, L2_SHIFT, L3_SHIFT, NPTEPG, PAGE_SHIFT};
+use super::{L1_SHIFT, L2_SHIFT, L3_SHIFT, NPTEPG, PAGE_SHIFT, VA_BITS};
 use crate::mmu::{perm, Access, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::radix::{Found, Level, RadixFormat, Step};
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 /// The PALcode TB-miss walk of the OSF/1 (and FreeBSD) page tables.
 #[derive(Default)]
 pub struct AlphaWalker;
 
-/// Page sizes a DTB entry can have: GH 0..3.
-const SHIFTS: [u8; 4] = [13, 16, 19, 22];
-/// Levels 1, 2 and 3: 1024 PTEs each.
-const LEVELS: [Level; 3] = [
-    Level::new(L1_SHIFT, NPTEPG.trailing_zeros()),
-    Level::new(L2_SHIFT, NPTEPG.trailing_zeros()),
-    Level::new(L3_SHIFT, NPTEPG.trailing_zeros()),
-];
+/// Levels 1, 2 and 3 of 1024 PTEs; the page sizes a DTB entry can have
+/// (GH 0..3); sign-extended 43-bit addresses.
+const GEOMETRY: Geometry = Geometry {
+    levels: &[
+        Level::new(L1_SHIFT, NPTEPG.trailing_zeros()),
+        Level::new(L2_SHIFT, NPTEPG.trailing_zeros()),
+        Level::new(L3_SHIFT, NPTEPG.trailing_zeros()),
+    ],
+    page_shifts: &[13, 16, 19, 22],
+    range: VaRange::Canonical(VA_BITS),
+};
 
 /// Whether the level-3 entry's frame is where its block's position puts
 /// it: the frame's low 3 GH bits equal the page's index in the block.
@@ -79,28 +82,18 @@ fn fault_on(e: Pte, access: Access) -> bool {
 impl RadixFormat for AlphaWalker {
     type Limits = ();
     type Leaf = Pte;
-
-    fn leaf_shifts(&self) -> &[u8] {
-        &SHIFTS
-    }
+    const VALID: u64 = PteFlags::V.bits();
 
     #[inline(always)]
-    fn levels(&self) -> &[Level] {
-        &LEVELS
-    }
-
-    #[inline(always)]
-    fn in_range(&self, va: u64) -> bool {
-        canonical(va)
+    fn geometry(&self) -> &'static Geometry {
+        &GEOMETRY
     }
 
     /// Level-1 and level-2 entries need only V; level 3 is always the leaf.
     #[inline(always)]
     fn decode(&self, level: usize, raw: u64, _: &mut ()) -> Step<Pte> {
         let e = Pte(raw);
-        if !e.valid() {
-            Step::NotPresent
-        } else if level == 2 {
+        if level == 2 {
             Step::Leaf(e)
         } else {
             Step::Table { next: e.frame(), cache: Some(e.frame()) }

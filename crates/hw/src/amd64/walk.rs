@@ -11,18 +11,17 @@ use super::{PAGE_SHIFT, PDPSHIFT, PDRSHIFT, PML4SHIFT};
 use crate::addr::PhysAddr;
 use crate::mmu::{perm, Access, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::radix::{Found, Level, RadixFormat, Step};
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 pub struct Amd64Walker;
 
-const SHIFTS: [u8; 3] = [12, 21, 30];
-/// PML4, PDPT, PD and PT: 512 entries each.
-const LEVELS: [Level; 4] = [Level::new(PML4SHIFT, 9), Level::new(PDPSHIFT, 9), Level::new(PDRSHIFT, 9), Level::new(PAGE_SHIFT, 9)];
-
-fn canonical(va: u64) -> bool {
-    let top = (va as i64) >> 47;
-    top == 0 || top == -1
-}
+/// PML4, PDPT, PD and PT of 512 entries; 4 KB pages and 2 MB and 1 GB
+/// superpages; 48-bit canonical addresses.
+const GEOMETRY: Geometry = Geometry {
+    levels: &[Level::new(PML4SHIFT, 9), Level::new(PDPSHIFT, 9), Level::new(PDRSHIFT, 9), Level::new(PAGE_SHIFT, 9)],
+    page_shifts: &[12, 21, 30],
+    range: VaRange::Canonical(48),
+};
 
 /// The rights gathered over every entry used, the leaf's included: R/W and
 /// U/S ANDed, XD ORed.
@@ -50,31 +49,20 @@ fn frame_of(pte: Pte, shift: u32) -> u64 {
 impl RadixFormat for Amd64Walker {
     type Limits = Rights;
     type Leaf = Pte;
-
-    fn leaf_shifts(&self) -> &[u8] {
-        &SHIFTS
-    }
+    const VALID: u64 = PteFlags::P.bits();
 
     #[inline(always)]
-    fn levels(&self) -> &[Level] {
-        &LEVELS
-    }
-
-    #[inline(always)]
-    fn in_range(&self, va: u64) -> bool {
-        canonical(va)
+    fn geometry(&self) -> &'static Geometry {
+        &GEOMETRY
     }
 
     #[inline(always)]
     fn decode(&self, level: usize, raw: u64, r: &mut Rights) -> Step<Pte> {
         let e = Pte(raw);
-        if !e.valid() {
-            return Step::NotPresent;
-        }
         r.rw &= e.has(PteFlags::RW);
         r.us &= e.has(PteFlags::US);
         r.nx |= e.has(PteFlags::NX);
-        let shift = LEVELS[level].shift;
+        let shift = GEOMETRY.levels[level].shift;
         if shift == PAGE_SHIFT || ((shift == PDRSHIFT || shift == PDPSHIFT) && e.has(PteFlags::PS)) {
             Step::Leaf(e)
         } else {
@@ -122,7 +110,7 @@ impl RadixFormat for Amd64Walker {
 
     #[inline(always)]
     fn translation(&self, _: &PhysMem, found: &Found<Self>) -> Translation {
-        let (r, pte, shift) = (found.limits, found.leaf, LEVELS[found.level].shift);
+        let (r, pte, shift) = (found.limits, found.leaf, GEOMETRY.levels[found.level].shift);
         let mut p = perm::READ | perm::USER;
         if r.rw {
             p |= perm::WRITE;

@@ -28,14 +28,17 @@ use super::{L0_SHIFT, L1_SHIFT, L2_SHIFT, L3C_ENTRIES, L3C_SHIFT, L3C_SIZE, L3_S
 use crate::addr::PhysAddr;
 use crate::mmu::{perm, Access, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::radix::{Found, Level, RadixFormat, Step};
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 pub struct Arm64Walker;
 
-/// TLB entry sizes: 4 KB pages, 64 KB contiguous runs, 2 MB and 1 GB blocks.
-const SHIFTS: [u8; 4] = [12, 16, 21, 30];
-/// L0 to L3: 512 descriptors each.
-const LEVELS: [Level; 4] = [Level::new(L0_SHIFT, 9), Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)];
+/// L0 to L3 of 512 descriptors; TLB entries of 4 KB pages, 64 KB
+/// contiguous runs, 2 MB and 1 GB blocks; TTBR0's range.
+const GEOMETRY: Geometry = Geometry {
+    levels: &[Level::new(L0_SHIFT, 9), Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)],
+    page_shifts: &[12, 16, 21, 30],
+    range: VaRange::Below(VM_MAXUSER_ADDRESS),
+};
 /// Table-descriptor bits that restrict the levels below.
 const TABLE_LIMITS: DescFlags = DescFlags::PXN_TABLE
     .union(DescFlags::UXN_TABLE)
@@ -86,27 +89,16 @@ fn permitted(f: &Found<Arm64Walker>, access: Access) -> bool {
 impl RadixFormat for Arm64Walker {
     type Limits = TableLimits;
     type Leaf = Desc;
-
-    fn leaf_shifts(&self) -> &[u8] {
-        &SHIFTS
-    }
+    const VALID: u64 = DescFlags::VALID.bits();
 
     #[inline(always)]
-    fn levels(&self) -> &[Level] {
-        &LEVELS
-    }
-
-    #[inline(always)]
-    fn in_range(&self, va: u64) -> bool {
-        va < VM_MAXUSER_ADDRESS
+    fn geometry(&self) -> &'static Geometry {
+        &GEOMETRY
     }
 
     #[inline(always)]
     fn decode(&self, level: usize, raw: u64, t: &mut TableLimits) -> Step<Desc> {
         let d = Desc(raw);
-        if !d.valid() {
-            return Step::NotPresent;
-        }
         match level {
             // A block at level 0 is not allowed with the 4 KB granule.
             0 if d.is_block() => Step::NotPresent,

@@ -23,7 +23,7 @@ use super::pte::{L1Desc, L1Kind, L2Desc, L2Kind, SectionFlags, SmallFlags};
 use super::{dacr, L1_ENTRIES, L2_ENTRIES, SECTION_SHIFT, SMALL_SHIFT, VA_LIMIT};
 use crate::mmu::{perm, Access, AdUpdate, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::radix::{Found, Level, RadixFormat, Step};
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 pub struct Armv7Walker {
     /// The Domain Access Control Register.
@@ -44,10 +44,14 @@ impl Armv7Walker {
     }
 }
 
-const SHIFTS: [u8; 4] = [12, 16, 20, 24];
 /// The L1 table (4096 entries, indexed by VA[31:20]) and an L2 table (256
-/// entries, VA[19:12]).
-const LEVELS: [Level; 2] = [Level::new(SECTION_SHIFT, L1_ENTRIES.trailing_zeros()), Level::new(SMALL_SHIFT, L2_ENTRIES.trailing_zeros())];
+/// entries, VA[19:12]); small and large pages, sections and
+/// supersections; the 4 GB TTBR0 covers.
+const GEOMETRY: Geometry = Geometry {
+    levels: &[Level::new(SECTION_SHIFT, L1_ENTRIES.trailing_zeros()), Level::new(SMALL_SHIFT, L2_ENTRIES.trailing_zeros())],
+    page_shifts: &[12, 16, 20, 24],
+    range: VaRange::Below(VA_LIMIT),
+};
 /// The bits of an L1 page-table descriptor's table base.
 const TABLE_BASE: u64 = !0x3ff;
 
@@ -105,19 +109,12 @@ impl RadixFormat for Armv7Walker {
     /// The domain of the L1 page-table descriptor the walk went through.
     type Limits = u32;
     type Leaf = Leaf;
-
-    fn leaf_shifts(&self) -> &[u8] {
-        &SHIFTS
-    }
+    /// Bits[1:0]: 0b00 is a fault entry at either level.
+    const VALID: u64 = 0b11;
 
     #[inline(always)]
-    fn levels(&self) -> &[Level] {
-        &LEVELS
-    }
-
-    #[inline(always)]
-    fn in_range(&self, va: u64) -> bool {
-        va < VA_LIMIT
+    fn geometry(&self) -> &'static Geometry {
+        &GEOMETRY
     }
 
     #[inline(always)]

@@ -15,7 +15,7 @@ use super::pte::{Pte, PteFlags};
 use super::{Mode, L0_SHIFT, L1_SHIFT, L2_SHIFT, L3_SHIFT};
 use crate::mmu::{perm, Access, AdUpdate, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::radix::{Found, Level, RadixFormat, Step};
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 pub struct RiscvWalker {
     mode: Mode,
@@ -34,11 +34,19 @@ impl RiscvWalker {
     }
 }
 
-const SV39_SHIFTS: [u8; 3] = [12, 21, 30];
-const SV48_SHIFTS: [u8; 4] = [12, 21, 30, 39];
-/// The tables of each mode, root first: 512 PTEs each.
-const SV39_LEVELS: [Level; 3] = [Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)];
-const SV48_LEVELS: [Level; 4] = [Level::new(L0_SHIFT, 9), Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)];
+/// Sv39: three levels of 512 PTEs, 4 KB pages, 2 MB megapages and 1 GB
+/// gigapages, 39-bit canonical addresses.
+const SV39: Geometry = Geometry {
+    levels: &[Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)],
+    page_shifts: &[12, 21, 30],
+    range: VaRange::Canonical(39),
+};
+/// Sv48: a fourth level above, 512 GB terapages, 48-bit addresses.
+const SV48: Geometry = Geometry {
+    levels: &[Level::new(L0_SHIFT, 9), Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)],
+    page_shifts: &[12, 21, 30, 39],
+    range: VaRange::Canonical(48),
+};
 
 /// Whether a leaf permits a user-mode `access` (MXR and SUM are not
 /// modelled: all workloads run in user mode).
@@ -64,37 +72,23 @@ fn make_perm(e: Pte) -> u8 {
 impl RadixFormat for RiscvWalker {
     type Limits = ();
     type Leaf = Pte;
-
-    fn leaf_shifts(&self) -> &[u8] {
-        match self.mode {
-            Mode::Sv39 => &SV39_SHIFTS,
-            Mode::Sv48 => &SV48_SHIFTS,
-        }
-    }
+    const VALID: u64 = PteFlags::V.bits();
 
     #[inline(always)]
-    fn levels(&self) -> &[Level] {
+    fn geometry(&self) -> &'static Geometry {
         match self.mode {
-            Mode::Sv39 => &SV39_LEVELS,
-            Mode::Sv48 => &SV48_LEVELS,
+            Mode::Sv39 => &SV39,
+            Mode::Sv48 => &SV48,
         }
-    }
-
-    #[inline(always)]
-    fn in_range(&self, va: u64) -> bool {
-        self.mode.canonical(va)
     }
 
     #[inline(always)]
     fn decode(&self, level: usize, raw: u64, _: &mut ()) -> Step<Pte> {
         let e = Pte(raw);
-        if !e.valid() {
-            return Step::NotPresent;
-        }
         if e.reserved() {
             return Step::Reserved;
         }
-        let levels = self.levels();
+        let levels = self.geometry().levels;
         if e.is_leaf() {
             // A superpage's PPN bits below its size must be zero.
             let misaligned = e.frame() & ((1u64 << levels[level].shift) - 1) != 0;
@@ -135,7 +129,7 @@ impl RadixFormat for RiscvWalker {
     #[inline(always)]
     fn translation(&self, _: &PhysMem, found: &Found<Self>) -> Translation {
         let e = found.leaf;
-        Translation { pa_base: e.frame(), shift: self.levels()[found.level].shift as u8, perm: make_perm(e) }
+        Translation { pa_base: e.frame(), shift: self.geometry().levels[found.level].shift as u8, perm: make_perm(e) }
     }
 }
 
