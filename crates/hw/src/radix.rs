@@ -278,3 +278,105 @@ impl<F: RadixFormat> Walker for F {
         self.visible(&found).then(|| self.translation(mem, &found))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::amd64::{Amd64Walker, Pte, PteFlags};
+    use crate::mmu::perm;
+    use crate::pwc::PwcLevelConfig;
+
+    const USER: PteFlags = PteFlags::P.union(PteFlags::RW).union(PteFlags::US);
+    const PML4: u64 = 0x1000;
+    const PDPT: u64 = 0x2000;
+    const PD: u64 = 0x3000;
+    const PT: u64 = 0x4000;
+    /// PML4 index 1, PDPT index 2, PD index 3, PT index 4.
+    const VA: u64 = (1 << 39) | (2 << 30) | (3 << 21) | (4 << 12) | 0x567;
+
+    /// The descriptor addresses a walk of VA reads, root first.
+    fn path() -> [u64; 4] {
+        [PML4 + 8, PDPT + 2 * 8, PD + 3 * 8, PT + 4 * 8]
+    }
+
+    /// x86-64 tables for VA down to the PD, with `pte` in the PT slot.
+    fn tables(pte: Pte) -> PhysMem {
+        let mut mem = PhysMem::new(1 << 20, false);
+        let [pml4e, pdpte, pde, ptep] = path();
+        mem.write_u64(PhysAddr(pml4e), Pte::new(PDPT, USER).0);
+        mem.write_u64(PhysAddr(pdpte), Pte::new(PD, USER).0);
+        mem.write_u64(PhysAddr(pde), Pte::new(PT, USER).0);
+        mem.write_u64(PhysAddr(ptep), pte.0);
+        mem
+    }
+
+    fn pwc() -> Pwc {
+        Pwc::new(&[PwcLevelConfig { shift: 39, entries: 2 }, PwcLevelConfig { shift: 21, entries: 2 }])
+    }
+
+    fn walk(mem: &mut PhysMem, pwc: &mut Pwc, access: Access) -> (Result<Translation, WalkFault>, Vec<u64>) {
+        let mut refs = WalkRefs::default();
+        let r = Amd64Walker.walk(mem, pwc, PhysAddr(PML4), 1, VA, access, &mut refs);
+        (r, refs.as_slice().to_vec())
+    }
+
+    /// A walk that faults has still read the descriptors down to the one
+    /// that made it fault, and the timing model is given each of them; the
+    /// walk cache learns nothing from it.
+    #[test]
+    fn a_faulting_walk_records_the_entries_it_read() {
+        let mut mem = tables(Pte::EMPTY);
+        let mut pwc = pwc();
+        let (r, refs) = walk(&mut mem, &mut pwc, Access::Read);
+        assert_eq!(r, Err(WalkFault::NotPresent { level: 3 }));
+        assert_eq!(refs, path(), "all four levels were read");
+        let (_, refs) = walk(&mut mem, &mut pwc, Access::Read);
+        assert_eq!(refs, path(), "nothing was cached from the faulting walk");
+
+        // Not present at the PD: three reads.
+        mem.write_u64(PhysAddr(path()[2]), 0);
+        let (r, refs) = walk(&mut mem, &mut pwc, Access::Read);
+        assert_eq!((r, refs.as_slice()), (Err(WalkFault::NotPresent { level: 2 }), &path()[..3]));
+
+        // A protection fault reads the whole path and sets no A bit.
+        let mut mem = tables(Pte::new(0x9000, PteFlags::P | PteFlags::US));
+        let (r, refs) = walk(&mut mem, &mut pwc, Access::Write);
+        assert_eq!((r, refs), (Err(WalkFault::Protection), path().to_vec()));
+        assert!(path().iter().all(|&ea| !Pte(mem.read_u64(PhysAddr(ea))).has(PteFlags::A)));
+
+        // The permitted walk fills the walk cache: the next starts at the PT.
+        let (r, _) = walk(&mut mem, &mut pwc, Access::Read);
+        assert_eq!(r.map(|t| t.pa(VA)), Ok(PhysAddr(0x9567)));
+        let (_, refs) = walk(&mut mem, &mut pwc, Access::Read);
+        assert_eq!(refs, [path()[3]]);
+    }
+
+    /// `probe` reports what the tables say without touching anything: no
+    /// accessed or dirty bit, no walk-cache lookup or fill.
+    #[test]
+    fn probe_has_no_side_effects() {
+        let mut mem = tables(Pte::new(0x9000, USER));
+        let mut pwc = pwc();
+        let before: Vec<u64> = path().iter().map(|&ea| mem.read_u64(PhysAddr(ea))).collect();
+        let t = Amd64Walker.probe(&mem, PhysAddr(PML4), VA).expect("mapped");
+        assert_eq!((t.pa(VA), t.shift, t.perm & perm::DIRTY), (PhysAddr(0x9567), 12, 0));
+        let after: Vec<u64> = path().iter().map(|&ea| mem.read_u64(PhysAddr(ea))).collect();
+        assert_eq!(before, after, "no A or D bit set");
+        assert_eq!(Amd64Walker.probe(&mem, PhysAddr(PML4), VA | (1 << 47)), None, "not canonical");
+        // The walk after the probe starts at the root and reads every level.
+        let (r, refs) = walk(&mut mem, &mut pwc, Access::Write);
+        assert_ne!(r.expect("permitted").perm & perm::DIRTY, 0);
+        assert_eq!(refs, path());
+        assert_eq!((pwc.hits, pwc.misses), (0, 1), "only the walk looked in the walk cache");
+        assert!(Pte(mem.read_u64(PhysAddr(path()[3]))).has(PteFlags::A | PteFlags::D), "the walk set A and D");
+    }
+
+    #[test]
+    fn ranges_and_levels() {
+        assert!(VaRange::Canonical(48).contains(0xffff_8000_0000_0000));
+        assert!(!VaRange::Canonical(48).contains(1 << 47));
+        assert!(VaRange::Below(1 << 32).contains(0xffff_ffff) && !VaRange::Below(1 << 32).contains(1 << 32));
+        assert_eq!(Level::new(20, 12).index(0xbfc3_4567), 0xbfc);
+        assert_eq!(Level::new(12, 8).index(0xbfc3_4567), 0x34);
+    }
+}
