@@ -11,6 +11,7 @@ pub mod amd64;
 pub mod arm64;
 pub mod armv7;
 pub mod cache;
+mod desc;
 pub mod mmu;
 pub mod nested;
 pub mod physmem;

@@ -25,6 +25,7 @@
 //! conversions here move them (FreeBSD's ATTR_TO_L1 and ATTR_TO_L2 do the
 //! same between sections and small pages).
 
+use crate::desc::flag_accessors;
 use bitflags::bitflags;
 
 bitflags! {
@@ -291,19 +292,6 @@ impl L1Desc {
             _ => (self.0 & 0xfff0_0000) as u64,
         }
     }
-    /// Attribute bits of a section or supersection.
-    pub fn flags(self) -> SectionFlags {
-        SectionFlags::from_bits_truncate(self.0)
-    }
-    pub fn has(self, f: SectionFlags) -> bool {
-        self.0 & f.bits() == f.bits()
-    }
-    pub fn with(self, f: SectionFlags) -> L1Desc {
-        L1Desc(self.0 | f.bits())
-    }
-    pub fn without(self, f: SectionFlags) -> L1Desc {
-        L1Desc(self.0 & !f.bits())
-    }
     /// A section with the attributes of the small-page descriptor `e`,
     /// mapping the 1 MB frame that holds `e`'s page (FreeBSD's
     /// `(fpte2 & PTE1_FRAME) | ATTR_TO_L1(fpte2) | PTE1_V`).
@@ -317,6 +305,9 @@ impl L1Desc {
         L2Desc::small(self.frame() + (i << 12), SmallFlags::from_section(self.flags()))
     }
 }
+
+// The attribute bits of a section or supersection.
+flag_accessors!(L1Desc, SectionFlags);
 
 impl std::fmt::Debug for L1Desc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -452,6 +443,7 @@ impl std::fmt::Debug for L2Desc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::assert_bits;
 
     /// Bit positions from the ARM ARM's short-descriptor figures.
     #[test]
@@ -469,17 +461,9 @@ mod tests {
             (SectionFlags::SUPER, 18),
             (SectionFlags::NS, 19),
         ];
-        for (f, b) in section {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
-        let small = [(SmallFlags::XN, 0), (SmallFlags::AP0, 4), (SmallFlags::TEX0, 6), (SmallFlags::AP2, 9), (SmallFlags::NG, 11)];
-        for (f, b) in small {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
-        let large = [(LargeFlags::AP0, 4), (LargeFlags::AP2, 9), (LargeFlags::TEX0, 12), (LargeFlags::XN, 15)];
-        for (f, b) in large {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
+        assert_bits(&section);
+        assert_bits(&[(SmallFlags::XN, 0), (SmallFlags::AP0, 4), (SmallFlags::TEX0, 6), (SmallFlags::AP2, 9), (SmallFlags::NG, 11)]);
+        assert_bits(&[(LargeFlags::AP0, 4), (LargeFlags::AP2, 9), (LargeFlags::TEX0, 12), (LargeFlags::XN, 15)]);
     }
 
     #[test]

@@ -10,6 +10,7 @@
 //! An entry with V set and R, W, X all clear points to the next table; with
 //! R or X set it is a leaf. W without R is reserved.
 
+use crate::desc::flag_accessors;
 use bitflags::bitflags;
 
 bitflags! {
@@ -83,18 +84,6 @@ impl Pte {
     pub fn table(pa: u64) -> Pte {
         Pte::new(pa, PteFlags::V)
     }
-    pub fn flags(self) -> PteFlags {
-        PteFlags::from_bits_truncate(self.0)
-    }
-    pub fn has(self, f: PteFlags) -> bool {
-        self.0 & f.bits() == f.bits()
-    }
-    pub fn any(self, f: PteFlags) -> bool {
-        self.0 & f.bits() != 0
-    }
-    pub fn valid(self) -> bool {
-        self.0 & PteFlags::V.bits() != 0
-    }
     /// A valid leaf: V and one of R, W, X.
     pub fn is_leaf(self) -> bool {
         self.valid() && self.any(PteFlags::RWX)
@@ -108,12 +97,6 @@ impl Pte {
     pub fn frame(self) -> u64 {
         ((self.0 & PPN_MASK) >> PPN_SHIFT) << 12
     }
-    pub fn with(self, f: PteFlags) -> Pte {
-        Pte(self.0 | f.bits())
-    }
-    pub fn without(self, f: PteFlags) -> Pte {
-        Pte(self.0 & !f.bits())
-    }
     /// Whether the encoding is reserved: W without R, or a reserved high
     /// bit set.
     pub fn reserved(self) -> bool {
@@ -121,15 +104,12 @@ impl Pte {
     }
 }
 
-impl std::fmt::Debug for Pte {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Pte({:#x} {:?})", self.frame(), self.flags())
-    }
-}
+flag_accessors!(Pte, PteFlags, valid = V, frame = frame);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::assert_bits;
 
     /// Bit positions from the privileged spec's Sv39 PTE figure.
     #[test]
@@ -146,9 +126,7 @@ mod tests {
             (PteFlags::SW_WIRED, 8),
             (PteFlags::SW_MANAGED, 9),
         ];
-        for (f, b) in bits {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
+        assert_bits(&bits);
         assert_eq!(PPN_MASK.trailing_zeros(), 10);
         assert_eq!(64 - PPN_MASK.leading_zeros(), 54);
     }
