@@ -448,20 +448,9 @@ mod tests {
     /// Bit positions from the ARM ARM's short-descriptor figures.
     #[test]
     fn bit_positions_match_the_manual() {
-        let section = [
-            (SectionFlags::B, 2),
-            (SectionFlags::C, 3),
-            (SectionFlags::XN, 4),
-            (SectionFlags::AP0, 10),
-            (SectionFlags::AP1, 11),
-            (SectionFlags::TEX0, 12),
-            (SectionFlags::AP2, 15),
-            (SectionFlags::S, 16),
-            (SectionFlags::NG, 17),
-            (SectionFlags::SUPER, 18),
-            (SectionFlags::NS, 19),
-        ];
-        assert_bits(&section);
+        use SectionFlags as S;
+        assert_bits(&[(S::B, 2), (S::C, 3), (S::XN, 4), (S::AP0, 10), (S::AP1, 11), (S::TEX0, 12)]);
+        assert_bits(&[(S::AP2, 15), (S::S, 16), (S::NG, 17), (S::SUPER, 18), (S::NS, 19)]);
         assert_bits(&[(SmallFlags::XN, 0), (SmallFlags::AP0, 4), (SmallFlags::TEX0, 6), (SmallFlags::AP2, 9), (SmallFlags::NG, 11)]);
         assert_bits(&[(LargeFlags::AP0, 4), (LargeFlags::AP2, 9), (LargeFlags::TEX0, 12), (LargeFlags::XN, 15)]);
     }

@@ -114,19 +114,9 @@ mod tests {
     /// Bit positions from the privileged spec's Sv39 PTE figure.
     #[test]
     fn bit_positions_match_the_spec() {
-        let bits = [
-            (PteFlags::V, 0),
-            (PteFlags::R, 1),
-            (PteFlags::W, 2),
-            (PteFlags::X, 3),
-            (PteFlags::U, 4),
-            (PteFlags::G, 5),
-            (PteFlags::A, 6),
-            (PteFlags::D, 7),
-            (PteFlags::SW_WIRED, 8),
-            (PteFlags::SW_MANAGED, 9),
-        ];
-        assert_bits(&bits);
+        use PteFlags as F;
+        assert_bits(&[(F::V, 0), (F::R, 1), (F::W, 2), (F::X, 3), (F::U, 4), (F::G, 5), (F::A, 6), (F::D, 7)]);
+        assert_bits(&[(F::SW_WIRED, 8), (F::SW_MANAGED, 9)]);
         assert_eq!(PPN_MASK.trailing_zeros(), 10);
         assert_eq!(64 - PPN_MASK.leading_zeros(), 54);
     }
