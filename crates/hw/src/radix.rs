@@ -9,9 +9,9 @@
 //!    root;
 //! 3. descend: read the descriptor the address indexes in the current
 //!    table from modelled memory, recording its physical address for the
-//!    timing model, until the format says it is invalid, reserved, or a
-//!    leaf, gathering on the way the restrictions table descriptors pass
-//!    down;
+//!    timing model, until it is invalid (its valid bits clear), the format
+//!    decodes it as reserved or as a leaf, gathering on the way the
+//!    restrictions table descriptors pass down;
 //! 4. check the access against the leaf, and set or fault on its accessed
 //!    and dirty state, in the architecture's order of faults;
 //! 5. only if the access is allowed, keep the table pointers followed in
@@ -26,8 +26,9 @@
 //! What differs between architectures is the `RadixFormat` each walker
 //! implements: the levels, how a descriptor decodes, what the walk cache
 //! keeps, the permission and accessed/dirty rules and how a leaf becomes a
-//! translation. Each walk is generic over its format, so it compiles to
-//! the same code a hand-written walker would.
+//! translation. The walk is generic over its format: each architecture
+//! gets its own compiled copy with the format's methods inlined, no call
+//! goes through the trait.
 
 use crate::addr::PhysAddr;
 use crate::mmu::{Access, Translation, WalkFault, WalkRefs, Walker};
@@ -185,9 +186,10 @@ pub trait RadixFormat: Send {
     fn translation(&self, mem: &PhysMem, found: &Found<Self>) -> Translation;
 }
 
-/// Reads descriptors from `table` at `level` down to a leaf. `read` sees
-/// the address of each descriptor read, `follow` the walk-cache entry of
-/// each table pointer followed as (its level's shift, the value to cache).
+/// Reads descriptors from `start` (a table, its level and the limits above
+/// it) down to a leaf. `read` sees the address of each descriptor read,
+/// `follow` the walk-cache entry of each table pointer followed as (its
+/// level's shift, the value to cache).
 #[inline(always)]
 fn descend<F: RadixFormat + ?Sized>(
     f: &F,
@@ -231,7 +233,6 @@ impl<F: RadixFormat> Walker for F {
         self.geometry().page_shifts
     }
 
-    #[inline]
     fn walk(
         &self,
         mem: &mut PhysMem,
