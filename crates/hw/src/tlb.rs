@@ -1122,7 +1122,7 @@ mod tests {
             x ^= x << 17;
             // 2 MB pages in even regions, 4 KB pages in odd ones.
             let region = x % 200;
-            let huge = region % 2 == 0;
+            let huge = region.is_multiple_of(2);
             let va = (region << 21) + if huge { x % (1 << 21) } else { (x >> 9) % 512 * 4096 };
             let sh = if huge { 21 } else { 12 };
             let asid = (x >> 40) as u16 % 3;
