@@ -112,10 +112,12 @@ impl Gh {
         self.0
     }
     /// log2 of the bytes one TB entry with this hint maps: 13 + 3 GH.
+    #[inline]
     pub fn shift(self) -> u32 {
         super::PAGE_SHIFT + 3 * self.0 as u32
     }
     /// Base pages in the block: 8^GH.
+    #[inline]
     pub fn pages(self) -> u64 {
         1 << (3 * self.0 as u32)
     }
@@ -140,6 +142,7 @@ impl Pte {
     pub fn table(pa: u64) -> Pte {
         Pte::new(pa, PteFlags::V | PteFlags::KRE | PteFlags::KWE, Gh::G8K)
     }
+    #[inline]
     pub fn gh(self) -> Gh {
         Gh(((self.0 & GH_MASK) >> GH_SHIFT) as u8)
     }
@@ -147,10 +150,12 @@ impl Pte {
         Pte((self.0 & !GH_MASK) | ((gh.0 as u64) << GH_SHIFT))
     }
     /// The page frame number (of 8 KB frames).
+    #[inline]
     pub fn pfn(self) -> u64 {
         self.0 >> PFN_SHIFT
     }
     /// Physical address the PFN names (FreeBSD's alpha_ptob(PG_PFNUM)).
+    #[inline]
     pub fn frame(self) -> u64 {
         self.pfn() << super::PAGE_SHIFT
     }

@@ -82,14 +82,17 @@ impl Pte {
         Pte(pa | flags.bits())
     }
     /// Frame address of a 4 KB PTE or of the table a non-leaf entry names.
+    #[inline]
     pub fn frame(self) -> u64 {
         self.0 & PG_FRAME
     }
     /// Frame address of a 2 MB PDE.
+    #[inline]
     pub fn frame_2m(self) -> u64 {
         self.0 & PG_PS_FRAME
     }
     /// Frame address of a 1 GB PDPTE.
+    #[inline]
     pub fn frame_1g(self) -> u64 {
         self.0 & PG_1G_FRAME
     }

@@ -108,28 +108,34 @@ impl Desc {
         Desc::new(pa, DescFlags::VALID | DescFlags::TYPE)
     }
     /// A valid table descriptor (at L0..L2) or page descriptor (at L3).
+    #[inline]
     pub fn is_table_or_page(self) -> bool {
         self.0 & DescFlags::DESCR_MASK == DescFlags::DESCR_MASK
     }
     /// A valid block descriptor (meaningful at L1 and L2).
+    #[inline]
     pub fn is_block(self) -> bool {
         self.0 & DescFlags::DESCR_MASK == DescFlags::VALID.bits()
     }
     /// Output address of a page, or address of the table a table
     /// descriptor names.
+    #[inline]
     pub fn oa(self) -> u64 {
         self.0 & OA_MASK
     }
     /// Output address of a block whose level maps 2^shift bytes.
+    #[inline]
     pub fn block_oa(self, shift: u32) -> u64 {
         self.0 & OA_MASK & !((1u64 << shift) - 1)
     }
     /// Writable through hardware dirty-state management: read-write, or
     /// read-only with DBM (a write clears AP[2]).
+    #[inline]
     pub fn writable(self) -> bool {
         !self.has(DescFlags::AP_RO) || self.has(DescFlags::DBM)
     }
     /// Writable and already written: AP[2] clear.
+    #[inline]
     pub fn written(self) -> bool {
         !self.has(DescFlags::AP_RO)
     }

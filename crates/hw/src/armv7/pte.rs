@@ -178,6 +178,7 @@ impl SmallFlags {
         s
     }
     /// The same attributes from a section descriptor (ATTR_TO_L2).
+    #[inline]
     pub fn from_section(f: SectionFlags) -> SmallFlags {
         let mut s = SmallFlags::empty();
         for (a, b) in SMALL_ORDER.iter().zip(SECTION_ORDER) {
@@ -198,6 +199,7 @@ impl SmallFlags {
         s
     }
     /// The same attributes from a large-page descriptor.
+    #[inline]
     pub fn from_large(f: LargeFlags) -> SmallFlags {
         let mut s = SmallFlags::empty();
         for (a, b) in SMALL_ORDER.iter().zip(LARGE_ORDER) {
@@ -231,6 +233,7 @@ const DOMAIN_MASK: u32 = 0xf << DOMAIN_SHIFT;
 impl L1Desc {
     pub const FAULT: L1Desc = L1Desc(0);
 
+    #[inline]
     pub fn kind(self) -> L1Kind {
         match self.0 & 0b11 {
             0b00 => L1Kind::Fault,
@@ -271,11 +274,13 @@ impl L1Desc {
     }
 
     /// The L2 table a page-table descriptor points to.
+    #[inline]
     pub fn table_base(self) -> u64 {
         (self.0 & 0xffff_fc00) as u64
     }
     /// The domain of a page-table or section descriptor (supersections
     /// are in domain 0).
+    #[inline]
     pub fn domain(self) -> u32 {
         match self.kind() {
             L1Kind::Supersection => 0,
@@ -283,6 +288,7 @@ impl L1Desc {
         }
     }
     /// The first byte a section or supersection maps.
+    #[inline]
     pub fn frame(self) -> u64 {
         match self.kind() {
             L1Kind::Supersection => {
@@ -337,6 +343,7 @@ const L2_TYPE_SMALL: u32 = 0b10;
 impl L2Desc {
     pub const FAULT: L2Desc = L2Desc(0);
 
+    #[inline]
     pub fn kind(self) -> L2Kind {
         match self.0 & 0b11 {
             0b00 => L2Kind::Fault,
@@ -366,6 +373,7 @@ impl L2Desc {
     }
 
     /// The first byte the page maps.
+    #[inline]
     pub fn frame(self) -> u64 {
         match self.kind() {
             L2Kind::Large => (self.0 & 0xffff_0000) as u64,
@@ -373,16 +381,19 @@ impl L2Desc {
         }
     }
     /// Attribute bits of a small page.
+    #[inline]
     pub fn small_flags(self) -> SmallFlags {
         debug_assert!(self.is_small());
         SmallFlags::from_bits_truncate(self.0)
     }
     /// Attribute bits of a large page.
+    #[inline]
     pub fn large_flags(self) -> LargeFlags {
         debug_assert!(self.is_large());
         LargeFlags::from_bits_truncate(self.0)
     }
     /// A valid descriptor's attributes in the small-page layout.
+    #[inline]
     pub fn attrs(self) -> SmallFlags {
         match self.kind() {
             L2Kind::Large => SmallFlags::from_large(self.large_flags()),

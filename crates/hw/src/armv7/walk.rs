@@ -65,26 +65,36 @@ pub struct Leaf {
     shift: u8,
     /// Attributes in the small-page layout.
     attrs: SmallFlags,
-    domain: u32,
+    /// The TLB permissions its domain gives it, or `None` for a domain
+    /// fault.
+    perm: Option<u8>,
 }
 
 impl Armv7Walker {
-    /// The TLB permissions of a leaf, or `None` for a domain fault: the
-    /// permission checks of a client domain, none for a manager domain.
-    fn permissions(&self, l: &Leaf) -> Option<u8> {
-        let global = if l.attrs.contains(SmallFlags::NG) { 0 } else { perm::GLOBAL };
-        match dacr::domain(self.dacr, l.domain) {
+    /// A leaf with `attrs` (small-page layout) in `domain`.
+    #[inline]
+    fn leaf(&self, l1: bool, frame: u64, shift: u8, attrs: SmallFlags, domain: u32) -> Leaf {
+        Leaf { l1, frame, shift, attrs, perm: self.permissions(attrs, domain) }
+    }
+
+    /// The TLB permissions of a leaf with `attrs` in `domain`, or `None`
+    /// for a domain fault: the permission checks of a client domain, none
+    /// for a manager domain.
+    #[inline]
+    fn permissions(&self, attrs: SmallFlags, domain: u32) -> Option<u8> {
+        let global = if attrs.contains(SmallFlags::NG) { 0 } else { perm::GLOBAL };
+        match dacr::domain(self.dacr, domain) {
             dacr::MANAGER => Some(perm::READ | perm::WRITE | perm::EXEC | perm::USER | perm::DIRTY | global),
             dacr::CLIENT => {
-                if !l.attrs.contains(SmallFlags::AP1) {
+                if !attrs.contains(SmallFlags::AP1) {
                     // PL1-only: no access from user mode.
                     return Some(global);
                 }
                 let mut p = perm::READ | perm::USER | global;
-                if !l.attrs.contains(SmallFlags::AP2) {
+                if !attrs.contains(SmallFlags::AP2) {
                     p |= perm::WRITE | perm::DIRTY;
                 }
-                if !l.attrs.contains(SmallFlags::XN) {
+                if !attrs.contains(SmallFlags::XN) {
                     p |= perm::EXEC;
                 }
                 Some(p)
@@ -127,7 +137,7 @@ impl RadixFormat for Armv7Walker {
                 L1Kind::Section | L1Kind::Supersection => {
                     let shift = if e.kind() == L1Kind::Section { 20 } else { 24 };
                     let attrs = SmallFlags::from_section(e.flags() - SectionFlags::SUPER);
-                    Step::Leaf(Leaf { l1: true, frame: e.frame(), shift, attrs, domain: e.domain() })
+                    Step::Leaf(self.leaf(true, e.frame(), shift, attrs, e.domain()))
                 }
                 L1Kind::Table => {
                     // The walk cache keeps the L2 table's address with its
@@ -143,7 +153,7 @@ impl RadixFormat for Armv7Walker {
             L2Kind::Large => 16,
             L2Kind::Small => 12,
         };
-        Step::Leaf(Leaf { l1: false, frame: e.frame(), shift, attrs: e.attrs(), domain: *domain })
+        Step::Leaf(self.leaf(false, e.frame(), shift, e.attrs(), *domain))
     }
 
     #[inline(always)]
@@ -164,7 +174,7 @@ impl RadixFormat for Armv7Walker {
                 }
             }
         }
-        let p = self.permissions(&leaf).ok_or(WalkFault::Protection)?; // a domain fault
+        let p = leaf.perm.ok_or(WalkFault::Protection)?; // a domain fault
         let needed = match access {
             Access::Read => perm::READ,
             Access::Write => perm::WRITE,
@@ -178,14 +188,14 @@ impl RadixFormat for Armv7Walker {
 
     #[inline(always)]
     fn visible(&self, found: &Found<Self>) -> bool {
-        self.permissions(&found.leaf).is_some_and(|p| p & perm::USER != 0)
+        found.leaf.perm.is_some_and(|p| p & perm::USER != 0)
     }
 
     #[inline(always)]
     fn translation(&self, _: &PhysMem, found: &Found<Self>) -> Translation {
         let l = &found.leaf;
         // A permitted or visible leaf is in a domain that allows access.
-        Translation { pa_base: l.frame, shift: l.shift, perm: self.permissions(l).unwrap_or(0) }
+        Translation { pa_base: l.frame, shift: l.shift, perm: l.perm.unwrap_or(0) }
     }
 }
 

@@ -85,20 +85,24 @@ impl Pte {
         Pte::new(pa, PteFlags::V)
     }
     /// A valid leaf: V and one of R, W, X.
+    #[inline]
     pub fn is_leaf(self) -> bool {
         self.valid() && self.any(PteFlags::RWX)
     }
     /// A valid pointer to the next table.
+    #[inline]
     pub fn is_table(self) -> bool {
         self.valid() && !self.any(PteFlags::RWX)
     }
     /// Physical address the PPN names: a table, or the first byte of the
     /// page a leaf maps (FreeBSD PTE_TO_PHYS).
+    #[inline]
     pub fn frame(self) -> u64 {
         ((self.0 & PPN_MASK) >> PPN_SHIFT) << 12
     }
     /// Whether the encoding is reserved: W without R, or a reserved high
     /// bit set.
+    #[inline]
     pub fn reserved(self) -> bool {
         (self.has(PteFlags::W) && !self.has(PteFlags::R)) || self.0 & RESERVED_HI != 0
     }

@@ -20,11 +20,17 @@ use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 pub struct RiscvWalker {
     mode: Mode,
     ad: AdUpdate,
+    /// The mode's geometry, SV39 or SV48.
+    geometry: &'static Geometry,
 }
 
 impl RiscvWalker {
     pub fn new(mode: Mode, ad: AdUpdate) -> RiscvWalker {
-        RiscvWalker { mode, ad }
+        let geometry = match mode {
+            Mode::Sv39 => &SV39,
+            Mode::Sv48 => &SV48,
+        };
+        RiscvWalker { mode, ad, geometry }
     }
     pub fn mode(&self) -> Mode {
         self.mode
@@ -50,6 +56,7 @@ const SV48: Geometry = Geometry {
 
 /// Whether a leaf permits a user-mode `access` (MXR and SUM are not
 /// modelled: all workloads run in user mode).
+#[inline]
 fn permits(e: Pte, access: Access) -> bool {
     e.has(PteFlags::U)
         && match access {
@@ -59,6 +66,7 @@ fn permits(e: Pte, access: Access) -> bool {
         }
 }
 
+#[inline]
 fn make_perm(e: Pte) -> u8 {
     let mut p = 0;
     for (f, b) in [(PteFlags::R, perm::READ), (PteFlags::W, perm::WRITE), (PteFlags::X, perm::EXEC), (PteFlags::U, perm::USER), (PteFlags::D, perm::DIRTY), (PteFlags::G, perm::GLOBAL)] {
@@ -76,10 +84,7 @@ impl RadixFormat for RiscvWalker {
 
     #[inline(always)]
     fn geometry(&self) -> &'static Geometry {
-        match self.mode {
-            Mode::Sv39 => &SV39,
-            Mode::Sv48 => &SV48,
-        }
+        self.geometry
     }
 
     #[inline(always)]
