@@ -11,6 +11,7 @@ pub mod amd64;
 pub mod arm64;
 pub mod armv7;
 pub mod cache;
+mod desc;
 pub mod machine;
 pub mod mmu;
 pub mod nested;
@@ -21,6 +22,7 @@ mod profile_error;
 pub mod riscv;
 pub mod rng;
 pub mod pwc;
+pub mod radix;
 pub mod tlb;
 
 pub use addr::{Pfn, PhysAddr, VirtAddr, PAGE_SHIFT, PAGE_SIZE};

@@ -120,6 +120,7 @@ impl PhysMem {
     }
 
     /// Reads the 32-bit word at `pa` (4-byte aligned), little-endian.
+    #[inline]
     pub fn read_u32(&self, pa: PhysAddr) -> u32 {
         let w = self.read_u64(PhysAddr(pa.0 & !7));
         (w >> ((pa.0 & 4) * 8)) as u32
