@@ -60,7 +60,7 @@ pub fn default_arch(machine: &str) -> &str {
 /// `pagesizes[reserv_psind]` (2 MB if it has none).
 pub fn superpage_size(arch: &str) -> Result<u64, String> {
     let p = new_pmap(arch, 1 << 12, false)?;
-    Ok(p.pagesizes().get(p.reserv_psind()).copied().unwrap_or(2 << 20))
+    Ok(p.pagesizes().get(p.reserv_psind().index()).copied().unwrap_or(2 << 20))
 }
 
 /// log2 of the architecture's base page size (PAGE_SHIFT): what

@@ -44,7 +44,7 @@ use crate::spaces::Spaces;
 use splab_hw::alpha::{index, Gh, Pte, PteFlags, L1_SHIFT, L2_SHIFT, L3_SHIFT, MAX_USER_ADDRESS, PAGE_SIZE};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
 
@@ -282,8 +282,8 @@ impl Pmap for PmapAlpha {
     fn superpages_enabled(&self) -> bool {
         self.enabled.iter().any(|&e| e)
     }
-    fn reserv_psind(&self) -> usize {
-        3
+    fn reserv_psind(&self) -> Psind {
+        Psind::new(3)
     }
     fn max_user_address(&self) -> u64 {
         MAX_USER_ADDRESS
@@ -342,9 +342,9 @@ impl Pmap for PmapAlpha {
     }
 
     fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
+        match flags.psind.index() {
             0 => self.enter_page(env, pm, va.0, m, pr, flags),
-            g @ 1..=3 if self.enabled[g as usize] => self.enter_block(env, pm, va.0, m, pr, flags, g),
+            g @ 1..=3 if self.enabled[g] => self.enter_block(env, pm, va.0, m, pr, flags, g as u8),
             _ => Err(PmapError::BadPsind),
         }
     }

@@ -32,11 +32,13 @@ use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{index, PAGE_1G, PAGE_2M, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
 
 const PAGESIZES: [u64; 3] = [4096, PAGE_2M, PAGE_1G];
+const PSIND_2M: Psind = Psind::new(1);
+const PSIND_1G: Psind = Psind::new(2);
 
 /// Flags of a non-leaf entry pointing at a user page-table page.
 fn table_flags() -> PteFlags {
@@ -353,9 +355,9 @@ impl Pmap for PmapAmd64 {
 
     fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         match flags.psind {
-            0 => self.enter_4k(env, pm, va.0, m, pr, flags),
-            1 => self.enter_pde(env, pm, va.0, m, pr, flags),
-            2 => self.enter_pdpe(env, pm, va.0, m, pr, flags),
+            Psind::BASE => self.enter_4k(env, pm, va.0, m, pr, flags),
+            PSIND_2M => self.enter_pde(env, pm, va.0, m, pr, flags),
+            PSIND_1G => self.enter_pdpe(env, pm, va.0, m, pr, flags),
             _ => Err(PmapError::BadPsind),
         }
     }

@@ -97,7 +97,7 @@ fn direct_mapping_demotion_without_memory_removes_the_mapping() {
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
     let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::READ, psind: 1, ..Default::default() }).unwrap();
+    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() }).unwrap();
     assert_eq!(r.stat("vm.pmap.pde.mappings"), 1);
     // Use up every free page, so demotion cannot get a page-table page.
     while r.phys.alloc_noobj().is_some() {}
@@ -137,7 +137,7 @@ fn one_gigabyte_mapping_demotes_in_two_steps() {
     let (p, mut env) = r.env();
     let pm = p.pinit(&mut env).unwrap();
     let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(1 << 30), base, prot::RW, EnterFlags { access: prot::READ, psind: 2, ..Default::default() }).unwrap();
+    p.enter(&mut env, pm, VirtAddr(1 << 30), base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(2), ..Default::default() }).unwrap();
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + 12345)).unwrap().shift, 30);
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr((1 << 30) + (5 << 21) + 4096), VirtAddr((1 << 30) + (5 << 21) + 8192));

@@ -46,13 +46,16 @@ use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_IDX_WRITE_BACK, SH_INNER};
 use splab_hw::arm64::{index, L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
 
 /// FreeBSD's pagesizes[] on arm64 with the 4 KB granule: psind 1 = L3C,
 /// 2 = L2 block, 3 = L1 block.
 const PAGESIZES: [u64; 4] = [L3_SIZE, L3C_SIZE, L2_SIZE, L1_SIZE];
+const PSIND_L3C: Psind = Psind::new(1);
+const PSIND_L2: Psind = Psind::new(2);
+const PSIND_L1: Psind = Psind::new(3);
 
 /// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
 /// counts them).
@@ -431,8 +434,8 @@ impl Pmap for PmapArm64 {
         self.superpages_enabled
     }
     /// Reservations are 2 MB (VM_LEVEL_0_ORDER 9); 64 KB runs fill inside.
-    fn reserv_psind(&self) -> usize {
-        2
+    fn reserv_psind(&self) -> Psind {
+        PSIND_L2
     }
     fn max_user_address(&self) -> u64 {
         VM_MAXUSER_ADDRESS
@@ -479,10 +482,10 @@ impl Pmap for PmapArm64 {
 
     fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         match flags.psind {
-            0 => self.enter_l3(env, pm, va.0, m, pr, flags),
-            1 => self.enter_l3c(env, pm, va.0, m, pr, flags),
-            2 => self.enter_l2(env, pm, va.0, m, pr, flags),
-            3 => self.enter_l1(env, pm, va.0, m, pr, flags),
+            Psind::BASE => self.enter_l3(env, pm, va.0, m, pr, flags),
+            PSIND_L3C => self.enter_l3c(env, pm, va.0, m, pr, flags),
+            PSIND_L2 => self.enter_l2(env, pm, va.0, m, pr, flags),
+            PSIND_L1 => self.enter_l1(env, pm, va.0, m, pr, flags),
             _ => Err(PmapError::BadPsind),
         }
     }

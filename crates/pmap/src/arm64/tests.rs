@@ -140,7 +140,7 @@ fn a_direct_2m_mapping_without_memory_to_demote_is_removed() {
     let pm = new_space(&mut r);
     let pages: Vec<Pfn> = (0..512).map(|i| r.page(i)).collect();
     let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: 2, ..Default::default() }).unwrap();
+    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(2), ..Default::default() }).unwrap();
     assert_eq!(r.stat("vm.pmap.l2.mappings"), 1);
     while r.phys.alloc_noobj().is_some() {}
     let (p, mut env) = r.env();
@@ -159,7 +159,7 @@ fn a_direct_64k_mapping_is_removed_whole_and_frees_its_table() {
     let pages: Vec<Pfn> = (0..32).map(|i| r.page(i)).collect();
     let free0 = r.phys.buddy.free_count();
     let (p, mut env) = r.env();
-    let fl = EnterFlags { access: prot::READ, psind: 1, ..Default::default() };
+    let fl = EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() };
     p.enter(&mut env, pm, VirtAddr(VA + 0x1_0000), pages[16], prot::READ, fl).unwrap();
     assert_eq!(r.stat("vm.pmap.l3c.mappings"), 1);
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x1_f000)).unwrap().pa, pages[31].addr());
@@ -195,7 +195,7 @@ fn a_1g_block_demotes_in_two_steps() {
     }
     let pm = new_space(&mut r);
     let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(1 << 30), base, prot::RW, EnterFlags { access: prot::READ, psind: 3, ..Default::default() }).unwrap();
+    p.enter(&mut env, pm, VirtAddr(1 << 30), base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(3), ..Default::default() }).unwrap();
     assert_eq!(walk(&mut r, pm, (1 << 30) + 12345, Access::Write), (30, base.addr().0 + 12345));
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr((1 << 30) + (5 << 21) + 4096), VirtAddr((1 << 30) + (5 << 21) + 8192));

@@ -76,7 +76,7 @@ use splab_hw::armv7::{l1_index, l2_index, L1_ENTRIES, L2_TABLE_SIZE, LARGE_SIZE,
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::{pflags, VmPage};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
 
@@ -86,6 +86,7 @@ use std::collections::HashMap;
 /// runs within a reservation (vm_reserv_is_populated), never requested by
 /// the machine-independent layer.
 const PAGESIZES: [u64; 2] = [4096, SECTION_SIZE];
+const PSIND_SECTION: Psind = Psind::new(1);
 
 /// The ASID every address space runs with (see the module comment).
 const ASID: u16 = 0;
@@ -519,8 +520,8 @@ impl Pmap for PmapArmv7 {
 
     fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         match flags.psind {
-            0 => self.enter_pte2(env, pm, va.0, m, pr, flags),
-            1 => self.enter_section(env, pm, va.0, m, pr, flags),
+            Psind::BASE => self.enter_pte2(env, pm, va.0, m, pr, flags),
+            PSIND_SECTION => self.enter_section(env, pm, va.0, m, pr, flags),
             _ => Err(PmapError::BadPsind),
         }
     }

@@ -201,7 +201,7 @@ fn direct_section_demotion_allocates_a_table_or_removes_the_section() {
     let mut r = rig(2048);
     let pages = r.superpage_run();
     let pm = r.pinit();
-    let writable = EnterFlags { access: prot::RW, psind: 1, ..Default::default() };
+    let writable = EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() };
     enter(&mut r, pm, VA, pages[0], prot::RW, writable).unwrap();
     assert_eq!(r.stat("vm.pmap.section.mappings"), 1);
     assert!(r.pmap.pm(pm).pt2pg.is_empty(), "a direct section has no L2 table");
@@ -235,7 +235,7 @@ fn a_direct_section_demotes_into_the_page_its_neighbours_use() {
     // A 4 KB mapping in the next MB makes the 4 MB's PT2PG page.
     let other = r.phys.alloc_noobj().unwrap();
     enter(&mut r, pm, VA + SECTION_SIZE, other, prot::RW, rw_access()).unwrap();
-    enter(&mut r, pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: 1, ..Default::default() }).unwrap();
+    enter(&mut r, pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() }).unwrap();
     let allocs = r.ev.pt_page_allocs;
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 2 * 4096));
@@ -390,7 +390,7 @@ fn a_clean_writable_section_is_marked_modified_by_one_fault() {
         r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
     }
     let pm = r.pinit();
-    enter(&mut r, pm, VA, base, prot::RW, EnterFlags { access: prot::READ, psind: 1, ..Default::default() }).unwrap();
+    enter(&mut r, pm, VA, base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() }).unwrap();
     assert_eq!(hw_walk(&mut r, pm, VA + 0x7_0000, Access::Write), Err(WalkFault::Protection));
     let (p, mut env) = r.env();
     assert!(p.fault(&mut env, pm, VirtAddr(VA + 0x7_0000), prot::WRITE));

@@ -61,7 +61,7 @@ use splab_hw::ppc64::hpt::{HptGeometry, HptWalker};
 use splab_hw::ppc64::{LARGE_SHIFT, SEGMENT_SHIFT};
 use splab_hw::profile::Profile;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::{BTreeMap, HashMap};
 
@@ -72,6 +72,7 @@ pub const SP_MASK: u64 = SP_SIZE - 1;
 pub const SP_PAGES: u64 = SP_SIZE >> 12;
 
 const PAGESIZES: [u64; 2] = [4096, SP_SIZE];
+const PSIND_SP: Psind = Psind::new(1);
 
 /// PVO flags (FreeBSD keeps them in the low bits of pvo_vaddr).
 pub(crate) mod pvof {
@@ -348,8 +349,8 @@ impl Pmap for PmapPpc64 {
 
     fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         match flags.psind {
-            0 => self.enter_4k(env, pm, va.0, m, pr, flags),
-            1 => self.sp_enter(env, pm, va.0, m, pr, flags),
+            Psind::BASE => self.enter_4k(env, pm, va.0, m, pr, flags),
+            PSIND_SP => self.sp_enter(env, pm, va.0, m, pr, flags),
             _ => Err(PmapError::BadPsind),
         }
     }

@@ -379,7 +379,7 @@ fn direct_16mb_mapping_then_remove_write_and_remove_all_demote() {
     let pm = space(&mut r);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: 1, ..Default::default() }).unwrap();
+    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() }).unwrap();
     assert_eq!((r.stat("vm.pmap.sp.mappings"), r.stat("vm.pmap.sp.promotions")), (1, 0));
     assert!(pvo(&r, pm, VA + 1234 * 4096).large());
     assert_eq!(touch(&mut r, 0, pm, VA + 99, Access::Write).shift, 24);
@@ -406,7 +406,7 @@ fn direct_16mb_mapping_then_remove_write_and_remove_all_demote() {
     // Without superpages the VM's psind 1 request is refused.
     r.pmap.set_tunable("vm.pmap.superpages_enabled", 0).unwrap();
     let (p, mut env) = r.env();
-    assert_eq!(p.enter(&mut env, pm, VirtAddr(VA + SP_SIZE), pages[0], prot::RW, EnterFlags { psind: 1, ..Default::default() }), Err(PmapError::BadPsind));
+    assert_eq!(p.enter(&mut env, pm, VirtAddr(VA + SP_SIZE), pages[0], prot::RW, EnterFlags { psind: Psind::new(1), ..Default::default() }), Err(PmapError::BadPsind));
     assert!(r.pmap.set_tunable("vm.pmap.superpages_enabled", 2).is_err());
 }
 
@@ -597,7 +597,7 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     let pm = space(&mut r);
     let pages = r.superpage_run();
     let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::READ, EnterFlags { access: prot::READ, psind: 1, ..Default::default() }).unwrap();
+    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::READ, EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() }).unwrap();
     touch(&mut r, 0, pm, VA + 3 * 4096, Access::Read);
     assert!(!modified(&mut r, pages[3]));
     let (p, mut env) = r.env();

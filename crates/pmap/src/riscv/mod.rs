@@ -45,11 +45,13 @@ use splab_hw::physmem::PhysMem;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{index, Mode, L1_SIZE, L2_SHIFT, L2_SIZE};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
 
 const PAGESIZES: [u64; 3] = [4096, L2_SIZE, L1_SIZE];
+const PSIND_L2: Psind = Psind::new(1);
+const PSIND_L1: Psind = Psind::new(2);
 
 /// The ASID every address space runs with: FreeBSD's riscv pmap leaves
 /// satp.ASID at 0 and flushes on every switch instead.
@@ -376,9 +378,9 @@ impl Pmap for PmapRiscv {
 
     fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         match flags.psind {
-            0 => self.enter_l3(env, pm, va.0, m, pr, flags),
-            1 => self.enter_l2(env, pm, va.0, m, pr, flags),
-            2 => self.enter_l1(env, pm, va.0, m, pr, flags),
+            Psind::BASE => self.enter_l3(env, pm, va.0, m, pr, flags),
+            PSIND_L2 => self.enter_l2(env, pm, va.0, m, pr, flags),
+            PSIND_L1 => self.enter_l1(env, pm, va.0, m, pr, flags),
             _ => Err(PmapError::BadPsind),
         }
     }

@@ -121,7 +121,7 @@ fn direct_mapping_demotion_without_memory_removes_the_mapping() {
     let pages = r.superpage_run();
     let pm = r.pinit();
     let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: 1, ..Default::default() }).unwrap();
+    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() }).unwrap();
     assert_eq!(r.stat("vm.pmap.l2.mappings"), 1);
     assert_eq!(leaf(&r, pm, VA).1, 21);
     // Use up every free page, so demotion cannot get a page-table page.
@@ -194,7 +194,7 @@ fn one_gigabyte_mapping_demotes_in_two_steps() {
     }
     let pm = r.pinit();
     let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), base, prot::RW, EnterFlags { access: prot::READ, psind: 2, ..Default::default() }).unwrap();
+    p.enter(&mut env, pm, VirtAddr(VA), base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(2), ..Default::default() }).unwrap();
     let (e, shift) = leaf(&r, pm, VA + 12345);
     assert_eq!(shift, 30);
     assert!(e.has(PteFlags::D) && !e.has(PteFlags::SW_MANAGED), "unmanaged writable mappings are entered dirty");
