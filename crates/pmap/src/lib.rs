@@ -4,6 +4,8 @@
 //! lists, page-table pages, TLB shootdown, reference-bit sampling).
 
 pub mod alpha;
+pub mod base;
+pub mod counters;
 pub mod amd64;
 pub mod arm64;
 pub mod invariants;

@@ -35,16 +35,23 @@
 //!   marked, and flush its ASN when they next run it (FreeBSD gives the
 //!   pmap a new ASN on them: pmap_get_asn's generation check).
 
-mod ops;
+mod check;
+mod demote;
+mod enter;
+mod fault;
 mod promote;
+mod refmod;
+mod remove;
 
+use crate::base::{Core, Md, Tunable};
+use crate::counters::{SizeCounters, SizeNames};
 use crate::pv::PvTable;
 use crate::shootdown;
 use crate::spaces::Spaces;
 use splab_hw::alpha::{index, Gh, Pte, PteFlags, L1_SHIFT, L2_SHIFT, L3_SHIFT, MAX_USER_ADDRESS, PAGE_SIZE};
 use splab_hw::physmem::PhysMem;
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{prot, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
 
@@ -56,22 +63,35 @@ const PAGESIZES: [u64; 4] = [8 << 10, 64 << 10, 512 << 10, 4 << 20];
 /// spells page sizes in its own sysctl descriptions ("64KB page
 /// promotions"), under `gh` because the granularity hint is what makes
 /// them (as amd64's are under `pde` and arm64's under `l3c` and `l2`, the
-/// descriptor that makes them).
-const LEVEL_NAMES: [&str; 4] = ["8k", "64k", "512k", "4m"];
-
-/// The counters of one superpage size.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SizeStats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub mappings: u64,
-    pub demotions: u64,
-}
+/// descriptor that makes them). Failed promotions are not told apart.
+const GH_NAMES: [SizeNames; 3] = [
+    SizeNames {
+        promotions: ("vm.pmap.gh.64k.promotions", "64KB page promotions"),
+        p_failures: ("vm.pmap.gh.64k.p_failures", "64KB page promotion failures"),
+        mappings: ("vm.pmap.gh.64k.mappings", "64KB page mappings"),
+        demotions: ("vm.pmap.gh.64k.demotions", "64KB page demotions"),
+        reasons: &[],
+    },
+    SizeNames {
+        promotions: ("vm.pmap.gh.512k.promotions", "512KB page promotions"),
+        p_failures: ("vm.pmap.gh.512k.p_failures", "512KB page promotion failures"),
+        mappings: ("vm.pmap.gh.512k.mappings", "512KB page mappings"),
+        demotions: ("vm.pmap.gh.512k.demotions", "512KB page demotions"),
+        reasons: &[],
+    },
+    SizeNames {
+        promotions: ("vm.pmap.gh.4m.promotions", "4MB page promotions"),
+        p_failures: ("vm.pmap.gh.4m.p_failures", "4MB page promotion failures"),
+        mappings: ("vm.pmap.gh.4m.mappings", "4MB page mappings"),
+        demotions: ("vm.pmap.gh.4m.demotions", "4MB page demotions"),
+        reasons: &[],
+    },
+];
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
     /// Per GH (index 0 unused).
-    pub gh: [SizeStats; 4],
+    pub gh: [SizeCounters; 4],
     pub for_faults: u64,
     pub fow_faults: u64,
 }
@@ -90,13 +110,31 @@ pub(crate) struct Pm {
     pub resident: u64,
 }
 
-pub struct PmapAlpha {
+/// The Alpha pmap.
+pub type PmapAlpha = Md<Alpha>;
+
+impl PmapAlpha {
+    /// A pmap for `npages` 8 KB pages, all three superpage levels on or off.
+    pub fn new(npages: u64, superpages: bool) -> PmapAlpha {
+        Md(Alpha {
+            spaces: Spaces::default(),
+            // PvTable sizes its (here unused) superpage lists in 4 KB pages.
+            pv: PvTable::new(npages * 2, 22),
+            gh: [
+                Tunable::new("vm.pmap.gh.64k.enabled", "Are 64KB (GH 1) page mappings enabled?", superpages),
+                Tunable::new("vm.pmap.gh.512k.enabled", "Are 512KB (GH 2) page mappings enabled?", superpages),
+                Tunable::new("vm.pmap.superpages_enabled", "Are 4MB (GH 3) page mappings enabled?", superpages),
+            ],
+            st: Stats::default(),
+        })
+    }
+}
+
+pub struct Alpha {
     pub(crate) spaces: Spaces<Pm>,
     pub(crate) pv: PvTable,
-    /// Which GH levels promote and are mapped directly: [_, 64 KB, 512 KB,
-    /// 4 MB] (vm.pmap.gh.64k.enabled, vm.pmap.gh.512k.enabled,
-    /// vm.pmap.superpages_enabled).
-    pub(crate) enabled: [bool; 4],
+    /// Whether GH 1, 2 and 3 promote and are mapped directly.
+    pub(crate) gh: [Tunable; 3],
     pub(crate) st: Stats,
 }
 
@@ -116,11 +154,10 @@ pub(crate) fn is_dirty(e: Pte) -> bool {
     e.has(PteFlags::UWE) && !e.has(PteFlags::FOW)
 }
 
-impl PmapAlpha {
-    /// A pmap for `npages` 8 KB pages, all three superpage levels on or off.
-    pub fn new(npages: u64, superpages: bool) -> PmapAlpha {
-        // PvTable sizes its (here unused) superpage lists in 4 KB pages.
-        PmapAlpha { spaces: Spaces::default(), pv: PvTable::new(npages * 2, 22), enabled: [false, superpages, superpages, superpages], st: Stats::default() }
+impl Alpha {
+    /// Whether blocks of GH `g` (1 to 3) promote and are mapped directly.
+    pub(crate) fn enabled(&self, g: u8) -> bool {
+        self.gh[g as usize - 1].on
     }
 
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
@@ -272,7 +309,7 @@ impl PmapAlpha {
     }
 }
 
-impl Pmap for PmapAlpha {
+impl Core for Alpha {
     fn arch(&self) -> &'static str {
         "alpha"
     }
@@ -280,13 +317,24 @@ impl Pmap for PmapAlpha {
         &PAGESIZES
     }
     fn superpages_enabled(&self) -> bool {
-        self.enabled.iter().any(|&e| e)
+        self.gh.iter().any(|t| t.on)
+    }
+    fn tunables(&self) -> Vec<&Tunable> {
+        let [g1, g2, g3] = &self.gh;
+        vec![g3, g1, g2]
+    }
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        let [g1, g2, g3] = &mut self.gh;
+        vec![g3, g1, g2]
     }
     fn reserv_psind(&self) -> Psind {
         Psind::new(3)
     }
     fn max_user_address(&self) -> u64 {
         MAX_USER_ADDRESS
+    }
+    fn pv(&self) -> &PvTable {
+        &self.pv
     }
 
     /// pmap_pinit: an empty level-1 table and an ASN.
@@ -341,85 +389,14 @@ impl Pmap for PmapAlpha {
         }
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind.index() {
-            0 => self.enter_page(env, pm, va.0, m, pr, flags),
-            g @ 1..=3 if self.enabled[g] => self.enter_block(env, pm, va.0, m, pr, flags, g as u8),
-            _ => Err(PmapError::BadPsind),
-        }
-    }
-
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_range(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list(env, m) {
-            self.remove_range(env, pm, va, va + PAGE_SIZE);
-        }
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list(env, m) {
-            self.protect_impl(env, pm, va, va + PAGE_SIZE, prot::READ | prot::EXEC);
-        }
-    }
-
-    /// FreeBSD's alpha pmap predates pmap_advise (added in FreeBSD 10,
-    /// after the port was removed): MADV_DONTNEED and MADV_FREE change no
-    /// mapping.
-    fn advise(&mut self, _env: &mut PmapEnv, _pm: PmapId, _sva: VirtAddr, _eva: VirtAddr, _advice: Advice) {}
-
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.list(env, m).into_iter().any(|(pm, va)| self.find(env.mem, pm, va).is_some_and(|(_, e)| is_dirty(e)))
-    }
-
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.list(env, m).into_iter().any(|(pm, va)| self.find(env.mem, pm, va).is_some_and(|(_, e)| !e.has(PteFlags::FOR)))
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    /// Every mapping of the pages of a fully populated reservation goes,
-    /// blocks whole (no demotion): each block lies inside the reservation.
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let n = env.phys.reserv.npages();
-        for i in 0..n {
-            for (pm, va) in self.pv.list(env, Pfn(m.0 + i)) {
-                let Some((_, e)) = self.find(env.mem, pm, va) else { continue };
-                let size = block_size(e.gh().value());
-                let base = va & !(size - 1);
-                self.remove_range(env, pm, base, base + size);
-            }
-        }
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, access: Prot) -> bool {
-        self.emulate_reference(env, pm, va.0, access)
+    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+        self.emulate_reference(env, pm, va, access)
     }
 
     /// pmap_extract, with the protection the TB grants (a write needs UWE;
     /// FOW only makes it trap) and whether the entry records a write.
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let (_, e) = self.find(mem, pm, va.0)?;
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let (_, e) = self.find(mem, pm, va)?;
         let shift = e.gh().shift();
         let base = e.frame() & !((1u64 << shift) - 1);
         let mut p = prot::READ;
@@ -429,52 +406,16 @@ impl Pmap for PmapAlpha {
         if !e.has(PteFlags::FOE) {
             p |= prot::EXEC;
         }
-        Some(Mapping { pa: PhysAddr(base + (va.0 & ((1u64 << shift) - 1))), shift: shift as u8, prot: p, dirty: is_dirty(e) })
+        Some(Mapping { pa: PhysAddr(base + (va & ((1u64 << shift) - 1))), shift: shift as u8, prot: p, dirty: is_dirty(e) })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
-        out.int("vm.pmap.superpages_enabled", self.enabled[3] as u64, "Are 4MB (GH 3) page mappings enabled?");
-        out.int("vm.pmap.gh.64k.enabled", self.enabled[1] as u64, "Are 64KB (GH 1) page mappings enabled?");
-        out.int("vm.pmap.gh.512k.enabled", self.enabled[2] as u64, "Are 512KB (GH 2) page mappings enabled?");
-        const DESCR: [[&str; 4]; 4] = [
-            ["", "", "", ""],
-            ["64KB page promotions", "64KB page promotion failures", "64KB page mappings", "64KB page demotions"],
-            ["512KB page promotions", "512KB page promotion failures", "512KB page mappings", "512KB page demotions"],
-            ["4MB page promotions", "4MB page promotion failures", "4MB page mappings", "4MB page demotions"],
-        ];
-        for g in 1..4 {
-            let c = &self.st.gh[g];
-            let n = |k: &str| format!("vm.pmap.gh.{}.{k}", LEVEL_NAMES[g]);
-            out.int(&n("promotions"), c.promotions, DESCR[g][0]);
-            out.int(&n("p_failures"), c.p_failures, DESCR[g][1]);
-            out.int(&n("mappings"), c.mappings, DESCR[g][2]);
-            out.int(&n("demotions"), c.demotions, DESCR[g][3]);
+    fn counters(&self, out: &mut Sysctls) {
+        for (g, names) in GH_NAMES.iter().enumerate() {
+            self.st.gh[g + 1].sysctls(names, out);
         }
         out.int("splab.pmap.for_faults", self.st.for_faults, "Fault-on-read traps resolved by pmap_emulate_reference");
         out.int("splab.pmap.fow_faults", self.st.fow_faults, "Fault-on-write traps resolved by pmap_emulate_reference");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        let g = match name {
-            "vm.pmap.superpages_enabled" => 3,
-            "vm.pmap.gh.64k.enabled" => 1,
-            "vm.pmap.gh.512k.enabled" => 2,
-            _ => return Err(format!("unknown alpha tunable {name:?} (known: vm.pmap.superpages_enabled, vm.pmap.gh.64k.enabled, vm.pmap.gh.512k.enabled)")),
-        };
-        if value != 0 && value != 1 {
-            return Err(format!("{name} must be 0 or 1, not {value}"));
-        }
-        self.enabled[g] = value == 1;
-        Ok(())
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes()
     }
 }
 

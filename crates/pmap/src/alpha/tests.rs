@@ -62,7 +62,7 @@ fn demotion_goes_one_level_at_a_time() {
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 512 * PAGE));
     r.check();
-    assert!(r.pmap.pm(pm).l3.is_empty() && r.pmap.pm(pm).l2.is_empty());
+    assert!(r.pmap.0.pm(pm).l3.is_empty() && r.pmap.0.pm(pm).l2.is_empty());
 }
 
 /// FOW emulates the modified bit: a page entered for a read faults on the
@@ -89,7 +89,7 @@ fn fault_on_write_emulates_modify() {
     // clear_modify on one page demotes and makes only that page clean.
     let (p, mut env) = r.env();
     p.clear_modify(&mut env, pages[3]);
-    let (_, e) = r.pmap.find(&r.mem, pm, VA + 3 * PAGE).unwrap();
+    let (_, e) = r.pmap.0.find(&r.mem, pm, VA + 3 * PAGE).unwrap();
     assert!(e.has(PteFlags::FOW));
     let (p, env) = r.env();
     assert!(p.is_modified(&env, pages[4]));

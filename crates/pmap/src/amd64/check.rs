@@ -1,13 +1,14 @@
 //! The amd64 pmap's invariants, checked by walking every page table.
 
-use super::PmapAmd64;
+use super::Amd64;
+use crate::base::Check;
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::PhysAddr;
 use splab_vm::page::pflags;
 use splab_vm::pmap::PmapEnv;
 
-impl PmapAmd64 {
+impl Amd64 {
     fn table_entries(env: &PmapEnv, table: u64) -> Vec<(u64, Pte)> {
         (0..NPTEPG).map(|i| (i, Self::rd(env.mem, PhysAddr(table + i * 8)))).collect()
     }
@@ -24,11 +25,12 @@ impl PmapAmd64 {
         Ok(())
     }
 
-    pub(crate) fn check_impl(&self, env: &PmapEnv) -> Result<(), String> {
+}
+
+impl Check for Amd64 {
+    fn check(&self, env: &PmapEnv) -> Result<(), String> {
         let mut pv_seen = 0u64;
-        for (pmid, p) in self.pmaps.iter().enumerate() {
-            let Some(p) = p else { continue };
-            let pm = pmid as u32;
+        for (pm, p) in self.pmaps.iter() {
             let mut resident = 0u64;
             for (i4, e4) in Self::table_entries(env, p.pml4.addr().0) {
                 if !e4.valid() {
@@ -64,7 +66,7 @@ impl PmapAmd64 {
                             }
                             continue;
                         }
-                        if p.stash.contains_key(&(va2 >> PDRSHIFT)) {
+                        if p.stash.contains(va2) {
                             return Err(format!("pmap {pm}: stashed page-table page for {va2:#x} while a table is mapped"));
                         }
                         Self::check_ptp(env, e2.frame(), "page-table page")?;
@@ -89,8 +91,7 @@ impl PmapAmd64 {
                     }
                 }
             }
-            for (k, s) in &p.stash {
-                let va2 = k << PDRSHIFT;
+            for (va2, s) in p.stash.iter() {
                 let pde = self.pde_pa(env.mem, pm, va2).map(|a| Self::rd(env.mem, a));
                 if !pde.is_some_and(|e| e.valid() && e.has(PteFlags::PS)) {
                     return Err(format!("pmap {pm}: stash for {va2:#x} but no 2MB mapping there"));

@@ -7,14 +7,14 @@
 //! allocated, and if none can be had the 2 MB mapping is removed instead,
 //! which is always safe because a later fault can recreate it.
 
-use super::{table_flags, PmapAmd64};
+use super::{table_flags, Amd64};
 use crate::ptpage;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{NPTEPG, PAGE_2M, PDPSHIFT, PDRSHIFT};
+use splab_hw::amd64::{NPTEPG, PAGE_2M, PDPSHIFT};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
 
-impl PmapAmd64 {
+impl Amd64 {
     /// Removes a 2 MB mapping in place of demoting it
     /// (pmap_demote_pde_abort).
     fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va2m: u64) -> bool {
@@ -35,7 +35,7 @@ impl PmapAmd64 {
         let pde_pa = self.pde_pa(env.mem, pm, va2m).expect("demote: no page directory");
         let old = Self::rd(env.mem, pde_pa);
         debug_assert!(old.valid() && old.has(PteFlags::PS), "demote: not a 2MB mapping");
-        let (ptp, valid) = match self.pm_mut(pm).stash.remove(&(va2m >> PDRSHIFT)) {
+        let (ptp, valid) = match self.pm_mut(pm).stash.take(va2m) {
             Some(s) => (s.ptp, s.valid),
             None => {
                 // A 2 MB mapping that has never been accessed is simply
@@ -71,7 +71,7 @@ impl PmapAmd64 {
         if old.has(PteFlags::SW_MANAGED) {
             self.pv.demote(env, PhysAddr(frame).pfn(), pm, va2m, NPTEPG as u32);
         }
-        self.st.demotions += 1;
+        self.st.pde.demotions += 1;
         env.ev.demotions += 1;
         true
     }

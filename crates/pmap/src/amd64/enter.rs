@@ -4,13 +4,14 @@
 //! (pmap_enter_object).
 
 use crate::ptpage;
-use super::{table_flags, PmapAmd64};
+use super::{table_flags, Amd64, PSIND_1G, PSIND_2M};
+use crate::base::{Core, Enter};
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PDPSHIFT};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
-impl PmapAmd64 {
+impl Amd64 {
     /// Returns the PTE address for `va`, creating the page-table page if
     /// needed and demoting a 2 MB mapping in the way (pmap_allocpte).
     fn alloc_pte(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
@@ -91,15 +92,10 @@ impl PmapAmd64 {
         // Promotion is tried when the page-table page is full and the
         // reservation holding the page is fully populated.
         let full = env.phys.pages.get(PhysAddr(ptp).pfn()).ref_count as u64 == NPTEPG;
-        if self.superpages_on() && full && managed && env.phys.reserv.level_iffullpop(m) == 0 {
+        if self.superpages_enabled() && full && managed && env.phys.reserv.level_iffullpop(m) == 0 {
             self.promote_pde(env, pm, va);
         }
         Ok(())
-    }
-
-    pub(crate) fn superpages_on(&self) -> bool {
-        use splab_vm::pmap::Pmap;
-        self.superpages_enabled()
     }
 
     /// Maps a 2 MB page directly (pmap_enter_pde): `m` is the first page of
@@ -108,7 +104,7 @@ impl PmapAmd64 {
     /// aside for a later demotion.
     pub(crate) fn enter_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         debug_assert!(va.is_multiple_of(PAGE_2M) && m.addr().0.is_multiple_of(PAGE_2M), "unaligned 2MB mapping");
-        if !self.superpages_on() && !env.phys.pages.get(m).has(splab_vm::page::pflags::LARGEPAGE) {
+        if !self.superpages_enabled() && !env.phys.pages.get(m).has(splab_vm::page::pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
         let managed = ptpage::managed(env, m);
@@ -144,7 +140,7 @@ impl PmapAmd64 {
         Self::wr(env.mem, pde_pa, newpde);
         ptpage::adjust_ref(env, pd_page, 1);
         self.pm_mut(pm).resident += NPTEPG;
-        self.st.mappings += 1;
+        self.st.pde.mappings += 1;
         Ok(())
     }
 
@@ -174,11 +170,23 @@ impl PmapAmd64 {
         Ok(())
     }
 
+}
+
+impl Enter for Amd64 {
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            Psind::BASE => self.enter_4k(env, pm, va, m, pr, flags),
+            PSIND_2M => self.enter_pde(env, pm, va, m, pr, flags),
+            PSIND_1G => self.enter_pdpe(env, pm, va, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
+    }
+
     /// Maps the resident pages of [start, end) read-only or as given, with
     /// 2 MB mappings where the run is aligned and its reservation fully
     /// populated (pmap_enter_2mpage), 4 KB ones otherwise
     /// (pmap_enter_quick). Existing mappings are left alone.
-    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
         let mut va = start;
         while va < end {
@@ -186,7 +194,7 @@ impl PmapAmd64 {
                 va += 4096;
                 continue;
             };
-            if self.superpages_on() && ptpage::is_superpage_run(env, pages, va, end, m, PAGE_2M) {
+            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, PAGE_2M) {
                 let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
                 if self.enter_pde(env, pm, va, m, pr, fl).is_ok() {
                     va += PAGE_2M;

@@ -25,16 +25,18 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::ptpage::{self, Stash};
+use crate::base::{Core, Md, Tunable};
+use crate::counters::{PromoteFail, SizeCounters, SizeNames};
+use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
 use crate::shootdown;
+use crate::spaces::Spaces;
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{index, PAGE_1G, PAGE_2M, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
-use std::collections::HashMap;
 
 const PAGESIZES: [u64; 3] = [4096, PAGE_2M, PAGE_1G];
 const PSIND_2M: Psind = Psind::new(1);
@@ -45,29 +47,27 @@ fn table_flags() -> PteFlags {
     PteFlags::P | PteFlags::RW | PteFlags::US | PteFlags::A | PteFlags::D
 }
 
-/// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
-/// counts them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum PromoteFail {
-    /// The first PTE does not map the first page of an aligned 2 MB frame.
-    FirstMisaligned,
-    /// Some PTE has not been accessed (a speculative mapping).
-    NotAccessed,
-    /// Some PTE does not map the next physical page.
-    NotContiguous,
-    /// Some PTE's attributes differ from the first one's.
-    Attributes,
-}
+/// vm.pmap.pde.*, and the reasons of failed promotions (FreeBSD logs
+/// them with CTR; splab counts them).
+const PDE: SizeNames = SizeNames {
+    promotions: ("vm.pmap.pde.promotions", "2MB page promotions"),
+    p_failures: ("vm.pmap.pde.p_failures", "2MB page promotion failures"),
+    mappings: ("vm.pmap.pde.mappings", "2MB page mappings"),
+    demotions: ("vm.pmap.pde.demotions", "2MB page demotions"),
+    reasons: &[
+        (PromoteFail::FirstMisaligned, "splab.pmap.pde.p_failures.first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
+        (PromoteFail::NotAccessed, "splab.pmap.pde.p_failures.not_accessed", "Promotion failed: a PTE not accessed"),
+        (PromoteFail::NotContiguous, "splab.pmap.pde.p_failures.not_contiguous", "Promotion failed: PTEs not physically contiguous"),
+        (PromoteFail::Attributes, "splab.pmap.pde.p_failures.attributes", "Promotion failed: PTE attributes differ"),
+    ],
+};
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub mappings: u64,
-    pub demotions: u64,
+    /// 2 MB pages.
+    pub pde: SizeCounters,
     pub pdpe_demotions: u64,
     pub pdpe_mappings: u64,
-    pub fail_reason: [u64; 4],
     pub demotion_ptp_reused: u64,
     pub demotion_aborts: u64,
 }
@@ -77,38 +77,38 @@ pub(crate) struct Pm {
     pub asid: u16,
     /// CPUs that must flush this PCID before running it again.
     pub stale: u64,
-    pub stash: HashMap<u64, Stash>,
+    pub stash: Stashes<PDRSHIFT>,
     pub resident: u64,
 }
 
-pub struct PmapAmd64 {
-    pmaps: Vec<Option<Pm>>,
-    /// PV lists per 4 KB page and per 2 MB frame.
-    pub(crate) pv: PvTable,
-    /// vm.pmap.pg_ps_enabled.
-    pg_ps_enabled: bool,
-    pub(crate) st: Stats,
-    next_asid: u16,
-    free_asids: Vec<u16>,
-}
+/// The amd64 pmap.
+pub type PmapAmd64 = Md<Amd64>;
 
 impl PmapAmd64 {
     pub fn new(npages: u64, superpages: bool) -> PmapAmd64 {
-        PmapAmd64 {
-            pmaps: Vec::new(),
+        Md(Amd64 {
+            pmaps: Spaces::default(),
             pv: PvTable::new(npages, PDRSHIFT),
-            pg_ps_enabled: superpages,
+            pg_ps_enabled: Tunable::new("vm.pmap.pg_ps_enabled", "Are large page mappings enabled?", superpages),
             st: Stats::default(),
-            next_asid: 1,
-            free_asids: Vec::new(),
-        }
+        })
     }
+}
 
+pub struct Amd64 {
+    pub(crate) pmaps: Spaces<Pm>,
+    /// PV lists per 4 KB page and per 2 MB frame.
+    pub(crate) pv: PvTable,
+    pg_ps_enabled: Tunable,
+    pub(crate) st: Stats,
+}
+
+impl Amd64 {
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps[pm as usize].as_ref().expect("live pmap")
+        self.pmaps.get(pm)
     }
     pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps[pm as usize].as_mut().expect("live pmap")
+        self.pmaps.get_mut(pm)
     }
 
     #[inline]
@@ -279,7 +279,7 @@ impl PmapAmd64 {
     }
 }
 
-impl Pmap for PmapAmd64 {
+impl Core for Amd64 {
     fn arch(&self) -> &'static str {
         "amd64"
     }
@@ -287,38 +287,34 @@ impl Pmap for PmapAmd64 {
         &PAGESIZES
     }
     fn superpages_enabled(&self) -> bool {
-        self.pg_ps_enabled
+        self.pg_ps_enabled.on
+    }
+    fn tunables(&self) -> Vec<&Tunable> {
+        vec![&self.pg_ps_enabled]
+    }
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        vec![&mut self.pg_ps_enabled]
     }
     fn max_user_address(&self) -> u64 {
         VM_MAXUSER_ADDRESS
     }
+    fn pv(&self) -> &PvTable {
+        &self.pv
+    }
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let pml4 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-        let asid = match self.free_asids.pop() {
-            Some(a) => a,
-            None => {
-                let a = self.next_asid;
-                self.next_asid = self.next_asid.checked_add(1).ok_or(PmapError::NoMemory)?;
-                a
-            }
+        let Some(asid) = self.pmaps.alloc_asid() else {
+            ptpage::free(env, pml4);
+            return Err(PmapError::NoMemory);
         };
-        let p = Pm { pml4, asid, stale: 0, stash: HashMap::new(), resident: 0 };
-        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
-            self.pmaps[i] = Some(p);
-            Ok(i as PmapId)
-        } else {
-            self.pmaps.push(Some(p));
-            Ok((self.pmaps.len() - 1) as PmapId)
-        }
+        Ok(self.pmaps.insert(Pm { pml4, asid, stale: 0, stash: Stashes::default(), resident: 0 }))
     }
 
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
-        for s in p.stash.values() {
-            ptpage::free(env, s.ptp);
-        }
+        p.stash.release(env);
         // The PCID may be reused: no CPU may keep its translations.
         for mmu in env.mmu.iter_mut() {
             mmu.tlb.invalidate_asid(p.asid);
@@ -327,7 +323,7 @@ impl Pmap for PmapAmd64 {
         env.deactivate(pm);
         env.phys.pages.get_mut(p.pml4).ref_count = 0;
         ptpage::free(env, p.pml4);
-        self.free_asids.push(p.asid);
+        self.pmaps.free_asid(p.asid);
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {
@@ -353,109 +349,25 @@ impl Pmap for PmapAmd64 {
         }
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
-            Psind::BASE => self.enter_4k(env, pm, va.0, m, pr, flags),
-            PSIND_2M => self.enter_pde(env, pm, va.0, m, pr, flags),
-            PSIND_1G => self.enter_pdpe(env, pm, va.0, m, pr, flags),
-            _ => Err(PmapError::BadPsind),
-        }
-    }
-
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_impl(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_impl(env, m)
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_write_impl(env, m)
-    }
-
-    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice) {
-        self.advise_impl(env, pm, sva.0, eva.0, advice)
-    }
-
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_modified_impl(env, m)
-    }
-
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_referenced_impl(env, m)
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_superpage_impl(env, m)
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let (e, shift, _) = self.find_leaf(mem, pm, va.0)?;
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let (e, shift, _) = self.find_leaf(mem, pm, va)?;
         let base = match shift {
             PDPSHIFT => e.frame_1g(),
             PDRSHIFT => e.frame_2m(),
             _ => e.frame(),
         };
-        let off = va.0 & ((1u64 << shift) - 1);
+        let off = va & ((1u64 << shift) - 1);
         Some(Mapping { pa: PhysAddr(base + off), shift: shift as u8, prot: Self::leaf_prot(e), dirty: e.has(PteFlags::D) })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
+    fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
-        out.int("vm.pmap.pg_ps_enabled", self.pg_ps_enabled as u64, "Are large page mappings enabled?");
-        out.int("vm.pmap.pde.promotions", s.promotions, "2MB page promotions");
-        out.int("vm.pmap.pde.p_failures", s.p_failures, "2MB page promotion failures");
-        out.int("vm.pmap.pde.mappings", s.mappings, "2MB page mappings");
-        out.int("vm.pmap.pde.demotions", s.demotions, "2MB page demotions");
+        s.pde.sysctls(&PDE, out);
         out.int("vm.pmap.pdpe.demotions", s.pdpe_demotions, "1GB page demotions");
         out.int("splab.pmap.pdpe.mappings", s.pdpe_mappings, "1GB page mappings");
-        out.int("splab.pmap.pde.p_failures.first_misaligned", s.fail_reason[0], "Promotion failed: first PTE not 2MB-aligned");
-        out.int("splab.pmap.pde.p_failures.not_accessed", s.fail_reason[1], "Promotion failed: a PTE not accessed");
-        out.int("splab.pmap.pde.p_failures.not_contiguous", s.fail_reason[2], "Promotion failed: PTEs not physically contiguous");
-        out.int("splab.pmap.pde.p_failures.attributes", s.fail_reason[3], "Promotion failed: PTE attributes differ");
         out.int("splab.pmap.pde.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the stashed page-table page");
         out.int("splab.pmap.pde.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        match name {
-            "vm.pmap.pg_ps_enabled" if value == 0 || value == 1 => {
-                self.pg_ps_enabled = value == 1;
-                Ok(())
-            }
-            "vm.pmap.pg_ps_enabled" => Err(format!("vm.pmap.pg_ps_enabled must be 0 or 1, not {value}")),
-            _ => Err(format!("unknown amd64 tunable {name:?} (known: vm.pmap.pg_ps_enabled)")),
-        }
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes()
     }
 }
 

@@ -8,9 +8,10 @@
 //! so that the superpage's first write is seen (its dirty bit covers all
 //! 512 pages). The PTEs are checked from the last to the first.
 
-use super::{PmapAmd64, PromoteFail, Stash};
+use super::Amd64;
+use crate::counters::PromoteFail;
 use splab_hw::amd64::pte::{Pte, PteFlags, PG_FRAME};
-use splab_hw::amd64::{NPTEPG, PAGE_2M, PDRSHIFT};
+use splab_hw::amd64::{NPTEPG, PAGE_2M};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
@@ -19,7 +20,7 @@ fn promote_bits() -> u64 {
     (PteFlags::PROMOTE_MASK | PteFlags::D).bits()
 }
 
-impl PmapAmd64 {
+impl Amd64 {
     /// Clears RW on a writable, clean PTE. No TLB invalidation is needed: a
     /// TLB entry for a clean page must re-walk before its first write.
     fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Pte) -> Pte {
@@ -30,12 +31,6 @@ impl PmapAmd64 {
         } else {
             e
         }
-    }
-
-    fn promotion_failed(&mut self, why: PromoteFail) -> bool {
-        self.st.p_failures += 1;
-        self.st.fail_reason[why as usize] += 1;
-        false
     }
 
     /// Tries to replace the page-table page covering `va` with one 2 MB
@@ -53,7 +48,7 @@ impl PmapAmd64 {
         let need = PteFlags::A | PteFlags::P;
         if first.0 & ((PG_FRAME & (PAGE_2M - 1)) | need.bits()) != need.bits() {
             let why = if !first.valid() || !first.frame().is_multiple_of(PAGE_2M) { PromoteFail::FirstMisaligned } else { PromoteFail::NotAccessed };
-            return self.promotion_failed(why);
+            return self.st.pde.failed(why);
         }
         let newpde = Self::write_protect_clean(env, first_pa, first);
         // Expected frame | A | P of the last PTE, then walking down.
@@ -63,17 +58,17 @@ impl PmapAmd64 {
             let old = Self::rd(env.mem, pa);
             if old.0 & (PG_FRAME | need.bits()) != expect {
                 let why = if old.valid() && old.frame() == expect & PG_FRAME { PromoteFail::NotAccessed } else { PromoteFail::NotContiguous };
-                return self.promotion_failed(why);
+                return self.st.pde.failed(why);
             }
             let old = Self::write_protect_clean(env, pa, old);
             if old.0 & promote_bits() != newpde.0 & promote_bits() {
-                return self.promotion_failed(PromoteFail::Attributes);
+                return self.st.pde.failed(PromoteFail::Attributes);
             }
             expect -= 4096;
         }
         // Keep the page-table page for a later demotion.
         let ptp_pfn = PhysAddr(ptp).pfn();
-        self.pm_mut(pm).stash.insert(va2m >> PDRSHIFT, Stash { ptp: ptp_pfn, valid: true });
+        self.pm_mut(pm).stash.insert(va2m, ptp_pfn, true);
         // One PV entry for the superpage instead of 512 (pmap_pv_promote_pde).
         let frame = newpde.frame();
         if newpde.has(PteFlags::SW_MANAGED) {
@@ -86,7 +81,7 @@ impl PmapAmd64 {
         }
         let sp = Pte::new(frame, flags | PteFlags::PS | PteFlags::SW_PROMOTED);
         Self::wr(env.mem, pde_pa, sp);
-        self.st.promotions += 1;
+        self.st.pde.promotions += 1;
         env.ev.promotions += 1;
         true
     }

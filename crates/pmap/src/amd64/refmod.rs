@@ -8,7 +8,8 @@
 //! page in 512 (selected by a hash), and clearing D demotes the superpage
 //! so that the other pages keep theirs.
 
-use super::PmapAmd64;
+use super::Amd64;
+use crate::base::{RefMod, Remove};
 use crate::ptpage;
 use crate::refbits::{self, TS_REFERENCED_MAX};
 use splab_hw::amd64::pte::PteFlags;
@@ -17,8 +18,7 @@ use splab_hw::{PhysAddr, Pfn};
 use splab_vm::page::NIL;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-
-impl PmapAmd64 {
+impl Amd64 {
     /// The (pmap, va) of every 2 MB mapping of `m`'s frame, then of every
     /// 4 KB mapping of `m`, with the entry's address.
     fn leaves_of(&self, env: &PmapEnv, m: Pfn) -> Vec<(PmapId, u64, PhysAddr)> {
@@ -33,25 +33,28 @@ impl PmapAmd64 {
             .collect()
     }
 
-    /// pmap_is_modified.
-    pub(crate) fn is_modified_impl(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.leaves_of(env, m).into_iter().any(|(_, _, pa)| Self::rd(env.mem, pa).has(PteFlags::RW | PteFlags::D))
-    }
-
-    /// pmap_is_referenced.
-    pub(crate) fn is_referenced_impl(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.leaves_of(env, m).into_iter().any(|(_, _, pa)| Self::rd(env.mem, pa).has(PteFlags::A))
-    }
-
     /// Whether testing `m` may clear the A bit of the 2 MB mapping at
     /// (pm, va2m): one page in 512 (`refbits::selected_for_clearing`).
     pub(crate) fn selected_for_clearing(m: Pfn, pm: PmapId, va2m: u64) -> bool {
         refbits::selected_for_clearing(m, pm, va2m, PDRSHIFT, NPTEPG)
     }
 
+}
+
+impl RefMod for Amd64 {
+    /// pmap_is_modified.
+    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.leaves_of(env, m).into_iter().any(|(_, _, pa)| Self::rd(env.mem, pa).has(PteFlags::RW | PteFlags::D))
+    }
+
+    /// pmap_is_referenced.
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.leaves_of(env, m).into_iter().any(|(_, _, pa)| Self::rd(env.mem, pa).has(PteFlags::A))
+    }
+
     /// pmap_ts_referenced. The hardware model can always clear A in place
     /// (FreeBSD's safe_to_clear_referenced holds), so no demotion is needed.
-    pub(crate) fn ts_referenced_impl(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut count = 0;
         let rw_d = PteFlags::RW | PteFlags::D;
         for (pm, va) in self.pv.list_sp(m.addr().0) {
@@ -92,7 +95,7 @@ impl PmapAmd64 {
     }
 
     /// pmap_clear_modify.
-    pub(crate) fn clear_modify_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let pde = Self::rd(env.mem, self.pde_pa(env.mem, pm, va).expect("2MB PV entry without a page directory"));
             // A writable superpage is always dirty: promotion and direct
@@ -124,7 +127,7 @@ impl PmapAmd64 {
     /// Removes every mapping of the 2 MB physical run holding `m`: its
     /// 2 MB mappings whole (pmap_remove_pde, no demotion), then the 4 KB
     /// mappings of each of its 512 pages (pmap_remove_all).
-    pub(crate) fn remove_all_superpage_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
         let frame = m.addr().0 & !(PAGE_2M - 1);
         let mut free = Vec::new();
         for (pm, va) in self.pv.list_sp(frame) {
@@ -136,7 +139,7 @@ impl PmapAmd64 {
         for k in 0..NPTEPG as u32 {
             let mk = Pfn(m0.0 + k);
             if env.phys.pages.get(mk).md != NIL {
-                self.remove_all_impl(env, mk);
+                self.remove_all(env, mk);
             }
         }
     }

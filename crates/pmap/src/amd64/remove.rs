@@ -3,7 +3,8 @@
 //! pmap_remove_write and pmap_advise.
 
 use crate::ptpage;
-use super::PmapAmd64;
+use super::Amd64;
+use crate::base::Remove;
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PML4SHIFT};
 use splab_hw::{PhysAddr, Pfn};
@@ -24,7 +25,7 @@ enum Step {
     Table(u64),
 }
 
-impl PmapAmd64 {
+impl Amd64 {
     fn step(&self, env: &PmapEnv, pm: PmapId, va: u64) -> Step {
         let pml4e = Self::rd(env.mem, Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT));
         if !pml4e.valid() {
@@ -110,10 +111,7 @@ impl PmapAmd64 {
                 }
             }
         }
-        if let Some(s) = self.pm_mut(pm).stash.remove(&(va2m >> 21)) {
-            env.phys.pages.get_mut(s.ptp).ref_count = 0;
-            free.push(s.ptp);
-        }
+        self.pm_mut(pm).stash.discard(env, va2m, free);
         self.unuse(env, pm, va2m, 2, free);
     }
 
@@ -143,7 +141,33 @@ impl PmapAmd64 {
         }
     }
 
-    pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
+    /// New protection bits for an entry under pmap_protect; moves the
+    /// modified state to the page(s) when write access goes.
+    fn protected(env: &mut PmapEnv, old: Pte, pr: Prot, npages: u32) -> Pte {
+        let mut n = old;
+        if pr & prot::WRITE == 0 && old.has(PteFlags::RW) {
+            if old.has(PteFlags::SW_MANAGED | PteFlags::D) {
+                let m0 = PhysAddr(if npages == 1 { old.frame() } else { old.frame_2m() }).pfn();
+                for k in 0..npages {
+                    ptpage::dirty(env, Pfn(m0.0 + k));
+                }
+            }
+            n = n.without(PteFlags::RW | PteFlags::D);
+        }
+        if pr & prot::EXEC == 0 {
+            n = n.with(PteFlags::NX);
+        }
+        n
+    }
+
+}
+
+fn next_2m(va: u64) -> u64 {
+    (va & !(PAGE_2M - 1)) + PAGE_2M
+}
+
+impl Remove for Amd64 {
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         let mut free = Vec::new();
         let mut any = false;
         let mut va = sva;
@@ -197,7 +221,7 @@ impl PmapAmd64 {
 
     /// Removes every mapping of page `m` (pmap_remove_all): superpage
     /// mappings of its 2 MB frame are demoted first.
-    pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
         let mut free = Vec::new();
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             self.demote_pde(env, pm, va);
@@ -213,28 +237,9 @@ impl PmapAmd64 {
         Self::free_all(env, free);
     }
 
-    /// New protection bits for an entry under pmap_protect; moves the
-    /// modified state to the page(s) when write access goes.
-    fn protected(env: &mut PmapEnv, old: Pte, pr: Prot, npages: u32) -> Pte {
-        let mut n = old;
-        if pr & prot::WRITE == 0 && old.has(PteFlags::RW) {
-            if old.has(PteFlags::SW_MANAGED | PteFlags::D) {
-                let m0 = PhysAddr(if npages == 1 { old.frame() } else { old.frame_2m() }).pfn();
-                for k in 0..npages {
-                    ptpage::dirty(env, Pfn(m0.0 + k));
-                }
-            }
-            n = n.without(PteFlags::RW | PteFlags::D);
-        }
-        if pr & prot::EXEC == 0 {
-            n = n.with(PteFlags::NX);
-        }
-        n
-    }
-
-    pub(crate) fn protect_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
         if pr & prot::READ == 0 {
-            return self.remove_impl(env, pm, sva, eva);
+            return self.remove(env, pm, sva, eva);
         }
         if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
             return;
@@ -288,7 +293,7 @@ impl PmapAmd64 {
 
     /// Write-protects every mapping of `m` (pmap_remove_write); writable
     /// superpage mappings of its frame are demoted first.
-    pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let pde = Self::rd(env.mem, self.pde_pa(env.mem, pm, va).unwrap());
             if pde.has(PteFlags::RW) {
@@ -312,7 +317,7 @@ impl PmapAmd64 {
     /// one of their 4 KB mappings removed so that a later access can
     /// repromote; then accessed bits are cleared, and modified bits too,
     /// with DONTNEED first moving the modified state to the page.
-    pub(crate) fn advise_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
         let mut any = false;
         let mut va = sva;
@@ -361,8 +366,4 @@ impl PmapAmd64 {
         }
         Self::free_all(env, free);
     }
-}
-
-fn next_2m(va: u64) -> u64 {
-    (va & !(PAGE_2M - 1)) + PAGE_2M
 }

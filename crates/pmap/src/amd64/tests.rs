@@ -4,6 +4,8 @@
 //! address space.
 
 use super::*;
+use splab_hw::VirtAddr;
+use splab_vm::pmap::Pmap;
 use crate::testrig::{rw_access, Rig};
 use splab_hw::mmu::{perm, Translation};
 use splab_vm::page::pflags;
@@ -39,7 +41,7 @@ fn full_dirty_run_promotes_with_one_pv_entry() {
     assert_eq!(r.stat("vm.pmap.pde.promotions"), 1);
     let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
     assert_eq!((m.shift, m.pa.0), (21, pages[5].addr().0 + 8));
-    assert_eq!(r.pmap.pv.live(), 1, "512 PV entries became one");
+    assert_eq!(r.pmap.0.pv.live(), 1, "512 PV entries became one");
     r.check();
 }
 
@@ -86,7 +88,7 @@ fn demotion_reuses_the_stashed_page_table_page() {
     let ro = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap();
     let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.prot & prot::WRITE), (12, 0, prot::WRITE));
-    assert_eq!(r.pmap.pv.live(), 512);
+    assert_eq!(r.pmap.0.pv.live(), 512);
     r.check();
 }
 
@@ -105,7 +107,7 @@ fn direct_mapping_demotion_without_memory_removes_the_mapping() {
     p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
     assert_eq!(r.stat("splab.pmap.pde.demotion_aborts"), 1);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none(), "the 2MB mapping is gone, to be refaulted");
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
 
@@ -120,7 +122,7 @@ fn removing_a_whole_superpage_does_not_demote_and_frees_the_stash() {
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + PAGE_2M));
     assert_eq!(r.stat("vm.pmap.pde.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY)), "dirty state moved to all 512 pages");
     // Only the PML4 page remains allocated by the pmap.
     assert_eq!(r.phys.buddy.free_count(), free0 - 1);
@@ -180,7 +182,7 @@ fn check_finds_a_mapping_without_a_pv_entry() {
     enter_all(&mut r, pm, &pages[..2], |_| rw_access());
     // Corrupt: drop page 1's PV entry behind the pmap's back.
     let (p, mut env) = r.env();
-    assert!(p.pv.remove(&mut env, pages[1], pm, VA + 4096));
+    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
     let e = p.check(&env).unwrap_err();
     assert!(e.contains("no PV entry"), "{e}");
 }
@@ -242,7 +244,7 @@ fn clear_modify_demotes_a_dirty_superpage_and_write_protects_the_page() {
 fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
     let mut r = rig(4096);
     let (pages, pm) = promoted(&mut r, prot::RW);
-    let selected: Vec<usize> = (0..512).filter(|&i| PmapAmd64::selected_for_clearing(pages[i], pm, VA)).collect();
+    let selected: Vec<usize> = (0..512).filter(|&i| Amd64::selected_for_clearing(pages[i], pm, VA)).collect();
     assert_eq!(selected.len(), 1, "one page in 512 clears the bit");
     let k = selected[0];
     let other = (k + 1) % 512;
@@ -268,7 +270,7 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     p.enter(&mut env, b, VirtAddr(VA + 7 * 4096), pages[7], prot::READ, EnterFlags { access: prot::READ, ..Default::default() }).unwrap();
     p.remove_all_superpage(&mut env, pages[300]);
     assert_eq!(r.stat("vm.pmap.pde.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
     assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::REFERENCED)), "the reference moved to every page");

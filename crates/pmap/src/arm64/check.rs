@@ -1,14 +1,15 @@
 //! The arm64 pmap's invariants (see mod.rs), checked by walking every
 //! translation table.
 
-use super::PmapArm64;
+use super::Arm64;
+use crate::base::Check;
 use crate::invariants;
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES, VM_MAXUSER_ADDRESS};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::PmapEnv;
 
-impl PmapArm64 {
+impl Arm64 {
     /// The 512 descriptors of the table at `table`.
     fn table(env: &PmapEnv, table: u64) -> Vec<Desc> {
         (0..LN_ENTRIES).map(|i| Self::rd(env.mem, PhysAddr(table + i * 8))).collect()
@@ -45,7 +46,10 @@ impl PmapArm64 {
         Ok(())
     }
 
-    pub(crate) fn check_impl(&self, env: &PmapEnv) -> Result<(), String> {
+}
+
+impl Check for Arm64 {
+    fn check(&self, env: &PmapEnv) -> Result<(), String> {
         let mut pv_seen = 0u64;
         for (pm, p) in self.pmaps.iter() {
             let mut resident = 0u64;
@@ -80,7 +84,7 @@ impl PmapArm64 {
                             }
                             continue;
                         }
-                        if p.stash.contains_key(&(va2 >> L2_SHIFT)) {
+                        if p.stash.contains(va2) {
                             return Err(format!("pmap {pm}: stashed L3 table for {va2:#x} while a table is mapped"));
                         }
                         let l3 = Self::check_ptp(env, e2.oa(), "L3 table")?;
@@ -100,8 +104,7 @@ impl PmapArm64 {
                     }
                 }
             }
-            for (k, s) in &p.stash {
-                let va2 = k << L2_SHIFT;
+            for (va2, s) in p.stash.iter() {
                 let block = self.l2_pa(env.mem, pm, va2).is_some_and(|a| Self::rd(env.mem, a).is_block());
                 invariants::stashed(env, pm, va2, s.ptp, block)?;
             }

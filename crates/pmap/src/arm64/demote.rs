@@ -12,14 +12,14 @@
 //! FreeBSD's do: a demoted block becomes 32 runs of 64 KB, and only the
 //! run that must change is demoted further.
 
-use super::PmapArm64;
+use super::Arm64;
 use crate::ptpage;
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_MASK};
 use splab_hw::arm64::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
 use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
 
-impl PmapArm64 {
+impl Arm64 {
     /// Breaks the 64 KB run holding the L3 entry at `l3_pa` into 16
     /// independent entries. The hardware may have set AF or cleared AP[2]
     /// in any one entry of the run, so the run's accessed and dirty state
@@ -74,8 +74,8 @@ impl PmapArm64 {
         if !old.has(DescFlags::AF) {
             return self.demote_l2_abort(env, pm, va);
         }
-        let (ml3, stashed_whole) = match self.pm_mut(pm).stash.remove(&(va >> L2_SHIFT)) {
-            Some(s) => (s.ptp, s.all_af),
+        let (ml3, stashed_whole) = match self.pm_mut(pm).stash.take(va) {
+            Some(s) => (s.ptp, s.valid),
             None => match ptpage::alloc(env) {
                 Some(p) => (p, false),
                 None => return self.demote_l2_abort(env, pm, va),
@@ -98,10 +98,10 @@ impl PmapArm64 {
         // The block's PV entry becomes 512 (pmap_pv_demote_l2).
         if old.has(DescFlags::SW_MANAGED) {
             let frame = old.block_oa(L2_SHIFT);
-            self.pvh_del(frame, pm, va);
+            self.pv.del_sp(frame, pm, va);
             let m0 = PhysAddr(frame).pfn();
             for k in 0..LN_ENTRIES {
-                self.pv_add(env, Pfn(m0.0 + k as u32), pm, va + k * L3_SIZE);
+                self.pv.add(env, Pfn(m0.0 + k as u32), pm, va + k * L3_SIZE);
             }
         }
         self.st.l2.demotions += 1;

@@ -4,15 +4,16 @@
 //! (pmap_enter_largepage), and whole object ranges at once
 //! (pmap_enter_object).
 
-use super::{PmapArm64, L3C_SIZE};
+use super::{Arm64, L3C_SIZE, PSIND_L1, PSIND_L2, PSIND_L3C};
+use crate::base::{Core, Enter};
 use crate::ptpage;
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::pflags;
-use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
-impl PmapArm64 {
+impl Arm64 {
     /// The L1 entry's address for `va`, allocating the L1 table.
     fn alloc_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
         let l0e_pa = Self::slot(self.pm(pm).l0.addr().0, va, L0_SHIFT);
@@ -82,7 +83,7 @@ impl PmapArm64 {
             ptpage::adjust_ref(env, table, 1);
             self.pm_mut(pm).resident += 1;
             if managed {
-                self.pv_add(env, m, pm, va);
+                self.pv.add(env, m, pm, va);
             }
             Self::wr(env.mem, l3_pa, new);
         } else if orig.oa() != pa {
@@ -103,10 +104,10 @@ impl PmapArm64 {
                 if old.has(DescFlags::AF) {
                     ptpage::referenced(env, om);
                 }
-                self.pv_del(env, om, pm, va);
+                self.pv.del(env, om, pm, va);
             }
             if managed {
-                self.pv_add(env, m, pm, va);
+                self.pv.add(env, m, pm, va);
             }
             Self::wr(env.mem, l3_pa, new);
         } else if orig.without(DescFlags::AF) != new.without(DescFlags::AF) {
@@ -123,7 +124,7 @@ impl PmapArm64 {
             }
         }
         let full_ptp = env.phys.pages.get(PhysAddr(table).pfn()).ref_count as u64 == LN_ENTRIES;
-        if self.superpages_on()
+        if self.superpages_enabled()
             && (va & (L3C_SIZE - 1)) == (pa & (L3C_SIZE - 1))
             && env.phys.reserv.is_populated_run(m, L3C_ENTRIES as u32)
             && self.promote_l3c(env, pm, l3_pa, va)
@@ -138,7 +139,7 @@ impl PmapArm64 {
     /// Whether a superpage entry of `psind` may be entered for page `m`:
     /// transparent ones need the tunable, large-page memory never does.
     fn superpage_allowed(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.superpages_on() || env.phys.pages.get(m).has(pflags::LARGEPAGE)
+        self.superpages_enabled() || env.phys.pages.get(m).has(pflags::LARGEPAGE)
     }
 
     /// Maps a 64 KB run directly (pmap_enter_l3c): `m` is the first page of
@@ -168,7 +169,7 @@ impl PmapArm64 {
         debug_assert!(free.is_empty());
         if managed {
             for k in 0..L3C_ENTRIES {
-                self.pv_add(env, Pfn(m.0 + k as u32), pm, va + k * L3_SIZE);
+                self.pv.add(env, Pfn(m.0 + k as u32), pm, va + k * L3_SIZE);
             }
         }
         self.pm_mut(pm).resident += L3C_ENTRIES;
@@ -207,7 +208,7 @@ impl PmapArm64 {
         // The removal may have freed the L2 table.
         let l2_pa = self.alloc_l2(env, pm, va)?;
         if managed {
-            self.pvh_add(m.addr().0, pm, va);
+            self.pv.add_sp(m.addr().0, pm, va);
         }
         Self::wr(env.mem, l2_pa, new);
         ptpage::adjust_ref(env, l2_pa.0 & !0xfff, 1);
@@ -246,13 +247,26 @@ impl PmapArm64 {
         (1..n).all(|i| pages(VirtAddr(va + i * L3_SIZE)) == Some(Pfn(m.0 + i as u32)))
     }
 
+}
+
+impl Enter for Arm64 {
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            Psind::BASE => self.enter_l3(env, pm, va, m, pr, flags),
+            PSIND_L3C => self.enter_l3c(env, pm, va, m, pr, flags),
+            PSIND_L2 => self.enter_l2(env, pm, va, m, pr, flags),
+            PSIND_L1 => self.enter_l1(env, pm, va, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
+    }
+
     /// Maps the resident pages of [start, end) without write access
     /// (pmap_enter_object): a 2 MB block where the run is aligned and its
     /// reservation full (pmap_enter_l2_rx), else a 64 KB run where the 16
     /// pages are populated (pmap_enter_l3c_rx), else a 4 KB page
     /// (pmap_enter_quick). These are speculative mappings: AF stays clear.
     /// Existing mappings are left alone.
-    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
         let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
         let mut va = start;
@@ -264,7 +278,7 @@ impl PmapArm64 {
             let pa = m.addr().0;
             if va.is_multiple_of(L2_SIZE)
                 && va + L2_SIZE <= end
-                && self.superpages_on()
+                && self.superpages_enabled()
                 && pa.is_multiple_of(L2_SIZE)
                 && env.phys.reserv.level_iffullpop(m) == 0
                 && Self::run_is(pages, va, m, LN_ENTRIES)
@@ -278,7 +292,7 @@ impl PmapArm64 {
             }
             if va.is_multiple_of(L3C_SIZE)
                 && va + L3C_SIZE <= end
-                && self.superpages_on()
+                && self.superpages_enabled()
                 && pa.is_multiple_of(L3C_SIZE)
                 && env.phys.reserv.is_populated_run(m, L3C_ENTRIES as u32)
                 && Self::run_is(pages, va, m, L3C_ENTRIES)

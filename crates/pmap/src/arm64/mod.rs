@@ -38,17 +38,18 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::ptpage;
+use crate::base::{Core, Md, Tunable};
+use crate::counters::{PromoteFail, SizeCounters, SizeNames};
+use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::spaces::Spaces;
 use crate::shootdown;
+use crate::spaces::Spaces;
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_IDX_WRITE_BACK, SH_INNER};
 use splab_hw::arm64::{index, L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
-use std::collections::HashMap;
 
 /// FreeBSD's pagesizes[] on arm64 with the 4 KB granule: psind 1 = L3C,
 /// 2 = L2 block, 3 = L1 block.
@@ -57,54 +58,50 @@ const PSIND_L3C: Psind = Psind::new(1);
 const PSIND_L2: Psind = Psind::new(2);
 const PSIND_L1: Psind = Psind::new(3);
 
-/// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
-/// counts them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum PromoteFail {
-    /// The first entry is invalid or does not map the first page of an
-    /// aligned physical run of the superpage's size.
-    FirstMisaligned,
-    /// Some entry is invalid or does not map the next physical page.
-    NotContiguous,
-    /// Some entry's attributes differ from the first one's.
-    Attributes,
-}
+/// vm.pmap.l2.*, and the reasons of failed promotions (FreeBSD logs them
+/// with CTR; splab counts them).
+const L2: SizeNames = SizeNames {
+    promotions: ("vm.pmap.l2.promotions", "2MB page promotions"),
+    p_failures: ("vm.pmap.l2.p_failures", "2MB page promotion failures"),
+    mappings: ("vm.pmap.l2.mappings", "2MB page mappings"),
+    demotions: ("vm.pmap.l2.demotions", "2MB page demotions"),
+    reasons: &[
+        (PromoteFail::FirstMisaligned, "splab.pmap.l2.p_failures.first_misaligned", "2MB promotion failures: first L3 entry invalid or not 2MB-aligned"),
+        (PromoteFail::NotContiguous, "splab.pmap.l2.p_failures.not_contiguous", "2MB promotion failures: an L3 entry missing or not the next page"),
+        (PromoteFail::Attributes, "splab.pmap.l2.p_failures.attributes", "2MB promotion failures: L3 entry attributes differ"),
+    ],
+};
 
-/// FreeBSD's counters of one superpage size (vm.pmap.l2.*, vm.pmap.l3c.*)
-/// and splab's failure reasons.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SizeStats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub mappings: u64,
-    pub demotions: u64,
-    pub fail_reason: [u64; 3],
-}
+/// vm.pmap.l3c.*, likewise.
+const L3C: SizeNames = SizeNames {
+    promotions: ("vm.pmap.l3c.promotions", "64KB page promotions"),
+    p_failures: ("vm.pmap.l3c.p_failures", "64KB page promotion failures"),
+    mappings: ("vm.pmap.l3c.mappings", "64KB page mappings"),
+    demotions: ("vm.pmap.l3c.demotions", "64KB page demotions"),
+    reasons: &[
+        (PromoteFail::FirstMisaligned, "splab.pmap.l3c.p_failures.first_misaligned", "64KB promotion failures: first L3 entry invalid or not 64KB-aligned"),
+        (PromoteFail::NotContiguous, "splab.pmap.l3c.p_failures.not_contiguous", "64KB promotion failures: an L3 entry missing or not the next page"),
+        (PromoteFail::Attributes, "splab.pmap.l3c.p_failures.attributes", "64KB promotion failures: L3 entry attributes differ"),
+    ],
+};
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
-    pub l2: SizeStats,
-    pub l3c: SizeStats,
+    pub l2: SizeCounters,
+    pub l3c: SizeCounters,
     pub l1_mappings: u64,
     pub l1_demotions: u64,
     pub demotion_ptp_reused: u64,
     pub demotion_aborts: u64,
 }
 
-/// A page-table page set aside at L2 promotion (pmap_insert_pt_page), and
-/// whether every entry it holds had AF set then (its vm_page "all valid"
-/// mark): only then may demotion use it without refilling it.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Stash {
-    pub ptp: Pfn,
-    pub all_af: bool,
-}
-
 pub(crate) struct Pm {
     pub l0: Pfn,
     pub asid: u16,
-    /// Stashed L3 pages by 2 MB virtual page number.
-    pub stash: HashMap<u64, Stash>,
+    /// L3 tables kept aside at L2 promotion, valid only if every entry had
+    /// AF then (its vm_page "all valid" mark): only then may demotion use
+    /// the table without refilling it.
+    pub stash: Stashes<L2_SHIFT>,
     /// 4 KB pages mapped (pm_stats.resident_count without the page-table
     /// pages).
     pub resident: u64,
@@ -122,12 +119,25 @@ pub(crate) enum At {
     L3Table(u64),
 }
 
-pub struct PmapArm64 {
-    pmaps: Spaces<Pm>,
+/// The arm64 pmap.
+pub type PmapArm64 = Md<Arm64>;
+
+impl PmapArm64 {
+    pub fn new(npages: u64, superpages: bool) -> PmapArm64 {
+        Md(Arm64 {
+            pmaps: Spaces::default(),
+            pv: PvTable::new(npages, L2_SHIFT),
+            superpages_enabled: Tunable::new("vm.pmap.superpages_enabled", "Are large page mappings enabled?", superpages),
+            st: Stats::default(),
+        })
+    }
+}
+
+pub struct Arm64 {
+    pub(crate) pmaps: Spaces<Pm>,
     /// PV lists of 4 KB pages and of 2 MB physical frames (pa_to_pvh).
     pub(crate) pv: PvTable,
-    /// vm.pmap.superpages_enabled.
-    superpages_enabled: bool,
+    superpages_enabled: Tunable,
     pub(crate) st: Stats,
 }
 
@@ -136,16 +146,7 @@ pub(crate) fn next_block(va: u64, size: u64) -> u64 {
     (va & !(size - 1)) + size
 }
 
-impl PmapArm64 {
-    pub fn new(npages: u64, superpages: bool) -> PmapArm64 {
-        PmapArm64 {
-            pmaps: Spaces::default(),
-            pv: PvTable::new(npages, L2_SHIFT),
-            superpages_enabled: superpages,
-            st: Stats::default(),
-        }
-    }
-
+impl Arm64 {
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
         self.pmaps.get(pm)
     }
@@ -326,28 +327,6 @@ impl PmapArm64 {
         }
     }
 
-    /// Adds (pm, va) to the PV list of 4 KB page `m`.
-    pub(crate) fn pv_add(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) {
-        self.pv.add(env, m, pm, va);
-    }
-
-    /// Removes (pm, va) from the PV list of 4 KB page `m` (pmap_pvh_free).
-    pub(crate) fn pv_del(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) {
-        let removed = self.pv.remove(env, m, pm, va);
-        debug_assert!(removed, "no PV entry for {va:#x} on {m:?}");
-    }
-
-    /// Adds (pm, va) to the PV list of the 2 MB frame at `frame`.
-    pub(crate) fn pvh_add(&mut self, frame: u64, pm: PmapId, va: u64) {
-        self.pv.add_sp(frame, pm, va);
-    }
-
-    /// Removes (pm, va) from the PV list of the 2 MB frame at `frame`.
-    pub(crate) fn pvh_del(&mut self, frame: u64, pm: PmapId, va: u64) {
-        let removed = self.pv.remove_sp(frame, pm, va);
-        debug_assert!(removed, "no PV entry for the 2MB mapping at {va:#x}");
-    }
-
     /// Whether a managed entry is dirty (pmap_pte_dirty): writable through
     /// DBM and written.
     pub(crate) fn dirty(e: Desc) -> bool {
@@ -418,12 +397,9 @@ impl PmapArm64 {
         p
     }
 
-    pub(crate) fn superpages_on(&self) -> bool {
-        self.superpages_enabled
-    }
 }
 
-impl Pmap for PmapArm64 {
+impl Core for Arm64 {
     fn arch(&self) -> &'static str {
         "arm64"
     }
@@ -431,7 +407,13 @@ impl Pmap for PmapArm64 {
         &PAGESIZES
     }
     fn superpages_enabled(&self) -> bool {
-        self.superpages_enabled
+        self.superpages_enabled.on
+    }
+    fn tunables(&self) -> Vec<&Tunable> {
+        vec![&self.superpages_enabled]
+    }
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        vec![&mut self.superpages_enabled]
     }
     /// Reservations are 2 MB (VM_LEVEL_0_ORDER 9); 64 KB runs fill inside.
     fn reserv_psind(&self) -> Psind {
@@ -440,6 +422,9 @@ impl Pmap for PmapArm64 {
     fn max_user_address(&self) -> u64 {
         VM_MAXUSER_ADDRESS
     }
+    fn pv(&self) -> &PvTable {
+        &self.pv
+    }
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let l0 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
@@ -447,8 +432,7 @@ impl Pmap for PmapArm64 {
             ptpage::free(env, l0);
             return Err(PmapError::NoMemory);
         };
-        let p = Pm { l0, asid, stash: HashMap::new(), resident: 0 };
-        Ok(self.pmaps.insert(p))
+        Ok(self.pmaps.insert(Pm { l0, asid, stash: Stashes::default(), resident: 0 }))
     }
 
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
@@ -456,9 +440,7 @@ impl Pmap for PmapArm64 {
         self.invalidate_all(env, pm);
         let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
-        for s in p.stash.values() {
-            ptpage::free(env, s.ptp);
-        }
+        p.stash.release(env);
         env.deactivate(pm);
         ptpage::free(env, p.l0);
         self.pmaps.free_asid(p.asid);
@@ -480,137 +462,24 @@ impl Pmap for PmapArm64 {
         }
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
-            Psind::BASE => self.enter_l3(env, pm, va.0, m, pr, flags),
-            PSIND_L3C => self.enter_l3c(env, pm, va.0, m, pr, flags),
-            PSIND_L2 => self.enter_l2(env, pm, va.0, m, pr, flags),
-            PSIND_L1 => self.enter_l1(env, pm, va.0, m, pr, flags),
-            _ => Err(PmapError::BadPsind),
-        }
-    }
-
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_impl(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_impl(env, m)
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_write_impl(env, m)
-    }
-
-    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice) {
-        self.advise_impl(env, pm, sva.0, eva.0, advice)
-    }
-
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_modified_impl(env, m)
-    }
-
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_referenced_impl(env, m)
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_superpage_impl(env, m)
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let (e, shift, _) = self.find_leaf(mem, pm, va.0)?;
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let (e, shift, _) = self.find_leaf(mem, pm, va)?;
         let base = if shift == L3_SHIFT { e.oa() } else { e.block_oa(shift) };
-        let off = va.0 & ((1u64 << shift) - 1);
+        let off = va & ((1u64 << shift) - 1);
         let shown = if shift == L3_SHIFT && e.has(DescFlags::CONTIGUOUS) { splab_hw::arm64::L3C_SHIFT } else { shift };
         let dirty = e.written() && (e.has(DescFlags::DBM) || !e.has(DescFlags::SW_MANAGED));
         Some(Mapping { pa: PhysAddr(base + off), shift: shown as u8, prot: Self::leaf_prot(e), dirty })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
+    fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
-        out.int("vm.pmap.superpages_enabled", self.superpages_enabled as u64, "Are large page mappings enabled?");
-        let descr: [(&str, &SizeStats, [&'static str; 7]); 2] = [
-            (
-                "l2",
-                &s.l2,
-                [
-                    "2MB page promotions",
-                    "2MB page promotion failures",
-                    "2MB page mappings",
-                    "2MB page demotions",
-                    "2MB promotion failures: first L3 entry invalid or not 2MB-aligned",
-                    "2MB promotion failures: an L3 entry missing or not the next page",
-                    "2MB promotion failures: L3 entry attributes differ",
-                ],
-            ),
-            (
-                "l3c",
-                &s.l3c,
-                [
-                    "64KB page promotions",
-                    "64KB page promotion failures",
-                    "64KB page mappings",
-                    "64KB page demotions",
-                    "64KB promotion failures: first L3 entry invalid or not 64KB-aligned",
-                    "64KB promotion failures: an L3 entry missing or not the next page",
-                    "64KB promotion failures: L3 entry attributes differ",
-                ],
-            ),
-        ];
-        for (name, z, d) in descr {
-            out.int(&format!("vm.pmap.{name}.promotions"), z.promotions, d[0]);
-            out.int(&format!("vm.pmap.{name}.p_failures"), z.p_failures, d[1]);
-            out.int(&format!("vm.pmap.{name}.mappings"), z.mappings, d[2]);
-            out.int(&format!("vm.pmap.{name}.demotions"), z.demotions, d[3]);
-            for (k, why) in ["first_misaligned", "not_contiguous", "attributes"].iter().enumerate() {
-                out.int(&format!("splab.pmap.{name}.p_failures.{why}"), z.fail_reason[k], d[4 + k]);
-            }
-        }
+        s.l2.sysctls(&L2, out);
+        s.l3c.sysctls(&L3C, out);
         out.int("vm.pmap.l1.demotions", s.l1_demotions, "1GB page demotions");
         out.int("splab.pmap.l1.mappings", s.l1_mappings, "1GB page mappings");
         out.int("splab.pmap.l2.demotion_ptp_reused", s.demotion_ptp_reused, "L2 demotions that reused the stashed page-table page");
         out.int("splab.pmap.l2.demotion_aborts", s.demotion_aborts, "L2 demotions that removed the mapping instead");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        match name {
-            "vm.pmap.superpages_enabled" if value == 0 || value == 1 => {
-                self.superpages_enabled = value == 1;
-                Ok(())
-            }
-            "vm.pmap.superpages_enabled" => Err(format!("vm.pmap.superpages_enabled must be 0 or 1, not {value}")),
-            _ => Err(format!("unknown arm64 tunable {name:?} (known: vm.pmap.superpages_enabled)")),
-        }
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes()
     }
 }
 

@@ -14,9 +14,11 @@
 //! kept on the superpage only if every entry had it. The old entries are
 //! replaced break-before-make.
 
-use super::{PmapArm64, PromoteFail, Stash};
+use super::Arm64;
+use crate::base::Core;
+use crate::counters::PromoteFail;
 use splab_hw::arm64::pte::{Desc, DescFlags};
-use splab_hw::arm64::{L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
+use splab_hw::arm64::{L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::pmap::{PmapEnv, PmapId};
 
@@ -28,7 +30,7 @@ enum Run {
     Fails(PromoteFail),
 }
 
-impl PmapArm64 {
+impl Arm64 {
     /// Clears DBM on a writable, clean entry.
     fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Desc) -> Desc {
         if e.writable_clean() {
@@ -66,7 +68,7 @@ impl PmapArm64 {
     /// Tries to make the 64 KB run holding the L3 entry at `l3_pa` one
     /// contiguous mapping. Returns whether it did.
     pub(crate) fn promote_l3c(&mut self, env: &mut PmapEnv, pm: PmapId, l3_pa: PhysAddr, va: u64) -> bool {
-        if !self.superpages_on() {
+        if !self.superpages_enabled() {
             return false;
         }
         let first = PhysAddr(l3_pa.0 & !(L3C_ENTRIES * 8 - 1));
@@ -75,11 +77,7 @@ impl PmapArm64 {
         }
         let newl3 = match Self::check_run(env, first, L3C_ENTRIES, L3C_SIZE) {
             Run::Fits(d) => d.with(DescFlags::CONTIGUOUS),
-            Run::Fails(why) => {
-                self.st.l3c.p_failures += 1;
-                self.st.l3c.fail_reason[why as usize] += 1;
-                return false;
-            }
+            Run::Fails(why) => return self.st.l3c.failed(why),
         };
         // Remake the 16 entries with the Contiguous bit (pmap_update_strided).
         let va = va & !(L3C_SIZE - 1);
@@ -92,7 +90,7 @@ impl PmapArm64 {
     /// Tries to replace the L3 table covering `va` with one 2 MB block.
     /// Returns whether it did.
     pub(crate) fn promote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
-        if !self.superpages_on() {
+        if !self.superpages_enabled() {
             return false;
         }
         let va = va & !(L2_SIZE - 1);
@@ -107,23 +105,19 @@ impl PmapArm64 {
         }
         let first = match Self::check_run(env, ptp, LN_ENTRIES, L2_SIZE) {
             Run::Fits(d) => d,
-            Run::Fails(why) => {
-                self.st.l2.p_failures += 1;
-                self.st.l2.fail_reason[why as usize] += 1;
-                return false;
-            }
+            Run::Fails(why) => return self.st.l2.failed(why),
         };
         let all_af = first.has(DescFlags::AF);
         let newl2 = first.without(DescFlags::CONTIGUOUS | DescFlags::TYPE);
         // Keep the L3 table as it is for a later demotion.
-        self.pm_mut(pm).stash.insert(va >> L2_SHIFT, Stash { ptp: ptp.pfn(), all_af });
+        self.pm_mut(pm).stash.insert(va, ptp.pfn(), all_af);
         // One PV entry for the block instead of 512 (pmap_pv_promote_l2).
         if newl2.has(DescFlags::SW_MANAGED) {
             let m0 = ptp_frame(newl2);
             for i in 0..LN_ENTRIES {
-                self.pv_del(env, Pfn(m0.0 + i as u32), pm, va + i * L3_SIZE);
+                self.pv.del(env, Pfn(m0.0 + i as u32), pm, va + i * L3_SIZE);
             }
-            self.pvh_add(newl2.oa(), pm, va);
+            self.pv.add_sp(newl2.oa(), pm, va);
         }
         self.update_entry(env, pm, l2_pa, newl2, va, L2_SIZE);
         self.st.l2.promotions += 1;

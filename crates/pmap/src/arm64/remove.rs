@@ -7,7 +7,8 @@
 //! run of changed addresses is invalidated in one range (one TLBI per
 //! page) when the run ends.
 
-use super::{next_block, At, PmapArm64};
+use super::{next_block, At, Arm64};
+use crate::base::Remove;
 use crate::ptpage;
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
@@ -44,7 +45,7 @@ impl Pending {
     }
 }
 
-impl PmapArm64 {
+impl Arm64 {
     /// Invalidates the pending run up to `end` and starts a new one.
     fn flush(&mut self, env: &mut PmapEnv, pm: PmapId, p: &mut Pending, end: u64) {
         if let Some(start) = p.0.take() {
@@ -73,7 +74,7 @@ impl PmapArm64 {
         if old.has(DescFlags::SW_MANAGED) {
             let m = PhysAddr(old.oa()).pfn();
             Self::release_pages(env, m, 1, old);
-            self.pv_del(env, m, pm, va);
+            self.pv.del(env, m, pm, va);
         }
     }
 
@@ -90,7 +91,7 @@ impl PmapArm64 {
             let m0 = PhysAddr(whole.oa()).pfn();
             Self::release_pages(env, m0, L3C_ENTRIES, whole);
             for k in 0..L3C_ENTRIES {
-                self.pv_del(env, Pfn(m0.0 + k as u32), pm, va + k * L3_SIZE);
+                self.pv.del(env, Pfn(m0.0 + k as u32), pm, va + k * L3_SIZE);
             }
         }
         self.unwire(env, pm, va, 3, L3C_ENTRIES as i32, free)
@@ -148,13 +149,10 @@ impl PmapArm64 {
         self.pm_mut(pm).resident -= LN_ENTRIES;
         if old.has(DescFlags::SW_MANAGED) {
             let frame = old.block_oa(L2_SHIFT);
-            self.pvh_del(frame, pm, va);
+            self.pv.del_sp(frame, pm, va);
             Self::release_pages(env, PhysAddr(frame).pfn(), LN_ENTRIES, old);
         }
-        if let Some(s) = self.pm_mut(pm).stash.remove(&(va >> L2_SHIFT)) {
-            env.phys.pages.get_mut(s.ptp).ref_count = 0;
-            free.push(s.ptp);
-        }
+        self.pm_mut(pm).stash.discard(env, va, free);
         self.unwire(env, pm, va, 2, 1, free);
     }
 
@@ -164,62 +162,6 @@ impl PmapArm64 {
         self.invalidate_page(env, pm, va, true);
         self.pm_mut(pm).resident -= L1_SIZE / L3_SIZE;
         self.unwire(env, pm, va, 1, 1, free);
-    }
-
-    pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
-        let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva && self.pm(pm).resident > 0 {
-            match self.at(env.mem, pm, va) {
-                At::Skip(next) => va = next,
-                At::L1Block(pa) => {
-                    let next = next_block(va, L1_SIZE);
-                    if (va.is_multiple_of(L1_SIZE) && next <= eva) || self.demote_l1(env, pm, va).is_err() {
-                        // Whole, or no page for the demotion: drop it all.
-                        self.remove_l1(env, pm, va & !(L1_SIZE - 1), pa, &mut free);
-                        va = next;
-                    }
-                }
-                At::L2Block(_) => {
-                    let next = next_block(va, L2_SIZE);
-                    if va.is_multiple_of(L2_SIZE) && next <= eva {
-                        self.remove_l2(env, pm, va, &mut free);
-                        va = next;
-                    } else if !self.demote_l2(env, pm, va) {
-                        va = next;
-                    }
-                }
-                At::L3Table(table) => {
-                    let next = next_block(va, L2_SIZE);
-                    self.remove_l3_range(env, pm, va, next.min(eva), table, &mut free);
-                    va = next;
-                }
-            }
-        }
-        Self::free_all(env, free);
-    }
-
-    /// Removes every mapping of page `m` (pmap_remove_all): 2 MB blocks of
-    /// its frame are demoted first, 64 KB runs holding it too.
-    pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
-            self.demote_l2(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
-            if Self::rd(env.mem, pa).has(DescFlags::CONTIGUOUS) {
-                self.demote_l3c(env, pm, pa, va);
-            }
-            let old = Self::rd(env.mem, pa);
-            Self::wr(env.mem, pa, Desc::EMPTY);
-            if old.has(DescFlags::AF) {
-                self.invalidate_page(env, pm, va, true);
-            }
-            self.removed_l3(env, pm, va, old);
-            self.unwire(env, pm, va, 3, 1, &mut free);
-        }
-        Self::free_all(env, free);
     }
 
     /// Applies a protection change to an entry of `npages` pages from
@@ -289,11 +231,70 @@ impl PmapArm64 {
         self.flush(env, pm, &mut pending, va.min(eva));
     }
 
+}
+
+impl Remove for Arm64 {
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
+        let mut free = Vec::new();
+        let mut va = sva;
+        while va < eva && self.pm(pm).resident > 0 {
+            match self.at(env.mem, pm, va) {
+                At::Skip(next) => va = next,
+                At::L1Block(pa) => {
+                    let next = next_block(va, L1_SIZE);
+                    if (va.is_multiple_of(L1_SIZE) && next <= eva) || self.demote_l1(env, pm, va).is_err() {
+                        // Whole, or no page for the demotion: drop it all.
+                        self.remove_l1(env, pm, va & !(L1_SIZE - 1), pa, &mut free);
+                        va = next;
+                    }
+                }
+                At::L2Block(_) => {
+                    let next = next_block(va, L2_SIZE);
+                    if va.is_multiple_of(L2_SIZE) && next <= eva {
+                        self.remove_l2(env, pm, va, &mut free);
+                        va = next;
+                    } else if !self.demote_l2(env, pm, va) {
+                        va = next;
+                    }
+                }
+                At::L3Table(table) => {
+                    let next = next_block(va, L2_SIZE);
+                    self.remove_l3_range(env, pm, va, next.min(eva), table, &mut free);
+                    va = next;
+                }
+            }
+        }
+        Self::free_all(env, free);
+    }
+
+    /// Removes every mapping of page `m` (pmap_remove_all): 2 MB blocks of
+    /// its frame are demoted first, 64 KB runs holding it too.
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
+        let mut free = Vec::new();
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
+            self.demote_l2(env, pm, va);
+        }
+        for (pm, va) in self.pv.list(env, m) {
+            let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
+            if Self::rd(env.mem, pa).has(DescFlags::CONTIGUOUS) {
+                self.demote_l3c(env, pm, pa, va);
+            }
+            let old = Self::rd(env.mem, pa);
+            Self::wr(env.mem, pa, Desc::EMPTY);
+            if old.has(DescFlags::AF) {
+                self.invalidate_page(env, pm, va, true);
+            }
+            self.removed_l3(env, pm, va, old);
+            self.unwire(env, pm, va, 3, 1, &mut free);
+        }
+        Self::free_all(env, free);
+    }
+
     /// pmap_protect: removing write access sets AP[2] and clears DBM;
     /// removing execute access sets UXN.
-    pub(crate) fn protect_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
         if pr & prot::READ == 0 {
-            return self.remove_impl(env, pm, sva, eva);
+            return self.remove(env, pm, sva, eva);
         }
         let mut ms = MaskSet { mask: 0, bits: 0 };
         if pr & prot::WRITE == 0 {
@@ -344,7 +345,7 @@ impl PmapArm64 {
 
     /// Write-protects every mapping of `m` (pmap_remove_write): writable 2 MB
     /// blocks of its frame are demoted first, writable 64 KB runs too.
-    pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let l2_pa = self.l2_pa(env.mem, pm, va).expect("PV entry without an L2 entry");
             if Self::rd(env.mem, l2_pa).has(DescFlags::DBM) {
@@ -376,7 +377,7 @@ impl PmapArm64 {
     /// (DONTNEED first gives its modified state to the page); a dirty one
     /// in a 64 KB run demotes the run, whose last page in the range is
     /// removed likewise, since no run may be writable but clean.
-    pub(crate) fn advise_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
         let mut va = sva;
         while va < eva {

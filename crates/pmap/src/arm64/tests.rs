@@ -4,6 +4,8 @@
 //! broadcast TLB maintenance, and the invariant checker.
 
 use super::*;
+use splab_hw::VirtAddr;
+use splab_vm::pmap::{Advice, Pmap};
 use crate::testrig::{rw_access, Rig};
 use splab_hw::arm64::Arm64Walker;
 use splab_hw::mmu::{Access, WalkRefs, Walker};
@@ -56,7 +58,7 @@ fn full_dirty_run_promotes_every_64k_run_then_the_2m_block() {
     let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
     assert_eq!((m.shift, m.pa.0, m.dirty), (21, pages[5].addr().0 + 8, true));
     assert_eq!(walk(&mut r, pm, VA + 0x12_3456, Access::Write), (21, pages[0].addr().0 + 0x12_3456));
-    assert_eq!(r.pmap.pv.live(), 1, "512 PV entries became one");
+    assert_eq!(r.pmap.0.pv.live(), 1, "512 PV entries became one");
     r.check();
 }
 
@@ -72,7 +74,7 @@ fn a_populated_64k_run_promotes_inside_a_partial_reservation() {
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 33 * 4096)).unwrap().shift, 12);
     assert_eq!(walk(&mut r, pm, VA + 0x1_5678, Access::Read), (16, pages[5].addr().0 + 0x678));
     assert_eq!(walk(&mut r, pm, VA + 33 * 4096, Access::Read).0, 12);
-    assert_eq!(r.pmap.pv.live(), 24, "64 KB runs keep their 4 KB PV entries");
+    assert_eq!(r.pmap.0.pv.live(), 24, "64 KB runs keep their 4 KB PV entries");
     r.check();
 }
 
@@ -108,9 +110,9 @@ fn a_misaligned_first_page_fails_l3c_promotion() {
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 0);
     assert_eq!(r.stat("vm.pmap.l3c.p_failures"), 0, "pmap_enter does not even try: va and pa differ modulo 64 KB");
     // A hand-made run whose first page is misaligned is refused.
-    let l3 = r.pmap.l3_pa(&r.mem, pm, VA + 4096).unwrap();
+    let l3 = r.pmap.0.l3_pa(&r.mem, pm, VA + 4096).unwrap();
     let (p, mut env) = r.env();
-    assert!(!p.promote_l3c(&mut env, pm, l3, VA + 4096));
+    assert!(!p.0.promote_l3c(&mut env, pm, l3, VA + 4096));
     assert_eq!(r.stat("splab.pmap.l3c.p_failures.first_misaligned"), 1);
 }
 
@@ -130,7 +132,7 @@ fn demotion_reuses_the_stashed_l3_table_and_splits_one_64k_run() {
     let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.shift, rw.prot & prot::WRITE), (12, 0, 12, prot::WRITE));
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x1_0000)).unwrap().shift, 16, "the other runs stay 64 KB");
-    assert_eq!(r.pmap.pv.live(), 512);
+    assert_eq!(r.pmap.0.pv.live(), 512);
     r.check();
 }
 
@@ -147,7 +149,7 @@ fn a_direct_2m_mapping_without_memory_to_demote_is_removed() {
     p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
     assert_eq!(r.stat("splab.pmap.l2.demotion_aborts"), 1);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none(), "the 2MB mapping is gone, to be refaulted");
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY)), "its dirty state went to the pages");
     r.check();
 }
@@ -163,11 +165,11 @@ fn a_direct_64k_mapping_is_removed_whole_and_frees_its_table() {
     p.enter(&mut env, pm, VirtAddr(VA + 0x1_0000), pages[16], prot::READ, fl).unwrap();
     assert_eq!(r.stat("vm.pmap.l3c.mappings"), 1);
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x1_f000)).unwrap().pa, pages[31].addr());
-    assert_eq!(r.pmap.pv.live(), 16);
+    assert_eq!(r.pmap.0.pv.live(), 16);
     r.check();
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA + 0x1_0000), VirtAddr(VA + 0x2_0000));
-    assert_eq!((r.stat("vm.pmap.l3c.demotions"), r.pmap.pv.live()), (0, 0));
+    assert_eq!((r.stat("vm.pmap.l3c.demotions"), r.pmap.0.pv.live()), (0, 0));
     assert_eq!(r.phys.buddy.free_count(), free0, "the L1, L2 and L3 tables are freed");
     r.check();
 }
@@ -179,7 +181,7 @@ fn removing_a_whole_block_frees_its_stash_and_dirties_every_page() {
     let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + L2_SIZE));
-    assert_eq!((r.stat("vm.pmap.l2.demotions"), r.pmap.pv.live()), (0, 0));
+    assert_eq!((r.stat("vm.pmap.l2.demotions"), r.pmap.0.pv.live()), (0, 0));
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
     // Only the reservation's pages and the L0 table remain allocated.
     assert_eq!(r.phys.buddy.free_count(), 4096 - 512 - 1);
@@ -249,7 +251,7 @@ fn enter_object_maps_blocks_and_runs_read_only_and_unaccessed() {
     let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 513 * 4096)).unwrap();
     assert_eq!((m.shift, m.prot & prot::WRITE), (16, 0));
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 550 * 4096)).unwrap().shift, 12);
-    let (e, _, _) = r.pmap.find_leaf(&r.mem, pm, VA).unwrap();
+    let (e, _, _) = r.pmap.0.find_leaf(&r.mem, pm, VA).unwrap();
     assert!(!e.has(DescFlags::AF), "speculative mappings leave AF clear");
     r.check();
 }
@@ -297,16 +299,16 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..16, |_| rw_access());
-    let l3 = r.pmap.l3_pa(&r.mem, pm, VA + 3 * 4096).unwrap();
-    let e = PmapArm64::rd(&r.mem, l3);
-    PmapArm64::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
+    let l3 = r.pmap.0.l3_pa(&r.mem, pm, VA + 3 * 4096).unwrap();
+    let e = Arm64::rd(&r.mem, l3);
+    Arm64::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
     let (p, env) = r.env();
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("L3C run"), "{err}");
-    PmapArm64::wr(&mut r.mem, l3, e);
+    Arm64::wr(&mut r.mem, l3, e);
     r.check();
     let (p, mut env) = r.env();
-    assert!(p.pv.remove(&mut env, pages[1], pm, VA + 4096));
+    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("no PV entry"), "{err}");
 }
@@ -322,7 +324,7 @@ fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() 
     let (p, mut env) = r.env();
     p.clear_modify(&mut env, pages[5]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
-    let e5 = PmapArm64::rd(&r.mem, r.pmap.l3_pa(&r.mem, pm, VA + 5 * 4096).unwrap());
+    let e5 = Arm64::rd(&r.mem, r.pmap.0.l3_pa(&r.mem, pm, VA + 5 * 4096).unwrap());
     assert!(e5.writable_clean() && !e5.has(DescFlags::CONTIGUOUS), "{e5:?}");
     let m40 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 40 * 4096)).unwrap();
     assert!(m40.dirty);
@@ -382,7 +384,7 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     let (p, mut env) = r.env();
     p.remove_all_superpage(&mut env, pages[77]);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
     r.check();

@@ -9,14 +9,14 @@
 //! removed instead, which is always safe: a later fault recreates what is
 //! needed. A large page is demoted in place and cannot fail.
 
-use super::{PmapArmv7, DOMAIN, PTE2_A, PTE2_PROMOTE};
+use super::{Armv7, DOMAIN, PTE2_A, PTE2_PROMOTE};
 use splab_hw::armv7::pte::{L1Desc, L2Desc};
 use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
 use splab_hw::armv7::pte::SectionFlags;
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl PmapArmv7 {
+impl Armv7 {
     /// Removes a section in place of demoting it.
     fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va1m: u64) -> bool {
         let mut free = Vec::new();

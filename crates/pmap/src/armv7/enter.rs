@@ -3,15 +3,16 @@
 //! ranges at once (pmap_enter_object with pmap_enter_1mpage, a 64 KB
 //! counterpart after arm64's pmap_enter_l3c, and pmap_enter_quick).
 
-use super::{is_dirty, PmapArmv7, DOMAIN, PTE2_A, PTE2_NG, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_S, PTE2_U, VM_MAXUSER_ADDRESS};
+use crate::base::Enter;
+use super::{is_dirty, Armv7, PSIND_SECTION, DOMAIN, PTE2_A, PTE2_NG, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_S, PTE2_U, VM_MAXUSER_ADDRESS};
 use crate::ptpage;
 use splab_hw::armv7::pte::{L1Desc, L2Desc, SmallFlags};
 use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::pflags;
-use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
-impl PmapArmv7 {
+impl Armv7 {
     /// pmap_enter for a 4 KB page, then the promotion attempts: a 64 KB
     /// large page when the 16-page run of the reservation around `m` is
     /// populated and its 16 entries are valid (as arm64's pmap_enter
@@ -67,11 +68,11 @@ impl PmapArmv7 {
         if !managed {
             return Ok(());
         }
-        if self.lp_enabled && env.phys.reserv.is_populated_run(m, REPLICAS as u32) && self.run_is_mapped(env, pm, va) {
+        if self.lp_enabled.on && env.phys.reserv.is_populated_run(m, REPLICAS as u32) && self.run_is_mapped(env, pm, va) {
             self.promote_large(env, pm, va);
         }
         let full = self.pm(pm).pt2_count[idx as usize] as u64 == L2_ENTRIES;
-        if full && self.sp_enabled && env.phys.reserv.level_iffullpop(m) == 0 {
+        if full && self.sp_enabled.on && env.phys.reserv.level_iffullpop(m) == 0 {
             self.promote_pte1(env, pm, va);
         }
         Ok(())
@@ -102,7 +103,7 @@ impl PmapArmv7 {
     pub(crate) fn enter_section(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         debug_assert!(va.is_multiple_of(SECTION_SIZE) && m.addr().0.is_multiple_of(SECTION_SIZE), "unaligned section");
         let largepage = env.phys.pages.get(m).has(pflags::LARGEPAGE);
-        if (!self.sp_enabled && !largepage) || !self.superpage_allowed(va, SECTION_SIZE) {
+        if (!self.sp_enabled.on && !largepage) || !self.superpage_allowed(va, SECTION_SIZE) {
             return Err(PmapError::BadPsind);
         }
         let managed = ptpage::managed(env, m);
@@ -229,12 +230,23 @@ impl PmapArmv7 {
             && (1..n).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
     }
 
+}
+
+impl Enter for Armv7 {
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            Psind::BASE => self.enter_pte2(env, pm, va, m, pr, flags),
+            PSIND_SECTION => self.enter_section(env, pm, va, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
+    }
+
     /// Maps the resident pages of [start, end) read-only (pmap_enter_object):
     /// sections where the run is aligned and its reservation fully
     /// populated (pmap_enter_1mpage), 64 KB large pages where a 16-page run
     /// is (with vm.pmap.lp_enabled), speculative 4 KB ones otherwise
     /// (pmap_enter_quick). Existing mappings are left alone.
-    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
         let mut va = start;
         while va < end {
@@ -242,7 +254,7 @@ impl PmapArmv7 {
                 va += 4096;
                 continue;
             };
-            if self.sp_enabled && self.direct_fits(env, pages, va, end, m, SECTION_SIZE) {
+            if self.sp_enabled.on && self.direct_fits(env, pages, va, end, m, SECTION_SIZE) {
                 match self.enter_1mpage(env, pm, va, m, pr) {
                     Ok(()) => {
                         va += SECTION_SIZE;
@@ -256,7 +268,7 @@ impl PmapArmv7 {
                     Err(_) => {}
                 }
             }
-            if self.lp_enabled && self.direct_fits(env, pages, va, end, m, LARGE_SIZE) && self.enter_64kpage(env, pm, va, m, pr) {
+            if self.lp_enabled.on && self.direct_fits(env, pages, va, end, m, LARGE_SIZE) && self.enter_64kpage(env, pm, va, m, pr) {
                 va += LARGE_SIZE;
                 continue;
             }

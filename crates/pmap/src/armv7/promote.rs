@@ -14,19 +14,14 @@
 //! write-protected all 16 together, so a failed attempt never leaves a
 //! large page's entries different.
 
-use super::{Leaf, PmapArmv7, PromoteFail, SizeStats, DOMAIN, PTE2_A, PTE2_NM, PTE2_PROMOTE, PTE2_RO};
+use crate::counters::PromoteFail;
+use super::{Leaf, Armv7, DOMAIN, PTE2_A, PTE2_NM, PTE2_PROMOTE, PTE2_RO};
 use splab_hw::armv7::pte::{L1Desc, L2Desc};
 use splab_hw::armv7::{l2_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-fn failed(s: &mut SizeStats, why: PromoteFail) -> bool {
-    s.p_failures += 1;
-    s.fail_reason[why as usize] += 1;
-    false
-}
-
-impl PmapArmv7 {
+impl Armv7 {
     /// Sets RO on entry `i` of the table at `table` if it is writable and
     /// unmodified (all 16 entries of a large page at once); returns the
     /// entry as a small page, as it now is.
@@ -50,7 +45,7 @@ impl PmapArmv7 {
         let size = n * 4096;
         let f = Self::rd2(env.mem, PhysAddr(table + first * 4)).small_view(first);
         if !f.valid() || !f.has(PTE2_A) || !f.frame().is_multiple_of(size) {
-            return Err(PromoteFail::First);
+            return Err(PromoteFail::FirstMisaligned);
         }
         let f = Self::write_protect_clean(env, table, first);
         for i in 1..n {
@@ -81,7 +76,7 @@ impl PmapArmv7 {
         }
         let first = match Self::promotable(env, e1.table_base(), 0, L2_ENTRIES) {
             Ok(f) => f,
-            Err(why) => return failed(&mut self.st.section, why),
+            Err(why) => return self.st.section.failed(why),
         };
         let npte1 = L1Desc::section_from_small(first, DOMAIN);
         // One PV entry for the section instead of 256 (pmap_pv_promote_pte1).
@@ -115,7 +110,7 @@ impl PmapArmv7 {
         let table = p0.0 - l2_index(base) * 4;
         let first = match Self::promotable(env, table, l2_index(base), REPLICAS) {
             Ok(f) => f,
-            Err(why) => return failed(&mut self.st.large, why),
+            Err(why) => return self.st.large.failed(why),
         };
         let large = first.small_to_large();
         for i in 0..REPLICAS {

@@ -3,7 +3,8 @@
 //! pmap_remove_write and pmap_advise. A large page is changed whole when
 //! the range covers all of it, and demoted first otherwise.
 
-use super::{is_dirty, Leaf, PmapArmv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_W};
+use crate::base::Remove;
+use super::{is_dirty, Leaf, Armv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_W};
 use crate::ptpage;
 use splab_hw::armv7::pte::{L2Desc, SectionFlags, SmallFlags};
 use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
@@ -14,7 +15,7 @@ fn next_section(va: u64) -> u64 {
     (va & !(SECTION_SIZE - 1)) + SECTION_SIZE
 }
 
-impl PmapArmv7 {
+impl Armv7 {
     /// Hands the state of a mapping of `n` pages from `m0` back and drops
     /// nothing else (the per-page part of pmap_remove_pte1).
     fn hand_over_run(env: &mut PmapEnv, m0: Pfn, n: u32, f: SmallFlags) {
@@ -135,46 +136,6 @@ impl PmapArmv7 {
         });
     }
 
-    pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
-        let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva && self.pm(pm).resident > 0 {
-            let next = next_section(va);
-            let e1 = Self::rd1(env.mem, self.pte1_pa(pm, va));
-            if e1.is_section() {
-                if va.is_multiple_of(SECTION_SIZE) && next <= eva {
-                    self.remove_pte1(env, pm, va, &mut free);
-                    va = next;
-                    continue;
-                }
-                if !self.demote_pte1(env, pm, va) {
-                    // The section was destroyed.
-                    va = next;
-                    continue;
-                }
-            } else if !e1.is_table() {
-                va = next;
-                continue;
-            }
-            self.remove_range_in_table(env, pm, va, next.min(eva), &mut free);
-            va = next;
-        }
-        Self::free_all(env, free);
-    }
-
-    /// Removes every mapping of page `m` (pmap_remove_all): sections of its
-    /// 1 MB frame and large pages holding it are demoted first.
-    pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
-            self.demote_pte1(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            self.remove_page(env, pm, va, &mut free);
-        }
-        Self::free_all(env, free);
-    }
-
     /// The attributes of an entry under pmap_protect: RO and NM without
     /// write access, NX without execute; a modified managed mapping that
     /// loses write access hands its state to its `n` pages first.
@@ -212,10 +173,53 @@ impl PmapArmv7 {
         });
     }
 
+}
+
+impl Remove for Armv7 {
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
+        let mut free = Vec::new();
+        let mut va = sva;
+        while va < eva && self.pm(pm).resident > 0 {
+            let next = next_section(va);
+            let e1 = Self::rd1(env.mem, self.pte1_pa(pm, va));
+            if e1.is_section() {
+                if va.is_multiple_of(SECTION_SIZE) && next <= eva {
+                    self.remove_pte1(env, pm, va, &mut free);
+                    va = next;
+                    continue;
+                }
+                if !self.demote_pte1(env, pm, va) {
+                    // The section was destroyed.
+                    va = next;
+                    continue;
+                }
+            } else if !e1.is_table() {
+                va = next;
+                continue;
+            }
+            self.remove_range_in_table(env, pm, va, next.min(eva), &mut free);
+            va = next;
+        }
+        Self::free_all(env, free);
+    }
+
+    /// Removes every mapping of page `m` (pmap_remove_all): sections of its
+    /// 1 MB frame and large pages holding it are demoted first.
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
+        let mut free = Vec::new();
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
+            self.demote_pte1(env, pm, va);
+        }
+        for (pm, va) in self.pv.list(env, m) {
+            self.remove_page(env, pm, va, &mut free);
+        }
+        Self::free_all(env, free);
+    }
+
     /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
-    pub(crate) fn protect_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
         if pr & prot::READ == 0 {
-            return self.remove_impl(env, pm, sva, eva);
+            return self.remove(env, pm, sva, eva);
         }
         if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
             return;
@@ -252,7 +256,7 @@ impl PmapArmv7 {
 
     /// Write-protects every mapping of `m` (pmap_remove_write): writable
     /// sections of its frame and large pages holding it are demoted first.
-    pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             if let Some(Leaf::Section(_, e)) = self.find(env.mem, pm, va) {
                 if !SmallFlags::from_section(e.flags()).contains(PTE2_RO) {
@@ -285,7 +289,7 @@ impl PmapArmv7 {
     /// becomes unmodified (DONTNEED first hands the modified state to the
     /// page). The next access to each page takes an access flag fault that
     /// pmap_fault resolves.
-    pub(crate) fn advise_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
         let mut va = sva;
         while va < eva {

@@ -5,6 +5,8 @@
 //! matters, the hardware walker reads the tables the pmap wrote.
 
 use super::*;
+use splab_hw::VirtAddr;
+use splab_vm::pmap::{Advice, Pmap};
 use crate::testrig::{rw_access, Rig};
 use splab_hw::armv7::pte::{L1Kind, SectionFlags};
 use splab_hw::armv7::Armv7Walker;
@@ -31,7 +33,7 @@ fn read_access() -> EnterFlags {
 
 /// The descriptor mapping `va`, in the small-page layout, and the size it maps.
 fn leaf(r: &Rig<PmapArmv7>, pm: PmapId, va: u64) -> (SmallFlags, u8) {
-    match r.pmap.find(&r.mem, pm, va).expect("mapped") {
+    match r.pmap.0.find(&r.mem, pm, va).expect("mapped") {
         Leaf::Section(_, e) => (SmallFlags::from_section(e.flags()), 20),
         Leaf::Pte2(_, e) => (e.attrs(), if e.is_large() { 16 } else { 12 }),
     }
@@ -60,9 +62,9 @@ fn full_modified_run_promotes_to_a_section_with_one_pv_entry() {
     assert_eq!(r.ev.promotions, 1);
     let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
     assert_eq!((m.shift, m.pa.0, m.prot), (20, pages[5].addr().0 + 8, prot::RW));
-    assert_eq!(r.pmap.pv.live(), 1, "256 PV entries became one");
+    assert_eq!(r.pmap.0.pv.live(), 1, "256 PV entries became one");
     // The L2 table stays, full, under the section.
-    assert_eq!(r.pmap.pm(pm).pt2_count[l1_index(VA) as usize], 256);
+    assert_eq!(r.pmap.0.pm(pm).pt2_count[l1_index(VA) as usize], 256);
     // The hardware sees one writable, non-global section.
     let t = hw_walk(&mut r, pm, VA + 0x4_5678, Access::Write).unwrap();
     assert_eq!((t.shift, t.pa(VA + 0x4_5678).0), (20, pages[0x45].addr().0 + 0x678));
@@ -149,7 +151,7 @@ fn unreferenced_entries_do_not_promote_and_never_referenced_sections_are_not_dem
     p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.stat("splab.pmap.section.demotion_aborts")), (0, 1));
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none());
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
 
@@ -169,7 +171,7 @@ fn demotion_reuses_the_kept_table_when_nothing_changed() {
     let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.prot & prot::WRITE), (12, 0, prot::WRITE));
     assert!(r.phys.pages.get(pages[1]).has(pflags::DIRTY), "the modified state went to the page");
-    assert_eq!(r.pmap.pv.live(), 256);
+    assert_eq!(r.pmap.0.pv.live(), 256);
     r.check();
 }
 
@@ -204,7 +206,7 @@ fn direct_section_demotion_allocates_a_table_or_removes_the_section() {
     let writable = EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() };
     enter(&mut r, pm, VA, pages[0], prot::RW, writable).unwrap();
     assert_eq!(r.stat("vm.pmap.section.mappings"), 1);
-    assert!(r.pmap.pm(pm).pt2pg.is_empty(), "a direct section has no L2 table");
+    assert!(r.pmap.0.pm(pm).pt2pg.is_empty(), "a direct section has no L2 table");
     // With memory: a PT2PG page is allocated and filled.
     let allocs = r.ev.pt_page_allocs;
     let (p, mut env) = r.env();
@@ -223,7 +225,7 @@ fn direct_section_demotion_allocates_a_table_or_removes_the_section() {
     p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
     assert_eq!(r.stat("splab.pmap.section.demotion_aborts"), 1);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none());
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
 
@@ -240,8 +242,8 @@ fn a_direct_section_demotes_into_the_page_its_neighbours_use() {
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 2 * 4096));
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.ev.pt_page_allocs), (1, allocs));
-    assert_eq!(r.pmap.pm(pm).pt2pg.len(), 1);
-    assert_eq!(r.pmap.pm(pm).pt2_count[l1_index(VA) as usize], 255);
+    assert_eq!(r.pmap.0.pm(pm).pt2pg.len(), 1);
+    assert_eq!(r.pmap.0.pm(pm).pt2_count[l1_index(VA) as usize], 255);
     r.check();
 }
 
@@ -257,10 +259,10 @@ fn removing_a_whole_section_is_one_step_and_frees_every_table() {
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + SECTION_SIZE));
     assert_eq!(r.stat("vm.pmap.section.demotions"), 0);
     assert_eq!(r.ev.invlpg, flushes + 1, "one TLB entry to flush");
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)), "state handed to all 256 pages");
     assert_eq!(r.phys.buddy.free_count(), free0, "the kept L2 table's page is freed");
-    assert!(r.pmap.pm(pm).pt2pg.is_empty());
+    assert!(r.pmap.0.pm(pm).pt2pg.is_empty());
     r.check();
 }
 
@@ -275,7 +277,7 @@ fn unmapping_part_of_a_section_demotes_it() {
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8 * 4096)).is_none());
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 9 * 4096)).unwrap().shift, 12);
-    assert_eq!(r.pmap.pv.live(), 254);
+    assert_eq!(r.pmap.0.pv.live(), 254);
     r.check();
 }
 
@@ -290,7 +292,7 @@ fn sixteen_page_runs_promote_to_large_pages_and_then_to_a_section() {
     assert_eq!((m.shift, m.pa.0), (16, pages[3].addr().0 + 0x456));
     let t = hw_walk(&mut r, pm, VA + 0xf_ff8, Access::Write).unwrap();
     assert_eq!((t.shift, t.pa(VA + 0xf_ff8).0), (16, pages[15].addr().0 + 0xff8));
-    assert_eq!(r.pmap.pv.live(), 16, "large pages keep a PV entry per 4 KB page");
+    assert_eq!(r.pmap.0.pv.live(), 16, "large pages keep a PV entry per 4 KB page");
     r.check();
     // The rest of the MB: 15 more large pages, then the section.
     r.enter_all(pm, VA + 16 * 4096, &pages[16..], |_| rw_access());
@@ -402,7 +404,7 @@ fn a_clean_writable_section_is_marked_modified_by_one_fault() {
 fn the_vectors_page_and_kernel_addresses_are_never_promoted() {
     // Low vectors inside the run (the older arm pmap's ARM_VECTORS_LOW).
     let mut r = rig(2048);
-    r.pmap.vectors = VA + 0x3_0000;
+    r.pmap.0.vectors = VA + 0x3_0000;
     let pages = r.superpage_run();
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages, |_| rw_access());
@@ -425,7 +427,7 @@ fn the_vectors_page_and_kernel_addresses_are_never_promoted() {
     }
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages, |_| rw_access());
-    assert_eq!((r.stat("vm.pmap.section.promotions"), r.pmap.pv.live()), (0, 0));
+    assert_eq!((r.stat("vm.pmap.section.promotions"), r.pmap.0.pv.live()), (0, 0));
     r.check();
 }
 
@@ -474,7 +476,7 @@ fn remove_write_and_remove_all_demote_what_holds_the_page() {
     p.remove_all(&mut env, pages[20]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 2);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 20 * 4096)).is_none());
-    assert_eq!(r.pmap.pv.live(), 31);
+    assert_eq!(r.pmap.0.pv.live(), 31);
     r.check();
 }
 
@@ -502,9 +504,9 @@ fn check_finds_a_large_page_with_unequal_entries() {
     let pages = r.superpage_run();
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages[..16], |_| rw_access());
-    let Some(Leaf::Pte2(p2, e)) = r.pmap.find(&r.mem, pm, VA + 5 * 4096) else { panic!("mapped") };
+    let Some(Leaf::Pte2(p2, e)) = r.pmap.0.find(&r.mem, pm, VA + 5 * 4096) else { panic!("mapped") };
     assert!(e.is_large(), "{e:?}");
-    PmapArmv7::wr2(&mut r.mem, p2, e.without(PTE2_NX));
+    Armv7::wr2(&mut r.mem, p2, e.without(PTE2_NX));
     let (p, env) = r.env();
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("16 identical"), "{err}");
@@ -521,8 +523,8 @@ fn tables_are_where_the_hardware_expects_them() {
     for k in 0..4 {
         enter(&mut r, pm, VA + k * SECTION_SIZE, m, prot::READ, read_access()).unwrap();
     }
-    assert_eq!(r.pmap.pm(pm).pt2pg.len(), 1);
-    let tables: Vec<u64> = (0..4).map(|k| PmapArmv7::rd1(&r.mem, r.pmap.pte1_pa(pm, VA + k * SECTION_SIZE))).map(|e| {
+    assert_eq!(r.pmap.0.pm(pm).pt2pg.len(), 1);
+    let tables: Vec<u64> = (0..4).map(|k| Armv7::rd1(&r.mem, r.pmap.0.pte1_pa(pm, VA + k * SECTION_SIZE))).map(|e| {
         assert_eq!((e.kind(), e.domain()), (L1Kind::Table, 0));
         e.table_base()
     }).collect();
@@ -612,7 +614,7 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     let (p, mut env) = r.env();
     p.remove_all_superpage(&mut env, pages[100]);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
     r.check();

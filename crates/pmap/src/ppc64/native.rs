@@ -7,7 +7,7 @@
 //! reading the R and C bits (moea64_pte_synch_native). Every entry taken
 //! out is followed by a tlbie, which the hardware broadcasts to all CPUs.
 
-use super::{rc, PmapPpc64, Pvo, NO_SLOT};
+use super::{rc, Ppc64, Pvo, NO_SLOT};
 use crate::shootdown;
 use splab_hw::physmem::PhysMem;
 use splab_hw::ppc64::hpt::{HptGeometry, MIN_PTEGS};
@@ -29,7 +29,7 @@ pub fn pteg_count(npages: u64) -> u64 {
     (n >> 1).max(MIN_PTEGS)
 }
 
-impl PmapPpc64 {
+impl Ppc64 {
     pub(crate) fn geom(&self) -> HptGeometry {
         self.hpt.expect("the hashed page table is bootstrapped")
     }

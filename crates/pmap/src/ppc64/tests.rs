@@ -18,7 +18,8 @@ use splab_hw::ppc64::pte::{Hpte, HpteLo};
 use splab_hw::pwc::PwcLevelConfig;
 use splab_hw::tlb::TlbArrayConfig;
 use splab_vm::page::pflags;
-use splab_vm::pmap::prot;
+use splab_hw::VirtAddr;
+use splab_vm::pmap::{prot, EnterFlags, Pmap};
 
 /// A 16 MB-aligned user address, at the start of segment 0x100.
 const VA: u64 = 0x10_0000_0000;
@@ -81,14 +82,14 @@ fn mapped(r: &mut Rig<PmapPpc64>, m: Pfn) -> bool {
 }
 
 fn pvo(r: &Rig<PmapPpc64>, pm: PmapId, va: u64) -> Pvo {
-    *r.pmap.pvo(pm, va).expect("mapped")
+    *r.pmap.0.pvo(pm, va).expect("mapped")
 }
 
 /// The HPT entry of the mapping at `va`.
 fn hpte(r: &Rig<PmapPpc64>, pm: PmapId, va: u64) -> Hpte {
     let p = pvo(r, pm, va);
     assert!(p.in_table(), "{va:#x} is not in the HPT");
-    let pa = r.pmap.geom().slot_pa(p.slot as u64);
+    let pa = r.pmap.0.geom().slot_pa(p.slot as u64);
     Hpte { hi: r.mem.read_u64(PhysAddr(pa)), lo: r.mem.read_u64(PhysAddr(pa + 8)) }
 }
 
@@ -104,7 +105,7 @@ fn promoted(r: &mut Rig<PmapPpc64>, pm: PmapId) -> Vec<Pfn> {
 fn hpt_is_sized_from_memory_and_described_in_each_context_page() {
     let mut r = rig(32768);
     let pm = r.pinit();
-    let g = r.pmap.geom();
+    let g = r.pmap.0.geom();
     assert_eq!(g.pteg_count, pteg_count(32768));
     assert_eq!(g.pteg_count, 16384, "half a PTEG per page");
     assert_eq!(g.htaborg % g.bytes(), 0, "aligned to its size");
@@ -123,11 +124,11 @@ fn entered_page_is_found_by_the_hash_and_the_hardware_sets_r_and_c() {
     let m = r.phys.alloc_noobj().unwrap();
     let va = VA + 0x1234_5000;
     enter(&mut r, pm, va, m, prot::RW, rw_access());
-    let vsid = r.pmap.vsid_of(pm, va);
+    let vsid = r.pmap.0.vsid_of(pm, va);
     let e = hpte(&r, pm, va);
     // The entry is in the PTEG the hash of VSID and page index names.
     let slot = pvo(&r, pm, va).slot as u64;
-    assert_eq!(slot / 8, r.pmap.geom().groups(vsid, va, 12)[e.hid() as usize]);
+    assert_eq!(slot / 8, r.pmap.0.geom().groups(vsid, va, 12)[e.hid() as usize]);
     assert!(e.matches(vsid, va, 12) && !e.large());
     assert_eq!((e.frame(12), e.lo & HpteLo::PP.bits()), (m.addr().0, HpteLo::PP_RW.bits()));
     assert!(e.lo_flags().contains(HpteLo::N | HpteLo::M), "not executable, coherent memory");
@@ -162,8 +163,8 @@ fn a_new_segment_faults_once_then_the_page_fault_goes_to_the_vm() {
     // A second address space gets another VSID for the same segment.
     let pm2 = r.pinit();
     let (p, mut env) = r.env();
-    let v2 = p.vsid(&mut env, pm2, va).unwrap();
-    assert_ne!(v2, r.pmap.vsid_of(pm, va));
+    let v2 = p.0.vsid(&mut env, pm2, va).unwrap();
+    assert_ne!(v2, r.pmap.0.vsid_of(pm, va));
     r.check();
     // Exit: the VSIDs go back.
     let (p, mut env) = r.env();
@@ -176,8 +177,8 @@ fn a_new_segment_faults_once_then_the_page_fault_goes_to_the_vm() {
 fn crowd(r: &mut Rig<PmapPpc64>, pm: PmapId) -> (Vec<u64>, Vec<Pfn>) {
     let vas: Vec<u64> = (0..17).map(|j| VA + j * (8 << 20)).collect();
     let (p, mut env) = r.env();
-    let vsid = p.vsid(&mut env, pm, VA).unwrap();
-    let g = r.pmap.geom();
+    let vsid = p.0.vsid(&mut env, pm, VA).unwrap();
+    let g = r.pmap.0.geom();
     assert_eq!(g.pteg_count, 2048);
     assert!(vas.iter().all(|&v| g.groups(vsid, v, 12) == g.groups(vsid, VA, 12)));
     let pages = (0..17).map(|_| r.phys.alloc_noobj().unwrap()).collect();
@@ -199,7 +200,7 @@ fn a_full_pteg_pair_evicts_an_unreferenced_entry_and_the_fault_puts_it_back() {
     let rc9 = hpte(&r, pm, vas[9]).lo_flags();
     assert!(rc9.contains(HpteLo::R | HpteLo::C));
     let slot9 = pvo(&r, pm, vas[9]).slot;
-    let pa9 = r.pmap.geom().slot_pa(slot9 as u64);
+    let pa9 = r.pmap.0.geom().slot_pa(slot9 as u64);
     r.mem.write_u64(PhysAddr(pa9 + 8), r.mem.read_u64(PhysAddr(pa9 + 8)) & !HpteLo::R.bits());
     for i in (0..16).filter(|&i| i != 9) {
         touch(&mut r, 0, pm, vas[i], Access::Read);
@@ -273,7 +274,7 @@ fn a_full_reservation_promotes_to_16mb_entries() {
     // A writable superpage counts as referenced and modified, all of it.
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY) && r.phys.pages.get(m).has(pflags::REFERENCED)));
     assert!(modified(&mut r, pages[3000]));
-    assert_eq!(r.pmap.pv.live(), 4096, "one PVO per page still");
+    assert_eq!(r.pmap.0.pv.live(), 4096, "one PVO per page still");
     r.check();
 }
 
@@ -311,7 +312,7 @@ fn promotion_fails_on_other_frames_protection_flags_and_wimg() {
     let pm = space(&mut r);
     let pages = r.superpage_run();
     r.enter_all(pm, VA, &pages[..4095], |_| rw_access());
-    r.pmap.pvo_mut(pm, VA + 300 * 4096).wimg |= HpteLo::W.bits() as u8;
+    r.pmap.0.pvo_mut(pm, VA + 300 * 4096).wimg |= HpteLo::W.bits() as u8;
     enter(&mut r, pm, VA + 4095 * 4096, pages[4095], prot::RW, rw_access());
     assert_eq!((r.stat("vm.pmap.sp.promotions"), r.stat("vm.pmap.sp.p_fail_wimg")), (0, 1));
     assert!(!pvo(&r, pm, VA).large());
@@ -355,7 +356,7 @@ fn removal_of_whole_and_partial_superpages() {
     p.remove(&mut env, pm, VirtAddr(VA + 40 * 4096), VirtAddr(VA + 41 * 4096));
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 40 * 4096)).is_none());
-    assert_eq!(r.pmap.pv.live(), 4095);
+    assert_eq!(r.pmap.0.pv.live(), 4095);
     r.check();
     // Fill the hole again: the reservation is full, so it promotes again.
     let m = PhysAddr(pvo(&r, pm, VA).pa + 40 * 4096).pfn();
@@ -365,7 +366,7 @@ fn removal_of_whole_and_partial_superpages() {
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA - SP_SIZE), VirtAddr(VA + 2 * SP_SIZE));
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
-    assert_eq!((r.pmap.pv.live(), r.stat("machdep.moea64_pte_valid")), (0, 0));
+    assert_eq!((r.pmap.0.pv.live(), r.stat("machdep.moea64_pte_valid")), (0, 0));
     assert!(r.mmu[0].tlb.lookup(VA, pm as u16).is_none());
     r.check();
     let (p, mut env) = r.env();
@@ -441,7 +442,7 @@ fn a_superpage_entry_evicted_comes_back_as_a_16mb_entry() {
     // Evict the entry of page 6 by hand, as a crowded PTEG pair would.
     let slot = pvo(&r, pm, VA + 6 * 4096).slot as u64;
     let (p, mut env) = r.env();
-    p.evict(&mut env, slot);
+    p.0.evict(&mut env, slot);
     assert_eq!(r.stat("machdep.moea64_pte_overflow"), 1);
     r.check();
     let t = touch(&mut r, 0, pm, VA + 6 * 4096 + 16, Access::Read);
@@ -584,7 +585,7 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     // Evicted with C set: the kept bit is cleared too.
     let slot = pvo(&r, pm, VA + 6 * 4096).slot as u64;
     let (p, mut env) = r.env();
-    p.evict(&mut env, slot);
+    p.0.evict(&mut env, slot);
     assert!(modified(&mut r, pages[6]), "C kept with the evicted PVO");
     let (p, mut env) = r.env();
     p.clear_modify(&mut env, pages[6]);
@@ -680,7 +681,7 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     let (p, mut env) = r.env();
     p.remove_all_superpage(&mut env, pages[300]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert_eq!(r.stat("machdep.moea64_pte_valid"), 0);
     assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
     assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
@@ -698,8 +699,8 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     touch(&mut r, 0, a, VA + 9 * 4096, Access::Write);
     let (p, mut env) = r.env();
     p.remove_all_superpage(&mut env, pages[4095]);
-    assert_eq!(r.pmap.pv.live(), 0);
-    assert!(!r.pmap.pm(a).pvos.contains_key(&VA));
+    assert_eq!(r.pmap.0.pv.live(), 0);
+    assert!(!r.pmap.0.pm(a).pvos.contains_key(&VA));
     assert!(r.phys.pages.get(pages[9]).has(pflags::DIRTY), "the written page's C went to it");
     r.check();
 }

@@ -1,7 +1,8 @@
 //! The riscv pmap's invariants (see mod.rs), checked by walking every page
 //! table of every address space.
 
-use super::PmapRiscv;
+use super::Riscv;
+use crate::base::Check;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L1_SHIFT, L2_SHIFT, L3_SHIFT, LN_ENTRIES};
 use splab_hw::PhysAddr;
@@ -15,7 +16,7 @@ struct Seen {
     pv: u64,
 }
 
-impl PmapRiscv {
+impl Riscv {
     fn check_ptp(env: &PmapEnv, table: u64, valid: usize, what: &str) -> Result<(), String> {
         let m = env.phys.pages.get(PhysAddr(table).pfn());
         if !m.has(pflags::PTPAGE) || !m.has(pflags::INUSE) {
@@ -92,7 +93,7 @@ impl PmapRiscv {
             if shift == L3_SHIFT {
                 return Err(format!("pmap {pm}: a pointer in an L3 table at {va:#x}"));
             }
-            if shift == L2_SHIFT && self.pm(pm).stash.contains_key(&(va >> L2_SHIFT)) {
+            if shift == L2_SHIFT && self.pm(pm).stash.contains(va) {
                 return Err(format!("pmap {pm}: stashed L3 table for {va:#x} while a table is mapped"));
             }
             self.check_table(env, pm, e.frame(), depth + 1, va, seen)?;
@@ -103,15 +104,15 @@ impl PmapRiscv {
         Ok(())
     }
 
-    pub(crate) fn check_impl(&self, env: &PmapEnv) -> Result<(), String> {
+}
+
+impl Check for Riscv {
+    fn check(&self, env: &PmapEnv) -> Result<(), String> {
         let mut pv_seen = 0u64;
-        for (pmid, p) in self.pmaps.iter().enumerate() {
-            let Some(p) = p else { continue };
-            let pm = pmid as PmapId;
+        for (pm, p) in self.pmaps.iter() {
             let mut seen = Seen::default();
             self.check_table(env, pm, p.root.addr().0, 0, 0, &mut seen)?;
-            for (k, s) in &p.stash {
-                let va = k << L2_SHIFT;
+            for (va, s) in p.stash.iter() {
                 if self.find_leaf(env.mem, pm, va).is_none_or(|(_, shift, _)| shift != L2_SHIFT) {
                     return Err(format!("pmap {pm}: stash for {va:#x} but no 2MB mapping there"));
                 }

@@ -10,14 +10,14 @@
 //! mapping is removed instead, which is always safe because a later fault
 //! recreates what is needed.
 
-use super::PmapRiscv;
+use super::Riscv;
 use crate::ptpage;
 use splab_hw::riscv::pte::{Pte, PteFlags, PPN_SHIFT};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
 
-impl PmapRiscv {
+impl Riscv {
     /// Removes a 2 MB mapping in place of demoting it.
     fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va2m: u64) -> bool {
         let mut free = Vec::new();
@@ -46,7 +46,7 @@ impl PmapRiscv {
         if !old.has(PteFlags::A) {
             return self.demote_abort(env, pm, va2m);
         }
-        let (ptp, valid) = match self.pm_mut(pm).stash.remove(&(va2m >> L2_SHIFT)) {
+        let (ptp, valid) = match self.pm_mut(pm).stash.take(va2m) {
             Some(s) => (s.ptp, s.valid),
             None => match ptpage::alloc(env) {
                 Some(p) => (p, false),
@@ -66,7 +66,7 @@ impl PmapRiscv {
         if old.has(PteFlags::SW_MANAGED) {
             self.pv.demote(env, PhysAddr(old.frame()).pfn(), pm, va2m, LN_ENTRIES as u32);
         }
-        self.st.demotions += 1;
+        self.st.l2.demotions += 1;
         env.ev.demotions += 1;
         true
     }

@@ -3,15 +3,16 @@
 //! pmap_enter_largepage), and whole object ranges at once
 //! (pmap_enter_object with pmap_enter_2mpage and pmap_enter_quick).
 
-use super::PmapRiscv;
+use super::{Riscv, PSIND_L1, PSIND_L2};
+use crate::base::{Core, Enter};
 use crate::ptpage;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3_SHIFT, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::pflags;
-use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
-impl PmapRiscv {
+impl Riscv {
     /// pmap_enter for a 4 KB page, then the promotion attempt: when the L3
     /// table is full and the reservation holding the page is fully
     /// populated, as FreeBSD's pmap_enter tries pmap_promote_l2.
@@ -61,7 +62,7 @@ impl PmapRiscv {
             Self::wr(env.mem, l3_pa, newl3);
         }
         let full = env.phys.pages.get(PhysAddr(ptp).pfn()).ref_count as u64 == LN_ENTRIES;
-        if full && self.superpages_enabled && managed && env.phys.reserv.level_iffullpop(m) == 0 {
+        if full && self.superpages_enabled() && managed && env.phys.reserv.level_iffullpop(m) == 0 {
             self.promote_l2(env, pm, va);
         }
         Ok(())
@@ -92,7 +93,7 @@ impl PmapRiscv {
     /// 4 KB ones one by one (pmap_remove_l3), freeing their L3 table.
     pub(crate) fn enter_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         debug_assert!(va.is_multiple_of(L2_SIZE) && m.addr().0.is_multiple_of(L2_SIZE), "unaligned 2MB mapping");
-        if !self.superpages_enabled && !env.phys.pages.get(m).has(pflags::LARGEPAGE) {
+        if !self.superpages_enabled() && !env.phys.pages.get(m).has(pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
         let managed = ptpage::managed(env, m);
@@ -119,7 +120,7 @@ impl PmapRiscv {
         Self::wr(env.mem, l2_pa, newl2);
         ptpage::adjust_ref(env, l2_pa.0 & !0xfff, 1);
         self.pm_mut(pm).resident += LN_ENTRIES;
-        self.st.mappings += 1;
+        self.st.l2.mappings += 1;
         Ok(())
     }
 
@@ -148,11 +149,23 @@ impl PmapRiscv {
         Ok(())
     }
 
+}
+
+impl Enter for Riscv {
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            Psind::BASE => self.enter_l3(env, pm, va, m, pr, flags),
+            PSIND_L2 => self.enter_l2(env, pm, va, m, pr, flags),
+            PSIND_L1 => self.enter_l1(env, pm, va, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
+    }
+
     /// Maps the resident pages of [start, end) read-only, with 2 MB
     /// mappings where the run is aligned and its reservation fully
     /// populated (pmap_enter_2mpage), speculative 4 KB ones otherwise
     /// (pmap_enter_quick). Existing mappings are left alone.
-    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
         let mut va = start;
         while va < end {
@@ -160,7 +173,7 @@ impl PmapRiscv {
                 va += 4096;
                 continue;
             };
-            if self.superpages_enabled && ptpage::is_superpage_run(env, pages, va, end, m, L2_SIZE) {
+            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, L2_SIZE) {
                 let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
                 match self.enter_l2(env, pm, va, m, pr, fl) {
                     // A 2 MB mapping already there counts as done

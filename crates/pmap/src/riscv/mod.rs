@@ -38,16 +38,18 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::ptpage::{self, Stash};
+use crate::base::{Core, Md, Tunable};
+use crate::counters::{PromoteFail, SizeCounters, SizeNames};
+use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
 use crate::shootdown;
+use crate::spaces::Spaces;
 use splab_hw::physmem::PhysMem;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{index, Mode, L1_SIZE, L2_SHIFT, L2_SIZE};
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
-use std::collections::HashMap;
 
 const PAGESIZES: [u64; 3] = [4096, L2_SIZE, L1_SIZE];
 const PSIND_L2: Psind = Psind::new(1);
@@ -57,25 +59,24 @@ const PSIND_L1: Psind = Psind::new(2);
 /// satp.ASID at 0 and flushes on every switch instead.
 const ASID: u16 = 0;
 
-/// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
-/// counts them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum PromoteFail {
-    /// The first PTE does not map the first page of an aligned 2 MB frame.
-    FirstMisaligned,
-    /// Some PTE does not map the next physical page.
-    NotContiguous,
-    /// Some PTE's attributes (PTE_PROMOTE bits) differ from the first one's.
-    Attributes,
-}
+/// vm.pmap.l2.*, and the reasons of failed promotions (FreeBSD logs them
+/// with CTR; splab counts them).
+const L2: SizeNames = SizeNames {
+    promotions: ("vm.pmap.l2.promotions", "2MB page promotions"),
+    p_failures: ("vm.pmap.l2.p_failures", "2MB page promotion failures"),
+    mappings: ("vm.pmap.l2.mappings", "2MB page mappings"),
+    demotions: ("vm.pmap.l2.demotions", "2MB page demotions"),
+    reasons: &[
+        (PromoteFail::FirstMisaligned, "splab.pmap.l2.p_failures.first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
+        (PromoteFail::NotContiguous, "splab.pmap.l2.p_failures.not_contiguous", "Promotion failed: PTEs not physically contiguous"),
+        (PromoteFail::Attributes, "splab.pmap.l2.p_failures.attributes", "Promotion failed: PTE attributes differ"),
+    ],
+};
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub mappings: u64,
-    pub demotions: u64,
-    pub fail_reason: [u64; 3],
+    /// 2 MB pages.
+    pub l2: SizeCounters,
     pub demotion_ptp_reused: u64,
     pub demotion_aborts: u64,
     pub l1_mappings: u64,
@@ -86,32 +87,42 @@ pub(crate) struct Stats {
 pub(crate) struct Pm {
     /// The root table (satp.PPN).
     pub root: Pfn,
-    /// Page-table pages kept aside at promotion, by va >> L2_SHIFT.
-    pub stash: HashMap<u64, Stash>,
+    /// Page-table pages kept aside at promotion.
+    pub stash: Stashes<L2_SHIFT>,
     /// Base pages mapped.
     pub resident: u64,
 }
 
-pub struct PmapRiscv {
-    mode: Mode,
-    pmaps: Vec<Option<Pm>>,
-    /// PV lists per 4 KB page and per 2 MB frame.
-    pub(crate) pv: PvTable,
-    /// vm.pmap.superpages_enabled.
-    superpages_enabled: bool,
-    pub(crate) st: Stats,
-}
+/// The riscv pmap, Sv39 or Sv48.
+pub type PmapRiscv = Md<Riscv>;
 
 impl PmapRiscv {
     pub fn new(mode: Mode, npages: u64, superpages: bool) -> PmapRiscv {
-        PmapRiscv { mode, pmaps: Vec::new(), pv: PvTable::new(npages, L2_SHIFT), superpages_enabled: superpages, st: Stats::default() }
+        Md(Riscv {
+            mode,
+            pmaps: Spaces::default(),
+            pv: PvTable::new(npages, L2_SHIFT),
+            superpages_enabled: Tunable::new("vm.pmap.superpages_enabled", "Enable support for transparent superpages", superpages),
+            st: Stats::default(),
+        })
     }
+}
 
+pub struct Riscv {
+    pub(crate) mode: Mode,
+    pub(crate) pmaps: Spaces<Pm>,
+    /// PV lists per 4 KB page and per 2 MB frame.
+    pub(crate) pv: PvTable,
+    superpages_enabled: Tunable,
+    pub(crate) st: Stats,
+}
+
+impl Riscv {
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps[pm as usize].as_ref().expect("live pmap")
+        self.pmaps.get(pm)
     }
     pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps[pm as usize].as_mut().expect("live pmap")
+        self.pmaps.get_mut(pm)
     }
 
     #[inline]
@@ -130,14 +141,15 @@ impl PmapRiscv {
         PhysAddr(table + index(va, shift) * 8)
     }
 
-    pub(crate) fn root(&self, pm: PmapId) -> u64 {
+    /// The root table of `pm`.
+    pub(crate) fn root_table(&self, pm: PmapId) -> u64 {
         self.pm(pm).root.addr().0
     }
 
     /// Address of the entry for `va` among those mapping 2^shift bytes, if
     /// every table above it exists (pmap_l0, pmap_l1, pmap_l2, pmap_l3).
     pub(crate) fn entry(&self, mem: &PhysMem, pm: PmapId, va: u64, shift: u32) -> Option<PhysAddr> {
-        let mut table = self.root(pm);
+        let mut table = self.root_table(pm);
         for &s in self.mode.shifts() {
             let pa = Self::slot(table, va, s);
             if s == shift {
@@ -154,7 +166,7 @@ impl PmapRiscv {
 
     /// The leaf mapping `va`: its entry, the entry's shift, its address.
     pub(crate) fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Pte, u32, PhysAddr)> {
-        let mut table = self.root(pm);
+        let mut table = self.root_table(pm);
         for &s in self.mode.shifts() {
             let pa = Self::slot(table, va, s);
             let e = Self::rd(mem, pa);
@@ -178,7 +190,7 @@ impl PmapRiscv {
     /// starts over.
     pub(crate) fn alloc_entry(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32) -> Result<PhysAddr, PmapError> {
         'walk: loop {
-            let mut table = self.root(pm);
+            let mut table = self.root_table(pm);
             let mut counted = false; // the root's entries are not counted
             for &s in self.mode.shifts() {
                 let pa = Self::slot(table, va, s);
@@ -250,7 +262,7 @@ impl PmapRiscv {
     /// Whether the table at `table` is `pm`'s root (whose entries are not
     /// counted).
     pub(crate) fn is_root(&self, pm: PmapId, table: u64) -> bool {
-        table == self.root(pm)
+        table == self.root_table(pm)
     }
 
     /// SFENCE.VMA of one address on every CPU running `pm`
@@ -313,7 +325,7 @@ impl PmapRiscv {
     }
 }
 
-impl Pmap for PmapRiscv {
+impl Core for Riscv {
     fn arch(&self) -> &'static str {
         match self.mode {
             Mode::Sv39 => "riscv",
@@ -324,33 +336,33 @@ impl Pmap for PmapRiscv {
         &PAGESIZES
     }
     fn superpages_enabled(&self) -> bool {
-        self.superpages_enabled
+        self.superpages_enabled.on
+    }
+    fn tunables(&self) -> Vec<&Tunable> {
+        vec![&self.superpages_enabled]
+    }
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        vec![&mut self.superpages_enabled]
     }
     fn max_user_address(&self) -> u64 {
         self.mode.max_user_address()
+    }
+    fn pv(&self) -> &PvTable {
+        &self.pv
     }
 
     /// pmap_pinit: a zeroed root table.
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let root = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-        let p = Pm { root, stash: HashMap::new(), resident: 0 };
-        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
-            self.pmaps[i] = Some(p);
-            Ok(i as PmapId)
-        } else {
-            self.pmaps.push(Some(p));
-            Ok((self.pmaps.len() - 1) as PmapId)
-        }
+        Ok(self.pmaps.insert(Pm { root, stash: Stashes::default(), resident: 0 }))
     }
 
     /// pmap_release. CPUs that ran the address space keep its (ASID 0)
     /// translations only until their next switch, which flushes them.
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
-        for s in p.stash.values() {
-            ptpage::free(env, s.ptp);
-        }
+        p.stash.release(env);
         env.deactivate(pm);
         ptpage::free(env, p.root);
     }
@@ -376,109 +388,26 @@ impl Pmap for PmapRiscv {
         env.ev.tlb_flushes += 1;
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
-            Psind::BASE => self.enter_l3(env, pm, va.0, m, pr, flags),
-            PSIND_L2 => self.enter_l2(env, pm, va.0, m, pr, flags),
-            PSIND_L1 => self.enter_l1(env, pm, va.0, m, pr, flags),
-            _ => Err(PmapError::BadPsind),
-        }
+    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+        self.pmap_fault(env, pm, va, access)
     }
 
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_impl(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_impl(env, m)
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_write_impl(env, m)
-    }
-
-    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice) {
-        self.advise_impl(env, pm, sva.0, eva.0, advice)
-    }
-
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_modified_impl(env, m)
-    }
-
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_referenced_impl(env, m)
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_superpage_impl(env, m)
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, access: Prot) -> bool {
-        self.fault_impl(env, pm, va.0, access)
-    }
-
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let (e, shift, _) = self.find_leaf(mem, pm, va.0)?;
-        let off = va.0 & ((1u64 << shift) - 1);
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let (e, shift, _) = self.find_leaf(mem, pm, va)?;
+        let off = va & ((1u64 << shift) - 1);
         Some(Mapping { pa: PhysAddr(e.frame() + off), shift: shift as u8, prot: Self::leaf_prot(e), dirty: e.has(PteFlags::D) })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
+    fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
-        out.int("vm.pmap.superpages_enabled", self.superpages_enabled as u64, "Enable support for transparent superpages");
         out.int("vm.pmap.mode", self.mode.sysctl_value(), "translation mode, 0 = SV39, 1 = SV48");
-        out.int("vm.pmap.l2.promotions", s.promotions, "2MB page promotions");
-        out.int("vm.pmap.l2.p_failures", s.p_failures, "2MB page promotion failures");
-        out.int("vm.pmap.l2.mappings", s.mappings, "2MB page mappings");
-        out.int("vm.pmap.l2.demotions", s.demotions, "2MB page demotions");
-        out.int("splab.pmap.l2.p_failures.first_misaligned", s.fail_reason[0], "Promotion failed: first PTE not 2MB-aligned");
-        out.int("splab.pmap.l2.p_failures.not_contiguous", s.fail_reason[1], "Promotion failed: PTEs not physically contiguous");
-        out.int("splab.pmap.l2.p_failures.attributes", s.fail_reason[2], "Promotion failed: PTE attributes differ");
+        s.l2.sysctls(&L2, out);
         out.int("splab.pmap.l2.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the stashed page-table page");
         out.int("splab.pmap.l2.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
         out.int("splab.pmap.l1.mappings", s.l1_mappings, "1GB page mappings");
         out.int("splab.pmap.l1.demotions", s.l1_demotions, "1GB page demotions");
         out.int("splab.pmap.ad_faults", s.ad_faults, "Page faults resolved by pmap_fault (accessed/dirty bit updates)");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        match name {
-            "vm.pmap.superpages_enabled" if value == 0 || value == 1 => {
-                self.superpages_enabled = value == 1;
-                Ok(())
-            }
-            "vm.pmap.superpages_enabled" => Err(format!("vm.pmap.superpages_enabled must be 0 or 1, not {value}")),
-            _ => Err(format!("unknown riscv tunable {name:?} (known: vm.pmap.superpages_enabled)")),
-        }
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes()
     }
 }
 

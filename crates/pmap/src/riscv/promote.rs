@@ -10,14 +10,14 @@
 //! through a TLB entry whose D is clear must consult the PTE again, and
 //! then finds W clear.
 
-use super::{PmapRiscv, PromoteFail};
-use crate::ptpage::Stash;
+use super::Riscv;
+use crate::counters::PromoteFail;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L2_SHIFT, L2_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl PmapRiscv {
+impl Riscv {
     /// Clears W on a writable, clean PTE (the atomic_fcmpset loops of
     /// pmap_promote_l2).
     fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Pte) -> Pte {
@@ -28,12 +28,6 @@ impl PmapRiscv {
         } else {
             e
         }
-    }
-
-    fn promotion_failed(&mut self, why: PromoteFail) -> bool {
-        self.st.p_failures += 1;
-        self.st.fail_reason[why as usize] += 1;
-        false
     }
 
     /// Tries to replace the L3 table covering `va` with one 2 MB leaf.
@@ -49,7 +43,7 @@ impl PmapRiscv {
         let first_pa = PhysAddr(ptp);
         let first = Self::rd(env.mem, first_pa);
         if !first.valid() || !first.frame().is_multiple_of(L2_SIZE) {
-            return self.promotion_failed(PromoteFail::FirstMisaligned);
+            return self.st.l2.failed(PromoteFail::FirstMisaligned);
         }
         let first = Self::write_protect_clean(env, first_pa, first);
         let promote = PteFlags::PROMOTE.bits();
@@ -58,16 +52,16 @@ impl PmapRiscv {
             let e_pa = PhysAddr(ptp + i * 8);
             let e = Self::rd(env.mem, e_pa);
             if !e.valid() || e.frame() != pa {
-                return self.promotion_failed(PromoteFail::NotContiguous);
+                return self.st.l2.failed(PromoteFail::NotContiguous);
             }
             let e = Self::write_protect_clean(env, e_pa, e);
             if e.0 & promote != first.0 & promote {
-                return self.promotion_failed(PromoteFail::Attributes);
+                return self.st.l2.failed(PromoteFail::Attributes);
             }
             pa += 4096;
         }
         // Keep the L3 table for a later demotion (pmap_insert_pt_page).
-        self.pm_mut(pm).stash.insert(va2m >> L2_SHIFT, Stash { ptp: PhysAddr(ptp).pfn(), valid: true });
+        self.pm_mut(pm).stash.insert(va2m, PhysAddr(ptp).pfn(), true);
         // One PV entry for the superpage instead of 512 (pmap_pv_promote_l2).
         if first.has(PteFlags::SW_MANAGED) {
             self.pv.promote(env, PhysAddr(first.frame()).pfn(), pm, va2m, LN_ENTRIES as u32);
@@ -75,7 +69,7 @@ impl PmapRiscv {
         // A leaf has the same format at every level: the first PTE, as it
         // is, maps the 2 MB page.
         Self::wr(env.mem, l2_pa, first);
-        self.st.promotions += 1;
+        self.st.l2.promotions += 1;
         env.ev.promotions += 1;
         true
     }

@@ -9,7 +9,8 @@
 //! by one page in 512 (`refbits`), and clearing D demotes the mapping so
 //! the other pages keep theirs, as FreeBSD's riscv pmap does.
 
-use super::PmapRiscv;
+use super::Riscv;
+use crate::base::{RefMod, Remove};
 use crate::ptpage;
 use crate::refbits::{self, TS_REFERENCED_MAX};
 use splab_hw::riscv::pte::{Pte, PteFlags};
@@ -17,7 +18,7 @@ use splab_hw::riscv::{L2_SHIFT, L2_SIZE, L3_SHIFT, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::pmap::PmapEnv;
 
-impl PmapRiscv {
+impl Riscv {
     /// The leaf of every 2 MB mapping of `m`'s frame, then of every 4 KB
     /// mapping of `m`.
     fn leaves_of(&self, env: &PmapEnv, m: Pfn) -> Vec<Pte> {
@@ -26,19 +27,22 @@ impl PmapRiscv {
         big.chain(small).map(|(pm, va, shift)| Self::rd(env.mem, self.entry(env.mem, pm, va, shift).expect("PV entry without a table"))).collect()
     }
 
+}
+
+impl RefMod for Riscv {
     /// pmap_is_modified: some mapping of `m` has D set (D is only ever set
     /// with W, and write protection clears both).
-    pub(crate) fn is_modified_impl(&self, env: &PmapEnv, m: Pfn) -> bool {
+    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
         self.leaves_of(env, m).into_iter().any(|e| e.has(PteFlags::D))
     }
 
     /// pmap_is_referenced.
-    pub(crate) fn is_referenced_impl(&self, env: &PmapEnv, m: Pfn) -> bool {
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
         self.leaves_of(env, m).into_iter().any(|e| e.has(PteFlags::A))
     }
 
     /// pmap_ts_referenced: wired mappings keep their A bit but count.
-    pub(crate) fn ts_referenced_impl(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut count = 0;
         let dirty = PteFlags::W | PteFlags::D;
         for (pm, va) in self.pv.list_sp(m.addr().0) {
@@ -82,7 +86,7 @@ impl PmapRiscv {
     /// pmap_clear_modify: a writable 2 MB mapping is demoted and `m`'s new
     /// L3 entry loses W and D (so the next store faults and may
     /// repromote); 4 KB mappings lose D only.
-    pub(crate) fn clear_modify_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("2MB PV entry without an L2 table");
             let l2 = Self::rd(env.mem, pa);
@@ -111,7 +115,7 @@ impl PmapRiscv {
     /// Removes every mapping of the 2 MB physical run holding `m`: its
     /// 2 MB mappings whole (pmap_remove_l2, no demotion), then the 4 KB
     /// mappings of each of its 512 pages (pmap_remove_all).
-    pub(crate) fn remove_all_superpage_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
         let frame = m.addr().0 & !(L2_SIZE - 1);
         let mut free = Vec::new();
         for (pm, va) in self.pv.list_sp(frame) {
@@ -122,7 +126,7 @@ impl PmapRiscv {
         for k in 0..LN_ENTRIES as u32 {
             let mk = Pfn(m0.0 + k);
             if self.pv.is_mapped(env, mk) {
-                self.remove_all_impl(env, mk);
+                self.remove_all(env, mk);
             }
         }
     }

@@ -2,7 +2,8 @@
 //! step, partial ones demoted first), pmap_remove_all, pmap_protect,
 //! pmap_remove_write, and pmap_advise.
 
-use super::PmapRiscv;
+use super::Riscv;
+use crate::base::Remove;
 use crate::ptpage;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3_SHIFT, LN_ENTRIES};
@@ -25,9 +26,9 @@ fn next(va: u64, size: u64) -> u64 {
     (va & !(size - 1)) + size
 }
 
-impl PmapRiscv {
+impl Riscv {
     fn step(&self, env: &PmapEnv, pm: PmapId, va: u64) -> Step {
-        let mut table = self.root(pm);
+        let mut table = self.root_table(pm);
         for &s in self.mode.shifts() {
             let pa = Self::slot(table, va, s);
             let e = Self::rd(env.mem, pa);
@@ -127,10 +128,7 @@ impl PmapRiscv {
                 }
             }
         }
-        if let Some(s) = self.pm_mut(pm).stash.remove(&(va2m >> L2_SHIFT)) {
-            env.phys.pages.get_mut(s.ptp).ref_count = 0;
-            free.push(s.ptp);
-        }
+        self.pm_mut(pm).stash.discard(env, va2m, free);
         self.unuse(env, pm, va2m, L2_SHIFT, free);
     }
 
@@ -140,54 +138,6 @@ impl PmapRiscv {
         self.invalidate_all(env, pm);
         self.pm_mut(pm).resident -= L1_SIZE / 4096;
         self.unuse(env, pm, va, L1_SHIFT, free);
-    }
-
-    pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
-        let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva && self.pm(pm).resident > 0 {
-            match self.step(env, pm, va) {
-                Step::Skip(n) => va = n,
-                Step::Leaf1g(pa) => {
-                    let n = next(va, L1_SIZE);
-                    if (va.is_multiple_of(L1_SIZE) && n <= eva) || self.demote_l1(env, pm, va).is_err() {
-                        // Whole, or no page to demote it: the mapping goes.
-                        self.remove_l1(env, pm, va, pa, &mut free);
-                        va = n;
-                    }
-                }
-                Step::Leaf2m(_) => {
-                    let n = next(va, L2_SIZE);
-                    if va.is_multiple_of(L2_SIZE) && n <= eva {
-                        self.remove_l2(env, pm, va, &mut free);
-                        va = n;
-                    } else if !self.demote_l2(env, pm, va) {
-                        // The large page mapping was destroyed.
-                        va = n;
-                    }
-                }
-                Step::Table(ptp) => {
-                    let n = next(va, L2_SIZE);
-                    self.remove_l3_range(env, pm, va, n.min(eva), ptp, &mut free);
-                    va = n;
-                }
-            }
-        }
-        Self::free_all(env, free);
-    }
-
-    /// Removes every mapping of page `m` (pmap_remove_all): superpage
-    /// mappings of its 2 MB frame are demoted first.
-    pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
-            self.demote_l2(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 table");
-            self.remove_l3(env, pm, va, pa, &mut free);
-        }
-        Self::free_all(env, free);
     }
 
     /// An entry under pmap_protect: `mask` cleared; when write access goes
@@ -232,10 +182,61 @@ impl PmapRiscv {
         n != old
     }
 
+}
+
+impl Remove for Riscv {
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
+        let mut free = Vec::new();
+        let mut va = sva;
+        while va < eva && self.pm(pm).resident > 0 {
+            match self.step(env, pm, va) {
+                Step::Skip(n) => va = n,
+                Step::Leaf1g(pa) => {
+                    let n = next(va, L1_SIZE);
+                    if (va.is_multiple_of(L1_SIZE) && n <= eva) || self.demote_l1(env, pm, va).is_err() {
+                        // Whole, or no page to demote it: the mapping goes.
+                        self.remove_l1(env, pm, va, pa, &mut free);
+                        va = n;
+                    }
+                }
+                Step::Leaf2m(_) => {
+                    let n = next(va, L2_SIZE);
+                    if va.is_multiple_of(L2_SIZE) && n <= eva {
+                        self.remove_l2(env, pm, va, &mut free);
+                        va = n;
+                    } else if !self.demote_l2(env, pm, va) {
+                        // The large page mapping was destroyed.
+                        va = n;
+                    }
+                }
+                Step::Table(ptp) => {
+                    let n = next(va, L2_SIZE);
+                    self.remove_l3_range(env, pm, va, n.min(eva), ptp, &mut free);
+                    va = n;
+                }
+            }
+        }
+        Self::free_all(env, free);
+    }
+
+    /// Removes every mapping of page `m` (pmap_remove_all): superpage
+    /// mappings of its 2 MB frame are demoted first.
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
+        let mut free = Vec::new();
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
+            self.demote_l2(env, pm, va);
+        }
+        for (pm, va) in self.pv.list(env, m) {
+            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 table");
+            self.remove_l3(env, pm, va, pa, &mut free);
+        }
+        Self::free_all(env, free);
+    }
+
     /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
-    pub(crate) fn protect_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
         if pr & prot::READ == 0 {
-            return self.remove_impl(env, pm, sva, eva);
+            return self.remove(env, pm, sva, eva);
         }
         if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
             return;
@@ -284,7 +285,7 @@ impl PmapRiscv {
 
     /// Write-protects every mapping of `m` (pmap_remove_write): writable
     /// superpage mappings of its frame are demoted first.
-    pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let l2 = self.entry(env.mem, pm, va, L2_SHIFT).map(|pa| Self::rd(env.mem, pa));
             if l2.is_some_and(|e| e.has(PteFlags::W)) {
@@ -312,7 +313,7 @@ impl PmapRiscv {
     /// and D too, with DONTNEED first handing the modified state to the
     /// page. Without Svadu the next access to each page takes a fault that
     /// pmap_fault resolves.
-    pub(crate) fn advise_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
         let mut any = false;
         let mut va = sva;

@@ -4,6 +4,8 @@
 //! fences to every CPU running the address space.
 
 use super::*;
+use splab_hw::VirtAddr;
+use splab_vm::pmap::{Advice, Pmap};
 use crate::testrig::{rw_access, Rig};
 use splab_hw::mmu::{perm, Translation};
 use splab_hw::riscv::{L3_SHIFT, LN_ENTRIES};
@@ -22,7 +24,7 @@ fn read_access() -> EnterFlags {
 
 /// The leaf mapping `va`.
 fn leaf(r: &Rig<PmapRiscv>, pm: PmapId, va: u64) -> (Pte, u32) {
-    let (e, shift, _) = r.pmap.find_leaf(&r.mem, pm, va).expect("mapped");
+    let (e, shift, _) = r.pmap.0.find_leaf(&r.mem, pm, va).expect("mapped");
     (e, shift)
 }
 
@@ -37,7 +39,7 @@ fn full_dirty_run_promotes_with_one_pv_entry() {
     assert_eq!((m.shift, m.pa.0), (21, pages[5].addr().0 + 8));
     let (e, _) = leaf(&r, pm, VA);
     assert!(e.has(PteFlags::V | PteFlags::R | PteFlags::W | PteFlags::U | PteFlags::A | PteFlags::D | PteFlags::SW_MANAGED));
-    assert_eq!(r.pmap.pv.live(), 1, "512 PV entries became one");
+    assert_eq!(r.pmap.0.pv.live(), 1, "512 PV entries became one");
     assert_eq!(r.ev.promotions, 1);
     r.check();
 }
@@ -90,7 +92,7 @@ fn promotion_needs_the_same_accessed_state_and_unaccessed_superpages_are_not_dem
     p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("splab.pmap.l2.demotion_aborts")), (0, 1));
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none());
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
 
@@ -111,7 +113,7 @@ fn demotion_reuses_the_stashed_page_table_page() {
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.prot & prot::WRITE), (12, 0, prot::WRITE));
     assert!(!ro.dirty && rw.dirty, "write protection clears D with W");
     assert!(r.phys.pages.get(pages[1]).has(pflags::DIRTY), "the modified state went to the page");
-    assert_eq!(r.pmap.pv.live(), 512);
+    assert_eq!(r.pmap.0.pv.live(), 512);
     r.check();
 }
 
@@ -130,7 +132,7 @@ fn direct_mapping_demotion_without_memory_removes_the_mapping() {
     p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
     assert_eq!(r.stat("splab.pmap.l2.demotion_aborts"), 1);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none(), "the 2MB mapping is gone, to be refaulted");
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
 
@@ -147,7 +149,7 @@ fn failed_allocation_leaves_no_empty_table_behind() {
     r.phys.free_page(held.pop().unwrap());
     let (p, mut env) = r.env();
     assert_eq!(p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, rw_access()), Err(PmapError::NoMemory));
-    let root = r.pmap.root(pm);
+    let root = r.pmap.0.root_table(pm);
     assert!((0..LN_ENTRIES).all(|i| r.mem.read_u64(PhysAddr(root + i * 8)) == 0), "the L2 table was unlinked");
     assert_eq!(r.phys.alloc_noobj().map(|_| ()), Some(()), "and freed");
     r.check();
@@ -163,7 +165,7 @@ fn removing_a_whole_superpage_does_not_demote_and_frees_every_table() {
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + L2_SIZE));
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)), "state handed to all 512 pages");
     // The stashed L3 table and the L2 table are freed; the root remains.
     assert_eq!(r.phys.buddy.free_count(), free0 - 1);
@@ -181,7 +183,7 @@ fn unmapping_part_of_a_superpage_demotes_it() {
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
     assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8 * 4096)).is_none());
     assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 9 * 4096)).unwrap().shift, 12);
-    assert_eq!(r.pmap.pv.live(), 510);
+    assert_eq!(r.pmap.0.pv.live(), 510);
     r.check();
 }
 
@@ -208,7 +210,7 @@ fn one_gigabyte_mapping_demotes_in_two_steps() {
     r.check();
     let (p, mut env) = r.env();
     p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + L1_SIZE));
-    assert_eq!(r.pmap.pm(pm).resident, 0);
+    assert_eq!(r.pmap.0.pm(pm).resident, 0);
     r.check();
 }
 
@@ -328,7 +330,7 @@ fn check_finds_a_mapping_without_a_pv_entry() {
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages[..2], |_| rw_access());
     let (p, mut env) = r.env();
-    assert!(p.pv.remove(&mut env, pages[1], pm, VA + 4096));
+    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
     let (p, env) = r.env();
     let e = p.check(&env).unwrap_err();
     assert!(e.contains("no PV entry"), "{e}");
@@ -441,7 +443,7 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     p.enter(&mut env, b, VirtAddr(VA + 7 * 4096), pages[7], prot::READ, read_access()).unwrap();
     p.remove_all_superpage(&mut env, pages[300]);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
     assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
