@@ -9,6 +9,7 @@
 
 use super::{table_flags, Amd64};
 use crate::ptpage;
+use crate::radix::{self, Tables};
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_2M, PDPSHIFT};
 use splab_hw::PhysAddr;
@@ -19,11 +20,9 @@ impl Amd64 {
     /// (pmap_demote_pde_abort).
     fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va2m: u64) -> bool {
         let mut free = Vec::new();
-        self.remove_pde(env, pm, va2m, &mut free);
-        self.invalidate_page(env, pm, va2m);
-        for p in free {
-            ptpage::free(env, p);
-        }
+        let inv = self.remove_pde(env, pm, va2m, &mut free);
+        self.invalidate_page(env, pm, inv);
+        radix::free_all(env, free);
         self.st.demotion_aborts += 1;
         false
     }
@@ -66,7 +65,9 @@ impl Amd64 {
             }
         }
         let newpde = Pte::new(tpa, (table_flags() - PteFlags::US) | (old.flags() & PteFlags::US));
-        Self::wr(env.mem, pde_pa, newpde);
+        // No invalidation: a cached 2 MB translation maps the same frames
+        // with the same attributes as the new 4 KB entries.
+        radix::update(env.mem, pde_pa, newpde, va2m, PAGE_2M).unneeded();
         // The superpage's PV entry becomes 512 (pmap_pv_demote_pde).
         if old.has(PteFlags::SW_MANAGED) {
             self.pv.demote(env, PhysAddr(frame).pfn(), pm, va2m, NPTEPG as u32);
@@ -79,7 +80,7 @@ impl Amd64 {
     /// Demotes a 1 GB mapping to 512 2 MB mappings.
     pub(crate) fn demote_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(), PmapError> {
         let va1g = va & !((1u64 << PDPSHIFT) - 1);
-        let pdpe_pa = self.pdpe_pa(env.mem, pm, va1g).expect("demote: no PDPT");
+        let pdpe_pa = self.entry(env.mem, pm, va1g, PDPSHIFT).expect("demote: no PDPT");
         let old = Self::rd(env.mem, pdpe_pa);
         debug_assert!(old.has(PteFlags::PS));
         let pd = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
@@ -89,7 +90,8 @@ impl Amd64 {
         for i in 0..NPTEPG {
             Self::wr(env.mem, PhysAddr(pd.addr().0 + i * 8), Pte::new(frame + i * PAGE_2M, flags));
         }
-        Self::wr(env.mem, pdpe_pa, Pte::new(pd.addr().0, table_flags()));
+        // No invalidation, as for a 2 MB demotion.
+        radix::update(env.mem, pdpe_pa, Pte::new(pd.addr().0, table_flags()), va1g, 1 << PDPSHIFT).unneeded();
         self.st.pdpe_demotions += 1;
         env.ev.demotions += 1;
         Ok(())

@@ -3,11 +3,13 @@
 //! (pmap_enter_largepage), and whole object ranges at once
 //! (pmap_enter_object).
 
-use crate::ptpage;
 use super::{table_flags, Amd64, PSIND_1G, PSIND_2M};
 use crate::base::{Core, Enter};
+use crate::ptpage;
+use crate::radix;
+use crate::shootdown::Batch;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PDPSHIFT};
+use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_SHIFT, PAGE_4K, PDPSHIFT};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
@@ -32,7 +34,7 @@ impl Amd64 {
             Self::wr(env.mem, pde_pa, pde);
             ptpage::adjust_ref(env, pde_pa.0 & !0xfff, 1);
         }
-        Ok((Self::slot(pde.frame(), va, 12), pde.frame()))
+        Ok((radix::slot(pde.frame(), va, PAGE_SHIFT), pde.frame()))
     }
 
     /// pmap_enter for a 4 KB page, then the promotion attempt.
@@ -80,9 +82,15 @@ impl Amd64 {
                     n = Pte(n.0 | (orig.0 & PteFlags::D.bits()));
                 }
             }
-            Self::wr(env.mem, pte_pa, n);
+            let inv = radix::update(env.mem, pte_pa, n, va, PAGE_4K);
             if invalidate {
-                self.invalidate_page(env, pm, va);
+                self.invalidate_page(env, pm, inv);
+            } else {
+                // No cached translation lets through what the new entry
+                // refuses: the old one was never accessed, or maps the
+                // same page and loses at most a write access it never
+                // used (a first write walks the tables again).
+                inv.unneeded();
             }
         } else {
             Self::wr(env.mem, pte_pa, newpte);
@@ -110,24 +118,22 @@ impl Amd64 {
         let managed = ptpage::managed(env, m);
         let pde_pa = self.alloc_pde(env, pm, va)?;
         let old = Self::rd(env.mem, pde_pa);
-        let mut free = Vec::new();
         if old.valid() {
             if flags.noreplace {
                 return Err(PmapError::Exists);
             }
+            let mut free = Vec::new();
             if old.has(PteFlags::PS) {
-                self.remove_pde(env, pm, va, &mut free);
-                self.invalidate_page(env, pm, va);
+                let inv = self.remove_pde(env, pm, va, &mut free);
+                self.invalidate_page(env, pm, inv);
             } else {
                 // Remove the 4 KB mappings; the emptied page-table page is
                 // freed (user page-table pages are not kept, as in FreeBSD).
-                let ptp = old.frame();
-                self.remove_ptes(env, pm, va, va + PAGE_2M, ptp, &mut free);
-                self.invalidate_all(env, pm);
+                let mut batch = Batch::new();
+                self.remove_ptes(env, pm, va..va + PAGE_2M, old.frame(), &mut free, &mut batch);
+                self.invalidate_all(env, pm, &mut batch);
             }
-            for p in free.drain(..) {
-                ptpage::free(env, p);
-            }
+            radix::free_all(env, free);
         }
         // The PD page may have been freed if the removal emptied it.
         let pde_pa = self.alloc_pde(env, pm, va)?;
@@ -149,7 +155,7 @@ impl Amd64 {
     pub(crate) fn enter_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         debug_assert!(va.is_multiple_of(PAGE_1G) && m.addr().0.is_multiple_of(PAGE_1G), "unaligned 1GB mapping");
         let pml4e = self.alloc_pdpt(env, pm, va)?;
-        let pdpe_pa = Self::slot(pml4e.frame(), va, PDPSHIFT);
+        let pdpe_pa = radix::slot(pml4e.frame(), va, PDPSHIFT);
         let old = Self::rd(env.mem, pdpe_pa);
         if old.valid() {
             if flags.noreplace || !old.has(PteFlags::PS) {
@@ -160,10 +166,12 @@ impl Amd64 {
             ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
         let f = Self::new_pte(m.addr().0, pr, &flags, false).flags() | PteFlags::PS;
-        Self::wr(env.mem, pdpe_pa, Pte::new(m.addr().0, f));
+        let new = Pte::new(m.addr().0, f);
         if old.valid() {
-            self.invalidate_page(env, pm, va);
+            let inv = radix::update(env.mem, pdpe_pa, new, va, PAGE_1G);
+            self.invalidate_page(env, pm, inv);
         } else {
+            Self::wr(env.mem, pdpe_pa, new);
             self.pm_mut(pm).resident += PAGE_1G / 4096;
         }
         self.st.pdpe_mappings += 1;

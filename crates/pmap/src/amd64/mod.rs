@@ -29,10 +29,11 @@ use crate::base::{Core, Md, Tunable};
 use crate::counters::{PromoteFail, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::radix::{self, Tables};
+use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{index, PAGE_1G, PAGE_2M, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
+use splab_hw::amd64::{PAGE_1G, PAGE_2M, PAGE_SHIFT, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
@@ -113,43 +114,26 @@ impl Amd64 {
 
     #[inline]
     pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {
-        Pte(mem.read_u64(pa))
+        radix::rd(mem, pa)
     }
     #[inline]
     pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, e: Pte) {
-        mem.write_u64(pa, e.0)
-    }
-
-    /// Address of the entry for `va` in the table at `table`.
-    #[inline]
-    pub(crate) fn slot(table: u64, va: u64, shift: u32) -> PhysAddr {
-        PhysAddr(table + index(va, shift) * 8)
-    }
-
-    /// Address of the PDPTE for `va`, if its PDPT exists (pmap_pdpe).
-    pub(crate) fn pdpe_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let pml4e = Self::rd(mem, Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT));
-        pml4e.valid().then(|| Self::slot(pml4e.frame(), va, PDPSHIFT))
+        radix::wr(mem, pa, e)
     }
 
     /// Address of the PDE for `va`, if its page directory exists (pmap_pde).
     pub(crate) fn pde_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let pdpe = Self::rd(mem, self.pdpe_pa(mem, pm, va)?);
-        (pdpe.valid() && !pdpe.has(PteFlags::PS)).then(|| Self::slot(pdpe.frame(), va, PDRSHIFT))
+        self.entry(mem, pm, va, PDRSHIFT)
     }
 
     /// Address of the PTE for `va`, if its page-table page exists.
     pub(crate) fn pte_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let pde = Self::rd(mem, self.pde_pa(mem, pm, va)?);
-        (pde.valid() && !pde.has(PteFlags::PS)).then(|| Self::slot(pde.frame(), va, 12))
+        self.entry(mem, pm, va, PAGE_SHIFT)
     }
 
-    /// Makes sure the page directory for `va` exists, allocating the PDPT
-    /// and PD pages as needed (the upper part of pmap_allocpte). A 1 GB
-    /// mapping in the way is demoted. Returns the PDE's address.
     /// Makes sure the PDPT page for `va` exists; returns the PML4 entry.
     pub(crate) fn alloc_pdpt(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<Pte, PmapError> {
-        let pml4e_pa = Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT);
+        let pml4e_pa = radix::slot(self.root_table(pm), va, PML4SHIFT);
         let mut pml4e = Self::rd(env.mem, pml4e_pa);
         if !pml4e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
@@ -159,9 +143,12 @@ impl Amd64 {
         Ok(pml4e)
     }
 
+    /// Makes sure the page directory for `va` exists, allocating the PDPT
+    /// and PD pages as needed (the upper part of pmap_allocpte). A 1 GB
+    /// mapping in the way is demoted. Returns the PDE's address.
     pub(crate) fn alloc_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
         let pml4e = self.alloc_pdpt(env, pm, va)?;
-        let pdpe_pa = Self::slot(pml4e.frame(), va, PDPSHIFT);
+        let pdpe_pa = radix::slot(pml4e.frame(), va, PDPSHIFT);
         let mut pdpe = Self::rd(env.mem, pdpe_pa);
         if pdpe.valid() && pdpe.has(PteFlags::PS) {
             self.demote_pdpe(env, pm, va)?;
@@ -173,51 +160,25 @@ impl Amd64 {
             Self::wr(env.mem, pdpe_pa, pdpe);
             ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
-        Ok(Self::slot(pdpe.frame(), va, PDRSHIFT))
-    }
-
-    /// Clears a page-table entry's parent link when the table it points to
-    /// has no valid entries left, and frees the table, walking up
-    /// (pmap_unwire_ptp). `level` is the table's level: 3 = PT, 2 = PD,
-    /// 1 = PDPT. Frees are deferred to `free` until after invalidation.
-    pub(crate) fn unuse(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, level: u8, free: &mut Vec<Pfn>) {
-        let (parent_pa, table) = match level {
-            3 => {
-                let Some(pde_pa) = self.pde_pa(env.mem, pm, va) else { return };
-                (pde_pa, Self::rd(env.mem, pde_pa).frame())
-            }
-            2 => {
-                let Some(pdpe_pa) = self.pdpe_pa(env.mem, pm, va) else { return };
-                (pdpe_pa, Self::rd(env.mem, pdpe_pa).frame())
-            }
-            1 => {
-                let pa = Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT);
-                (pa, Self::rd(env.mem, pa).frame())
-            }
-            _ => return,
-        };
-        if ptpage::adjust_ref(env, table, -1) > 0 {
-            return;
-        }
-        Self::wr(env.mem, parent_pa, Pte::EMPTY);
-        free.push(PhysAddr(table).pfn());
-        if level > 1 {
-            self.unuse(env, pm, va, level - 1, free);
-        }
+        Ok(radix::slot(pdpe.frame(), va, PDRSHIFT))
     }
 
     /// Invalidates one address (pmap_invalidate_page) on every CPU running
     /// `pm`; the others flush the PCID when they next switch to it (the
-    /// PCID scheme of FreeBSD's pmap_invalidate_*).
-    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
-        let others = shootdown::invalidate_page(env, pm, self.pm(pm).asid, va);
+    /// PCID scheme of FreeBSD's pmap_invalidate_*). INVLPG drops the
+    /// translations of the address of every size.
+    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        let others = shootdown::invalidate_page(env, pm, self.pm(pm).asid, inv.va);
         self.pm_mut(pm).stale |= others;
     }
 
-    /// Invalidates all of `pm`'s translations (pmap_invalidate_all).
-    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let others = shootdown::invalidate_all(env, pm, self.pm(pm).asid);
-        self.pm_mut(pm).stale |= others;
+    /// Invalidates all of `pm`'s translations (pmap_invalidate_all) if
+    /// `batch` holds changes.
+    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch) {
+        if batch.take().is_some() {
+            let others = shootdown::invalidate_all(env, pm, self.pm(pm).asid);
+            self.pm_mut(pm).stale |= others;
+        }
     }
 
     fn leaf_prot(e: Pte) -> Prot {
@@ -229,29 +190,6 @@ impl Amd64 {
             p |= prot::EXEC;
         }
         p
-    }
-
-    /// The leaf entry for `va` with its level shift and address.
-    pub(crate) fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Pte, u32, PhysAddr)> {
-        let pdpe_pa = self.pdpe_pa(mem, pm, va)?;
-        let pdpe = Self::rd(mem, pdpe_pa);
-        if !pdpe.valid() {
-            return None;
-        }
-        if pdpe.has(PteFlags::PS) {
-            return Some((pdpe, PDPSHIFT, pdpe_pa));
-        }
-        let pde_pa = Self::slot(pdpe.frame(), va, PDRSHIFT);
-        let pde = Self::rd(mem, pde_pa);
-        if !pde.valid() {
-            return None;
-        }
-        if pde.has(PteFlags::PS) {
-            return Some((pde, PDRSHIFT, pde_pa));
-        }
-        let pte_pa = Self::slot(pde.frame(), va, 12);
-        let pte = Self::rd(mem, pte_pa);
-        pte.valid().then_some((pte, 12, pte_pa))
     }
 
     /// PTE bits for a new mapping of `pa` with `prot` (pmap_enter's newpte).
@@ -276,6 +214,16 @@ impl Amd64 {
             f |= PteFlags::SW_MANAGED;
         }
         Pte::new(pa, f)
+    }
+}
+
+impl Tables for Amd64 {
+    type Pte = Pte;
+    fn shifts(&self) -> &'static [u32] {
+        &[PML4SHIFT, PDPSHIFT, PDRSHIFT, PAGE_SHIFT]
+    }
+    fn root_table(&self, pm: PmapId) -> u64 {
+        self.pm(pm).pml4.addr().0
     }
 }
 

@@ -10,6 +10,8 @@
 
 use super::Amd64;
 use crate::counters::PromoteFail;
+use crate::pte::write_protect_clean;
+use crate::radix;
 use splab_hw::amd64::pte::{Pte, PteFlags, PG_FRAME};
 use splab_hw::amd64::{NPTEPG, PAGE_2M};
 use splab_hw::PhysAddr;
@@ -21,18 +23,6 @@ fn promote_bits() -> u64 {
 }
 
 impl Amd64 {
-    /// Clears RW on a writable, clean PTE. No TLB invalidation is needed: a
-    /// TLB entry for a clean page must re-walk before its first write.
-    fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Pte) -> Pte {
-        if e.has(PteFlags::RW) && !e.has(PteFlags::D) {
-            let n = e.without(PteFlags::RW);
-            Self::wr(env.mem, pa, n);
-            n
-        } else {
-            e
-        }
-    }
-
     /// Tries to replace the page-table page covering `va` with one 2 MB
     /// mapping. Returns whether it did.
     pub(crate) fn promote_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
@@ -50,7 +40,7 @@ impl Amd64 {
             let why = if !first.valid() || !first.frame().is_multiple_of(PAGE_2M) { PromoteFail::FirstMisaligned } else { PromoteFail::NotAccessed };
             return self.st.pde.failed(why);
         }
-        let newpde = Self::write_protect_clean(env, first_pa, first);
+        let newpde = write_protect_clean(env, first_pa, va2m, first);
         // Expected frame | A | P of the last PTE, then walking down.
         let mut expect = (newpde.frame() + PAGE_2M - 4096) | need.bits();
         for i in (1..NPTEPG).rev() {
@@ -60,7 +50,7 @@ impl Amd64 {
                 let why = if old.valid() && old.frame() == expect & PG_FRAME { PromoteFail::NotAccessed } else { PromoteFail::NotContiguous };
                 return self.st.pde.failed(why);
             }
-            let old = Self::write_protect_clean(env, pa, old);
+            let old = write_protect_clean(env, pa, va2m + i * 4096, old);
             if old.0 & promote_bits() != newpde.0 & promote_bits() {
                 return self.st.pde.failed(PromoteFail::Attributes);
             }
@@ -80,7 +70,9 @@ impl Amd64 {
             flags |= PteFlags::PAT_LARGE;
         }
         let sp = Pte::new(frame, flags | PteFlags::PS | PteFlags::SW_PROMOTED);
-        Self::wr(env.mem, pde_pa, sp);
+        // No invalidation (pde_store): the 4 KB translations cached from
+        // the stashed table map the same frames with the same attributes.
+        radix::update(env.mem, pde_pa, sp, va2m, PAGE_2M).unneeded();
         self.st.pde.promotions += 1;
         env.ev.promotions += 1;
         true

@@ -2,6 +2,7 @@
 //! table of every address space.
 
 use super::Riscv;
+use crate::radix::Tables;
 use crate::base::Check;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L1_SHIFT, L2_SHIFT, L3_SHIFT, LN_ENTRIES};

@@ -12,6 +12,7 @@
 
 use super::Riscv;
 use crate::ptpage;
+use crate::radix::{self, Tables};
 use splab_hw::riscv::pte::{Pte, PteFlags, PPN_SHIFT};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
@@ -21,8 +22,9 @@ impl Riscv {
     /// Removes a 2 MB mapping in place of demoting it.
     fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va2m: u64) -> bool {
         let mut free = Vec::new();
-        self.remove_l2(env, pm, va2m, &mut free);
-        Self::free_all(env, free);
+        let inv = self.remove_l2(env, pm, va2m, &mut free);
+        self.invalidate_range(env, pm, inv);
+        radix::free_all(env, free);
         self.st.demotion_aborts += 1;
         false
     }
@@ -61,7 +63,9 @@ impl Riscv {
         } else {
             Self::fill_l3(env, tpa, old);
         }
-        Self::wr(env.mem, l2_pa, Pte::table(tpa));
+        // No fence: a cached 2 MB translation maps the same frames with the
+        // same bits as the new 4 KB entries.
+        radix::update(env.mem, l2_pa, Pte::table(tpa), va2m, L2_SIZE).unneeded();
         // The superpage's PV entry becomes 512 (pmap_pv_demote_l2).
         if old.has(PteFlags::SW_MANAGED) {
             self.pv.demote(env, PhysAddr(old.frame()).pfn(), pm, va2m, LN_ENTRIES as u32);
@@ -84,7 +88,8 @@ impl Riscv {
             let e = Pte(old.0 + ((i * (L2_SIZE >> 12)) << PPN_SHIFT));
             Self::wr(env.mem, PhysAddr(t.addr().0 + i * 8), e);
         }
-        Self::wr(env.mem, l1_pa, Pte::table(t.addr().0));
+        // No fence, as for a 2 MB demotion.
+        radix::update(env.mem, l1_pa, Pte::table(t.addr().0), va1g, L1_SIZE).unneeded();
         self.st.l1_demotions += 1;
         env.ev.demotions += 1;
         Ok(())

@@ -6,8 +6,10 @@
 use super::{Riscv, PSIND_L1, PSIND_L2};
 use crate::base::{Core, Enter};
 use crate::ptpage;
+use crate::pte::PteFormat;
+use crate::radix::{self, Tables};
 use splab_hw::riscv::pte::{Pte, PteFlags};
-use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3_SHIFT, LN_ENTRIES};
+use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::pflags;
 use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
@@ -33,25 +35,19 @@ impl Riscv {
                 ptpage::dirty(env, m);
             }
             newl3 = Pte(newl3.0 | (orig.0 & PteFlags::A.bits()));
-            Self::wr(env.mem, l3_pa, newl3);
-            self.invalidate_page(env, pm, va);
+            let inv = radix::update(env.mem, l3_pa, newl3, va, L3_SIZE);
+            self.invalidate_page(env, pm, inv);
         } else {
             if orig.valid() {
                 // The physical page changed: the old mapping is invalidated
                 // first, handing its state and PV entry back.
-                Self::wr(env.mem, l3_pa, Pte::EMPTY);
-                if orig.has(PteFlags::SW_MANAGED) {
+                let inv = radix::clear::<Pte>(env.mem, l3_pa, va, L3_SIZE);
+                if orig.managed() {
                     let om = PhysAddr(orig.frame()).pfn();
-                    if orig.has(PteFlags::D) {
-                        ptpage::dirty(env, om);
-                    }
-                    if orig.has(PteFlags::A) {
-                        ptpage::referenced(env, om);
-                    }
-                    let removed = self.pv.remove(env, om, pm, va);
-                    debug_assert!(removed, "pmap_enter: no PV entry for {va:#x}");
+                    ptpage::hand_over(env, om, 1, orig.modified(), orig.accessed());
+                    self.pv.del(env, om, pm, va);
                 }
-                self.invalidate_page(env, pm, va);
+                self.invalidate_page(env, pm, inv);
             } else {
                 ptpage::adjust_ref(env, ptp, 1);
                 self.pm_mut(pm).resident += 1;
@@ -83,8 +79,9 @@ impl Riscv {
         }
         ptpage::adjust_ref(env, l3_pa.0 & !0xfff, 1);
         self.pm_mut(pm).resident += 1;
-        Self::wr(env.mem, l3_pa, newl3);
-        self.invalidate_page(env, pm, va);
+        // FreeBSD's pmap_enter_quick_locked fences the new entry too.
+        let inv = radix::update(env.mem, l3_pa, newl3, va, L3_SIZE);
+        self.invalidate_page(env, pm, inv);
     }
 
     /// Maps a 2 MB page directly (pmap_enter_l2): `m` is the first page of
@@ -105,11 +102,12 @@ impl Riscv {
             }
             let mut free = Vec::new();
             if old.is_leaf() {
-                self.remove_l2(env, pm, va, &mut free);
+                let inv = self.remove_l2(env, pm, va, &mut free);
+                self.invalidate_range(env, pm, inv);
             } else {
                 self.remove_l3_range(env, pm, va, va + L2_SIZE, old.frame(), &mut free);
             }
-            Self::free_all(env, free);
+            radix::free_all(env, free);
         }
         // The removal may have freed the tables above.
         let l2_pa = self.alloc_entry(env, pm, va, L2_SHIFT)?;
@@ -139,10 +137,12 @@ impl Riscv {
         if !old.valid() && !self.is_root(pm, table) {
             ptpage::adjust_ref(env, table, 1);
         }
-        Self::wr(env.mem, l1_pa, Self::new_pte(m.addr().0, pr, &flags, false));
+        let new = Self::new_pte(m.addr().0, pr, &flags, false);
         if old.valid() {
-            self.invalidate_page(env, pm, va);
+            let inv = radix::update(env.mem, l1_pa, new, va, L1_SIZE);
+            self.invalidate_page(env, pm, inv);
         } else {
+            Self::wr(env.mem, l1_pa, new);
             self.pm_mut(pm).resident += L1_SIZE / 4096;
         }
         self.st.l1_mappings += 1;

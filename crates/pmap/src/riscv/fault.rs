@@ -9,6 +9,7 @@
 //! resolved the same way.
 
 use super::Riscv;
+use crate::radix::Tables;
 use splab_hw::riscv::pte::PteFlags;
 use splab_vm::pmap::{prot, PmapEnv, PmapId, Prot};
 

@@ -42,11 +42,12 @@ use crate::base::{Core, Md, Tunable};
 use crate::counters::{PromoteFail, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::radix::{self, Tables};
+use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::physmem::PhysMem;
 use splab_hw::riscv::pte::{Pte, PteFlags};
-use splab_hw::riscv::{index, Mode, L1_SIZE, L2_SHIFT, L2_SIZE};
+use splab_hw::riscv::{Mode, L1_SIZE, L2_SHIFT, L2_SIZE};
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
@@ -127,58 +128,11 @@ impl Riscv {
 
     #[inline]
     pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {
-        Pte(mem.read_u64(pa))
+        radix::rd(mem, pa)
     }
     #[inline]
     pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, e: Pte) {
-        mem.write_u64(pa, e.0)
-    }
-
-    /// Address of the entry for `va` in the table at `table` whose entries
-    /// map 2^shift bytes.
-    #[inline]
-    pub(crate) fn slot(table: u64, va: u64, shift: u32) -> PhysAddr {
-        PhysAddr(table + index(va, shift) * 8)
-    }
-
-    /// The root table of `pm`.
-    pub(crate) fn root_table(&self, pm: PmapId) -> u64 {
-        self.pm(pm).root.addr().0
-    }
-
-    /// Address of the entry for `va` among those mapping 2^shift bytes, if
-    /// every table above it exists (pmap_l0, pmap_l1, pmap_l2, pmap_l3).
-    pub(crate) fn entry(&self, mem: &PhysMem, pm: PmapId, va: u64, shift: u32) -> Option<PhysAddr> {
-        let mut table = self.root_table(pm);
-        for &s in self.mode.shifts() {
-            let pa = Self::slot(table, va, s);
-            if s == shift {
-                return Some(pa);
-            }
-            let e = Self::rd(mem, pa);
-            if !e.is_table() {
-                return None;
-            }
-            table = e.frame();
-        }
-        unreachable!("no table level maps 2^{shift} bytes")
-    }
-
-    /// The leaf mapping `va`: its entry, the entry's shift, its address.
-    pub(crate) fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Pte, u32, PhysAddr)> {
-        let mut table = self.root_table(pm);
-        for &s in self.mode.shifts() {
-            let pa = Self::slot(table, va, s);
-            let e = Self::rd(mem, pa);
-            if !e.valid() {
-                return None;
-            }
-            if e.is_leaf() {
-                return Some((e, s, pa));
-            }
-            table = e.frame();
-        }
-        None
+        radix::wr(mem, pa, e)
     }
 
     /// Returns the address of the entry for `va` among those mapping
@@ -193,7 +147,7 @@ impl Riscv {
             let mut table = self.root_table(pm);
             let mut counted = false; // the root's entries are not counted
             for &s in self.mode.shifts() {
-                let pa = Self::slot(table, va, s);
+                let pa = radix::slot(table, va, s);
                 if s == shift {
                     return Ok(pa);
                 }
@@ -213,7 +167,7 @@ impl Riscv {
                         // Unlink the tables this call made and could not fill.
                         let mut free = Vec::new();
                         self.prune(env, pm, va, s, &mut free);
-                        Self::free_all(env, free);
+                        radix::free_all(env, free);
                         return Err(PmapError::NoMemory);
                     };
                     e = Pte::table(p.addr().0);
@@ -229,36 +183,6 @@ impl Riscv {
         }
     }
 
-    /// Counts one entry fewer in the table holding `va`'s entry among those
-    /// mapping 2^shift bytes, then prunes it if that left it empty
-    /// (pmap_unuse_pt, pmap_unwire_ptp).
-    pub(crate) fn unuse(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32, free: &mut Vec<Pfn>) {
-        if shift == self.mode.shifts()[0] {
-            return;
-        }
-        let parent = self.entry(env.mem, pm, va, shift + 9).expect("unuse: the tables above exist");
-        ptpage::adjust_ref(env, Self::rd(env.mem, parent).frame(), -1);
-        self.prune(env, pm, va, shift, free);
-    }
-
-    /// If the table holding `va`'s entries of 2^shift bytes has no valid
-    /// entry, unlinks it from its parent and queues it on `free`, walking up
-    /// (_pmap_unwire_ptp). The root stays. Callers free the queued pages
-    /// after invalidating.
-    fn prune(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32, free: &mut Vec<Pfn>) {
-        if shift == self.mode.shifts()[0] {
-            return;
-        }
-        let parent = self.entry(env.mem, pm, va, shift + 9).expect("prune: the tables above exist");
-        let table = Self::rd(env.mem, parent).frame();
-        if env.phys.pages.get(PhysAddr(table).pfn()).ref_count > 0 {
-            return;
-        }
-        Self::wr(env.mem, parent, Pte::EMPTY);
-        free.push(PhysAddr(table).pfn());
-        self.unuse(env, pm, va, shift + 9, free);
-    }
-
     /// Whether the table at `table` is `pm`'s root (whose entries are not
     /// counted).
     pub(crate) fn is_root(&self, pm: PmapId, table: u64) -> bool {
@@ -266,22 +190,25 @@ impl Riscv {
     }
 
     /// SFENCE.VMA of one address on every CPU running `pm`
-    /// (pmap_invalidate_page). CPUs not running it hold none of its
-    /// translations.
-    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
-        shootdown::invalidate_page(env, pm, ASID, va);
+    /// (pmap_invalidate_page): it drops the translations of the address of
+    /// every size. CPUs not running `pm` hold none of its translations.
+    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        shootdown::invalidate_page(env, pm, ASID, inv.va);
+    }
+
+    /// pmap_invalidate_range, which FreeBSD's riscv pmap implements as a
+    /// full fence: SFENCE.VMA of everything on every CPU running `pm`.
+    pub(crate) fn invalidate_range(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        let mut batch = Batch::new();
+        batch.add(inv);
+        self.invalidate_all(env, pm, &mut batch);
     }
 
     /// SFENCE.VMA of everything on every CPU running `pm`
-    /// (pmap_invalidate_all, and pmap_invalidate_range, which FreeBSD
-    /// implements as a full fence).
-    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        shootdown::invalidate_all(env, pm, ASID);
-    }
-
-    pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
-        for p in free {
-            ptpage::free(env, p);
+    /// (pmap_invalidate_all), if `batch` holds changes.
+    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch) {
+        if batch.take().is_some() {
+            shootdown::invalidate_all(env, pm, ASID);
         }
     }
 
@@ -322,6 +249,16 @@ impl Riscv {
             }
         }
         p
+    }
+}
+
+impl Tables for Riscv {
+    type Pte = Pte;
+    fn shifts(&self) -> &'static [u32] {
+        self.mode.shifts()
+    }
+    fn root_table(&self, pm: PmapId) -> u64 {
+        self.pm(pm).root.addr().0
     }
 }
 

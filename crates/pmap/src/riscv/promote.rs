@@ -12,24 +12,14 @@
 
 use super::Riscv;
 use crate::counters::PromoteFail;
-use splab_hw::riscv::pte::{Pte, PteFlags};
+use crate::pte::write_protect_clean;
+use crate::radix::{self, Tables};
+use splab_hw::riscv::pte::PteFlags;
 use splab_hw::riscv::{L2_SHIFT, L2_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
 impl Riscv {
-    /// Clears W on a writable, clean PTE (the atomic_fcmpset loops of
-    /// pmap_promote_l2).
-    fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Pte) -> Pte {
-        if e.has(PteFlags::W) && !e.has(PteFlags::D) {
-            let n = e.without(PteFlags::W);
-            Self::wr(env.mem, pa, n);
-            n
-        } else {
-            e
-        }
-    }
-
     /// Tries to replace the L3 table covering `va` with one 2 MB leaf.
     /// Returns whether it did.
     pub(crate) fn promote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
@@ -45,7 +35,7 @@ impl Riscv {
         if !first.valid() || !first.frame().is_multiple_of(L2_SIZE) {
             return self.st.l2.failed(PromoteFail::FirstMisaligned);
         }
-        let first = Self::write_protect_clean(env, first_pa, first);
+        let first = write_protect_clean(env, first_pa, va2m, first);
         let promote = PteFlags::PROMOTE.bits();
         let mut pa = first.frame() + 4096;
         for i in 1..LN_ENTRIES {
@@ -54,7 +44,7 @@ impl Riscv {
             if !e.valid() || e.frame() != pa {
                 return self.st.l2.failed(PromoteFail::NotContiguous);
             }
-            let e = Self::write_protect_clean(env, e_pa, e);
+            let e = write_protect_clean(env, e_pa, va2m + i * 4096, e);
             if e.0 & promote != first.0 & promote {
                 return self.st.l2.failed(PromoteFail::Attributes);
             }
@@ -67,8 +57,9 @@ impl Riscv {
             self.pv.promote(env, PhysAddr(first.frame()).pfn(), pm, va2m, LN_ENTRIES as u32);
         }
         // A leaf has the same format at every level: the first PTE, as it
-        // is, maps the 2 MB page.
-        Self::wr(env.mem, l2_pa, first);
+        // is, maps the 2 MB page. No fence: the 4 KB translations cached
+        // from the stashed table map the same frames with the same bits.
+        radix::update(env.mem, l2_pa, first, va2m, L2_SIZE).unneeded();
         self.st.l2.promotions += 1;
         env.ev.promotions += 1;
         true

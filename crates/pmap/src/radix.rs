@@ -1,0 +1,260 @@
+//! What the radix-table pmaps (amd64, riscv, arm64) share beyond their
+//! descriptor formats: reading their own tables in software. Each level's
+//! entries map 2^shift bytes and are indexed by 9 bits of the address; an
+//! entry is invalid, a pointer to the next table, or (at the last level,
+//! or as a superpage above it) a leaf. From that alone come the address of
+//! an entry (pmap_pde, pmap_l2, ...), the leaf that maps an address
+//! (pmap_pte), a walk over a range by table and superpage boundaries (the
+//! loop heads of pmap_remove, pmap_protect and pmap_advise), and pruning
+//! the tables a removal empties (pmap_unwire_ptp).
+
+use crate::ptpage;
+use crate::shootdown::Invalidate;
+use splab_hw::physmem::PhysMem;
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{PmapEnv, PmapId};
+
+/// An 8-byte descriptor as the pmap's own walks decode it.
+pub trait Format: Copy + Eq {
+    /// The invalid entry, all zero.
+    const EMPTY: Self;
+    fn from_bits(bits: u64) -> Self;
+    fn bits(self) -> u64;
+    fn valid(self) -> bool;
+    /// Whether a valid entry above the last level maps memory itself (a
+    /// superpage, or Arm's block) rather than pointing at a table.
+    fn is_leaf(self) -> bool;
+    /// The table a valid non-leaf entry points at.
+    fn table(self) -> u64;
+}
+
+/// Reads the descriptor at `pa`.
+#[inline]
+pub fn rd<E: Format>(mem: &PhysMem, pa: PhysAddr) -> E {
+    E::from_bits(mem.read_u64(pa))
+}
+
+/// Writes a descriptor no TLB can hold: into an invalid entry, or into a
+/// table nothing points at yet.
+#[inline]
+pub fn wr<E: Format>(mem: &mut PhysMem, pa: PhysAddr, e: E) {
+    mem.write_u64(pa, e.bits())
+}
+
+/// Writes `new` over the live entry at `pa` that translates
+/// [va, va + size): the TLBs may hold the old one.
+#[inline]
+pub fn update<E: Format>(mem: &mut PhysMem, pa: PhysAddr, new: E, va: u64, size: u64) -> Invalidate {
+    wr(mem, pa, new);
+    Invalidate::new(va, size)
+}
+
+/// Clears the live entry at `pa` that translates [va, va + size).
+#[inline]
+pub fn clear<E: Format>(mem: &mut PhysMem, pa: PhysAddr, va: u64, size: u64) -> Invalidate {
+    update(mem, pa, E::EMPTY, va, size)
+}
+
+/// Address of the entry for `va` in the table at `table` whose entries
+/// map 2^shift bytes.
+#[inline]
+pub fn slot(table: u64, va: u64, shift: u32) -> PhysAddr {
+    PhysAddr(table + ((va >> shift) & 511) * 8)
+}
+
+/// The first address of the next naturally aligned block of `size` bytes.
+#[inline]
+pub fn next_block(va: u64, size: u64) -> u64 {
+    (va & !(size - 1)) + size
+}
+
+/// Whether [va, eva) covers the whole aligned block of `size` bytes that
+/// starts at `va`.
+#[inline]
+pub fn covers(va: u64, eva: u64, size: u64) -> bool {
+    va.is_multiple_of(size) && va + size <= eva
+}
+
+/// What maps an address, seen from the walk over a range: the tables
+/// descended down to the entries that map 2 MB.
+pub enum Step {
+    /// Nothing is mapped from the address up to this one.
+    Skip(u64),
+    /// A 1 GB leaf; its entry's address.
+    Leaf1g(PhysAddr),
+    /// A 2 MB leaf; its entry's address.
+    Leaf2m(PhysAddr),
+    /// The last-level table covering the 2 MB around the address.
+    Table(u64),
+}
+
+const SHIFT_1G: u32 = 30;
+const SHIFT_2M: u32 = 21;
+
+/// A pmap's radix tables: their format, levels and roots. The walks are
+/// provided.
+pub trait Tables {
+    type Pte: Format;
+    /// log2 of the bytes one entry of each level maps, root first; the
+    /// last level maps 4 KB.
+    fn shifts(&self) -> &'static [u32];
+    /// The root table of `pm`.
+    fn root_table(&self, pm: PmapId) -> u64;
+
+    /// Address of the entry for `va` among those mapping 2^shift bytes, if
+    /// every table above it exists (pmap_pde, pmap_l2, pmap_l3, ...).
+    fn entry(&self, mem: &PhysMem, pm: PmapId, va: u64, shift: u32) -> Option<PhysAddr> {
+        let mut table = self.root_table(pm);
+        for &s in self.shifts() {
+            let pa = slot(table, va, s);
+            if s == shift {
+                return Some(pa);
+            }
+            let e: Self::Pte = rd(mem, pa);
+            if !e.valid() || e.is_leaf() {
+                return None;
+            }
+            table = e.table();
+        }
+        unreachable!("no table level maps 2^{shift} bytes")
+    }
+
+    /// The leaf mapping `va`: its entry, the shift of its level, its
+    /// address (pmap_pte).
+    fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Self::Pte, u32, PhysAddr)> {
+        let shifts = self.shifts();
+        let mut table = self.root_table(pm);
+        for (i, &s) in shifts.iter().enumerate() {
+            let pa = slot(table, va, s);
+            let e: Self::Pte = rd(mem, pa);
+            if !e.valid() {
+                return None;
+            }
+            if i + 1 == shifts.len() || e.is_leaf() {
+                return Some((e, s, pa));
+            }
+            table = e.table();
+        }
+        None
+    }
+
+    /// What maps `va`, descending to the entries that map 2 MB.
+    fn step(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Step {
+        let mut table = self.root_table(pm);
+        for &s in self.shifts() {
+            let pa = slot(table, va, s);
+            let e: Self::Pte = rd(mem, pa);
+            if !e.valid() {
+                return Step::Skip(next_block(va, 1 << s));
+            }
+            if e.is_leaf() {
+                return match s {
+                    SHIFT_1G => Step::Leaf1g(pa),
+                    SHIFT_2M => Step::Leaf2m(pa),
+                    _ => unreachable!("a leaf at shift {s} above the 2 MB entries"),
+                };
+            }
+            if s == SHIFT_2M {
+                return Step::Table(e.table());
+            }
+            table = e.table();
+        }
+        unreachable!("the walk stops at the 2 MB entries")
+    }
+
+    /// Counts one entry fewer in the table holding `va`'s entries of
+    /// 2^shift bytes, then prunes that table if it is left empty
+    /// (pmap_unwire_ptp). The root's entries are not counted.
+    fn unuse(&self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32, free: &mut Vec<Pfn>) {
+        if shift == self.shifts()[0] {
+            return;
+        }
+        let parent = self.entry(env.mem, pm, va, shift + 9).expect("unuse: the tables above exist");
+        let table = rd::<Self::Pte>(env.mem, parent).table();
+        ptpage::adjust_ref(env, table, -1);
+        self.prune(env, pm, va, shift, free);
+    }
+
+    /// If the table holding `va`'s entries of 2^shift bytes has no valid
+    /// entry, unlinks it from its parent and queues it on `free`, walking
+    /// up (_pmap_unwire_ptp). The root stays. Callers free the queued pages
+    /// after the invalidation that covers the unlinked entries.
+    fn prune(&self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32, free: &mut Vec<Pfn>) {
+        if shift == self.shifts()[0] {
+            return;
+        }
+        let parent = self.entry(env.mem, pm, va, shift + 9).expect("prune: the tables above exist");
+        let table = rd::<Self::Pte>(env.mem, parent).table();
+        if env.phys.pages.get(PhysAddr(table).pfn()).ref_count > 0 {
+            return;
+        }
+        wr(env.mem, parent, Self::Pte::EMPTY);
+        free.push(PhysAddr(table).pfn());
+        self.unuse(env, pm, va, shift + 9, free);
+    }
+}
+
+/// Frees the page-table pages a removal queued, once nothing can walk
+/// into them.
+pub fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
+    for p in free {
+        ptpage::free(env, p);
+    }
+}
+
+impl Format for splab_hw::amd64::pte::Pte {
+    const EMPTY: Self = Self::EMPTY;
+    fn from_bits(bits: u64) -> Self {
+        Self(bits)
+    }
+    fn bits(self) -> u64 {
+        self.0
+    }
+    fn valid(self) -> bool {
+        self.valid()
+    }
+    fn is_leaf(self) -> bool {
+        self.has(splab_hw::amd64::pte::PteFlags::PS)
+    }
+    fn table(self) -> u64 {
+        self.frame()
+    }
+}
+
+impl Format for splab_hw::riscv::pte::Pte {
+    const EMPTY: Self = Self::EMPTY;
+    fn from_bits(bits: u64) -> Self {
+        Self(bits)
+    }
+    fn bits(self) -> u64 {
+        self.0
+    }
+    fn valid(self) -> bool {
+        self.valid()
+    }
+    fn is_leaf(self) -> bool {
+        self.is_leaf()
+    }
+    fn table(self) -> u64 {
+        self.frame()
+    }
+}
+
+impl Format for splab_hw::arm64::pte::Desc {
+    const EMPTY: Self = Self::EMPTY;
+    fn from_bits(bits: u64) -> Self {
+        Self(bits)
+    }
+    fn bits(self) -> u64 {
+        self.0
+    }
+    fn valid(self) -> bool {
+        self.valid()
+    }
+    fn is_leaf(self) -> bool {
+        self.is_block()
+    }
+    fn table(self) -> u64 {
+        self.oa()
+    }
+}
