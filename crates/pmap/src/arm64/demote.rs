@@ -14,6 +14,8 @@
 
 use super::Arm64;
 use crate::ptpage;
+use crate::shootdown::Invalidate;
+use crate::radix::{self, Tables};
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_MASK};
 use splab_hw::arm64::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
@@ -39,8 +41,12 @@ impl Arm64 {
             nbits |= e.flags() & DescFlags::AF;
         }
         let va = va & !(L3C_SIZE - 1);
+        let inv = Invalidate::new(va, L3C_SIZE);
         if nbits.contains(DescFlags::AF) {
-            self.invalidate_range(env, pm, va, va + L3C_SIZE, true);
+            self.invalidate_range(env, pm, inv, true);
+        } else {
+            // No entry of the run was ever accessed: no TLB holds it.
+            inv.unneeded();
         }
         for k in 0..L3C_ENTRIES {
             let pa = PhysAddr(start + k * 8);
@@ -58,7 +64,7 @@ impl Arm64 {
     fn demote_l2_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let mut free = Vec::new();
         self.remove_l2(env, pm, va, &mut free);
-        Self::free_all(env, free);
+        radix::free_all(env, free);
         self.st.demotion_aborts += 1;
         false
     }
@@ -67,7 +73,7 @@ impl Arm64 {
     /// was removed instead.
     pub(crate) fn demote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va = va & !(L2_SIZE - 1);
-        let l2_pa = self.l2_pa(env.mem, pm, va).expect("demote_l2: no L2 table");
+        let l2_pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("demote_l2: no L2 table");
         let old = Self::rd(env.mem, l2_pa);
         debug_assert!(old.is_block(), "demote_l2: not a block: {old:?}");
         debug_assert!(!old.writable_clean(), "demote_l2: writable but clean block");
@@ -114,7 +120,7 @@ impl Arm64 {
     /// modelled).
     pub(crate) fn demote_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(), PmapError> {
         let va = va & !(L1_SIZE - 1);
-        let l1_pa = self.l1_pa(env.mem, pm, va).expect("demote_l1: no L1 table");
+        let l1_pa = self.entry(env.mem, pm, va, L1_SHIFT).expect("demote_l1: no L1 table");
         let old = Self::rd(env.mem, l1_pa);
         debug_assert!(old.is_block() && !old.has(DescFlags::SW_MANAGED));
         let l2 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;

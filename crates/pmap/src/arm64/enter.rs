@@ -7,6 +7,7 @@
 use super::{Arm64, L3C_SIZE, PSIND_L1, PSIND_L2, PSIND_L3C};
 use crate::base::{Core, Enter};
 use crate::ptpage;
+use crate::radix::{self, Tables};
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -16,14 +17,14 @@ use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 impl Arm64 {
     /// The L1 entry's address for `va`, allocating the L1 table.
     fn alloc_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
-        let l0e_pa = Self::slot(self.pm(pm).l0.addr().0, va, L0_SHIFT);
+        let l0e_pa = radix::slot(self.root_table(pm), va, L0_SHIFT);
         let mut l0e = Self::rd(env.mem, l0e_pa);
         if !l0e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l0e = Desc::table(p.addr().0);
             Self::wr(env.mem, l0e_pa, l0e);
         }
-        Ok(Self::slot(l0e.oa(), va, L1_SHIFT))
+        Ok(radix::slot(l0e.oa(), va, L1_SHIFT))
     }
 
     /// The L2 entry's address for `va`, allocating the L1 and L2 tables;
@@ -41,7 +42,7 @@ impl Arm64 {
             Self::wr(env.mem, l1e_pa, l1e);
             ptpage::adjust_ref(env, l1e_pa.0 & !0xfff, 1);
         }
-        Ok(Self::slot(l1e.oa(), va, L2_SHIFT))
+        Ok(radix::slot(l1e.oa(), va, L2_SHIFT))
     }
 
     /// The L3 entry's address for `va` and its table, allocating tables as
@@ -62,7 +63,7 @@ impl Arm64 {
             Self::wr(env.mem, l2e_pa, l2e);
             ptpage::adjust_ref(env, l2e_pa.0 & !0xfff, 1);
         }
-        Ok((Self::slot(l2e.oa(), va, L3_SHIFT), l2e.oa()))
+        Ok((radix::slot(l2e.oa(), va, L3_SHIFT), l2e.oa()))
     }
 
     /// pmap_enter for a 4 KB page, then the promotion attempts: first the
@@ -92,18 +93,17 @@ impl Arm64 {
                 self.demote_l3c(env, pm, l3_pa, va);
             }
             let old = Self::rd(env.mem, l3_pa);
-            Self::wr(env.mem, l3_pa, Desc::EMPTY);
+            let inv = radix::clear::<Desc>(env.mem, l3_pa, va, L3_SIZE);
             let om = PhysAddr(old.oa()).pfn();
             if old.has(DescFlags::AF) || !old.has(DescFlags::SW_MANAGED) {
-                self.invalidate_page(env, pm, va, true);
+                self.invalidate_page(env, pm, inv, true);
+            } else {
+                // A managed entry the hardware never set AF in was never
+                // loaded into a TLB.
+                inv.unneeded();
             }
             if old.has(DescFlags::SW_MANAGED) {
-                if Self::dirty(old) {
-                    ptpage::dirty(env, om);
-                }
-                if old.has(DescFlags::AF) {
-                    ptpage::referenced(env, om);
-                }
+                ptpage::hand_over(env, om, 1, Self::dirty(old), old.has(DescFlags::AF));
                 self.pv.del(env, om, pm, va);
             }
             if managed {
@@ -117,8 +117,8 @@ impl Arm64 {
                 self.demote_l3c(env, pm, l3_pa, va);
             }
             let old = Self::rd(env.mem, l3_pa);
-            Self::wr(env.mem, l3_pa, new);
-            self.invalidate_page(env, pm, va, true);
+            let inv = radix::update(env.mem, l3_pa, new, va, L3_SIZE);
+            self.invalidate_page(env, pm, inv, true);
             if old.has(DescFlags::SW_MANAGED) && Self::dirty(old) {
                 ptpage::dirty(env, m);
             }
@@ -150,7 +150,7 @@ impl Arm64 {
         if !self.superpage_allowed(env, m) {
             return Err(PmapError::BadPsind);
         }
-        if flags.noreplace && self.l2_pa(env.mem, pm, va).is_some_and(|a| Self::rd(env.mem, a).is_block()) {
+        if flags.noreplace && self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Self::rd(env.mem, a).is_block()) {
             return Err(PmapError::Exists);
         }
         let managed = ptpage::managed(env, m);
@@ -203,7 +203,7 @@ impl Arm64 {
             } else {
                 self.remove_l3_range(env, pm, va, va + L2_SIZE, old.oa(), &mut free);
             }
-            Self::free_all(env, free);
+            radix::free_all(env, free);
         }
         // The removal may have freed the L2 table.
         let l2_pa = self.alloc_l2(env, pm, va)?;
@@ -231,10 +231,11 @@ impl Arm64 {
             return Err(PmapError::Exists);
         }
         let new = Self::new_l3(m.addr().0, pr, &flags, false).without(DescFlags::TYPE);
-        Self::wr(env.mem, l1_pa, new);
         if old.valid() {
-            self.invalidate_page(env, pm, va, true);
+            let inv = radix::update(env.mem, l1_pa, new, va, L1_SIZE);
+            self.invalidate_page(env, pm, inv, true);
         } else {
+            Self::wr(env.mem, l1_pa, new);
             ptpage::adjust_ref(env, l1_pa.0 & !0xfff, 1);
             self.pm_mut(pm).resident += L1_SIZE / L3_SIZE;
         }
@@ -284,7 +285,7 @@ impl Enter for Arm64 {
                 && Self::run_is(pages, va, m, LN_ENTRIES)
             {
                 // An L2 block already there (KERN_NO_SPACE) is skipped too.
-                let block_there = self.l2_pa(env.mem, pm, va).is_some_and(|a| Self::rd(env.mem, a).is_block());
+                let block_there = self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Self::rd(env.mem, a).is_block());
                 if block_there || self.enter_l2(env, pm, va, m, pr, fl).is_ok() {
                     va += L2_SIZE;
                     continue;

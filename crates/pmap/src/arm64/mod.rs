@@ -42,10 +42,11 @@ use crate::base::{Core, Md, Tunable};
 use crate::counters::{PromoteFail, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::radix::{self, Tables};
+use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_IDX_WRITE_BACK, SH_INNER};
-use splab_hw::arm64::{index, L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, VM_MAXUSER_ADDRESS};
+use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
@@ -107,18 +108,6 @@ pub(crate) struct Pm {
     pub resident: u64,
 }
 
-/// What a walk over a range finds at one address.
-pub(crate) enum At {
-    /// Nothing mapped up to this address.
-    Skip(u64),
-    /// An L1 (1 GB) block; its entry's address.
-    L1Block(PhysAddr),
-    /// An L2 (2 MB) block; its entry's address.
-    L2Block(PhysAddr),
-    /// An L3 table covering the 2 MB around the address; its address.
-    L3Table(u64),
-}
-
 /// The arm64 pmap.
 pub type PmapArm64 = Md<Arm64>;
 
@@ -141,11 +130,6 @@ pub struct Arm64 {
     pub(crate) st: Stats,
 }
 
-/// The first address of the next naturally aligned block of `size`.
-pub(crate) fn next_block(va: u64, size: u64) -> u64 {
-    (va & !(size - 1)) + size
-}
-
 impl Arm64 {
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
         self.pmaps.get(pm)
@@ -156,76 +140,11 @@ impl Arm64 {
 
     #[inline]
     pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Desc {
-        Desc(mem.read_u64(pa))
+        radix::rd(mem, pa)
     }
     #[inline]
     pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, d: Desc) {
-        mem.write_u64(pa, d.0)
-    }
-
-    /// Address of the entry for `va` in the table at `table`.
-    #[inline]
-    pub(crate) fn slot(table: u64, va: u64, shift: u32) -> PhysAddr {
-        PhysAddr(table + index(va, shift) * 8)
-    }
-
-    /// Address of the L1 entry for `va`, if its L1 table exists (pmap_l1).
-    pub(crate) fn l1_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let l0e = Self::rd(mem, Self::slot(self.pm(pm).l0.addr().0, va, L0_SHIFT));
-        l0e.is_table_or_page().then(|| Self::slot(l0e.oa(), va, L1_SHIFT))
-    }
-
-    /// Address of the L2 entry for `va`, if its L2 table exists (pmap_l2).
-    pub(crate) fn l2_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let l1e = Self::rd(mem, self.l1_pa(mem, pm, va)?);
-        l1e.is_table_or_page().then(|| Self::slot(l1e.oa(), va, L2_SHIFT))
-    }
-
-    /// Address of the L3 entry for `va`, if its L3 table exists.
-    pub(crate) fn l3_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let l2e = Self::rd(mem, self.l2_pa(mem, pm, va)?);
-        l2e.is_table_or_page().then(|| Self::slot(l2e.oa(), va, L3_SHIFT))
-    }
-
-    /// What maps `va`, descending from the L0 table (the loop heads of
-    /// pmap_remove, pmap_protect and pmap_advise).
-    pub(crate) fn at(&self, mem: &PhysMem, pm: PmapId, va: u64) -> At {
-        let l0e = Self::rd(mem, Self::slot(self.pm(pm).l0.addr().0, va, L0_SHIFT));
-        if !l0e.valid() {
-            return At::Skip(next_block(va, 1 << L0_SHIFT));
-        }
-        let l1_pa = Self::slot(l0e.oa(), va, L1_SHIFT);
-        let l1e = Self::rd(mem, l1_pa);
-        if !l1e.valid() {
-            return At::Skip(next_block(va, L1_SIZE));
-        }
-        if l1e.is_block() {
-            return At::L1Block(l1_pa);
-        }
-        let l2_pa = Self::slot(l1e.oa(), va, L2_SHIFT);
-        let l2e = Self::rd(mem, l2_pa);
-        if !l2e.valid() {
-            return At::Skip(next_block(va, L2_SIZE));
-        }
-        if l2e.is_block() {
-            return At::L2Block(l2_pa);
-        }
-        At::L3Table(l2e.oa())
-    }
-
-    /// The leaf entry for `va` with its level's shift and its address
-    /// (pmap_pte).
-    pub(crate) fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Desc, u32, PhysAddr)> {
-        match self.at(mem, pm, va) {
-            At::Skip(_) => None,
-            At::L1Block(pa) => Some((Self::rd(mem, pa), L1_SHIFT, pa)),
-            At::L2Block(pa) => Some((Self::rd(mem, pa), L2_SHIFT, pa)),
-            At::L3Table(ptp) => {
-                let pa = Self::slot(ptp, va, L3_SHIFT);
-                let e = Self::rd(mem, pa);
-                e.valid().then_some((e, L3_SHIFT, pa))
-            }
-        }
+        radix::wr(mem, pa, d)
     }
 
     /// Runs `f` on every CPU's MMU for this address space: a broadcast
@@ -239,7 +158,7 @@ impl Arm64 {
     /// each 4 KB page of [sva, eva) (pmap_s1_invalidate_range). The last
     /// level only drops leaf translations; all levels also drops the walk
     /// caches' table entries for the range.
-    pub(crate) fn invalidate_range(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, final_only: bool) {
+    fn tlbi_range(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, final_only: bool) {
         self.tlbi(env, pm, |mmu, asid| {
             mmu.tlb.invalidate_range(sva, eva, asid);
             if !final_only {
@@ -249,10 +168,23 @@ impl Arm64 {
         env.ev.invlpg += (eva - sva).div_ceil(L3_SIZE);
     }
 
-    /// One page: pmap_s1_invalidate_page.
-    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, final_only: bool) {
-        let va = va & !(L3_SIZE - 1);
-        self.invalidate_range(env, pm, va, va + L3_SIZE, final_only);
+    /// Invalidates the whole of a change, a TLBI per 4 KB page.
+    pub(crate) fn invalidate_range(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate, final_only: bool) {
+        self.tlbi_range(env, pm, inv.va, inv.va + inv.size, final_only);
+    }
+
+    /// One TLBI, at the change's address (pmap_s1_invalidate_page): enough
+    /// for a block, whose one TLB entry any of its addresses names.
+    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate, final_only: bool) {
+        let va = inv.va & !(L3_SIZE - 1);
+        self.tlbi_range(env, pm, va, va + L3_SIZE, final_only);
+    }
+
+    /// Invalidates a batch of L3 changes as one range of last-level TLBIs.
+    pub(crate) fn flush(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch) {
+        if let Some((start, end)) = batch.take() {
+            self.tlbi_range(env, pm, start, end, true);
+        }
     }
 
     /// TLBI ASIDE1IS: every translation of the address space
@@ -265,14 +197,15 @@ impl Arm64 {
         env.ev.tlb_flushes += 1;
     }
 
-    /// Clears the valid bit of the `n` entries from `first`: the "break"
-    /// of break-before-make.
-    fn break_entries(env: &mut PmapEnv, first: PhysAddr, n: u64) {
+    /// Clears the valid bit of the `n` entries from `first`, which
+    /// translate [va, va + size): the "break" of break-before-make.
+    pub(crate) fn break_entries(env: &mut PmapEnv, first: PhysAddr, n: u64, va: u64, size: u64) -> Invalidate {
         for k in 0..n {
             let pa = PhysAddr(first.0 + k * 8);
             let d = Self::rd(env.mem, pa);
             Self::wr(env.mem, pa, d.without(DescFlags::VALID));
         }
+        Invalidate::new(va, size)
     }
 
     /// Replaces the valid entry at `entry` by `newd` break-before-make:
@@ -280,16 +213,16 @@ impl Arm64 {
     /// (a table entry being replaced may be in the walk caches), then the
     /// new entry (pmap_update_entry).
     pub(crate) fn update_entry(&mut self, env: &mut PmapEnv, pm: PmapId, entry: PhysAddr, newd: Desc, va: u64, size: u64) {
-        Self::break_entries(env, entry, 1);
-        self.invalidate_range(env, pm, va, va + size, false);
+        let inv = Self::break_entries(env, entry, 1, va, size);
+        self.invalidate_range(env, pm, inv, false);
         Self::wr(env.mem, entry, newd);
     }
 
     /// Remakes the 16 L3 entries of the 64 KB run from `first` as `newl3`
     /// and its next pages, break-before-make (pmap_update_strided).
     pub(crate) fn update_l3c(&mut self, env: &mut PmapEnv, pm: PmapId, first: PhysAddr, newl3: Desc, va: u64) {
-        Self::break_entries(env, first, L3C_ENTRIES);
-        self.invalidate_range(env, pm, va, va + L3C_SIZE, true);
+        let inv = Self::break_entries(env, first, L3C_ENTRIES, va, L3C_SIZE);
+        self.invalidate_range(env, pm, inv, true);
         for k in 0..L3C_ENTRIES {
             Self::wr(env.mem, PhysAddr(first.0 + k * 8), Desc(newl3.0 + k * L3_SIZE));
         }
@@ -302,29 +235,19 @@ impl Arm64 {
     /// turn (pmap_unwire_l3, _pmap_unwire_l3). Returns whether the table
     /// was freed.
     pub(crate) fn unwire(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, level: u8, delta: i32, free: &mut Vec<Pfn>) -> bool {
-        let parent = match level {
-            3 => self.l2_pa(env.mem, pm, va),
-            2 => self.l1_pa(env.mem, pm, va),
-            _ => Some(Self::slot(self.pm(pm).l0.addr().0, va, L0_SHIFT)),
-        };
-        let parent = parent.expect("unwire: no parent table");
+        let parent_shift = [L0_SHIFT, L1_SHIFT, L2_SHIFT][level as usize - 1];
+        let parent = self.entry(env.mem, pm, va, parent_shift).expect("unwire: no parent table");
         let table = Self::rd(env.mem, parent).oa();
         if ptpage::adjust_ref(env, table, -delta) > 0 {
             return false;
         }
-        Self::wr(env.mem, parent, Desc::EMPTY);
+        let inv = radix::clear::<Desc>(env.mem, parent, va, L3_SIZE);
         if level > 1 {
             self.unwire(env, pm, va, level - 1, 1, free);
         }
-        self.invalidate_page(env, pm, va, false);
+        self.invalidate_page(env, pm, inv, false);
         free.push(PhysAddr(table).pfn());
         true
-    }
-
-    pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
-        for p in free {
-            ptpage::free(env, p);
-        }
     }
 
     /// Whether a managed entry is dirty (pmap_pte_dirty): writable through
@@ -397,6 +320,16 @@ impl Arm64 {
         p
     }
 
+}
+
+impl Tables for Arm64 {
+    type Pte = Desc;
+    fn shifts(&self) -> &'static [u32] {
+        &[L0_SHIFT, L1_SHIFT, L2_SHIFT, L3_SHIFT]
+    }
+    fn root_table(&self, pm: PmapId) -> u64 {
+        self.pm(pm).l0.addr().0
+    }
 }
 
 impl Core for Arm64 {

@@ -16,10 +16,11 @@
 
 use super::Arm64;
 use crate::base::Core;
+use crate::radix::{self, Tables};
 use crate::counters::PromoteFail;
 use splab_hw::arm64::pte::{Desc, DescFlags};
-use splab_hw::arm64::{L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
-use splab_hw::{Pfn, PhysAddr};
+use splab_hw::arm64::{L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
+use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
 /// How the checks of one promotion went.
@@ -31,24 +32,26 @@ enum Run {
 }
 
 impl Arm64 {
-    /// Clears DBM on a writable, clean entry.
-    fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Desc) -> Desc {
-        if e.writable_clean() {
-            let n = e.without(DescFlags::DBM);
-            Self::wr(env.mem, pa, n);
-            n
-        } else {
-            e
+    /// Clears DBM on a writable, clean entry mapping `va`.
+    fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, va: u64, e: Desc) -> Desc {
+        if !e.writable_clean() {
+            return e;
         }
+        let n = e.without(DescFlags::DBM);
+        // No TLBI: a clean entry's translation is walked again before a
+        // write.
+        radix::update(env.mem, pa, n, va, L3_SIZE).unneeded();
+        n
     }
 
-    /// The checks shared by both sizes over the `n` entries from `first`.
-    fn check_run(env: &mut PmapEnv, first: PhysAddr, n: u64, size: u64) -> Run {
+    /// The checks shared by both sizes over the `n` entries from `first`,
+    /// which map from `va` on.
+    fn check_run(env: &mut PmapEnv, first: PhysAddr, va: u64, n: u64, size: u64) -> Run {
         let e0 = Self::rd(env.mem, first);
         if !e0.is_table_or_page() || e0.oa() & (size - 1) != 0 {
             return Run::Fails(PromoteFail::FirstMisaligned);
         }
-        let e0 = Self::write_protect_clean(env, first, e0);
+        let e0 = Self::write_protect_clean(env, first, va, e0);
         let mut all_af = e0.has(DescFlags::AF);
         for k in (1..n).rev() {
             let pa = PhysAddr(first.0 + k * 8);
@@ -56,7 +59,7 @@ impl Arm64 {
             if !e.is_table_or_page() || e.oa() != e0.oa() + k * L3_SIZE {
                 return Run::Fails(PromoteFail::NotContiguous);
             }
-            let e = Self::write_protect_clean(env, pa, e);
+            let e = Self::write_protect_clean(env, pa, va + k * L3_SIZE, e);
             if e.0 & DescFlags::PROMOTE != e0.0 & DescFlags::PROMOTE {
                 return Run::Fails(PromoteFail::Attributes);
             }
@@ -75,12 +78,12 @@ impl Arm64 {
         if Self::rd(env.mem, first).has(DescFlags::SW_NO_PROMOTE) {
             return false;
         }
-        let newl3 = match Self::check_run(env, first, L3C_ENTRIES, L3C_SIZE) {
+        let va = va & !(L3C_SIZE - 1);
+        let newl3 = match Self::check_run(env, first, va, L3C_ENTRIES, L3C_SIZE) {
             Run::Fits(d) => d.with(DescFlags::CONTIGUOUS),
             Run::Fails(why) => return self.st.l3c.failed(why),
         };
         // Remake the 16 entries with the Contiguous bit (pmap_update_strided).
-        let va = va & !(L3C_SIZE - 1);
         self.update_l3c(env, pm, first, newl3, va);
         self.st.l3c.promotions += 1;
         env.ev.promotions += 1;
@@ -94,7 +97,7 @@ impl Arm64 {
             return false;
         }
         let va = va & !(L2_SIZE - 1);
-        let Some(l2_pa) = self.l2_pa(env.mem, pm, va) else { return false };
+        let Some(l2_pa) = self.entry(env.mem, pm, va, L2_SHIFT) else { return false };
         let l2e = Self::rd(env.mem, l2_pa);
         if !l2e.is_table_or_page() {
             return false;
@@ -103,7 +106,7 @@ impl Arm64 {
         if Self::rd(env.mem, ptp).has(DescFlags::SW_NO_PROMOTE) {
             return false;
         }
-        let first = match Self::check_run(env, ptp, LN_ENTRIES, L2_SIZE) {
+        let first = match Self::check_run(env, ptp, va, LN_ENTRIES, L2_SIZE) {
             Run::Fits(d) => d,
             Run::Fails(why) => return self.st.l2.failed(why),
         };
@@ -113,20 +116,11 @@ impl Arm64 {
         self.pm_mut(pm).stash.insert(va, ptp.pfn(), all_af);
         // One PV entry for the block instead of 512 (pmap_pv_promote_l2).
         if newl2.has(DescFlags::SW_MANAGED) {
-            let m0 = ptp_frame(newl2);
-            for i in 0..LN_ENTRIES {
-                self.pv.del(env, Pfn(m0.0 + i as u32), pm, va + i * L3_SIZE);
-            }
-            self.pv.add_sp(newl2.oa(), pm, va);
+            self.pv.promote(env, PhysAddr(newl2.oa()).pfn(), pm, va, LN_ENTRIES as u32);
         }
         self.update_entry(env, pm, l2_pa, newl2, va, L2_SIZE);
         self.st.l2.promotions += 1;
         env.ev.promotions += 1;
         true
     }
-}
-
-/// The first 4 KB frame a superpage entry maps.
-fn ptp_frame(d: Desc) -> Pfn {
-    PhysAddr(d.oa()).pfn()
 }

@@ -15,9 +15,10 @@
 use super::Arm64;
 use crate::base::{RefMod, Remove};
 use crate::ptpage;
+use crate::radix::{self, Tables};
 use crate::refbits::{self, TS_REFERENCED_MAX};
 use splab_hw::arm64::pte::{Desc, DescFlags};
-use splab_hw::arm64::{L2_SHIFT, L2_SIZE, LN_ENTRIES};
+use splab_hw::arm64::{L2_SHIFT, L2_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
 use splab_vm::pmap::{PmapEnv, PmapId};
 
@@ -30,10 +31,10 @@ impl Arm64 {
             .pv
             .list_sp(m.addr().0)
             .into_iter()
-            .map(|(pm, va)| Self::rd(env.mem, self.l2_pa(env.mem, pm, va).expect("PV entry without an L2 entry")))
+            .map(|(pm, va)| Self::rd(env.mem, self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry")))
             .collect();
         for (pm, va) in self.pv.list(env, m) {
-            let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
+            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
             let e = Self::rd(env.mem, pa);
             v.push(if e.has(DescFlags::CONTIGUOUS) { Self::load_l3c(env.mem, pa) } else { e });
         }
@@ -48,8 +49,8 @@ impl Arm64 {
             self.demote_l3c(env, pm, pa, va);
         }
         let l3 = Self::rd(env.mem, pa);
-        Self::wr(env.mem, pa, l3.with(DescFlags::AP_RO));
-        self.invalidate_page(env, pm, va, true);
+        let inv = radix::update(env.mem, pa, l3.with(DescFlags::AP_RO), va, L3_SIZE);
+        self.invalidate_page(env, pm, inv, true);
     }
 
 }
@@ -69,7 +70,7 @@ impl RefMod for Arm64 {
     fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut count = 0;
         for (pm, va) in self.pv.list_sp(m.addr().0) {
-            let pa = self.l2_pa(env.mem, pm, va).expect("PV entry without an L2 entry");
+            let pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry");
             let l2 = Self::rd(env.mem, pa);
             debug_assert!(l2.is_block());
             if Self::dirty(l2) {
@@ -77,8 +78,8 @@ impl RefMod for Arm64 {
             }
             if l2.has(DescFlags::AF) {
                 if refbits::selected_for_clearing(m, pm, va, L2_SHIFT, LN_ENTRIES) && !l2.has(DescFlags::SW_WIRED) {
-                    Self::wr(env.mem, pa, l2.without(DescFlags::AF));
-                    self.invalidate_page(env, pm, va, true);
+                    let inv = radix::update(env.mem, pa, l2.without(DescFlags::AF), va, L2_SIZE);
+                    self.invalidate_page(env, pm, inv, true);
                 }
                 count += 1;
                 if count >= TS_REFERENCED_MAX {
@@ -87,7 +88,7 @@ impl RefMod for Arm64 {
             }
         }
         for (pm, va) in self.pv.list(env, m) {
-            let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
+            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
             let l3 = Self::rd(env.mem, pa);
             if Self::dirty(l3) {
                 ptpage::dirty(env, m);
@@ -95,8 +96,8 @@ impl RefMod for Arm64 {
             if l3.has(DescFlags::AF) {
                 if !l3.has(DescFlags::SW_WIRED) {
                     // This entry only, Contiguous bit or not.
-                    Self::wr(env.mem, pa, l3.without(DescFlags::AF));
-                    self.invalidate_page(env, pm, va, true);
+                    let inv = radix::update(env.mem, pa, l3.without(DescFlags::AF), va, L3_SIZE);
+                    self.invalidate_page(env, pm, inv, true);
                 }
                 count += 1;
             } else if l3.has(DescFlags::CONTIGUOUS) && Self::load_l3c(env.mem, pa).has(DescFlags::AF) {
@@ -116,19 +117,19 @@ impl RefMod for Arm64 {
     /// FreeBSD does; dirty 4 KB entries are made clean.
     fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
-            let l2 = Self::rd(env.mem, self.l2_pa(env.mem, pm, va).expect("PV entry without an L2 entry"));
+            let l2 = Self::rd(env.mem, self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry"));
             if !l2.has(DescFlags::DBM) {
                 continue;
             }
             if self.demote_l2(env, pm, va) && !l2.has(DescFlags::SW_WIRED) {
                 let va4 = va + (m.addr().0 - l2.block_oa(L2_SHIFT));
-                let pa = self.l3_pa(env.mem, pm, va4).expect("demoted block without an L3 entry");
+                let pa = self.entry(env.mem, pm, va4, L3_SHIFT).expect("demoted block without an L3 entry");
                 self.write_protect_l3(env, pm, pa, va4);
                 ptpage::dirty(env, m);
             }
         }
         for (pm, va) in self.pv.list(env, m) {
-            let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
+            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
             if Self::dirty(Self::rd(env.mem, pa)) {
                 self.write_protect_l3(env, pm, pa, va);
             }
@@ -144,7 +145,7 @@ impl RefMod for Arm64 {
         for (pm, va) in self.pv.list_sp(frame) {
             self.remove_l2(env, pm, va, &mut free);
         }
-        Self::free_all(env, free);
+        radix::free_all(env, free);
         let m0 = PhysAddr(frame).pfn();
         for k in 0..LN_ENTRIES as u32 {
             let mk = Pfn(m0.0 + k);

@@ -4,12 +4,14 @@
 //! pmap_mask_set_l3c), pmap_remove_write and pmap_advise.
 //!
 //! TLB invalidation of L3 entries is batched as FreeBSD batches it: a
-//! run of changed addresses is invalidated in one range (one TLBI per
-//! page) when the run ends.
+//! run of changed addresses is a `Batch`, invalidated in one range (one
+//! TLBI per page) when the run ends.
 
-use super::{next_block, At, Arm64};
+use super::Arm64;
 use crate::base::Remove;
 use crate::ptpage;
+use crate::radix::{self, covers, next_block, Step, Tables};
+use crate::shootdown::{Batch, Invalidate};
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
@@ -36,35 +38,12 @@ impl MaskSet {
     }
 }
 
-/// The start of a run of changed addresses not yet invalidated.
-struct Pending(Option<u64>);
-
-impl Pending {
-    fn add(&mut self, va: u64) {
-        self.0.get_or_insert(va);
-    }
-}
-
 impl Arm64 {
-    /// Invalidates the pending run up to `end` and starts a new one.
-    fn flush(&mut self, env: &mut PmapEnv, pm: PmapId, p: &mut Pending, end: u64) {
-        if let Some(start) = p.0.take() {
-            self.invalidate_range(env, pm, start, end, true);
-        }
-    }
-
     /// Bookkeeping for a managed mapping of `n` pages from `m0` just
     /// cleared, whose entry (or the run's combined entry) was `old`: the
     /// dirty and referenced state moves to the pages.
     fn release_pages(env: &mut PmapEnv, m0: Pfn, n: u64, old: Desc) {
-        for k in 0..n as u32 {
-            if Self::dirty(old) {
-                ptpage::dirty(env, Pfn(m0.0 + k));
-            }
-            if old.has(DescFlags::AF) {
-                ptpage::referenced(env, Pfn(m0.0 + k));
-            }
-        }
+        ptpage::hand_over(env, m0, n as u32, Self::dirty(old), old.has(DescFlags::AF));
     }
 
     /// Bookkeeping for one L3 entry just cleared (the body of
@@ -79,13 +58,14 @@ impl Arm64 {
     }
 
     /// Removes the whole 64 KB run starting at `va`, whose first entry is
-    /// at `first` (pmap_remove_l3c). Returns whether its L3 table was
-    /// freed.
-    fn remove_l3c(&mut self, env: &mut PmapEnv, pm: PmapId, first: PhysAddr, va: u64, free: &mut Vec<Pfn>) -> bool {
+    /// at `first` (pmap_remove_l3c), adding it to `batch`. Returns whether
+    /// its L3 table was freed.
+    fn remove_l3c(&mut self, env: &mut PmapEnv, pm: PmapId, first: PhysAddr, va: u64, free: &mut Vec<Pfn>, batch: &mut Batch) -> bool {
         let whole = Self::load_l3c(env.mem, first);
         for k in 0..L3C_ENTRIES {
             Self::wr(env.mem, PhysAddr(first.0 + k * 8), Desc::EMPTY);
         }
+        batch.add(Invalidate::new(va, L3C_SIZE));
         self.pm_mut(pm).resident -= L3C_ENTRIES;
         if whole.has(DescFlags::SW_MANAGED) {
             let m0 = PhysAddr(whole.oa()).pfn();
@@ -101,20 +81,19 @@ impl Arm64 {
     /// (pmap_remove_l3_range); an emptied table is unlinked and queued on
     /// `free`.
     pub(crate) fn remove_l3_range(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, table: u64, free: &mut Vec<Pfn>) {
-        let mut pending = Pending(None);
+        let mut run = Batch::new();
         let mut va = sva;
         while va < eva {
-            let pa = Self::slot(table, va, L3_SHIFT);
+            let pa = radix::slot(table, va, L3_SHIFT);
             let e = Self::rd(env.mem, pa);
             if !e.valid() {
-                self.flush(env, pm, &mut pending, va);
+                self.flush(env, pm, &mut run);
                 va += L3_SIZE;
                 continue;
             }
             if e.has(DescFlags::CONTIGUOUS) {
-                if va.is_multiple_of(L3C_SIZE) && va + L3C_SIZE <= eva {
-                    pending.add(va);
-                    let freed = self.remove_l3c(env, pm, pa, va, free);
+                if covers(va, eva, L3C_SIZE) {
+                    let freed = self.remove_l3c(env, pm, pa, va, free, &mut run);
                     va += L3C_SIZE;
                     if freed {
                         break;
@@ -124,15 +103,14 @@ impl Arm64 {
                 self.demote_l3c(env, pm, pa, va);
             }
             let old = Self::rd(env.mem, pa);
-            Self::wr(env.mem, pa, Desc::EMPTY);
+            run.add(radix::clear::<Desc>(env.mem, pa, va, L3_SIZE));
             self.removed_l3(env, pm, va, old);
-            pending.add(va);
             va += L3_SIZE;
             if self.unwire(env, pm, va - L3_SIZE, 3, 1, free) {
                 break;
             }
         }
-        self.flush(env, pm, &mut pending, va);
+        self.flush(env, pm, &mut run);
     }
 
     /// Removes a whole 2 MB block (pmap_remove_l2): its PV entry, its dirty
@@ -140,12 +118,12 @@ impl Arm64 {
     /// freed.
     pub(crate) fn remove_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) {
         let va = va & !(L2_SIZE - 1);
-        let l2_pa = self.l2_pa(env.mem, pm, va).expect("remove_l2: no L2 table");
+        let l2_pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("remove_l2: no L2 table");
         let old = Self::rd(env.mem, l2_pa);
-        Self::wr(env.mem, l2_pa, Desc::EMPTY);
+        let inv = radix::clear::<Desc>(env.mem, l2_pa, va, L2_SIZE);
         // Promotion broke the 4 KB entries before making the block: one
         // TLBI for the block's one TLB entry suffices.
-        self.invalidate_page(env, pm, va, true);
+        self.invalidate_page(env, pm, inv, true);
         self.pm_mut(pm).resident -= LN_ENTRIES;
         if old.has(DescFlags::SW_MANAGED) {
             let frame = old.block_oa(L2_SHIFT);
@@ -158,8 +136,8 @@ impl Arm64 {
 
     /// Removes a whole 1 GB block of large-page memory.
     fn remove_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, l1_pa: PhysAddr, free: &mut Vec<Pfn>) {
-        Self::wr(env.mem, l1_pa, Desc::EMPTY);
-        self.invalidate_page(env, pm, va, true);
+        let inv = radix::clear::<Desc>(env.mem, l1_pa, va, L1_SIZE);
+        self.invalidate_page(env, pm, inv, true);
         self.pm_mut(pm).resident -= L1_SIZE / L3_SIZE;
         self.unwire(env, pm, va, 1, 1, free);
     }
@@ -183,14 +161,14 @@ impl Arm64 {
             return;
         }
         let new = Self::masked(env, old, ms, PhysAddr(old.block_oa(L2_SHIFT)).pfn(), LN_ENTRIES);
-        Self::wr(env.mem, l2_pa, new);
-        self.invalidate_page(env, pm, va, true);
+        let inv = radix::update(env.mem, l2_pa, new, va, L2_SIZE);
+        self.invalidate_page(env, pm, inv, true);
     }
 
-    /// Changes a whole 64 KB run in place (pmap_mask_set_l3c): the run's
-    /// dirty state, from any of its entries, is what write protection
-    /// saves.
-    fn mask_set_l3c(env: &mut PmapEnv, first: PhysAddr, ms: MaskSet) {
+    /// Changes the whole 64 KB run at `va` in place (pmap_mask_set_l3c):
+    /// the run's dirty state, from any of its entries, is what write
+    /// protection saves.
+    fn mask_set_l3c(env: &mut PmapEnv, first: PhysAddr, va: u64, ms: MaskSet) -> Invalidate {
         let whole = Self::load_l3c(env.mem, first);
         Self::masked(env, whole, ms, PhysAddr(whole.oa()).pfn(), L3C_ENTRIES);
         for k in 0..L3C_ENTRIES {
@@ -198,25 +176,25 @@ impl Arm64 {
             let e = Self::rd(env.mem, pa);
             Self::wr(env.mem, pa, ms.apply(e));
         }
+        Invalidate::new(va, L3C_SIZE)
     }
 
     /// pmap_mask_set over the L3 entries of [sva, eva) in `table`.
     fn mask_set_l3_range(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, table: u64, ms: MaskSet) {
-        let mut pending = Pending(None);
+        let mut run = Batch::new();
         let mut va = sva;
         while va < eva {
-            let pa = Self::slot(table, va, L3_SHIFT);
+            let pa = radix::slot(table, va, L3_SHIFT);
             let e = Self::rd(env.mem, pa);
             if !e.valid() || ms.holds(e) {
-                self.flush(env, pm, &mut pending, va);
+                self.flush(env, pm, &mut run);
                 // The rest of a run has the same bits.
                 va = if e.valid() && e.has(DescFlags::CONTIGUOUS) { next_block(va, L3C_SIZE) } else { va + L3_SIZE };
                 continue;
             }
             if e.has(DescFlags::CONTIGUOUS) {
-                if va.is_multiple_of(L3C_SIZE) && va + L3C_SIZE <= eva {
-                    Self::mask_set_l3c(env, pa, ms);
-                    pending.add(va);
+                if covers(va, eva, L3C_SIZE) {
+                    run.add(Self::mask_set_l3c(env, pa, va, ms));
                     va += L3C_SIZE;
                     continue;
                 }
@@ -224,11 +202,10 @@ impl Arm64 {
             }
             let e = Self::rd(env.mem, pa);
             let new = Self::masked(env, e, ms, PhysAddr(e.oa()).pfn(), 1);
-            Self::wr(env.mem, pa, new);
-            pending.add(va);
+            run.add(radix::update(env.mem, pa, new, va, L3_SIZE));
             va += L3_SIZE;
         }
-        self.flush(env, pm, &mut pending, va.min(eva));
+        self.flush(env, pm, &mut run);
     }
 
 }
@@ -238,33 +215,33 @@ impl Remove for Arm64 {
         let mut free = Vec::new();
         let mut va = sva;
         while va < eva && self.pm(pm).resident > 0 {
-            match self.at(env.mem, pm, va) {
-                At::Skip(next) => va = next,
-                At::L1Block(pa) => {
+            match self.step(env.mem, pm, va) {
+                Step::Skip(next) => va = next,
+                Step::Leaf1g(pa) => {
                     let next = next_block(va, L1_SIZE);
-                    if (va.is_multiple_of(L1_SIZE) && next <= eva) || self.demote_l1(env, pm, va).is_err() {
+                    if covers(va, eva, L1_SIZE) || self.demote_l1(env, pm, va).is_err() {
                         // Whole, or no page for the demotion: drop it all.
                         self.remove_l1(env, pm, va & !(L1_SIZE - 1), pa, &mut free);
                         va = next;
                     }
                 }
-                At::L2Block(_) => {
+                Step::Leaf2m(_) => {
                     let next = next_block(va, L2_SIZE);
-                    if va.is_multiple_of(L2_SIZE) && next <= eva {
+                    if covers(va, eva, L2_SIZE) {
                         self.remove_l2(env, pm, va, &mut free);
                         va = next;
                     } else if !self.demote_l2(env, pm, va) {
                         va = next;
                     }
                 }
-                At::L3Table(table) => {
+                Step::Table(table) => {
                     let next = next_block(va, L2_SIZE);
                     self.remove_l3_range(env, pm, va, next.min(eva), table, &mut free);
                     va = next;
                 }
             }
         }
-        Self::free_all(env, free);
+        radix::free_all(env, free);
     }
 
     /// Removes every mapping of page `m` (pmap_remove_all): 2 MB blocks of
@@ -275,19 +252,22 @@ impl Remove for Arm64 {
             self.demote_l2(env, pm, va);
         }
         for (pm, va) in self.pv.list(env, m) {
-            let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
+            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
             if Self::rd(env.mem, pa).has(DescFlags::CONTIGUOUS) {
                 self.demote_l3c(env, pm, pa, va);
             }
             let old = Self::rd(env.mem, pa);
-            Self::wr(env.mem, pa, Desc::EMPTY);
+            let inv = radix::clear::<Desc>(env.mem, pa, va, L3_SIZE);
             if old.has(DescFlags::AF) {
-                self.invalidate_page(env, pm, va, true);
+                self.invalidate_page(env, pm, inv, true);
+            } else {
+                // Never accessed: no TLB holds it.
+                inv.unneeded();
             }
             self.removed_l3(env, pm, va, old);
             self.unwire(env, pm, va, 3, 1, &mut free);
         }
-        Self::free_all(env, free);
+        radix::free_all(env, free);
     }
 
     /// pmap_protect: removing write access sets AP[2] and clears DBM;
@@ -310,31 +290,31 @@ impl Remove for Arm64 {
         }
         let mut va = sva;
         while va < eva {
-            match self.at(env.mem, pm, va) {
-                At::Skip(next) => va = next,
-                At::L1Block(pa) => {
+            match self.step(env.mem, pm, va) {
+                Step::Skip(next) => va = next,
+                Step::Leaf1g(pa) => {
                     let next = next_block(va, L1_SIZE);
-                    if va.is_multiple_of(L1_SIZE) && next <= eva {
+                    if covers(va, eva, L1_SIZE) {
                         let old = Self::rd(env.mem, pa);
                         if !ms.holds(old) {
-                            Self::wr(env.mem, pa, ms.apply(old));
-                            self.invalidate_page(env, pm, va, true);
+                            let inv = radix::update(env.mem, pa, ms.apply(old), va, L1_SIZE);
+                            self.invalidate_page(env, pm, inv, true);
                         }
                         va = next;
                     } else if self.demote_l1(env, pm, va).is_err() {
                         va = next;
                     }
                 }
-                At::L2Block(pa) => {
+                Step::Leaf2m(pa) => {
                     let next = next_block(va, L2_SIZE);
-                    if va.is_multiple_of(L2_SIZE) && next <= eva {
+                    if covers(va, eva, L2_SIZE) {
                         self.protect_l2(env, pm, pa, va, ms);
                         va = next;
                     } else if !self.demote_l2(env, pm, va) {
                         va = next;
                     }
                 }
-                At::L3Table(table) => {
+                Step::Table(table) => {
                     let next = next_block(va, L2_SIZE);
                     self.mask_set_l3_range(env, pm, va, next.min(eva), table, ms);
                     va = next;
@@ -347,13 +327,13 @@ impl Remove for Arm64 {
     /// blocks of its frame are demoted first, writable 64 KB runs too.
     fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
-            let l2_pa = self.l2_pa(env.mem, pm, va).expect("PV entry without an L2 entry");
+            let l2_pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry");
             if Self::rd(env.mem, l2_pa).has(DescFlags::DBM) {
                 self.demote_l2(env, pm, va);
             }
         }
         for (pm, va) in self.pv.list(env, m) {
-            let pa = self.l3_pa(env.mem, pm, va).expect("PV entry without an L3 entry");
+            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
             let e = Self::rd(env.mem, pa);
             if !e.has(DescFlags::DBM) {
                 continue;
@@ -362,11 +342,11 @@ impl Remove for Arm64 {
                 self.demote_l3c(env, pm, pa, va);
             }
             let e = Self::rd(env.mem, pa);
-            Self::wr(env.mem, pa, e.with(DescFlags::AP_RO).without(DescFlags::DBM));
+            let inv = radix::update(env.mem, pa, e.with(DescFlags::AP_RO).without(DescFlags::DBM), va, L3_SIZE);
             if e.written() {
                 ptpage::dirty(env, m);
             }
-            self.invalidate_page(env, pm, va, true);
+            self.invalidate_page(env, pm, inv, true);
         }
     }
 
@@ -382,16 +362,16 @@ impl Remove for Arm64 {
         let mut va = sva;
         while va < eva {
             let next = next_block(va, L2_SIZE);
-            let table = match self.at(env.mem, pm, va) {
-                At::Skip(n) => {
+            let table = match self.step(env.mem, pm, va) {
+                Step::Skip(n) => {
                     va = n;
                     continue;
                 }
-                At::L1Block(_) => {
+                Step::Leaf1g(_) => {
                     va = next_block(va, L1_SIZE);
                     continue;
                 }
-                At::L2Block(pa) => {
+                Step::Leaf2m(pa) => {
                     let old = Self::rd(env.mem, pa);
                     if !old.has(DescFlags::SW_MANAGED) || !self.demote_l2(env, pm, va) {
                         va = next;
@@ -404,16 +384,16 @@ impl Remove for Arm64 {
                     }
                     table
                 }
-                At::L3Table(table) => table,
+                Step::Table(table) => table,
             };
             let end = next.min(eva);
-            let mut pending = Pending(None);
+            let mut run = Batch::new();
             let mut v = va;
             while v < end {
-                let pa = Self::slot(table, v, L3_SHIFT);
+                let pa = radix::slot(table, v, L3_SHIFT);
                 let e = Self::rd(env.mem, pa);
                 if !e.is_table_or_page() || !e.has(DescFlags::SW_MANAGED) || !(Self::dirty(e) || e.has(DescFlags::AF)) {
-                    self.flush(env, pm, &mut pending, v);
+                    self.flush(env, pm, &mut run);
                     v += L3_SIZE;
                     continue;
                 }
@@ -430,18 +410,21 @@ impl Remove for Arm64 {
                     }
                     let e = Self::rd(env.mem, pa);
                     if e.valid() {
-                        Self::wr(env.mem, pa, e.without(DescFlags::AF).with(DescFlags::AP_RO));
+                        run.add(radix::update(env.mem, pa, e.without(DescFlags::AF).with(DescFlags::AP_RO), v, L3_SIZE));
+                    } else {
+                        // Removed above, and invalidated there; the run's
+                        // range covers it again.
+                        run.add(Invalidate::new(v, L3_SIZE));
                     }
                 } else {
                     // Clear AF in this entry, whatever its Contiguous bit.
-                    Self::wr(env.mem, pa, e.without(DescFlags::AF));
+                    run.add(radix::update(env.mem, pa, e.without(DescFlags::AF), v, L3_SIZE));
                 }
-                pending.add(v);
                 v += L3_SIZE;
             }
-            self.flush(env, pm, &mut pending, v);
+            self.flush(env, pm, &mut run);
             va = next;
         }
-        Self::free_all(env, free);
+        radix::free_all(env, free);
     }
 }

@@ -110,7 +110,7 @@ fn a_misaligned_first_page_fails_l3c_promotion() {
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 0);
     assert_eq!(r.stat("vm.pmap.l3c.p_failures"), 0, "pmap_enter does not even try: va and pa differ modulo 64 KB");
     // A hand-made run whose first page is misaligned is refused.
-    let l3 = r.pmap.0.l3_pa(&r.mem, pm, VA + 4096).unwrap();
+    let l3 = r.pmap.0.entry(&r.mem, pm, VA + 4096, L3_SHIFT).unwrap();
     let (p, mut env) = r.env();
     assert!(!p.0.promote_l3c(&mut env, pm, l3, VA + 4096));
     assert_eq!(r.stat("splab.pmap.l3c.p_failures.first_misaligned"), 1);
@@ -299,7 +299,7 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..16, |_| rw_access());
-    let l3 = r.pmap.0.l3_pa(&r.mem, pm, VA + 3 * 4096).unwrap();
+    let l3 = r.pmap.0.entry(&r.mem, pm, VA + 3 * 4096, L3_SHIFT).unwrap();
     let e = Arm64::rd(&r.mem, l3);
     Arm64::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
     let (p, env) = r.env();
@@ -324,7 +324,7 @@ fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() 
     let (p, mut env) = r.env();
     p.clear_modify(&mut env, pages[5]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
-    let e5 = Arm64::rd(&r.mem, r.pmap.0.l3_pa(&r.mem, pm, VA + 5 * 4096).unwrap());
+    let e5 = Arm64::rd(&r.mem, r.pmap.0.entry(&r.mem, pm, VA + 5 * 4096, L3_SHIFT).unwrap());
     assert!(e5.writable_clean() && !e5.has(DescFlags::CONTIGUOUS), "{e5:?}");
     let m40 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 40 * 4096)).unwrap();
     assert!(m40.dirty);
