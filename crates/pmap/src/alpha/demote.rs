@@ -4,6 +4,7 @@
 
 use super::{block_size, Alpha};
 use splab_hw::alpha::Gh;
+use crate::shootdown::Batch;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
 impl Alpha {
@@ -17,9 +18,10 @@ impl Alpha {
         if g == 0 {
             return;
         }
+        let mut batch = Batch::new();
         while g > 0 {
             let (_, p0, n) = self.block_entries(env, pm, va, g);
-            Self::rewrite_block(env, p0, n, |e| e.with_gh(Gh::new(g - 1)));
+            batch.add(Self::rewrite_block(env, p0, n, va, |e| e.with_gh(Gh::new(g - 1))));
             self.st.gh[g as usize].demotions += 1;
             env.ev.demotions += 1;
             g -= 1;
@@ -27,7 +29,7 @@ impl Alpha {
         debug_assert_eq!(Self::rd(env.mem, p).gh(), Gh::G8K);
         // The TB held one entry for the largest block: TBIS of any of its
         // addresses removes it.
-        self.invalidate(env, pm, va);
+        self.invalidate_block(env, pm, &mut batch, va);
     }
 
     /// Demotes so that [sva, eva) covers whole blocks only: the blocks

@@ -30,8 +30,8 @@ impl Alpha {
                     let clear = PteFlags::FAULT_ON.difference(n.flags()) & (PteFlags::FOR | PteFlags::FOW);
                     if old.any(clear) {
                         let (_, p0, cnt) = self.block_entries(env, pm, va, old.gh().value());
-                        Self::rewrite_block(env, p0, cnt, |x| x.without(clear));
-                        self.invalidate(env, pm, va);
+                        let inv = Self::rewrite_block(env, p0, cnt, va, |x| x.without(clear));
+                        self.invalidate(env, pm, inv);
                     }
                     return Ok(());
                 }
@@ -48,8 +48,8 @@ impl Alpha {
                 if !old.has(PteFlags::FOR) {
                     n = n.without(PteFlags::FOR);
                 }
-                Self::wr(env.mem, p, n);
-                self.invalidate(env, pm, va);
+                let inv = Self::update(env.mem, p, n, va, PAGE_SIZE);
+                self.invalidate(env, pm, inv);
                 if managed {
                     self.try_promote(env, pm, va, m);
                 }
@@ -57,8 +57,8 @@ impl Alpha {
             }
             // Another page: the old mapping goes first; the entry stays
             // counted, as the new one takes its place.
-            self.remove_one(env, pm, va);
-            self.invalidate(env, pm, va);
+            let inv = self.remove_one(env, pm, va);
+            self.invalidate(env, pm, inv);
         } else {
             self.count(env, pm, va, 1);
         }

@@ -28,8 +28,8 @@ impl Alpha {
             PteFlags::FOR
         };
         let (_, p0, n) = self.block_entries(env, pm, va, e.gh().value());
-        Self::rewrite_block(env, p0, n, |x| x.without(clear));
-        self.invalidate(env, pm, va);
+        let inv = Self::rewrite_block(env, p0, n, va, |x| x.without(clear));
+        self.invalidate(env, pm, inv);
         true
     }
 }

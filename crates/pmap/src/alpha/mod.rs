@@ -46,7 +46,7 @@ mod remove;
 use crate::base::{Core, Md, Tunable};
 use crate::counters::{SizeCounters, SizeNames};
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::alpha::{index, Gh, Pte, PteFlags, L1_SHIFT, L2_SHIFT, L3_SHIFT, MAX_USER_ADDRESS, PAGE_SIZE};
 use splab_hw::physmem::PhysMem;
@@ -223,8 +223,8 @@ impl Alpha {
         if self.pm(pm).l2.get(&seg1).is_some_and(|&(_, n)| n == 0) {
             let (t, _) = self.pm_mut(pm).l2.remove(&seg1).expect("present");
             let l1 = env.mem.addr(self.pm(pm).l1).0;
-            Self::wr(env.mem, PhysAddr(l1 + (seg1 & 1023) * 8), Pte::EMPTY);
-            self.invalidate_all(env, pm);
+            let inv = Self::update(env.mem, PhysAddr(l1 + (seg1 & 1023) * 8), Pte::EMPTY, seg1 << L1_SHIFT, 1 << L1_SHIFT);
+            self.invalidate_all(env, pm, inv);
             crate::ptpage::free(env, t);
         }
     }
@@ -242,39 +242,79 @@ impl Alpha {
         let (t, _) = self.pm_mut(pm).l3.remove(&key).expect("present");
         let seg1 = va >> L1_SHIFT;
         let (l2, _) = self.pm(pm).l2[&seg1];
-        Self::wr(env.mem, PhysAddr(env.mem.addr(l2).0 + index(va, L2_SHIFT) * 8), Pte::EMPTY);
+        let l2e = PhysAddr(env.mem.addr(l2).0 + index(va, L2_SHIFT) * 8);
+        let inv = Self::update(env.mem, l2e, Pte::EMPTY, key << L2_SHIFT, 1 << L2_SHIFT);
         // The walk cache may hold the table's address.
-        self.invalidate_all(env, pm);
+        self.invalidate_all(env, pm, inv);
         crate::ptpage::free(env, t);
         self.pm_mut(pm).l2.get_mut(&seg1).expect("present").1 -= 1;
         self.release_l2_if_empty(env, pm, seg1);
     }
 
+    /// Writes `e` over the live entry at `pa`, which translates
+    /// [va, va + size).
+    pub(crate) fn update(mem: &mut PhysMem, pa: PhysAddr, e: Pte, va: u64, size: u64) -> Invalidate {
+        Self::wr(mem, pa, e);
+        Invalidate::new(va, size)
+    }
+
     /// TBIS for `va` on the CPUs running `pm` (pmap_invalidate_page); the
     /// others that ran it flush its ASN before they run it again.
-    pub(crate) fn invalidate(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
+    fn tbis(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
         let asn = self.pm(pm).asn;
         let others = shootdown::invalidate_page(env, pm, asn, va);
         self.pm_mut(pm).stale |= others;
     }
 
     /// TBIAP on the CPUs running `pm` (pmap_invalidate_all).
-    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
+    fn tbiap(&mut self, env: &mut PmapEnv, pm: PmapId) {
         let asn = self.pm(pm).asn;
         let others = shootdown::invalidate_all(env, pm, asn);
         self.pm_mut(pm).stale |= others;
     }
 
-    /// Invalidates the TB entries that may translate [va, va + size): one
-    /// TBIS per page for a few pages, TBIAP beyond (as FreeBSD's alpha
-    /// pmap_remove falls back to a full invalidation).
-    pub(crate) fn invalidate_range(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, size: u64) {
+    /// TBIS of the change's address: it removes the TB entry of the page
+    /// or block holding it.
+    pub(crate) fn invalidate(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        self.tbis(env, pm, inv.va);
+    }
+
+    /// TBIAP for a change (a table unlinked, which the walk cache may
+    /// hold).
+    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId, _inv: Invalidate) {
+        self.tbiap(env, pm);
+    }
+
+    /// After changing blocks of smaller sizes into one: TBIS at an address
+    /// of each old block, `old`, as the TB holds one entry for each.
+    pub(crate) fn invalidate_blocks(&mut self, env: &mut PmapEnv, pm: PmapId, _inv: Invalidate, old: &[u64]) {
+        for &a in old {
+            self.tbis(env, pm, a);
+        }
+    }
+
+    /// One TBIS at `va` if `batch` holds changes, all to the block holding
+    /// `va`.
+    pub(crate) fn invalidate_block(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch, va: u64) {
+        if batch.take().is_some() {
+            self.tbis(env, pm, va);
+        }
+    }
+
+    /// If `batch` holds changes, invalidates the TB entries that may
+    /// translate [va, va + size): one TBIS per page for a few pages, TBIAP
+    /// beyond (as FreeBSD's alpha pmap_remove falls back to a full
+    /// invalidation).
+    pub(crate) fn invalidate_range(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch, va: u64, size: u64) {
+        if batch.take().is_none() {
+            return;
+        }
         if size / PAGE_SIZE > 16 {
-            self.invalidate_all(env, pm);
+            self.tbiap(env, pm);
         } else {
             let mut a = va;
             while a < va + size {
-                self.invalidate(env, pm, a);
+                self.tbis(env, pm, a);
                 a += PAGE_SIZE;
             }
         }

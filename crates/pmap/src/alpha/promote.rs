@@ -5,6 +5,7 @@
 use super::{block_pages, block_size, Alpha};
 use splab_hw::alpha::{Gh, Pte, PteFlags, PAGE_SIZE};
 use splab_hw::{Pfn, PhysAddr};
+use crate::shootdown::Invalidate;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
 impl Alpha {
@@ -16,13 +17,15 @@ impl Alpha {
         (base, p0, block_pages(g))
     }
 
-    /// Rewrites every entry of the block of `n` entries at `p0` by `f`.
-    pub(crate) fn rewrite_block(env: &mut PmapEnv, p0: PhysAddr, n: u64, f: impl Fn(Pte) -> Pte) {
+    /// Rewrites every entry of the block of `n` entries at `p0`, which
+    /// `va` is an address of, by `f`.
+    pub(crate) fn rewrite_block(env: &mut PmapEnv, p0: PhysAddr, n: u64, va: u64, f: impl Fn(Pte) -> Pte) -> Invalidate {
         for i in 0..n {
             let pa = PhysAddr(p0.0 + i * 8);
             let e = Self::rd(env.mem, pa);
             Self::wr(env.mem, pa, f(e));
         }
+        Invalidate::new(va, n * PAGE_SIZE)
     }
 
     /// After `va` -> `m` was entered: promotes each enabled level in turn,
@@ -61,7 +64,7 @@ impl Alpha {
                     old.push(a);
                 }
             }
-            Self::rewrite_block(env, p0, n, |e| {
+            let inv = Self::rewrite_block(env, p0, n, base, |e| {
                 let e = e.with_gh(Gh::new(g));
                 if referenced {
                     e.without(PteFlags::FOR)
@@ -69,9 +72,7 @@ impl Alpha {
                     e
                 }
             });
-            for a in old {
-                self.invalidate(env, pm, a);
-            }
+            self.invalidate_blocks(env, pm, inv, &old);
             self.st.gh[g as usize].promotions += 1;
             env.ev.promotions += 1;
         }

@@ -8,7 +8,7 @@ use super::{block_size, is_dirty, Alpha};
 use crate::base::{RefMod, Remove};
 use crate::ptpage;
 use crate::refbits::TS_REFERENCED_MAX;
-use splab_hw::alpha::PteFlags;
+use splab_hw::alpha::{PteFlags, PAGE_SIZE};
 use splab_hw::Pfn;
 use splab_vm::pmap::PmapEnv;
 
@@ -36,8 +36,8 @@ impl RefMod for Alpha {
                 ptpage::dirty(env, m);
             }
             let (_, p0, cnt) = self.block_entries(env, pm, va, e.gh().value());
-            Self::rewrite_block(env, p0, cnt, |x| x.with(PteFlags::FOR));
-            self.invalidate(env, pm, va);
+            let inv = Self::rewrite_block(env, p0, cnt, va, |x| x.with(PteFlags::FOR));
+            self.invalidate(env, pm, inv);
             n += 1;
             if n >= TS_REFERENCED_MAX {
                 break;
@@ -57,8 +57,8 @@ impl RefMod for Alpha {
             }
             self.demote(env, pm, va);
             let (p, e) = self.find(env.mem, pm, va).expect("still mapped");
-            Self::wr(env.mem, p, e.with(PteFlags::FOW));
-            self.invalidate(env, pm, va);
+            let inv = Self::update(env.mem, p, e.with(PteFlags::FOW), va, PAGE_SIZE);
+            self.invalidate(env, pm, inv);
         }
     }
 

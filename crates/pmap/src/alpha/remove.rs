@@ -7,27 +7,24 @@ use crate::base::Remove;
 use crate::ptpage;
 use splab_hw::alpha::{Pte, PteFlags, L2_SHIFT, PAGE_SIZE};
 use splab_hw::{Pfn, PhysAddr};
+use crate::shootdown::{Batch, Invalidate};
 use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
 
 impl Alpha {
     /// Removes `va`'s valid single-page entry (GH 0 or a block being
     /// removed whole): PV entry, modified and referenced state to the page
     /// (pmap_remove_pte). The table's count is the caller's.
-    pub(crate) fn remove_one(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
+    pub(crate) fn remove_one(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Invalidate {
         let p = self.l3pte(env.mem, pm, va).expect("entry's table");
         let e = Self::rd(env.mem, p);
-        Self::wr(env.mem, p, Pte::EMPTY);
+        let inv = Self::update(env.mem, p, Pte::EMPTY, va, PAGE_SIZE);
         self.pm_mut(pm).resident -= 1;
         if e.has(PteFlags::MANAGED) {
             let m = env.mem.pfn(PhysAddr(e.frame()));
-            if is_dirty(e) {
-                ptpage::dirty(env, m);
-            }
-            if !e.has(PteFlags::FOR) {
-                ptpage::referenced(env, m);
-            }
-            self.pv.remove(env, m, pm, va);
+            ptpage::hand_over(env, m, 1, is_dirty(e), !e.has(PteFlags::FOR));
+            self.pv.del(env, m, pm, va);
         }
+        inv
     }
 
     /// The parts [va, stop) of [sva, eva) that have a level-3 table, one
@@ -52,18 +49,19 @@ impl Remove for Alpha {
     fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         self.demote_ends(env, pm, sva, eva);
         for (va, stop) in self.table_spans(pm, sva, eva) {
+            let mut batch = Batch::new();
             let mut removed = 0;
             let mut a = va;
             while a < stop {
                 let p = self.l3pte(env.mem, pm, a).expect("table present");
                 if Self::rd(env.mem, p).valid() {
-                    self.remove_one(env, pm, a);
+                    batch.add(self.remove_one(env, pm, a));
                     removed += 1;
                 }
                 a += PAGE_SIZE;
             }
+            self.invalidate_range(env, pm, &mut batch, va, stop - va);
             if removed > 0 {
-                self.invalidate_range(env, pm, va, stop - va);
                 self.count(env, pm, va, -removed);
             }
         }
@@ -94,7 +92,7 @@ impl Remove for Alpha {
         }
         self.demote_ends(env, pm, sva, eva);
         for (va, stop) in self.table_spans(pm, sva, eva) {
-            let mut changed = false;
+            let mut batch = Batch::new();
             let mut a = va;
             while a < stop {
                 let p = self.l3pte(env.mem, pm, a).expect("table present");
@@ -110,14 +108,11 @@ impl Remove for Alpha {
                     if is_dirty(e) && !is_dirty(n) && e.has(PteFlags::MANAGED) {
                         ptpage::dirty(env, env.mem.pfn(PhysAddr(e.frame())));
                     }
-                    Self::wr(env.mem, p, n);
-                    changed = true;
+                    batch.add(Self::update(env.mem, p, n, a, PAGE_SIZE));
                 }
                 a += PAGE_SIZE;
             }
-            if changed {
-                self.invalidate_range(env, pm, va, stop - va);
-            }
+            self.invalidate_range(env, pm, &mut batch, va, stop - va);
         }
     }
 

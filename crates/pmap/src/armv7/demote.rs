@@ -58,8 +58,8 @@ impl Armv7 {
             }
         }
         // pmap_change_pte1: break before make.
-        Self::wr1(env.mem, p1, L1Desc::FAULT);
-        self.tlb_flush(env, pm, va1m);
+        let inv = Self::update1(env.mem, p1, L1Desc::FAULT, va1m, SECTION_SIZE);
+        self.tlb_flush(env, pm, inv);
         Self::wr1(env.mem, p1, L1Desc::table(table, DOMAIN));
         // The section's PV entry becomes 256 (pmap_pv_demote_pte1).
         let m0 = PhysAddr(old.frame()).pfn();
@@ -85,10 +85,8 @@ impl Armv7 {
         let p0 = self.pte2_pa(pm, base).expect("demote_large: no L2 table");
         let large = Self::rd2(env.mem, p0);
         debug_assert!(large.is_large(), "demote_large: not a large page");
-        for i in 0..REPLICAS {
-            Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), L2Desc::FAULT);
-        }
-        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
+        let inv = Self::update2(env.mem, p0, REPLICAS, L2Desc::FAULT, base);
+        self.tlb_flush_range(env, pm, inv);
         for i in 0..REPLICAS {
             Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), large.large_to_small(i));
         }

@@ -37,8 +37,8 @@ impl Armv7 {
             // differs only in A and NM is left as it is.
             let keep = PTE2_NM | PTE2_A;
             if opte2.attrs() - keep != npte2.attrs() - keep {
-                Self::wr2(env.mem, p2, L2Desc::FAULT);
-                self.tlb_flush(env, pm, va);
+                let inv = Self::update2(env.mem, p2, 1, L2Desc::FAULT, va);
+                self.tlb_flush(env, pm, inv);
                 Self::wr2(env.mem, p2, npte2);
                 if managed {
                     Self::hand_over(env, m, opte2.attrs());
@@ -48,8 +48,8 @@ impl Armv7 {
             if opte2.valid() {
                 // The physical page changed: break before make, the old
                 // page's state and PV entry handed back.
-                Self::wr2(env.mem, p2, L2Desc::FAULT);
-                self.tlb_flush(env, pm, va);
+                let inv = Self::update2(env.mem, p2, 1, L2Desc::FAULT, va);
+                self.tlb_flush(env, pm, inv);
                 let om = PhysAddr(opte2.frame()).pfn();
                 if ptpage::managed(env, om) {
                     Self::hand_over(env, om, opte2.attrs());
@@ -130,8 +130,8 @@ impl Armv7 {
         if Self::rd1(env.mem, p1).is_table() {
             // Still linked to an empty table of a PT2PG page that other
             // tables keep: the walk cache may hold the link.
-            Self::wr1(env.mem, p1, L1Desc::FAULT);
-            self.tlb_flush(env, pm, va);
+            let inv = Self::update1(env.mem, p1, L1Desc::FAULT, va, SECTION_SIZE);
+            self.tlb_flush(env, pm, inv);
         }
         if managed {
             self.pv.add_sp(npte1.frame(), pm, va);

@@ -72,7 +72,7 @@ use crate::base::{Core, Md, Tunable};
 use crate::counters::{PromoteFail, SizeCounters, SizeNames};
 use crate::ptpage;
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::shootdown::{self, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::armv7::pte::{L1Desc, L2Desc, SmallFlags};
 use splab_hw::armv7::{l1_index, l2_index, L1_ENTRIES, L2_TABLE_SIZE, LARGE_SIZE, SECTION_SHIFT, SECTION_SIZE};
@@ -360,8 +360,8 @@ impl Armv7 {
             let e1 = Self::rd1(env.mem, p1);
             if e1.is_table() {
                 debug_assert_eq!(e1.table_base() & !0xfff, page.addr().0);
-                Self::wr1(env.mem, p1, L1Desc::FAULT);
-                self.tlb_flush(env, pm, i << SECTION_SHIFT);
+                let inv = Self::update1(env.mem, p1, L1Desc::FAULT, i << SECTION_SHIFT, SECTION_SIZE);
+                self.tlb_flush(env, pm, inv);
             }
         }
         self.pm_mut(pm).pt2pg.remove(&(idx >> 2));
@@ -380,16 +380,33 @@ impl Armv7 {
         }
     }
 
-    /// pmap_tlb_flush: one address, every CPU running `pm`, by broadcast.
-    pub(crate) fn tlb_flush(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
-        shootdown::broadcast_invalidate_page(env, pm, ASID, va);
+    /// Writes `e` over the live L1 entry at `p1`, which translates
+    /// [va, va + size).
+    pub(crate) fn update1(mem: &mut PhysMem, p1: PhysAddr, e: L1Desc, va: u64, size: u64) -> Invalidate {
+        Self::wr1(mem, p1, e);
+        Invalidate::new(va, size)
     }
 
-    /// pmap_tlb_flush_range: every 4 KB page of [va, va + size).
-    pub(crate) fn tlb_flush_range(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, size: u64) {
-        let mut a = va;
-        while a < va + size {
-            self.tlb_flush(env, pm, a);
+    /// Writes `e` over the `n` live L2 entries from `p2` (one small page,
+    /// or the 16 of a large page), which translate [va, va + n * 4 KB).
+    pub(crate) fn update2(mem: &mut PhysMem, p2: PhysAddr, n: u64, e: L2Desc, va: u64) -> Invalidate {
+        for i in 0..n {
+            Self::wr2(mem, PhysAddr(p2.0 + i * 4), e);
+        }
+        Invalidate::new(va, n * 4096)
+    }
+
+    /// pmap_tlb_flush: one address, every CPU running `pm`, by broadcast;
+    /// it drops the translations of the address of every size.
+    pub(crate) fn tlb_flush(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        shootdown::broadcast_invalidate_page(env, pm, ASID, inv.va);
+    }
+
+    /// pmap_tlb_flush_range: every 4 KB page of the change.
+    pub(crate) fn tlb_flush_range(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        let mut a = inv.va;
+        while a < inv.va + inv.size {
+            shootdown::broadcast_invalidate_page(env, pm, ASID, a);
             a += 4096;
         }
     }

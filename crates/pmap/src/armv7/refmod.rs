@@ -18,7 +18,7 @@ use super::{is_dirty, Leaf, Armv7, PTE2_A, PTE2_NM, PTE2_RO, PTE2_W};
 use crate::ptpage;
 use crate::refbits::{self, TS_REFERENCED_MAX};
 use splab_hw::armv7::pte::SmallFlags;
-use splab_hw::armv7::{L2_ENTRIES, LARGE_SHIFT, LARGE_SIZE, REPLICAS, SECTION_SHIFT, SECTION_SIZE};
+use splab_hw::armv7::{L2_ENTRIES, LARGE_SHIFT, REPLICAS, SECTION_SHIFT, SECTION_SIZE};
 use splab_hw::{PhysAddr, Pfn};
 use splab_vm::pmap::PmapEnv;
 
@@ -61,8 +61,8 @@ impl RefMod for Armv7 {
             }
             if f.contains(PTE2_A) {
                 if refbits::selected_for_clearing(m, pm, va, SECTION_SHIFT, L2_ENTRIES) && !f.contains(PTE2_W) {
-                    Self::wr1(env.mem, p1, e.without(PTE2_A.to_section()));
-                    self.tlb_flush(env, pm, va);
+                    let inv = Self::update1(env.mem, p1, e.without(PTE2_A.to_section()), va, SECTION_SIZE);
+                    self.tlb_flush(env, pm, inv);
                 }
                 count += 1;
                 if count >= TS_REFERENCED_MAX {
@@ -81,15 +81,13 @@ impl RefMod for Armv7 {
                 if e.is_large() {
                     let base = Self::group_base(va);
                     if refbits::selected_for_clearing(m, pm, base, LARGE_SHIFT, REPLICAS) && !f.contains(PTE2_W) {
-                        let p0 = p2.0 - ((va - base) >> 12) * 4;
-                        for i in 0..REPLICAS {
-                            Self::wr2(env.mem, PhysAddr(p0 + i * 4), e.without(PTE2_A));
-                        }
-                        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
+                        let p0 = PhysAddr(p2.0 - ((va - base) >> 12) * 4);
+                        let inv = Self::update2(env.mem, p0, REPLICAS, e.without(PTE2_A), base);
+                        self.tlb_flush_range(env, pm, inv);
                     }
                 } else if !f.contains(PTE2_W) {
-                    Self::wr2(env.mem, p2, e.without(PTE2_A));
-                    self.tlb_flush(env, pm, va);
+                    let inv = Self::update2(env.mem, p2, 1, e.without(PTE2_A), va);
+                    self.tlb_flush(env, pm, inv);
                 }
                 count += 1;
                 if count >= TS_REFERENCED_MAX {
@@ -117,9 +115,9 @@ impl RefMod for Armv7 {
                 let p2 = self.pte2_pa(pm, va4).expect("demoted section without an L2 table");
                 let s = Self::rd2(env.mem, p2);
                 if s.valid() {
-                    Self::wr2(env.mem, p2, s.with(PTE2_NM));
+                    let inv = Self::update2(env.mem, p2, 1, s.with(PTE2_NM), va4);
                     ptpage::dirty(env, m);
-                    self.tlb_flush(env, pm, va4);
+                    self.tlb_flush(env, pm, inv);
                 }
             }
         }
@@ -133,8 +131,8 @@ impl RefMod for Armv7 {
                 self.demote_large(env, pm, Self::group_base(va));
             }
             let e = Self::rd2(env.mem, p2);
-            Self::wr2(env.mem, p2, e.with(PTE2_NM));
-            self.tlb_flush(env, pm, va);
+            let inv = Self::update2(env.mem, p2, 1, e.with(PTE2_NM), va);
+            self.tlb_flush(env, pm, inv);
         }
     }
 

@@ -33,8 +33,8 @@ impl Armv7 {
         let p1 = self.pte1_pa(pm, va);
         let old = Self::rd1(env.mem, p1);
         debug_assert!(old.is_section(), "remove_pte1: not a section");
-        Self::wr1(env.mem, p1, splab_hw::armv7::pte::L1Desc::FAULT);
-        self.tlb_flush(env, pm, va);
+        let inv = Self::update1(env.mem, p1, splab_hw::armv7::pte::L1Desc::FAULT, va, SECTION_SIZE);
+        self.tlb_flush(env, pm, inv);
         self.pm_mut(pm).resident -= L2_ENTRIES;
         let m0 = PhysAddr(old.frame()).pfn();
         if ptpage::managed(env, m0) {
@@ -58,8 +58,8 @@ impl Armv7 {
     fn remove_pte2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, p2: PhysAddr, free: &mut Vec<Pfn>) -> bool {
         let old = Self::rd2(env.mem, p2);
         debug_assert!(old.is_small());
-        Self::wr2(env.mem, p2, L2Desc::FAULT);
-        self.tlb_flush(env, pm, va);
+        let inv = Self::update2(env.mem, p2, 1, L2Desc::FAULT, va);
+        self.tlb_flush(env, pm, inv);
         self.pm_mut(pm).resident -= 1;
         let m = PhysAddr(old.frame()).pfn();
         if ptpage::managed(env, m) {
@@ -85,10 +85,8 @@ impl Armv7 {
     fn remove_large(&mut self, env: &mut PmapEnv, pm: PmapId, base: u64, free: &mut Vec<Pfn>) -> bool {
         let p0 = self.pte2_pa(pm, base).expect("remove_large: no table");
         let old = Self::rd2(env.mem, p0);
-        for i in 0..REPLICAS {
-            Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), L2Desc::FAULT);
-        }
-        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
+        let inv = Self::update2(env.mem, p0, REPLICAS, L2Desc::FAULT, base);
+        self.tlb_flush_range(env, pm, inv);
         self.pm_mut(pm).resident -= REPLICAS;
         let m0 = PhysAddr(old.frame()).pfn();
         if ptpage::managed(env, m0) {
@@ -164,10 +162,8 @@ impl Armv7 {
             let nf = f(env, e.attrs(), e.frame(), n as u32);
             if nf != e.attrs() {
                 let new = e.without(e.attrs()).with(nf);
-                for i in 0..n {
-                    Self::wr2(env.mem, PhysAddr(p2.0 + i * 4), new);
-                }
-                this.tlb_flush_range(env, pm, va, n * 4096);
+                let inv = Self::update2(env.mem, p2, n, new, va);
+                this.tlb_flush_range(env, pm, inv);
             }
             true
         });
@@ -235,8 +231,8 @@ impl Remove for Armv7 {
                     let f = SmallFlags::from_section(e1.flags());
                     let nf = Self::protected(env, f, e1.frame(), L2_ENTRIES as u32, pr);
                     if nf != f {
-                        Self::wr1(env.mem, p1, e1.without(e1.flags() - SectionFlags::SUPER).with(nf.to_section()));
-                        self.tlb_flush(env, pm, va);
+                        let inv = Self::update1(env.mem, p1, e1.without(e1.flags() - SectionFlags::SUPER).with(nf.to_section()), va, SECTION_SIZE);
+                        self.tlb_flush(env, pm, inv);
                     }
                     va = next;
                     continue;
@@ -277,8 +273,8 @@ impl Remove for Armv7 {
             if is_dirty(e.attrs()) {
                 ptpage::dirty(env, m);
             }
-            Self::wr2(env.mem, p2, e.with(PTE2_RO | PTE2_NM));
-            self.tlb_flush(env, pm, va);
+            let inv = Self::update2(env.mem, p2, 1, e.with(PTE2_RO | PTE2_NM), va);
+            self.tlb_flush(env, pm, inv);
         }
     }
 
