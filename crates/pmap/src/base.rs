@@ -75,8 +75,10 @@ pub trait Core: Send {
     fn root(&self, pm: PmapId) -> PhysAddr;
     /// Address-space identifier the TLB tags entries with.
     fn asid(&self, pm: PmapId) -> u16;
-    /// pmap_activate.
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize);
+    /// What switching `cpu` to `pm` takes on this architecture
+    /// (pmap_activate_sw): called on a real switch only. Nothing by
+    /// default.
+    fn activate_sw(&mut self, _env: &mut PmapEnv, _pm: PmapId, _cpu: usize) {}
     /// pmap_extract with the mapping's size, protection and modified state.
     fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping>;
     /// pmap_fault (nothing to do where the hardware sets A and D).
@@ -156,8 +158,15 @@ impl<A: Core + Enter + Remove + RefMod + Check> Pmap for Md<A> {
     fn asid(&self, pm: PmapId) -> u16 {
         self.0.asid(pm)
     }
+    /// pmap_activate: `pm` becomes the CPU's current address space (a
+    /// context switch), if it was not already.
     fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        self.0.activate(env, pm, cpu)
+        if env.curpmap[cpu] == Some(pm) {
+            return;
+        }
+        env.curpmap[cpu] = Some(pm);
+        env.ev.context_switches += 1;
+        self.0.activate_sw(env, pm, cpu)
     }
     fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, prot: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         self.0.enter(env, pm, va.0, m, prot, flags)

@@ -76,6 +76,23 @@ impl SizeCounters {
     }
 }
 
+/// The `SizeNames` of a superpage size named as most pmaps name theirs:
+/// FreeBSD's `vm.pmap.<name>.promotions`, `.p_failures`, `.mappings` and
+/// `.demotions`, described as "<size> page promotions" and so on, and the
+/// reasons of failed promotions as `splab.pmap.<name>.p_failures.<reason>`.
+macro_rules! size_names {
+    ($name:literal, $size:literal, [$(($why:ident, $reason:literal, $descr:literal)),* $(,)?]) => {
+        $crate::counters::SizeNames {
+            promotions: (concat!("vm.pmap.", $name, ".promotions"), concat!($size, " page promotions")),
+            p_failures: (concat!("vm.pmap.", $name, ".p_failures"), concat!($size, " page promotion failures")),
+            mappings: (concat!("vm.pmap.", $name, ".mappings"), concat!($size, " page mappings")),
+            demotions: (concat!("vm.pmap.", $name, ".demotions"), concat!($size, " page demotions")),
+            reasons: &[$(($crate::counters::PromoteFail::$why, concat!("splab.pmap.", $name, ".p_failures.", $reason), $descr)),*],
+        }
+    };
+}
+pub(crate) use size_names;
+
 /// How an architecture names the counters of one superpage size: sysctl
 /// name and description of each.
 pub struct SizeNames {

@@ -75,9 +75,9 @@ pub fn covers(va: u64, eva: u64, size: u64) -> bool {
     va.is_multiple_of(size) && va + size <= eva
 }
 
-/// What maps an address, seen from the walk over a range: the tables
+/// What maps an address, seen from a walk over a range: the tables
 /// descended down to the entries that map 2 MB.
-pub enum Step {
+enum Step {
     /// Nothing is mapped from the address up to this one.
     Skip(u64),
     /// A 1 GB leaf; its entry's address.
@@ -86,6 +86,24 @@ pub enum Step {
     Leaf2m(PhysAddr),
     /// The last-level table covering the 2 MB around the address.
     Table(u64),
+}
+
+/// What maps one part of a range: the argument of `Tables::walk`'s
+/// visitor.
+pub enum Part {
+    /// A 1 GB leaf; its entry's address.
+    Leaf1g(PhysAddr),
+    /// A 2 MB leaf; its entry's address.
+    Leaf2m(PhysAddr),
+    /// The last-level table covering the 2 MB around the address.
+    Table(u64),
+}
+
+/// Where a walk goes after a part: past it, or to the same address again
+/// (a superpage there was demoted into a table).
+pub enum Next {
+    Past,
+    Again,
 }
 
 const SHIFT_1G: u32 = 30;
@@ -100,6 +118,8 @@ pub trait Tables {
     fn shifts(&self) -> &'static [u32];
     /// The root table of `pm`.
     fn root_table(&self, pm: PmapId) -> u64;
+    /// Base pages `pm` maps.
+    fn resident(&self, pm: PmapId) -> u64;
 
     /// Address of the entry for `va` among those mapping 2^shift bytes, if
     /// every table above it exists (pmap_pde, pmap_l2, pmap_l3, ...).
@@ -138,28 +158,30 @@ pub trait Tables {
         None
     }
 
-    /// What maps `va`, descending to the entries that map 2 MB.
-    fn step(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Step {
-        let mut table = self.root_table(pm);
-        for &s in self.shifts() {
-            let pa = slot(table, va, s);
-            let e: Self::Pte = rd(mem, pa);
-            if !e.valid() {
-                return Step::Skip(next_block(va, 1 << s));
+    /// Walks [sva, eva) by what maps it, as the loops of pmap_remove,
+    /// pmap_protect and pmap_advise do: `visit` gets each address where a
+    /// superpage or a last-level table maps the range, and what; unmapped
+    /// stretches are skipped a table at a time, and the walk stops when
+    /// `pm` maps nothing more.
+    fn walk(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, mut visit: impl FnMut(&mut Self, &mut PmapEnv, u64, Part) -> Next)
+    where
+        Self: Sized,
+    {
+        let mut va = sva;
+        while va < eva && self.resident(pm) > 0 {
+            let (part, size) = match step(self, env.mem, pm, va) {
+                Step::Skip(next) => {
+                    va = next;
+                    continue;
+                }
+                Step::Leaf1g(pa) => (Part::Leaf1g(pa), 1 << SHIFT_1G),
+                Step::Leaf2m(pa) => (Part::Leaf2m(pa), 1 << SHIFT_2M),
+                Step::Table(t) => (Part::Table(t), 1 << SHIFT_2M),
+            };
+            if let Next::Past = visit(self, env, va, part) {
+                va = next_block(va, size);
             }
-            if e.is_leaf() {
-                return match s {
-                    SHIFT_1G => Step::Leaf1g(pa),
-                    SHIFT_2M => Step::Leaf2m(pa),
-                    _ => unreachable!("a leaf at shift {s} above the 2 MB entries"),
-                };
-            }
-            if s == SHIFT_2M {
-                return Step::Table(e.table());
-            }
-            table = e.table();
         }
-        unreachable!("the walk stops at the 2 MB entries")
     }
 
     /// Counts one entry fewer in the table holding `va`'s entries of
@@ -192,6 +214,30 @@ pub trait Tables {
         free.push(PhysAddr(table).pfn());
         self.unuse(env, pm, va, shift + 9, free);
     }
+}
+
+/// What maps `va` in `t`'s tables, descending to the entries that map 2 MB.
+fn step<T: Tables + ?Sized>(t: &T, mem: &PhysMem, pm: PmapId, va: u64) -> Step {
+    let mut table = t.root_table(pm);
+    for &s in t.shifts() {
+        let pa = slot(table, va, s);
+        let e: T::Pte = rd(mem, pa);
+        if !e.valid() {
+            return Step::Skip(next_block(va, 1 << s));
+        }
+        if e.is_leaf() {
+            return match s {
+                SHIFT_1G => Step::Leaf1g(pa),
+                SHIFT_2M => Step::Leaf2m(pa),
+                _ => unreachable!("a leaf at shift {s} above the 2 MB entries"),
+            };
+        }
+        if s == SHIFT_2M {
+            return Step::Table(e.table());
+        }
+        table = e.table();
+    }
+    unreachable!("the walk stops at the 2 MB entries")
 }
 
 /// Frees the page-table pages a removal queued, once nothing can walk

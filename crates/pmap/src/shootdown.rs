@@ -90,6 +90,27 @@ pub fn on_active_cpus(env: &mut PmapEnv, pm: PmapId, asid: u16, f: impl Fn(&mut 
     (active, others)
 }
 
+/// When `cpu` switches to an address space tagged `asid` that it has been
+/// marked in `stale` to hold old translations of (amd64's PCIDs, Alpha's
+/// ASNs): it flushes them first, and is no longer marked.
+pub fn flush_if_stale(env: &mut PmapEnv, cpu: usize, asid: u16, stale: &mut u64) {
+    if *stale & (1 << cpu) != 0 {
+        *stale &= !(1 << cpu);
+        env.mmu[cpu].tlb.invalidate_asid(asid);
+        env.mmu[cpu].pwc.invalidate_asid(asid);
+        env.ev.tlb_flushes += 1;
+    }
+}
+
+/// Drops every translation tagged `asid` from every CPU, before the tag
+/// goes to another address space.
+pub fn forget_asid(env: &mut PmapEnv, asid: u16) {
+    for mmu in env.mmu.iter_mut() {
+        mmu.tlb.invalidate_asid(asid);
+        mmu.pwc.invalidate_asid(asid);
+    }
+}
+
 /// Invalidates one address on every CPU running `pm` (INVLPG, SFENCE.VMA
 /// with an address). Both also drop the address space's page-walk cache
 /// entries: INVLPG does by definition; on RISC-V an address-specific fence

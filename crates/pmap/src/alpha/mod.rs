@@ -44,7 +44,7 @@ mod refmod;
 mod remove;
 
 use crate::base::{Core, Md, Tunable};
-use crate::counters::{SizeCounters, SizeNames};
+use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::pv::PvTable;
 use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
@@ -64,29 +64,7 @@ const PAGESIZES: [u64; 4] = [8 << 10, 64 << 10, 512 << 10, 4 << 20];
 /// promotions"), under `gh` because the granularity hint is what makes
 /// them (as amd64's are under `pde` and arm64's under `l3c` and `l2`, the
 /// descriptor that makes them). Failed promotions are not told apart.
-const GH_NAMES: [SizeNames; 3] = [
-    SizeNames {
-        promotions: ("vm.pmap.gh.64k.promotions", "64KB page promotions"),
-        p_failures: ("vm.pmap.gh.64k.p_failures", "64KB page promotion failures"),
-        mappings: ("vm.pmap.gh.64k.mappings", "64KB page mappings"),
-        demotions: ("vm.pmap.gh.64k.demotions", "64KB page demotions"),
-        reasons: &[],
-    },
-    SizeNames {
-        promotions: ("vm.pmap.gh.512k.promotions", "512KB page promotions"),
-        p_failures: ("vm.pmap.gh.512k.p_failures", "512KB page promotion failures"),
-        mappings: ("vm.pmap.gh.512k.mappings", "512KB page mappings"),
-        demotions: ("vm.pmap.gh.512k.demotions", "512KB page demotions"),
-        reasons: &[],
-    },
-    SizeNames {
-        promotions: ("vm.pmap.gh.4m.promotions", "4MB page promotions"),
-        p_failures: ("vm.pmap.gh.4m.p_failures", "4MB page promotion failures"),
-        mappings: ("vm.pmap.gh.4m.mappings", "4MB page mappings"),
-        demotions: ("vm.pmap.gh.4m.demotions", "4MB page demotions"),
-        reasons: &[],
-    },
-];
+const GH_NAMES: [SizeNames; 3] = [size_names!("gh.64k", "64KB", []), size_names!("gh.512k", "512KB", []), size_names!("gh.4m", "4MB", [])];
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
@@ -393,10 +371,7 @@ impl Core for Alpha {
         let p = self.spaces.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         debug_assert!(p.l3.is_empty() && p.l2.is_empty(), "pmap released with tables");
-        for mmu in env.mmu.iter_mut() {
-            mmu.tlb.invalidate_asid(p.asn);
-            mmu.pwc.invalidate_asid(p.asn);
-        }
+        shootdown::forget_asid(env, p.asn);
         env.deactivate(pm);
         crate::ptpage::free(env, p.l1);
         self.spaces.free_asid(p.asn);
@@ -409,24 +384,12 @@ impl Core for Alpha {
         self.pm(pm).asn
     }
 
-    /// pmap_activate: SWPCTX to the new PTBR and ASN. TB entries of other
-    /// ASNs stay; a CPU marked stale for this address space flushes its
-    /// ASN first (a new ASN, in FreeBSD).
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
-        let bit = 1u64 << cpu;
-        if self.pm(pm).stale & bit != 0 {
-            self.pm_mut(pm).stale &= !bit;
-            let asn = self.pm(pm).asn;
-            let mmu = &mut env.mmu[cpu];
-            mmu.tlb.invalidate_asid(asn);
-            mmu.pwc.invalidate_asid(asn);
-            env.ev.tlb_flushes += 1;
-        }
+    /// SWPCTX to the new PTBR and ASN. TB entries of other ASNs stay; a
+    /// CPU marked stale for this address space flushes its ASN first (a
+    /// new ASN, in FreeBSD).
+    fn activate_sw(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
+        let p = self.pm_mut(pm);
+        shootdown::flush_if_stale(env, cpu, p.asn, &mut p.stale);
     }
 
     fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {

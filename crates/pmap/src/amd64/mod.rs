@@ -26,7 +26,7 @@ mod refmod;
 mod remove;
 
 use crate::base::{Core, Md, Tunable};
-use crate::counters::{PromoteFail, SizeCounters, SizeNames};
+use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
 use crate::radix::{self, Tables};
@@ -50,18 +50,12 @@ fn table_flags() -> PteFlags {
 
 /// vm.pmap.pde.*, and the reasons of failed promotions (FreeBSD logs
 /// them with CTR; splab counts them).
-const PDE: SizeNames = SizeNames {
-    promotions: ("vm.pmap.pde.promotions", "2MB page promotions"),
-    p_failures: ("vm.pmap.pde.p_failures", "2MB page promotion failures"),
-    mappings: ("vm.pmap.pde.mappings", "2MB page mappings"),
-    demotions: ("vm.pmap.pde.demotions", "2MB page demotions"),
-    reasons: &[
-        (PromoteFail::FirstMisaligned, "splab.pmap.pde.p_failures.first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
-        (PromoteFail::NotAccessed, "splab.pmap.pde.p_failures.not_accessed", "Promotion failed: a PTE not accessed"),
-        (PromoteFail::NotContiguous, "splab.pmap.pde.p_failures.not_contiguous", "Promotion failed: PTEs not physically contiguous"),
-        (PromoteFail::Attributes, "splab.pmap.pde.p_failures.attributes", "Promotion failed: PTE attributes differ"),
-    ],
-};
+const PDE: SizeNames = size_names!("pde", "2MB", [
+    (FirstMisaligned, "first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
+    (NotAccessed, "not_accessed", "Promotion failed: a PTE not accessed"),
+    (NotContiguous, "not_contiguous", "Promotion failed: PTEs not physically contiguous"),
+    (Attributes, "attributes", "Promotion failed: PTE attributes differ"),
+]);
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
@@ -225,6 +219,9 @@ impl Tables for Amd64 {
     fn root_table(&self, pm: PmapId) -> u64 {
         self.pm(pm).pml4.addr().0
     }
+    fn resident(&self, pm: PmapId) -> u64 {
+        self.pm(pm).resident
+    }
 }
 
 impl Core for Amd64 {
@@ -264,10 +261,7 @@ impl Core for Amd64 {
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         p.stash.release(env);
         // The PCID may be reused: no CPU may keep its translations.
-        for mmu in env.mmu.iter_mut() {
-            mmu.tlb.invalidate_asid(p.asid);
-            mmu.pwc.invalidate_asid(p.asid);
-        }
+        shootdown::forget_asid(env, p.asid);
         env.deactivate(pm);
         env.phys.pages.get_mut(p.pml4).ref_count = 0;
         ptpage::free(env, p.pml4);
@@ -281,20 +275,10 @@ impl Core for Amd64 {
         self.pm(pm).asid
     }
 
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
+    /// A CPU marked stale for this address space flushes its PCID first.
+    fn activate_sw(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
         let p = self.pm_mut(pm);
-        if p.stale & (1 << cpu) != 0 {
-            p.stale &= !(1 << cpu);
-            let asid = p.asid;
-            env.mmu[cpu].tlb.invalidate_asid(asid);
-            env.mmu[cpu].pwc.invalidate_asid(asid);
-            env.ev.tlb_flushes += 1;
-        }
+        shootdown::flush_if_stale(env, cpu, p.asid, &mut p.stale);
     }
 
     fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {

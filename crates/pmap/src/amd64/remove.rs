@@ -8,7 +8,7 @@ use super::Amd64;
 use crate::base::Remove;
 use crate::ptpage;
 use crate::pte::{self, PteFormat};
-use crate::radix::{self, covers, next_block, Step, Tables};
+use crate::radix::{self, covers, next_block, Next, Part, Tables};
 use crate::shootdown::{Batch, Invalidate};
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_4K, PAGE_SHIFT, PDPSHIFT, PDRSHIFT};
@@ -106,37 +106,28 @@ impl Remove for Amd64 {
     fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         let mut free = Vec::new();
         let mut batch = Batch::new();
-        let mut va = sva;
-        while va < eva {
-            match self.step(env.mem, pm, va) {
-                Step::Skip(next) => va = next,
-                Step::Leaf1g(pa) => {
-                    // Whole, or no page for the demotion: the mapping goes.
-                    if covers(va, eva, PAGE_1G) || self.demote_pdpe(env, pm, va).is_err() {
-                        batch.add(self.remove_pdpe(env, pm, va, pa, &mut free));
-                        va = next_block(va, PAGE_1G);
-                    }
-                }
-                Step::Leaf2m(_) => {
-                    let next = next_block(va, PAGE_2M);
-                    if covers(va, eva, PAGE_2M) {
-                        batch.add(self.remove_pde(env, pm, va, &mut free));
-                        va = next;
-                    } else if !self.demote_pde(env, pm, va) {
-                        // Removed instead (and its page invalidated); the
-                        // flush below covers it too, as pmap_remove's
-                        // anyvalid does.
-                        batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
-                        va = next;
-                    }
-                }
-                Step::Table(ptp) => {
-                    let next = next_block(va, PAGE_2M);
-                    self.remove_ptes(env, pm, va..next.min(eva), ptp, &mut free, &mut batch);
-                    va = next;
-                }
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            // Whole, or no page for the demotion: the mapping goes.
+            Part::Leaf1g(pa) if covers(va, eva, PAGE_1G) || p.demote_pdpe(env, pm, va).is_err() => {
+                batch.add(p.remove_pdpe(env, pm, va, pa, &mut free));
+                Next::Past
             }
-        }
+            Part::Leaf2m(_) if covers(va, eva, PAGE_2M) => {
+                batch.add(p.remove_pde(env, pm, va, &mut free));
+                Next::Past
+            }
+            Part::Leaf2m(_) if !p.demote_pde(env, pm, va) => {
+                // Removed instead (and its page invalidated); the flush
+                // below covers it too, as pmap_remove's anyvalid does.
+                batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+                Next::Past
+            }
+            Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
+            Part::Table(ptp) => {
+                p.remove_ptes(env, pm, va..next_block(va, PAGE_2M).min(eva), ptp, &mut free, &mut batch);
+                Next::Past
+            }
+        });
         // A one-page removal invalidates the page (pmap_remove_page),
         // anything larger everything.
         if eva - sva == PAGE_4K {
@@ -175,35 +166,26 @@ impl Remove for Amd64 {
             return;
         }
         let mut batch = Batch::new();
-        let mut va = sva;
-        while va < eva {
-            match self.step(env.mem, pm, va) {
-                Step::Skip(next) => va = next,
-                Step::Leaf1g(pa) => {
-                    if covers(va, eva, PAGE_1G) {
-                        Self::protect_leaf(env, pa, va, PAGE_1G, 0, pr, &mut batch);
-                        va = next_block(va, PAGE_1G);
-                    } else if self.demote_pdpe(env, pm, va).is_err() {
-                        va = next_block(va, PAGE_1G);
-                    }
-                }
-                Step::Leaf2m(pa) => {
-                    let next = next_block(va, PAGE_2M);
-                    if covers(va, eva, PAGE_2M) {
-                        Self::protect_leaf(env, pa, va, PAGE_2M, NPTEPG as u32, pr, &mut batch);
-                        va = next;
-                    } else if !self.demote_pde(env, pm, va) {
-                        batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
-                        va = next;
-                    }
-                }
-                Step::Table(ptp) => {
-                    let next = next_block(va, PAGE_2M);
-                    pte::update_range(env, ptp, va, next.min(eva), &mut batch, |env, old| Self::protected(env, old, pr, 1));
-                    va = next;
-                }
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Leaf1g(pa) if covers(va, eva, PAGE_1G) => {
+                Self::protect_leaf(env, pa, va, PAGE_1G, 0, pr, &mut batch);
+                Next::Past
             }
-        }
+            Part::Leaf1g(_) if p.demote_pdpe(env, pm, va).is_err() => Next::Past,
+            Part::Leaf2m(pa) if covers(va, eva, PAGE_2M) => {
+                Self::protect_leaf(env, pa, va, PAGE_2M, NPTEPG as u32, pr, &mut batch);
+                Next::Past
+            }
+            Part::Leaf2m(_) if !p.demote_pde(env, pm, va) => {
+                batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+                Next::Past
+            }
+            Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
+            Part::Table(ptp) => {
+                pte::update_range(env, ptp, va, next_block(va, PAGE_2M).min(eva), &mut batch, |env, old| Self::protected(env, old, pr, 1));
+                Next::Past
+            }
+        });
         self.invalidate_all(env, pm, &mut batch);
     }
 
@@ -218,36 +200,30 @@ impl Remove for Amd64 {
     fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
         let mut batch = Batch::new();
-        let mut va = sva;
-        while va < eva {
-            match self.step(env.mem, pm, va) {
-                Step::Skip(next) => va = next,
-                Step::Leaf1g(_) => va = next_block(va, PAGE_1G),
-                Step::Leaf2m(pa) => {
-                    let old = Self::rd(env.mem, pa);
-                    let next = next_block(va, PAGE_2M);
-                    if !old.managed() {
-                        va = next;
-                        continue;
-                    }
-                    if !self.demote_pde(env, pm, va) {
-                        batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
-                        va = next;
-                        continue;
-                    }
-                    if !old.wired() {
-                        let last = next.min(eva) - PAGE_4K;
-                        let ptp = self.pte_pa(env.mem, pm, last).unwrap().0 & !0xfff;
-                        self.remove_ptes(env, pm, last..last + PAGE_4K, ptp, &mut free, &mut batch);
-                    }
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Leaf1g(_) => Next::Past,
+            Part::Leaf2m(pa) => {
+                let old = Self::rd(env.mem, pa);
+                if !old.managed() {
+                    return Next::Past;
                 }
-                Step::Table(ptp) => {
-                    let next = next_block(va, PAGE_2M);
-                    pte::update_range(env, ptp, va, next.min(eva), &mut batch, |env, old: Pte| pte::advised(env, old, advice));
-                    va = next;
+                if !p.demote_pde(env, pm, va) {
+                    batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+                    return Next::Past;
                 }
+                if !old.wired() {
+                    let last = next_block(va, PAGE_2M).min(eva) - PAGE_4K;
+                    let ptp = p.pte_pa(env.mem, pm, last).unwrap().0 & !0xfff;
+                    p.remove_ptes(env, pm, last..last + PAGE_4K, ptp, &mut free, &mut batch);
+                }
+                // Its 4 KB entries are advised next.
+                Next::Again
             }
-        }
+            Part::Table(ptp) => {
+                pte::update_range(env, ptp, va, next_block(va, PAGE_2M).min(eva), &mut batch, |env, old: Pte| pte::advised(env, old, advice));
+                Next::Past
+            }
+        });
         self.invalidate_all(env, pm, &mut batch);
         radix::free_all(env, free);
     }

@@ -39,7 +39,7 @@ mod refmod;
 mod remove;
 
 use crate::base::{Core, Md, Tunable};
-use crate::counters::{PromoteFail, SizeCounters, SizeNames};
+use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
 use crate::radix::{self, Tables};
@@ -61,30 +61,18 @@ const PSIND_L1: Psind = Psind::new(3);
 
 /// vm.pmap.l2.*, and the reasons of failed promotions (FreeBSD logs them
 /// with CTR; splab counts them).
-const L2: SizeNames = SizeNames {
-    promotions: ("vm.pmap.l2.promotions", "2MB page promotions"),
-    p_failures: ("vm.pmap.l2.p_failures", "2MB page promotion failures"),
-    mappings: ("vm.pmap.l2.mappings", "2MB page mappings"),
-    demotions: ("vm.pmap.l2.demotions", "2MB page demotions"),
-    reasons: &[
-        (PromoteFail::FirstMisaligned, "splab.pmap.l2.p_failures.first_misaligned", "2MB promotion failures: first L3 entry invalid or not 2MB-aligned"),
-        (PromoteFail::NotContiguous, "splab.pmap.l2.p_failures.not_contiguous", "2MB promotion failures: an L3 entry missing or not the next page"),
-        (PromoteFail::Attributes, "splab.pmap.l2.p_failures.attributes", "2MB promotion failures: L3 entry attributes differ"),
-    ],
-};
+const L2: SizeNames = size_names!("l2", "2MB", [
+    (FirstMisaligned, "first_misaligned", "2MB promotion failures: first L3 entry invalid or not 2MB-aligned"),
+    (NotContiguous, "not_contiguous", "2MB promotion failures: an L3 entry missing or not the next page"),
+    (Attributes, "attributes", "2MB promotion failures: L3 entry attributes differ"),
+]);
 
 /// vm.pmap.l3c.*, likewise.
-const L3C: SizeNames = SizeNames {
-    promotions: ("vm.pmap.l3c.promotions", "64KB page promotions"),
-    p_failures: ("vm.pmap.l3c.p_failures", "64KB page promotion failures"),
-    mappings: ("vm.pmap.l3c.mappings", "64KB page mappings"),
-    demotions: ("vm.pmap.l3c.demotions", "64KB page demotions"),
-    reasons: &[
-        (PromoteFail::FirstMisaligned, "splab.pmap.l3c.p_failures.first_misaligned", "64KB promotion failures: first L3 entry invalid or not 64KB-aligned"),
-        (PromoteFail::NotContiguous, "splab.pmap.l3c.p_failures.not_contiguous", "64KB promotion failures: an L3 entry missing or not the next page"),
-        (PromoteFail::Attributes, "splab.pmap.l3c.p_failures.attributes", "64KB promotion failures: L3 entry attributes differ"),
-    ],
-};
+const L3C: SizeNames = size_names!("l3c", "64KB", [
+    (FirstMisaligned, "first_misaligned", "64KB promotion failures: first L3 entry invalid or not 64KB-aligned"),
+    (NotContiguous, "not_contiguous", "64KB promotion failures: an L3 entry missing or not the next page"),
+    (Attributes, "attributes", "64KB promotion failures: L3 entry attributes differ"),
+]);
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
@@ -330,6 +318,9 @@ impl Tables for Arm64 {
     fn root_table(&self, pm: PmapId) -> u64 {
         self.pm(pm).l0.addr().0
     }
+    fn resident(&self, pm: PmapId) -> u64 {
+        self.pm(pm).resident
+    }
 }
 
 impl Core for Arm64 {
@@ -386,14 +377,8 @@ impl Core for Arm64 {
         self.pm(pm).asid
     }
 
-    /// pmap_activate: TTBR0_EL1 gets the L0 table and the ASID. Broadcast
-    /// invalidation leaves nothing stale to flush on a switch.
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] != Some(pm) {
-            env.curpmap[cpu] = Some(pm);
-            env.ev.context_switches += 1;
-        }
-    }
+    // pmap_activate_sw: TTBR0_EL1 gets the L0 table and the ASID.
+    // Broadcast invalidation leaves nothing stale to flush on a switch.
 
     fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
         let (e, shift, _) = self.find_leaf(mem, pm, va)?;

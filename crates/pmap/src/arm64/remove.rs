@@ -10,12 +10,13 @@
 use super::Arm64;
 use crate::base::Remove;
 use crate::ptpage;
-use crate::radix::{self, covers, next_block, Step, Tables};
+use crate::radix::{self, covers, next_block, Next, Part, Tables};
 use crate::shootdown::{Batch, Invalidate};
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
 use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
+use std::ops::Range;
 
 /// A protection change: the bits `mask` of an entry become `bits`
 /// (pmap_protect's mask and nbits).
@@ -179,6 +180,51 @@ impl Arm64 {
         Invalidate::new(va, L3C_SIZE)
     }
 
+    /// pmap_advise over the L3 entries of `range` in `table`: each
+    /// managed entry loses AF, a dirty one becomes clean (DONTNEED first
+    /// gives its modified state to the page); a dirty one in a 64 KB run
+    /// demotes the run, whose last page in the range is removed, since no
+    /// run may be writable but clean. Changes are invalidated by runs.
+    fn advise_l3_range(&mut self, env: &mut PmapEnv, pm: PmapId, range: Range<u64>, table: u64, advice: Advice, free: &mut Vec<Pfn>) {
+        let end = range.end;
+        let mut run = Batch::new();
+        let mut v = range.start;
+        while v < end {
+            let pa = radix::slot(table, v, L3_SHIFT);
+            let e = Self::rd(env.mem, pa);
+            if !e.is_table_or_page() || !e.has(DescFlags::SW_MANAGED) || !(Self::dirty(e) || e.has(DescFlags::AF)) {
+                self.flush(env, pm, &mut run);
+                v += L3_SIZE;
+                continue;
+            }
+            if Self::dirty(e) {
+                if advice == Advice::DontNeed {
+                    ptpage::dirty(env, PhysAddr(e.oa()).pfn());
+                }
+                if e.has(DescFlags::CONTIGUOUS) {
+                    self.demote_l3c(env, pm, pa, v);
+                    if !e.has(DescFlags::SW_WIRED) {
+                        let dva = (next_block(v, L3C_SIZE) - L3_SIZE).min(end - L3_SIZE);
+                        self.remove_l3_range(env, pm, dva, dva + L3_SIZE, table, free);
+                    }
+                }
+                let e = Self::rd(env.mem, pa);
+                if e.valid() {
+                    run.add(radix::update(env.mem, pa, e.without(DescFlags::AF).with(DescFlags::AP_RO), v, L3_SIZE));
+                } else {
+                    // Removed above, and invalidated there; the run's
+                    // range covers it again.
+                    run.add(Invalidate::new(v, L3_SIZE));
+                }
+            } else {
+                // Clear AF in this entry, whatever its Contiguous bit.
+                run.add(radix::update(env.mem, pa, e.without(DescFlags::AF), v, L3_SIZE));
+            }
+            v += L3_SIZE;
+        }
+        self.flush(env, pm, &mut run);
+    }
+
     /// pmap_mask_set over the L3 entries of [sva, eva) in `table`.
     fn mask_set_l3_range(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, table: u64, ms: MaskSet) {
         let mut run = Batch::new();
@@ -213,34 +259,23 @@ impl Arm64 {
 impl Remove for Arm64 {
     fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva && self.pm(pm).resident > 0 {
-            match self.step(env.mem, pm, va) {
-                Step::Skip(next) => va = next,
-                Step::Leaf1g(pa) => {
-                    let next = next_block(va, L1_SIZE);
-                    if covers(va, eva, L1_SIZE) || self.demote_l1(env, pm, va).is_err() {
-                        // Whole, or no page for the demotion: drop it all.
-                        self.remove_l1(env, pm, va & !(L1_SIZE - 1), pa, &mut free);
-                        va = next;
-                    }
-                }
-                Step::Leaf2m(_) => {
-                    let next = next_block(va, L2_SIZE);
-                    if covers(va, eva, L2_SIZE) {
-                        self.remove_l2(env, pm, va, &mut free);
-                        va = next;
-                    } else if !self.demote_l2(env, pm, va) {
-                        va = next;
-                    }
-                }
-                Step::Table(table) => {
-                    let next = next_block(va, L2_SIZE);
-                    self.remove_l3_range(env, pm, va, next.min(eva), table, &mut free);
-                    va = next;
-                }
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            // Whole, or no page for the demotion: drop it all.
+            Part::Leaf1g(pa) if covers(va, eva, L1_SIZE) || p.demote_l1(env, pm, va).is_err() => {
+                p.remove_l1(env, pm, va & !(L1_SIZE - 1), pa, &mut free);
+                Next::Past
             }
-        }
+            Part::Leaf2m(_) if covers(va, eva, L2_SIZE) => {
+                p.remove_l2(env, pm, va, &mut free);
+                Next::Past
+            }
+            Part::Leaf2m(_) if !p.demote_l2(env, pm, va) => Next::Past,
+            Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
+            Part::Table(table) => {
+                p.remove_l3_range(env, pm, va, next_block(va, L2_SIZE).min(eva), table, &mut free);
+                Next::Past
+            }
+        });
         radix::free_all(env, free);
     }
 
@@ -288,39 +323,27 @@ impl Remove for Arm64 {
         if ms.mask == 0 {
             return;
         }
-        let mut va = sva;
-        while va < eva {
-            match self.step(env.mem, pm, va) {
-                Step::Skip(next) => va = next,
-                Step::Leaf1g(pa) => {
-                    let next = next_block(va, L1_SIZE);
-                    if covers(va, eva, L1_SIZE) {
-                        let old = Self::rd(env.mem, pa);
-                        if !ms.holds(old) {
-                            let inv = radix::update(env.mem, pa, ms.apply(old), va, L1_SIZE);
-                            self.invalidate_page(env, pm, inv, true);
-                        }
-                        va = next;
-                    } else if self.demote_l1(env, pm, va).is_err() {
-                        va = next;
-                    }
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Leaf1g(pa) if covers(va, eva, L1_SIZE) => {
+                let old = Self::rd(env.mem, pa);
+                if !ms.holds(old) {
+                    let inv = radix::update(env.mem, pa, ms.apply(old), va, L1_SIZE);
+                    p.invalidate_page(env, pm, inv, true);
                 }
-                Step::Leaf2m(pa) => {
-                    let next = next_block(va, L2_SIZE);
-                    if covers(va, eva, L2_SIZE) {
-                        self.protect_l2(env, pm, pa, va, ms);
-                        va = next;
-                    } else if !self.demote_l2(env, pm, va) {
-                        va = next;
-                    }
-                }
-                Step::Table(table) => {
-                    let next = next_block(va, L2_SIZE);
-                    self.mask_set_l3_range(env, pm, va, next.min(eva), table, ms);
-                    va = next;
-                }
+                Next::Past
             }
-        }
+            Part::Leaf1g(_) if p.demote_l1(env, pm, va).is_err() => Next::Past,
+            Part::Leaf2m(pa) if covers(va, eva, L2_SIZE) => {
+                p.protect_l2(env, pm, pa, va, ms);
+                Next::Past
+            }
+            Part::Leaf2m(_) if !p.demote_l2(env, pm, va) => Next::Past,
+            Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
+            Part::Table(table) => {
+                p.mask_set_l3_range(env, pm, va, next_block(va, L2_SIZE).min(eva), table, ms);
+                Next::Past
+            }
+        });
     }
 
     /// Write-protects every mapping of `m` (pmap_remove_write): writable 2 MB
@@ -359,72 +382,26 @@ impl Remove for Arm64 {
     /// removed likewise, since no run may be writable but clean.
     fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva {
-            let next = next_block(va, L2_SIZE);
-            let table = match self.step(env.mem, pm, va) {
-                Step::Skip(n) => {
-                    va = n;
-                    continue;
-                }
-                Step::Leaf1g(_) => {
-                    va = next_block(va, L1_SIZE);
-                    continue;
-                }
-                Step::Leaf2m(pa) => {
+        self.walk(env, pm, sva, eva, |p, env, va, part| {
+            let end = next_block(va, L2_SIZE).min(eva);
+            let table = match part {
+                Part::Leaf1g(_) => return Next::Past,
+                Part::Leaf2m(pa) => {
                     let old = Self::rd(env.mem, pa);
-                    if !old.has(DescFlags::SW_MANAGED) || !self.demote_l2(env, pm, va) {
-                        va = next;
-                        continue;
+                    if !old.has(DescFlags::SW_MANAGED) || !p.demote_l2(env, pm, va) {
+                        return Next::Past;
                     }
                     let table = Self::rd(env.mem, pa).oa();
                     if !old.has(DescFlags::SW_WIRED) {
-                        let last = next.min(eva) - L3_SIZE;
-                        self.remove_l3_range(env, pm, last, last + L3_SIZE, table, &mut free);
+                        p.remove_l3_range(env, pm, end - L3_SIZE, end, table, &mut free);
                     }
                     table
                 }
-                Step::Table(table) => table,
+                Part::Table(table) => table,
             };
-            let end = next.min(eva);
-            let mut run = Batch::new();
-            let mut v = va;
-            while v < end {
-                let pa = radix::slot(table, v, L3_SHIFT);
-                let e = Self::rd(env.mem, pa);
-                if !e.is_table_or_page() || !e.has(DescFlags::SW_MANAGED) || !(Self::dirty(e) || e.has(DescFlags::AF)) {
-                    self.flush(env, pm, &mut run);
-                    v += L3_SIZE;
-                    continue;
-                }
-                if Self::dirty(e) {
-                    if advice == Advice::DontNeed {
-                        ptpage::dirty(env, PhysAddr(e.oa()).pfn());
-                    }
-                    if e.has(DescFlags::CONTIGUOUS) {
-                        self.demote_l3c(env, pm, pa, v);
-                        if !e.has(DescFlags::SW_WIRED) {
-                            let dva = (next_block(v, L3C_SIZE) - L3_SIZE).min(end - L3_SIZE);
-                            self.remove_l3_range(env, pm, dva, dva + L3_SIZE, table, &mut free);
-                        }
-                    }
-                    let e = Self::rd(env.mem, pa);
-                    if e.valid() {
-                        run.add(radix::update(env.mem, pa, e.without(DescFlags::AF).with(DescFlags::AP_RO), v, L3_SIZE));
-                    } else {
-                        // Removed above, and invalidated there; the run's
-                        // range covers it again.
-                        run.add(Invalidate::new(v, L3_SIZE));
-                    }
-                } else {
-                    // Clear AF in this entry, whatever its Contiguous bit.
-                    run.add(radix::update(env.mem, pa, e.without(DescFlags::AF), v, L3_SIZE));
-                }
-                v += L3_SIZE;
-            }
-            self.flush(env, pm, &mut run);
-            va = next;
-        }
+            p.advise_l3_range(env, pm, va..end, table, advice, &mut free);
+            Next::Past
+        });
         radix::free_all(env, free);
     }
 }

@@ -69,7 +69,7 @@ mod refmod;
 mod remove;
 
 use crate::base::{Core, Md, Tunable};
-use crate::counters::{PromoteFail, SizeCounters, SizeNames};
+use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage;
 use crate::pv::PvTable;
 use crate::shootdown::{self, Invalidate};
@@ -141,30 +141,18 @@ pub(crate) fn is_dirty(f: SmallFlags) -> bool {
 
 /// vm.pmap.section.*, and the reasons of failed promotions (FreeBSD
 /// logs them with CTR, failure(1) to failure(4); splab counts them).
-const SECTION: SizeNames = SizeNames {
-    promotions: ("vm.pmap.section.promotions", "1MB page promotions"),
-    p_failures: ("vm.pmap.section.p_failures", "1MB page promotion failures"),
-    mappings: ("vm.pmap.section.mappings", "1MB page mappings"),
-    demotions: ("vm.pmap.section.demotions", "1MB page demotions"),
-    reasons: &[
-        (PromoteFail::FirstMisaligned, "splab.pmap.section.p_failures.first", "Promotion failed: first entry invalid, unreferenced or misaligned"),
-        (PromoteFail::NotContiguous, "splab.pmap.section.p_failures.not_contiguous", "Promotion failed: an entry invalid or not the next frame"),
-        (PromoteFail::Attributes, "splab.pmap.section.p_failures.attributes", "Promotion failed: entry attributes differ"),
-    ],
-};
+const SECTION: SizeNames = size_names!("section", "1MB", [
+    (FirstMisaligned, "first", "Promotion failed: first entry invalid, unreferenced or misaligned"),
+    (NotContiguous, "not_contiguous", "Promotion failed: an entry invalid or not the next frame"),
+    (Attributes, "attributes", "Promotion failed: entry attributes differ"),
+]);
 
 /// vm.pmap.largepage.*, likewise.
-const LARGEPAGE: SizeNames = SizeNames {
-    promotions: ("vm.pmap.largepage.promotions", "64KB page promotions"),
-    p_failures: ("vm.pmap.largepage.p_failures", "64KB page promotion failures"),
-    mappings: ("vm.pmap.largepage.mappings", "64KB page mappings"),
-    demotions: ("vm.pmap.largepage.demotions", "64KB page demotions"),
-    reasons: &[
-        (PromoteFail::FirstMisaligned, "splab.pmap.largepage.p_failures.first", "Promotion failed: first entry invalid, unreferenced or misaligned"),
-        (PromoteFail::NotContiguous, "splab.pmap.largepage.p_failures.not_contiguous", "Promotion failed: an entry invalid or not the next frame"),
-        (PromoteFail::Attributes, "splab.pmap.largepage.p_failures.attributes", "Promotion failed: entry attributes differ"),
-    ],
-};
+const LARGEPAGE: SizeNames = size_names!("largepage", "64KB", [
+    (FirstMisaligned, "first", "Promotion failed: first entry invalid, unreferenced or misaligned"),
+    (NotContiguous, "not_contiguous", "Promotion failed: an entry invalid or not the next frame"),
+    (Attributes, "attributes", "Promotion failed: entry attributes differ"),
+]);
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
@@ -544,14 +532,9 @@ impl Core for Armv7 {
         ASID
     }
 
-    /// pmap_activate: TTBR0 takes the new L1 table, then the CPU's
-    /// non-global TLB entries and walk cache are flushed (cp15_ttbr_set).
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
+    /// TTBR0 takes the new L1 table, then the CPU's non-global TLB
+    /// entries and walk cache are flushed (cp15_ttbr_set).
+    fn activate_sw(&mut self, env: &mut PmapEnv, _pm: PmapId, cpu: usize) {
         let mmu = &mut env.mmu[cpu];
         mmu.tlb.invalidate_asid(ASID);
         mmu.pwc.invalidate_all();

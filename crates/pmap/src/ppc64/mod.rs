@@ -355,12 +355,7 @@ impl Core for Ppc64 {
 
     /// moea64_activate: the CPU's SLB takes the address space's segments
     /// (slbia, then the user SLB cache). The TLB is not flushed.
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
+    fn activate_sw(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
         env.mmu[cpu].pwc.invalidate_all();
         self.slb_load_cpu(env, pm, cpu);
     }

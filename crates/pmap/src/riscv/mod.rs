@@ -39,7 +39,7 @@ mod refmod;
 mod remove;
 
 use crate::base::{Core, Md, Tunable};
-use crate::counters::{PromoteFail, SizeCounters, SizeNames};
+use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
 use crate::radix::{self, Tables};
@@ -62,17 +62,11 @@ const ASID: u16 = 0;
 
 /// vm.pmap.l2.*, and the reasons of failed promotions (FreeBSD logs them
 /// with CTR; splab counts them).
-const L2: SizeNames = SizeNames {
-    promotions: ("vm.pmap.l2.promotions", "2MB page promotions"),
-    p_failures: ("vm.pmap.l2.p_failures", "2MB page promotion failures"),
-    mappings: ("vm.pmap.l2.mappings", "2MB page mappings"),
-    demotions: ("vm.pmap.l2.demotions", "2MB page demotions"),
-    reasons: &[
-        (PromoteFail::FirstMisaligned, "splab.pmap.l2.p_failures.first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
-        (PromoteFail::NotContiguous, "splab.pmap.l2.p_failures.not_contiguous", "Promotion failed: PTEs not physically contiguous"),
-        (PromoteFail::Attributes, "splab.pmap.l2.p_failures.attributes", "Promotion failed: PTE attributes differ"),
-    ],
-};
+const L2: SizeNames = size_names!("l2", "2MB", [
+    (FirstMisaligned, "first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
+    (NotContiguous, "not_contiguous", "Promotion failed: PTEs not physically contiguous"),
+    (Attributes, "attributes", "Promotion failed: PTE attributes differ"),
+]);
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
@@ -260,6 +254,9 @@ impl Tables for Riscv {
     fn root_table(&self, pm: PmapId) -> u64 {
         self.pm(pm).root.addr().0
     }
+    fn resident(&self, pm: PmapId) -> u64 {
+        self.pm(pm).resident
+    }
 }
 
 impl Core for Riscv {
@@ -313,12 +310,7 @@ impl Core for Riscv {
 
     /// pmap_activate_sw: satp takes the new root, then SFENCE.VMA flushes
     /// everything (no ASIDs).
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
+    fn activate_sw(&mut self, env: &mut PmapEnv, _pm: PmapId, cpu: usize) {
         let mmu = &mut env.mmu[cpu];
         mmu.tlb.invalidate_all();
         mmu.pwc.invalidate_all();

@@ -11,7 +11,7 @@ use super::Riscv;
 use crate::base::Remove;
 use crate::ptpage;
 use crate::pte::{self, PteFormat};
-use crate::radix::{self, covers, next_block, Step, Tables};
+use crate::radix::{self, covers, next_block, Next, Part, Tables};
 use crate::shootdown::{Batch, Invalidate};
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
@@ -109,36 +109,26 @@ impl Riscv {
 impl Remove for Riscv {
     fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva && self.pm(pm).resident > 0 {
-            match self.step(env.mem, pm, va) {
-                Step::Skip(n) => va = n,
-                Step::Leaf1g(pa) => {
-                    if covers(va, eva, L1_SIZE) || self.demote_l1(env, pm, va).is_err() {
-                        // Whole, or no page to demote it: the mapping goes.
-                        let inv = self.remove_l1(env, pm, va, pa, &mut free);
-                        self.invalidate_range(env, pm, inv);
-                        va = next_block(va, L1_SIZE);
-                    }
-                }
-                Step::Leaf2m(_) => {
-                    let n = next_block(va, L2_SIZE);
-                    if covers(va, eva, L2_SIZE) {
-                        let inv = self.remove_l2(env, pm, va, &mut free);
-                        self.invalidate_range(env, pm, inv);
-                        va = n;
-                    } else if !self.demote_l2(env, pm, va) {
-                        // The large page mapping was destroyed.
-                        va = n;
-                    }
-                }
-                Step::Table(ptp) => {
-                    let n = next_block(va, L2_SIZE);
-                    self.remove_l3_range(env, pm, va, n.min(eva), ptp, &mut free);
-                    va = n;
-                }
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            // Whole, or no page to demote it: the mapping goes.
+            Part::Leaf1g(pa) if covers(va, eva, L1_SIZE) || p.demote_l1(env, pm, va).is_err() => {
+                let inv = p.remove_l1(env, pm, va, pa, &mut free);
+                p.invalidate_range(env, pm, inv);
+                Next::Past
             }
-        }
+            Part::Leaf2m(_) if covers(va, eva, L2_SIZE) => {
+                let inv = p.remove_l2(env, pm, va, &mut free);
+                p.invalidate_range(env, pm, inv);
+                Next::Past
+            }
+            // Demotion failed: the large page mapping was destroyed.
+            Part::Leaf2m(_) if !p.demote_l2(env, pm, va) => Next::Past,
+            Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
+            Part::Table(ptp) => {
+                p.remove_l3_range(env, pm, va, next_block(va, L2_SIZE).min(eva), ptp, &mut free);
+                Next::Past
+            }
+        });
         radix::free_all(env, free);
     }
 
@@ -172,34 +162,23 @@ impl Remove for Riscv {
             mask |= PteFlags::X;
         }
         let mut batch = Batch::new();
-        let mut va = sva;
-        while va < eva {
-            match self.step(env.mem, pm, va) {
-                Step::Skip(n) => va = n,
-                Step::Leaf1g(pa) => {
-                    if covers(va, eva, L1_SIZE) {
-                        Self::protect_leaf(env, pa, va, L1_SIZE, 0, mask, &mut batch);
-                        va = next_block(va, L1_SIZE);
-                    } else if self.demote_l1(env, pm, va).is_err() {
-                        va = next_block(va, L1_SIZE);
-                    }
-                }
-                Step::Leaf2m(pa) => {
-                    let n = next_block(va, L2_SIZE);
-                    if covers(va, eva, L2_SIZE) {
-                        Self::protect_leaf(env, pa, va, L2_SIZE, LN_ENTRIES as u32, mask, &mut batch);
-                        va = n;
-                    } else if !self.demote_l2(env, pm, va) {
-                        va = n;
-                    }
-                }
-                Step::Table(ptp) => {
-                    let n = next_block(va, L2_SIZE);
-                    pte::update_range(env, ptp, va, n.min(eva), &mut batch, |env, old| Self::protected(env, old, mask, 1));
-                    va = n;
-                }
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Leaf1g(pa) if covers(va, eva, L1_SIZE) => {
+                Self::protect_leaf(env, pa, va, L1_SIZE, 0, mask, &mut batch);
+                Next::Past
             }
-        }
+            Part::Leaf1g(_) if p.demote_l1(env, pm, va).is_err() => Next::Past,
+            Part::Leaf2m(pa) if covers(va, eva, L2_SIZE) => {
+                Self::protect_leaf(env, pa, va, L2_SIZE, LN_ENTRIES as u32, mask, &mut batch);
+                Next::Past
+            }
+            Part::Leaf2m(_) if !p.demote_l2(env, pm, va) => Next::Past,
+            Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
+            Part::Table(ptp) => {
+                pte::update_range(env, ptp, va, next_block(va, L2_SIZE).min(eva), &mut batch, |env, old| Self::protected(env, old, mask, 1));
+                Next::Past
+            }
+        });
         self.invalidate_all(env, pm, &mut batch);
     }
 
@@ -218,32 +197,26 @@ impl Remove for Riscv {
     fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
         let mut batch = Batch::new();
-        let mut va = sva;
-        while va < eva {
-            match self.step(env.mem, pm, va) {
-                Step::Skip(n) => va = n,
-                Step::Leaf1g(_) => va = next_block(va, L1_SIZE),
-                Step::Leaf2m(pa) => {
-                    let old = Self::rd(env.mem, pa);
-                    let n = next_block(va, L2_SIZE);
-                    if !old.managed() || !self.demote_l2(env, pm, va) {
-                        va = n;
-                        continue;
-                    }
-                    if !old.wired() {
-                        let last = n.min(eva) - L3_SIZE;
-                        let l3_pa = self.entry(env.mem, pm, last, L3_SHIFT).expect("demoted");
-                        self.remove_l3(env, pm, last, l3_pa, &mut free);
-                    }
-                    // The L3 entries are handled on the next step.
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Leaf1g(_) => Next::Past,
+            Part::Leaf2m(pa) => {
+                let old = Self::rd(env.mem, pa);
+                if !old.managed() || !p.demote_l2(env, pm, va) {
+                    return Next::Past;
                 }
-                Step::Table(ptp) => {
-                    let n = next_block(va, L2_SIZE);
-                    pte::update_range(env, ptp, va, n.min(eva), &mut batch, |env, old: Pte| pte::advised(env, old, advice));
-                    va = n;
+                if !old.wired() {
+                    let last = next_block(va, L2_SIZE).min(eva) - L3_SIZE;
+                    let l3_pa = p.entry(env.mem, pm, last, L3_SHIFT).expect("demoted");
+                    p.remove_l3(env, pm, last, l3_pa, &mut free);
                 }
+                // Its L3 entries are advised next.
+                Next::Again
             }
-        }
+            Part::Table(ptp) => {
+                pte::update_range(env, ptp, va, next_block(va, L2_SIZE).min(eva), &mut batch, |env, old: Pte| pte::advised(env, old, advice));
+                Next::Past
+            }
+        });
         self.invalidate_all(env, pm, &mut batch);
         radix::free_all(env, free);
     }
