@@ -16,15 +16,6 @@ use crate::shootdown::Invalidate;
 use splab_hw::Pfn;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl Amd64 {
-    /// Whether testing `m` may clear the A bit of the 2 MB mapping at
-    /// (pm, va2m): one page in 512 (`refbits::selected_for_clearing`).
-    #[cfg(test)]
-    pub(crate) fn selected_for_clearing(m: Pfn, pm: PmapId, va2m: u64) -> bool {
-        crate::refbits::selected_for_clearing(m, pm, va2m, splab_hw::amd64::PDRSHIFT, splab_hw::amd64::NPTEPG)
-    }
-}
-
 impl PtePmap for Amd64 {
     fn demote_2m(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         self.demote_pde(env, pm, va)

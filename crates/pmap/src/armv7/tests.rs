@@ -47,8 +47,7 @@ fn hw_walk(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, access: Access) -> Resul
 }
 
 fn enter(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(va), m, pr, flags)
+    r.enter(pm, va, m, pr, flags)
 }
 
 #[test]
@@ -60,7 +59,7 @@ fn full_modified_run_promotes_to_a_section_with_one_pv_entry() {
     r.enter_all(pm, VA, &pages, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
     assert_eq!(r.ev.promotions, 1);
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
+    let m = r.extract(pm, VA + 5 * 4096 + 8).unwrap();
     assert_eq!((m.shift, m.pa.0, m.prot), (20, pages[5].addr().0 + 8, prot::RW));
     assert_eq!(r.pmap.0.pv.live(), 1, "256 PV entries became one");
     // The L2 table stays, full, under the section.
@@ -119,8 +118,7 @@ fn a_run_never_written_promotes_to_a_read_only_section() {
     assert_eq!(shift, 20);
     assert!(f.contains(PTE2_RO | PTE2_NM | PTE2_A));
     // A write is vm_fault's to handle (the mapping is read-only now).
-    let (p, mut env) = r.env();
-    assert!(!p.fault(&mut env, pm, VirtAddr(VA + 4096), prot::WRITE));
+    assert!(!r.fault(pm, VA + 4096, prot::WRITE));
     assert_eq!(hw_walk(&mut r, pm, VA, Access::Write), Err(WalkFault::Protection));
     r.check();
 }
@@ -147,10 +145,9 @@ fn unreferenced_entries_do_not_promote_and_never_referenced_sections_are_not_dem
     assert_eq!(shift, 20);
     assert!(!f.contains(PTE2_A) && f.contains(PTE2_RO));
     // Destroyed rather than demoted (pmap_demote_pte1).
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.stat("splab.pmap.section.demotion_aborts")), (0, 1));
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none());
+    assert!(r.extract(pm, VA + 8192).is_none());
     assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
@@ -162,13 +159,12 @@ fn demotion_reuses_the_kept_table_when_nothing_changed() {
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages, |_| rw_access());
     let allocs = r.ev.pt_page_allocs;
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 3 * 4096), prot::READ);
+    r.protect(pm, VA + 4096, VA + 3 * 4096, prot::READ);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
     assert_eq!(r.stat("splab.pmap.section.demotion_ptp_reused"), 1);
     assert_eq!(r.ev.pt_page_allocs, allocs, "no page-table page allocated");
-    let ro = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap();
-    let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
+    let ro = r.extract(pm, VA + 4096).unwrap();
+    let rw = r.extract(pm, VA + 3 * 4096).unwrap();
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.prot & prot::WRITE), (12, 0, prot::WRITE));
     assert!(r.phys.pages.get(pages[1]).has(pflags::DIRTY), "the modified state went to the page");
     assert_eq!(r.pmap.0.pv.live(), 256);
@@ -185,11 +181,9 @@ fn demotion_refills_the_kept_table_after_the_section_changed() {
     }
     // The whole section made read-only (pmap_protect_pte1), then a part
     // of it non-executable: the kept table is stale and is refilled.
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + SECTION_SIZE), prot::READ | prot::EXEC);
+    r.protect(pm, VA, VA + SECTION_SIZE, prot::READ | prot::EXEC);
     assert_eq!(leaf(&r, pm, VA).1, 20, "a whole section is changed in place");
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.stat("splab.pmap.section.demotion_ptp_reused")), (1, 0));
     let (f, shift) = leaf(&r, pm, VA + 5 * 4096);
     assert_eq!(shift, 12);
@@ -209,10 +203,9 @@ fn direct_section_demotion_allocates_a_table_or_removes_the_section() {
     assert!(r.pmap.0.pm(pm).pt2pg.is_empty(), "a direct section has no L2 table");
     // With memory: a PT2PG page is allocated and filled.
     let allocs = r.ev.pt_page_allocs;
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.ev.pt_page_allocs), (1, allocs + 1));
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap().shift, 12);
+    assert_eq!(r.extract(pm, VA + 4096).unwrap().shift, 12);
     r.check();
 
     // Without: the section is removed, to be refaulted.
@@ -221,10 +214,9 @@ fn direct_section_demotion_allocates_a_table_or_removes_the_section() {
     let pm = r.pinit();
     enter(&mut r, pm, VA, pages[0], prot::RW, writable).unwrap();
     while r.phys.alloc_noobj().is_some() {}
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!(r.stat("splab.pmap.section.demotion_aborts"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none());
+    assert!(r.extract(pm, VA + 8192).is_none());
     assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
@@ -239,8 +231,7 @@ fn a_direct_section_demotes_into_the_page_its_neighbours_use() {
     enter(&mut r, pm, VA + SECTION_SIZE, other, prot::RW, rw_access()).unwrap();
     enter(&mut r, pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() }).unwrap();
     let allocs = r.ev.pt_page_allocs;
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 2 * 4096));
+    r.remove(pm, VA + 4096, VA + 2 * 4096);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.ev.pt_page_allocs), (1, allocs));
     assert_eq!(r.pmap.0.pm(pm).pt2pg.len(), 1);
     assert_eq!(r.pmap.0.pm(pm).pt2_count[l1_index(VA) as usize], 255);
@@ -255,8 +246,7 @@ fn removing_a_whole_section_is_one_step_and_frees_every_table() {
     let free0 = r.phys.buddy.free_count();
     r.enter_all(pm, VA, &pages, |_| rw_access());
     let flushes = r.ev.invlpg;
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + SECTION_SIZE));
+    r.remove(pm, VA, VA + SECTION_SIZE);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 0);
     assert_eq!(r.ev.invlpg, flushes + 1, "one TLB entry to flush");
     assert_eq!(r.pmap.0.pv.live(), 0);
@@ -272,11 +262,10 @@ fn unmapping_part_of_a_section_demotes_it() {
     let pages = r.superpage_run();
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 7 * 4096), VirtAddr(VA + 9 * 4096));
+    r.remove(pm, VA + 7 * 4096, VA + 9 * 4096);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8 * 4096)).is_none());
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 9 * 4096)).unwrap().shift, 12);
+    assert!(r.extract(pm, VA + 8 * 4096).is_none());
+    assert_eq!(r.extract(pm, VA + 9 * 4096).unwrap().shift, 12);
     assert_eq!(r.pmap.0.pv.live(), 254);
     r.check();
 }
@@ -288,7 +277,7 @@ fn sixteen_page_runs_promote_to_large_pages_and_then_to_a_section() {
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages[..16], |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 1);
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x3_456)).unwrap();
+    let m = r.extract(pm, VA + 0x3_456).unwrap();
     assert_eq!((m.shift, m.pa.0), (16, pages[3].addr().0 + 0x456));
     let t = hw_walk(&mut r, pm, VA + 0xf_ff8, Access::Write).unwrap();
     assert_eq!((t.shift, t.pa(VA + 0xf_ff8).0), (16, pages[15].addr().0 + 0xff8));
@@ -300,14 +289,13 @@ fn sixteen_page_runs_promote_to_large_pages_and_then_to_a_section() {
     assert_eq!(leaf(&r, pm, VA).1, 20);
     r.check();
     // Demoting the section brings the large pages back from the kept table.
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 0x8_0000), VirtAddr(VA + 0x8_1000));
+    r.remove(pm, VA + 0x8_0000, VA + 0x8_1000);
     assert_eq!(r.stat("splab.pmap.section.demotion_ptp_reused"), 1);
     assert_eq!(leaf(&r, pm, VA).1, 16);
     // And removing one page of a large page demotes only that large page.
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
     assert_eq!(leaf(&r, pm, VA + 0x8_1000).1, 12);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x8_0000)).is_none());
+    assert!(r.extract(pm, VA + 0x8_0000).is_none());
     r.check();
 }
 
@@ -345,8 +333,7 @@ fn enter_object_maps_sections_and_large_pages_directly() {
     assert_eq!(leaf(&r, pm, VA + 0x8_4000).1, 12);
     // An access: an access flag fault that sets A on all 16 entries.
     assert_eq!(hw_walk(&mut r, pm, VA + 0x1_2000, Access::Read), Err(WalkFault::AccessedDirty));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(VA + 0x1_2000), prot::READ));
+    assert!(r.fault(pm, VA + 0x1_2000, prot::READ));
     assert!(hw_walk(&mut r, pm, VA + 0x1_f000, Access::Read).is_ok());
     r.check();
     // The whole run at a fresh address space: one section.
@@ -369,16 +356,14 @@ fn pmap_fault_emulates_the_referenced_and_modified_bits() {
     p.enter_object(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 8192), &|_| Some(pages[1]), prot::RW);
     assert_eq!(hw_walk(&mut r, pm, VA, Access::Write), Err(WalkFault::Protection), "NM: read-only to the MMU");
     assert_eq!(hw_walk(&mut r, pm, VA + 4096, Access::Read), Err(WalkFault::AccessedDirty));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(VA), prot::WRITE), "the first write clears NM");
-    assert!(p.fault(&mut env, pm, VirtAddr(VA + 4096), prot::READ), "an access flag fault sets A");
+    assert!(r.fault(pm, VA, prot::WRITE), "the first write clears NM");
+    assert!(r.fault(pm, VA + 4096, prot::READ), "an access flag fault sets A");
     assert!(hw_walk(&mut r, pm, VA, Access::Write).is_ok());
     assert!(hw_walk(&mut r, pm, VA + 4096, Access::Read).is_ok());
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).unwrap().dirty);
-    let (p, mut env) = r.env();
-    assert!(!p.fault(&mut env, pm, VirtAddr(VA + 4096), prot::WRITE), "a store to a read-only page is vm_fault's");
-    assert!(!p.fault(&mut env, pm, VirtAddr(VA + 8192), prot::READ), "so is an unmapped page");
-    assert!(!p.fault(&mut env, pm, VirtAddr(VA), prot::EXEC), "and a fetch from a page with XN");
+    assert!(r.extract(pm, VA).unwrap().dirty);
+    assert!(!r.fault(pm, VA + 4096, prot::WRITE), "a store to a read-only page is vm_fault's");
+    assert!(!r.fault(pm, VA + 8192, prot::READ), "so is an unmapped page");
+    assert!(!r.fault(pm, VA, prot::EXEC), "and a fetch from a page with XN");
     assert_eq!((r.stat("splab.pmap.nm_faults"), r.stat("splab.pmap.af_faults")), (1, 1));
     r.check();
 }
@@ -394,8 +379,7 @@ fn a_clean_writable_section_is_marked_modified_by_one_fault() {
     let pm = r.pinit();
     enter(&mut r, pm, VA, base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() }).unwrap();
     assert_eq!(hw_walk(&mut r, pm, VA + 0x7_0000, Access::Write), Err(WalkFault::Protection));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(VA + 0x7_0000), prot::WRITE));
+    assert!(r.fault(pm, VA + 0x7_0000, prot::WRITE));
     assert!(hw_walk(&mut r, pm, VA + 0xf_f000, Access::Write).is_ok(), "the whole MB is writable now");
     r.check();
 }
@@ -436,9 +420,8 @@ fn promotion_flushes_every_cpu_by_broadcast_and_a_switch_flushes_the_rest() {
     let mut r = rig(2048);
     let pages = r.superpage_run();
     let pm = r.pinit();
-    let (p, mut env) = r.env();
-    p.activate(&mut env, pm, 0);
-    p.activate(&mut env, pm, 1);
+    r.activate(pm, 0);
+    r.activate(pm, 1);
     r.enter_all(pm, VA, &pages[..255], |_| rw_access());
     // Both CPUs have used 4 KB translations of the MB.
     let t = Translation { pa_base: pages[7].addr().0, shift: 12, perm: perm::READ | perm::USER };
@@ -454,8 +437,7 @@ fn promotion_flushes_every_cpu_by_broadcast_and_a_switch_flushes_the_rest() {
     // No ASIDs: switching address spaces flushes the non-global entries.
     let other = r.pinit();
     r.mmu[1].tlb.fill(VA, ASID, t);
-    let (p, mut env) = r.env();
-    p.activate(&mut env, other, 1);
+    r.activate(other, 1);
     assert!(r.mmu[1].tlb.lookup(VA, ASID).is_none());
     assert_eq!(r.pmap.asid(pm), r.pmap.asid(other));
 }
@@ -467,15 +449,13 @@ fn remove_write_and_remove_all_demote_what_holds_the_page() {
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages[..32], |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 2);
-    let (p, mut env) = r.env();
-    p.remove_write(&mut env, pages[3]);
+    r.remove_write(pages[3]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap().prot & prot::WRITE, 0);
-    assert_ne!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4 * 4096)).unwrap().prot & prot::WRITE, 0);
-    let (p, mut env) = r.env();
-    p.remove_all(&mut env, pages[20]);
+    assert_eq!(r.extract(pm, VA + 3 * 4096).unwrap().prot & prot::WRITE, 0);
+    assert_ne!(r.extract(pm, VA + 4 * 4096).unwrap().prot & prot::WRITE, 0);
+    r.remove_all(pages[20]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 2);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 20 * 4096)).is_none());
+    assert!(r.extract(pm, VA + 20 * 4096).is_none());
     assert_eq!(r.pmap.0.pv.live(), 31);
     r.check();
 }
@@ -486,10 +466,9 @@ fn advise_demotes_leaves_a_hole_and_clears_the_referenced_bits() {
     let pages = r.superpage_run();
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.advise(&mut env, pm, VirtAddr(VA + 4 * 4096), VirtAddr(VA + 16 * 4096), Advice::DontNeed);
+    r.advise(pm, VA + 4 * 4096, VA + 16 * 4096, Advice::DontNeed);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4 * 4096)).is_none(), "the first page of the range was removed");
+    assert!(r.extract(pm, VA + 4 * 4096).is_none(), "the first page of the range was removed");
     let (f, _) = leaf(&r, pm, VA + 5 * 4096);
     assert!(!f.contains(PTE2_A) && f.contains(PTE2_NM) && !f.contains(PTE2_RO), "{f:?}");
     assert!(r.phys.pages.get(pages[5]).has(pflags::DIRTY));
@@ -542,14 +521,12 @@ fn clear_modify_demotes_a_modified_section_and_marks_the_page_unmodified() {
     let pages = r.superpage_run();
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[5]);
+    r.clear_modify(pages[5]);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
     let (f5, size5) = leaf(&r, pm, VA + 5 * 4096);
     assert!(f5.contains(PTE2_NM) && size5 == 12, "{f5:?} {size5}");
     assert!(!leaf(&r, pm, VA + 6 * 4096).0.contains(PTE2_NM));
-    let (p, env) = r.env();
-    assert!(!p.is_modified(&env, pages[5]) && p.is_modified(&env, pages[6]));
+    assert!(!r.is_modified(pages[5]) && r.is_modified(pages[6]));
     assert!(r.phys.pages.get(pages[5]).has(pflags::DIRTY), "the caller cleans it");
     // The next store takes a permission fault that pmap_fault resolves.
     assert!(hw_walk(&mut r, pm, VA + 5 * 4096, Access::Write).is_err());
@@ -564,11 +541,9 @@ fn clear_modify_demotes_a_modified_large_page() {
     let pages: Vec<Pfn> = (0..16).map(|i| r.page(i)).collect();
     r.enter_all(pm, VA, &pages, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 1);
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[3]);
+    r.clear_modify(pages[3]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
-    let (p, env) = r.env();
-    assert!(!p.is_modified(&env, pages[3]) && p.is_modified(&env, pages[4]));
+    assert!(!r.is_modified(pages[3]) && r.is_modified(pages[4]));
     r.check();
 }
 
@@ -582,11 +557,10 @@ fn ts_referenced_clears_shared_bits_once() {
     r.enter_all(pm, VA, &pages, |_| rw_access());
     let k = (0..256).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, 20, 256)).unwrap();
     let other = (k + 1) % 256;
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
-    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
-    assert!(!p.is_referenced(&env, pages[other]));
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
+    assert_eq!(r.ts_referenced(pages[other]), 1);
+    assert_eq!(r.ts_referenced(pages[k]), 1);
+    assert!(!r.is_referenced(pages[other]));
+    assert_eq!(r.ts_referenced(pages[other]), 0);
     assert!(hw_walk(&mut r, pm, VA, Access::Read).is_err(), "an access flag fault follows");
 
     let mut r = rig_lp(2048);
@@ -595,11 +569,10 @@ fn ts_referenced_clears_shared_bits_once() {
     r.enter_all(pm, VA, &pages, |_| rw_access());
     let k = (0..16).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, 16, 16)).unwrap();
     let other = (k + 1) % 16;
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
-    assert!(p.is_referenced(&env, pages[k]));
-    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
-    assert!(!p.is_referenced(&env, pages[other]));
+    assert_eq!(r.ts_referenced(pages[other]), 1);
+    assert!(r.is_referenced(pages[k]));
+    assert_eq!(r.ts_referenced(pages[k]), 1);
+    assert!(!r.is_referenced(pages[other]));
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 0);
     r.check();
 }
@@ -611,11 +584,10 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     let pages = r.superpage_run();
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.remove_all_superpage(&mut env, pages[100]);
+    r.remove_all_superpage(pages[100]);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 0);
     assert_eq!(r.pmap.0.pv.live(), 0);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).is_none());
+    assert!(r.extract(pm, VA).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
     r.check();
 }

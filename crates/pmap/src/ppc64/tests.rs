@@ -18,7 +18,6 @@ use splab_hw::ppc64::pte::{Hpte, HpteLo};
 use splab_hw::pwc::PwcLevelConfig;
 use splab_hw::tlb::TlbArrayConfig;
 use splab_vm::page::pflags;
-use splab_hw::VirtAddr;
 use splab_vm::pmap::{prot, EnterFlags, Pmap};
 
 /// A 16 MB-aligned user address, at the start of segment 0x100.
@@ -35,8 +34,7 @@ fn rig(npages: u64) -> Rig<PmapPpc64> {
 /// A new address space, running on CPU 0.
 fn space(r: &mut Rig<PmapPpc64>) -> PmapId {
     let pm = r.pinit();
-    let (p, mut env) = r.env();
-    p.activate(&mut env, pm, 0);
+    r.activate(pm, 0);
     pm
 }
 
@@ -58,8 +56,7 @@ fn touch(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -
             }
             Err(f) => {
                 let want = if acc == Access::Write { prot::WRITE } else { prot::READ };
-                let (p, mut env) = r.env();
-                assert!(p.fault(&mut env, pm, VirtAddr(va & !0xfff), want), "{va:#x}: {f:?} not resolved by the pmap");
+                assert!(r.fault(pm, va & !0xfff, want), "{va:#x}: {f:?} not resolved by the pmap");
             }
         }
     }
@@ -67,13 +64,11 @@ fn touch(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -
 }
 
 fn enter(r: &mut Rig<PmapPpc64>, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) {
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(va), m, pr, flags).unwrap();
+    r.enter(pm, va, m, pr, flags).unwrap();
 }
 
 fn modified(r: &mut Rig<PmapPpc64>, m: Pfn) -> bool {
-    let (p, env) = r.env();
-    p.is_modified(&env, m)
+    r.is_modified(m)
 }
 
 fn mapped(r: &mut Rig<PmapPpc64>, m: Pfn) -> bool {
@@ -151,13 +146,11 @@ fn a_new_segment_faults_once_then_the_page_fault_goes_to_the_vm() {
     let pm = space(&mut r);
     let va = VA + 0x5000;
     assert_eq!(walk(&mut r, 0, pm, va, Access::Read), Err(WalkFault::Segment));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(va), prot::READ), "handle_user_slb_spill");
+    assert!(r.fault(pm, va, prot::READ), "handle_user_slb_spill");
     assert_eq!(r.stat("splab.pmap.slb.spills"), 1);
     assert_eq!(r.stat("splab.pmap.slb.vsids"), 1);
     assert_eq!(walk(&mut r, 0, pm, va, Access::Read), Err(WalkFault::NotPresent { level: 0 }));
-    let (p, mut env) = r.env();
-    assert!(!p.fault(&mut env, pm, VirtAddr(va), prot::READ), "nothing mapped: vm_fault's business");
+    assert!(!r.fault(pm, va, prot::READ), "nothing mapped: vm_fault's business");
     // The other CPU does not run the address space: its SLB stays empty.
     assert_eq!(walk(&mut r, 1, pm, va, Access::Read), Err(WalkFault::Segment));
     // A second address space gets another VSID for the same segment.
@@ -224,8 +217,7 @@ fn a_full_pteg_pair_evicts_an_unreferenced_entry_and_the_fault_puts_it_back() {
     assert!(modified(&mut r, pages[9]), "the change bit survived the eviction");
     // Removing an evicted mapping hands its kept bits to the page.
     let evicted = vas.iter().copied().find(|&v| !pvo(&r, pm, v).in_table()).unwrap();
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(evicted), VirtAddr(evicted + 4096));
+    r.remove(pm, evicted, evicted + 4096);
     assert_eq!(r.stat("machdep.moea64_pte_overflow"), 0);
     r.check();
 }
@@ -264,7 +256,7 @@ fn a_full_reservation_promotes_to_16mb_entries() {
         let e = hpte(&r, pm, VA + i * 4096);
         assert!(e.large() && e.actual_shift(12) == Some(24) && e.frame(24) == pages[0].addr().0, "{e:?}");
     }
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
+    let m = r.extract(pm, VA + 5 * 4096 + 8).unwrap();
     assert_eq!((m.shift, m.pa.0), (24, pages[5].addr().0 + 8));
     // One TLB entry, from any page's HPT entry, covers all 16 MB.
     let t = touch(&mut r, 0, pm, VA + 77 * 4096, Access::Write);
@@ -323,18 +315,16 @@ fn a_partial_protect_demotes_and_keeps_every_page_mapped() {
     let mut r = rig(32768);
     let pm = space(&mut r);
     let pages = promoted(&mut r, pm);
-    let (p, mut env) = r.env();
-    p.activate(&mut env, pm, 1);
+    r.activate(pm, 1);
     touch(&mut r, 0, pm, VA + 4096, Access::Read);
     touch(&mut r, 1, pm, VA + 4096, Access::Read);
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 3 * 4096), prot::READ);
+    r.protect(pm, VA + 4096, VA + 3 * 4096, prot::READ);
     assert_eq!((r.stat("vm.pmap.sp.demotions"), r.ev.demotions), (1, 1));
     for c in 0..2 {
         assert!(r.mmu[c].tlb.lookup(VA + 4096, pm as u16).is_none(), "tlbie reaches CPU {c}");
     }
-    let ro = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap();
-    let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
+    let ro = r.extract(pm, VA + 4096).unwrap();
+    let rw = r.extract(pm, VA + 3 * 4096).unwrap();
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.shift, rw.prot & prot::WRITE), (12, 0, 12, prot::WRITE));
     assert!((0..SP_PAGES).all(|i| !pvo(&r, pm, VA + i * 4096).large()));
     assert!(!hpte(&r, pm, VA + 4096).large());
@@ -352,10 +342,9 @@ fn removal_of_whole_and_partial_superpages() {
     let pm = space(&mut r);
     promoted(&mut r, pm);
     // A page in the middle: demote, then remove it alone.
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 40 * 4096), VirtAddr(VA + 41 * 4096));
+    r.remove(pm, VA + 40 * 4096, VA + 41 * 4096);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 40 * 4096)).is_none());
+    assert!(r.extract(pm, VA + 40 * 4096).is_none());
     assert_eq!(r.pmap.0.pv.live(), 4095);
     r.check();
     // Fill the hole again: the reservation is full, so it promotes again.
@@ -363,8 +352,7 @@ fn removal_of_whole_and_partial_superpages() {
     enter(&mut r, pm, VA + 40 * 4096, m, prot::RW, rw_access());
     assert_eq!(r.stat("vm.pmap.sp.promotions"), 2);
     // The whole range: removed as a superpage, no demotion.
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA - SP_SIZE), VirtAddr(VA + 2 * SP_SIZE));
+    r.remove(pm, VA - SP_SIZE, VA + 2 * SP_SIZE);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     assert_eq!((r.pmap.0.pv.live(), r.stat("machdep.moea64_pte_valid")), (0, 0));
     assert!(r.mmu[0].tlb.lookup(VA, pm as u16).is_none());
@@ -379,16 +367,14 @@ fn direct_16mb_mapping_then_remove_write_and_remove_all_demote() {
     let mut r = rig(32768);
     let pm = space(&mut r);
     let pages = r.superpage_run();
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() }).unwrap();
+    r.enter(pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() }).unwrap();
     assert_eq!((r.stat("vm.pmap.sp.mappings"), r.stat("vm.pmap.sp.promotions")), (1, 0));
     assert!(pvo(&r, pm, VA + 1234 * 4096).large());
     assert_eq!(touch(&mut r, 0, pm, VA + 99, Access::Write).shift, 24);
     r.check();
     // Write protection of one page demotes; the written entry's C bit
     // counts for the whole superpage.
-    let (p, mut env) = r.env();
-    p.remove_write(&mut env, pages[9]);
+    r.remove_write(pages[9]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     assert_eq!(pvo(&r, pm, VA + 9 * 4096).prot, prot::READ);
     assert_eq!(pvo(&r, pm, VA + 10 * 4096).prot, prot::RW);
@@ -398,16 +384,14 @@ fn direct_16mb_mapping_then_remove_write_and_remove_all_demote() {
     enter(&mut r, pm, VA + 9 * 4096, pages[9], prot::RW, rw_access());
     assert_eq!(r.stat("vm.pmap.sp.promotions"), 1);
     // remove_all of one page: demote, then that mapping goes.
-    let (p, mut env) = r.env();
-    p.remove_all(&mut env, pages[100]);
+    r.remove_all(pages[100]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 2);
     assert!(!mapped(&mut r, pages[100]));
     assert!(mapped(&mut r, pages[101]));
     r.check();
     // Without superpages the VM's psind 1 request is refused.
     r.pmap.set_tunable("vm.pmap.superpages_enabled", 0).unwrap();
-    let (p, mut env) = r.env();
-    assert_eq!(p.enter(&mut env, pm, VirtAddr(VA + SP_SIZE), pages[0], prot::RW, EnterFlags { psind: Psind::new(1), ..Default::default() }), Err(PmapError::BadPsind));
+    assert_eq!(r.enter(pm, VA + SP_SIZE, pages[0], prot::RW, EnterFlags { psind: Psind::new(1), ..Default::default() }), Err(PmapError::BadPsind));
     assert!(r.pmap.set_tunable("vm.pmap.superpages_enabled", 2).is_err());
 }
 
@@ -416,8 +400,7 @@ fn whole_superpage_protect_keeps_it_and_entering_inside_demotes() {
     let mut r = rig(32768);
     let pm = space(&mut r);
     let pages = promoted(&mut r, pm);
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + SP_SIZE), prot::READ);
+    r.protect(pm, VA, VA + SP_SIZE, prot::READ);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert!((0..SP_PAGES).step_by(511).all(|i| pvo(&r, pm, VA + i * 4096).large()));
     assert_eq!(hpte(&r, pm, VA + 4095 * 4096).lo & HpteLo::PP.bits(), HpteLo::PP_RO.bits());
@@ -428,8 +411,8 @@ fn whole_superpage_protect_keeps_it_and_entering_inside_demotes() {
     let other = r.phys.alloc_noobj().unwrap();
     enter(&mut r, pm, VA + 8192, other, prot::RW, rw_access());
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).unwrap().pa, other.addr());
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap().pa, pages[1].addr());
+    assert_eq!(r.extract(pm, VA + 8192).unwrap().pa, other.addr());
+    assert_eq!(r.extract(pm, VA + 4096).unwrap().pa, pages[1].addr());
     assert!(!mapped(&mut r, pages[2]));
     r.check();
 }
@@ -476,8 +459,7 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
         let cpu = rnd(2) as usize;
         // Two segments, 3000 pages used in each.
         let va = VA + rnd(2) * SEGMENT_SIZE + rnd(3000) * 4096;
-        let (p, mut env) = r.env();
-        p.activate(&mut env, pm, cpu);
+        r.activate(pm, cpu);
         match rnd(11) {
             0..=4 => {
                 let pr = if rnd(3) == 0 { prot::READ } else { prot::RW };
@@ -486,25 +468,22 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
                 }
             }
             5 => {
-                let (p, mut env) = r.env();
-                p.remove(&mut env, pm, VirtAddr(va), VirtAddr(va + (1 + rnd(8)) * 4096));
+                r.remove(pm, va, va + (1 + rnd(8)) * 4096);
             }
             6 => {
-                let (p, mut env) = r.env();
-                p.protect(&mut env, pm, VirtAddr(va), VirtAddr(va + (1 + rnd(8)) * 4096), prot::READ);
+                r.protect(pm, va, va + (1 + rnd(8)) * 4096, prot::READ);
             }
             7 => {
                 let m = pages[rnd(1500) as usize];
-                let (p, mut env) = r.env();
                 if rnd(2) == 0 {
-                    p.clear_modify(&mut env, m);
-                    assert!(!p.is_modified(&env, m), "step {step}: modified after clear_modify");
+                    r.clear_modify(m);
+                    assert!(!r.is_modified(m), "step {step}: modified after clear_modify");
                 } else {
-                    p.ts_referenced(&mut env, m);
+                    r.ts_referenced(m);
                 }
             }
             _ => {
-                if let Some(m) = r.pmap.extract(&r.mem, pm, VirtAddr(va)) {
+                if let Some(m) = r.extract(pm, va) {
                     let acc = if m.prot & prot::WRITE != 0 && rnd(2) == 0 { Access::Write } else { Access::Read };
                     let t = touch(&mut r, cpu, pm, va, acc);
                     assert_eq!(t.pa(va), m.pa, "step {step}: the walk and the pmap disagree at {va:#x}");
@@ -560,12 +539,11 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     for &m in &pages {
         r.phys.pages.get_mut(m).flags &= !pflags::DIRTY;
     }
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[5]);
+    r.clear_modify(pages[5]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY)), "the superpage's C went to every page");
-    let m5 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096)).unwrap();
-    let m6 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 6 * 4096)).unwrap();
+    let m5 = r.extract(pm, VA + 5 * 4096).unwrap();
+    let m6 = r.extract(pm, VA + 6 * 4096).unwrap();
     assert_eq!((m5.shift, m5.prot, m5.dirty), (12, prot::READ, false));
     assert_eq!((m6.shift, m6.prot), (12, prot::RW));
     assert!(!modified(&mut r, pages[5]), "page 5 is clean in every mapping");
@@ -575,8 +553,7 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     // forgets the translation, so the next store is recorded again.
     touch(&mut r, 0, pm, VA + 6 * 4096, Access::Write);
     assert!(modified(&mut r, pages[6]));
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[6]);
+    r.clear_modify(pages[6]);
     assert!(!modified(&mut r, pages[6]));
     assert_eq!(pvo(&r, pm, VA + 6 * 4096).prot, prot::RW, "a 4 KB mapping keeps write access");
     assert!(r.mmu[0].tlb.lookup(VA + 6 * 4096, pm as u16).is_none(), "tlbie");
@@ -587,8 +564,7 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     let (p, mut env) = r.env();
     p.0.evict(&mut env, slot);
     assert!(modified(&mut r, pages[6]), "C kept with the evicted PVO");
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[6]);
+    r.clear_modify(pages[6]);
     assert!(!modified(&mut r, pages[6]) && pvo(&r, pm, VA + 6 * 4096).refchg & rc::CHG == 0);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     r.check();
@@ -597,12 +573,10 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     let mut r = rig(32768);
     let pm = space(&mut r);
     let pages = r.superpage_run();
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::READ, EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() }).unwrap();
+    r.enter(pm, VA, pages[0], prot::READ, EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() }).unwrap();
     touch(&mut r, 0, pm, VA + 3 * 4096, Access::Read);
     assert!(!modified(&mut r, pages[3]));
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[3]);
+    r.clear_modify(pages[3]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert!(pvo(&r, pm, VA + 3 * 4096).large());
     r.check();
@@ -626,12 +600,11 @@ fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
     touch(&mut r, 0, pm, VA + 100 * 4096, Access::Read);
     assert!(r.mmu[0].tlb.lookup(VA + 100 * 4096, pm as u16).is_some());
     r.phys.pages.get_mut(pages[other]).flags &= !pflags::DIRTY;
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
-    assert!(p.is_referenced(&env, pages[k]), "testing another page leaves the bits set");
-    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
-    assert!(!p.is_referenced(&env, pages[other]), "testing the selected page cleared them for all");
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
+    assert_eq!(r.ts_referenced(pages[other]), 1);
+    assert!(r.is_referenced(pages[k]), "testing another page leaves the bits set");
+    assert_eq!(r.ts_referenced(pages[k]), 1);
+    assert!(!r.is_referenced(pages[other]), "testing the selected page cleared them for all");
+    assert_eq!(r.ts_referenced(pages[other]), 0);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert!(r.phys.pages.get(pages[other]).has(pflags::DIRTY), "a changed writable superpage dirties the page under test");
     assert!(r.mmu[0].tlb.lookup(VA + 100 * 4096, pm as u16).is_none(), "the 16 MB translation left the TLB");
@@ -639,28 +612,24 @@ fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
     r.check();
     // An access through any page references the whole superpage again.
     touch(&mut r, 0, pm, VA + 3000 * 4096, Access::Read);
-    let (p, mut env) = r.env();
-    assert!(p.is_referenced(&env, pages[other]));
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+    assert!(r.is_referenced(pages[other]));
+    assert_eq!(r.ts_referenced(pages[other]), 1);
 
     // 4 KB mappings of one page in two address spaces.
     let m = r.phys.alloc_noobj().unwrap();
     let b = r.pinit();
-    let (p, mut env) = r.env();
-    p.activate(&mut env, b, 1);
+    r.activate(b, 1);
     let va = VA + 2 * SP_SIZE;
     enter(&mut r, pm, va, m, prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
     enter(&mut r, b, va, m, prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
     touch(&mut r, 0, pm, va, Access::Read);
     touch(&mut r, 1, b, va, Access::Read);
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, m), 2);
-    assert!(!p.is_referenced(&env, m));
-    assert_eq!(p.ts_referenced(&mut env, m), 0);
+    assert_eq!(r.ts_referenced(m), 2);
+    assert!(!r.is_referenced(m));
+    assert_eq!(r.ts_referenced(m), 0);
     assert!(r.mmu[0].tlb.lookup(va, pm as u16).is_none() && r.mmu[1].tlb.lookup(va, b as u16).is_none());
     touch(&mut r, 0, pm, va, Access::Read);
-    let (p, env) = r.env();
-    assert!(p.is_referenced(&env, m), "the next access set R again");
+    assert!(r.is_referenced(m), "the next access set R again");
     r.check();
 }
 
@@ -678,13 +647,12 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     }
     let b = r.pinit();
     enter(&mut r, b, VA + 7 * 4096, pages[7], prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
-    let (p, mut env) = r.env();
-    p.remove_all_superpage(&mut env, pages[300]);
+    r.remove_all_superpage(pages[300]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert_eq!(r.pmap.0.pv.live(), 0);
     assert_eq!(r.stat("machdep.moea64_pte_valid"), 0);
-    assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
-    assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
+    assert!(r.extract(a, VA).is_none());
+    assert!(r.extract(b, VA + 7 * 4096).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)), "the superpage's bits moved to every page");
     assert!(r.mmu[0].tlb.lookup(VA, a as u16).is_none());
     r.check();
@@ -697,8 +665,7 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     r.enter_all(a, VA, &pages, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.sp.promotions"), 0);
     touch(&mut r, 0, a, VA + 9 * 4096, Access::Write);
-    let (p, mut env) = r.env();
-    p.remove_all_superpage(&mut env, pages[4095]);
+    r.remove_all_superpage(pages[4095]);
     assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(!r.pmap.0.pm(a).pvos.contains_key(&VA));
     assert!(r.phys.pages.get(pages[9]).has(pflags::DIRTY), "the written page's C went to it");

@@ -349,3 +349,6 @@ impl PteFormat for splab_hw::riscv::pte::Pte {
         self.without(splab_hw::riscv::pte::PteFlags::A)
     }
 }
+
+#[cfg(test)]
+mod tests;
