@@ -38,19 +38,24 @@ impl Tunable {
     }
 }
 
+/// What an architecture's pmap is, as fixed facts.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Architecture name as splab spells it (amd64, ...).
+    pub arch: &'static str,
+    /// Page sizes in bytes, base first (FreeBSD's pagesizes[]).
+    pub pagesizes: &'static [u64],
+    /// The page size a reservation covers (see `Pmap::reserv_psind`).
+    pub reserv_psind: Psind,
+    /// Highest user virtual address + 1.
+    pub max_user_address: u64,
+}
+
 /// The address spaces of an architecture and the operations that are one
 /// function each (mod.rs).
 pub trait Core: Send {
-    /// Architecture name as splab spells it (amd64, ...).
-    fn arch(&self) -> &'static str;
-    /// Page sizes in bytes, base first (pagesizes[]).
-    fn pagesizes(&self) -> &'static [u64];
-    /// The page size a reservation covers (see `Pmap::reserv_psind`).
-    fn reserv_psind(&self) -> Psind {
-        Psind::new(1)
-    }
-    /// Highest user virtual address + 1.
-    fn max_user_address(&self) -> u64;
+    /// The architecture's fixed facts.
+    fn params(&self) -> Params;
     /// Whether transparent superpages are enabled.
     fn superpages_enabled(&self) -> bool;
     /// The tunables, as sysctls show them.
@@ -132,16 +137,16 @@ pub trait Check {
 
 impl<A: Core + Enter + Remove + RefMod + Check> Pmap for Md<A> {
     fn arch(&self) -> &'static str {
-        self.0.arch()
+        self.0.params().arch
     }
     fn pagesizes(&self) -> &'static [u64] {
-        self.0.pagesizes()
+        self.0.params().pagesizes
     }
     fn superpages_enabled(&self) -> bool {
         self.0.superpages_enabled()
     }
     fn reserv_psind(&self) -> Psind {
-        self.0.reserv_psind()
+        self.0.params().reserv_psind
     }
     fn bootstrap(&mut self, env: &mut PmapEnv) {
         self.0.bootstrap(env)
@@ -222,7 +227,7 @@ impl<A: Core + Enter + Remove + RefMod + Check> Pmap for Md<A> {
         self.0.counters(out);
     }
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        let arch = self.0.arch();
+        let arch = self.0.params().arch;
         let mut tunables = self.0.tunables_mut();
         let known = tunables.iter().map(|t| t.name).collect::<Vec<_>>().join(", ");
         let Some(t) = tunables.iter_mut().find(|t| t.name == name) else {
@@ -238,7 +243,7 @@ impl<A: Core + Enter + Remove + RefMod + Check> Pmap for Md<A> {
         self.0.check(env)
     }
     fn max_user_address(&self) -> u64 {
-        self.0.max_user_address()
+        self.0.params().max_user_address
     }
     fn host_bytes(&self) -> u64 {
         self.0.host_bytes()

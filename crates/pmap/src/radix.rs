@@ -26,6 +26,11 @@ pub trait Format: Copy + Eq {
     fn is_leaf(self) -> bool;
     /// The table a valid non-leaf entry points at.
     fn table(self) -> u64;
+
+    /// The descriptor at `pa`.
+    fn read(mem: &PhysMem, pa: PhysAddr) -> Self {
+        rd(mem, pa)
+    }
 }
 
 /// Reads the descriptor at `pa`.

@@ -43,7 +43,7 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::base::{Core, Md, Tunable};
+use crate::base::{Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::pv::PvTable;
 use crate::shootdown::{self, Batch, Invalidate};
@@ -58,6 +58,7 @@ use std::collections::HashMap;
 /// Page sizes: the 8 KB page and the three granularity hints (psind =
 /// GH). Reservations cover the largest (VM_LEVEL_0_ORDER 9: 512 pages).
 const PAGESIZES: [u64; 4] = [8 << 10, 64 << 10, 512 << 10, 4 << 20];
+const PARAMS: Params = Params { arch: "alpha", pagesizes: &PAGESIZES, reserv_psind: Psind::new(3), max_user_address: MAX_USER_ADDRESS };
 
 /// Counter names per level: `vm.pmap.gh.<size>.*`, the size as FreeBSD
 /// spells page sizes in its own sysctl descriptions ("64KB page
@@ -328,11 +329,8 @@ impl Alpha {
 }
 
 impl Core for Alpha {
-    fn arch(&self) -> &'static str {
-        "alpha"
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
         self.gh.iter().any(|t| t.on)
@@ -344,12 +342,6 @@ impl Core for Alpha {
     fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
         let [g1, g2, g3] = &mut self.gh;
         vec![g3, g1, g2]
-    }
-    fn reserv_psind(&self) -> Psind {
-        Psind::new(3)
-    }
-    fn max_user_address(&self) -> u64 {
-        MAX_USER_ADDRESS
     }
     fn pv(&self) -> &PvTable {
         &self.pv

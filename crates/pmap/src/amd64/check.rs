@@ -1,5 +1,6 @@
 //! The amd64 pmap's invariants, checked by walking every page table.
 
+use crate::radix::Format;
 use super::Amd64;
 use crate::base::Check;
 use splab_hw::amd64::pte::{Pte, PteFlags};
@@ -10,7 +11,7 @@ use splab_vm::pmap::PmapEnv;
 
 impl Amd64 {
     fn table_entries(env: &PmapEnv, table: u64) -> Vec<(u64, Pte)> {
-        (0..NPTEPG).map(|i| (i, Self::rd(env.mem, PhysAddr(table + i * 8)))).collect()
+        (0..NPTEPG).map(|i| (i, Pte::read(env.mem, PhysAddr(table + i * 8)))).collect()
     }
 
     fn check_ptp(env: &PmapEnv, table: u64, what: &str) -> Result<(), String> {
@@ -92,7 +93,7 @@ impl Check for Amd64 {
                 }
             }
             for (va2, s) in p.stash.iter() {
-                let pde = self.pde_pa(env.mem, pm, va2).map(|a| Self::rd(env.mem, a));
+                let pde = self.pde_pa(env.mem, pm, va2).map(|a| Pte::read(env.mem, a));
                 if !pde.is_some_and(|e| e.valid() && e.has(PteFlags::PS)) {
                     return Err(format!("pmap {pm}: stash for {va2:#x} but no 2MB mapping there"));
                 }

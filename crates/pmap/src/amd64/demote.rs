@@ -9,7 +9,7 @@
 
 use super::{table_flags, Amd64};
 use crate::ptpage;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_2M, PDPSHIFT};
 use splab_hw::PhysAddr;
@@ -32,7 +32,7 @@ impl Amd64 {
     pub(crate) fn demote_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va2m = va & !(PAGE_2M - 1);
         let pde_pa = self.pde_pa(env.mem, pm, va2m).expect("demote: no page directory");
-        let old = Self::rd(env.mem, pde_pa);
+        let old = Pte::read(env.mem, pde_pa);
         debug_assert!(old.valid() && old.has(PteFlags::PS), "demote: not a 2MB mapping");
         let (ptp, valid) = match self.pm_mut(pm).stash.take(va2m) {
             Some(s) => (s.ptp, s.valid),
@@ -56,12 +56,12 @@ impl Amd64 {
         let frame = old.frame_2m();
         let first = Pte::new(frame, flags);
         let tpa = ptp.addr().0;
-        if valid && Self::rd(env.mem, PhysAddr(tpa)) == first {
+        if valid && Pte::read(env.mem, PhysAddr(tpa)) == first {
             self.st.demotion_ptp_reused += 1;
         } else {
             // pmap_fill_ptp.
             for i in 0..NPTEPG {
-                Self::wr(env.mem, PhysAddr(tpa + i * 8), Pte(first.0 + i * 4096));
+                radix::wr(env.mem, PhysAddr(tpa + i * 8), Pte(first.0 + i * 4096));
             }
         }
         let newpde = Pte::new(tpa, (table_flags() - PteFlags::US) | (old.flags() & PteFlags::US));
@@ -81,14 +81,14 @@ impl Amd64 {
     pub(crate) fn demote_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(), PmapError> {
         let va1g = va & !((1u64 << PDPSHIFT) - 1);
         let pdpe_pa = self.entry(env.mem, pm, va1g, PDPSHIFT).expect("demote: no PDPT");
-        let old = Self::rd(env.mem, pdpe_pa);
+        let old = Pte::read(env.mem, pdpe_pa);
         debug_assert!(old.has(PteFlags::PS));
         let pd = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
         env.phys.pages.get_mut(pd).ref_count = NPTEPG as u16;
         let frame = old.frame_1g();
         let flags = old.flags();
         for i in 0..NPTEPG {
-            Self::wr(env.mem, PhysAddr(pd.addr().0 + i * 8), Pte::new(frame + i * PAGE_2M, flags));
+            radix::wr(env.mem, PhysAddr(pd.addr().0 + i * 8), Pte::new(frame + i * PAGE_2M, flags));
         }
         // No invalidation, as for a 2 MB demotion.
         radix::update(env.mem, pdpe_pa, Pte::new(pd.addr().0, table_flags()), va1g, 1 << PDPSHIFT).unneeded();

@@ -6,7 +6,7 @@
 use super::{table_flags, Amd64, PSIND_1G, PSIND_2M};
 use crate::base::{Core, Enter};
 use crate::ptpage;
-use crate::radix;
+use crate::radix::{self, Format};
 use crate::shootdown::Batch;
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_SHIFT, PAGE_4K, PDPSHIFT};
@@ -18,7 +18,7 @@ impl Amd64 {
     /// needed and demoting a 2 MB mapping in the way (pmap_allocpte).
     fn alloc_pte(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
         let mut pde_pa = self.alloc_pde(env, pm, va)?;
-        let mut pde = Self::rd(env.mem, pde_pa);
+        let mut pde = Pte::read(env.mem, pde_pa);
         if pde.valid() && pde.has(PteFlags::PS) {
             // A failed demotion removes the 2 MB mapping; either way the PDE
             // no longer maps a superpage. The removal may have freed the
@@ -26,12 +26,12 @@ impl Amd64 {
             if !self.demote_pde(env, pm, va) {
                 pde_pa = self.alloc_pde(env, pm, va)?;
             }
-            pde = Self::rd(env.mem, pde_pa);
+            pde = Pte::read(env.mem, pde_pa);
         }
         if !pde.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             pde = Pte::new(p.addr().0, table_flags());
-            Self::wr(env.mem, pde_pa, pde);
+            radix::wr(env.mem, pde_pa, pde);
             ptpage::adjust_ref(env, pde_pa.0 & !0xfff, 1);
         }
         Ok((radix::slot(pde.frame(), va, PAGE_SHIFT), pde.frame()))
@@ -43,7 +43,7 @@ impl Amd64 {
         let pa = m.addr().0;
         let newpte = Self::new_pte(pa, pr, &flags, managed);
         let (pte_pa, ptp) = self.alloc_pte(env, pm, va)?;
-        let orig = Self::rd(env.mem, pte_pa);
+        let orig = Pte::read(env.mem, pte_pa);
         if orig.valid() && flags.noreplace {
             return Err(PmapError::Exists);
         }
@@ -93,7 +93,7 @@ impl Amd64 {
                 inv.unneeded();
             }
         } else {
-            Self::wr(env.mem, pte_pa, newpte);
+            radix::wr(env.mem, pte_pa, newpte);
             ptpage::adjust_ref(env, ptp, 1);
             self.pm_mut(pm).resident += 1;
         }
@@ -117,7 +117,7 @@ impl Amd64 {
         }
         let managed = ptpage::managed(env, m);
         let pde_pa = self.alloc_pde(env, pm, va)?;
-        let old = Self::rd(env.mem, pde_pa);
+        let old = Pte::read(env.mem, pde_pa);
         if old.valid() {
             if flags.noreplace {
                 return Err(PmapError::Exists);
@@ -143,7 +143,7 @@ impl Amd64 {
         if managed {
             self.pv.add_sp(m.addr().0, pm, va);
         }
-        Self::wr(env.mem, pde_pa, newpde);
+        radix::wr(env.mem, pde_pa, newpde);
         ptpage::adjust_ref(env, pd_page, 1);
         self.pm_mut(pm).resident += NPTEPG;
         self.st.pde.mappings += 1;
@@ -156,7 +156,7 @@ impl Amd64 {
         debug_assert!(va.is_multiple_of(PAGE_1G) && m.addr().0.is_multiple_of(PAGE_1G), "unaligned 1GB mapping");
         let pml4e = self.alloc_pdpt(env, pm, va)?;
         let pdpe_pa = radix::slot(pml4e.frame(), va, PDPSHIFT);
-        let old = Self::rd(env.mem, pdpe_pa);
+        let old = Pte::read(env.mem, pdpe_pa);
         if old.valid() {
             if flags.noreplace || !old.has(PteFlags::PS) {
                 // A page directory with mappings is in the way.
@@ -171,7 +171,7 @@ impl Amd64 {
             let inv = radix::update(env.mem, pdpe_pa, new, va, PAGE_1G);
             self.invalidate_page(env, pm, inv);
         } else {
-            Self::wr(env.mem, pdpe_pa, new);
+            radix::wr(env.mem, pdpe_pa, new);
             self.pm_mut(pm).resident += PAGE_1G / 4096;
         }
         self.st.pdpe_mappings += 1;

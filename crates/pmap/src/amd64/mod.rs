@@ -25,11 +25,11 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::base::{Core, Md, Tunable};
+use crate::base::{Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::amd64::pte::{Pte, PteFlags};
@@ -42,6 +42,7 @@ use splab_vm::sysctl::Sysctls;
 const PAGESIZES: [u64; 3] = [4096, PAGE_2M, PAGE_1G];
 const PSIND_2M: Psind = Psind::new(1);
 const PSIND_1G: Psind = Psind::new(2);
+const PARAMS: Params = Params { arch: "amd64", pagesizes: &PAGESIZES, reserv_psind: PSIND_2M, max_user_address: VM_MAXUSER_ADDRESS };
 
 /// Flags of a non-leaf entry pointing at a user page-table page.
 fn table_flags() -> PteFlags {
@@ -106,15 +107,6 @@ impl Amd64 {
         self.pmaps.get_mut(pm)
     }
 
-    #[inline]
-    pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {
-        radix::rd(mem, pa)
-    }
-    #[inline]
-    pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, e: Pte) {
-        radix::wr(mem, pa, e)
-    }
-
     /// Address of the PDE for `va`, if its page directory exists (pmap_pde).
     pub(crate) fn pde_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
         self.entry(mem, pm, va, PDRSHIFT)
@@ -128,11 +120,11 @@ impl Amd64 {
     /// Makes sure the PDPT page for `va` exists; returns the PML4 entry.
     pub(crate) fn alloc_pdpt(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<Pte, PmapError> {
         let pml4e_pa = radix::slot(self.root_table(pm), va, PML4SHIFT);
-        let mut pml4e = Self::rd(env.mem, pml4e_pa);
+        let mut pml4e = Pte::read(env.mem, pml4e_pa);
         if !pml4e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             pml4e = Pte::new(p.addr().0, table_flags());
-            Self::wr(env.mem, pml4e_pa, pml4e);
+            radix::wr(env.mem, pml4e_pa, pml4e);
         }
         Ok(pml4e)
     }
@@ -143,15 +135,15 @@ impl Amd64 {
     pub(crate) fn alloc_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
         let pml4e = self.alloc_pdpt(env, pm, va)?;
         let pdpe_pa = radix::slot(pml4e.frame(), va, PDPSHIFT);
-        let mut pdpe = Self::rd(env.mem, pdpe_pa);
+        let mut pdpe = Pte::read(env.mem, pdpe_pa);
         if pdpe.valid() && pdpe.has(PteFlags::PS) {
             self.demote_pdpe(env, pm, va)?;
-            pdpe = Self::rd(env.mem, pdpe_pa);
+            pdpe = Pte::read(env.mem, pdpe_pa);
         }
         if !pdpe.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             pdpe = Pte::new(p.addr().0, table_flags());
-            Self::wr(env.mem, pdpe_pa, pdpe);
+            radix::wr(env.mem, pdpe_pa, pdpe);
             ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
         Ok(radix::slot(pdpe.frame(), va, PDRSHIFT))
@@ -225,11 +217,8 @@ impl Tables for Amd64 {
 }
 
 impl Core for Amd64 {
-    fn arch(&self) -> &'static str {
-        "amd64"
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
         self.pg_ps_enabled.on
@@ -239,9 +228,6 @@ impl Core for Amd64 {
     }
     fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
         vec![&mut self.pg_ps_enabled]
-    }
-    fn max_user_address(&self) -> u64 {
-        VM_MAXUSER_ADDRESS
     }
     fn pv(&self) -> &PvTable {
         &self.pv

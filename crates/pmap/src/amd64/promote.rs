@@ -11,7 +11,7 @@
 use super::Amd64;
 use crate::counters::PromoteFail;
 use crate::pte::write_protect_clean;
-use crate::radix;
+use crate::radix::{self, Format};
 use splab_hw::amd64::pte::{Pte, PteFlags, PG_FRAME};
 use splab_hw::amd64::{NPTEPG, PAGE_2M};
 use splab_hw::PhysAddr;
@@ -28,13 +28,13 @@ impl Amd64 {
     pub(crate) fn promote_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va2m = va & !(PAGE_2M - 1);
         let Some(pde_pa) = self.pde_pa(env.mem, pm, va2m) else { return false };
-        let pde = Self::rd(env.mem, pde_pa);
+        let pde = Pte::read(env.mem, pde_pa);
         if !pde.valid() || pde.has(PteFlags::PS) {
             return false;
         }
         let ptp = pde.frame();
         let first_pa = PhysAddr(ptp);
-        let first = Self::rd(env.mem, first_pa);
+        let first = Pte::read(env.mem, first_pa);
         let need = PteFlags::A | PteFlags::P;
         if first.0 & ((PG_FRAME & (PAGE_2M - 1)) | need.bits()) != need.bits() {
             let why = if !first.valid() || !first.frame().is_multiple_of(PAGE_2M) { PromoteFail::FirstMisaligned } else { PromoteFail::NotAccessed };
@@ -45,7 +45,7 @@ impl Amd64 {
         let mut expect = (newpde.frame() + PAGE_2M - 4096) | need.bits();
         for i in (1..NPTEPG).rev() {
             let pa = PhysAddr(ptp + i * 8);
-            let old = Self::rd(env.mem, pa);
+            let old = Pte::read(env.mem, pa);
             if old.0 & (PG_FRAME | need.bits()) != expect {
                 let why = if old.valid() && old.frame() == expect & PG_FRAME { PromoteFail::NotAccessed } else { PromoteFail::NotContiguous };
                 return self.st.pde.failed(why);

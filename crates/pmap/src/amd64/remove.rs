@@ -8,7 +8,7 @@ use super::Amd64;
 use crate::base::Remove;
 use crate::ptpage;
 use crate::pte::{self, PteFormat};
-use crate::radix::{self, covers, next_block, Next, Part, Tables};
+use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
 use crate::shootdown::{Batch, Invalidate};
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_4K, PAGE_SHIFT, PDPSHIFT, PDRSHIFT};
@@ -35,7 +35,7 @@ impl Amd64 {
         let mut va = range.start;
         while va < range.end {
             let pa = radix::slot(ptp, va, PAGE_SHIFT);
-            let old = Self::rd(env.mem, pa);
+            let old = Pte::read(env.mem, pa);
             if old.valid() {
                 batch.add(radix::clear::<Pte>(env.mem, pa, va, PAGE_4K));
                 self.removed_pte(env, pm, va, old);
@@ -51,7 +51,7 @@ impl Amd64 {
     pub(crate) fn remove_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) -> Invalidate {
         let va2m = va & !(PAGE_2M - 1);
         let pde_pa = self.pde_pa(env.mem, pm, va2m).expect("remove_pde: no page directory");
-        let old = Self::rd(env.mem, pde_pa);
+        let old = Pte::read(env.mem, pde_pa);
         let inv = radix::clear::<Pte>(env.mem, pde_pa, va2m, PAGE_2M);
         self.pm_mut(pm).resident -= NPTEPG;
         if old.managed() {
@@ -94,7 +94,7 @@ impl Amd64 {
     /// pmap_protect_pde (and its 1 GB counterpart): the superpage leaf at
     /// `pa`, of `size` bytes and `npages` managed pages, reduced to `pr`.
     fn protect_leaf(env: &mut PmapEnv, pa: PhysAddr, va: u64, size: u64, npages: u32, pr: Prot, batch: &mut Batch) {
-        let old = Self::rd(env.mem, pa);
+        let old = Pte::read(env.mem, pa);
         let n = Self::protected(env, old, pr, npages);
         if n != old {
             batch.add(radix::update(env.mem, pa, n, va, size));
@@ -149,7 +149,7 @@ impl Remove for Amd64 {
         }
         for (pm, va) in self.pv.list(env, m) {
             let pa = self.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
-            let old = Self::rd(env.mem, pa);
+            let old = Pte::read(env.mem, pa);
             let inv = radix::clear::<Pte>(env.mem, pa, va, PAGE_4K);
             self.removed_pte(env, pm, va, old);
             self.invalidate_page(env, pm, inv);
@@ -203,7 +203,7 @@ impl Remove for Amd64 {
         self.walk(env, pm, sva, eva, |p, env, va, part| match part {
             Part::Leaf1g(_) => Next::Past,
             Part::Leaf2m(pa) => {
-                let old = Self::rd(env.mem, pa);
+                let old = Pte::read(env.mem, pa);
                 if !old.managed() {
                     return Next::Past;
                 }

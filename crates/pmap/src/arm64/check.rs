@@ -4,7 +4,7 @@
 use super::Arm64;
 use crate::base::Check;
 use crate::invariants;
-use crate::radix::Tables;
+use crate::radix::{Format, Tables};
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES, VM_MAXUSER_ADDRESS};
 use splab_hw::PhysAddr;
@@ -13,7 +13,7 @@ use splab_vm::pmap::PmapEnv;
 impl Arm64 {
     /// The 512 descriptors of the table at `table`.
     fn table(env: &PmapEnv, table: u64) -> Vec<Desc> {
-        (0..LN_ENTRIES).map(|i| Self::rd(env.mem, PhysAddr(table + i * 8))).collect()
+        (0..LN_ENTRIES).map(|i| Desc::read(env.mem, PhysAddr(table + i * 8))).collect()
     }
 
     fn check_ptp(env: &PmapEnv, table: u64, what: &str) -> Result<Vec<Desc>, String> {
@@ -106,7 +106,7 @@ impl Check for Arm64 {
                 }
             }
             for (va2, s) in p.stash.iter() {
-                let block = self.entry(env.mem, pm, va2, L2_SHIFT).is_some_and(|a| Self::rd(env.mem, a).is_block());
+                let block = self.entry(env.mem, pm, va2, L2_SHIFT).is_some_and(|a| Desc::read(env.mem, a).is_block());
                 invariants::stashed(env, pm, va2, s.ptp, block)?;
             }
             if resident != p.resident {

@@ -15,7 +15,7 @@
 use super::Arm64;
 use crate::ptpage;
 use crate::shootdown::Invalidate;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_MASK};
 use splab_hw::arm64::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
@@ -34,9 +34,9 @@ impl Arm64 {
         let mut nbits = DescFlags::VALID;
         for k in 0..L3C_ENTRIES {
             let pa = PhysAddr(start + k * 8);
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             debug_assert!(e.has(DescFlags::CONTIGUOUS) && !e.writable_clean(), "demote_l3c: {e:?} at {pa:?}");
-            Self::wr(env.mem, pa, e.without(DescFlags::CONTIGUOUS | DescFlags::VALID));
+            radix::wr(env.mem, pa, e.without(DescFlags::CONTIGUOUS | DescFlags::VALID));
             dirty |= Self::dirty(e);
             nbits |= e.flags() & DescFlags::AF;
         }
@@ -50,11 +50,11 @@ impl Arm64 {
         }
         for k in 0..L3C_ENTRIES {
             let pa = PhysAddr(start + k * 8);
-            let mut e = Self::rd(env.mem, pa).with(nbits);
+            let mut e = Desc::read(env.mem, pa).with(nbits);
             if dirty {
                 e = e.without(DescFlags::AP_RO);
             }
-            Self::wr(env.mem, pa, e);
+            radix::wr(env.mem, pa, e);
         }
         self.st.l3c.demotions += 1;
         env.ev.demotions += 1;
@@ -74,7 +74,7 @@ impl Arm64 {
     pub(crate) fn demote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va = va & !(L2_SIZE - 1);
         let l2_pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("demote_l2: no L2 table");
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Desc::read(env.mem, l2_pa);
         debug_assert!(old.is_block(), "demote_l2: not a block: {old:?}");
         debug_assert!(!old.writable_clean(), "demote_l2: writable but clean block");
         if !old.has(DescFlags::AF) {
@@ -89,13 +89,13 @@ impl Arm64 {
         };
         let table = ml3.addr().0;
         let newl3 = Desc(old.0 | DescFlags::TYPE.bits() | DescFlags::CONTIGUOUS.bits());
-        let first = Self::rd(env.mem, PhysAddr(table));
+        let first = Desc::read(env.mem, PhysAddr(table));
         if stashed_whole && first.0 & DescFlags::PROMOTE == newl3.0 & DescFlags::PROMOTE && first.oa() == newl3.oa() {
             self.st.demotion_ptp_reused += 1;
         } else {
             // pmap_fill_l3.
             for k in 0..LN_ENTRIES {
-                Self::wr(env.mem, PhysAddr(table + k * 8), Desc(newl3.0 + k * L3_SIZE));
+                radix::wr(env.mem, PhysAddr(table + k * 8), Desc(newl3.0 + k * L3_SIZE));
             }
         }
         env.phys.pages.get_mut(ml3).ref_count = LN_ENTRIES as u16;
@@ -121,14 +121,14 @@ impl Arm64 {
     pub(crate) fn demote_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(), PmapError> {
         let va = va & !(L1_SIZE - 1);
         let l1_pa = self.entry(env.mem, pm, va, L1_SHIFT).expect("demote_l1: no L1 table");
-        let old = Self::rd(env.mem, l1_pa);
+        let old = Desc::read(env.mem, l1_pa);
         debug_assert!(old.is_block() && !old.has(DescFlags::SW_MANAGED));
         let l2 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
         env.phys.pages.get_mut(l2).ref_count = LN_ENTRIES as u16;
         let attrs = old.0 & ATTR_MASK;
         let frame = old.block_oa(L1_SHIFT);
         for k in 0..LN_ENTRIES {
-            Self::wr(env.mem, PhysAddr(l2.addr().0 + k * 8), Desc(attrs | (frame + k * L2_SIZE)));
+            radix::wr(env.mem, PhysAddr(l2.addr().0 + k * 8), Desc(attrs | (frame + k * L2_SIZE)));
         }
         self.update_entry(env, pm, l1_pa, Desc::table(l2.addr().0), va, L3_SIZE);
         self.st.l1_demotions += 1;

@@ -7,7 +7,7 @@
 use super::{Arm64, L3C_SIZE, PSIND_L1, PSIND_L2, PSIND_L3C};
 use crate::base::{Core, Enter};
 use crate::ptpage;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -18,11 +18,11 @@ impl Arm64 {
     /// The L1 entry's address for `va`, allocating the L1 table.
     fn alloc_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
         let l0e_pa = radix::slot(self.root_table(pm), va, L0_SHIFT);
-        let mut l0e = Self::rd(env.mem, l0e_pa);
+        let mut l0e = Desc::read(env.mem, l0e_pa);
         if !l0e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l0e = Desc::table(p.addr().0);
-            Self::wr(env.mem, l0e_pa, l0e);
+            radix::wr(env.mem, l0e_pa, l0e);
         }
         Ok(radix::slot(l0e.oa(), va, L1_SHIFT))
     }
@@ -31,15 +31,15 @@ impl Arm64 {
     /// an L1 block in the way is demoted (pmap_alloc_l2).
     pub(crate) fn alloc_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
         let l1e_pa = self.alloc_l1(env, pm, va)?;
-        let mut l1e = Self::rd(env.mem, l1e_pa);
+        let mut l1e = Desc::read(env.mem, l1e_pa);
         if l1e.is_block() {
             self.demote_l1(env, pm, va)?;
-            l1e = Self::rd(env.mem, l1e_pa);
+            l1e = Desc::read(env.mem, l1e_pa);
         }
         if !l1e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l1e = Desc::table(p.addr().0);
-            Self::wr(env.mem, l1e_pa, l1e);
+            radix::wr(env.mem, l1e_pa, l1e);
             ptpage::adjust_ref(env, l1e_pa.0 & !0xfff, 1);
         }
         Ok(radix::slot(l1e.oa(), va, L2_SHIFT))
@@ -50,17 +50,17 @@ impl Arm64 {
     /// fails (pmap_alloc_l3 and the demotion in pmap_enter).
     pub(crate) fn alloc_l3(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
         let l2e_pa = self.alloc_l2(env, pm, va)?;
-        let mut l2e = Self::rd(env.mem, l2e_pa);
+        let mut l2e = Desc::read(env.mem, l2e_pa);
         if l2e.is_block() {
             self.demote_l2(env, pm, va);
         }
         // Demotion, or its failure, may have changed the tables above.
         let l2e_pa = self.alloc_l2(env, pm, va)?;
-        l2e = Self::rd(env.mem, l2e_pa);
+        l2e = Desc::read(env.mem, l2e_pa);
         if !l2e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l2e = Desc::table(p.addr().0);
-            Self::wr(env.mem, l2e_pa, l2e);
+            radix::wr(env.mem, l2e_pa, l2e);
             ptpage::adjust_ref(env, l2e_pa.0 & !0xfff, 1);
         }
         Ok((radix::slot(l2e.oa(), va, L3_SHIFT), l2e.oa()))
@@ -76,7 +76,7 @@ impl Arm64 {
         let pa = m.addr().0;
         let new = Self::new_l3(pa, pr, &flags, managed);
         let (l3_pa, table) = self.alloc_l3(env, pm, va)?;
-        let orig = Self::rd(env.mem, l3_pa);
+        let orig = Desc::read(env.mem, l3_pa);
         if orig.valid() && flags.noreplace {
             return Err(PmapError::Exists);
         }
@@ -86,13 +86,13 @@ impl Arm64 {
             if managed {
                 self.pv.add(env, m, pm, va);
             }
-            Self::wr(env.mem, l3_pa, new);
+            radix::wr(env.mem, l3_pa, new);
         } else if orig.oa() != pa {
             // The physical page changed: take the old one out first.
             if orig.has(DescFlags::CONTIGUOUS) {
                 self.demote_l3c(env, pm, l3_pa, va);
             }
-            let old = Self::rd(env.mem, l3_pa);
+            let old = Desc::read(env.mem, l3_pa);
             let inv = radix::clear::<Desc>(env.mem, l3_pa, va, L3_SIZE);
             let om = PhysAddr(old.oa()).pfn();
             if old.has(DescFlags::AF) || !old.has(DescFlags::SW_MANAGED) {
@@ -109,14 +109,14 @@ impl Arm64 {
             if managed {
                 self.pv.add(env, m, pm, va);
             }
-            Self::wr(env.mem, l3_pa, new);
+            radix::wr(env.mem, l3_pa, new);
         } else if orig.without(DescFlags::AF) != new.without(DescFlags::AF) {
             // Same page, other attributes (protection, wiring, or a
             // contiguous run to break up).
             if orig.has(DescFlags::CONTIGUOUS) {
                 self.demote_l3c(env, pm, l3_pa, va);
             }
-            let old = Self::rd(env.mem, l3_pa);
+            let old = Desc::read(env.mem, l3_pa);
             let inv = radix::update(env.mem, l3_pa, new, va, L3_SIZE);
             self.invalidate_page(env, pm, inv, true);
             if old.has(DescFlags::SW_MANAGED) && Self::dirty(old) {
@@ -150,7 +150,7 @@ impl Arm64 {
         if !self.superpage_allowed(env, m) {
             return Err(PmapError::BadPsind);
         }
-        if flags.noreplace && self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Self::rd(env.mem, a).is_block()) {
+        if flags.noreplace && self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Desc::read(env.mem, a).is_block()) {
             return Err(PmapError::Exists);
         }
         let managed = ptpage::managed(env, m);
@@ -158,7 +158,7 @@ impl Arm64 {
         debug_assert!(!new.writable_clean(), "a writable 64KB mapping must be dirty");
         let (l3_pa, table) = self.alloc_l3(env, pm, va)?;
         let run = |k: u64| PhysAddr(l3_pa.0 + k * 8);
-        if flags.noreplace && (0..L3C_ENTRIES).any(|k| Self::rd(env.mem, run(k)).valid()) {
+        if flags.noreplace && (0..L3C_ENTRIES).any(|k| Desc::read(env.mem, run(k)).valid()) {
             return Err(PmapError::Exists);
         }
         // The 16 new entries are counted first, so that removing what is
@@ -174,7 +174,7 @@ impl Arm64 {
         }
         self.pm_mut(pm).resident += L3C_ENTRIES;
         for k in 0..L3C_ENTRIES {
-            Self::wr(env.mem, run(k), Desc(new.0 + k * L3_SIZE));
+            radix::wr(env.mem, run(k), Desc(new.0 + k * L3_SIZE));
         }
         self.st.l3c.mappings += 1;
         Ok(())
@@ -192,7 +192,7 @@ impl Arm64 {
         let new = Self::new_l3(m.addr().0, pr, &flags, managed).without(DescFlags::TYPE);
         debug_assert!(!new.writable_clean(), "a writable 2MB mapping must be dirty");
         let l2_pa = self.alloc_l2(env, pm, va)?;
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Desc::read(env.mem, l2_pa);
         if old.valid() {
             if flags.noreplace {
                 return Err(PmapError::Exists);
@@ -210,7 +210,7 @@ impl Arm64 {
         if managed {
             self.pv.add_sp(m.addr().0, pm, va);
         }
-        Self::wr(env.mem, l2_pa, new);
+        radix::wr(env.mem, l2_pa, new);
         ptpage::adjust_ref(env, l2_pa.0 & !0xfff, 1);
         self.pm_mut(pm).resident += LN_ENTRIES;
         self.st.l2.mappings += 1;
@@ -225,7 +225,7 @@ impl Arm64 {
             return Err(PmapError::BadPsind);
         }
         let l1_pa = self.alloc_l1(env, pm, va)?;
-        let old = Self::rd(env.mem, l1_pa);
+        let old = Desc::read(env.mem, l1_pa);
         if old.valid() && (flags.noreplace || !old.is_block()) {
             // A table with mappings is in the way.
             return Err(PmapError::Exists);
@@ -235,7 +235,7 @@ impl Arm64 {
             let inv = radix::update(env.mem, l1_pa, new, va, L1_SIZE);
             self.invalidate_page(env, pm, inv, true);
         } else {
-            Self::wr(env.mem, l1_pa, new);
+            radix::wr(env.mem, l1_pa, new);
             ptpage::adjust_ref(env, l1_pa.0 & !0xfff, 1);
             self.pm_mut(pm).resident += L1_SIZE / L3_SIZE;
         }
@@ -285,7 +285,7 @@ impl Enter for Arm64 {
                 && Self::run_is(pages, va, m, LN_ENTRIES)
             {
                 // An L2 block already there (KERN_NO_SPACE) is skipped too.
-                let block_there = self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Self::rd(env.mem, a).is_block());
+                let block_there = self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Desc::read(env.mem, a).is_block());
                 if block_there || self.enter_l2(env, pm, va, m, pr, fl).is_ok() {
                     va += L2_SIZE;
                     continue;

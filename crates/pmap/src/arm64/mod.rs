@@ -38,11 +38,11 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::base::{Core, Md, Tunable};
+use crate::base::{Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_IDX_WRITE_BACK, SH_INNER};
@@ -58,6 +58,7 @@ const PAGESIZES: [u64; 4] = [L3_SIZE, L3C_SIZE, L2_SIZE, L1_SIZE];
 const PSIND_L3C: Psind = Psind::new(1);
 const PSIND_L2: Psind = Psind::new(2);
 const PSIND_L1: Psind = Psind::new(3);
+const PARAMS: Params = Params { arch: "arm64", pagesizes: &PAGESIZES, reserv_psind: PSIND_L2, max_user_address: VM_MAXUSER_ADDRESS };
 
 /// vm.pmap.l2.*, and the reasons of failed promotions (FreeBSD logs them
 /// with CTR; splab counts them).
@@ -126,15 +127,6 @@ impl Arm64 {
         self.pmaps.get_mut(pm)
     }
 
-    #[inline]
-    pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Desc {
-        radix::rd(mem, pa)
-    }
-    #[inline]
-    pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, d: Desc) {
-        radix::wr(mem, pa, d)
-    }
-
     /// Runs `f` on every CPU's MMU for this address space: a broadcast
     /// TLBI reaches every core of the inner-shareable domain.
     fn tlbi(&mut self, env: &mut PmapEnv, pm: PmapId, f: impl Fn(&mut splab_hw::machine::Mmu, u16)) {
@@ -190,8 +182,8 @@ impl Arm64 {
     pub(crate) fn break_entries(env: &mut PmapEnv, first: PhysAddr, n: u64, va: u64, size: u64) -> Invalidate {
         for k in 0..n {
             let pa = PhysAddr(first.0 + k * 8);
-            let d = Self::rd(env.mem, pa);
-            Self::wr(env.mem, pa, d.without(DescFlags::VALID));
+            let d = Desc::read(env.mem, pa);
+            radix::wr(env.mem, pa, d.without(DescFlags::VALID));
         }
         Invalidate::new(va, size)
     }
@@ -203,7 +195,7 @@ impl Arm64 {
     pub(crate) fn update_entry(&mut self, env: &mut PmapEnv, pm: PmapId, entry: PhysAddr, newd: Desc, va: u64, size: u64) {
         let inv = Self::break_entries(env, entry, 1, va, size);
         self.invalidate_range(env, pm, inv, false);
-        Self::wr(env.mem, entry, newd);
+        radix::wr(env.mem, entry, newd);
     }
 
     /// Remakes the 16 L3 entries of the 64 KB run from `first` as `newl3`
@@ -212,7 +204,7 @@ impl Arm64 {
         let inv = Self::break_entries(env, first, L3C_ENTRIES, va, L3C_SIZE);
         self.invalidate_range(env, pm, inv, true);
         for k in 0..L3C_ENTRIES {
-            Self::wr(env.mem, PhysAddr(first.0 + k * 8), Desc(newl3.0 + k * L3_SIZE));
+            radix::wr(env.mem, PhysAddr(first.0 + k * 8), Desc(newl3.0 + k * L3_SIZE));
         }
     }
 
@@ -225,7 +217,7 @@ impl Arm64 {
     pub(crate) fn unwire(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, level: u8, delta: i32, free: &mut Vec<Pfn>) -> bool {
         let parent_shift = [L0_SHIFT, L1_SHIFT, L2_SHIFT][level as usize - 1];
         let parent = self.entry(env.mem, pm, va, parent_shift).expect("unwire: no parent table");
-        let table = Self::rd(env.mem, parent).oa();
+        let table = Desc::read(env.mem, parent).oa();
         if ptpage::adjust_ref(env, table, -delta) > 0 {
             return false;
         }
@@ -249,9 +241,9 @@ impl Arm64 {
     /// (pmap_load_l3c).
     pub(crate) fn load_l3c(mem: &PhysMem, l3_pa: PhysAddr) -> Desc {
         let start = l3_pa.0 & !(16 * 8 - 1);
-        let mut d = Self::rd(mem, l3_pa);
+        let mut d = Desc::read(mem, l3_pa);
         for k in 0..16 {
-            let e = Self::rd(mem, PhysAddr(start + k * 8));
+            let e = Desc::read(mem, PhysAddr(start + k * 8));
             if Self::dirty(e) {
                 d = d.without(DescFlags::AP_RO);
             }
@@ -324,11 +316,8 @@ impl Tables for Arm64 {
 }
 
 impl Core for Arm64 {
-    fn arch(&self) -> &'static str {
-        "arm64"
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
         self.superpages_enabled.on
@@ -338,13 +327,6 @@ impl Core for Arm64 {
     }
     fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
         vec![&mut self.superpages_enabled]
-    }
-    /// Reservations are 2 MB (VM_LEVEL_0_ORDER 9); 64 KB runs fill inside.
-    fn reserv_psind(&self) -> Psind {
-        PSIND_L2
-    }
-    fn max_user_address(&self) -> u64 {
-        VM_MAXUSER_ADDRESS
     }
     fn pv(&self) -> &PvTable {
         &self.pv

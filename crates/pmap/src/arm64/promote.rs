@@ -16,7 +16,7 @@
 
 use super::Arm64;
 use crate::base::Core;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use crate::counters::PromoteFail;
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
@@ -47,7 +47,7 @@ impl Arm64 {
     /// The checks shared by both sizes over the `n` entries from `first`,
     /// which map from `va` on.
     fn check_run(env: &mut PmapEnv, first: PhysAddr, va: u64, n: u64, size: u64) -> Run {
-        let e0 = Self::rd(env.mem, first);
+        let e0 = Desc::read(env.mem, first);
         if !e0.is_table_or_page() || e0.oa() & (size - 1) != 0 {
             return Run::Fails(PromoteFail::FirstMisaligned);
         }
@@ -55,7 +55,7 @@ impl Arm64 {
         let mut all_af = e0.has(DescFlags::AF);
         for k in (1..n).rev() {
             let pa = PhysAddr(first.0 + k * 8);
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             if !e.is_table_or_page() || e.oa() != e0.oa() + k * L3_SIZE {
                 return Run::Fails(PromoteFail::NotContiguous);
             }
@@ -75,7 +75,7 @@ impl Arm64 {
             return false;
         }
         let first = PhysAddr(l3_pa.0 & !(L3C_ENTRIES * 8 - 1));
-        if Self::rd(env.mem, first).has(DescFlags::SW_NO_PROMOTE) {
+        if Desc::read(env.mem, first).has(DescFlags::SW_NO_PROMOTE) {
             return false;
         }
         let va = va & !(L3C_SIZE - 1);
@@ -98,12 +98,12 @@ impl Arm64 {
         }
         let va = va & !(L2_SIZE - 1);
         let Some(l2_pa) = self.entry(env.mem, pm, va, L2_SHIFT) else { return false };
-        let l2e = Self::rd(env.mem, l2_pa);
+        let l2e = Desc::read(env.mem, l2_pa);
         if !l2e.is_table_or_page() {
             return false;
         }
         let ptp = PhysAddr(l2e.oa());
-        if Self::rd(env.mem, ptp).has(DescFlags::SW_NO_PROMOTE) {
+        if Desc::read(env.mem, ptp).has(DescFlags::SW_NO_PROMOTE) {
             return false;
         }
         let first = match Self::check_run(env, ptp, va, LN_ENTRIES, L2_SIZE) {

@@ -15,7 +15,7 @@
 use super::Arm64;
 use crate::base::{RefMod, Remove};
 use crate::ptpage;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use crate::refbits::{self, TS_REFERENCED_MAX};
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L2_SHIFT, L2_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
@@ -31,11 +31,11 @@ impl Arm64 {
             .pv
             .list_sp(m.addr().0)
             .into_iter()
-            .map(|(pm, va)| Self::rd(env.mem, self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry")))
+            .map(|(pm, va)| Desc::read(env.mem, self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry")))
             .collect();
         for (pm, va) in self.pv.list(env, m) {
             let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             v.push(if e.has(DescFlags::CONTIGUOUS) { Self::load_l3c(env.mem, pa) } else { e });
         }
         v
@@ -45,10 +45,10 @@ impl Arm64 {
     /// any, is demoted first (a run is never writable but clean); AP[2]
     /// is set and DBM kept, so the next write sets it again.
     fn write_protect_l3(&mut self, env: &mut PmapEnv, pm: PmapId, pa: PhysAddr, va: u64) {
-        if Self::rd(env.mem, pa).has(DescFlags::CONTIGUOUS) {
+        if Desc::read(env.mem, pa).has(DescFlags::CONTIGUOUS) {
             self.demote_l3c(env, pm, pa, va);
         }
-        let l3 = Self::rd(env.mem, pa);
+        let l3 = Desc::read(env.mem, pa);
         let inv = radix::update(env.mem, pa, l3.with(DescFlags::AP_RO), va, L3_SIZE);
         self.invalidate_page(env, pm, inv, true);
     }
@@ -71,7 +71,7 @@ impl RefMod for Arm64 {
         let mut count = 0;
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry");
-            let l2 = Self::rd(env.mem, pa);
+            let l2 = Desc::read(env.mem, pa);
             debug_assert!(l2.is_block());
             if Self::dirty(l2) {
                 ptpage::dirty(env, m);
@@ -89,7 +89,7 @@ impl RefMod for Arm64 {
         }
         for (pm, va) in self.pv.list(env, m) {
             let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
-            let l3 = Self::rd(env.mem, pa);
+            let l3 = Desc::read(env.mem, pa);
             if Self::dirty(l3) {
                 ptpage::dirty(env, m);
             }
@@ -117,7 +117,7 @@ impl RefMod for Arm64 {
     /// FreeBSD does; dirty 4 KB entries are made clean.
     fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
-            let l2 = Self::rd(env.mem, self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry"));
+            let l2 = Desc::read(env.mem, self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry"));
             if !l2.has(DescFlags::DBM) {
                 continue;
             }
@@ -130,7 +130,7 @@ impl RefMod for Arm64 {
         }
         for (pm, va) in self.pv.list(env, m) {
             let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
-            if Self::dirty(Self::rd(env.mem, pa)) {
+            if Self::dirty(Desc::read(env.mem, pa)) {
                 self.write_protect_l3(env, pm, pa, va);
             }
         }

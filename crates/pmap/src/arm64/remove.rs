@@ -10,7 +10,7 @@
 use super::Arm64;
 use crate::base::Remove;
 use crate::ptpage;
-use crate::radix::{self, covers, next_block, Next, Part, Tables};
+use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
 use crate::shootdown::{Batch, Invalidate};
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
@@ -64,7 +64,7 @@ impl Arm64 {
     fn remove_l3c(&mut self, env: &mut PmapEnv, pm: PmapId, first: PhysAddr, va: u64, free: &mut Vec<Pfn>, batch: &mut Batch) -> bool {
         let whole = Self::load_l3c(env.mem, first);
         for k in 0..L3C_ENTRIES {
-            Self::wr(env.mem, PhysAddr(first.0 + k * 8), Desc::EMPTY);
+            radix::wr(env.mem, PhysAddr(first.0 + k * 8), Desc::EMPTY);
         }
         batch.add(Invalidate::new(va, L3C_SIZE));
         self.pm_mut(pm).resident -= L3C_ENTRIES;
@@ -86,7 +86,7 @@ impl Arm64 {
         let mut va = sva;
         while va < eva {
             let pa = radix::slot(table, va, L3_SHIFT);
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             if !e.valid() {
                 self.flush(env, pm, &mut run);
                 va += L3_SIZE;
@@ -103,7 +103,7 @@ impl Arm64 {
                 }
                 self.demote_l3c(env, pm, pa, va);
             }
-            let old = Self::rd(env.mem, pa);
+            let old = Desc::read(env.mem, pa);
             run.add(radix::clear::<Desc>(env.mem, pa, va, L3_SIZE));
             self.removed_l3(env, pm, va, old);
             va += L3_SIZE;
@@ -120,7 +120,7 @@ impl Arm64 {
     pub(crate) fn remove_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) {
         let va = va & !(L2_SIZE - 1);
         let l2_pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("remove_l2: no L2 table");
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Desc::read(env.mem, l2_pa);
         let inv = radix::clear::<Desc>(env.mem, l2_pa, va, L2_SIZE);
         // Promotion broke the 4 KB entries before making the block: one
         // TLBI for the block's one TLB entry suffices.
@@ -157,7 +157,7 @@ impl Arm64 {
 
     /// Changes a whole 2 MB block (pmap_protect_l2).
     fn protect_l2(&mut self, env: &mut PmapEnv, pm: PmapId, l2_pa: PhysAddr, va: u64, ms: MaskSet) {
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Desc::read(env.mem, l2_pa);
         if ms.holds(old) {
             return;
         }
@@ -174,8 +174,8 @@ impl Arm64 {
         Self::masked(env, whole, ms, PhysAddr(whole.oa()).pfn(), L3C_ENTRIES);
         for k in 0..L3C_ENTRIES {
             let pa = PhysAddr(first.0 + k * 8);
-            let e = Self::rd(env.mem, pa);
-            Self::wr(env.mem, pa, ms.apply(e));
+            let e = Desc::read(env.mem, pa);
+            radix::wr(env.mem, pa, ms.apply(e));
         }
         Invalidate::new(va, L3C_SIZE)
     }
@@ -191,7 +191,7 @@ impl Arm64 {
         let mut v = range.start;
         while v < end {
             let pa = radix::slot(table, v, L3_SHIFT);
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             if !e.is_table_or_page() || !e.has(DescFlags::SW_MANAGED) || !(Self::dirty(e) || e.has(DescFlags::AF)) {
                 self.flush(env, pm, &mut run);
                 v += L3_SIZE;
@@ -208,7 +208,7 @@ impl Arm64 {
                         self.remove_l3_range(env, pm, dva, dva + L3_SIZE, table, free);
                     }
                 }
-                let e = Self::rd(env.mem, pa);
+                let e = Desc::read(env.mem, pa);
                 if e.valid() {
                     run.add(radix::update(env.mem, pa, e.without(DescFlags::AF).with(DescFlags::AP_RO), v, L3_SIZE));
                 } else {
@@ -231,7 +231,7 @@ impl Arm64 {
         let mut va = sva;
         while va < eva {
             let pa = radix::slot(table, va, L3_SHIFT);
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             if !e.valid() || ms.holds(e) {
                 self.flush(env, pm, &mut run);
                 // The rest of a run has the same bits.
@@ -246,7 +246,7 @@ impl Arm64 {
                 }
                 self.demote_l3c(env, pm, pa, va);
             }
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             let new = Self::masked(env, e, ms, PhysAddr(e.oa()).pfn(), 1);
             run.add(radix::update(env.mem, pa, new, va, L3_SIZE));
             va += L3_SIZE;
@@ -288,10 +288,10 @@ impl Remove for Arm64 {
         }
         for (pm, va) in self.pv.list(env, m) {
             let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
-            if Self::rd(env.mem, pa).has(DescFlags::CONTIGUOUS) {
+            if Desc::read(env.mem, pa).has(DescFlags::CONTIGUOUS) {
                 self.demote_l3c(env, pm, pa, va);
             }
-            let old = Self::rd(env.mem, pa);
+            let old = Desc::read(env.mem, pa);
             let inv = radix::clear::<Desc>(env.mem, pa, va, L3_SIZE);
             if old.has(DescFlags::AF) {
                 self.invalidate_page(env, pm, inv, true);
@@ -325,7 +325,7 @@ impl Remove for Arm64 {
         }
         self.walk(env, pm, sva, eva, |p, env, va, part| match part {
             Part::Leaf1g(pa) if covers(va, eva, L1_SIZE) => {
-                let old = Self::rd(env.mem, pa);
+                let old = Desc::read(env.mem, pa);
                 if !ms.holds(old) {
                     let inv = radix::update(env.mem, pa, ms.apply(old), va, L1_SIZE);
                     p.invalidate_page(env, pm, inv, true);
@@ -351,20 +351,20 @@ impl Remove for Arm64 {
     fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let l2_pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry");
-            if Self::rd(env.mem, l2_pa).has(DescFlags::DBM) {
+            if Desc::read(env.mem, l2_pa).has(DescFlags::DBM) {
                 self.demote_l2(env, pm, va);
             }
         }
         for (pm, va) in self.pv.list(env, m) {
             let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             if !e.has(DescFlags::DBM) {
                 continue;
             }
             if e.has(DescFlags::CONTIGUOUS) {
                 self.demote_l3c(env, pm, pa, va);
             }
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             let inv = radix::update(env.mem, pa, e.with(DescFlags::AP_RO).without(DescFlags::DBM), va, L3_SIZE);
             if e.written() {
                 ptpage::dirty(env, m);
@@ -387,11 +387,11 @@ impl Remove for Arm64 {
             let table = match part {
                 Part::Leaf1g(_) => return Next::Past,
                 Part::Leaf2m(pa) => {
-                    let old = Self::rd(env.mem, pa);
+                    let old = Desc::read(env.mem, pa);
                     if !old.has(DescFlags::SW_MANAGED) || !p.demote_l2(env, pm, va) {
                         return Next::Past;
                     }
-                    let table = Self::rd(env.mem, pa).oa();
+                    let table = Desc::read(env.mem, pa).oa();
                     if !old.has(DescFlags::SW_WIRED) {
                         p.remove_l3_range(env, pm, end - L3_SIZE, end, table, &mut free);
                     }

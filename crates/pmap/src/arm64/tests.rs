@@ -3,6 +3,7 @@
 //! mappings, whole-superpage removal, 1 GB blocks, break-before-make and
 //! broadcast TLB maintenance, and the invariant checker.
 
+use crate::radix::{self, Format};
 use super::*;
 use splab_hw::VirtAddr;
 use splab_vm::pmap::{Advice, Pmap};
@@ -283,12 +284,12 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..16, |_| rw_access());
     let l3 = r.pmap.0.entry(&r.mem, pm, VA + 3 * 4096, L3_SHIFT).unwrap();
-    let e = Arm64::rd(&r.mem, l3);
-    Arm64::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
+    let e = Desc::read(&r.mem, l3);
+    radix::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
     let (p, env) = r.env();
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("L3C run"), "{err}");
-    Arm64::wr(&mut r.mem, l3, e);
+    radix::wr(&mut r.mem, l3, e);
     r.check();
     let (p, mut env) = r.env();
     assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
@@ -306,7 +307,7 @@ fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() 
     let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
     r.clear_modify(pages[5]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
-    let e5 = Arm64::rd(&r.mem, r.pmap.0.entry(&r.mem, pm, VA + 5 * 4096, L3_SHIFT).unwrap());
+    let e5 = Desc::read(&r.mem, r.pmap.0.entry(&r.mem, pm, VA + 5 * 4096, L3_SHIFT).unwrap());
     assert!(e5.writable_clean() && !e5.has(DescFlags::CONTIGUOUS), "{e5:?}");
     let m40 = r.extract(pm, VA + 40 * 4096).unwrap();
     assert!(m40.dirty);

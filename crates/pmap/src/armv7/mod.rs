@@ -68,7 +68,7 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::base::{Core, Md, Tunable};
+use crate::base::{Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage;
 use crate::pv::PvTable;
@@ -90,6 +90,7 @@ use std::collections::HashMap;
 /// the machine-independent layer.
 const PAGESIZES: [u64; 2] = [4096, SECTION_SIZE];
 const PSIND_SECTION: Psind = Psind::new(1);
+const PARAMS: Params = Params { arch: "armv7", pagesizes: &PAGESIZES, reserv_psind: PSIND_SECTION, max_user_address: VM_MAXUSER_ADDRESS };
 
 /// The ASID every address space runs with (see the module comment).
 const ASID: u16 = 0;
@@ -483,11 +484,8 @@ impl Armv7 {
 }
 
 impl Core for Armv7 {
-    fn arch(&self) -> &'static str {
-        "armv7"
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
         self.sp_enabled.on
@@ -497,9 +495,6 @@ impl Core for Armv7 {
     }
     fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
         vec![&mut self.sp_enabled, &mut self.lp_enabled]
-    }
-    fn max_user_address(&self) -> u64 {
-        VM_MAXUSER_ADDRESS
     }
     fn pv(&self) -> &PvTable {
         &self.pv

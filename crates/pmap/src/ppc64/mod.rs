@@ -52,7 +52,7 @@ mod refmod;
 mod remove;
 mod slb;
 
-use crate::base::{Core, Md, Tunable};
+use crate::base::{Core, Md, Params, Tunable};
 use crate::counters::{PromoteFail, SizeCounters, SizeNames};
 use crate::ptpage;
 use crate::pv::PvTable;
@@ -75,6 +75,7 @@ pub const SP_PAGES: u64 = SP_SIZE >> 12;
 
 const PAGESIZES: [u64; 2] = [4096, SP_SIZE];
 const PSIND_SP: Psind = Psind::new(1);
+const PARAMS: Params = Params { arch: "ppc64-hpt", pagesizes: &PAGESIZES, reserv_psind: PSIND_SP, max_user_address: splab_hw::ppc64::USER_VA_LIMIT };
 
 /// PVO flags (FreeBSD keeps them in the low bits of pvo_vaddr).
 pub(crate) mod pvof {
@@ -288,13 +289,8 @@ pub fn walker(profile: &Profile) -> Result<Box<dyn Walker>, String> {
 }
 
 impl Core for Ppc64 {
-    fn arch(&self) -> &'static str {
-        "ppc64-hpt"
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        // Reservations are 16 MB whether or not superpages are enabled
-        // (moea64_early_bootstrap sets vm_level_0_order = 12).
-        &PAGESIZES
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
         self.superpages_enabled.on
@@ -304,9 +300,6 @@ impl Core for Ppc64 {
     }
     fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
         vec![&mut self.superpages_enabled]
-    }
-    fn max_user_address(&self) -> u64 {
-        splab_hw::ppc64::USER_VA_LIMIT
     }
     fn pv(&self) -> &PvTable {
         &self.pv

@@ -2,7 +2,7 @@
 //! table of every address space.
 
 use super::Riscv;
-use crate::radix::Tables;
+use crate::radix::{Format, Tables};
 use crate::base::Check;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L1_SHIFT, L2_SHIFT, L3_SHIFT, LN_ENTRIES};
@@ -75,7 +75,7 @@ impl Riscv {
         let shift = self.mode.shifts()[depth];
         let mut valid = 0;
         for i in 0..LN_ENTRIES {
-            let e = Self::rd(env.mem, PhysAddr(table + i * 8));
+            let e = Pte::read(env.mem, PhysAddr(table + i * 8));
             if !e.valid() {
                 continue;
             }

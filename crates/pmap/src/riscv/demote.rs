@@ -12,7 +12,7 @@
 
 use super::Riscv;
 use crate::ptpage;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use splab_hw::riscv::pte::{Pte, PteFlags, PPN_SHIFT};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
@@ -33,7 +33,7 @@ impl Riscv {
     /// 2 MB leaf `l2e` maps.
     fn fill_l3(env: &mut PmapEnv, tpa: u64, l2e: Pte) {
         for i in 0..LN_ENTRIES {
-            Self::wr(env.mem, PhysAddr(tpa + i * 8), Pte(l2e.0 + (i << PPN_SHIFT)));
+            radix::wr(env.mem, PhysAddr(tpa + i * 8), Pte(l2e.0 + (i << PPN_SHIFT)));
         }
     }
 
@@ -42,7 +42,7 @@ impl Riscv {
     pub(crate) fn demote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va2m = va & !(L2_SIZE - 1);
         let l2_pa = self.entry(env.mem, pm, va2m, L2_SHIFT).expect("demote: no L2 table");
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Pte::read(env.mem, l2_pa);
         debug_assert!(old.is_leaf(), "demote: not a 2MB mapping");
         debug_assert!(!old.has(PteFlags::W) || old.has(PteFlags::D), "demote: a writable 2MB mapping without D");
         if !old.has(PteFlags::A) {
@@ -58,7 +58,7 @@ impl Riscv {
         env.phys.pages.get_mut(ptp).ref_count = LN_ENTRIES as u16;
         let tpa = ptp.addr().0;
         let promote = PteFlags::PROMOTE.bits();
-        if valid && Self::rd(env.mem, PhysAddr(tpa)).0 & promote == old.0 & promote {
+        if valid && Pte::read(env.mem, PhysAddr(tpa)).0 & promote == old.0 & promote {
             self.st.demotion_ptp_reused += 1;
         } else {
             Self::fill_l3(env, tpa, old);
@@ -80,13 +80,13 @@ impl Riscv {
     pub(crate) fn demote_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(), PmapError> {
         let va1g = va & !(L1_SIZE - 1);
         let l1_pa = self.entry(env.mem, pm, va1g, L1_SHIFT).expect("demote: no L1 table");
-        let old = Self::rd(env.mem, l1_pa);
+        let old = Pte::read(env.mem, l1_pa);
         debug_assert!(old.is_leaf(), "demote: not a 1GB mapping");
         let t = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
         env.phys.pages.get_mut(t).ref_count = LN_ENTRIES as u16;
         for i in 0..LN_ENTRIES {
             let e = Pte(old.0 + ((i * (L2_SIZE >> 12)) << PPN_SHIFT));
-            Self::wr(env.mem, PhysAddr(t.addr().0 + i * 8), e);
+            radix::wr(env.mem, PhysAddr(t.addr().0 + i * 8), e);
         }
         // No fence, as for a 2 MB demotion.
         radix::update(env.mem, l1_pa, Pte::table(t.addr().0), va1g, L1_SIZE).unneeded();

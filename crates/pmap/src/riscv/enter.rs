@@ -7,7 +7,7 @@ use super::{Riscv, PSIND_L1, PSIND_L2};
 use crate::base::{Core, Enter};
 use crate::ptpage;
 use crate::pte::PteFormat;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -24,7 +24,7 @@ impl Riscv {
         let mut newl3 = Self::new_pte(pa, pr, &flags, managed);
         let l3_pa = self.alloc_entry(env, pm, va, L3_SHIFT)?;
         let ptp = l3_pa.0 & !0xfff;
-        let orig = Self::rd(env.mem, l3_pa);
+        let orig = Pte::read(env.mem, l3_pa);
         if orig.valid() && flags.noreplace {
             return Err(PmapError::Exists);
         }
@@ -55,7 +55,7 @@ impl Riscv {
             if managed {
                 self.pv.add(env, m, pm, va);
             }
-            Self::wr(env.mem, l3_pa, newl3);
+            radix::wr(env.mem, l3_pa, newl3);
         }
         let full = env.phys.pages.get(PhysAddr(ptp).pfn()).ref_count as u64 == LN_ENTRIES;
         if full && self.superpages_enabled() && managed && env.phys.reserv.level_iffullpop(m) == 0 {
@@ -95,7 +95,7 @@ impl Riscv {
         }
         let managed = ptpage::managed(env, m);
         let l2_pa = self.alloc_entry(env, pm, va, L2_SHIFT)?;
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Pte::read(env.mem, l2_pa);
         if old.valid() {
             if flags.noreplace {
                 return Err(PmapError::Exists);
@@ -115,7 +115,7 @@ impl Riscv {
         if managed {
             self.pv.add_sp(m.addr().0, pm, va);
         }
-        Self::wr(env.mem, l2_pa, newl2);
+        radix::wr(env.mem, l2_pa, newl2);
         ptpage::adjust_ref(env, l2_pa.0 & !0xfff, 1);
         self.pm_mut(pm).resident += LN_ENTRIES;
         self.st.l2.mappings += 1;
@@ -128,7 +128,7 @@ impl Riscv {
     pub(crate) fn enter_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         debug_assert!(va.is_multiple_of(L1_SIZE) && m.addr().0.is_multiple_of(L1_SIZE), "unaligned 1GB mapping");
         let l1_pa = self.alloc_entry(env, pm, va, L1_SHIFT)?;
-        let old = Self::rd(env.mem, l1_pa);
+        let old = Pte::read(env.mem, l1_pa);
         if old.valid() && (flags.noreplace || old.is_table()) {
             // An L2 table with mappings is in the way.
             return Err(PmapError::Exists);
@@ -142,7 +142,7 @@ impl Riscv {
             let inv = radix::update(env.mem, l1_pa, new, va, L1_SIZE);
             self.invalidate_page(env, pm, inv);
         } else {
-            Self::wr(env.mem, l1_pa, new);
+            radix::wr(env.mem, l1_pa, new);
             self.pm_mut(pm).resident += L1_SIZE / 4096;
         }
         self.st.l1_mappings += 1;

@@ -9,7 +9,7 @@
 //! resolved the same way.
 
 use super::Riscv;
-use crate::radix::Tables;
+use crate::radix::{self, Tables};
 use splab_hw::riscv::pte::PteFlags;
 use splab_vm::pmap::{prot, PmapEnv, PmapId, Prot};
 
@@ -31,7 +31,7 @@ impl Riscv {
         }
         let bits = if access & prot::WRITE != 0 { PteFlags::A | PteFlags::D } else { PteFlags::A };
         if !e.has(bits) {
-            Self::wr(env.mem, pa, e.with(bits));
+            radix::wr(env.mem, pa, e.with(bits));
         }
         self.st.ad_faults += 1;
         true

@@ -38,11 +38,11 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::base::{Core, Md, Tunable};
+use crate::base::{Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::radix::{self, Tables};
+use crate::radix::{self, Format, Tables};
 use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::physmem::PhysMem;
@@ -120,15 +120,6 @@ impl Riscv {
         self.pmaps.get_mut(pm)
     }
 
-    #[inline]
-    pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {
-        radix::rd(mem, pa)
-    }
-    #[inline]
-    pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, e: Pte) {
-        radix::wr(mem, pa, e)
-    }
-
     /// Returns the address of the entry for `va` among those mapping
     /// 2^shift bytes, allocating the tables above it as needed
     /// (pmap_alloc_l2, pmap_alloc_l3, _pmap_alloc_l3). A superpage mapping
@@ -145,7 +136,7 @@ impl Riscv {
                 if s == shift {
                     return Ok(pa);
                 }
-                let mut e = Self::rd(env.mem, pa);
+                let mut e = Pte::read(env.mem, pa);
                 if e.is_leaf() {
                     match s {
                         splab_hw::riscv::L1_SHIFT => self.demote_l1(env, pm, va)?,
@@ -165,7 +156,7 @@ impl Riscv {
                         return Err(PmapError::NoMemory);
                     };
                     e = Pte::table(p.addr().0);
-                    Self::wr(env.mem, pa, e);
+                    radix::wr(env.mem, pa, e);
                     if counted {
                         ptpage::adjust_ref(env, table, 1);
                     }
@@ -260,14 +251,12 @@ impl Tables for Riscv {
 }
 
 impl Core for Riscv {
-    fn arch(&self) -> &'static str {
-        match self.mode {
+    fn params(&self) -> Params {
+        let arch = match self.mode {
             Mode::Sv39 => "riscv",
             Mode::Sv48 => "riscv-sv48",
-        }
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+        };
+        Params { arch, pagesizes: &PAGESIZES, reserv_psind: PSIND_L2, max_user_address: self.mode.max_user_address() }
     }
     fn superpages_enabled(&self) -> bool {
         self.superpages_enabled.on
@@ -277,9 +266,6 @@ impl Core for Riscv {
     }
     fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
         vec![&mut self.superpages_enabled]
-    }
-    fn max_user_address(&self) -> u64 {
-        self.mode.max_user_address()
     }
     fn pv(&self) -> &PvTable {
         &self.pv

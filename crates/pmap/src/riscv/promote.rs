@@ -13,8 +13,8 @@
 use super::Riscv;
 use crate::counters::PromoteFail;
 use crate::pte::write_protect_clean;
-use crate::radix::{self, Tables};
-use splab_hw::riscv::pte::PteFlags;
+use crate::radix::{self, Format, Tables};
+use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L2_SHIFT, L2_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
@@ -25,13 +25,13 @@ impl Riscv {
     pub(crate) fn promote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va2m = va & !(L2_SIZE - 1);
         let Some(l2_pa) = self.entry(env.mem, pm, va2m, L2_SHIFT) else { return false };
-        let l2e = Self::rd(env.mem, l2_pa);
+        let l2e = Pte::read(env.mem, l2_pa);
         if !l2e.is_table() {
             return false;
         }
         let ptp = l2e.frame();
         let first_pa = PhysAddr(ptp);
-        let first = Self::rd(env.mem, first_pa);
+        let first = Pte::read(env.mem, first_pa);
         if !first.valid() || !first.frame().is_multiple_of(L2_SIZE) {
             return self.st.l2.failed(PromoteFail::FirstMisaligned);
         }
@@ -40,7 +40,7 @@ impl Riscv {
         let mut pa = first.frame() + 4096;
         for i in 1..LN_ENTRIES {
             let e_pa = PhysAddr(ptp + i * 8);
-            let e = Self::rd(env.mem, e_pa);
+            let e = Pte::read(env.mem, e_pa);
             if !e.valid() || e.frame() != pa {
                 return self.st.l2.failed(PromoteFail::NotContiguous);
             }

@@ -11,7 +11,7 @@ use super::Riscv;
 use crate::base::Remove;
 use crate::ptpage;
 use crate::pte::{self, PteFormat};
-use crate::radix::{self, covers, next_block, Next, Part, Tables};
+use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
 use crate::shootdown::{Batch, Invalidate};
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
@@ -23,7 +23,7 @@ impl Riscv {
     /// dirty and referenced state handed to the page, its PV entry off the
     /// list, and its L3 table queued on `free` if that emptied it.
     fn remove_l3(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, l3_pa: PhysAddr, free: &mut Vec<Pfn>) {
-        let old = Self::rd(env.mem, l3_pa);
+        let old = Pte::read(env.mem, l3_pa);
         let inv = radix::clear::<Pte>(env.mem, l3_pa, va, L3_SIZE);
         self.invalidate_page(env, pm, inv);
         self.pm_mut(pm).resident -= 1;
@@ -43,7 +43,7 @@ impl Riscv {
         let mut va = sva;
         while va < eva {
             let pa = radix::slot(ptp, va, L3_SHIFT);
-            if Self::rd(env.mem, pa).valid() {
+            if Pte::read(env.mem, pa).valid() {
                 self.remove_l3(env, pm, va, pa, free);
                 run.add(Invalidate::new(va, L3_SIZE));
             } else {
@@ -62,7 +62,7 @@ impl Riscv {
     pub(crate) fn remove_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) -> Invalidate {
         let va2m = va & !(L2_SIZE - 1);
         let l2_pa = self.entry(env.mem, pm, va2m, L2_SHIFT).expect("remove_l2: no L2 table");
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Pte::read(env.mem, l2_pa);
         debug_assert!(old.is_leaf(), "remove_l2: not a 2MB mapping");
         let inv = radix::clear::<Pte>(env.mem, l2_pa, va2m, L2_SIZE);
         self.pm_mut(pm).resident -= LN_ENTRIES;
@@ -98,7 +98,7 @@ impl Riscv {
     /// pmap_protect of a whole superpage leaf at `pa` of `size` bytes and
     /// `npages` managed pages.
     fn protect_leaf(env: &mut PmapEnv, pa: PhysAddr, va: u64, size: u64, npages: u32, mask: PteFlags, batch: &mut Batch) {
-        let old = Self::rd(env.mem, pa);
+        let old = Pte::read(env.mem, pa);
         let n = Self::protected(env, old, mask, npages);
         if n != old {
             batch.add(radix::update(env.mem, pa, n, va, size));
@@ -200,7 +200,7 @@ impl Remove for Riscv {
         self.walk(env, pm, sva, eva, |p, env, va, part| match part {
             Part::Leaf1g(_) => Next::Past,
             Part::Leaf2m(pa) => {
-                let old = Self::rd(env.mem, pa);
+                let old = Pte::read(env.mem, pa);
                 if !old.managed() || !p.demote_l2(env, pm, va) {
                     return Next::Past;
                 }
