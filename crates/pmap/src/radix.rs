@@ -8,7 +8,9 @@
 //! loop heads of pmap_remove, pmap_protect and pmap_advise), and pruning
 //! the tables a removal empties (pmap_unwire_ptp).
 
-use crate::ptpage;
+use crate::base::{Check, Core};
+use crate::invariants::{self, Seen};
+use crate::ptpage::{self, Stashes};
 use crate::shootdown::Invalidate;
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr};
@@ -243,6 +245,89 @@ fn step<T: Tables + ?Sized>(t: &T, mem: &PhysMem, pm: PmapId, va: u64) -> Step {
         table = e.table();
     }
     unreachable!("the walk stops at the 2 MB entries")
+}
+
+/// A radix pmap's own checks of what its tables hold (its check.rs).
+/// With them, `Check` walks every table of every address space and makes
+/// the checks every radix pmap makes: each table page but the root is an
+/// in-use page-table page counting its valid entries, no root entry lies
+/// beyond user space, no page-table page is stashed for a 2 MB range a
+/// table maps, each stash is under a 2 MB leaf, the resident counts and
+/// the PV lists agree with the leaves.
+pub trait CheckTables: Tables + Core {
+    /// The address spaces, with their resident counts and stashes.
+    fn spaces(&self) -> Vec<(PmapId, u64, &Stashes<SHIFT_2M>)>;
+    /// Checks a leaf of 2^shift bytes mapping `va`, and counts in `seen`
+    /// the base pages and PV entries it stands for.
+    fn check_leaf(&self, env: &PmapEnv, pm: PmapId, va: u64, shift: u32, e: Self::Pte, seen: &mut Seen) -> Result<(), String>;
+    /// Checks an entry that points at a table. Nothing by default.
+    fn check_pointer(&self, _pm: PmapId, _va: u64, _e: Self::Pte) -> Result<(), String> {
+        Ok(())
+    }
+    /// Checks the entries of a last-level table, mapping from `va`, as a
+    /// whole. Nothing by default.
+    fn check_last_table(&self, _pm: PmapId, _va: u64, _entries: &[Self::Pte]) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+impl<T: CheckTables> Check for T {
+    fn check(&self, env: &PmapEnv) -> Result<(), String> {
+        let mut pv = 0;
+        for (pm, resident, stash) in self.spaces() {
+            let mut walk = CheckWalk { t: self, env, pm, stash, seen: Seen::default() };
+            walk.table(self.root_table(pm), 0, 0)?;
+            for (va, s) in stash.iter() {
+                let superpage = self.find_leaf(env.mem, pm, va).is_some_and(|(_, shift, _)| shift == SHIFT_2M);
+                invariants::stashed(env, pm, va, s.ptp, superpage)?;
+            }
+            invariants::resident(pm, resident, &walk.seen)?;
+            pv += walk.seen.pv;
+        }
+        invariants::pv_entries(self.pv(), pv)
+    }
+}
+
+/// The check of one address space's tables.
+struct CheckWalk<'a, 'e, T: CheckTables> {
+    t: &'a T,
+    env: &'a PmapEnv<'e>,
+    pm: PmapId,
+    stash: &'a Stashes<SHIFT_2M>,
+    seen: Seen,
+}
+
+impl<T: CheckTables> CheckWalk<'_, '_, T> {
+    /// Checks the table at `table`, whose entries map 2^shifts[depth]
+    /// bytes from `base` on, and everything below it.
+    fn table(&mut self, table: u64, depth: usize, base: u64) -> Result<(), String> {
+        let (t, env, pm) = (self.t, self.env, self.pm);
+        let shifts = t.shifts();
+        let (shift, last) = (shifts[depth], depth + 1 == shifts.len());
+        let entries: Vec<T::Pte> = (0..512).map(|i| rd(env.mem, PhysAddr(table + i * 8))).collect();
+        if depth > 0 {
+            invariants::page_table(env, table, entries.iter().filter(|e| e.valid()).count(), "page-table page")?;
+        }
+        if last {
+            t.check_last_table(pm, base, &entries)?;
+        }
+        for (i, &e) in entries.iter().enumerate().filter(|(_, e)| e.valid()) {
+            let va = base | (i as u64) << shift;
+            if depth == 0 && va >= t.params().max_user_address {
+                return Err(format!("pmap {pm}: root entry {i} is beyond the user address space"));
+            }
+            if last || e.is_leaf() {
+                t.check_leaf(env, pm, va, shift, e, &mut self.seen)?;
+                continue;
+            }
+            t.check_pointer(pm, va, e)?;
+            if shift == SHIFT_2M && self.stash.contains(va) {
+                return Err(format!("pmap {pm}: stashed page-table page for {va:#x} while a table is mapped"));
+            }
+            self.table(e.table(), depth + 1, va)?;
+        }
+        Ok(())
+    }
 }
 
 /// Frees the page-table pages a removal queued, once nothing can walk

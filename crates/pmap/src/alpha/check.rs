@@ -3,6 +3,7 @@
 
 use super::{block_pages, Alpha};
 use crate::base::Check;
+use crate::invariants::{self, Seen};
 use splab_hw::alpha::{Pte, PteFlags, L2_SHIFT, PAGE_SIZE};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::PmapEnv;
@@ -41,9 +42,7 @@ impl Check for Alpha {
                 }
                 resident += valid;
             }
-            if resident != p.resident {
-                return Err(format!("pmap {pm}: resident {} but {resident} entries", p.resident));
-            }
+            invariants::resident(pm, p.resident, &Seen { resident, pv: 0 })?;
         }
         Ok(())
     }

@@ -3,19 +3,13 @@
 
 use crate::base::Check;
 use super::{Pm, Armv7, DOMAIN, PTE2_A, PTE2_NM, PTE2_RO, PTE2_U, VM_MAXUSER_ADDRESS};
+use crate::invariants::{self, Seen};
 use crate::ptpage;
 use splab_hw::armv7::pte::{L1Desc, L1Kind, SmallFlags};
 use splab_hw::armv7::{L1_ENTRIES, L2_ENTRIES, REPLICAS, SECTION_SHIFT};
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::page::pflags;
 use splab_vm::pmap::{PmapEnv, PmapId};
-
-/// What the walk has seen so far.
-#[derive(Default)]
-struct Seen {
-    resident: u64,
-    pv: u64,
-}
 
 impl Armv7 {
     fn check_frame(env: &PmapEnv, pm: PmapId, va: u64, frame: u64) -> Result<Pfn, String> {
@@ -155,9 +149,7 @@ impl Armv7 {
                 return Err(format!("pmap {pm}: PT2PG page {page:?} for 4 MB {k}: ref_count {} with {sum} entries", m.ref_count));
             }
         }
-        if seen.resident != p.resident {
-            return Err(format!("pmap {pm}: resident count {} but {} pages mapped", p.resident, seen.resident));
-        }
+        invariants::resident(pm, p.resident, &seen)?;
         Ok(seen.pv)
     }
 
@@ -169,9 +161,6 @@ impl Check for Armv7 {
         for (pm, p) in self.pmaps.iter() {
             pv_seen += self.check_pmap(env, pm, p)?;
         }
-        if pv_seen != self.pv.live() {
-            return Err(format!("{} PV entries in use but {pv_seen} managed mappings", self.pv.live()));
-        }
-        Ok(())
+        invariants::pv_entries(&self.pv, pv_seen)
     }
 }
