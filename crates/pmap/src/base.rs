@@ -51,6 +51,23 @@ pub struct Params {
     pub max_user_address: u64,
 }
 
+/// pmap_enter_object's loop: at each address of [start, end) with an
+/// object page (`pages`), `map` maps it, perhaps with the pages after it,
+/// and says how many bytes it mapped, or None to stop; addresses without
+/// a page are passed a base page (`page` bytes) at a time.
+pub fn each_resident(start: u64, end: u64, page: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, mut map: impl FnMut(u64, Pfn) -> Option<u64>) {
+    let mut va = start;
+    while va < end {
+        va += match pages(VirtAddr(va)) {
+            Some(m) => match map(va, m) {
+                Some(mapped) => mapped,
+                None => return,
+            },
+            None => page,
+        };
+    }
+}
+
 /// The address spaces of an architecture and the operations that are one
 /// function each (mod.rs).
 pub trait Core: Send {

@@ -124,15 +124,20 @@ pub fn hand_over(env: &mut PmapEnv, m0: Pfn, n: u32, written: bool, accessed: bo
     }
 }
 
-/// Whether [va, va + size) below `end` is mapped by one aligned run of an
-/// object's pages, `m` first, in a fully populated reservation: the test
-/// pmap_enter_object makes (through m->psind) before mapping a superpage.
-/// `pages` gives the object page at each address.
-pub fn is_superpage_run(env: &PmapEnv, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
+/// Whether one mapping of `size` bytes at `va`, below `end`, can map the
+/// object's pages from `m` on: `va` and `m` aligned to `size`, and
+/// `pages`, which gives the object page at each address, giving the
+/// consecutive frames from `m`.
+pub fn is_run(pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
     let n = size / splab_hw::PAGE_SIZE;
     va.is_multiple_of(size)
         && va + size <= end
         && m.addr().0.is_multiple_of(size)
-        && env.phys.reserv.level_iffullpop(m) == 0
         && (1..n).all(|i| pages(VirtAddr(va + i * splab_hw::PAGE_SIZE)) == Some(Pfn(m.0 + i as u32)))
+}
+
+/// `is_run`, with `m`'s reservation fully populated: the test
+/// pmap_enter_object makes (through m->psind) before mapping a superpage.
+pub fn is_superpage_run(env: &PmapEnv, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
+    env.phys.reserv.level_iffullpop(m) == 0 && is_run(pages, va, end, m, size)
 }

@@ -4,7 +4,7 @@
 //! (pmap_enter_object).
 
 use super::{block_pages, block_size, is_dirty, Alpha};
-use crate::base::{Enter, Remove};
+use crate::base::{each_resident, Enter, Remove};
 use crate::ptpage;
 use splab_hw::alpha::{Gh, Pte, PteFlags, PAGE_SIZE};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -115,14 +115,9 @@ impl Enter for Alpha {
     /// as each is completed.
     fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
-        let mut va = start;
-        while va < end {
-            if let Some(m) = pages(VirtAddr(va)) {
-                if self.enter_page(env, pm, va, m, pr & !prot::WRITE, fl) == Err(PmapError::NoMemory) {
-                    return;
-                }
-            }
-            va += PAGE_SIZE;
-        }
+        each_resident(start, end, PAGE_SIZE, pages, |va, m| match self.enter_page(env, pm, va, m, pr & !prot::WRITE, fl) {
+            Err(PmapError::NoMemory) => None,
+            _ => Some(PAGE_SIZE),
+        });
     }
 }

@@ -4,7 +4,7 @@
 //! (pmap_enter_object).
 
 use super::{table_flags, Amd64, PSIND_1G, PSIND_2M};
-use crate::base::{Core, Enter};
+use crate::base::{each_resident, Core, Enter};
 use crate::ptpage;
 use crate::radix::{self, Format};
 use crate::shootdown::Batch;
@@ -196,22 +196,13 @@ impl Enter for Amd64 {
     /// (pmap_enter_quick). Existing mappings are left alone.
     fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += 4096;
-                continue;
-            };
-            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, PAGE_2M) {
-                let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
-                if self.enter_pde(env, pm, va, m, pr, fl).is_ok() {
-                    va += PAGE_2M;
-                    continue;
-                }
+        let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
+        each_resident(start, end, PAGE_4K, pages, |va, m| {
+            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, PAGE_2M) && self.enter_pde(env, pm, va, m, pr, fl).is_ok() {
+                return Some(PAGE_2M);
             }
-            let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
             let _ = self.enter_4k(env, pm, va, m, pr, fl);
-            va += 4096;
-        }
+            Some(PAGE_4K)
+        });
     }
 }

@@ -5,7 +5,7 @@
 //! (pmap_enter_object).
 
 use super::{Arm64, L3C_SIZE, PSIND_L1, PSIND_L2, PSIND_L3C};
-use crate::base::{Core, Enter};
+use crate::base::{each_resident, Core, Enter};
 use crate::ptpage;
 use crate::radix::{self, Format, Tables};
 use splab_hw::arm64::pte::{Desc, DescFlags};
@@ -243,11 +243,6 @@ impl Arm64 {
         Ok(())
     }
 
-    /// Whether the pages of [va, va + n pages) are m, m+1, ...
-    fn run_is(pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, m: Pfn, n: u64) -> bool {
-        (1..n).all(|i| pages(VirtAddr(va + i * L3_SIZE)) == Some(Pfn(m.0 + i as u32)))
-    }
-
 }
 
 impl Enter for Arm64 {
@@ -270,40 +265,23 @@ impl Enter for Arm64 {
     fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
         let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += L3_SIZE;
-                continue;
-            };
-            let pa = m.addr().0;
-            if va.is_multiple_of(L2_SIZE)
-                && va + L2_SIZE <= end
-                && self.superpages_enabled()
-                && pa.is_multiple_of(L2_SIZE)
-                && env.phys.reserv.level_iffullpop(m) == 0
-                && Self::run_is(pages, va, m, LN_ENTRIES)
-            {
+        each_resident(start, end, L3_SIZE, pages, |va, m| {
+            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, L2_SIZE) {
                 // An L2 block already there (KERN_NO_SPACE) is skipped too.
                 let block_there = self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Desc::read(env.mem, a).is_block());
                 if block_there || self.enter_l2(env, pm, va, m, pr, fl).is_ok() {
-                    va += L2_SIZE;
-                    continue;
+                    return Some(L2_SIZE);
                 }
             }
-            if va.is_multiple_of(L3C_SIZE)
-                && va + L3C_SIZE <= end
-                && self.superpages_enabled()
-                && pa.is_multiple_of(L3C_SIZE)
+            if self.superpages_enabled()
                 && env.phys.reserv.is_populated_run(m, L3C_ENTRIES as u32)
-                && Self::run_is(pages, va, m, L3C_ENTRIES)
+                && ptpage::is_run(pages, va, end, m, L3C_SIZE)
                 && self.enter_l3c(env, pm, va, m, pr, fl).is_ok()
             {
-                va += L3C_SIZE;
-                continue;
+                return Some(L3C_SIZE);
             }
             let _ = self.enter_l3(env, pm, va, m, pr, fl);
-            va += L3_SIZE;
-        }
+            Some(L3_SIZE)
+        });
     }
 }

@@ -3,7 +3,7 @@
 //! ranges at once (pmap_enter_object with pmap_enter_1mpage, a 64 KB
 //! counterpart after arm64's pmap_enter_l3c, and pmap_enter_quick).
 
-use crate::base::Enter;
+use crate::base::{each_resident, Enter};
 use super::{is_dirty, Armv7, PSIND_SECTION, DOMAIN, PTE2_A, PTE2_NG, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_S, PTE2_U, VM_MAXUSER_ADDRESS};
 use crate::ptpage;
 use splab_hw::armv7::pte::{L1Desc, L2Desc, SmallFlags};
@@ -215,19 +215,12 @@ impl Armv7 {
     /// 16 pages for a large page, vm_reserv_is_populated), and made of the
     /// consecutive frames.
     fn direct_fits(&self, env: &PmapEnv, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
-        let n = size / 4096;
         let populated = if size == SECTION_SIZE {
             env.phys.reserv.level_iffullpop(m) == 0
         } else {
-            env.phys.reserv.is_populated_run(m, n as u32)
+            env.phys.reserv.is_populated_run(m, (size / 4096) as u32)
         };
-        va.is_multiple_of(size)
-            && va + size <= end
-            && self.superpage_allowed(va, size)
-            && m.addr().0.is_multiple_of(size)
-            && ptpage::managed(env, m)
-            && populated
-            && (1..n).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
+        self.superpage_allowed(va, size) && ptpage::managed(env, m) && populated && ptpage::is_run(pages, va, end, m, size)
     }
 
 }
@@ -248,32 +241,20 @@ impl Enter for Armv7 {
     /// (pmap_enter_quick). Existing mappings are left alone.
     fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += 4096;
-                continue;
-            };
+        each_resident(start, end, 4096, pages, |va, m| {
             if self.sp_enabled.on && self.direct_fits(env, pages, va, end, m, SECTION_SIZE) {
                 match self.enter_1mpage(env, pm, va, m, pr) {
-                    Ok(()) => {
-                        va += SECTION_SIZE;
-                        continue;
-                    }
+                    Ok(()) => return Some(SECTION_SIZE),
                     // A section already there counts as done.
-                    Err(PmapError::Exists) if Self::rd1(env.mem, self.pte1_pa(pm, va)).is_section() => {
-                        va += SECTION_SIZE;
-                        continue;
-                    }
+                    Err(PmapError::Exists) if Self::rd1(env.mem, self.pte1_pa(pm, va)).is_section() => return Some(SECTION_SIZE),
                     Err(_) => {}
                 }
             }
             if self.lp_enabled.on && self.direct_fits(env, pages, va, end, m, LARGE_SIZE) && self.enter_64kpage(env, pm, va, m, pr) {
-                va += LARGE_SIZE;
-                continue;
+                return Some(LARGE_SIZE);
             }
             self.enter_quick(env, pm, va, m, pr);
-            va += 4096;
-        }
+            Some(4096)
+        });
     }
 }

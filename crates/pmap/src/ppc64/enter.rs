@@ -2,7 +2,7 @@
 //! superpage at once (moea64_sp_enter), and the resident pages of an
 //! object range (moea64_enter_object).
 
-use crate::base::{Core, Enter, Remove};
+use crate::base::{each_resident, Core, Enter, Remove};
 use super::{pvof, Ppc64, PSIND_SP, Pvo, NO_SLOT, SP_MASK, SP_PAGES, SP_SIZE};
 use crate::ptpage;
 use splab_hw::ppc64::pte::HpteLo;
@@ -113,22 +113,13 @@ impl Enter for Ppc64 {
     /// replace what is mapped there.
     fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & (prot::READ | prot::EXEC);
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += 4096;
-                continue;
-            };
-            if self.superpages_enabled()
-                && ptpage::is_superpage_run(env, pages, va, end, m, SP_SIZE)
-                && self.sp_enter(env, pm, va, m, pr, EnterFlags::default()).is_ok()
-            {
-                va += SP_SIZE;
-                continue;
+        each_resident(start, end, 4096, pages, |va, m| {
+            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, SP_SIZE) && self.sp_enter(env, pm, va, m, pr, EnterFlags::default()).is_ok() {
+                return Some(SP_SIZE);
             }
             // A failure (no room for a segment) leaves the page to be faulted.
             let _ = self.enter_4k(env, pm, va, m, pr, EnterFlags::default());
-            va += 4096;
-        }
+            Some(4096)
+        });
     }
 }

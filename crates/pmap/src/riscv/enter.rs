@@ -4,7 +4,7 @@
 //! (pmap_enter_object with pmap_enter_2mpage and pmap_enter_quick).
 
 use super::{Riscv, PSIND_L1, PSIND_L2};
-use crate::base::{Core, Enter};
+use crate::base::{each_resident, Core, Enter};
 use crate::ptpage;
 use crate::pte::PteFormat;
 use crate::radix::{self, Format, Tables};
@@ -167,30 +167,19 @@ impl Enter for Riscv {
     /// (pmap_enter_quick). Existing mappings are left alone.
     fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += 4096;
-                continue;
-            };
+        let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
+        each_resident(start, end, L3_SIZE, pages, |va, m| {
             if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, L2_SIZE) {
-                let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
                 match self.enter_l2(env, pm, va, m, pr, fl) {
+                    Ok(()) => return Some(L2_SIZE),
                     // A 2 MB mapping already there counts as done
                     // (KERN_NO_SPACE in pmap_enter_object).
-                    Ok(()) => {
-                        va += L2_SIZE;
-                        continue;
-                    }
-                    Err(PmapError::Exists) if self.find_leaf(env.mem, pm, va).is_some_and(|(_, s, _)| s == L2_SHIFT) => {
-                        va += L2_SIZE;
-                        continue;
-                    }
+                    Err(PmapError::Exists) if self.find_leaf(env.mem, pm, va).is_some_and(|(_, s, _)| s == L2_SHIFT) => return Some(L2_SIZE),
                     Err(_) => {}
                 }
             }
             self.enter_quick(env, pm, va, m, pr);
-            va += 4096;
-        }
+            Some(L3_SIZE)
+        });
     }
 }
