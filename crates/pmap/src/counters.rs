@@ -35,14 +35,20 @@ pub enum PromoteFail {
 
 const REASONS: usize = 8;
 
-/// FreeBSD's counters of one superpage size, and the failed promotion
-/// attempts by reason.
+/// FreeBSD's counters of one superpage size, the failed promotion
+/// attempts by reason, and, for a size whose demotion can reuse a stashed
+/// page-table page, how demotions went.
 #[derive(Clone, Debug, Default)]
 pub struct SizeCounters {
     pub promotions: u64,
     pub p_failures: u64,
     pub mappings: u64,
     pub demotions: u64,
+    /// Demotions that reused the page-table page stashed at promotion.
+    pub ptp_reused: u64,
+    /// Demotions that removed the mapping instead (no page-table page,
+    /// or a mapping never accessed).
+    pub aborts: u64,
     fail: [u64; REASONS],
 }
 
@@ -73,6 +79,10 @@ impl SizeCounters {
         for &(why, n, d) in names.reasons {
             out.int(n, self.failures(why), d);
         }
+        if let Some([(n1, d1), (n2, d2)]) = names.demotion {
+            out.int(n1, self.ptp_reused, d1);
+            out.int(n2, self.aborts, d2);
+        }
     }
 }
 
@@ -80,15 +90,25 @@ impl SizeCounters {
 /// FreeBSD's `vm.pmap.<name>.promotions`, `.p_failures`, `.mappings` and
 /// `.demotions`, described as "<size> page promotions" and so on, and the
 /// reasons of failed promotions as `splab.pmap.<name>.p_failures.<reason>`.
+/// With `demotion: (reused, aborts)`, also the demotion counters,
+/// `splab.pmap.<name>.demotion_ptp_reused` and `.demotion_aborts`, so
+/// described.
 macro_rules! size_names {
-    ($name:literal, $size:literal, [$(($why:ident, $reason:literal, $descr:literal)),* $(,)?]) => {
+    ($name:literal, $size:literal, [$(($why:ident, $reason:literal, $descr:literal)),* $(,)?] $(, demotion: ($reused:literal, $aborts:literal))?) => {
         $crate::counters::SizeNames {
             promotions: (concat!("vm.pmap.", $name, ".promotions"), concat!($size, " page promotions")),
             p_failures: (concat!("vm.pmap.", $name, ".p_failures"), concat!($size, " page promotion failures")),
             mappings: (concat!("vm.pmap.", $name, ".mappings"), concat!($size, " page mappings")),
             demotions: (concat!("vm.pmap.", $name, ".demotions"), concat!($size, " page demotions")),
             reasons: &[$(($crate::counters::PromoteFail::$why, concat!("splab.pmap.", $name, ".p_failures.", $reason), $descr)),*],
+            demotion: size_names!(@demotion $name $(, $reused, $aborts)?),
         }
+    };
+    (@demotion $name:literal) => {
+        None
+    };
+    (@demotion $name:literal, $reused:literal, $aborts:literal) => {
+        Some([(concat!("splab.pmap.", $name, ".demotion_ptp_reused"), $reused), (concat!("splab.pmap.", $name, ".demotion_aborts"), $aborts)])
     };
 }
 pub(crate) use size_names;
@@ -102,4 +122,7 @@ pub struct SizeNames {
     pub demotions: (&'static str, &'static str),
     /// The reasons the architecture counts, with their counters' names.
     pub reasons: &'static [(PromoteFail, &'static str, &'static str)],
+    /// The names of `ptp_reused` and `aborts`, for a size whose demotion
+    /// can reuse a stashed page-table page.
+    pub demotion: Option<[(&'static str, &'static str); 2]>,
 }

@@ -9,6 +9,7 @@
 
 use super::{table_flags, Amd64};
 use crate::ptpage;
+use crate::pte;
 use crate::radix::{self, Format, Tables};
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{NPTEPG, PAGE_2M, PDPSHIFT};
@@ -16,17 +17,6 @@ use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
 
 impl Amd64 {
-    /// Removes a 2 MB mapping in place of demoting it
-    /// (pmap_demote_pde_abort).
-    fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va2m: u64) -> bool {
-        let mut free = Vec::new();
-        let inv = self.remove_pde(env, pm, va2m, &mut free);
-        self.invalidate_page(env, pm, inv);
-        radix::free_all(env, free);
-        self.st.demotion_aborts += 1;
-        false
-    }
-
     /// Demotes the 2 MB mapping covering `va`. Returns false if the mapping
     /// was removed instead.
     pub(crate) fn demote_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
@@ -40,11 +30,11 @@ impl Amd64 {
                 // A 2 MB mapping that has never been accessed is simply
                 // destroyed; otherwise a page-table page is needed.
                 if !old.has(PteFlags::A) {
-                    return self.demote_abort(env, pm, va2m);
+                    return pte::demote_abort(self, env, pm, va2m);
                 }
                 match ptpage::alloc(env) {
                     Some(p) => (p, false),
-                    None => return self.demote_abort(env, pm, va2m),
+                    None => return pte::demote_abort(self, env, pm, va2m),
                 }
             }
         };
@@ -57,7 +47,7 @@ impl Amd64 {
         let first = Pte::new(frame, flags);
         let tpa = ptp.addr().0;
         if valid && Pte::read(env.mem, PhysAddr(tpa)) == first {
-            self.st.demotion_ptp_reused += 1;
+            self.st.pde.ptp_reused += 1;
         } else {
             // pmap_fill_ptp.
             for i in 0..NPTEPG {

@@ -56,7 +56,7 @@ const PDE: SizeNames = size_names!("pde", "2MB", [
     (NotAccessed, "not_accessed", "Promotion failed: a PTE not accessed"),
     (NotContiguous, "not_contiguous", "Promotion failed: PTEs not physically contiguous"),
     (Attributes, "attributes", "Promotion failed: PTE attributes differ"),
-]);
+], demotion: ("Demotions that reused the stashed page-table page", "Demotions that removed the mapping instead"));
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
@@ -64,8 +64,6 @@ pub(crate) struct Stats {
     pub pde: SizeCounters,
     pub pdpe_demotions: u64,
     pub pdpe_mappings: u64,
-    pub demotion_ptp_reused: u64,
-    pub demotion_aborts: u64,
 }
 
 pub(crate) struct Pm {
@@ -283,8 +281,6 @@ impl Core for Amd64 {
         s.pde.sysctls(&PDE, out);
         out.int("vm.pmap.pdpe.demotions", s.pdpe_demotions, "1GB page demotions");
         out.int("splab.pmap.pdpe.mappings", s.pdpe_mappings, "1GB page mappings");
-        out.int("splab.pmap.pde.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the stashed page-table page");
-        out.int("splab.pmap.pde.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
     }
 }

@@ -11,6 +11,7 @@
 //! so that the other pages keep theirs.
 
 use super::Amd64;
+use crate::counters::SizeCounters;
 use crate::pte::PtePmap;
 use crate::shootdown::Invalidate;
 use splab_hw::Pfn;
@@ -29,5 +30,8 @@ impl PtePmap for Amd64 {
     /// A 2 MB mapping has one TLB entry: INVLPG of its address.
     fn invalidate_superpage(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
         self.invalidate_page(env, pm, inv)
+    }
+    fn counters_2m(&mut self) -> &mut SizeCounters {
+        &mut self.st.pde
     }
 }

@@ -65,7 +65,7 @@ impl Arm64 {
         let mut free = Vec::new();
         self.remove_l2(env, pm, va, &mut free);
         radix::free_all(env, free);
-        self.st.demotion_aborts += 1;
+        self.st.l2.aborts += 1;
         false
     }
 
@@ -91,7 +91,7 @@ impl Arm64 {
         let newl3 = Desc(old.0 | DescFlags::TYPE.bits() | DescFlags::CONTIGUOUS.bits());
         let first = Desc::read(env.mem, PhysAddr(table));
         if stashed_whole && first.0 & DescFlags::PROMOTE == newl3.0 & DescFlags::PROMOTE && first.oa() == newl3.oa() {
-            self.st.demotion_ptp_reused += 1;
+            self.st.l2.ptp_reused += 1;
         } else {
             // pmap_fill_l3.
             for k in 0..LN_ENTRIES {

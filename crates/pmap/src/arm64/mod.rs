@@ -66,7 +66,7 @@ const L2: SizeNames = size_names!("l2", "2MB", [
     (FirstMisaligned, "first_misaligned", "2MB promotion failures: first L3 entry invalid or not 2MB-aligned"),
     (NotContiguous, "not_contiguous", "2MB promotion failures: an L3 entry missing or not the next page"),
     (Attributes, "attributes", "2MB promotion failures: L3 entry attributes differ"),
-]);
+], demotion: ("L2 demotions that reused the stashed page-table page", "L2 demotions that removed the mapping instead"));
 
 /// vm.pmap.l3c.*, likewise.
 const L3C: SizeNames = size_names!("l3c", "64KB", [
@@ -81,8 +81,6 @@ pub(crate) struct Stats {
     pub l3c: SizeCounters,
     pub l1_mappings: u64,
     pub l1_demotions: u64,
-    pub demotion_ptp_reused: u64,
-    pub demotion_aborts: u64,
 }
 
 pub(crate) struct Pm {
@@ -377,8 +375,6 @@ impl Core for Arm64 {
         s.l3c.sysctls(&L3C, out);
         out.int("vm.pmap.l1.demotions", s.l1_demotions, "1GB page demotions");
         out.int("splab.pmap.l1.mappings", s.l1_mappings, "1GB page mappings");
-        out.int("splab.pmap.l2.demotion_ptp_reused", s.demotion_ptp_reused, "L2 demotions that reused the stashed page-table page");
-        out.int("splab.pmap.l2.demotion_aborts", s.demotion_aborts, "L2 demotions that removed the mapping instead");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
     }
 }

@@ -22,7 +22,7 @@ impl Armv7 {
         let mut free = Vec::new();
         self.remove_pte1(env, pm, va1m, &mut free);
         Self::free_all(env, free);
-        self.st.demotion_aborts += 1;
+        self.st.section.aborts += 1;
         false
     }
 
@@ -52,7 +52,7 @@ impl Armv7 {
             let kept = Self::rd2(env.mem, PhysAddr(table)).small_view(0);
             debug_assert_eq!(kept.frame(), first.frame(), "the stash maps the section's frames");
             if kept.attrs() & PTE2_PROMOTE == first.attrs() & PTE2_PROMOTE {
-                self.st.demotion_ptp_reused += 1;
+                self.st.section.ptp_reused += 1;
             } else {
                 Self::fill_pt2(env, table, old);
             }

@@ -146,7 +146,7 @@ const SECTION: SizeNames = size_names!("section", "1MB", [
     (FirstMisaligned, "first", "Promotion failed: first entry invalid, unreferenced or misaligned"),
     (NotContiguous, "not_contiguous", "Promotion failed: an entry invalid or not the next frame"),
     (Attributes, "attributes", "Promotion failed: entry attributes differ"),
-]);
+], demotion: ("Demotions that reused the L2 table kept at promotion", "Demotions that removed the mapping instead"));
 
 /// vm.pmap.largepage.*, likewise.
 const LARGEPAGE: SizeNames = size_names!("largepage", "64KB", [
@@ -161,8 +161,6 @@ pub(crate) struct Stats {
     pub section: SizeCounters,
     /// 64 KB large pages (vm.pmap.largepage.*).
     pub large: SizeCounters,
-    pub demotion_ptp_reused: u64,
-    pub demotion_aborts: u64,
     pub af_faults: u64,
     pub nm_faults: u64,
 }
@@ -556,8 +554,6 @@ impl Core for Armv7 {
         let s = &self.st;
         s.section.sysctls(&SECTION, out);
         s.large.sysctls(&LARGEPAGE, out);
-        out.int("splab.pmap.section.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the L2 table kept at promotion");
-        out.int("splab.pmap.section.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
         out.int("splab.pmap.af_faults", s.af_faults, "Access flag faults resolved by pmap_fault (referenced emulation)");
         out.int("splab.pmap.nm_faults", s.nm_faults, "Permission faults resolved by pmap_fault (modified emulation)");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");

@@ -148,6 +148,7 @@ const SP: SizeNames = SizeNames {
         (PromoteFail::Wimg, "vm.pmap.sp.p_fail_wimg", "SP page promotion failure: WIMG bits don't match"),
         (PromoteFail::Unmapped, "splab.pmap.sp.p_fail_unmapped", "SP page promotion failure: a page of the range is not mapped"),
     ],
+    demotion: None,
 };
 
 #[derive(Clone, Debug, Default)]

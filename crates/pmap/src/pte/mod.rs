@@ -10,6 +10,7 @@
 //! `PteFormat::may_clear_referenced`).
 
 use crate::base::{Core, RefMod, Remove};
+use crate::counters::SizeCounters;
 use crate::ptpage;
 use crate::radix::{self, Format, Tables};
 use crate::refbits::{self, TS_REFERENCED_MAX};
@@ -72,6 +73,21 @@ pub trait PtePmap: Core + Tables<Pte: PteFormat> + Remove {
     fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate);
     /// Invalidates a 2 MB mapping removed whole.
     fn invalidate_superpage(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate);
+    /// The counters of the 2 MB size.
+    fn counters_2m(&mut self) -> &mut SizeCounters;
+}
+
+/// Removes the 2 MB mapping at `va` in place of demoting it
+/// (pmap_demote_pde_abort, pmap_demote_l2_abort): always safe, as a later
+/// fault recreates what is needed. Returns false, what the failed
+/// demotion returns.
+pub fn demote_abort<P: PtePmap>(p: &mut P, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
+    let mut free = Vec::new();
+    let inv = p.remove_2m(env, pm, va, &mut free);
+    p.invalidate_superpage(env, pm, inv);
+    radix::free_all(env, free);
+    p.counters_2m().aborts += 1;
+    false
 }
 
 /// The entry of every 2 MB mapping of `m`'s frame, then of every 4 KB

@@ -12,6 +12,7 @@
 
 use super::Riscv;
 use crate::ptpage;
+use crate::pte;
 use crate::radix::{self, Format, Tables};
 use splab_hw::riscv::pte::{Pte, PteFlags, PPN_SHIFT};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, LN_ENTRIES};
@@ -19,16 +20,6 @@ use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
 
 impl Riscv {
-    /// Removes a 2 MB mapping in place of demoting it.
-    fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va2m: u64) -> bool {
-        let mut free = Vec::new();
-        let inv = self.remove_l2(env, pm, va2m, &mut free);
-        self.invalidate_range(env, pm, inv);
-        radix::free_all(env, free);
-        self.st.demotion_aborts += 1;
-        false
-    }
-
     /// Fills the L3 table at `tpa` with the 512 entries that map what the
     /// 2 MB leaf `l2e` maps.
     fn fill_l3(env: &mut PmapEnv, tpa: u64, l2e: Pte) {
@@ -46,20 +37,20 @@ impl Riscv {
         debug_assert!(old.is_leaf(), "demote: not a 2MB mapping");
         debug_assert!(!old.has(PteFlags::W) || old.has(PteFlags::D), "demote: a writable 2MB mapping without D");
         if !old.has(PteFlags::A) {
-            return self.demote_abort(env, pm, va2m);
+            return pte::demote_abort(self, env, pm, va2m);
         }
         let (ptp, valid) = match self.pm_mut(pm).stash.take(va2m) {
             Some(s) => (s.ptp, s.valid),
             None => match ptpage::alloc(env) {
                 Some(p) => (p, false),
-                None => return self.demote_abort(env, pm, va2m),
+                None => return pte::demote_abort(self, env, pm, va2m),
             },
         };
         env.phys.pages.get_mut(ptp).ref_count = LN_ENTRIES as u16;
         let tpa = ptp.addr().0;
         let promote = PteFlags::PROMOTE.bits();
         if valid && Pte::read(env.mem, PhysAddr(tpa)).0 & promote == old.0 & promote {
-            self.st.demotion_ptp_reused += 1;
+            self.st.l2.ptp_reused += 1;
         } else {
             Self::fill_l3(env, tpa, old);
         }

@@ -66,14 +66,12 @@ const L2: SizeNames = size_names!("l2", "2MB", [
     (FirstMisaligned, "first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
     (NotContiguous, "not_contiguous", "Promotion failed: PTEs not physically contiguous"),
     (Attributes, "attributes", "Promotion failed: PTE attributes differ"),
-]);
+], demotion: ("Demotions that reused the stashed page-table page", "Demotions that removed the mapping instead"));
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
     /// 2 MB pages.
     pub l2: SizeCounters,
-    pub demotion_ptp_reused: u64,
-    pub demotion_aborts: u64,
     pub l1_mappings: u64,
     pub l1_demotions: u64,
     pub ad_faults: u64,
@@ -317,8 +315,6 @@ impl Core for Riscv {
         let s = &self.st;
         out.int("vm.pmap.mode", self.mode.sysctl_value(), "translation mode, 0 = SV39, 1 = SV48");
         s.l2.sysctls(&L2, out);
-        out.int("splab.pmap.l2.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the stashed page-table page");
-        out.int("splab.pmap.l2.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
         out.int("splab.pmap.l1.mappings", s.l1_mappings, "1GB page mappings");
         out.int("splab.pmap.l1.demotions", s.l1_demotions, "1GB page demotions");
         out.int("splab.pmap.ad_faults", s.ad_faults, "Page faults resolved by pmap_fault (accessed/dirty bit updates)");

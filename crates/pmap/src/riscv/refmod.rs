@@ -12,6 +12,7 @@
 //! the other pages keep theirs, as FreeBSD's riscv pmap does.
 
 use super::Riscv;
+use crate::counters::SizeCounters;
 use crate::pte::PtePmap;
 use crate::shootdown::Invalidate;
 use splab_hw::Pfn;
@@ -31,5 +32,8 @@ impl PtePmap for Riscv {
     /// before a promotion may still be in TLBs.
     fn invalidate_superpage(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
         self.invalidate_range(env, pm, inv)
+    }
+    fn counters_2m(&mut self) -> &mut SizeCounters {
+        &mut self.st.l2
     }
 }
