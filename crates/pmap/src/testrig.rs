@@ -2,6 +2,7 @@
 //! small TLBs and walk caches, and one pmap of any architecture.
 
 use splab_hw::machine::Mmu;
+use splab_hw::mmu::Translation;
 use splab_hw::physmem::PhysMem;
 use splab_hw::pwc::{Pwc, PwcLevelConfig};
 use splab_hw::tlb::{Tlb, TlbArrayConfig};
@@ -104,9 +105,16 @@ impl<P: Pmap> Rig<P> {
     /// `va`, one pmap_enter per page with the flags `flags(i)` gives
     /// page i: its pages and the address space.
     pub fn mapped_run(&mut self, va: u64, flags: impl Fn(usize) -> EnterFlags) -> (Vec<Pfn>, PmapId) {
+        let n = self.phys.reserv.npages() as usize;
+        self.mapped_first(va, n, flags)
+    }
+
+    /// The same with only the first `n` pages of the reservation mapped
+    /// (all of them are allocated).
+    pub fn mapped_first(&mut self, va: u64, n: usize, flags: impl Fn(usize) -> EnterFlags) -> (Vec<Pfn>, PmapId) {
         let pages = self.superpage_run();
         let pm = self.pinit();
-        self.enter_all(pm, va, &pages, flags);
+        self.enter_all(pm, va, &pages[..n], flags);
         (pages, pm)
     }
 
@@ -206,6 +214,29 @@ impl<P: Pmap> Rig<P> {
     /// pmap_extract of `va`.
     pub fn extract(&self, pm: PmapId, va: u64) -> Option<Mapping> {
         self.pmap.extract(&self.mem, pm, VirtAddr(va))
+    }
+
+    /// Every CPU's TLB holds the translation `t` of `va` tagged `asid`.
+    pub fn fill_tlbs(&mut self, va: u64, asid: u16, t: Translation) {
+        for c in &mut self.mmu {
+            c.tlb.fill(va, asid, t);
+        }
+    }
+
+    /// Whether some CPU's TLB holds a translation of `va` tagged `asid`.
+    pub fn tlb_holds(&mut self, va: u64, asid: u16) -> bool {
+        self.mmu.iter_mut().any(|c| c.tlb.lookup(va, asid).is_some())
+    }
+
+    /// For a pmap without ASIDs: switching CPU 1 to another address space
+    /// drops the translation `t` of `va` it held for `pm`, and both
+    /// address spaces have the one tag `asid`.
+    pub fn assert_switch_flushes(&mut self, pm: PmapId, va: u64, asid: u16, t: Translation) {
+        let other = self.pinit();
+        self.mmu[1].tlb.fill(va, asid, t);
+        self.activate(other, 1);
+        assert!(self.mmu[1].tlb.lookup(va, asid).is_none(), "a switch kept the old address space's translation");
+        assert_eq!((self.pmap.asid(pm), self.pmap.asid(other)), (asid, asid));
     }
 
     /// Takes every free page, so that nothing more can be allocated.

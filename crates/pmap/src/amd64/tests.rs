@@ -33,22 +33,16 @@ fn removal_invalidates_every_cpu_running_the_space() {
     r.enter_all(pm, VA, &pages[..1], |_| rw_access());
     let asid = r.pmap.asid(pm);
     let t = Translation { pa_base: pages[0].addr().0, shift: 12, perm: perm::READ | perm::USER };
-    for c in &mut r.mmu {
-        c.tlb.fill(VA, asid, t);
-    }
+    r.fill_tlbs(VA, asid, t);
     r.remove(pm, VA, VA + 4096);
-    for c in &mut r.mmu {
-        assert!(c.tlb.lookup(VA, asid).is_none(), "stale entry left on a CPU");
-    }
+    assert!(!r.tlb_holds(VA, asid), "stale entry left on a CPU");
     assert_eq!(r.ev.shootdown_ipis, 1, "one IPI to the other CPU");
 }
 
 #[test]
 fn check_finds_a_mapping_without_a_pv_entry() {
     let mut r = rig(4096);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..2], |_| rw_access());
+    let (pages, pm) = r.mapped_first(VA, 2, |_| rw_access());
     // Corrupt: drop page 1's PV entry behind the pmap's back.
     let (p, mut env) = r.env();
     assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));

@@ -211,14 +211,10 @@ fn tlb_maintenance_is_broadcast_and_promotion_is_break_before_make() {
     let asid = r.pmap.asid(pm);
     // Both CPUs cache the 4 KB translation of the last page entered.
     let t = splab_hw::mmu::Translation { pa_base: pages[500].addr().0, shift: 12, perm: splab_hw::mmu::perm::READ };
-    for c in &mut r.mmu {
-        c.tlb.fill(VA + 500 * 4096, asid, t);
-    }
+    r.fill_tlbs(VA + 500 * 4096, asid, t);
     fault_in(&mut r, pm, 511..512, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
-    for c in &mut r.mmu {
-        assert!(c.tlb.lookup(VA + 500 * 4096, asid).is_none(), "a 4 KB entry survived the promotion");
-    }
+    assert!(!r.tlb_holds(VA + 500 * 4096, asid), "a 4 KB entry survived the promotion");
     let t = splab_hw::mmu::Translation { pa_base: pages[0].addr().0, shift: 21, perm: splab_hw::mmu::perm::READ };
     r.mmu[1].tlb.fill(VA, asid, t);
     r.remove(pm, VA, VA + L2_SIZE);

@@ -110,9 +110,7 @@ fn a_clean_writable_page_is_write_protected_and_fails_promotion_on_attributes() 
 #[test]
 fn a_run_never_written_promotes_to_a_read_only_section() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| read_access());
+    let (_, pm) = r.mapped_run(VA, |_| read_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
     let (f, shift) = leaf(&r, pm, VA);
     assert_eq!(shift, 20);
@@ -155,9 +153,7 @@ fn unreferenced_entries_do_not_promote_and_never_referenced_sections_are_not_dem
 #[test]
 fn demotion_reuses_the_kept_table_when_nothing_changed() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
     let allocs = r.ev.pt_page_allocs;
     r.protect(pm, VA + 4096, VA + 3 * 4096, prot::READ);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
@@ -259,9 +255,7 @@ fn removing_a_whole_section_is_one_step_and_frees_every_table() {
 #[test]
 fn unmapping_part_of_a_section_demotes_it() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (_, pm) = r.mapped_run(VA, |_| rw_access());
     r.remove(pm, VA + 7 * 4096, VA + 9 * 4096);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
     assert!(r.extract(pm, VA + 8 * 4096).is_none());
@@ -273,9 +267,7 @@ fn unmapping_part_of_a_section_demotes_it() {
 #[test]
 fn sixteen_page_runs_promote_to_large_pages_and_then_to_a_section() {
     let mut r = rig_lp(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..16], |_| rw_access());
+    let (pages, pm) = r.mapped_first(VA, 16, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 1);
     let m = r.extract(pm, VA + 0x3_456).unwrap();
     assert_eq!((m.shift, m.pa.0), (16, pages[3].addr().0 + 0x456));
@@ -302,9 +294,7 @@ fn sixteen_page_runs_promote_to_large_pages_and_then_to_a_section() {
 #[test]
 fn the_large_page_level_is_off_by_default_and_fails_like_sections() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..16], |_| rw_access());
+    r.mapped_first(VA, 16, |_| rw_access());
     assert_eq!((r.stat("vm.pmap.lp_enabled"), r.stat("vm.pmap.largepage.promotions")), (0, 0));
     let mut r = rig_lp(2048);
     let mut pages = r.superpage_run();
@@ -389,18 +379,14 @@ fn the_vectors_page_and_kernel_addresses_are_never_promoted() {
     // Low vectors inside the run (the older arm pmap's ARM_VECTORS_LOW).
     let mut r = rig(2048);
     r.pmap.0.vectors = VA + 0x3_0000;
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (_, pm) = r.mapped_run(VA, |_| rw_access());
     assert_eq!((r.stat("vm.pmap.section.promotions"), r.stat("vm.pmap.section.p_failures")), (0, 0));
     assert_eq!(leaf(&r, pm, VA).1, 12);
     r.check();
     // Kernel addresses: not user mappings, never promoted (FreeBSD's
     // failure(2)); the checker rejects them in a user address space.
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, 0xc000_0000, &pages, |_| rw_access());
+    let (_, pm) = r.mapped_run(0xc000_0000, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 0);
     assert!(!leaf(&r, pm, 0xc000_0000).0.contains(PTE2_U));
     // Nor pages without PV entries (unmanaged).
@@ -425,29 +411,19 @@ fn promotion_flushes_every_cpu_by_broadcast_and_a_switch_flushes_the_rest() {
     r.enter_all(pm, VA, &pages[..255], |_| rw_access());
     // Both CPUs have used 4 KB translations of the MB.
     let t = Translation { pa_base: pages[7].addr().0, shift: 12, perm: perm::READ | perm::USER };
-    for c in &mut r.mmu {
-        c.tlb.fill(VA + 7 * 4096, ASID, t);
-    }
+    r.fill_tlbs(VA + 7 * 4096, ASID, t);
     r.enter_all(pm, VA + 255 * 4096, &pages[255..], |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
-    for c in &mut r.mmu {
-        assert!(c.tlb.lookup(VA + 7 * 4096, ASID).is_none(), "break-before-make left a 4 KB entry");
-    }
+    assert!(!r.tlb_holds(VA + 7 * 4096, ASID), "break-before-make left a 4 KB entry");
     assert_eq!(r.ev.shootdown_ipis, 0, "TLB maintenance is broadcast in hardware");
     // No ASIDs: switching address spaces flushes the non-global entries.
-    let other = r.pinit();
-    r.mmu[1].tlb.fill(VA, ASID, t);
-    r.activate(other, 1);
-    assert!(r.mmu[1].tlb.lookup(VA, ASID).is_none());
-    assert_eq!(r.pmap.asid(pm), r.pmap.asid(other));
+    r.assert_switch_flushes(pm, VA, ASID, t);
 }
 
 #[test]
 fn remove_write_and_remove_all_demote_what_holds_the_page() {
     let mut r = rig_lp(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..32], |_| rw_access());
+    let (pages, pm) = r.mapped_first(VA, 32, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 2);
     r.remove_write(pages[3]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
@@ -463,9 +439,7 @@ fn remove_write_and_remove_all_demote_what_holds_the_page() {
 #[test]
 fn advise_demotes_leaves_a_hole_and_clears_the_referenced_bits() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
     r.advise(pm, VA + 4 * 4096, VA + 16 * 4096, Advice::DontNeed);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
     assert!(r.extract(pm, VA + 4 * 4096).is_none(), "the first page of the range was removed");
@@ -480,9 +454,7 @@ fn advise_demotes_leaves_a_hole_and_clears_the_referenced_bits() {
 #[test]
 fn check_finds_a_large_page_with_unequal_entries() {
     let mut r = rig_lp(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..16], |_| rw_access());
+    let (_, pm) = r.mapped_first(VA, 16, |_| rw_access());
     let Some(Leaf::Pte2(p2, e)) = r.pmap.0.find(&r.mem, pm, VA + 5 * 4096) else { panic!("mapped") };
     assert!(e.is_large(), "{e:?}");
     Armv7::wr2(&mut r.mem, p2, e.without(PTE2_NX));
@@ -518,9 +490,7 @@ fn tables_are_where_the_hardware_expects_them() {
 #[test]
 fn clear_modify_demotes_a_modified_section_and_marks_the_page_unmodified() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
     r.clear_modify(pages[5]);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
     let (f5, size5) = leaf(&r, pm, VA + 5 * 4096);
@@ -552,9 +522,7 @@ fn clear_modify_demotes_a_modified_large_page() {
 #[test]
 fn ts_referenced_clears_shared_bits_once() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
     let k = (0..256).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, 20, 256)).unwrap();
     let other = (k + 1) % 256;
     assert_eq!(r.ts_referenced(pages[other]), 1);
@@ -581,9 +549,7 @@ fn ts_referenced_clears_shared_bits_once() {
 #[test]
 fn remove_all_superpage_drops_every_mapping_without_demoting() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
     r.remove_all_superpage(pages[100]);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 0);
     assert_eq!(r.pmap.0.pv.live(), 0);

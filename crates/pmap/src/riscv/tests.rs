@@ -113,20 +113,12 @@ fn removal_fences_every_cpu_running_the_space_and_a_switch_flushes() {
     r.activate(pm, 1);
     r.enter_all(pm, VA, &pages[..1], |_| rw_access());
     let t = Translation { pa_base: pages[0].addr().0, shift: 12, perm: perm::READ | perm::USER };
-    for c in &mut r.mmu {
-        c.tlb.fill(VA, ASID, t);
-    }
+    r.fill_tlbs(VA, ASID, t);
     r.remove(pm, VA, VA + 4096);
-    for c in &mut r.mmu {
-        assert!(c.tlb.lookup(VA, ASID).is_none(), "stale entry left on a CPU");
-    }
+    assert!(!r.tlb_holds(VA, ASID), "stale entry left on a CPU");
     assert_eq!(r.ev.shootdown_ipis, 2, "one remote fence for the page, one for the range");
     // No ASIDs: switching address spaces flushes the CPU's TLB.
-    let other = r.pinit();
-    r.mmu[1].tlb.fill(VA, ASID, t);
-    r.activate(other, 1);
-    assert!(r.mmu[1].tlb.lookup(VA, ASID).is_none());
-    assert_eq!(r.pmap.asid(pm), r.pmap.asid(other));
+    r.assert_switch_flushes(pm, VA, ASID, t);
 }
 
 #[test]
@@ -152,9 +144,7 @@ fn enter_object_maps_a_populated_run_with_one_unaccessed_leaf() {
 #[test]
 fn advise_clears_accessed_and_dirty_and_leaves_a_hole_for_repromotion() {
     let mut r = rig(4096);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
     r.advise(pm, VA, VA + 16 * 4096, Advice::DontNeed);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
     assert!(r.extract(pm, VA + 15 * 4096).is_none(), "the last page of the range was unmapped");
@@ -169,9 +159,7 @@ fn advise_clears_accessed_and_dirty_and_leaves_a_hole_for_repromotion() {
 #[test]
 fn check_finds_a_mapping_without_a_pv_entry() {
     let mut r = rig(4096);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..2], |_| rw_access());
+    let (pages, pm) = r.mapped_first(VA, 2, |_| rw_access());
     let (p, mut env) = r.env();
     assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
     let (p, env) = r.env();
