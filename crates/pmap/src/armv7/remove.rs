@@ -6,16 +6,45 @@
 use crate::base::Remove;
 use super::{is_dirty, Leaf, Armv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_W};
 use crate::ptpage;
-use splab_hw::armv7::pte::{L2Desc, SectionFlags, SmallFlags};
+use crate::radix::{covers, next_block, Next};
+use splab_hw::armv7::pte::{L1Desc, L2Desc, SectionFlags, SmallFlags};
 use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
 
-fn next_section(va: u64) -> u64 {
-    (va & !(SECTION_SIZE - 1)) + SECTION_SIZE
+/// What maps one 1 MB part of a range.
+enum Part {
+    /// A section; its L1 entry's address and value.
+    Section(PhysAddr, L1Desc),
+    /// An L2 table.
+    Table,
 }
 
 impl Armv7 {
+    /// Walks [sva, eva) a 1 MB part at a time, as pmap_remove, pmap_protect
+    /// and pmap_advise do: `visit` gets each address where a section or an
+    /// L2 table maps the range, and says whether to go past it or look
+    /// again (after demoting the section); unmapped parts are skipped, and
+    /// the walk stops when `pm` maps nothing more.
+    fn walk(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, mut visit: impl FnMut(&mut Self, &mut PmapEnv, u64, Part) -> Next) {
+        let mut va = sva;
+        while va < eva && self.pm(pm).resident > 0 {
+            let p1 = self.pte1_pa(pm, va);
+            let e1 = Self::rd1(env.mem, p1);
+            let part = if e1.is_section() {
+                Part::Section(p1, e1)
+            } else if e1.is_table() {
+                Part::Table
+            } else {
+                va = next_block(va, SECTION_SIZE);
+                continue;
+            };
+            if let Next::Past = visit(self, env, va, part) {
+                va = next_block(va, SECTION_SIZE);
+            }
+        }
+    }
+
     /// Hands the state of a mapping of `n` pages from `m0` back and drops
     /// nothing else (the per-page part of pmap_remove_pte1).
     fn hand_over_run(env: &mut PmapEnv, m0: Pfn, n: u32, f: SmallFlags) {
@@ -174,28 +203,19 @@ impl Armv7 {
 impl Remove for Armv7 {
     fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva && self.pm(pm).resident > 0 {
-            let next = next_section(va);
-            let e1 = Self::rd1(env.mem, self.pte1_pa(pm, va));
-            if e1.is_section() {
-                if va.is_multiple_of(SECTION_SIZE) && next <= eva {
-                    self.remove_pte1(env, pm, va, &mut free);
-                    va = next;
-                    continue;
-                }
-                if !self.demote_pte1(env, pm, va) {
-                    // The section was destroyed.
-                    va = next;
-                    continue;
-                }
-            } else if !e1.is_table() {
-                va = next;
-                continue;
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Section(..) if covers(va, eva, SECTION_SIZE) => {
+                p.remove_pte1(env, pm, va, &mut free);
+                Next::Past
             }
-            self.remove_range_in_table(env, pm, va, next.min(eva), &mut free);
-            va = next;
-        }
+            // Demotion failed: the section was destroyed.
+            Part::Section(..) if !p.demote_pte1(env, pm, va) => Next::Past,
+            Part::Section(..) => Next::Again,
+            Part::Table => {
+                p.remove_range_in_table(env, pm, va, next_block(va, SECTION_SIZE).min(eva), &mut free);
+                Next::Past
+            }
+        });
         Self::free_all(env, free);
     }
 
@@ -220,34 +240,24 @@ impl Remove for Armv7 {
         if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
             return;
         }
-        let mut va = sva;
-        while va < eva {
-            let next = next_section(va);
-            let p1 = self.pte1_pa(pm, va);
-            let e1 = Self::rd1(env.mem, p1);
-            if e1.is_section() {
-                if va.is_multiple_of(SECTION_SIZE) && next <= eva {
-                    // pmap_protect_pte1: one flush for the one TLB entry.
-                    let f = SmallFlags::from_section(e1.flags());
-                    let nf = Self::protected(env, f, e1.frame(), L2_ENTRIES as u32, pr);
-                    if nf != f {
-                        let inv = Self::update1(env.mem, p1, e1.without(e1.flags() - SectionFlags::SUPER).with(nf.to_section()), va, SECTION_SIZE);
-                        self.tlb_flush(env, pm, inv);
-                    }
-                    va = next;
-                    continue;
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Section(p1, e1) if covers(va, eva, SECTION_SIZE) => {
+                // pmap_protect_pte1: one flush for the one TLB entry.
+                let f = SmallFlags::from_section(e1.flags());
+                let nf = Self::protected(env, f, e1.frame(), L2_ENTRIES as u32, pr);
+                if nf != f {
+                    let inv = Self::update1(env.mem, p1, e1.without(e1.flags() - SectionFlags::SUPER).with(nf.to_section()), va, SECTION_SIZE);
+                    p.tlb_flush(env, pm, inv);
                 }
-                if !self.demote_pte1(env, pm, va) {
-                    va = next;
-                    continue;
-                }
-            } else if !e1.is_table() {
-                va = next;
-                continue;
+                Next::Past
             }
-            self.update_range_in_table(env, pm, va, next.min(eva), |env, f, frame, n| Self::protected(env, f, frame, n, pr));
-            va = next;
-        }
+            Part::Section(..) if !p.demote_pte1(env, pm, va) => Next::Past,
+            Part::Section(..) => Next::Again,
+            Part::Table => {
+                p.update_range_in_table(env, pm, va, next_block(va, SECTION_SIZE).min(eva), |env, f, frame, n| Self::protected(env, f, frame, n, pr));
+                Next::Past
+            }
+        });
     }
 
     /// Write-protects every mapping of `m` (pmap_remove_write): writable
@@ -287,24 +297,19 @@ impl Remove for Armv7 {
     /// pmap_fault resolves.
     fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva {
-            let next = next_section(va);
-            let e1 = Self::rd1(env.mem, self.pte1_pa(pm, va));
-            if e1.is_section() {
-                if !ptpage::managed(env, PhysAddr(e1.frame()).pfn()) || !self.demote_pte1(env, pm, va) {
-                    va = next;
-                    continue;
+        self.walk(env, pm, sva, eva, |p, env, va, part| {
+            if let Part::Section(_, e1) = part {
+                if !ptpage::managed(env, PhysAddr(e1.frame()).pfn()) || !p.demote_pte1(env, pm, va) {
+                    return Next::Past;
                 }
                 if !SmallFlags::from_section(e1.flags()).contains(PTE2_W) {
                     // Never frees the table: it is full.
-                    self.remove_page(env, pm, va, &mut free);
+                    p.remove_page(env, pm, va, &mut free);
                 }
-            } else if !e1.is_table() {
-                va = next;
-                continue;
+                // Its small pages are advised next.
+                return Next::Again;
             }
-            self.update_range_in_table(env, pm, va, next.min(eva), |env, f, frame, n| {
+            p.update_range_in_table(env, pm, va, next_block(va, SECTION_SIZE).min(eva), |env, f, frame, n| {
                 if !ptpage::managed(env, PhysAddr(frame).pfn()) {
                     return f;
                 }
@@ -319,8 +324,8 @@ impl Remove for Armv7 {
                     f - PTE2_A
                 }
             });
-            va = next;
-        }
+            Next::Past
+        });
         Self::free_all(env, free);
     }
 }
