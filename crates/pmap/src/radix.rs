@@ -338,59 +338,31 @@ pub fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
     }
 }
 
-impl Format for splab_hw::amd64::pte::Pte {
-    const EMPTY: Self = Self::EMPTY;
-    fn from_bits(bits: u64) -> Self {
-        Self(bits)
-    }
-    fn bits(self) -> u64 {
-        self.0
-    }
-    fn valid(self) -> bool {
-        self.valid()
-    }
-    fn is_leaf(self) -> bool {
-        self.has(splab_hw::amd64::pte::PteFlags::PS)
-    }
-    fn table(self) -> u64 {
-        self.frame()
-    }
+/// `Format` for a descriptor type that is a `u64` newtype with `EMPTY`
+/// and `valid()`, given how a leaf and a table pointer read.
+macro_rules! u64_format {
+    ($t:ty, leaf: $leaf:expr, table: $table:expr) => {
+        impl Format for $t {
+            const EMPTY: Self = <$t>::EMPTY;
+            fn from_bits(bits: u64) -> Self {
+                Self(bits)
+            }
+            fn bits(self) -> u64 {
+                self.0
+            }
+            fn valid(self) -> bool {
+                self.valid()
+            }
+            fn is_leaf(self) -> bool {
+                $leaf(self)
+            }
+            fn table(self) -> u64 {
+                $table(self)
+            }
+        }
+    };
 }
 
-impl Format for splab_hw::riscv::pte::Pte {
-    const EMPTY: Self = Self::EMPTY;
-    fn from_bits(bits: u64) -> Self {
-        Self(bits)
-    }
-    fn bits(self) -> u64 {
-        self.0
-    }
-    fn valid(self) -> bool {
-        self.valid()
-    }
-    fn is_leaf(self) -> bool {
-        self.is_leaf()
-    }
-    fn table(self) -> u64 {
-        self.frame()
-    }
-}
-
-impl Format for splab_hw::arm64::pte::Desc {
-    const EMPTY: Self = Self::EMPTY;
-    fn from_bits(bits: u64) -> Self {
-        Self(bits)
-    }
-    fn bits(self) -> u64 {
-        self.0
-    }
-    fn valid(self) -> bool {
-        self.valid()
-    }
-    fn is_leaf(self) -> bool {
-        self.is_block()
-    }
-    fn table(self) -> u64 {
-        self.oa()
-    }
-}
+u64_format!(splab_hw::amd64::pte::Pte, leaf: |e: Self| e.has(splab_hw::amd64::pte::PteFlags::PS), table: |e: Self| e.frame());
+u64_format!(splab_hw::riscv::pte::Pte, leaf: |e: Self| e.is_leaf(), table: |e: Self| e.frame());
+u64_format!(splab_hw::arm64::pte::Desc, leaf: |e: Self| e.is_block(), table: |e: Self| e.oa());
