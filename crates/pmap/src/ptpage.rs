@@ -85,6 +85,14 @@ pub fn free(env: &mut PmapEnv, p: Pfn) {
     env.phys.free_page(p);
 }
 
+/// Frees the page-table pages a removal queued, once nothing can walk
+/// into them (after the invalidation that covers their unlinked entries).
+pub fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
+    for p in free {
+        self::free(env, p);
+    }
+}
+
 /// Adds `delta` to the valid-entry count of the table at `table_pa`;
 /// returns the new count.
 pub fn adjust_ref(env: &mut PmapEnv, table_pa: u64, delta: i32) -> u16 {

@@ -330,13 +330,6 @@ impl<T: CheckTables> CheckWalk<'_, '_, T> {
     }
 }
 
-/// Frees the page-table pages a removal queued, once nothing can walk
-/// into them.
-pub fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
-    for p in free {
-        ptpage::free(env, p);
-    }
-}
 
 /// `Format` for a descriptor type that is a `u64` newtype with `EMPTY`
 /// and `valid()`, given how a leaf and a table pointer read.

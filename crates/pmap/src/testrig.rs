@@ -126,8 +126,8 @@ impl<P: Pmap> Rig<P> {
 
     /// pmap_enter of a mapping of page size `psind`, entered for an
     /// access `access`.
-    pub fn enter_psind(&mut self, pm: PmapId, va: u64, m: Pfn, pr: Prot, access: Prot, psind: u8) -> Result<(), PmapError> {
-        self.enter(pm, va, m, pr, EnterFlags { access, psind: Psind::new(psind), ..Default::default() })
+    pub fn enter_psind(&mut self, pm: PmapId, va: u64, m: Pfn, pr: Prot, access: Prot, psind: Psind) -> Result<(), PmapError> {
+        self.enter(pm, va, m, pr, EnterFlags { access, psind, ..Default::default() })
     }
 
     /// pmap_enter_object of [va, end) over the object pages `pages` maps

@@ -133,7 +133,7 @@ impl Amd64 {
                 self.remove_ptes(env, pm, va..va + PAGE_2M, old.frame(), &mut free, &mut batch);
                 self.invalidate_all(env, pm, &mut batch);
             }
-            radix::free_all(env, free);
+            ptpage::free_all(env, free);
         }
         // The PD page may have been freed if the removal emptied it.
         let pde_pa = self.alloc_pde(env, pm, va)?;

@@ -137,7 +137,7 @@ impl Remove for Amd64 {
         } else {
             self.invalidate_all(env, pm, &mut batch);
         }
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 
     /// Removes every mapping of page `m` (pmap_remove_all): superpage
@@ -155,7 +155,7 @@ impl Remove for Amd64 {
             self.invalidate_page(env, pm, inv);
             self.unuse(env, pm, va, PAGE_SHIFT, &mut free);
         }
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 
     fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
@@ -225,6 +225,6 @@ impl Remove for Amd64 {
             }
         });
         self.invalidate_all(env, pm, &mut batch);
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 }

@@ -64,7 +64,7 @@ impl Arm64 {
     fn demote_l2_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let mut free = Vec::new();
         self.remove_l2(env, pm, va, &mut free);
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
         self.st.l2.aborts += 1;
         false
     }

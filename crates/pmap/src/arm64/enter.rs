@@ -203,7 +203,7 @@ impl Arm64 {
             } else {
                 self.remove_l3_range(env, pm, va, va + L2_SIZE, old.oa(), &mut free);
             }
-            radix::free_all(env, free);
+            ptpage::free_all(env, free);
         }
         // The removal may have freed the L2 table.
         let l2_pa = self.alloc_l2(env, pm, va)?;

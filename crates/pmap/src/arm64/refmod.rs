@@ -145,7 +145,7 @@ impl RefMod for Arm64 {
         for (pm, va) in self.pv.list_sp(frame) {
             self.remove_l2(env, pm, va, &mut free);
         }
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
         let m0 = PhysAddr(frame).pfn();
         for k in 0..LN_ENTRIES as u32 {
             let mk = Pfn(m0.0 + k);

@@ -276,7 +276,7 @@ impl Remove for Arm64 {
                 Next::Past
             }
         });
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 
     /// Removes every mapping of page `m` (pmap_remove_all): 2 MB blocks of
@@ -302,7 +302,7 @@ impl Remove for Arm64 {
             self.removed_l3(env, pm, va, old);
             self.unwire(env, pm, va, 3, 1, &mut free);
         }
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 
     /// pmap_protect: removing write access sets AP[2] and clears DBM;
@@ -402,6 +402,6 @@ impl Remove for Arm64 {
             p.advise_l3_range(env, pm, va..end, table, advice, &mut free);
             Next::Past
         });
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 }

@@ -9,6 +9,7 @@
 //! removed instead, which is always safe: a later fault recreates what is
 //! needed. A large page is demoted in place and cannot fail.
 
+use crate::ptpage;
 use super::{Armv7, DOMAIN, PTE2_A, PTE2_PROMOTE};
 use splab_hw::armv7::pte::{L1Desc, L2Desc};
 use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
@@ -21,7 +22,7 @@ impl Armv7 {
     fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va1m: u64) -> bool {
         let mut free = Vec::new();
         self.remove_pte1(env, pm, va1m, &mut free);
-        Self::free_all(env, free);
+        ptpage::free_all(env, free);
         self.st.section.aborts += 1;
         false
     }

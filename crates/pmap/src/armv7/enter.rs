@@ -125,7 +125,7 @@ impl Armv7 {
             } else {
                 self.remove_range_in_table(env, pm, va, va + SECTION_SIZE, &mut free);
             }
-            Self::free_all(env, free);
+            ptpage::free_all(env, free);
         }
         if Self::rd1(env.mem, p1).is_table() {
             // Still linked to an empty table of a PT2PG page that other

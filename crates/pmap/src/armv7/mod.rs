@@ -361,12 +361,6 @@ impl Armv7 {
         self.pt2_sub(env, pm, l1_index(va), 1, free)
     }
 
-    pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
-        for p in free {
-            ptpage::free(env, p);
-        }
-    }
-
     /// Writes `e` over the live L1 entry at `p1`, which translates
     /// [va, va + size).
     pub(crate) fn update1(mem: &mut PhysMem, p1: PhysAddr, e: L1Desc, va: u64, size: u64) -> Invalidate {

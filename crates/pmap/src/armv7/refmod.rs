@@ -145,7 +145,7 @@ impl RefMod for Armv7 {
         for (pm, va) in self.pv.list_sp(frame) {
             self.remove_pte1(env, pm, va & !(SECTION_SIZE - 1), &mut free);
         }
-        Self::free_all(env, free);
+        ptpage::free_all(env, free);
         let m0 = PhysAddr(frame).pfn();
         for k in 0..L2_ENTRIES as u32 {
             let mk = Pfn(m0.0 + k);

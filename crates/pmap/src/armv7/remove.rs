@@ -216,7 +216,7 @@ impl Remove for Armv7 {
                 Next::Past
             }
         });
-        Self::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 
     /// Removes every mapping of page `m` (pmap_remove_all): sections of its
@@ -229,7 +229,7 @@ impl Remove for Armv7 {
         for (pm, va) in self.pv.list(env, m) {
             self.remove_page(env, pm, va, &mut free);
         }
-        Self::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 
     /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
@@ -326,6 +326,6 @@ impl Remove for Armv7 {
             });
             Next::Past
         });
-        Self::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 }

@@ -85,7 +85,7 @@ pub fn demote_abort<P: PtePmap>(p: &mut P, env: &mut PmapEnv, pm: PmapId, va: u6
     let mut free = Vec::new();
     let inv = p.remove_2m(env, pm, va, &mut free);
     p.invalidate_superpage(env, pm, inv);
-    radix::free_all(env, free);
+    ptpage::free_all(env, free);
     p.counters_2m().aborts += 1;
     false
 }
@@ -200,7 +200,7 @@ impl<P: PtePmap> RefMod for P {
             let inv = self.remove_2m(env, pm, va, &mut free);
             self.invalidate_superpage(env, pm, inv);
         }
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
         let m0 = PhysAddr(frame).pfn();
         for k in 0..PAGES_2M as u32 {
             let mk = Pfn(m0.0 + k);

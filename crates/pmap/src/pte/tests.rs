@@ -10,7 +10,7 @@ use crate::testrig::{read_access, rw_access, Rig};
 use splab_hw::riscv::Mode;
 use splab_hw::Pfn;
 use splab_vm::page::pflags;
-use splab_vm::pmap::{prot, Pmap, PmapId};
+use splab_vm::pmap::{prot, Pmap, PmapId, Psind};
 
 /// A 1 GB-aligned user address both address spaces have (well inside
 /// Sv39's 256 GiB).
@@ -118,7 +118,7 @@ fn direct_mapping_demotion_without_memory_removes_the_mapping() {
     fn test<P: Pmap>(mut c: Case<P>) {
         let pages = c.r.superpage_run();
         let pm = c.r.pinit();
-        c.r.enter_psind(pm, VA, pages[0], prot::RW, prot::RW, 1).unwrap();
+        c.r.enter_psind(pm, VA, pages[0], prot::RW, prot::RW, Psind::new(1)).unwrap();
         assert_eq!(c.stat("vm", "mappings"), 1);
         assert_eq!(c.r.extract(pm, VA).unwrap().shift, 21);
         // Demotion cannot get a page-table page.
@@ -175,7 +175,7 @@ fn gigabyte<P: Pmap>(c: &mut Case<P>) -> PmapId {
         c.r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
     }
     let pm = c.r.pinit();
-    c.r.enter_psind(pm, VA, base, prot::RW, prot::READ, 2).unwrap();
+    c.r.enter_psind(pm, VA, base, prot::RW, prot::READ, Psind::new(2)).unwrap();
     pm
 }
 

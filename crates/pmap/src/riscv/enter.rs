@@ -107,7 +107,7 @@ impl Riscv {
             } else {
                 self.remove_l3_range(env, pm, va, va + L2_SIZE, old.frame(), &mut free);
             }
-            radix::free_all(env, free);
+            ptpage::free_all(env, free);
         }
         // The removal may have freed the tables above.
         let l2_pa = self.alloc_entry(env, pm, va, L2_SHIFT)?;

@@ -150,7 +150,7 @@ impl Riscv {
                         // Unlink the tables this call made and could not fill.
                         let mut free = Vec::new();
                         self.prune(env, pm, va, s, &mut free);
-                        radix::free_all(env, free);
+                        ptpage::free_all(env, free);
                         return Err(PmapError::NoMemory);
                     };
                     e = Pte::table(p.addr().0);

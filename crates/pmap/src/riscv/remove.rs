@@ -129,7 +129,7 @@ impl Remove for Riscv {
                 Next::Past
             }
         });
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 
     /// Removes every mapping of page `m` (pmap_remove_all): superpage
@@ -143,7 +143,7 @@ impl Remove for Riscv {
             let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 table");
             self.remove_l3(env, pm, va, pa, &mut free);
         }
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 
     /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
@@ -218,6 +218,6 @@ impl Remove for Riscv {
             }
         });
         self.invalidate_all(env, pm, &mut batch);
-        radix::free_all(env, free);
+        ptpage::free_all(env, free);
     }
 }

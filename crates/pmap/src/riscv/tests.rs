@@ -209,7 +209,7 @@ fn unmanaged_writable_mappings_are_entered_dirty() {
         r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
     }
     let pm = r.pinit();
-    r.enter_psind(pm, VA, base, prot::RW, prot::READ, 2).unwrap();
+    r.enter_psind(pm, VA, base, prot::RW, prot::READ, Psind::new(2)).unwrap();
     let (e, shift) = leaf(&r, pm, VA + 12345);
     assert_eq!(shift, 30);
     assert!(e.has(PteFlags::D) && !e.has(PteFlags::SW_MANAGED));
