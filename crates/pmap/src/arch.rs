@@ -10,6 +10,7 @@
 use splab_hw::mmu::{AdUpdate, Walker};
 use splab_hw::profile::Profile;
 use splab_hw::riscv::Mode;
+use splab_vm::pmap::Psind;
 use splab_vm::Pmap;
 use std::fmt;
 
@@ -37,7 +38,7 @@ pub struct ArchSpec {
     /// Index in `page_sizes` of the size a reservation covers (the
     /// machine-dependent VM_LEVEL_0_ORDER); smaller superpage sizes fill
     /// and promote inside a reservation.
-    pub reserv_psind: usize,
+    pub reserv_psind: Psind,
     /// Highest user virtual address + 1.
     pub user_limit: u64,
     /// Most physical memory the pmap addresses, where that is below what
@@ -75,7 +76,7 @@ impl ArchSpec {
 
     /// The size a reservation covers, the largest transparent superpage.
     pub fn superpage_size(&self) -> u64 {
-        self.page_sizes[self.reserv_psind]
+        self.page_sizes[self.reserv_psind.index()]
     }
 
     /// Every tunable of the pmap.
@@ -149,7 +150,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "x86_64",
         about: "x86-64 4-level page tables; 2 MB transparent superpages, 1 GB explicit",
         page_sizes: &[4 << 10, 2 << 20, 1 << 30],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: splab_hw::amd64::VM_MAXUSER_ADDRESS,
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.pg_ps_enabled", enables: SUPERPAGES }],
@@ -167,7 +168,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "riscv64",
         about: "RISC-V Sv39 (FreeBSD's default); 2 MB transparent superpages, 1 GB explicit",
         page_sizes: &[4 << 10, 2 << 20, 1 << 30],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: Mode::Sv39.max_user_address(),
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
@@ -182,7 +183,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "riscv64",
         about: "RISC-V Sv48 (FreeBSD's vm.pmap.mode=1); 2 MB transparent superpages, 1 GB explicit",
         page_sizes: &[4 << 10, 2 << 20, 1 << 30],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: Mode::Sv48.max_user_address(),
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
@@ -197,7 +198,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "aarch64",
         about: "AArch64 4 KB granule, 4 levels; 64 KB contiguous runs and 2 MB blocks transparent, 1 GB explicit",
         page_sizes: &[4 << 10, 64 << 10, 2 << 20, 1 << 30],
-        reserv_psind: 2,
+        reserv_psind: Psind::new(2),
         user_limit: splab_hw::arm64::VM_MAXUSER_ADDRESS,
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
@@ -215,7 +216,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "arm",
         about: "ARMv7-A short descriptors (LPAE off); 1 MB sections transparent, 64 KB large pages as a second level",
         page_sizes: &[4 << 10, 1 << 20],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: crate::armv7::VM_MAXUSER_ADDRESS,
         max_memory: Some(crate::armv7::MAX_PHYS_BYTES),
         superpage_tunables: &[
@@ -239,7 +240,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "powerpc64",
         about: "powerpc64 hashed page table (FreeBSD's moea64); 16 MB superpages, off by default on FreeBSD",
         page_sizes: &[4 << 10, 16 << 20],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: splab_hw::ppc64::USER_VA_LIMIT,
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
@@ -254,7 +255,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "alpha",
         about: "Alpha 8 KB pages, 3 levels; 64 KB, 512 KB and 4 MB superpages by granularity hint",
         page_sizes: &[8 << 10, 64 << 10, 512 << 10, 4 << 20],
-        reserv_psind: 3,
+        reserv_psind: Psind::new(3),
         user_limit: splab_hw::alpha::MAX_USER_ADDRESS,
         max_memory: None,
         superpage_tunables: &[

@@ -191,7 +191,7 @@ impl System {
         // (VM_LEVEL_0_ORDER, `Pmap::reserv_psind`); without superpage
         // sizes, amd64's 2 MB.
         let sizes = pmap.pagesizes();
-        let order = match sizes.get(pmap.reserv_psind()) {
+        let order = match sizes.get(pmap.reserv_psind().index()) {
             Some(sp) if sizes.len() > 1 => (sp / sizes[0]).trailing_zeros(),
             _ => splab_vm::phys::VM_LEVEL_0_ORDER as u32,
         };

@@ -13,7 +13,7 @@ use crate::kernel::{Pid, Kernel};
 use crate::map::eflags;
 use crate::object::{file_word, ObjKind};
 use crate::page::{pflags, ObjId};
-use crate::pmap::{prot, EnterFlags, Prot};
+use crate::pmap::{prot, EnterFlags, Prot, Psind};
 use crate::reserv::MAX_RESERV_NPAGES;
 use splab_hw::machine::Machine;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -304,14 +304,14 @@ impl Kernel {
         if !self.pmap.superpages_enabled() || self.pmap.pagesizes().len() < 2 {
             return false;
         }
-        let top = self.pmap.reserv_psind().min(self.pmap.pagesizes().len() - 1);
-        (1..=top).rev().any(|psind| self.map_superpage(hw, pid, e, obj, va, m, fprot, access, psind))
+        let top = self.pmap.reserv_psind().index().min(self.pmap.pagesizes().len() - 1) as u8;
+        (1..=top).rev().any(|i| self.map_superpage(hw, pid, e, obj, va, m, fprot, access, Psind::new(i)))
     }
 
     /// One size of `try_map_superpage`: page-size index `psind`.
     #[allow(clippy::too_many_arguments)]
-    fn map_superpage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot, psind: usize) -> bool {
-        let sp = self.pmap.pagesizes()[psind];
+    fn map_superpage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot, psind: Psind) -> bool {
+        let sp = self.pmap.pagesizes()[psind.index()];
         let npages = (sp / self.page_size()) as u32;
         let msuper = if psind == self.pmap.reserv_psind() {
             if npages != self.phys.reserv.npages() {
@@ -362,7 +362,7 @@ impl Kernel {
         self.phys.activate(m);
         let pm = self.proc(pid).unwrap().pmap;
         let (pmap, mut env) = self.pmap_env(hw);
-        let flags = EnterFlags { access: acc, psind: psind as u8, ..Default::default() };
+        let flags = EnterFlags { access: acc, psind, ..Default::default() };
         if pmap.enter(&mut env, pm, VirtAddr(vsuper), msuper, p, flags).is_ok() {
             self.stats.soft_fast_superpage += 1;
             true
@@ -389,7 +389,7 @@ impl Kernel {
                 continue;
             }
             let (pmap, mut env) = self.pmap_env(hw);
-            let flags = EnterFlags { access, psind: psind as u8, ..Default::default() };
+            let flags = EnterFlags { access, psind: Psind::new(psind as u8), ..Default::default() };
             return pmap.enter(&mut env, pm, VirtAddr(vs), m, fprot, flags).map_err(|_| FaultError::NoMemory(va));
         }
         Err(FaultError::Bus(va))

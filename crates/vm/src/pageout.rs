@@ -222,7 +222,7 @@ impl Kernel {
     fn try_free_superpage(&mut self, hw: &mut Machine, m: Pfn) -> Option<u64> {
         let sizes = self.pmap.pagesizes();
         let n = self.phys.reserv.npages();
-        if sizes.get(self.pmap.reserv_psind()) != Some(&(n as u64 * self.page_size())) {
+        if sizes.get(self.pmap.reserv_psind().index()) != Some(&(n as u64 * self.page_size())) {
             return None;
         }
         let m0 = self.phys.to_superpage(m)?;
