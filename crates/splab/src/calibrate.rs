@@ -12,8 +12,9 @@ use clap::Args;
 use serde::Serialize;
 use splab_hw::profile::{default_for_arch, Profile};
 use splab_hw::tlb::{self, TlbArrayConfig, TlbIndex};
-use splab_native::calibrate::probe::FrameRuns;
-use splab_native::calibrate::{self, cpu, Calibration, Plan};
+use splab_calibrate::cpu;
+use splab_calibrate::measure::{self as calibrate, Calibration, Plan};
+use splab_calibrate::probe::FrameRuns;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -553,7 +554,7 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
 }
 
 /// How a level's latency (or memory's, `memory`) was read.
-fn method(h: &calibrate::infer::Hierarchy, memory: bool) -> String {
+fn method(h: &splab_calibrate::infer::Hierarchy, memory: bool) -> String {
     let how = match (h.method.as_str(), memory) {
         ("reported sizes", false) => "median of the latency curve inside the level",
         ("reported sizes", true) => "median of the latency curve past the last level",
@@ -566,7 +567,7 @@ fn method(h: &calibrate::infer::Hierarchy, memory: bool) -> String {
 
 /// What the levels were read without, where the latency chase's 2 MB
 /// pages were cached as 4 KB pieces.
-fn less_tlb(h: &calibrate::infer::Hierarchy) -> String {
+fn less_tlb(h: &splab_calibrate::infer::Hierarchy) -> String {
     match h.less_first_tlb_miss_ns {
         Some(ns) => format!(", less {ns:.2} ns for each load past the first TLB level's reach, since the host's 4 KB pages splinter the chase's 2 MB pages"),
         None => String::new(),
@@ -736,11 +737,11 @@ pub fn fit_second_level(c: &mut Calibration, base: &Profile, base_name: &str) {
         let cfgs = [l1_cfg.clone(), TlbArrayConfig { sizes: vec!["4K".into()], entries: entries as usize, ways, level: 2, index }];
         tlb::sweep(&cfgs, pages, pages).map_or((f64::NAN, f64::NAN), |s| (s.l2, s.miss))
     };
-    let Some(mut fit) = calibrate::infer::fit_stlb(&t.pages_4k, 4.0 * first, 8192.0, &cands, shares) else { return };
+    let Some(mut fit) = splab_calibrate::infer::fit_stlb(&t.pages_4k, 4.0 * first, 8192.0, &cands, shares) else { return };
     fit.ways = ways as u64;
     t.l2_entries = Some(fit.entries);
     t.stlb_hit_ns = Some(fit.hit_ns).filter(|&ns| ns > 0.0 && ns < 20.0);
-    if let Some(e) = calibrate::infer::l1_entries_below(&t.pages_4k, fit.hit_ns) {
+    if let Some(e) = splab_calibrate::infer::l1_entries_below(&t.pages_4k, fit.hit_ns) {
         t.l1_4k_entries = Some(e as u64);
     }
     t.stlb_fit = Some(fit);
@@ -828,7 +829,7 @@ pub fn report(c: &Calibration, base_name: &str) -> String {
         let _ = writeln!(o, "  CPUID caches  {}", cc.join(", "));
     }
     let t = &c.tlb;
-    let curve = |pts: &[splab_native::calibrate::infer::Point]| pts.iter().map(|p| format!("{}:{:+.1}", p.x, p.y)).collect::<Vec<_>>();
+    let curve = |pts: &[splab_calibrate::infer::Point]| pts.iter().map(|p| format!("{}:{:+.1}", p.x, p.y)).collect::<Vec<_>>();
     let _ = writeln!(o, "  TLB, 4 KB     pages: extra ns a load over the control (steps above {:.2} ns)", t.threshold_ns);
     for chunk in curve(&t.pages_4k).chunks(10) {
         let _ = writeln!(o, "                {}", chunk.join("  "));
@@ -1061,7 +1062,7 @@ mod tests {
     /// calibration without one keeps the base profile's (none here).
     #[test]
     fn the_window_goes_into_the_profile_with_its_loops() {
-        use splab_native::calibrate::infer::WindowFit;
+        use splab_calibrate::infer::WindowFit;
         let (mut c, base) = tiny();
         if cfg!(target_arch = "x86_64") {
             let shapes: Vec<(&str, u32, u32)> = c.overlap.window.iter().map(|p| (p.shape.as_str(), p.instructions, p.stores)).collect();
@@ -1084,7 +1085,7 @@ mod tests {
     /// extras, and the profile takes the value.
     #[test]
     fn walk_mlp_says_which_loads_it_came_from() {
-        use splab_native::calibrate::infer::Point;
+        use splab_calibrate::infer::Point;
         let (mut c, base) = tiny();
         let ov = &mut c.overlap;
         ov.walk = vec![Point { x: 1.0, y: 19.2, iqr: 0.0 }, Point { x: 16.0, y: 6.0, iqr: 0.0 }];
@@ -1119,7 +1120,7 @@ mod tests {
     /// with 2 MB host pages over scattered frames only; natively, none.
     #[test]
     fn the_walk_leaves_out_the_host_entry_the_model_reads() {
-        use splab_native::calibrate::infer::{HostPage, Point};
+        use splab_calibrate::infer::{HostPage, Point};
         let (mut c, base) = tiny();
         c.overlap.walk = vec![Point::new(1.0, 30.0)];
         c.clock_ghz = splab_native::suite::Spread::of(&[2.0]);
@@ -1166,7 +1167,7 @@ mod tests {
         // mapped (all of it present), where this process may read frame
         // numbers at all (root may; a buffer of its own shows which).
         let own = vec![1u8; 1 << 16];
-        let readable = splab_native::calibrate::probe::frame_runs(own.as_ptr().wrapping_add(own.as_ptr().align_offset(4096)), 8192).is_some();
+        let readable = splab_calibrate::probe::frame_runs(own.as_ptr().wrapping_add(own.as_ptr().align_offset(4096)), 8192).is_some();
         let plan_pages = Plan::tiny().small_bytes / 4096;
         assert_eq!(c.costs.frames_4k.map(|f| f.pages), readable.then_some(plan_pages), "{:?}", c.costs.frames_4k);
         c.costs.frames_4k = Some(SCATTERED);

@@ -15,7 +15,7 @@ use crate::run::{self, RunArgs};
 use clap::{Args, Parser};
 use serde::{Deserialize, Serialize};
 use splab_hw::profile::Reference;
-use splab_native::calibrate::reference;
+use splab_calibrate::reference;
 use splab_native::hugetlb::Pool;
 use splab_native::pages::Pages;
 use splab_native::region::Region;

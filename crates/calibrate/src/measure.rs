@@ -27,18 +27,14 @@
 //! Nothing here runs the validation workloads (gups, transpose, stream,
 //! index): calibration must not see them.
 
-pub mod cpu;
-pub mod infer;
-pub mod probe;
-pub mod reference;
-
-use crate::hugetlb::Pool;
-use crate::pages::{Pages, SIZE_1G, SIZE_2M};
-use crate::region::Region;
-use crate::suite::{Host, Spread};
-use infer::{Edge, Hierarchy, HostPage, Point};
-use probe::Sample;
+use crate::infer::{self, Edge, Hierarchy, HostPage, Point};
+use crate::probe::{self, Sample};
+use crate::{cpu, reference};
 use serde::Serialize;
+use splab_native::hugetlb::{self, Pool};
+use splab_native::pages::{Pages, SIZE_1G, SIZE_2M};
+use splab_native::region::Region;
+use splab_native::suite::{self, Host, Spread};
 
 /// Samples of the overlap probes a round (each over chains linked afresh),
 /// against one of every other probe: their medians are over
@@ -323,7 +319,7 @@ impl Meter<'_, '_> {
     /// (`suite::most_on_cpu`): the sample most on a CPU counts.
     fn best(&mut self, phase: &str, mut time: impl FnMut() -> Sample) -> f64 {
         let first = time();
-        let Ok((s, aside)) = crate::suite::most_on_cpu(first, |s: &Sample| s.on_cpu, || Ok::<_, std::convert::Infallible>(time()));
+        let Ok((s, aside)) = suite::most_on_cpu(first, |s: &Sample| s.on_cpu, || Ok::<_, std::convert::Infallible>(time()));
         self.taken_again += !aside.is_empty() as u64;
         self.set_aside += aside.len() as u64;
         self.tick(phase, s);
@@ -466,7 +462,7 @@ fn minus(a: &[Point], b: &[Point]) -> Vec<Point> {
 
 /// Runs the calibration.
 pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, String> {
-    let t0 = crate::now();
+    let t0 = splab_native::now();
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let mut notes = Vec::new();
@@ -477,7 +473,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let giga = if plan.huge_bytes < SIZE_1G {
         skipped_1g = Some(format!("this plan maps at most {} MB (--quick or a test)", plan.huge_bytes >> 20));
         None
-    } else if !root && plan.grow_hugetlb && crate::hugetlb::counters(SIZE_1G).map(|c| c.available()).unwrap_or(0) == 0 {
+    } else if !root && plan.grow_hugetlb && hugetlb::counters(SIZE_1G).map(|c| c.available()).unwrap_or(0) == 0 {
         skipped_1g = Some("no free 1 GB hugetlb page, and reserving one needs root".into());
         None
     } else {
@@ -554,7 +550,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let (mut in_order, mut shuffled) = (Vec::new(), Vec::new());
     let page_order: Vec<usize> = (0..stream_bytes / 4096).collect();
     let mut page_shuffled = page_order.clone();
-    crate::Rng::new(0x5eed).shuffle(&mut page_shuffled);
+    splab_native::Rng::new(0x5eed).shuffle(&mut page_shuffled);
     let (mut rnd_loads, mut rnd_stores) = (Vec::new(), Vec::new());
     let mut win = vec![Vec::new(); probe::WindowShape::ALL.len()];
     let mut refs = Vec::new();
@@ -880,7 +876,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         reference: reference::median(&refs),
         noise,
         notes,
-        seconds: crate::now() - t0,
+        seconds: splab_native::now() - t0,
     })
 }
 

@@ -1,0 +1,22 @@
+//! Calibration: this host measured with microbenchmarks into the inputs a
+//! machine profile needs.
+//!
+//! - `measure`: the plan and the run of every probe, and what it measured
+//!   and inferred (`Calibration`);
+//! - `probe`: the microbenchmarks (pointer chases, dependent additions,
+//!   page zeroing and copying, faults, system calls, streams);
+//! - `infer`: cache levels, TLB steps, overlap and the host's page size
+//!   read off the measured curves;
+//! - `cpu`: what CPUID and the system say (caches, TLBs, clock, hypervisor);
+//! - `reference`: the quick memory probes validation runs again, to see how
+//!   far the host's memory moved since.
+//!
+//! This crate sits between the native runs (splab-native, whose regions,
+//! chains and suites it uses) and the command line, which only parses
+//! options, shows progress and prints.
+
+pub mod cpu;
+pub mod infer;
+pub mod measure;
+pub mod probe;
+pub mod reference;
