@@ -9,14 +9,24 @@
 //!   read off the measured curves;
 //! - `cpu`: what CPUID and the system say (caches, TLBs, clock, hypervisor);
 //! - `reference`: the quick memory probes validation runs again, to see how
-//!   far the host's memory moved since.
+//!   far the host's memory moved since;
+//! - `fit`: the second-level TLB fitted with the model's own TLB;
+//! - `figures`: what both the profile and the report read off a
+//!   calibration;
+//! - `profile`: the machine profile written from a calibration, every value
+//!   with where it came from;
+//! - `report`: the text report of a calibration.
 //!
 //! This crate sits between the native runs (splab-native, whose regions,
 //! chains and suites it uses) and the command line, which only parses
 //! options, shows progress and prints.
 
 pub mod cpu;
+pub mod figures;
+pub mod fit;
 pub mod infer;
 pub mod measure;
 pub mod probe;
+pub mod profile;
 pub mod reference;
+pub mod report;
