@@ -1,5 +1,6 @@
-//! Calibration: this host measured with microbenchmarks into the inputs a
-//! machine profile needs.
+//! Calibration and validation: this host measured with microbenchmarks
+//! into the inputs a machine profile needs, and the model's predictions on
+//! such a profile set beside native runs.
 //!
 //! - `measure`: the plan and the run of every probe, and what it measured
 //!   and inferred (`Calibration`);
@@ -15,7 +16,9 @@
 //!   calibration;
 //! - `profile`: the machine profile written from a calibration, every value
 //!   with where it came from;
-//! - `report`: the text report of a calibration.
+//! - `report`: the text report of a calibration;
+//! - `validate`: the workloads run natively and in the model in the same
+//!   page layouts, paired and scored (the front end runs them).
 //!
 //! This crate sits between the native runs (splab-native, whose regions,
 //! chains and suites it uses) and the command line, which only parses
@@ -30,3 +33,4 @@ pub mod probe;
 pub mod profile;
 pub mod reference;
 pub mod report;
+pub mod validate;
