@@ -16,6 +16,7 @@
 //!   calibration;
 //! - `profile`: the machine profile written from a calibration, every value
 //!   with where it came from;
+//! - `notes`: comments attached to a TOML document serde writes;
 //! - `report`: the text report of a calibration;
 //! - `validate`: the workloads run natively and in the model in the same
 //!   page layouts, paired and scored (the front end runs them).
@@ -29,6 +30,7 @@ pub mod figures;
 pub mod fit;
 pub mod infer;
 pub mod measure;
+pub mod notes;
 pub mod probe;
 pub mod profile;
 pub mod reference;
