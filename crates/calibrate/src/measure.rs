@@ -30,7 +30,7 @@
 use crate::infer::{self, Edge, Hierarchy, HostPage, Point};
 use crate::probe::{self, Sample};
 use crate::{cpu, reference};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use splab_native::hugetlb::{self, Pool};
 use splab_native::pages::{Pages, SIZE_1G, SIZE_2M};
 use splab_native::region::Region;
@@ -42,7 +42,7 @@ use splab_native::suite::{self, Host, Spread};
 pub const OVERLAP_SAMPLES: usize = 3;
 
 /// How much to measure.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
     pub quick: bool,
     /// Rounds over every curve (repeats of each point).
@@ -78,7 +78,7 @@ impl Plan {
 }
 
 /// One point of a measured curve with its repeats.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Measured {
     /// Bytes of working set, pages touched or chases at once.
     pub x: u64,
@@ -87,7 +87,7 @@ pub struct Measured {
 }
 
 /// The TLB measurements and what follows from them.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Tlb {
     /// Extra ns per load of one line in each of N 4 KB frames over the
     /// control, by N: in guest 4 KB pages (`pages_4k`) and in guest 2 MB
@@ -129,7 +129,7 @@ pub struct Tlb {
 }
 
 /// Overlap of misses.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Overlap {
     /// ns per load with k chases over memory at once.
     pub data: Vec<Measured>,
@@ -168,7 +168,7 @@ pub struct Overlap {
 }
 
 /// One loop of `probe::WindowShape`: ns an iteration over the rounds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WindowPoint {
     pub shape: String,
     pub instructions: u32,
@@ -179,7 +179,7 @@ pub struct WindowPoint {
 
 
 /// Kernel and memory events, ns each.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Costs {
     pub zero_4k_ns: Spread,
     pub copy_4k_ns: Spread,
@@ -212,7 +212,7 @@ pub struct Costs {
 }
 
 /// How noisy the measurements were.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Noise {
     /// Median over the points of (quartile range / median) of the
     /// repeats.
@@ -231,7 +231,7 @@ pub struct Noise {
 }
 
 /// Everything calibration measured and inferred.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Calibration {
     pub plan: Plan,
     pub host: Host,

@@ -541,7 +541,7 @@ pub unsafe fn read_pages(base: *const u8, order: &[usize]) -> Sample {
 }
 
 /// How a region's 4 KB pages lie in physical memory (`frame_runs`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FrameRuns {
     /// Pages present.
     pub pages: u64,

@@ -4,12 +4,16 @@
 //! `splab_hw::profile` parses.
 
 use crate::cpu;
+use crate::figures::{cycles, frames, host_page_choice, less_tlb, next_page, stores, taken_again, writeback};
 use crate::fit::tlb_ways;
 use crate::measure::{self, Calibration};
-use crate::figures::{cycles, frames, host_page_choice, less_tlb, next_page, stores, taken_again, writeback};
-use splab_hw::profile::{default_for_arch, Profile};
+use crate::notes::Notes;
+use splab_hw::cache::CacheConfig;
+use splab_hw::nested::VirtConfig;
+use splab_hw::profile::{default_for_arch, Caches, Costs, Memory, Overlap, Prefetch, Profile, Reference};
+use splab_hw::pwc::PwcLevelConfig;
 use splab_hw::size;
-use std::fmt::Write as _;
+use splab_hw::tlb::{TlbArrayConfig, TlbIndex};
 
 /// The built-in profile of this host's architecture: what calibration
 /// cannot measure from user space comes from it, and says so.
@@ -69,382 +73,481 @@ fn fit_ways(kb: u64, ways: usize) -> u64 {
 
 const NOT_MEASURED: &str = "not measured: from";
 
-/// The profile text: the measured values with how they were had, the rest
-/// from `base` marked `# not measured: from BASE.toml`.
-pub fn profile_toml(c: &Calibration, b: &Base, name: &str, virt_section: bool) -> String {
-    let (base, base_name) = (&b.profile, b.name.as_str());
-    let nm = format!("# {}", b.not_measured());
-    let mut o = String::new();
-    let ghz = c.clock_ghz.as_ref().map(|s| s.median).filter(|g| *g > 0.1 && *g < 100.0);
-    let f = ghz.unwrap_or(base.freq_ghz);
-    let guest = c.virt.guest;
-    let _ = writeln!(o, "# Measured on this host by `splab calibrate{}` in {:.0} s (microbenchmarks only:", if c.plan.quick { " --quick" } else { "" }, c.seconds);
-    let _ = writeln!(o, "# pointer chases, dependent additions, page zero/copy, faults, system calls).");
-    let _ = writeln!(o, "# Repeats: {} rounds, interleaved (the overlap probes {} times a round); medians. Noise: the quartile range of a point's", c.plan.rounds, measure::OVERLAP_SAMPLES);
-    let _ = writeln!(o, "# repeats was {:.1}% of its median (median over points, worst {:.0}%); the process was on a", 100.0 * c.noise.median_rel_iqr, 100.0 * c.noise.max_rel_iqr);
-    let _ = writeln!(o, "# CPU for {:.0}% of the timed time (median; lowest {:.0}%).{}", 100.0 * c.noise.median_on_cpu, 100.0 * c.noise.min_on_cpu, taken_again(&c.noise, " "));
-    let _ = writeln!(o, "# Values that cannot be measured from user space come from {base_name}.toml and say so.");
-    let _ = writeln!(o, "name = \"{name}\"");
-    let desc = format!(
-        "{}{}, {} CPUs, measured by splab calibrate",
-        if c.cpu_brand.is_empty() { "unknown processor".to_string() } else { c.cpu_brand.clone() },
-        if guest { format!(" (guest of {})", c.virt.cpuid_vendor.as_deref().unwrap_or("a hypervisor")) } else { String::new() },
-        c.host.cpus
-    );
-    let _ = writeln!(o, "description = \"{}\"", desc.replace(['"', '\\'], ""));
-    let _ = writeln!(o, "arch = \"{}\"", base.arch);
-    match ghz {
-        Some(g) => {
-            let s = c.clock_ghz.as_ref();
-            let _ = writeln!(
-                o,
-                "freq_ghz = {:.2}   # measured: dependent additions, {:.2} .. {:.2} GHz over the rounds{}",
-                g,
-                s.map(|s| s.min).unwrap_or(g),
-                s.map(|s| s.max).unwrap_or(g),
-                if c.cpuid_mhz.0 > 0 { format!(" (CPUID 0x16: base {} MHz)", c.cpuid_mhz.0) } else { String::new() }
-            );
+/// A calibrated profile: the value, and the text written from it with
+/// where each value came from.
+pub struct Written {
+    pub profile: Profile,
+    pub text: String,
+}
+
+/// The profile of `c`, named `name`: the measured values with how they
+/// were had, the rest from `b` marked `# not measured: from BASE.toml`.
+/// On a guest, `virt_section` writes the `[virt]` section (nested paging,
+/// the host page size), else leaves it as comments, so that the model
+/// walks as on bare metal. The text is checked to read back as the
+/// profile.
+pub fn write(c: &Calibration, b: &Base, name: &str, virt_section: bool) -> Result<Written, String> {
+    let mut w = Writer { c, b, virt_section, n: Notes::default(), f: clock(c).unwrap_or(b.profile.freq_ghz) };
+    let profile = w.profile(name);
+    let text = w.n.render(&profile)?;
+    // What is written must load, as what was meant.
+    match Profile::parse(&text, "the calibrated profile") {
+        Ok(back) if back == profile => Ok(Written { profile, text }),
+        Ok(_) => Err("internal error: the calibrated profile does not read back as it was written".into()),
+        Err(e) => Err(format!("internal error: {e}")),
+    }
+}
+
+/// The core clock measured, GHz, where it is believable.
+fn clock(c: &Calibration) -> Option<f64> {
+    c.clock_ghz.as_ref().map(|s| s.median).filter(|g| *g > 0.1 && *g < 100.0)
+}
+
+/// `x` as it reads with `places` decimals: what the profile holds of a
+/// measured value is what its text shows.
+fn rounded(x: f64, places: usize) -> f64 {
+    format!("{x:.places$}").parse().unwrap_or(x)
+}
+
+/// Builds the profile section by section, noting where each value came
+/// from.
+struct Writer<'a> {
+    c: &'a Calibration,
+    b: &'a Base,
+    virt_section: bool,
+    n: Notes,
+    /// GHz that cycles are counted at: the measured clock, else the base's.
+    f: f64,
+}
+
+impl Writer<'_> {
+    fn profile(&mut self, name: &str) -> Profile {
+        let (c, b) = (self.c, self.b);
+        self.header();
+        let desc = format!(
+            "{}{}, {} CPUs, measured by splab calibrate",
+            if c.cpu_brand.is_empty() { "unknown processor".to_string() } else { c.cpu_brand.clone() },
+            if c.virt.guest { format!(" (guest of {})", c.virt.cpuid_vendor.as_deref().unwrap_or("a hypervisor")) } else { String::new() },
+            c.host.cpus
+        );
+        self.n.note("name", "given to splab calibrate (--name; calibrated-HOSTNAME by default)");
+        self.n.note("description", "measured: CPUID's processor name, the hypervisor found, this host's CPUs");
+        self.n.note("arch", "this host's");
+        if b.profile.ad_update.is_some() {
+            self.n.note("ad_update", b.not_measured());
         }
-        None => {
-            let _ = writeln!(o, "freq_ghz = {}   {nm}", base.freq_ghz);
+        let freq_ghz = match clock(c) {
+            Some(g) => {
+                let s = c.clock_ghz.as_ref();
+                let base = if c.cpuid_mhz.0 > 0 { format!(" (CPUID 0x16: base {} MHz)", c.cpuid_mhz.0) } else { String::new() };
+                self.n.note("freq_ghz", format!("measured: dependent additions, {:.2} .. {:.2} GHz over the rounds{base}", s.map_or(g, |s| s.min), s.map_or(g, |s| s.max)));
+                rounded(g, 2)
+            }
+            None => {
+                self.n.note("freq_ghz", b.not_measured());
+                b.profile.freq_ghz
+            }
+        };
+        self.n.note("cpus", "this host's CPUs");
+        Profile {
+            name: name.to_string(),
+            description: desc.replace(['"', '\\'], ""),
+            arch: b.profile.arch.clone(),
+            ad_update: b.profile.ad_update,
+            freq_ghz,
+            cpus: c.host.cpus,
+            tlb: self.tlbs(),
+            pwc: self.pwc(),
+            cache: self.caches(),
+            memory: self.memory(),
+            overlap: self.overlap(),
+            costs: self.costs(),
+            virt: self.virt(),
+            prefetch: self.prefetch(),
+            reference: self.reference(),
         }
     }
-    let _ = writeln!(o, "cpus = {}   # this host's CPUs", c.host.cpus);
 
-    // TLBs: the base's arrays, with entries replaced where a step showed
-    // them, and ways from CPUID leaf 0x18 where it describes the array.
-    let host4k = c.host_page.as_ref().and_then(|h| h.size.as_deref()) == Some("4K");
-    let t = &c.tlb;
-    for arr in &base.tlb {
-        let has = |s: &str| arr.sizes.iter().any(|x| x == s);
-        let measured = match (arr.level, arr.sizes.len()) {
-            (1, 1) if has("4K") => t.l1_4k_entries.map(|e| (e, "4K")),
-            (1, 1) if has("2M") && !host4k => t.l1_2m_entries.map(|e| (e, "2M")),
-            (2, _) if has("4K") => t.l2_entries.map(|e| (e, "4K")),
-            _ => None,
+    fn header(&mut self) {
+        let (c, n) = (self.c, &mut self.n);
+        n.header(format!("Measured on this host by `splab calibrate{}` in {:.0} s (microbenchmarks only:", if c.plan.quick { " --quick" } else { "" }, c.seconds));
+        n.header("pointer chases, dependent additions, page zero/copy, faults, system calls).");
+        n.header(format!("Repeats: {} rounds, interleaved (the overlap probes {} times a round); medians. Noise: the quartile range of a point's", c.plan.rounds, measure::OVERLAP_SAMPLES));
+        n.header(format!("repeats was {:.1}% of its median (median over points, worst {:.0}%); the process was on a", 100.0 * c.noise.median_rel_iqr, 100.0 * c.noise.max_rel_iqr));
+        n.header(format!("CPU for {:.0}% of the timed time (median; lowest {:.0}%).{}", 100.0 * c.noise.median_on_cpu, 100.0 * c.noise.min_on_cpu, taken_again(&c.noise, " ")));
+        n.header(format!("Values that cannot be measured from user space come from {}.toml and say so.", self.b.name));
+    }
+
+    /// The base's arrays, with entries replaced where a step showed them
+    /// (or the second level's fit), and ways from CPUID leaf 0x18 where
+    /// it describes the array.
+    fn tlbs(&mut self) -> Vec<TlbArrayConfig> {
+        let (c, b) = (self.c, self.b);
+        let t = &c.tlb;
+        let host4k = c.host_page.as_ref().and_then(|h| h.size.as_deref()) == Some("4K");
+        let mut out = Vec::new();
+        for (i, arr) in b.profile.tlb.iter().enumerate() {
+            let at = |k: &str| format!("tlb.{i}.{k}");
+            let has = |s: &str| arr.sizes.iter().any(|x| x == s);
+            let measured = match (arr.level, arr.sizes.len()) {
+                (1, 1) if has("4K") => t.l1_4k_entries.map(|e| (e, "4K")),
+                (1, 1) if has("2M") && !host4k => t.l1_2m_entries.map(|e| (e, "2M")),
+                (2, _) if has("4K") => t.l2_entries.map(|e| (e, "4K")),
+                _ => None,
+            };
+            self.n.note(&at("level"), b.not_measured());
+            self.n.note(&at("sizes"), b.not_measured());
+            let fit = t.stlb_fit.as_ref().filter(|_| arr.level == 2 && has("4K"));
+            let (entries, ways, index) = match (measured, fit) {
+                (Some(_), Some(f)) => {
+                    self.n.note(&at("entries"), format!("measured: the model's TLB fitted to the 4 KB curve from {} to {} pages ({} points): {:.2} ns rms", f.from_pages, f.to_pages, f.points, f.rms_ns));
+                    self.n.note(&at("ways"), tlb_ways(arr.entries, arr, &c.cpuid_tlbs, b).1);
+                    let other = if f.other_entries > 0 { format!("; the best {} array ({} entries) {:.2} ns", f.other_index(), f.other_entries, f.other_rms_ns) } else { String::new() };
+                    if f.hashed {
+                        self.n.note(&at("index"), format!("measured: the misses rise gradually around the capacity, as sets overflowing unevenly make them{other}"));
+                    } else {
+                        self.n.lines_after(&at("ways"), vec![format!("# index = \"modulo\" (the default)   measured: the misses step up at the capacity{other}")]);
+                    }
+                    (f.entries as usize, f.ways as usize, if f.hashed { TlbIndex::Hashed } else { TlbIndex::Modulo })
+                }
+                (Some((e, sz)), None) => {
+                    let (ways, why) = tlb_ways(e as usize, arr, &c.cpuid_tlbs, b);
+                    let curve = if sz == "2M" { &t.pages_2m } else { &t.pages_4k };
+                    let how = match curve.iter().map(|p| p.x).find(|&x| x > e as f64) {
+                        Some(x) => format!("measured: extra latency of one line a page steps up between {e} and {x} {sz} pages"),
+                        None => format!("measured: extra latency of one line a page steps up past {e} {sz} pages"),
+                    };
+                    self.n.note(&at("entries"), how);
+                    self.n.note(&at("ways"), why);
+                    (e as usize, ways, TlbIndex::Modulo)
+                }
+                (None, _) => {
+                    self.n.note(&at("entries"), b.not_measured());
+                    self.n.note(&at("ways"), b.not_measured());
+                    (arr.entries, arr.ways, TlbIndex::Modulo)
+                }
+            };
+            out.push(TlbArrayConfig { sizes: arr.sizes.clone(), entries, ways, level: arr.level, index });
+        }
+        out
+    }
+
+    /// The paging-structure caches: the base's (their comment is on each
+    /// header, for the keys under it).
+    fn pwc(&mut self) -> Vec<PwcLevelConfig> {
+        for i in 0..self.b.profile.pwc.len() {
+            self.n.note(&format!("pwc.{i}"), self.b.not_measured());
+        }
+        self.b.profile.pwc.clone()
+    }
+
+    fn caches(&mut self) -> Caches {
+        let (c, b, f) = (self.c, self.b, self.f);
+        let leaf = |level: u8| c.cpuid_caches.iter().find(|l| l.level == level && l.kind != "instruction");
+        let bases = [&b.profile.cache.l1d, &b.profile.cache.l2, &b.profile.cache.l3];
+        let mut levels = Vec::new();
+        for (k, name) in ["l1d", "l2", "l3"].iter().enumerate() {
+            let at = |key: &str| format!("cache.{name}.{key}");
+            let lf = leaf(k as u8 + 1);
+            let (ways, ways_why) = match lf {
+                Some(l) if l.ways <= 64 => (l.ways as usize, "CPUID leaf 4".to_string()),
+                _ => (bases[k].ways, b.not_measured()),
+            };
+            levels.push(match &c.hierarchy {
+                Some(h) => {
+                    let (kb, why) = if h.step_seen[k] {
+                        cache_size_kb(h.size_bytes[k], lf)
+                    } else {
+                        let kb = (h.size_bytes[k] / 1024.0).round() as u64;
+                        (kb, format!("no latency step to measure (the next level is within 8% as slow); CPUID leaf 4's {kb} KB"))
+                    };
+                    let kb2 = fit_ways(kb, ways);
+                    let rounded = if kb2 != kb { format!(", rounded to {kb2} KB for {ways} ways") } else { String::new() };
+                    self.n.note(&at("size_kb"), format!("{why}{rounded}"));
+                    self.n.note(&at("ways"), ways_why);
+                    self.n.note(&at("latency"), format!("measured: {:.2} ns load to use ({})", h.latency_ns[k], method(h, false)));
+                    CacheConfig { size_kb: kb2, ways, latency: cycles(h.latency_ns[k], f) }
+                }
+                None => {
+                    for key in ["size_kb", "ways", "latency"] {
+                        self.n.note(&at(key), b.not_measured());
+                    }
+                    bases[k].clone()
+                }
+            });
+        }
+        let [l1d, l2, l3]: [CacheConfig; 3] = levels.try_into().expect("three levels");
+        Caches { l1d, l2, l3 }
+    }
+
+    fn memory(&mut self) -> Memory {
+        let (c, b) = (self.c, self.b);
+        let dram_latency_ns = match &c.hierarchy {
+            Some(h) => {
+                self.n.note("memory.dram_latency_ns", format!("measured: latency curve up to {} ({}; {:.1}% rms from the points)", size::show(c.plan.huge_bytes / 2), method(h, true), 100.0 * h.rms_rel_error));
+                rounded(h.memory_ns, 1)
+            }
+            None => {
+                self.n.note("memory.dram_latency_ns", b.not_measured());
+                b.profile.memory.dram_latency_ns
+            }
         };
-        let _ = writeln!(o, "\n[[tlb]]");
-        let _ = writeln!(o, "level = {}", arr.level);
-        let sizes: Vec<String> = arr.sizes.iter().map(|s| format!("\"{s}\"")).collect();
-        let _ = writeln!(o, "sizes = [{}]", sizes.join(", "));
-        let fit = t.stlb_fit.as_ref().filter(|_| arr.level == 2 && has("4K"));
-        match (measured, fit) {
-            (Some(_), Some(f)) => {
-                let _ = writeln!(
-                    o,
-                    "entries = {}   # measured: the model's TLB fitted to the 4 KB curve from {} to {} pages ({} points): {:.2} ns rms",
-                    f.entries, f.from_pages, f.to_pages, f.points, f.rms_ns
-                );
-                let _ = writeln!(o, "ways = {}   # {}", f.ways, tlb_ways(arr.entries, arr, &c.cpuid_tlbs, b).1);
-                let other = if f.other_entries > 0 {
-                    format!("; the best {} array ({} entries) {:.2} ns", f.other_index(), f.other_entries, f.other_rms_ns)
-                } else {
-                    String::new()
+        let mut last = "memory.dram_latency_ns";
+        let writeback_ns = writeback(&c.costs).map(|w| {
+            let clamped = if w.clamped { " (the copy ran faster: 0)" } else { "" };
+            self.n.note("memory.writeback_ns", format!("measured: a sequential copy's line read and written, {:.2} ns, less two lines of two read streams at once, {:.2} ns{clamped}", w.copy_ns, w.reads_ns));
+            last = "memory.writeback_ns";
+            rounded(w.ns, 2)
+        });
+        let (aged, aged_run) = match frames(&c.costs) {
+            Some(fr) => match fr.aged_run() {
+                Some(run) => {
+                    self.n.note("memory.aged", format!("measured: {} (/proc/self/pagemap), so free frames are scattered; not measured: how much of memory, here half the free 2 MB blocks", fr.measured()));
+                    self.n.note("memory.aged_run", format!("measured: the pages to a line, {:.1}, to a power of two: the aged blocks give out 4 KB pages {run} frames in a row from scattered places", fr.per_line()));
+                    (Some(AGED), Some(run))
+                }
+                None => {
+                    self.n.lines_after(last, vec![format!("# aged: none; measured: {} (/proc/self/pagemap), as on a freshly booted machine", fr.measured())]);
+                    (None, None)
+                }
+            },
+            None => {
+                self.n.lines_after(last, vec!["# aged: not measured (/proc/self/pagemap shows frame numbers to root only); absent, 4 KB pages get frames close together, as on a freshly booted machine".into()]);
+                (None, None)
+            }
+        };
+        Memory { dram_latency_ns, writeback_ns, aged, aged_run }
+    }
+
+    fn overlap(&mut self) -> Overlap {
+        let (c, b) = (self.c, self.b);
+        let (ov, bo) = (&c.overlap, &b.profile.overlap);
+        let data_mlp = match ov.data_mlp {
+            Some(m) => {
+                self.n.note("overlap.data_mlp", "measured: best speedup of k independent chases over memory over one");
+                rounded(m, 2)
+            }
+            None => {
+                self.n.note("overlap.data_mlp", b.not_measured());
+                bo.data_mlp
+            }
+        };
+        let walk_mlp = match ov.walk_mlp {
+            Some(m) => {
+                let one = ov.walk.first().map_or(0.0, |p| p.y);
+                let why = match ov.walk_loads_ns {
+                    Some(x) if ov.walk_mlp_from_loads => format!("a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add to independent loads of the same lines, {x:.2} ns"),
+                    _ => format!("a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add with {} chases at once", ov.walk.last().map_or(0.0, |p| p.x)),
                 };
-                if f.hashed {
-                    let _ = writeln!(o, "index = \"hashed\"   # measured: the misses rise gradually around the capacity, as sets overflowing unevenly make them{other}");
-                } else {
-                    let _ = writeln!(o, "# index = \"modulo\" (the default)   measured: the misses step up at the capacity{other}");
+                self.n.note("overlap.walk_mlp", format!("measured: {why}"));
+                rounded(m, 2)
+            }
+            None => {
+                self.n.note("overlap.walk_mlp", b.not_measured());
+                bo.walk_mlp
+            }
+        };
+        let mut last = "overlap.walk_mlp";
+        let walk_holds_slot = match (&ov.slot_fit, ov.walk_holds_slot) {
+            (Some(fit), Some(h)) => {
+                self.n.note(
+                    "overlap.walk_holds_slot",
+                    format!(
+                        "measured: {} chases over every line of {} of 4 KB pages (walks and misses) took {:.2} ns a load; walks adding to data predict {:.2}, walks holding a miss slot {:.2}",
+                        fit.chases,
+                        size::show(c.plan.small_bytes),
+                        fit.measured_ns,
+                        fit.adding_ns,
+                        fit.holding_ns
+                    ),
+                );
+                Some(h)
+            }
+            _ => {
+                bo.walk_holds_slot.inspect(|_| self.n.note("overlap.walk_holds_slot", b.not_measured()))
+            }
+        };
+        if walk_holds_slot.is_some() {
+            last = "overlap.walk_holds_slot";
+        }
+        let store_mlp = stores(c, ov.data_mlp.unwrap_or(bo.data_mlp)).and_then(|st| {
+            let why = format!("measured: independent stores to random lines over {} took {:.2} ns each, loads {:.2}", size::show(2 * c.costs.stream_bytes), st.store_ns, st.load_ns);
+            match st.mlp {
+                Some(m) => {
+                    self.n.note("overlap.store_mlp", format!("{why}: data_mlp scaled by loads / stores"));
+                    Some(rounded(m, 2))
+                }
+                None => {
+                    self.n.lines_after(last, vec![format!("# store_mlp not written: {why}, so stores overlap as loads do")]);
+                    None
                 }
             }
-            (Some((e, sz)), None) => {
-                let (ways, why) = tlb_ways(e as usize, arr, &c.cpuid_tlbs, b);
-                let curve = if sz == "2M" { &t.pages_2m } else { &t.pages_4k };
-                let next = curve.iter().map(|p| p.x).find(|&x| x > e as f64);
-                let how = match next {
-                    Some(x) => format!("measured: extra latency of one line a page steps up between {e} and {x} {sz} pages"),
-                    None => format!("measured: extra latency of one line a page steps up past {e} {sz} pages"),
-                };
-                let _ = writeln!(o, "entries = {e}   # {how}");
-                let _ = writeln!(o, "ways = {ways}   # {why}");
+        });
+        let (window, window_per_miss, window_per_store) = match &ov.window_fit {
+            Some(w) => {
+                let loops: Vec<String> = ov.window.iter().map(|p| format!("{} {:.2}", p.shape, p.ns.median)).collect();
+                self.n.note(
+                    "overlap.window",
+                    format!(
+                        "measured: loops of independent misses over {} (2 MB pages), ns a miss: {}; instructions one chase's latency over the same lines ({:.1} ns) holds, from the nop loops' slope",
+                        size::show(2 * c.costs.stream_bytes),
+                        loops.join(", "),
+                        w.latency_ns
+                    ),
+                );
+                self.n.note("overlap.window_per_miss", "measured: what the nop loops took beyond their instructions");
+                self.n.note("overlap.window_per_store", "measured: what the store loops took beyond that and their instructions, a store (the mean of the two)");
+                (Some(rounded(w.entries, 1)), rounded(w.per_miss, 2), rounded(w.per_store, 2))
             }
-            (None, _) => {
-                let _ = writeln!(o, "entries = {}   {nm}", arr.entries);
-                let _ = writeln!(o, "ways = {}   {nm}", arr.ways);
-            }
-        }
-    }
-    for p in &base.pwc {
-        let _ = writeln!(o, "\n[[pwc]]   {nm}");
-        let _ = writeln!(o, "shift = {}", p.shift);
-        let _ = writeln!(o, "entries = {}", p.entries);
-    }
-
-    // Caches.
-    let leaf = |level: u8| c.cpuid_caches.iter().find(|l| l.level == level && l.kind != "instruction");
-    let bases = [&base.cache.l1d, &base.cache.l2, &base.cache.l3];
-    for (k, name) in ["l1d", "l2", "l3"].iter().enumerate() {
-        let _ = writeln!(o, "\n[cache.{name}]");
-        let lf = leaf(k as u8 + 1);
-        let (ways, ways_why) = match lf {
-            Some(l) if l.ways <= 64 => (l.ways as usize, "CPUID leaf 4".to_string()),
-            _ => (bases[k].ways, b.not_measured()),
+            None => match bo.window {
+                Some(w) => {
+                    for k in ["window", "window_per_miss", "window_per_store"] {
+                        self.n.note(&format!("overlap.{k}"), b.not_measured());
+                    }
+                    (Some(w), bo.window_per_miss, bo.window_per_store)
+                }
+                None => (None, 0.0, 0.0),
+            },
         };
-        match &c.hierarchy {
-            Some(h) => {
-                let (kb, why) = if h.step_seen[k] {
-                    cache_size_kb(h.size_bytes[k], lf)
-                } else {
-                    let kb = (h.size_bytes[k] / 1024.0).round() as u64;
-                    (kb, format!("no latency step to measure (the next level is within 8% as slow); CPUID leaf 4's {kb} KB"))
+        // Written as measured even where they are the default (0).
+        if window.is_some() {
+            self.n.keep("overlap.window_per_miss", window_per_miss);
+            self.n.keep("overlap.window_per_store", window_per_store);
+        }
+        Overlap { data_mlp, walk_mlp, walk_holds_slot, store_mlp, window, window_per_miss, window_per_store }
+    }
+
+    fn costs(&mut self) -> Costs {
+        let (c, b, f) = (self.c, self.b, self.f);
+        let t = &c.tlb;
+        let bc = &b.profile.costs;
+        let mut k = bc.clone();
+        k.stlb_hit = match t.stlb_hit_ns {
+            Some(ns) if ns > 0.0 => {
+                let how = if t.stlb_fit.is_some() { "that misses the first TLB level and hits the second (the L2 TLB fit)" } else { "more past the first TLB step" };
+                self.n.note("costs.stlb_hit", format!("measured: {ns:.2} ns a load {how}"));
+                cycles(ns, f)
+            }
+            _ => {
+                self.n.note("costs.stlb_hit", b.not_measured());
+                bc.stlb_hit
+            }
+        };
+        // The walk's own cost: what a walk adds to a load in the overlap
+        // probe's single chase over 8192 4 KB pages (data lines and
+        // page-table lines in L2, as a strided sweep over a large array has
+        // them), less what the model charges there already: an L2 TLB lookup
+        // and the page-table line the paging-structure caches leave to read,
+        // an L2 hit. Where the model walks two-dimensionally, the probe's
+        // frames each need the host's entry for their frame too (the nested
+        // TLB holds few), another L2 hit the model charges itself: with 4 KB
+        // host pages every frame has an entry of its own, and with 2 MB ones
+        // where aged memory scatters the frames.
+        let host = host_page_choice(c).0;
+        let host_entry = c.virt.guest && self.virt_section && (host == "4K" || (host == "2M" && frames(&c.costs).is_some_and(|fr| fr.scattered())));
+        k.walk = match c.overlap.walk.first().map(|p| p.y) {
+            Some(ns) if ns > 0.0 => {
+                let stlb = t.stlb_hit_ns.filter(|&n| n > 0.0).map_or(bc.stlb_hit, |n| cycles(n, f));
+                let l2 = c.hierarchy.as_ref().map_or(b.profile.cache.l2.latency, |h| cycles(h.latency_ns[1], f));
+                let host = match (host_entry, host.as_str()) {
+                    (false, _) => "",
+                    (true, "4K") => " and one for the host's entry for the page's frame (nested paging over 4 KB host pages)",
+                    (true, _) => " and one for the host's entry for the page's frame (scattered frames, nested paging)",
                 };
-                let kb2 = fit_ways(kb, ways);
-                let note = if kb2 != kb { format!(", rounded to {kb2} KB for {ways} ways") } else { String::new() };
-                let _ = writeln!(o, "size_kb = {kb2}   # {why}{note}");
-                let _ = writeln!(o, "ways = {ways}   # {ways_why}");
-                let _ = writeln!(o, "latency = {}   # measured: {:.2} ns load to use ({})", cycles(h.latency_ns[k], f), h.latency_ns[k], method(h, false));
+                self.n.note("costs.walk", format!("measured: {ns:.2} ns a load more over 8192 4 KB pages than over 2 MB pages (one chase, data in L2), less stlb_hit and an L2 hit for the page-table line{host}"));
+                Some(cycles(ns, f).saturating_sub(stlb + l2 * (1 + host_entry as u32)))
             }
-            None => {
-                let _ = writeln!(o, "size_kb = {}   {nm}", bases[k].size_kb);
-                let _ = writeln!(o, "ways = {}   {nm}", bases[k].ways);
-                let _ = writeln!(o, "latency = {}   {nm}", bases[k].latency);
-            }
+            _ => bc.walk.inspect(|_| self.n.note("costs.walk", b.not_measured())),
+        };
+        let zero = c.costs.zero_4k_ns.median;
+        let fault = (c.costs.fault_4k_ns.median - zero).max(1.0);
+        (k.fault, k.zero_4k, k.copy_4k, k.syscall) = (cycles(fault, f), cycles(zero, f), cycles(c.costs.copy_4k_ns.median, f), cycles(c.costs.syscall_ns.median, f));
+        self.n.note("costs.fault", format!("measured: mmap + write + munmap of 4 KB pages, {:.0} ns a page, less the zeroing", c.costs.fault_4k_ns.median));
+        self.n.note("costs.zero_4k", format!("measured: memset of a 4 KB page, {zero:.0} ns"));
+        self.n.note("costs.copy_4k", format!("measured: memcpy of a 4 KB page, {:.0} ns", c.costs.copy_4k_ns.median));
+        self.n.note("costs.syscall", format!("measured: getppid, {:.0} ns", c.costs.syscall_ns.median));
+        let from_base = ["dirty_assist", "promotion", "demotion", "pt_page_alloc", "invlpg", "tlb_flush", "shootdown_ipi", "context_switch", "pageout_scan", "swap_out_4k", "swap_in_4k"];
+        for key in from_base.into_iter().chain(bc.pmap_fault.map(|_| "pmap_fault")) {
+            self.n.note(&format!("costs.{key}"), b.not_measured());
         }
+        k
     }
 
-    let _ = writeln!(o, "\n[memory]");
-    match &c.hierarchy {
-        Some(h) => {
-            let _ = writeln!(o, "dram_latency_ns = {:.1}   # measured: latency curve up to {} ({}; {:.1}% rms from the points)", h.memory_ns, size::show(c.plan.huge_bytes / 2), method(h, true), 100.0 * h.rms_rel_error);
+    /// A stream prefetcher, where the sequential copy was measured.
+    fn prefetch(&mut self) -> Option<Prefetch> {
+        let (c, f) = (self.c, self.f);
+        let line = c.costs.stream_line_ns.median;
+        if line <= 0.0 {
+            return None;
         }
-        None => {
-            let _ = writeln!(o, "dram_latency_ns = {}   {nm}", base.memory.dram_latency_ns);
-        }
-    }
-    if let Some(w) = writeback(&c.costs) {
-        let _ = writeln!(
-            o,
-            "writeback_ns = {:.2}   # measured: a sequential copy's line read and written, {:.2} ns, less two lines of two read streams at once, {:.2} ns{}",
-            w.ns,
-            w.copy_ns,
-            w.reads_ns,
-            if w.clamped { " (the copy ran faster: 0)" } else { "" }
-        );
-    }
-    match frames(&c.costs) {
-        Some(f) => match f.aged_run() {
-            Some(run) => {
-                let _ = writeln!(o, "aged = {AGED}   # measured: {} (/proc/self/pagemap), so free frames are scattered; not measured: how much of memory, here half the free 2 MB blocks", f.measured());
-                let _ = writeln!(o, "aged_run = {run}   # measured: the pages to a line, {:.1}, to a power of two: the aged blocks give out 4 KB pages {run} frames in a row from scattered places", f.per_line());
-            }
-            None => {
-                let _ = writeln!(o, "# aged: none; measured: {} (/proc/self/pagemap), as on a freshly booted machine", f.measured());
-            }
-        },
-        None => {
-            let _ = writeln!(o, "# aged: not measured (/proc/self/pagemap shows frame numbers to root only); absent, 4 KB pages get frames close together, as on a freshly booted machine");
-        }
-    }
-
-    let _ = writeln!(o, "\n[overlap]");
-    let ov = &c.overlap;
-    match ov.data_mlp {
-        Some(m) => {
-            let _ = writeln!(o, "data_mlp = {m:.2}   # measured: best speedup of k independent chases over memory over one");
-        }
-        None => {
-            let _ = writeln!(o, "data_mlp = {}   {nm}", base.overlap.data_mlp);
-        }
-    }
-    match ov.walk_mlp {
-        Some(m) => {
-            let one = ov.walk.first().map_or(0.0, |p| p.y);
-            let why = match ov.walk_loads_ns {
-                Some(x) if ov.walk_mlp_from_loads => format!(
-                    "a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add to independent loads of the same lines, {x:.2} ns"
-                ),
-                _ => format!(
-                    "a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add with {} chases at once",
-                    ov.walk.last().map_or(0.0, |p| p.x)
-                ),
-            };
-            let _ = writeln!(o, "walk_mlp = {m:.2}   # measured: {why}");
-        }
-        None => {
-            let _ = writeln!(o, "walk_mlp = {}   {nm}", base.overlap.walk_mlp);
-        }
-    }
-    match (&ov.slot_fit, ov.walk_holds_slot) {
-        (Some(fit), Some(h)) => {
-            let _ = writeln!(
-                o,
-                "walk_holds_slot = {h}   # measured: {} chases over every line of {} of 4 KB pages (walks and misses) took {:.2} ns a load; walks adding to data predict {:.2}, walks holding a miss slot {:.2}",
-                fit.chases,
-                size::show(c.plan.small_bytes),
-                fit.measured_ns,
-                fit.adding_ns,
-                fit.holding_ns
-            );
-        }
-        _ => {
-            if let Some(h) = base.overlap.walk_holds_slot {
-                let _ = writeln!(o, "walk_holds_slot = {h}   {nm}");
-            }
-        }
-    }
-    if let Some(st) = stores(c, ov.data_mlp.unwrap_or(base.overlap.data_mlp)) {
-        let why = format!(
-            "measured: independent stores to random lines over {} took {:.2} ns each, loads {:.2}",
-            size::show(2 * c.costs.stream_bytes),
-            st.store_ns,
-            st.load_ns
-        );
-        match st.mlp {
-            Some(m) => {
-                let _ = writeln!(o, "store_mlp = {m:.2}   # {why}: data_mlp scaled by loads / stores");
-            }
-            None => {
-                let _ = writeln!(o, "# store_mlp not written: {why}, so stores overlap as loads do");
-            }
-        }
-    }
-
-    match &ov.window_fit {
-        Some(w) => {
-            let loops: Vec<String> = ov.window.iter().map(|p| format!("{} {:.2}", p.shape, p.ns.median)).collect();
-            let _ = writeln!(
-                o,
-                "window = {:.1}   # measured: loops of independent misses over {} (2 MB pages), ns a miss: {}; instructions one chase's latency over the same lines ({:.1} ns) holds, from the nop loops' slope",
-                w.entries,
-                size::show(2 * c.costs.stream_bytes),
-                loops.join(", "),
-                w.latency_ns
-            );
-            let _ = writeln!(o, "window_per_miss = {:.2}   # measured: what the nop loops took beyond their instructions", w.per_miss);
-            let _ = writeln!(o, "window_per_store = {:.2}   # measured: what the store loops took beyond that and their instructions, a store (the mean of the two)", w.per_store);
-        }
-        None => {
-            if let Some(w) = base.overlap.window {
-                let _ = writeln!(o, "window = {w}   {nm}");
-                let _ = writeln!(o, "window_per_miss = {}   {nm}", base.overlap.window_per_miss);
-                let _ = writeln!(o, "window_per_store = {}   {nm}", base.overlap.window_per_store);
-            }
-        }
-    }
-
-    let _ = writeln!(o, "\n[costs]");
-    let bc = &base.costs;
-    match t.stlb_hit_ns {
-        Some(ns) if ns > 0.0 => {
-            let how = if t.stlb_fit.is_some() { "that misses the first TLB level and hits the second (the L2 TLB fit)" } else { "more past the first TLB step" };
-            let _ = writeln!(o, "stlb_hit = {}   # measured: {ns:.2} ns a load {how}", cycles(ns, f));
-        }
-        _ => {
-            let _ = writeln!(o, "stlb_hit = {}   {nm}", bc.stlb_hit);
-        }
-    }
-    // The walk's own cost: what a walk adds to a load in the overlap
-    // probe's single chase over 8192 4 KB pages (data lines and
-    // page-table lines in L2, as a strided sweep over a large array has
-    // them), less what the model charges there already: an L2 TLB lookup
-    // and the page-table line the paging-structure caches leave to read,
-    // an L2 hit. Where the model walks two-dimensionally, the probe's
-    // frames each need the host's entry for their frame too (the nested
-    // TLB holds few), another L2 hit the model charges itself: with 4 KB
-    // host pages every frame has an entry of its own, and with 2 MB ones
-    // where aged memory scatters the frames.
-    let host = host_page_choice(c).0;
-    let host_entry = guest && virt_section && (host == "4K" || (host == "2M" && frames(&c.costs).is_some_and(|fr| fr.scattered())));
-    match c.overlap.walk.first().map(|p| p.y) {
-        Some(ns) if ns > 0.0 => {
-            let stlb = t.stlb_hit_ns.filter(|&n| n > 0.0).map_or(bc.stlb_hit, |n| cycles(n, f));
-            let l2 = c.hierarchy.as_ref().map_or(base.cache.l2.latency, |h| cycles(h.latency_ns[1], f));
-            let w = cycles(ns, f).saturating_sub(stlb + l2 * (1 + host_entry as u32));
-            let host = match (host_entry, host.as_str()) {
-                (false, _) => "",
-                (true, "4K") => " and one for the host's entry for the page's frame (nested paging over 4 KB host pages)",
-                (true, _) => " and one for the host's entry for the page's frame (scattered frames, nested paging)",
-            };
-            let _ = writeln!(o, "walk = {w}   # measured: {ns:.2} ns a load more over 8192 4 KB pages than over 2 MB pages (one chase, data in L2), less stlb_hit and an L2 hit for the page-table line{host}");
-        }
-        _ => {
-            if let Some(w) = bc.walk {
-                let _ = writeln!(o, "walk = {w}   {nm}");
-            }
-        }
-    }
-    let _ = writeln!(o, "dirty_assist = {}   {nm}", bc.dirty_assist);
-    let zero = c.costs.zero_4k_ns.median;
-    let fault = (c.costs.fault_4k_ns.median - zero).max(1.0);
-    let _ = writeln!(
-        o,
-        "fault = {}   # measured: mmap + write + munmap of 4 KB pages, {:.0} ns a page, less the zeroing",
-        cycles(fault, f),
-        c.costs.fault_4k_ns.median
-    );
-    let _ = writeln!(o, "zero_4k = {}   # measured: memset of a 4 KB page, {zero:.0} ns", cycles(zero, f));
-    let _ = writeln!(o, "copy_4k = {}   # measured: memcpy of a 4 KB page, {:.0} ns", cycles(c.costs.copy_4k_ns.median, f), c.costs.copy_4k_ns.median);
-    for (k, v) in [("promotion", bc.promotion), ("demotion", bc.demotion), ("pt_page_alloc", bc.pt_page_alloc), ("invlpg", bc.invlpg), ("tlb_flush", bc.tlb_flush), ("shootdown_ipi", bc.shootdown_ipi)] {
-        let _ = writeln!(o, "{k} = {v}   {nm}");
-    }
-    let _ = writeln!(o, "syscall = {}   # measured: getppid, {:.0} ns", cycles(c.costs.syscall_ns.median, f), c.costs.syscall_ns.median);
-    let _ = writeln!(o, "context_switch = {}   {nm}", bc.context_switch);
-    if let Some(p) = bc.pmap_fault {
-        let _ = writeln!(o, "pmap_fault = {p}   {nm}");
-    }
-    for (k, v) in [("pageout_scan", bc.pageout_scan), ("swap_out_4k", bc.swap_out_4k), ("swap_in_4k", bc.swap_in_4k)] {
-        let _ = writeln!(o, "{k} = {v}   {nm}");
-    }
-
-    let line = c.costs.stream_line_ns.median;
-    if line > 0.0 {
-        let _ = writeln!(o, "\n[prefetch]");
-        let _ = writeln!(o, "streams = 32   # not measured: Intel's L2 streamer follows 32 pages (Intel 64 and IA-32 Architectures Optimization Reference Manual)");
-        let _ = writeln!(o, "distance = 20   # not measured: it runs up to 20 lines ahead (same manual)");
-        let _ = writeln!(
-            o,
-            "line_cycles = {:.2}   # measured: sequential copy of {} by one core, {line:.2} ns a line read or written",
-            line * f,
-            size::show(c.costs.stream_bytes)
-        );
+        self.n.note("prefetch.streams", "not measured: Intel's L2 streamer follows 32 pages (Intel 64 and IA-32 Architectures Optimization Reference Manual)");
+        self.n.note("prefetch.distance", "not measured: it runs up to 20 lines ahead (same manual)");
+        self.n.note("prefetch.line_cycles", format!("measured: sequential copy of {} by one core, {line:.2} ns a line read or written", size::show(c.costs.stream_bytes)));
         let reads: Vec<f64> = c.costs.read_streams_ns.iter().map(|s| s.median).collect();
+        let mut line_cycles_by_streams = Vec::new();
         if !reads.is_empty() && reads.iter().all(|&ns| ns > 0.0 && ns.is_finite()) {
-            let cyc: Vec<String> = reads.iter().map(|ns| format!("{:.2}", ns * f)).collect();
             let ns: Vec<String> = reads.iter().map(|ns| format!("{ns:.2}")).collect();
-            let _ = writeln!(
-                o,
-                "line_cycles_by_streams = [{}]   # measured: 1 to {} sequential read streams at once over {}, {} ns a line (used instead of line_cycles)",
-                cyc.join(", "),
-                reads.len(),
-                size::show(c.costs.stream_bytes),
-                ns.join(", ")
+            self.n.note(
+                "prefetch.line_cycles_by_streams",
+                format!("measured: 1 to {} sequential read streams at once over {}, {} ns a line (used instead of line_cycles)", reads.len(), size::show(c.costs.stream_bytes), ns.join(", ")),
             );
+            line_cycles_by_streams = reads.iter().map(|ns| rounded(ns * f, 2)).collect();
         }
-        if let Some(n) = next_page(&c.costs) {
-            let _ = writeln!(
-                o,
-                "next_page = {}   # measured: the 4 KB pages of 2 MB pages read whole in address order, {:.2} ns a line, in a random order {:.2} ({:+.1}%){}",
-                n.follows(),
-                n.in_order_ns,
-                n.shuffled_ns,
-                100.0 * n.gain(),
-                if n.follows() { ": streams go on across the edges of contiguous frames" } else { "" }
-            );
-        }
+        let next_page = next_page(&c.costs).is_some_and(|n| {
+            let follows = if n.follows() { ": streams go on across the edges of contiguous frames" } else { "" };
+            self.n.note("prefetch.next_page", format!("measured: the 4 KB pages of 2 MB pages read whole in address order, {:.2} ns a line, in a random order {:.2} ({:+.1}%){follows}", n.in_order_ns, n.shuffled_ns, 100.0 * n.gain()));
+            self.n.keep("prefetch.next_page", n.follows());
+            n.follows()
+        });
+        Some(Prefetch { streams: 32, distance: 20, line_cycles: rounded(line * f, 2), line_cycles_by_streams, next_page })
     }
 
-    if guest {
+    /// On a guest, nested paging and the host's page size; with
+    /// `--no-virt-section`, the same as comments after the costs.
+    fn virt(&mut self) -> Option<VirtConfig> {
+        let c = self.c;
+        if !c.virt.guest {
+            return None;
+        }
         let (page, why, assumed) = host_page_choice(c);
-        let lead = if virt_section { "" } else { "# " };
-        let _ = writeln!(o);
-        if !virt_section {
-            let _ = writeln!(o, "# A hypervisor was detected; --no-virt-section left the [virt] section as");
-            let _ = writeln!(o, "# comments, so the model walks page tables as on bare metal.");
+        let nested = format!("{}; hardware virtualisation on x86-64 uses EPT/NPT (assumed: not visible from the guest)", c.virt.signs().join(", "));
+        let host_page = format!("{}{why}", if assumed { "ASSUMED, not measured: " } else { "inferred: " });
+        if !self.virt_section {
+            self.n.lines_after(
+                "costs.swap_in_4k",
+                vec![
+                    String::new(),
+                    "# A hypervisor was detected; --no-virt-section left the [virt] section as".into(),
+                    "# comments, so the model walks page tables as on bare metal.".into(),
+                    "# [virt]".into(),
+                    format!("# nested = true   # {nested}"),
+                    format!("# host_page = \"{page}\"   # {host_page}"),
+                ],
+            );
+            return None;
         }
-        let _ = writeln!(o, "{lead}[virt]");
-        let _ = writeln!(o, "{lead}nested = true   # {}; hardware virtualisation on x86-64 uses EPT/NPT (assumed: not visible from the guest)", c.virt.signs().join(", "));
-        let _ = writeln!(o, "{lead}host_page = \"{page}\"   # {}{why}", if assumed { "ASSUMED, not measured: " } else { "inferred: " });
+        self.n.note("virt.nested", nested);
+        self.n.note("virt.host_page", host_page);
+        self.n.note("virt.ntlb_entries", "not measured: the model's nested TLB as it comes");
+        Some(VirtConfig { nested: true, host_page: page, ..VirtConfig::default() })
     }
-    if let Some(r) = &c.reference {
-        let _ = writeln!(o, "\n[reference]   # measured: quick probes of this host's memory that splab validate runs again, to see how far the memory moved since (medians of {} rounds); the model does not read them, and validate runs it on this profile moved by the first three", c.plan.rounds);
-        let _ = writeln!(o, "chase_ns = {:.2}   # a dependent load, one random chase over every line of 64 MB of 2 MB pages", r.chase_ns);
-        let _ = writeln!(o, "chases_ns = {:.3}   # a load, 32 such chases at once", r.chases_ns);
-        let _ = writeln!(o, "copy_ns = {:.3}   # a line read or written, copying 64 MB", r.copy_ns);
-        if let Some(ns) = r.cache_chase_ns {
-            let _ = writeln!(o, "cache_chase_ns = {ns:.2}   # a dependent load, one random chase over 16 MB (in the last-level cache's range: it moves with how much of that cache other tenants take; validate reports it, and does not apply it)");
+
+    /// What the quick memory probes read, for validate to compare with.
+    fn reference(&mut self) -> Option<Reference> {
+        let c = self.c;
+        let r = c.reference.as_ref()?;
+        self.n.note(
+            "reference",
+            format!("measured: quick probes of this host's memory that splab validate runs again, to see how far the memory moved since (medians of {} rounds); the model does not read them, and validate runs it on this profile moved by the first three", c.plan.rounds),
+        );
+        self.n.note("reference.chase_ns", "a dependent load, one random chase over every line of 64 MB of 2 MB pages");
+        self.n.note("reference.chases_ns", "a load, 32 such chases at once");
+        self.n.note("reference.copy_ns", "a line read or written, copying 64 MB");
+        if r.cache_chase_ns.is_some() {
+            self.n.note("reference.cache_chase_ns", "a dependent load, one random chase over 16 MB (in the last-level cache's range: it moves with how much of that cache other tenants take; validate reports it, and does not apply it)");
         }
+        Some(Reference { chase_ns: rounded(r.chase_ns, 2), chases_ns: rounded(r.chases_ns, 3), copy_ns: rounded(r.copy_ns, 3), cache_chase_ns: r.cache_chase_ns.map(|ns| rounded(ns, 2)) })
     }
-    o
 }
 
 /// How a level's latency (or memory's, `memory`) was read.
@@ -472,6 +575,10 @@ mod tests {
     use crate::probe::FrameRuns;
     use crate::report;
 
+    fn toml(c: &Calibration, b: &Base, name: &str, virt_section: bool) -> String {
+        write(c, b, name, virt_section).unwrap_or_else(|e| panic!("{e}")).text
+    }
+
     fn tiny() -> (Calibration, Base) {
         let c = measure::run(&Plan::tiny(), &mut |_, _, _| {}).unwrap();
         (c, Base::named("sapphire-rapids").unwrap())
@@ -480,7 +587,7 @@ mod tests {
     #[test]
     fn a_calibrated_profile_parses_and_marks_what_it_did_not_measure() {
         let (mut c, base) = tiny();
-        let text = profile_toml(&c, &base, "calibrated-test", false);
+        let text = toml(&c, &base, "calibrated-test", false);
         let p = Profile::parse(&text, "calibrated").unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(p.name, "calibrated-test");
         assert_eq!(p.arch, "amd64");
@@ -492,10 +599,10 @@ mod tests {
         // with; --no-virt-section leaves it as comments.
         c.virt.guest = true;
         c.virt.cpuid_bit = true;
-        let commented = profile_toml(&c, &base, "g", false);
+        let commented = toml(&c, &base, "g", false);
         assert!(commented.contains("# [virt]\n# nested = true"), "{commented}");
         assert!(Profile::parse(&commented, "g").unwrap().nested().is_none());
-        let real = profile_toml(&c, &base, "g", true);
+        let real = toml(&c, &base, "g", true);
         assert!(real.contains("\n[virt]\nnested = true") && real.contains("host_page = \""), "{real}");
         let p = Profile::parse(&real, "g").unwrap_or_else(|e| panic!("{e}\n{real}"));
         assert!(p.nested().is_some(), "{real}");
@@ -504,8 +611,8 @@ mod tests {
         assert_eq!((c.reference, p.reference), (None, None));
         let r = splab_hw::profile::Reference { chase_ns: 151.25, chases_ns: 5.75, copy_ns: 2.125, cache_chase_ns: Some(31.5) };
         c.reference = Some(r);
-        let text = profile_toml(&c, &base, "g", true);
-        assert!(text.contains("\n[reference]   # measured: quick probes") && text.contains("chases_ns = 5.750   # a load, 32 such chases at once") && text.contains("cache_chase_ns = 31.50   # a dependent load"), "{text}");
+        let text = toml(&c, &base, "g", true);
+        assert!(text.contains("\n[reference]   # measured: quick probes") && text.contains("chases_ns = 5.75   # a load, 32 such chases at once") && text.contains("cache_chase_ns = 31.5   # a dependent load"), "{text}");
         assert_eq!(Profile::parse(&text, "g").unwrap().reference, Some(r));
     }
 
@@ -522,12 +629,12 @@ mod tests {
             assert!(c.overlap.window.iter().all(|p| p.ns.median > 0.0));
         }
         c.overlap.window_fit = None;
-        let text = profile_toml(&c, &base, "t", false);
+        let text = toml(&c, &base, "t", false);
         assert!(!text.contains("window"), "{text}");
         c.overlap.window_fit = Some(WindowFit { latency_ns: 177.8, entries: 438.25, per_miss: 6.59, per_store: 2.4 });
-        let text = profile_toml(&c, &base, "t", false);
+        let text = toml(&c, &base, "t", false);
         assert!(text.contains("window = 438.2   # measured: loops of independent misses") && text.contains("(177.8 ns)"), "{text}");
-        assert!(text.contains("window_per_miss = 6.59   # measured") && text.contains("window_per_store = 2.40   # measured"), "{text}");
+        assert!(text.contains("window_per_miss = 6.59   # measured") && text.contains("window_per_store = 2.4   # measured"), "{text}");
         let p = Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!((p.overlap.window, p.overlap.window_per_miss, p.overlap.window_per_store), (Some(438.2), 6.59, 2.4));
         assert!(report::text(&c, &base).contains("the core's window: 438 instructions over one chase's latency (177.8 ns); a miss takes 6.6 more, a store 2.4 more"));
@@ -542,13 +649,13 @@ mod tests {
         let ov = &mut c.overlap;
         ov.walk = vec![Point { x: 1.0, y: 19.2, iqr: 0.0 }, Point { x: 16.0, y: 6.0, iqr: 0.0 }];
         (ov.walk_loads_ns, ov.walk_mlp, ov.walk_mlp_chases, ov.walk_mlp_from_loads) = (Some(9.6), Some(2.0), Some(3.2), true);
-        let text = profile_toml(&c, &base, "t", false);
-        let line = "walk_mlp = 2.00   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add to independent loads of the same lines, 9.60 ns";
+        let text = toml(&c, &base, "t", false);
+        let line = "walk_mlp = 2.0   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add to independent loads of the same lines, 9.60 ns";
         assert!(text.contains(line), "{text}");
         assert_eq!(Profile::parse(&text, "t").unwrap().overlap.walk_mlp, 2.0);
         (c.overlap.walk_mlp, c.overlap.walk_mlp_from_loads) = (Some(3.2), false);
-        let text = profile_toml(&c, &base, "t", false);
-        assert!(text.contains("walk_mlp = 3.20   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add with 16 chases at once"), "{text}");
+        let text = toml(&c, &base, "t", false);
+        assert!(text.contains("walk_mlp = 3.2   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add with 16 chases at once"), "{text}");
     }
 
     /// The profile's header and the report say how many chases and loads
@@ -557,10 +664,10 @@ mod tests {
     fn samples_timed_again_are_counted_in_the_header_and_the_report() {
         let (mut c, base) = tiny();
         c.noise.taken_again = 0;
-        assert!(!profile_toml(&c, &base, "t", false).contains("timed again"));
+        assert!(!toml(&c, &base, "t", false).contains("timed again"));
         assert!(!report::text(&c, &base).contains("timed again"));
         (c.noise.taken_again, c.noise.set_aside) = (3, 4);
-        let text = profile_toml(&c, &base, "t", false);
+        let text = toml(&c, &base, "t", false);
         let line = "Chases and loads timed again for being on a CPU less than 90% of their time: 3 (4 samples set aside).";
         assert!(text.lines().any(|l| l.starts_with("# CPU for") && l.ends_with(line)), "{text}");
         Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -578,7 +685,7 @@ mod tests {
         c.clock_ghz = splab_native::suite::Spread::of(&[2.0]);
         c.costs.frames_4k = Some(PACKED);
         let walk = |c: &Calibration, virt: bool| {
-            let text = profile_toml(c, &base, "t", virt);
+            let text = toml(c, &base, "t", virt);
             let line = text.lines().find(|l| l.starts_with("walk = ")).unwrap_or_else(|| panic!("{text}")).to_string();
             (Profile::parse(&text, "t").unwrap().costs.walk.unwrap(), line)
         };
@@ -611,7 +718,7 @@ mod tests {
     fn scattered_frames_age_the_model() {
         let (mut c, base) = tiny();
         let aged = |c: &Calibration| {
-            let text = profile_toml(c, &base, "t", false);
+            let text = toml(c, &base, "t", false);
             let m = Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}")).memory;
             (m.aged, m.aged_run, text)
         };
@@ -664,7 +771,7 @@ mod tests {
         use splab_native::suite::Spread;
         let (mut c, base) = tiny();
         let next = |c: &Calibration| {
-            let text = profile_toml(c, &base, "t", false);
+            let text = toml(c, &base, "t", false);
             (Profile::parse(&text, "t").unwrap().prefetch.map(|p| p.next_page), text)
         };
         c.costs.stream_line_ns = Spread::of(&[7.0]).unwrap();
@@ -690,16 +797,16 @@ mod tests {
         c.costs.stream_line_ns = Spread::of(&[7.5]).unwrap();
         c.costs.read_streams_ns = vec![Spread::of(&[8.0]).unwrap(), Spread::of(&[6.25]).unwrap()];
         assert_eq!(writeback(&c.costs), Some(Writeback { ns: 2.5, copy_ns: 15.0, reads_ns: 12.5, clamped: false }));
-        let text = profile_toml(&c, &base, "t", false);
-        assert!(text.contains("writeback_ns = 2.50   # measured"), "{text}");
+        let text = toml(&c, &base, "t", false);
+        assert!(text.contains("writeback_ns = 2.5   # measured"), "{text}");
         assert_eq!(Profile::parse(&text, "t").unwrap().memory.writeback_ns, Some(2.5));
         c.costs.read_streams_ns[1] = Spread::of(&[8.0]).unwrap();
         let w = writeback(&c.costs).unwrap();
         assert_eq!((w.ns, w.clamped), (0.0, true));
-        assert!(profile_toml(&c, &base, "t", false).contains("(the copy ran faster: 0)"));
+        assert!(toml(&c, &base, "t", false).contains("(the copy ran faster: 0)"));
         c.costs.read_streams_ns.truncate(1);
         assert_eq!(writeback(&c.costs), None);
-        assert!(!profile_toml(&c, &base, "t", false).contains("writeback_ns"));
+        assert!(!toml(&c, &base, "t", false).contains("writeback_ns"));
     }
 
     /// store_mlp is data_mlp scaled by loads over stores where stores are
@@ -712,11 +819,11 @@ mod tests {
         c.costs.random_load_ns = Spread::of(&[16.0]);
         c.costs.random_store_ns = Spread::of(&[32.0]);
         assert_eq!(stores(&c, 10.0), Some(Stores { load_ns: 16.0, store_ns: 32.0, mlp: Some(5.0) }));
-        let text = profile_toml(&c, &base, "t", false);
-        assert!(text.contains("store_mlp = 5.00   # measured"), "{text}");
+        let text = toml(&c, &base, "t", false);
+        assert!(text.contains("store_mlp = 5.0   # measured"), "{text}");
         assert_eq!(Profile::parse(&text, "t").unwrap().overlap.store_mlp, Some(5.0));
         c.costs.random_store_ns = Spread::of(&[15.0]);
-        let text = profile_toml(&c, &base, "t", false);
+        let text = toml(&c, &base, "t", false);
         assert!(text.contains("# store_mlp not written") && Profile::parse(&text, "t").unwrap().overlap.store_mlp.is_none(), "{text}");
         c.costs.random_store_ns = None;
         assert_eq!(stores(&c, 10.0), None);

@@ -8,9 +8,8 @@ use crate::progress::Progress;
 use clap::Args;
 use serde::Serialize;
 use splab_calibrate::measure::{self, Calibration, Plan};
-use splab_calibrate::profile::{profile_toml, Base};
+use splab_calibrate::profile::{self, Base};
 use splab_calibrate::{fit, report};
-use splab_hw::profile::Profile;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -97,17 +96,17 @@ pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
     let mut c = c;
     fit::second_level(&mut c, &base);
     let name = a.name.clone().unwrap_or_else(|| format!("calibrated-{}", hostname()));
-    let text = profile_toml(&c, &base, &name, !a.no_virt_section);
-    // What is written must load: check before writing it.
-    if let Err(e) = Profile::parse(&text, "the calibrated profile") {
-        emit(&report::text(&c, &base));
-        eprintln!("{text}");
-        if let Some(p) = &a.output {
-            drop(file.take());
-            let _ = std::fs::remove_file(p);
+    let text = match profile::write(&c, &base, &name, !a.no_virt_section) {
+        Ok(w) => w.text,
+        Err(e) => {
+            emit(&report::text(&c, &base));
+            if let Some(p) = &a.output {
+                drop(file.take());
+                let _ = std::fs::remove_file(p);
+            }
+            return Err(Fail::Run(format!("{e}; nothing written")));
         }
-        return Err(Fail::Run(format!("internal error, nothing written: {e}")));
-    }
+    };
     if let (Some(f), Some(p)) = (file.as_mut(), &a.output) {
         f.write_all(text.as_bytes()).and_then(|_| f.flush()).map_err(|e| Fail::Run(format!("--output {}: writing failed: {e}", p.display())))?;
     }
