@@ -21,6 +21,7 @@ pub mod profile;
 mod profile_error;
 pub mod riscv;
 pub mod rng;
+pub mod size;
 pub mod pwc;
 pub mod radix;
 pub mod tlb;

@@ -262,7 +262,7 @@ pub struct Profile {
 
 /// `[reference]`: the host's memory as calibrate found it, by quick
 /// probes that `splab validate` runs again around its native runs
-/// (`splab_native::calibrate::reference`), to see how far the host's
+/// (`splab_calibrate::reference`), to see how far the host's
 /// memory moved since. The model itself does not read it; validate runs
 /// it on the profile moved by the first three (`Profile::moved`).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]

@@ -157,7 +157,7 @@ pub struct PoolChange {
 }
 
 /// What the host was.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Host {
     pub kernel: String,
     pub thp_enabled: Option<String>,

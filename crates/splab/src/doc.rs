@@ -6,7 +6,7 @@
 //! kind of document it is, and where a document has none (written by hand)
 //! its shape does.
 
-pub use crate::validate::{Row, Summary};
+pub use splab_calibrate::validate::{Row, Summary};
 use serde::Deserialize;
 use serde_json::Value;
 pub use splab_native::suite::Spread;

@@ -24,12 +24,12 @@ mod report;
 mod rss;
 mod run;
 mod setup;
-mod size;
 mod trace;
 mod validate;
 mod workload;
 
 use clap::{Parser, Subcommand};
+use splab_hw::size;
 use error::Fail;
 use formats::Formats;
 use setup::{MachineArgs, OnOff};

@@ -65,18 +65,7 @@ pub fn plain_json<T: Serialize>(v: &T) -> String {
     }
 }
 
-/// A number for a table: whole numbers as they are, others to about four
-/// significant digits.
-pub fn num(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        return format!("{v:.0}");
-    }
-    let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
-    format!("{v:.digits$}")
-}
+pub use splab_hw::size::num;
 
 /// The change from `off` to `on` as people read it in a comparison.
 pub fn change(off: f64, on: f64) -> String {
@@ -361,13 +350,5 @@ mod tests {
         assert!(!is_setting("vm.stats.vm.v_zfod"));
         assert!(is_superpage_event("vm.pmap.l3c.p_failures") && is_superpage_event("vm.pmap.gh.4m.demotions"));
         assert!(!is_superpage_event("splab.pmap.pde.p_failures.attributes") && !is_superpage_event("vm.pmap.pde.mappings"));
-    }
-
-    #[test]
-    fn numbers() {
-        assert_eq!(num(12.0), "12");
-        assert_eq!(num(0.012345), "0.01235");
-        assert_eq!(num(1234.5678), "1235");
-        assert_eq!(num(1.23456), "1.235");
     }
 }

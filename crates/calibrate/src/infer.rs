@@ -8,11 +8,11 @@
 //!   whether guest 2 MB (or 1 GB) pages remove TLB misses;
 //! - `overlap`: how many misses proceed at once, from k parallel chases.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A point of a measured curve: x (bytes or pages), y (ns), and the
 /// spread of y over the repeats (ns, quartile range).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     pub x: f64,
     pub y: f64,
@@ -26,7 +26,7 @@ impl Point {
 }
 
 /// Three cache levels and memory fitted to a latency-vs-size curve.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hierarchy {
     /// Capacity of L1, L2, L3 in bytes (where latency leaves the level's
     /// plateau).
@@ -163,7 +163,7 @@ pub fn fit_hierarchy(points: &[Point]) -> Option<Hierarchy> {
 /// largest x still below the midpoint of the two levels (a set-associative
 /// structure's curve bends before it breaks, so the step's first point
 /// can still be mostly hits).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Edge {
     pub last_x: f64,
     pub next_x: f64,
@@ -474,7 +474,7 @@ pub fn tlb_levels(points: &[Point], threshold: f64) -> TlbLevels {
 /// with the smallest error wins. A curve that rises gradually around the
 /// capacity (sets that overflow early and late) is then matched as a
 /// whole, where a step finder lands anywhere on the ramp.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StlbFit {
     pub entries: u64,
     /// Associativity of every candidate (not fitted).
@@ -578,7 +578,7 @@ pub fn l1_entries_below(points: &[Point], hit_ns: f64) -> Option<f64> {
 
 /// What the TLB curves say about the page size the host backs guest
 /// memory with.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostPage {
     /// "4K", "2M" or "1G", or None when the curves do not tell.
     pub size: Option<String>,
@@ -640,7 +640,7 @@ pub fn overlap(per_load: &[(usize, f64)]) -> Option<(f64, usize)> {
 
 /// How many chases over walks and misses at once fared against the two
 /// ways the model can overlap translation with data.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SlotFit {
     pub chases: usize,
     pub measured_ns: f64,
@@ -689,7 +689,7 @@ pub fn slot_fit(k: usize, d1: f64, dk: f64, b1: f64, bk: f64, data_mlp: f64, wal
 /// `Overlap::window` in the profile): how many instructions it holds while
 /// a miss is under way, and what a miss and a store take of it besides
 /// their instructions.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WindowFit {
     /// The latency the loops' misses were measured against (one chase
     /// over the same lines), ns.

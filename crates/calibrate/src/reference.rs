@@ -17,9 +17,9 @@
 //! cache here), chased alone and 32 at once; copies of 64 MB; and a
 //! random cycle over 16 MB.
 
-use super::probe;
-use crate::region::Region;
-use crate::suite::Spread;
+use crate::probe;
+use splab_native::region::Region;
+use splab_native::suite::Spread;
 pub use splab_hw::profile::Reference;
 
 /// The bytes of 2 MB pages the probes need.
