@@ -41,9 +41,12 @@ pub struct CheckArgs {
     pub procs: usize,
     #[arg(help = crate::setup::superpages_help(), long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
-    /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
+    /// Set a pmap or policy tunable at boot, e.g. vm.pmap.lp_enabled=1
+    /// (repeatable).
     #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
-    pub tunables: Vec<(String, i64)>,
+    pub tunables: Vec<(String, String)>,
+    #[arg(long, value_name = "POLICY", default_value = "freebsd", help = crate::setup::policy_help())]
+    pub policy: String,
 }
 
 #[derive(Serialize)]
@@ -128,7 +131,7 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
     if a.procs == 0 {
         return Err(Fail::Input("--procs 0: at least one process is needed".into()));
     }
-    setup::check_tunables(cfg.arch, &a.tunables)?;
+    setup::check_tunables(cfg.arch, &a.policy, &a.tunables)?;
     let max_mapped = setup::swap(&a.footprint, "--footprint")?;
     if max_mapped < 1 << 20 {
         return Err(Fail::Input(format!("--footprint {}: at least 1M is needed", a.footprint)));
@@ -143,6 +146,7 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
         superpages: a.superpages.on(),
         max_procs: a.procs,
         tunables: a.tunables.clone(),
+        policy: a.policy.clone(),
         max_mapped,
     };
     let mut bar = Progress::new(a.ops, "check", "ops", as_json);
