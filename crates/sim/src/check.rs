@@ -101,6 +101,11 @@ const OPS: &[(&str, u64)] = &[
     ("exit", 1),
 ];
 
+/// With a policy other than FreeBSD's, also MADV_COLLAPSE and
+/// MADV_HUGEPAGE/NOHUGEPAGE over random ranges (FreeBSD's runs keep the
+/// operation sequence they have always had).
+const POLICY_OPS: &[(&str, u64)] = &[("collapse", 1), ("hugepage", 1)];
+
 /// Pages of a 2 MB superpage: the unit the checker's sizes were chosen in.
 const SP_2M_PAGES: u64 = 512;
 
@@ -386,6 +391,29 @@ impl Driver<'_> {
         }
     }
 
+    /// MADV_COLLAPSE over a random range: contents do not change; a policy
+    /// without collapse answers EINVAL, one that finds no huge page ENOMEM.
+    fn do_collapse(&mut self, i: usize) {
+        let Some((a, b)) = self.pick_range(i) else { return };
+        let pid = self.procs[i].0;
+        match self.sys.madvise_collapse(pid, a, b - a) {
+            Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOMEM) => {}
+            Err(e) => problem(&mut self.rep, format!("pid {pid} madvise({a:#x}, {}, MADV_COLLAPSE) failed: {e}", b - a)),
+        }
+        self.sync_kills();
+    }
+
+    /// MADV_HUGEPAGE or MADV_NOHUGEPAGE over a random range: contents do not
+    /// change.
+    fn do_hugepage(&mut self, i: usize) {
+        let Some((a, b)) = self.pick_range(i) else { return };
+        let pid = self.procs[i].0;
+        let on = self.rng.chance(50);
+        if let Err(e) = self.sys.madvise_superpages(pid, a, b - a, on) {
+            problem(&mut self.rep, format!("pid {pid} madvise({a:#x}, {}, {}) failed: {e}", b - a, if on { "MADV_HUGEPAGE" } else { "MADV_NOHUGEPAGE" }));
+        }
+    }
+
     /// Writes one word in every page of a range (or reads every page): the
     /// pattern that fills reservations and triggers promotion.
     fn do_fill(&mut self, i: usize, write: bool) {
@@ -445,9 +473,10 @@ impl Driver<'_> {
     }
 
     fn step(&mut self) {
-        let total: u64 = OPS.iter().map(|o| o.1).sum();
+        let extra = if self.cfg.policy == "freebsd" { &[][..] } else { POLICY_OPS };
+        let total: u64 = OPS.iter().chain(extra).map(|o| o.1).sum();
         let mut x = self.rng.below(total);
-        let op = OPS.iter().find(|o| {
+        let op = OPS.iter().chain(extra).find(|o| {
             if x < o.1 {
                 true
             } else {
@@ -470,6 +499,8 @@ impl Driver<'_> {
             "mmap_anon" | "mmap_shared" | "mmap_file" => self.do_mmap(i, op),
             "munmap" => self.do_munmap(i, false),
             "mprotect" => self.do_mprotect(i),
+            "collapse" => self.do_collapse(i),
+            "hugepage" => self.do_hugepage(i),
             "madvise" => self.do_madvise(i),
             "fork" => self.do_fork(i),
             "exit" => self.do_exit(),

@@ -193,6 +193,14 @@ fn human(r: &CheckReport, host_seconds: f64) -> String {
             line(&mut o, k, v);
         }
     }
+    // The policy's own counters that moved (Linux's vmstat THP counters,
+    // khugepaged's, Shimizu's per-size allocations).
+    let policy_counter = |k: &str| {
+        k.starts_with("vmstat.") || k.starts_with("vm.superpages.alloc.") || k.starts_with("vm.superpages.fallback.") || k.ends_with(".pages_collapsed") || k.contains(".stats.")
+    };
+    for (k, v) in r.sysctl.iter().filter(|(k, v)| policy_counter(k) && v.to_string() != "0") {
+        line(&mut o, k, v);
+    }
     if !r.oom_kills.is_empty() {
         let _ = writeln!(o, "processes killed (memory and swap exhausted):");
         for k in r.oom_kills.iter().take(10) {

@@ -100,14 +100,15 @@ impl Kernel {
     }
 
     /// The entries of `pid` that may hold transparent superpages: private
-    /// anonymous memory with no backing object, not advised out of them
+    /// anonymous memory with no backing object, readable (a pmap never
+    /// maps an inaccessible page), not advised out of them
     /// (`eflags::NORESERV`). As (start, end, object, entry flags).
     pub fn anon_ranges(&self, pid: Pid) -> Vec<(u64, u64, ObjId, u8)> {
         let Some(p) = self.proc(pid) else { return Vec::new() };
         p.map
             .entries
             .values()
-            .filter(|e| !e.shared && e.object != 0 && e.eflags & (eflags::NORESERV | eflags::NEEDS_COPY) == 0)
+            .filter(|e| !e.shared && e.object != 0 && e.prot & prot::READ != 0 && e.eflags & (eflags::NORESERV | eflags::NEEDS_COPY) == 0)
             .filter(|e| {
                 let o = self.objects.get(e.object);
                 matches!(o.kind, ObjKind::Anon) && o.backing == 0
