@@ -52,6 +52,10 @@ pub struct ArchSpec {
     /// (`[virt] nested = true`); a hashed page table belongs to the
     /// hypervisor.
     pub nested_paging: bool,
+    /// The superpage policies (`--policy`) modelled on it: FreeBSD's
+    /// everywhere; Shimizu's wherever there are superpage sizes to
+    /// allocate; Linux THP on the 4 KB-page architectures with a 2 MB PMD.
+    pub policies: &'static [&'static str],
     new_pmap: fn(npages: u64, superpages: bool) -> Result<Box<dyn Pmap>, String>,
     new_walker: fn(&Profile) -> Result<Box<dyn Walker>, String>,
 }
@@ -96,6 +100,12 @@ impl ArchSpec {
         Ok(())
     }
 
+    /// Its page sizes as people write them (4K, 64K, 2M, ...).
+    pub fn size_names(&self) -> String {
+        let name = |b: u64| if b >= 1 << 30 { format!("{}G", b >> 30) } else if b >= 1 << 20 { format!("{}M", b >> 20) } else { format!("{}K", b >> 10) };
+        self.page_sizes.iter().map(|&b| name(b)).collect::<Vec<_>>().join(", ") + " pages"
+    }
+
     /// The tunables `--superpages` sets, as help text names them.
     pub fn superpage_tunable_names(&self) -> String {
         self.superpage_tunables.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
@@ -124,6 +134,10 @@ impl PartialEq for ArchSpec {
 pub type Arch = &'static ArchSpec;
 
 const SUPERPAGES: &str = "transparent superpages";
+
+/// Every policy; and those that need no 4 KB base page with a 2 MB PMD.
+const ALL_POLICIES: &[&str] = &["freebsd", "shimizu", "linux-thp"];
+const EAGER_BLOCKS: &[&str] = &["freebsd", "shimizu"];
 
 fn riscv_walker(mode: Mode, profile: &Profile) -> Result<Box<dyn Walker>, String> {
     // The privileged spec lets hardware fault on A/D until Svadu.
@@ -156,6 +170,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         superpage_tunables: &[Tunable { name: "vm.pmap.pg_ps_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: true,
+        policies: ALL_POLICIES,
         new_pmap: |n, sp| Ok(Box::new(crate::amd64::PmapAmd64::new(n, sp))),
         new_walker: |p| {
             refuse_ad(p, AdUpdate::Fault, "is not an x86-64 behaviour (its walker always sets A and D)")?;
@@ -174,6 +189,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: true,
+        policies: ALL_POLICIES,
         new_pmap: |n, sp| Ok(Box::new(crate::riscv::PmapRiscv::new(Mode::Sv39, n, sp))),
         new_walker: |p| riscv_walker(Mode::Sv39, p),
     },
@@ -189,6 +205,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: true,
+        policies: ALL_POLICIES,
         new_pmap: |n, sp| Ok(Box::new(crate::riscv::PmapRiscv::new(Mode::Sv48, n, sp))),
         new_walker: |p| riscv_walker(Mode::Sv48, p),
     },
@@ -204,6 +221,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: true,
+        policies: ALL_POLICIES,
         new_pmap: |n, sp| Ok(Box::new(crate::arm64::PmapArm64::new(n, sp))),
         new_walker: |p| {
             refuse_ad(p, AdUpdate::Fault, "is not modelled for arm64 (its walker manages the access flag and dirty state, FEAT_HAFDBS)")?;
@@ -225,6 +243,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         ],
         other_tunables: &[],
         nested_paging: true,
+        policies: EAGER_BLOCKS,
         new_pmap: |n, sp| Ok(Box::new(crate::armv7::PmapArmv7::new(n, sp)?)),
         // FreeBSD's pmap-v6 keeps the access flag in software (SCTLR.HA
         // clear): with hardware updates, the 16 entries of a large page
@@ -246,6 +265,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: false,
+        policies: EAGER_BLOCKS,
         new_pmap: |n, sp| Ok(Box::new(crate::ppc64::PmapPpc64::new(n, sp))),
         new_walker: crate::ppc64::walker,
     },
@@ -265,6 +285,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         ],
         other_tunables: &[],
         nested_paging: true,
+        policies: EAGER_BLOCKS,
         // No hardware updates reference or modify state on the Alpha.
         new_pmap: |n, sp| Ok(Box::new(crate::alpha::PmapAlpha::new(n, sp))),
         new_walker: |p| {

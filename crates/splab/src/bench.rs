@@ -140,6 +140,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
         check_tlb: false,
         single_thread: false,
         tunables: Vec::new(),
+        policy: "freebsd".into(),
     }
 }
 

@@ -62,6 +62,11 @@ enum Cmd {
         /// alike in both.
         #[arg(long)]
         all: bool,
+        /// Compare superpage policies instead of superpages off and on: one
+        /// run each, e.g. freebsd,shimizu,linux-thp:always,linux-thp:madvise
+        /// (--sysctl settings apply to every run).
+        #[arg(long, value_name = "POLICY,...", value_parser = run::policy_list)]
+        policies: Option<run::PolicyList>,
         #[command(flatten)]
         out: Formats,
     },
@@ -74,11 +79,14 @@ enum Cmd {
         /// Modelled physical memory [default: 8G, or 4G on armv7].
         #[arg(long, value_name = "SIZE")]
         memory: Option<String>,
-        /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
+        /// Set a pmap or policy tunable at boot, e.g. vm.pmap.lp_enabled=1
+        /// (repeatable).
         #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
-        tunables: Vec<(String, i64)>,
+        tunables: Vec<(String, String)>,
         #[arg(long, value_enum, value_name = "on|off", default_value = "on", help = setup::superpages_help())]
         superpages: OnOff,
+        #[arg(long, value_name = "POLICY", default_value = "freebsd", help = setup::policy_help())]
+        policy: String,
         /// Also print each one's description (as `sysctl -d` gives it).
         #[arg(short = 'd', long)]
         describe: bool,
@@ -156,8 +164,9 @@ enum Cmd {
     BenchPart(bench::PartArgs),
 }
 
-fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: Option<&str>, sp: OnOff, tunables: &[(String, i64)], describe: bool, as_json: bool) -> Result<i32, Fail> {
-    let mut s = run::fresh_sysctls(m, memory, sp.on(), tunables)?;
+#[allow(clippy::too_many_arguments)]
+fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: Option<&str>, sp: OnOff, policy: &str, tunables: &[(String, String)], describe: bool, as_json: bool) -> Result<i32, Fail> {
+    let mut s = run::fresh_sysctls(m, memory, sp.on(), policy, tunables)?;
     if !names.is_empty() {
         if let Some(bad) = names.iter().find(|n| !s.values.contains_key(*n)) {
             return Err(Fail::Input(format!("unknown sysctl {bad:?}")));
@@ -176,14 +185,22 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
             out.emit(&r, output::sim)?;
             Ok(0)
         }
-        Cmd::Compare { run, all, out } => {
+        Cmd::Compare { run, all, policies: Some(list), out } => {
+            if out.csv || out.plot.is_some() {
+                return Err(Fail::Input("--policies: the table is printed as text or --json; --csv and --plot are for off/on comparisons".into()));
+            }
+            let c = run::compare_policies(&run, &list.0, out.machine_readable())?;
+            out.emit(&c, |c| output::policies(c, all))?;
+            Ok(0)
+        }
+        Cmd::Compare { run, all, policies: None, out } => {
             out.check()?;
             let c = run::compare(&run, out.machine_readable())?;
             out.emit(&c, |c| output::compare(c, all))?;
             Ok(0)
         }
-        Cmd::Sysctl { names, machine, memory, superpages, tunables, describe, json } => {
-            sysctl_cmd(&names, &machine, memory.as_deref(), superpages, &tunables, describe, json)
+        Cmd::Sysctl { names, machine, memory, superpages, tunables, policy, describe, json } => {
+            sysctl_cmd(&names, &machine, memory.as_deref(), superpages, &policy, &tunables, describe, json)
         }
         Cmd::Check { args, json } => check::cmd(&args, json),
         Cmd::Bench { args, out } => bench::cmd(&args, &out),

@@ -2,7 +2,7 @@
 //! `emit` writes it, so that a closed pipe (`splab ... | head`) ends the
 //! output quietly instead of panicking inside `println!`.
 
-use crate::run::{Comparison, SimRun};
+use crate::run::{Comparison, PolicyComparison, SimRun};
 use crate::size;
 use serde::Serialize;
 use splab_vm::sysctl::{SysctlValue, Sysctls};
@@ -131,6 +131,7 @@ pub fn sim(r: &SimRun) -> String {
         let _ = writeln!(o, "  {:<22}{} dirty lines written back to memory", "writebacks", r.hw.writebacks);
     }
     let _ = writeln!(o, "  {:<22}{}", "page faults", r.events.faults);
+    memory_lines(&mut o, r);
     if let Some(l) = &r.layout {
         let _ = writeln!(o, "  {:<22}{}", "page layout", l.line());
     }
@@ -284,6 +285,118 @@ pub fn compare(c: &Comparison, all: bool) -> String {
             let _ = writeln!(o, "\n{k} (both runs): {a}");
         } else {
             let _ = writeln!(o, "\n{k} (superpages off): {a}\n\n{k} (superpages on): {b}");
+        }
+    }
+    o
+}
+
+/// The run's memory report: resident against touched, zeroing and
+/// copying, fault latency, background work.
+fn memory_lines(o: &mut String, r: &SimRun) {
+    let m = &r.memory;
+    let _ = writeln!(
+        o,
+        "  {:<22}{} at the end, {} at most; {} never touched ({} at most)",
+        "resident",
+        size::show(m.resident_bytes),
+        size::show(m.resident_peak_bytes),
+        size::show(m.bloat_bytes),
+        size::show(m.bloat_peak_bytes)
+    );
+    let _ = writeln!(o, "  {:<22}{} zeroed, {} copied", "kernel zero/copy", size::show(m.zeroed_bytes), size::show(m.copied_bytes));
+    let _ = writeln!(o, "  {:<22}p50 {} ns, p99 {} ns, max {} ns", "fault latency", num(m.fault_p50_ns), num(m.fault_p99_ns), num(m.fault_max_ns));
+    if m.background_seconds > 0.0 {
+        let _ = writeln!(o, "  {:<22}{} s", "background (khugepaged)", num(m.background_seconds));
+    }
+    if r.policy != "freebsd" {
+        let _ = writeln!(o, "  {:<22}{}", "policy", r.policy);
+    }
+    for p in &r.procfs {
+        for line in p.lines() {
+            let _ = writeln!(o, "    {line}");
+        }
+    }
+}
+
+/// The sum of the integer sysctls `vm.pmap.*.<what>` (every superpage size
+/// and level of the architecture), 1 GB explicit mappings left out.
+fn pmap_sum(r: &SimRun, what: &str) -> i64 {
+    r.sysctl
+        .iter()
+        .filter(|(k, _)| k.starts_with("vm.pmap.") && k.ends_with(what) && !k.contains("pdpe") && !k.contains(".l1."))
+        .filter_map(|(_, v)| if let SysctlValue::Int(i) = v { Some(*i) } else { None })
+        .sum()
+}
+
+/// Whether a sysctl is a policy's own counter (Linux's vmstat and THP
+/// statistics, Shimizu's per-size counts).
+fn is_policy_counter(name: &str) -> bool {
+    name.starts_with("vmstat.")
+        || name.starts_with("vm.superpages.alloc.")
+        || name.starts_with("vm.superpages.fallback.")
+        || (name.starts_with("transparent_hugepage.") && (name.contains(".stats.") || name.ends_with(".full_scans") || name.ends_with(".pages_collapsed")))
+}
+
+/// `splab compare --policies`: one column per policy.
+pub fn policies(c: &PolicyComparison, all: bool) -> String {
+    let mut o = String::new();
+    let first = &c.runs[0];
+    let _ = writeln!(o, "{} on {} ({}), {} memory
+", first.workload_detail, first.machine, first.arch, size::show(first.memory_bytes));
+    let w = c.runs.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(14) + 2;
+    let _ = write!(o, "{:<34}", "");
+    for r in &c.runs {
+        let _ = write!(o, "{:>w$}", r.policy);
+    }
+    o.push('\n');
+    let row = |o: &mut String, name: &str, f: &dyn Fn(&SimRun) -> String| {
+        let _ = write!(o, "{name:<34}");
+        for r in &c.runs {
+            let _ = write!(o, "{:>w$}", f(r));
+        }
+        o.push('\n');
+    };
+    row(&mut o, &first.figure.name, &|r| num(r.figure.value));
+    for (i, d) in first.details.iter().enumerate() {
+        row(&mut o, &format!("  {}", d.name), &|r| r.details.get(i).map_or("-".into(), |d| num(d.value)));
+    }
+    row(&mut o, "simulated seconds (timed)", &|r| num(r.sim_seconds));
+    row(&mut o, "TLB misses", &|r| r.tlb.total_misses.to_string());
+    row(&mut o, "page walks", &|r| r.hw.walks.to_string());
+    row(&mut o, "page faults", &|r| r.events.faults.to_string());
+    row(&mut o, "resident at most", &|r| size::show(r.memory.resident_peak_bytes));
+    row(&mut o, "resident at the end", &|r| size::show(r.memory.resident_bytes));
+    row(&mut o, "bloat (never touched) at most", &|r| size::show(r.memory.bloat_peak_bytes));
+    row(&mut o, "bloat at the end", &|r| size::show(r.memory.bloat_bytes));
+    row(&mut o, "fault latency p50 (ns)", &|r| num(r.memory.fault_p50_ns));
+    row(&mut o, "fault latency p99 (ns)", &|r| num(r.memory.fault_p99_ns));
+    row(&mut o, "fault latency max (ns)", &|r| num(r.memory.fault_max_ns));
+    row(&mut o, "zeroed", &|r| size::show(r.memory.zeroed_bytes));
+    row(&mut o, "copied", &|r| size::show(r.memory.copied_bytes));
+    row(&mut o, "background seconds (khugepaged)", &|r| num(r.memory.background_seconds));
+    row(&mut o, "superpage promotions", &|r| pmap_sum(r, ".promotions").to_string());
+    row(&mut o, "superpage mappings (direct)", &|r| pmap_sum(r, ".mappings").to_string());
+    row(&mut o, "superpage demotions (splits)", &|r| pmap_sum(r, ".demotions").to_string());
+    let names: BTreeSet<&String> = c.runs.iter().flat_map(|r| r.sysctl.keys()).filter(|k| is_policy_counter(k)).collect();
+    let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
+        Some(SysctlValue::Int(v)) => Some(*v),
+        _ => None,
+    };
+    let shown: Vec<&&String> = names.iter().filter(|k| all || c.runs.iter().any(|r| int(r, k).unwrap_or(0) != 0)).collect();
+    if !shown.is_empty() {
+        let _ = writeln!(o, "
+policy counters");
+        for k in shown {
+            row(&mut o, &format!("  {k}"), &|r| int(r, k).map_or("-".into(), |v| v.to_string()));
+        }
+    }
+    for r in &c.runs {
+        for p in &r.procfs {
+            let _ = writeln!(o, "
+{} ({}):", p.lines().next().unwrap_or(""), r.policy);
+            for line in p.lines().skip(1) {
+                let _ = writeln!(o, "  {line}");
+            }
         }
     }
     o

@@ -14,6 +14,7 @@ use crate::map::eflags;
 use crate::object::{file_word, ObjKind};
 use crate::page::{pflags, ObjId};
 use crate::pmap::{prot, EnterFlags, Prot, Psind};
+use crate::policy::{Handled, ZeroFill};
 use crate::reserv::MAX_RESERV_NPAGES;
 use splab_hw::machine::Machine;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -154,6 +155,16 @@ impl Kernel {
                 break (obj, m);
             }
             if o.backing == 0 {
+                // An eager policy may allocate a whole block around the
+                // page of private anonymous memory with no backing object.
+                if self.eager() && obj == first_object && matches!(o.kind, ObjKind::Anon) && !e.shared {
+                    let f = ZeroFill { pid, pm, va, entry: e.clone(), object: first_object, pindex: first_pindex, prot: fprot, access };
+                    if let Some(r) = self.with_policy(|p, k| p.zero_fill(k, hw, &f)) {
+                        if r? == Handled::Yes {
+                            return Ok(());
+                        }
+                    }
+                }
                 // Zero fill in the first object.
                 let m = self.alloc_object_page(first_object, first_pindex, reserv).ok_or(FaultError::NoMemory(va))?;
                 hw.mem.zero_frame(m);

@@ -102,6 +102,20 @@ pub struct KernelEvents {
     pub swap_ins: u64,
     /// File pages written back to their file.
     pub vnode_outs: u64,
+    /// Pages copied into a huge page a policy collapsed (khugepaged,
+    /// MADV_COLLAPSE).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub collapse_copies: u64,
+    /// Pages moved by compaction (a copy each).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub migrations: u64,
+    /// Page-table entries khugepaged examined.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub khugepaged_scanned: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// What the pmap may touch outside itself: physical pages and their
