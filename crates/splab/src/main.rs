@@ -65,8 +65,8 @@ enum Cmd {
         /// Compare superpage policies instead of superpages off and on: one
         /// run each, e.g. freebsd,shimizu,linux-thp:always,linux-thp:madvise
         /// (--sysctl settings apply to every run).
-        #[arg(long, value_name = "POLICY,...", value_parser = run::policy_list)]
-        policies: Option<run::PolicyList>,
+        #[arg(long, value_name = "POLICY,...")]
+        policies: Option<String>,
         #[command(flatten)]
         out: Formats,
     },
@@ -189,6 +189,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
             if out.csv || out.plot.is_some() {
                 return Err(Fail::Input("--policies: the table is printed as text or --json; --csv and --plot are for off/on comparisons".into()));
             }
+            let list = run::policy_list(&list).map_err(Fail::Input)?;
             let c = run::compare_policies(&run, &list.0, out.machine_readable())?;
             out.emit(&c, |c| output::policies(c, all))?;
             Ok(0)

@@ -164,11 +164,14 @@ pub fn check_tunables(arch: Arch, policy: &str, tunables: &[(String, String)]) -
             r.map_err(bad)?;
             continue;
         }
-        let v = value.parse::<i64>().map_err(|_| bad(format!("{value:?} is not an integer")))?;
+        // A name neither the pmap nor the policy has is reported as such,
+        // whatever its value.
+        let v = value.parse::<i64>().unwrap_or(0);
         arch.check_tunable(name, v).map_err(|e| {
             let extra = p.tunable_names();
             bad(if extra.is_empty() { e } else { format!("{e}; the {} policy's: {}", p.name(), extra.join(", ")) })
         })?;
+        value.parse::<i64>().map_err(|_| bad(format!("{value:?} is not an integer")))?;
     }
     Ok(())
 }

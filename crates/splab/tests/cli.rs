@@ -176,6 +176,21 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["sim", "gups", "--arch", "riscv", "--machine", "sapphire-rapids"], "sapphire-rapids"),
         (&["sim", "gups", "--arch", "amd64", "--machine", "sifive-u74"], "sifive-u74"),
         (&["bench", "--footprint", "30G"], "30G"),
+        (&["sim", "gups", "--policy", "solaris"], "solaris"),
+        (&["sim", "gups", "--policy", "linux-thp:sometimes"], "sometimes"),
+        (&["sim", "gups", "--policy", "freebsd:always"], "freebsd:always"),
+        (&["sim", "gups", "--policy", "linux-thp", "--arch", "alpha"], "alpha"),
+        (&["sim", "gups", "--policy", "linux-thp", "--arch", "ppc64-hpt"], "ppc64-hpt"),
+        (&["compare", "gups", "--policies", "freebsd,bogus"], "bogus"),
+        (&["compare", "gups", "--policies", "freebsd,freebsd"], "freebsd"),
+        (&["check", "--policy", "linux-thp:often", "--ops", "10"], "often"),
+        (&["check", "--policy", "shimizu", "--arch", "riscv", "--sysctl", "transparent_hugepage.enabled=always"], "transparent_hugepage.enabled"),
+        (&["sim", "gups", "--policy", "linux-thp", "--sysctl", "transparent_hugepage.enabled=sometimes"], "sometimes"),
+        (&["sim", "gups", "--policy", "linux-thp", "--sysctl", "transparent_hugepage.khugepaged.max_ptes_none=512"], "512"),
+        (&["sim", "gups", "--policy", "linux-thp", "--sysctl", "transparent_hugepage.hugepages-48kB.enabled=always"], "48kB"),
+        (&["sim", "gups", "--policy", "freebsd", "--sysctl", "transparent_hugepage.enabled=always"], "transparent_hugepage.enabled"),
+        (&["sim", "gups", "--policy", "shimizu", "--sysctl", "vm.superpages.max_order=40"], "40"),
+        (&["sysctl", "--policy", "nope"], "nope"),
     ];
     assert_rejected(cases);
 }
