@@ -8,13 +8,15 @@
 use serde::Serialize;
 use std::fmt;
 
-/// log2 of the 4 KB base page of every architecture but the Alpha. The
-/// conversions below (`PhysAddr::pfn`, `Pfn::addr`) assume it; code that
-/// may run with 8 KB pages converts through `PhysMem::pfn` and
-/// `PhysMem::addr` instead.
-pub const PAGE_SHIFT: u32 = 12;
-/// Base page size in bytes.
-pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
+/// log2 of a 4 KB page, the base page of every architecture but the
+/// Alpha. There is no global base page size: a system's is its pmap's
+/// smallest size (`PhysMem::page_shift`). The `_4k` conversions below
+/// (`PhysAddr::pfn_4k`, `Pfn::addr_4k`) are for code that only runs with
+/// 4 KB frames (the 4 KB architectures' pmaps and walkers); code that may
+/// run with 8 KB pages converts through `PhysMem::pfn` and `PhysMem::addr`.
+pub const PAGE_SHIFT_4K: u32 = 12;
+/// Bytes in a 4 KB page.
+pub const PAGE_SIZE_4K: u64 = 1 << PAGE_SHIFT_4K;
 
 /// A physical address in modelled physical memory.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
@@ -24,23 +26,20 @@ pub struct PhysAddr(pub u64);
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
 pub struct VirtAddr(pub u64);
 
-/// A physical frame number: physical address >> PAGE_SHIFT. 32 bits cover
+/// A physical frame number: physical address >> the base page shift. 32 bits cover
 /// 16 TiB of modelled memory, far beyond the 256 GiB the model supports.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default, Serialize)]
 pub struct Pfn(pub u32);
 
 impl PhysAddr {
-    pub fn pfn(self) -> Pfn {
-        Pfn((self.0 >> PAGE_SHIFT) as u32)
-    }
-    pub fn page_offset(self) -> u64 {
-        self.0 & (PAGE_SIZE - 1)
+    pub fn pfn_4k(self) -> Pfn {
+        Pfn((self.0 >> PAGE_SHIFT_4K) as u32)
     }
 }
 
 impl Pfn {
-    pub fn addr(self) -> PhysAddr {
-        PhysAddr((self.0 as u64) << PAGE_SHIFT)
+    pub fn addr_4k(self) -> PhysAddr {
+        PhysAddr((self.0 as u64) << PAGE_SHIFT_4K)
     }
     pub fn idx(self) -> usize {
         self.0 as usize

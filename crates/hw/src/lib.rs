@@ -26,4 +26,4 @@ pub mod pwc;
 pub mod radix;
 pub mod tlb;
 
-pub use addr::{Pfn, PhysAddr, VirtAddr, PAGE_SHIFT, PAGE_SIZE};
+pub use addr::{Pfn, PhysAddr, VirtAddr, PAGE_SHIFT_4K, PAGE_SIZE_4K};

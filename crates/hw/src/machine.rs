@@ -15,7 +15,7 @@ use crate::physmem::PhysMem;
 use crate::profile::Profile;
 use crate::pwc::Pwc;
 use crate::tlb::Tlb;
-use crate::PhysAddr;
+use crate::{PhysAddr, VirtAddr};
 use serde::Serialize;
 
 /// One CPU's translation hardware: its TLBs and page-walk caches.
@@ -93,7 +93,7 @@ impl Machine {
     /// entry's guest-physical address is first translated through the
     /// host's table (those references come before it), and so is the data
     /// address the walk ends with.
-    pub fn walk(&mut self, cpu: usize, root: PhysAddr, asid: u16, va: u64, acc: Access, refs: &mut Vec<u64>) -> Result<Translation, WalkFault> {
+    pub fn walk(&mut self, cpu: usize, root: PhysAddr, asid: u16, va: VirtAddr, acc: Access, refs: &mut Vec<u64>) -> Result<Translation, WalkFault> {
         self.refs.clear();
         let r = self.walker.walk(&mut self.mem, &mut self.mmu[cpu].pwc, root, asid, va, acc, &mut self.refs);
         self.walk_stats.walks += 1;
@@ -105,7 +105,7 @@ impl Machine {
                 refs.push(g);
             }
             if let Ok(t) = &r {
-                n += host.translate(t.pa(va).0, refs);
+                n += host.translate(t.pa(va.0).0, refs);
             }
             self.walk_stats.walk_mem_refs += n as u64;
             self.walk_stats.nested_refs += n as u64;
@@ -119,13 +119,13 @@ impl Machine {
     /// missed `va`. Under nested paging the entry is no larger than the
     /// host's page: a guest superpage over 4 KB host pages is cached as 4
     /// KB pieces, so it shortens walks but does not widen the TLB's reach.
-    pub fn fill_walked(&mut self, cpu: usize, va: u64, asid: u16, t: Translation) {
+    pub fn fill_walked(&mut self, cpu: usize, va: VirtAddr, asid: u16, t: Translation) {
         let host = self.nested.get(cpu).map_or(t.shift, |h| h.page_shift());
-        self.mmu[cpu].tlb.fill_missed_splintered(va, asid, t, host);
+        self.mmu[cpu].tlb.fill_missed_splintered(va.0, asid, t, host);
     }
 
     /// What the page tables say of `va` now, without side effects.
-    pub fn probe(&self, root: PhysAddr, va: u64) -> Option<Translation> {
+    pub fn probe(&self, root: PhysAddr, va: VirtAddr) -> Option<Translation> {
         self.walker.probe(&self.mem, root, va)
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::physmem::PhysMem;
 use crate::pwc::Pwc;
-use crate::addr::PhysAddr;
+use crate::addr::{PhysAddr, VirtAddr};
 use serde::{Deserialize, Serialize};
 
 /// The kind of memory access being translated.
@@ -126,11 +126,11 @@ pub trait Walker: Send {
         pwc: &mut Pwc,
         root: PhysAddr,
         asid: u16,
-        va: u64,
+        va: VirtAddr,
         access: Access,
         refs: &mut WalkRefs,
     ) -> Result<Translation, WalkFault>;
     /// The same walk without side effects (no A/D updates, no caches): what
     /// the page tables say now. Used by the checker to find stale TLB entries.
-    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation>;
+    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: VirtAddr) -> Option<Translation>;
 }

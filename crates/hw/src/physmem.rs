@@ -18,7 +18,7 @@
 //! Invariant: a slot number is referenced by at most one frame; freed buffers
 //! are kept on `free` for reuse and are zero-filled before reuse.
 
-use crate::addr::{Pfn, PhysAddr, PAGE_SHIFT};
+use crate::addr::{Pfn, PhysAddr, PAGE_SHIFT_4K};
 
 /// Slot numbers per directory table.
 const WORDS: usize = 512;
@@ -48,7 +48,7 @@ pub struct PhysMem {
 impl PhysMem {
     /// `npages` frames of 4 KB.
     pub fn new(npages: u64, track_data: bool) -> PhysMem {
-        PhysMem::with_page_shift(npages, PAGE_SHIFT, track_data)
+        PhysMem::with_page_shift(npages, PAGE_SHIFT_4K, track_data)
     }
 
     /// `npages` frames of 2^page_shift bytes (12 or 13).

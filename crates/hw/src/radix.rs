@@ -30,7 +30,7 @@
 //! gets its own compiled copy with the format's methods inlined, no call
 //! goes through the trait.
 
-use crate::addr::PhysAddr;
+use crate::addr::{PhysAddr, VirtAddr};
 use crate::mmu::{Access, Translation, WalkFault, WalkRefs, Walker};
 use crate::physmem::PhysMem;
 use crate::pwc::Pwc;
@@ -239,10 +239,11 @@ impl<F: RadixFormat> Walker for F {
         pwc: &mut Pwc,
         root: PhysAddr,
         asid: u16,
-        va: u64,
+        va: VirtAddr,
         access: Access,
         refs: &mut WalkRefs,
     ) -> Result<Translation, WalkFault> {
+        let va = va.0;
         if !self.geometry().range.contains(va) {
             return Err(WalkFault::BadAddress);
         }
@@ -271,7 +272,8 @@ impl<F: RadixFormat> Walker for F {
         Ok(self.translation(mem, &found))
     }
 
-    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
+    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: VirtAddr) -> Option<Translation> {
+        let va = va.0;
         if !self.geometry().range.contains(va) {
             return None;
         }
@@ -317,7 +319,7 @@ mod tests {
 
     fn walk(mem: &mut PhysMem, pwc: &mut Pwc, access: Access) -> (Result<Translation, WalkFault>, Vec<u64>) {
         let mut refs = WalkRefs::default();
-        let r = Amd64Walker.walk(mem, pwc, PhysAddr(PML4), 1, VA, access, &mut refs);
+        let r = Amd64Walker.walk(mem, pwc, PhysAddr(PML4), 1, VirtAddr(VA), access, &mut refs);
         (r, refs.as_slice().to_vec())
     }
 
@@ -359,11 +361,11 @@ mod tests {
         let mut mem = tables(Pte::new(0x9000, USER));
         let mut pwc = pwc();
         let before: Vec<u64> = path().iter().map(|&ea| mem.read_u64(PhysAddr(ea))).collect();
-        let t = Amd64Walker.probe(&mem, PhysAddr(PML4), VA).expect("mapped");
+        let t = Amd64Walker.probe(&mem, PhysAddr(PML4), VirtAddr(VA)).expect("mapped");
         assert_eq!((t.pa(VA), t.shift, t.perm & perm::DIRTY), (PhysAddr(0x9567), 12, 0));
         let after: Vec<u64> = path().iter().map(|&ea| mem.read_u64(PhysAddr(ea))).collect();
         assert_eq!(before, after, "no A or D bit set");
-        assert_eq!(Amd64Walker.probe(&mem, PhysAddr(PML4), VA | (1 << 47)), None, "not canonical");
+        assert_eq!(Amd64Walker.probe(&mem, PhysAddr(PML4), VirtAddr(VA | (1 << 47))), None, "not canonical");
         // The walk after the probe starts at the root and reads every level.
         let (r, refs) = walk(&mut mem, &mut pwc, Access::Write);
         assert_ne!(r.expect("permitted").perm & perm::DIRTY, 0);

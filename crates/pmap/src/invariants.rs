@@ -10,7 +10,7 @@ use splab_vm::pmap::{PmapEnv, PmapId};
 /// The table at `table` must be an in-use page-table page whose count is
 /// its number of valid entries, `valid`.
 pub fn page_table(env: &PmapEnv, table: u64, valid: usize, what: &str) -> Result<(), String> {
-    let m = env.phys.pages.get(PhysAddr(table).pfn());
+    let m = env.phys.pages.get(PhysAddr(table).pfn_4k());
     if !m.has(pflags::PTPAGE) || !m.has(pflags::INUSE) {
         return Err(format!("{what} at {table:#x} is not an in-use page-table page"));
     }

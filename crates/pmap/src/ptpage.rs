@@ -96,7 +96,7 @@ pub fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
 /// Adds `delta` to the valid-entry count of the table at `table_pa`;
 /// returns the new count.
 pub fn adjust_ref(env: &mut PmapEnv, table_pa: u64, delta: i32) -> u16 {
-    let m = env.phys.pages.get_mut(PhysAddr(table_pa).pfn());
+    let m = env.phys.pages.get_mut(PhysAddr(table_pa).pfn_4k());
     debug_assert!(m.has(pflags::PTPAGE), "{table_pa:#x} is not a page-table page");
     m.ref_count = (m.ref_count as i32 + delta) as u16;
     m.ref_count
@@ -137,11 +137,11 @@ pub fn hand_over(env: &mut PmapEnv, m0: Pfn, n: u32, written: bool, accessed: bo
 /// `pages`, which gives the object page at each address, giving the
 /// consecutive frames from `m`.
 pub fn is_run(pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
-    let n = size / splab_hw::PAGE_SIZE;
+    let n = size / splab_hw::PAGE_SIZE_4K;
     va.is_multiple_of(size)
         && va + size <= end
-        && m.addr().0.is_multiple_of(size)
-        && (1..n).all(|i| pages(VirtAddr(va + i * splab_hw::PAGE_SIZE)) == Some(Pfn(m.0 + i as u32)))
+        && m.addr_4k().0.is_multiple_of(size)
+        && (1..n).all(|i| pages(VirtAddr(va + i * splab_hw::PAGE_SIZE_4K)) == Some(Pfn(m.0 + i as u32)))
 }
 
 /// `is_run`, with `m`'s reservation fully populated: the test

@@ -124,7 +124,7 @@ pub struct PvTable {
 impl PvTable {
     /// Lists for `npages` 4 KB pages and superpage frames of 2^sp_shift bytes.
     pub fn new(npages: u64, sp_shift: u32) -> PvTable {
-        let per_frame = 1u64 << (sp_shift - splab_hw::PAGE_SHIFT);
+        let per_frame = 1u64 << (sp_shift - splab_hw::PAGE_SHIFT_4K);
         PvTable { arena: PvArena::new(), pvh: vec![NIL; npages.div_ceil(per_frame) as usize], sp_shift }
     }
 
@@ -181,7 +181,7 @@ impl PvTable {
     /// Every mapping of page `m`: its own, then its superpage frame's.
     pub fn all(&self, env: &PmapEnv, m: Pfn) -> Vec<(PmapId, u64)> {
         let mut v = self.list(env, m);
-        v.extend(self.list_sp(m.addr().0));
+        v.extend(self.list_sp(m.addr_4k().0));
         v
     }
 
@@ -196,7 +196,7 @@ impl PvTable {
     /// Whether `m` is mapped at all, alone or in a superpage
     /// (pmap_page_is_mapped).
     pub fn is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        env.phys.pages.get(m).md != NIL || self.pvh[self.pvh_idx(m.addr().0)] != NIL
+        env.phys.pages.get(m).md != NIL || self.pvh[self.pvh_idx(m.addr_4k().0)] != NIL
     }
 
     /// The entries of the `n` base pages from `m0`, mapped from `va` on,
@@ -204,19 +204,19 @@ impl PvTable {
     /// pmap_pv_promote_l2).
     pub fn promote(&mut self, env: &mut PmapEnv, m0: Pfn, pm: PmapId, va: u64, n: u32) {
         for i in 0..n {
-            let removed = self.remove(env, Pfn(m0.0 + i), pm, va + i as u64 * splab_hw::PAGE_SIZE);
+            let removed = self.remove(env, Pfn(m0.0 + i), pm, va + i as u64 * splab_hw::PAGE_SIZE_4K);
             debug_assert!(removed, "promotion: no PV entry for page {i}");
         }
-        self.add_sp(m0.addr().0, pm, va);
+        self.add_sp(m0.addr_4k().0, pm, va);
     }
 
     /// The superpage's entry becomes one entry per base page
     /// (pmap_pv_demote_pde, pmap_pv_demote_l2).
     pub fn demote(&mut self, env: &mut PmapEnv, m0: Pfn, pm: PmapId, va: u64, n: u32) {
-        let removed = self.remove_sp(m0.addr().0, pm, va);
+        let removed = self.remove_sp(m0.addr_4k().0, pm, va);
         debug_assert!(removed, "demotion: no PV entry for the superpage at {va:#x}");
         for i in 0..n {
-            self.add(env, Pfn(m0.0 + i), pm, va + i as u64 * splab_hw::PAGE_SIZE);
+            self.add(env, Pfn(m0.0 + i), pm, va + i as u64 * splab_hw::PAGE_SIZE_4K);
         }
     }
 

@@ -214,11 +214,11 @@ pub trait Tables {
         }
         let parent = self.entry(env.mem, pm, va, shift + 9).expect("prune: the tables above exist");
         let table = rd::<Self::Pte>(env.mem, parent).table();
-        if env.phys.pages.get(PhysAddr(table).pfn()).ref_count > 0 {
+        if env.phys.pages.get(PhysAddr(table).pfn_4k()).ref_count > 0 {
             return;
         }
         wr(env.mem, parent, Self::Pte::EMPTY);
-        free.push(PhysAddr(table).pfn());
+        free.push(PhysAddr(table).pfn_4k());
         self.unuse(env, pm, va, shift + 9, free);
     }
 }

@@ -77,7 +77,7 @@ impl System {
     /// references are appended to `pending_walks`; the caller charges them
     /// through the caches (now, or later in a batch).
     fn walk(&mut self, cpu: usize, root: PhysAddr, asid: u16, va: u64, acc: Access) -> Result<Translation, WalkFault> {
-        let r = self.machine.walk(cpu, root, asid, va, acc, &mut self.pending_walks);
+        let r = self.machine.walk(cpu, root, asid, VirtAddr(va), acc, &mut self.pending_walks);
         if let Ok(t) = &r {
             if self.cfg.check_tlb || cfg!(debug_assertions) {
                 self.check_walk(cpu, va, t);
@@ -105,7 +105,7 @@ impl System {
     /// Checks a TLB hit against the page tables: a translation used after
     /// the pmap changed or removed it, or pointing at a freed frame.
     fn check_hit(&mut self, root: PhysAddr, va: u64, t: &Translation, acc: Access) {
-        let now = self.machine.probe(root, va);
+        let now = self.machine.probe(root, VirtAddr(va));
         let pa = t.pa(va);
         let bad = match now {
             None => Some("page tables have no mapping".to_string()),
@@ -231,7 +231,7 @@ impl System {
                         let r = self.walk(cpu, root, asid, va, acc);
                         self.machine.mmu[cpu].tlb.invalidate_page(va, asid);
                         if let Ok(n) = r {
-                            self.machine.fill_walked(cpu, va, asid, n);
+                            self.machine.fill_walked(cpu, VirtAddr(va), asid, n);
                         }
                         r
                     } else {
@@ -248,7 +248,7 @@ impl System {
                     let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
                         self.machine.mmu[cpu].tlb.count_miss(t.shift);
-                        self.machine.fill_walked(cpu, va, asid, t);
+                        self.machine.fill_walked(cpu, VirtAddr(va), asid, t);
                     }
                     r
                 }

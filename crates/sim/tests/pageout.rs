@@ -112,7 +112,7 @@ fn a_dirty_superpage_is_demoted_before_part_of_it_is_paged_out() {
     for p in 0..a_len / PAGE {
         if let Some(m) = s.mapping(pid, a + p * PAGE) {
             let (o, pi) = object_at(&s, pid, a + p * PAGE);
-            assert_eq!(s.kernel().objects.lookup(o, pi).map(|f| f.addr().0), Some(m.pa.0), "page {p} mapped ({}-bit) but not resident there", m.shift);
+            assert_eq!(s.kernel().objects.lookup(o, pi).map(|f| f.addr_4k().0), Some(m.pa.0), "page {p} mapped ({}-bit) but not resident there", m.shift);
         }
     }
     clean(&mut s);

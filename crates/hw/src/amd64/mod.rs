@@ -17,7 +17,7 @@ pub const PAGE_1G: u64 = 1 << 30;
 pub const PML4SHIFT: u32 = 39;
 pub const PDPSHIFT: u32 = 30;
 pub const PDRSHIFT: u32 = 21;
-pub const PAGE_SHIFT: u32 = 12;
+pub const PAGE_SHIFT_4K: u32 = 12;
 /// Highest user address + 1 (the lower canonical half of 48-bit addresses).
 pub const VM_MAXUSER_ADDRESS: u64 = 1 << 47;
 

@@ -171,6 +171,7 @@ impl RadixFormat for Arm64Walker {
 
 #[cfg(test)]
 mod tests {
+    use crate::VirtAddr;
     use super::super::pte::{ATTR_IDX_WRITE_BACK, SH_INNER};
     use super::super::index;
     use super::*;
@@ -204,7 +205,7 @@ mod tests {
 
     fn walk(mem: &mut PhysMem, pwc: &mut Pwc, va: u64, a: Access, refs: &mut WalkRefs) -> Result<Translation, WalkFault> {
         refs.clear();
-        Arm64Walker.walk(mem, pwc, PhysAddr(L0), 7, va, a, refs)
+        Arm64Walker.walk(mem, pwc, PhysAddr(L0), 7, VirtAddr(va), a, refs)
     }
 
     /// One page by hand: the four reads, AF set by the walk, a write
@@ -258,7 +259,7 @@ mod tests {
         let t = walk(&mut mem, &mut pwc, va, Access::Write, &mut refs).unwrap();
         assert_eq!((t.shift, t.pa(va)), (21, PhysAddr(0x4061_2345)));
         assert!(Desc(mem.read_u64(PhysAddr(L2 + 5 * 8))).has(DescFlags::AF), "AF set on the block");
-        assert_eq!(Arm64Walker.probe(&mem, PhysAddr(L0), va).unwrap().pa_base, 0x4060_0000);
+        assert_eq!(Arm64Walker.probe(&mem, PhysAddr(L0), VirtAddr(va)).unwrap().pa_base, 0x4060_0000);
         // APTable[1] in the L1 table descriptor forbids writes below it.
         mem.write_u64(PhysAddr(L1 + index(va, 30) * 8), Desc::table(L2).with(DescFlags::AP_TABLE_RO).0);
         assert_eq!(walk(&mut mem, &mut pwc, va, Access::Write, &mut refs), Err(WalkFault::Protection));
@@ -301,6 +302,6 @@ mod tests {
         run(&mut mem, &|k| Desc::new(0x50_0000 + k * 4096, if k == 15 { c | DescFlags::AP_RO } else { c }));
         let t = walk(&mut mem, &mut pwc, va, Access::Write, &mut refs).unwrap();
         assert_eq!((t.shift, t.pa_base), (12, 0x50_0000));
-        assert!(Arm64Walker.probe(&mem, PhysAddr(L0), va + 15 * 4096).is_some_and(|t| t.perm & perm::WRITE == 0));
+        assert!(Arm64Walker.probe(&mem, PhysAddr(L0), VirtAddr(va + 15 * 4096)).is_some_and(|t| t.perm & perm::WRITE == 0));
     }
 }

@@ -202,6 +202,7 @@ impl RadixFormat for Armv7Walker {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::VirtAddr;
     use crate::addr::PhysAddr;
     use crate::armv7::pte::LargeFlags;
     use crate::mmu::{WalkRefs, Walker};
@@ -216,7 +217,7 @@ mod tests {
     }
 
     fn walk(w: &Armv7Walker, mem: &mut PhysMem, pwc: &mut Pwc, root: u64, va: u64, a: Access) -> Result<Translation, WalkFault> {
-        w.walk(mem, pwc, PhysAddr(root), 7, va, a, &mut WalkRefs::default())
+        w.walk(mem, pwc, PhysAddr(root), 7, VirtAddr(va), a, &mut WalkRefs::default())
     }
 
     /// Builds, by hand, an L1 table with a page-table pointer, a section
@@ -230,14 +231,14 @@ mod tests {
         // L1 index 0x123, L2 index 0x45.
         mem.write_u32(PhysAddr(root + 0x123 * 4), L1Desc::table(l2t, 0).0);
         mem.write_u32(PhysAddr(l2t + 0x45 * 4), L2Desc::small(0x9_9000, URW | SmallFlags::AP2).0);
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(root), 7, va, Access::Read, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, PhysAddr(root), 7, VirtAddr(va), Access::Read, &mut refs).unwrap();
         assert_eq!((t.pa(va), t.shift), (PhysAddr(0x9_9678), 12));
         assert_eq!(t.perm & (perm::WRITE | perm::GLOBAL), 0, "read-only, not global");
         assert_eq!(refs.as_slice(), &[root + 0x123 * 4, l2t + 0x45 * 4]);
         assert_eq!(walk(&w, &mut mem, &mut pwc, root, va, Access::Write), Err(WalkFault::Protection));
         // The walk cache now holds the L1 descriptor: one read.
         refs.clear();
-        w.walk(&mut mem, &mut pwc, PhysAddr(root), 7, va, Access::Read, &mut refs).unwrap();
+        w.walk(&mut mem, &mut pwc, PhysAddr(root), 7, VirtAddr(va), Access::Read, &mut refs).unwrap();
         assert_eq!(refs.as_slice(), &[l2t + 0x45 * 4]);
 
         // A section at L1 index 0x200, writable, executable.
@@ -279,7 +280,7 @@ mod tests {
             let t = walk(&w, &mut mem, &mut pwc, root, va, Access::Write).unwrap();
             assert_eq!((t.shift, t.pa(va)), (16, PhysAddr(0x5_0000 + (va & 0xffff))));
         }
-        assert_eq!(w.probe(&mem, PhysAddr(root), 0x1_2000).unwrap().shift, 16);
+        assert_eq!(w.probe(&mem, PhysAddr(root), VirtAddr(0x1_2000)).unwrap().shift, 16);
     }
 
     #[test]
@@ -313,7 +314,7 @@ mod tests {
         let va = 0x20_0000;
         // FreeBSD's DACR: only domain 0 is usable.
         assert_eq!(walk(&Armv7Walker::freebsd(), &mut mem, &mut pwc, root, va, Access::Read), Err(WalkFault::Protection));
-        assert!(Armv7Walker::freebsd().probe(&mem, PhysAddr(root), va).is_none());
+        assert!(Armv7Walker::freebsd().probe(&mem, PhysAddr(root), VirtAddr(va)).is_none());
         // Domain 2 a client: user access needs AP[1].
         let client = Armv7Walker::new(dacr::CLIENT << 4, AdUpdate::Fault);
         assert_eq!(walk(&client, &mut mem, &mut pwc, root, va, Access::Read), Err(WalkFault::Protection));

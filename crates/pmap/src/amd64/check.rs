@@ -7,7 +7,7 @@ use crate::invariants::{self, Seen};
 use crate::ptpage::Stashes;
 use crate::radix::CheckTables;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{NPTEPG, PAGE_SHIFT, PDPSHIFT, PDRSHIFT};
+use splab_hw::amd64::{NPTEPG, PAGE_SHIFT_4K, PDPSHIFT, PDRSHIFT};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
@@ -32,9 +32,9 @@ impl CheckTables for Amd64 {
                     }
                 }
             }
-            PAGE_SHIFT => {
+            PAGE_SHIFT_4K => {
                 seen.resident += 1;
-                invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(e.frame()).pfn(), managed)?;
+                invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(e.frame()).pfn_4k(), managed)?;
                 seen.pv += managed as u64;
             }
             _ => return Err(format!("pmap {pm}: leaf at shift {shift} for {va:#x}: {e:?}")),

@@ -45,7 +45,7 @@ impl Amd64 {
         }
         let frame = old.frame_2m();
         let first = Pte::new(frame, flags);
-        let tpa = ptp.addr().0;
+        let tpa = ptp.addr_4k().0;
         if valid && Pte::read(env.mem, PhysAddr(tpa)) == first {
             self.st.pde.ptp_reused += 1;
         } else {
@@ -60,7 +60,7 @@ impl Amd64 {
         radix::update(env.mem, pde_pa, newpde, va2m, PAGE_2M).unneeded();
         // The superpage's PV entry becomes 512 (pmap_pv_demote_pde).
         if old.has(PteFlags::SW_MANAGED) {
-            self.pv.demote(env, PhysAddr(frame).pfn(), pm, va2m, NPTEPG as u32);
+            self.pv.demote(env, PhysAddr(frame).pfn_4k(), pm, va2m, NPTEPG as u32);
         }
         self.st.pde.demotions += 1;
         env.ev.demotions += 1;
@@ -78,10 +78,10 @@ impl Amd64 {
         let frame = old.frame_1g();
         let flags = old.flags();
         for i in 0..NPTEPG {
-            radix::wr(env.mem, PhysAddr(pd.addr().0 + i * 8), Pte::new(frame + i * PAGE_2M, flags));
+            radix::wr(env.mem, PhysAddr(pd.addr_4k().0 + i * 8), Pte::new(frame + i * PAGE_2M, flags));
         }
         // No invalidation, as for a 2 MB demotion.
-        radix::update(env.mem, pdpe_pa, Pte::new(pd.addr().0, table_flags()), va1g, 1 << PDPSHIFT).unneeded();
+        radix::update(env.mem, pdpe_pa, Pte::new(pd.addr_4k().0, table_flags()), va1g, 1 << PDPSHIFT).unneeded();
         self.st.pdpe_demotions += 1;
         env.ev.demotions += 1;
         Ok(())

@@ -9,7 +9,7 @@ use crate::ptpage;
 use crate::radix::{self, Format};
 use crate::shootdown::Batch;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_SHIFT, PAGE_4K, PDPSHIFT};
+use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_SHIFT_4K, PAGE_4K, PDPSHIFT};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
@@ -30,17 +30,17 @@ impl Amd64 {
         }
         if !pde.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            pde = Pte::new(p.addr().0, table_flags());
+            pde = Pte::new(p.addr_4k().0, table_flags());
             radix::wr(env.mem, pde_pa, pde);
             ptpage::adjust_ref(env, pde_pa.0 & !0xfff, 1);
         }
-        Ok((radix::slot(pde.frame(), va, PAGE_SHIFT), pde.frame()))
+        Ok((radix::slot(pde.frame(), va, PAGE_SHIFT_4K), pde.frame()))
     }
 
     /// pmap_enter for a 4 KB page, then the promotion attempt.
     pub(crate) fn enter_4k(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         let managed = ptpage::managed(env, m);
-        let pa = m.addr().0;
+        let pa = m.addr_4k().0;
         let newpte = Self::new_pte(pa, pr, &flags, managed);
         let (pte_pa, ptp) = self.alloc_pte(env, pm, va)?;
         let orig = Pte::read(env.mem, pte_pa);
@@ -51,7 +51,7 @@ impl Amd64 {
         // when the same managed page is mapped again, and moves otherwise.
         let same = orig.valid() && orig.frame() == pa;
         let had_pv = orig.valid() && orig.has(PteFlags::SW_MANAGED);
-        let om = PhysAddr(orig.frame()).pfn();
+        let om = PhysAddr(orig.frame()).pfn_4k();
         if had_pv && !(same && managed) {
             self.pv.remove(env, om, pm, va);
         }
@@ -99,7 +99,7 @@ impl Amd64 {
         }
         // Promotion is tried when the page-table page is full and the
         // reservation holding the page is fully populated.
-        let full = env.phys.pages.get(PhysAddr(ptp).pfn()).ref_count as u64 == NPTEPG;
+        let full = env.phys.pages.get(PhysAddr(ptp).pfn_4k()).ref_count as u64 == NPTEPG;
         if self.superpages_enabled() && full && managed && env.phys.reserv.level_iffullpop(m) == 0 {
             self.promote_pde(env, pm, va);
         }
@@ -111,7 +111,7 @@ impl Amd64 {
     /// range are removed (unless `noreplace`); their page-table page is kept
     /// aside for a later demotion.
     pub(crate) fn enter_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va.is_multiple_of(PAGE_2M) && m.addr().0.is_multiple_of(PAGE_2M), "unaligned 2MB mapping");
+        debug_assert!(va.is_multiple_of(PAGE_2M) && m.addr_4k().0.is_multiple_of(PAGE_2M), "unaligned 2MB mapping");
         if !self.superpages_enabled() && !env.phys.pages.get(m).has(splab_vm::page::pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
@@ -138,10 +138,10 @@ impl Amd64 {
         // The PD page may have been freed if the removal emptied it.
         let pde_pa = self.alloc_pde(env, pm, va)?;
         let pd_page = pde_pa.0 & !0xfff;
-        let f = Self::new_pte(m.addr().0, pr, &flags, managed).flags() | PteFlags::PS;
-        let newpde = Pte::new(m.addr().0, f);
+        let f = Self::new_pte(m.addr_4k().0, pr, &flags, managed).flags() | PteFlags::PS;
+        let newpde = Pte::new(m.addr_4k().0, f);
         if managed {
-            self.pv.add_sp(m.addr().0, pm, va);
+            self.pv.add_sp(m.addr_4k().0, pm, va);
         }
         radix::wr(env.mem, pde_pa, newpde);
         ptpage::adjust_ref(env, pd_page, 1);
@@ -153,7 +153,7 @@ impl Amd64 {
     /// Maps a 1 GB page of large-page shared memory (pmap_enter_largepage).
     /// Such pages are unmanaged: no PV entries.
     pub(crate) fn enter_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va.is_multiple_of(PAGE_1G) && m.addr().0.is_multiple_of(PAGE_1G), "unaligned 1GB mapping");
+        debug_assert!(va.is_multiple_of(PAGE_1G) && m.addr_4k().0.is_multiple_of(PAGE_1G), "unaligned 1GB mapping");
         let pml4e = self.alloc_pdpt(env, pm, va)?;
         let pdpe_pa = radix::slot(pml4e.frame(), va, PDPSHIFT);
         let old = Pte::read(env.mem, pdpe_pa);
@@ -165,8 +165,8 @@ impl Amd64 {
         } else {
             ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
-        let f = Self::new_pte(m.addr().0, pr, &flags, false).flags() | PteFlags::PS;
-        let new = Pte::new(m.addr().0, f);
+        let f = Self::new_pte(m.addr_4k().0, pr, &flags, false).flags() | PteFlags::PS;
+        let new = Pte::new(m.addr_4k().0, f);
         if old.valid() {
             let inv = radix::update(env.mem, pdpe_pa, new, va, PAGE_1G);
             self.invalidate_page(env, pm, inv);

@@ -33,7 +33,7 @@ use crate::radix::{self, Format, Tables};
 use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{PAGE_1G, PAGE_2M, PAGE_SHIFT, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
+use splab_hw::amd64::{PAGE_1G, PAGE_2M, PAGE_SHIFT_4K, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
@@ -112,7 +112,7 @@ impl Amd64 {
 
     /// Address of the PTE for `va`, if its page-table page exists.
     pub(crate) fn pte_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        self.entry(mem, pm, va, PAGE_SHIFT)
+        self.entry(mem, pm, va, PAGE_SHIFT_4K)
     }
 
     /// Makes sure the PDPT page for `va` exists; returns the PML4 entry.
@@ -121,7 +121,7 @@ impl Amd64 {
         let mut pml4e = Pte::read(env.mem, pml4e_pa);
         if !pml4e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            pml4e = Pte::new(p.addr().0, table_flags());
+            pml4e = Pte::new(p.addr_4k().0, table_flags());
             radix::wr(env.mem, pml4e_pa, pml4e);
         }
         Ok(pml4e)
@@ -140,7 +140,7 @@ impl Amd64 {
         }
         if !pdpe.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            pdpe = Pte::new(p.addr().0, table_flags());
+            pdpe = Pte::new(p.addr_4k().0, table_flags());
             radix::wr(env.mem, pdpe_pa, pdpe);
             ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
@@ -204,10 +204,10 @@ impl Amd64 {
 impl Tables for Amd64 {
     type Pte = Pte;
     fn shifts(&self) -> &'static [u32] {
-        &[PML4SHIFT, PDPSHIFT, PDRSHIFT, PAGE_SHIFT]
+        &[PML4SHIFT, PDPSHIFT, PDRSHIFT, PAGE_SHIFT_4K]
     }
     fn root_table(&self, pm: PmapId) -> u64 {
-        self.pm(pm).pml4.addr().0
+        self.pm(pm).pml4.addr_4k().0
     }
     fn resident(&self, pm: PmapId) -> u64 {
         self.pm(pm).resident
@@ -253,7 +253,7 @@ impl Core for Amd64 {
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {
-        self.pm(pm).pml4.addr()
+        self.pm(pm).pml4.addr_4k()
     }
     fn asid(&self, pm: PmapId) -> u16 {
         self.pm(pm).asid

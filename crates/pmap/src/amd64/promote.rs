@@ -57,12 +57,12 @@ impl Amd64 {
             expect -= 4096;
         }
         // Keep the page-table page for a later demotion.
-        let ptp_pfn = PhysAddr(ptp).pfn();
+        let ptp_pfn = PhysAddr(ptp).pfn_4k();
         self.pm_mut(pm).stash.insert(va2m, ptp_pfn, true);
         // One PV entry for the superpage instead of 512 (pmap_pv_promote_pde).
         let frame = newpde.frame();
         if newpde.has(PteFlags::SW_MANAGED) {
-            self.pv.promote(env, PhysAddr(frame).pfn(), pm, va2m, NPTEPG as u32);
+            self.pv.promote(env, PhysAddr(frame).pfn_4k(), pm, va2m, NPTEPG as u32);
         }
         // The PTE's PAT bit sits at bit 12 in a 2 MB PDE.
         let mut flags = newpde.flags() - PteFlags::PAT_4K;

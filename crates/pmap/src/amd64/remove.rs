@@ -11,7 +11,7 @@ use crate::pte::{self, PteFormat};
 use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
 use crate::shootdown::{Batch, Invalidate};
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_4K, PAGE_SHIFT, PDPSHIFT, PDRSHIFT};
+use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_4K, PAGE_SHIFT_4K, PDPSHIFT, PDRSHIFT};
 use splab_hw::{PhysAddr, Pfn};
 use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
 use std::ops::Range;
@@ -22,7 +22,7 @@ impl Amd64 {
     fn removed_pte(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, old: Pte) {
         self.pm_mut(pm).resident -= 1;
         if old.managed() {
-            let m = PhysAddr(old.frame()).pfn();
+            let m = PhysAddr(old.frame()).pfn_4k();
             ptpage::hand_over(env, m, 1, old.dirty(), old.accessed());
             self.pv.del(env, m, pm, va);
         }
@@ -34,12 +34,12 @@ impl Amd64 {
     pub(crate) fn remove_ptes(&mut self, env: &mut PmapEnv, pm: PmapId, range: Range<u64>, ptp: u64, free: &mut Vec<Pfn>, batch: &mut Batch) {
         let mut va = range.start;
         while va < range.end {
-            let pa = radix::slot(ptp, va, PAGE_SHIFT);
+            let pa = radix::slot(ptp, va, PAGE_SHIFT_4K);
             let old = Pte::read(env.mem, pa);
             if old.valid() {
                 batch.add(radix::clear::<Pte>(env.mem, pa, va, PAGE_4K));
                 self.removed_pte(env, pm, va, old);
-                self.unuse(env, pm, va, PAGE_SHIFT, free);
+                self.unuse(env, pm, va, PAGE_SHIFT_4K, free);
             }
             va += PAGE_4K;
         }
@@ -57,7 +57,7 @@ impl Amd64 {
         if old.managed() {
             let frame = old.frame_2m();
             self.pv.del_sp(frame, pm, va2m);
-            ptpage::hand_over(env, PhysAddr(frame).pfn(), NPTEPG as u32, old.dirty(), old.accessed());
+            ptpage::hand_over(env, PhysAddr(frame).pfn_4k(), NPTEPG as u32, old.dirty(), old.accessed());
         }
         self.pm_mut(pm).stash.discard(env, va2m, free);
         self.unuse(env, pm, va2m, PDRSHIFT, free);
@@ -78,7 +78,7 @@ impl Amd64 {
         let mut n = old;
         if pr & prot::WRITE == 0 && old.has(PteFlags::RW) {
             if old.has(PteFlags::SW_MANAGED | PteFlags::D) {
-                let m0 = PhysAddr(if npages == 1 { old.frame() } else { old.frame_2m() }).pfn();
+                let m0 = PhysAddr(if npages == 1 { old.frame() } else { old.frame_2m() }).pfn_4k();
                 for k in 0..npages {
                     ptpage::dirty(env, Pfn(m0.0 + k));
                 }
@@ -144,7 +144,7 @@ impl Remove for Amd64 {
     /// mappings of its 2 MB frame are demoted first.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
         let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             self.demote_pde(env, pm, va);
         }
         for (pm, va) in self.pv.list(env, m) {
@@ -153,7 +153,7 @@ impl Remove for Amd64 {
             let inv = radix::clear::<Pte>(env.mem, pa, va, PAGE_4K);
             self.removed_pte(env, pm, va, old);
             self.invalidate_page(env, pm, inv);
-            self.unuse(env, pm, va, PAGE_SHIFT, &mut free);
+            self.unuse(env, pm, va, PAGE_SHIFT_4K, &mut free);
         }
         ptpage::free_all(env, free);
     }

@@ -32,7 +32,7 @@ fn removal_invalidates_every_cpu_running_the_space() {
     r.activate(pm, 1);
     r.enter_all(pm, VA, &pages[..1], |_| rw_access());
     let asid = r.pmap.asid(pm);
-    let t = Translation { pa_base: pages[0].addr().0, shift: 12, perm: perm::READ | perm::USER };
+    let t = Translation { pa_base: pages[0].addr_4k().0, shift: 12, perm: perm::READ | perm::USER };
     r.fill_tlbs(VA, asid, t);
     r.remove(pm, VA, VA + 4096);
     assert!(!r.tlb_holds(VA, asid), "stale entry left on a CPU");

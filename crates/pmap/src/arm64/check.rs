@@ -67,7 +67,7 @@ impl CheckTables for Arm64 {
             L3_SHIFT if !e.is_table_or_page() => return Err(format!("pmap {pm}: reserved L3 encoding at {va:#x}: {e:?}")),
             L3_SHIFT => {
                 seen.resident += 1;
-                invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(e.oa()).pfn(), managed)?;
+                invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(e.oa()).pfn_4k(), managed)?;
                 seen.pv += managed as u64;
             }
             _ => return Err(format!("pmap {pm}: bad entry at shift {shift} for {va:#x}: {e:?}")),

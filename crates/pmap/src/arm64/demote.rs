@@ -87,7 +87,7 @@ impl Arm64 {
                 None => return self.demote_l2_abort(env, pm, va),
             },
         };
-        let table = ml3.addr().0;
+        let table = ml3.addr_4k().0;
         let newl3 = Desc(old.0 | DescFlags::TYPE.bits() | DescFlags::CONTIGUOUS.bits());
         let first = Desc::read(env.mem, PhysAddr(table));
         if stashed_whole && first.0 & DescFlags::PROMOTE == newl3.0 & DescFlags::PROMOTE && first.oa() == newl3.oa() {
@@ -105,7 +105,7 @@ impl Arm64 {
         if old.has(DescFlags::SW_MANAGED) {
             let frame = old.block_oa(L2_SHIFT);
             self.pv.del_sp(frame, pm, va);
-            let m0 = PhysAddr(frame).pfn();
+            let m0 = PhysAddr(frame).pfn_4k();
             for k in 0..LN_ENTRIES {
                 self.pv.add(env, Pfn(m0.0 + k as u32), pm, va + k * L3_SIZE);
             }
@@ -128,9 +128,9 @@ impl Arm64 {
         let attrs = old.0 & ATTR_MASK;
         let frame = old.block_oa(L1_SHIFT);
         for k in 0..LN_ENTRIES {
-            radix::wr(env.mem, PhysAddr(l2.addr().0 + k * 8), Desc(attrs | (frame + k * L2_SIZE)));
+            radix::wr(env.mem, PhysAddr(l2.addr_4k().0 + k * 8), Desc(attrs | (frame + k * L2_SIZE)));
         }
-        self.update_entry(env, pm, l1_pa, Desc::table(l2.addr().0), va, L3_SIZE);
+        self.update_entry(env, pm, l1_pa, Desc::table(l2.addr_4k().0), va, L3_SIZE);
         self.st.l1_demotions += 1;
         env.ev.demotions += 1;
         Ok(())

@@ -21,7 +21,7 @@ impl Arm64 {
         let mut l0e = Desc::read(env.mem, l0e_pa);
         if !l0e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            l0e = Desc::table(p.addr().0);
+            l0e = Desc::table(p.addr_4k().0);
             radix::wr(env.mem, l0e_pa, l0e);
         }
         Ok(radix::slot(l0e.oa(), va, L1_SHIFT))
@@ -38,7 +38,7 @@ impl Arm64 {
         }
         if !l1e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            l1e = Desc::table(p.addr().0);
+            l1e = Desc::table(p.addr_4k().0);
             radix::wr(env.mem, l1e_pa, l1e);
             ptpage::adjust_ref(env, l1e_pa.0 & !0xfff, 1);
         }
@@ -59,7 +59,7 @@ impl Arm64 {
         l2e = Desc::read(env.mem, l2e_pa);
         if !l2e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            l2e = Desc::table(p.addr().0);
+            l2e = Desc::table(p.addr_4k().0);
             radix::wr(env.mem, l2e_pa, l2e);
             ptpage::adjust_ref(env, l2e_pa.0 & !0xfff, 1);
         }
@@ -73,7 +73,7 @@ impl Arm64 {
     /// and the reservation are full, the 2 MB block.
     pub(crate) fn enter_l3(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         let managed = ptpage::managed(env, m);
-        let pa = m.addr().0;
+        let pa = m.addr_4k().0;
         let new = Self::new_l3(pa, pr, &flags, managed);
         let (l3_pa, table) = self.alloc_l3(env, pm, va)?;
         let orig = Desc::read(env.mem, l3_pa);
@@ -94,7 +94,7 @@ impl Arm64 {
             }
             let old = Desc::read(env.mem, l3_pa);
             let inv = radix::clear::<Desc>(env.mem, l3_pa, va, L3_SIZE);
-            let om = PhysAddr(old.oa()).pfn();
+            let om = PhysAddr(old.oa()).pfn_4k();
             if old.has(DescFlags::AF) || !old.has(DescFlags::SW_MANAGED) {
                 self.invalidate_page(env, pm, inv, true);
             } else {
@@ -123,7 +123,7 @@ impl Arm64 {
                 ptpage::dirty(env, m);
             }
         }
-        let full_ptp = env.phys.pages.get(PhysAddr(table).pfn()).ref_count as u64 == LN_ENTRIES;
+        let full_ptp = env.phys.pages.get(PhysAddr(table).pfn_4k()).ref_count as u64 == LN_ENTRIES;
         if self.superpages_enabled()
             && (va & (L3C_SIZE - 1)) == (pa & (L3C_SIZE - 1))
             && env.phys.reserv.is_populated_run(m, L3C_ENTRIES as u32)
@@ -146,7 +146,7 @@ impl Arm64 {
     /// an aligned run of 16 populated pages. Base mappings in the range are
     /// removed first unless `noreplace`, which fails instead.
     pub(crate) fn enter_l3c(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va.is_multiple_of(L3C_SIZE) && m.addr().0.is_multiple_of(L3C_SIZE), "unaligned 64KB mapping");
+        debug_assert!(va.is_multiple_of(L3C_SIZE) && m.addr_4k().0.is_multiple_of(L3C_SIZE), "unaligned 64KB mapping");
         if !self.superpage_allowed(env, m) {
             return Err(PmapError::BadPsind);
         }
@@ -154,7 +154,7 @@ impl Arm64 {
             return Err(PmapError::Exists);
         }
         let managed = ptpage::managed(env, m);
-        let new = Self::new_l3(m.addr().0, pr, &flags, managed).with(DescFlags::CONTIGUOUS);
+        let new = Self::new_l3(m.addr_4k().0, pr, &flags, managed).with(DescFlags::CONTIGUOUS);
         debug_assert!(!new.writable_clean(), "a writable 64KB mapping must be dirty");
         let (l3_pa, table) = self.alloc_l3(env, pm, va)?;
         let run = |k: u64| PhysAddr(l3_pa.0 + k * 8);
@@ -184,12 +184,12 @@ impl Arm64 {
     /// an aligned, fully populated 2 MB run. Mappings already in the range
     /// are removed first unless `noreplace`, which fails instead.
     pub(crate) fn enter_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va.is_multiple_of(L2_SIZE) && m.addr().0.is_multiple_of(L2_SIZE), "unaligned 2MB mapping");
+        debug_assert!(va.is_multiple_of(L2_SIZE) && m.addr_4k().0.is_multiple_of(L2_SIZE), "unaligned 2MB mapping");
         if !self.superpage_allowed(env, m) {
             return Err(PmapError::BadPsind);
         }
         let managed = ptpage::managed(env, m);
-        let new = Self::new_l3(m.addr().0, pr, &flags, managed).without(DescFlags::TYPE);
+        let new = Self::new_l3(m.addr_4k().0, pr, &flags, managed).without(DescFlags::TYPE);
         debug_assert!(!new.writable_clean(), "a writable 2MB mapping must be dirty");
         let l2_pa = self.alloc_l2(env, pm, va)?;
         let old = Desc::read(env.mem, l2_pa);
@@ -208,7 +208,7 @@ impl Arm64 {
         // The removal may have freed the L2 table.
         let l2_pa = self.alloc_l2(env, pm, va)?;
         if managed {
-            self.pv.add_sp(m.addr().0, pm, va);
+            self.pv.add_sp(m.addr_4k().0, pm, va);
         }
         radix::wr(env.mem, l2_pa, new);
         ptpage::adjust_ref(env, l2_pa.0 & !0xfff, 1);
@@ -220,7 +220,7 @@ impl Arm64 {
     /// Maps a 1 GB block of large-page shared memory
     /// (pmap_enter_largepage). Such pages are unmanaged: no PV entries.
     pub(crate) fn enter_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va.is_multiple_of(L1_SIZE) && m.addr().0.is_multiple_of(L1_SIZE), "unaligned 1GB mapping");
+        debug_assert!(va.is_multiple_of(L1_SIZE) && m.addr_4k().0.is_multiple_of(L1_SIZE), "unaligned 1GB mapping");
         if !env.phys.pages.get(m).has(pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
@@ -230,7 +230,7 @@ impl Arm64 {
             // A table with mappings is in the way.
             return Err(PmapError::Exists);
         }
-        let new = Self::new_l3(m.addr().0, pr, &flags, false).without(DescFlags::TYPE);
+        let new = Self::new_l3(m.addr_4k().0, pr, &flags, false).without(DescFlags::TYPE);
         if old.valid() {
             let inv = radix::update(env.mem, l1_pa, new, va, L1_SIZE);
             self.invalidate_page(env, pm, inv, true);

@@ -224,7 +224,7 @@ impl Arm64 {
             self.unwire(env, pm, va, level - 1, 1, free);
         }
         self.invalidate_page(env, pm, inv, false);
-        free.push(PhysAddr(table).pfn());
+        free.push(PhysAddr(table).pfn_4k());
         true
     }
 
@@ -306,7 +306,7 @@ impl Tables for Arm64 {
         &[L0_SHIFT, L1_SHIFT, L2_SHIFT, L3_SHIFT]
     }
     fn root_table(&self, pm: PmapId) -> u64 {
-        self.pm(pm).l0.addr().0
+        self.pm(pm).l0.addr_4k().0
     }
     fn resident(&self, pm: PmapId) -> u64 {
         self.pm(pm).resident
@@ -351,7 +351,7 @@ impl Core for Arm64 {
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {
-        self.pm(pm).l0.addr()
+        self.pm(pm).l0.addr_4k()
     }
     fn asid(&self, pm: PmapId) -> u16 {
         self.pm(pm).asid

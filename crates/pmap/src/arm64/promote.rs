@@ -113,10 +113,10 @@ impl Arm64 {
         let all_af = first.has(DescFlags::AF);
         let newl2 = first.without(DescFlags::CONTIGUOUS | DescFlags::TYPE);
         // Keep the L3 table as it is for a later demotion.
-        self.pm_mut(pm).stash.insert(va, ptp.pfn(), all_af);
+        self.pm_mut(pm).stash.insert(va, ptp.pfn_4k(), all_af);
         // One PV entry for the block instead of 512 (pmap_pv_promote_l2).
         if newl2.has(DescFlags::SW_MANAGED) {
-            self.pv.promote(env, PhysAddr(newl2.oa()).pfn(), pm, va, LN_ENTRIES as u32);
+            self.pv.promote(env, PhysAddr(newl2.oa()).pfn_4k(), pm, va, LN_ENTRIES as u32);
         }
         self.update_entry(env, pm, l2_pa, newl2, va, L2_SIZE);
         self.st.l2.promotions += 1;

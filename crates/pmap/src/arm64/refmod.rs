@@ -29,7 +29,7 @@ impl Arm64 {
     fn leaves_of(&self, env: &PmapEnv, m: Pfn) -> Vec<Desc> {
         let mut v: Vec<Desc> = self
             .pv
-            .list_sp(m.addr().0)
+            .list_sp(m.addr_4k().0)
             .into_iter()
             .map(|(pm, va)| Desc::read(env.mem, self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry")))
             .collect();
@@ -69,7 +69,7 @@ impl RefMod for Arm64 {
     /// pmap_ts_referenced. Wired mappings keep AF but count.
     fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut count = 0;
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             let pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry");
             let l2 = Desc::read(env.mem, pa);
             debug_assert!(l2.is_block());
@@ -116,13 +116,13 @@ impl RefMod for Arm64 {
     /// promoted again), `m` being marked dirty for the caller to clean, as
     /// FreeBSD does; dirty 4 KB entries are made clean.
     fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             let l2 = Desc::read(env.mem, self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry"));
             if !l2.has(DescFlags::DBM) {
                 continue;
             }
             if self.demote_l2(env, pm, va) && !l2.has(DescFlags::SW_WIRED) {
-                let va4 = va + (m.addr().0 - l2.block_oa(L2_SHIFT));
+                let va4 = va + (m.addr_4k().0 - l2.block_oa(L2_SHIFT));
                 let pa = self.entry(env.mem, pm, va4, L3_SHIFT).expect("demoted block without an L3 entry");
                 self.write_protect_l3(env, pm, pa, va4);
                 ptpage::dirty(env, m);
@@ -140,13 +140,13 @@ impl RefMod for Arm64 {
     /// blocks whole (pmap_remove_l2, no demotion), then the 4 KB and
     /// 64 KB mappings of each of its 512 pages (pmap_remove_all).
     fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let frame = m.addr().0 & !(L2_SIZE - 1);
+        let frame = m.addr_4k().0 & !(L2_SIZE - 1);
         let mut free = Vec::new();
         for (pm, va) in self.pv.list_sp(frame) {
             self.remove_l2(env, pm, va, &mut free);
         }
         ptpage::free_all(env, free);
-        let m0 = PhysAddr(frame).pfn();
+        let m0 = PhysAddr(frame).pfn_4k();
         for k in 0..LN_ENTRIES as u32 {
             let mk = Pfn(m0.0 + k);
             if self.pv.is_mapped(env, mk) {

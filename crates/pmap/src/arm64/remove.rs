@@ -52,7 +52,7 @@ impl Arm64 {
     fn removed_l3(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, old: Desc) {
         self.pm_mut(pm).resident -= 1;
         if old.has(DescFlags::SW_MANAGED) {
-            let m = PhysAddr(old.oa()).pfn();
+            let m = PhysAddr(old.oa()).pfn_4k();
             Self::release_pages(env, m, 1, old);
             self.pv.del(env, m, pm, va);
         }
@@ -69,7 +69,7 @@ impl Arm64 {
         batch.add(Invalidate::new(va, L3C_SIZE));
         self.pm_mut(pm).resident -= L3C_ENTRIES;
         if whole.has(DescFlags::SW_MANAGED) {
-            let m0 = PhysAddr(whole.oa()).pfn();
+            let m0 = PhysAddr(whole.oa()).pfn_4k();
             Self::release_pages(env, m0, L3C_ENTRIES, whole);
             for k in 0..L3C_ENTRIES {
                 self.pv.del(env, Pfn(m0.0 + k as u32), pm, va + k * L3_SIZE);
@@ -129,7 +129,7 @@ impl Arm64 {
         if old.has(DescFlags::SW_MANAGED) {
             let frame = old.block_oa(L2_SHIFT);
             self.pv.del_sp(frame, pm, va);
-            Self::release_pages(env, PhysAddr(frame).pfn(), LN_ENTRIES, old);
+            Self::release_pages(env, PhysAddr(frame).pfn_4k(), LN_ENTRIES, old);
         }
         self.pm_mut(pm).stash.discard(env, va, free);
         self.unwire(env, pm, va, 2, 1, free);
@@ -161,7 +161,7 @@ impl Arm64 {
         if ms.holds(old) {
             return;
         }
-        let new = Self::masked(env, old, ms, PhysAddr(old.block_oa(L2_SHIFT)).pfn(), LN_ENTRIES);
+        let new = Self::masked(env, old, ms, PhysAddr(old.block_oa(L2_SHIFT)).pfn_4k(), LN_ENTRIES);
         let inv = radix::update(env.mem, l2_pa, new, va, L2_SIZE);
         self.invalidate_page(env, pm, inv, true);
     }
@@ -171,7 +171,7 @@ impl Arm64 {
     /// protection saves.
     fn mask_set_l3c(env: &mut PmapEnv, first: PhysAddr, va: u64, ms: MaskSet) -> Invalidate {
         let whole = Self::load_l3c(env.mem, first);
-        Self::masked(env, whole, ms, PhysAddr(whole.oa()).pfn(), L3C_ENTRIES);
+        Self::masked(env, whole, ms, PhysAddr(whole.oa()).pfn_4k(), L3C_ENTRIES);
         for k in 0..L3C_ENTRIES {
             let pa = PhysAddr(first.0 + k * 8);
             let e = Desc::read(env.mem, pa);
@@ -199,7 +199,7 @@ impl Arm64 {
             }
             if Self::dirty(e) {
                 if advice == Advice::DontNeed {
-                    ptpage::dirty(env, PhysAddr(e.oa()).pfn());
+                    ptpage::dirty(env, PhysAddr(e.oa()).pfn_4k());
                 }
                 if e.has(DescFlags::CONTIGUOUS) {
                     self.demote_l3c(env, pm, pa, v);
@@ -247,7 +247,7 @@ impl Arm64 {
                 self.demote_l3c(env, pm, pa, va);
             }
             let e = Desc::read(env.mem, pa);
-            let new = Self::masked(env, e, ms, PhysAddr(e.oa()).pfn(), 1);
+            let new = Self::masked(env, e, ms, PhysAddr(e.oa()).pfn_4k(), 1);
             run.add(radix::update(env.mem, pa, new, va, L3_SIZE));
             va += L3_SIZE;
         }
@@ -283,7 +283,7 @@ impl Remove for Arm64 {
     /// its frame are demoted first, 64 KB runs holding it too.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
         let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             self.demote_l2(env, pm, va);
         }
         for (pm, va) in self.pv.list(env, m) {
@@ -349,7 +349,7 @@ impl Remove for Arm64 {
     /// Write-protects every mapping of `m` (pmap_remove_write): writable 2 MB
     /// blocks of its frame are demoted first, writable 64 KB runs too.
     fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             let l2_pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("PV entry without an L2 entry");
             if Desc::read(env.mem, l2_pa).has(DescFlags::DBM) {
                 self.demote_l2(env, pm, va);

@@ -43,7 +43,7 @@ fn fault_in(r: &mut Rig<PmapArm64>, pm: PmapId, range: std::ops::Range<u32>, fla
 fn walk(r: &mut Rig<PmapArm64>, pm: PmapId, va: u64, a: Access) -> (u8, u64) {
     let (root, asid) = (r.pmap.root(pm), r.pmap.asid(pm));
     let mut refs = WalkRefs::default();
-    let t = Arm64Walker.walk(&mut r.mem, &mut r.mmu[0].pwc, root, asid, va, a, &mut refs).unwrap();
+    let t = Arm64Walker.walk(&mut r.mem, &mut r.mmu[0].pwc, root, asid, VirtAddr(va), a, &mut refs).unwrap();
     (t.shift, t.pa(va).0)
 }
 
@@ -56,8 +56,8 @@ fn full_dirty_run_promotes_every_64k_run_then_the_2m_block() {
     assert_eq!(r.stat("vm.pmap.l3c.p_failures"), 0, "each run is tried once, when it is complete");
     assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
     let m = r.extract(pm, VA + 5 * 4096 + 8).unwrap();
-    assert_eq!((m.shift, m.pa.0, m.dirty), (21, pages[5].addr().0 + 8, true));
-    assert_eq!(walk(&mut r, pm, VA + 0x12_3456, Access::Write), (21, pages[0].addr().0 + 0x12_3456));
+    assert_eq!((m.shift, m.pa.0, m.dirty), (21, pages[5].addr_4k().0 + 8, true));
+    assert_eq!(walk(&mut r, pm, VA + 0x12_3456, Access::Write), (21, pages[0].addr_4k().0 + 0x12_3456));
     assert_eq!(r.pmap.0.pv.live(), 1, "512 PV entries became one");
     r.check();
 }
@@ -72,7 +72,7 @@ fn a_populated_64k_run_promotes_inside_a_partial_reservation() {
     assert_eq!((r.stat("vm.pmap.l3c.promotions"), r.stat("vm.pmap.l2.promotions")), (1, 0));
     assert_eq!(r.extract(pm, VA + 20 * 4096).unwrap().shift, 16);
     assert_eq!(r.extract(pm, VA + 33 * 4096).unwrap().shift, 12);
-    assert_eq!(walk(&mut r, pm, VA + 0x1_5678, Access::Read), (16, pages[5].addr().0 + 0x678));
+    assert_eq!(walk(&mut r, pm, VA + 0x1_5678, Access::Read), (16, pages[5].addr_4k().0 + 0x678));
     assert_eq!(walk(&mut r, pm, VA + 33 * 4096, Access::Read).0, 12);
     assert_eq!(r.pmap.0.pv.live(), 24, "64 KB runs keep their 4 KB PV entries");
     r.check();
@@ -89,7 +89,7 @@ fn a_clean_page_is_write_protected_and_blocks_promotion() {
     let m = r.extract(pm, VA + 5 * 4096).unwrap();
     assert_eq!(m.prot & prot::WRITE, 0, "the clean page lost write access so its first write is seen");
     // The write faults, pmap_enter makes it dirty, and the run promotes.
-    let m5 = Pfn(r.extract(pm, VA).unwrap().pa.pfn().0 + 5);
+    let m5 = Pfn(r.extract(pm, VA).unwrap().pa.pfn_4k().0 + 5);
     r.enter(pm, VA + 5 * 4096, m5, prot::RW, rw_access()).unwrap();
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 1);
     r.check();
@@ -158,7 +158,7 @@ fn a_direct_64k_mapping_is_removed_whole_and_frees_its_table() {
     let fl = EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() };
     r.enter(pm, VA + 0x1_0000, pages[16], prot::READ, fl).unwrap();
     assert_eq!(r.stat("vm.pmap.l3c.mappings"), 1);
-    assert_eq!(r.extract(pm, VA + 0x1_f000).unwrap().pa, pages[31].addr());
+    assert_eq!(r.extract(pm, VA + 0x1_f000).unwrap().pa, pages[31].addr_4k());
     assert_eq!(r.pmap.0.pv.live(), 16);
     r.check();
     r.remove(pm, VA + 0x1_0000, VA + 0x2_0000);
@@ -189,7 +189,7 @@ fn a_1g_block_demotes_in_two_steps() {
     }
     let pm = new_space(&mut r);
     r.enter(pm, 1 << 30, base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(3), ..Default::default() }).unwrap();
-    assert_eq!(walk(&mut r, pm, (1 << 30) + 12345, Access::Write), (30, base.addr().0 + 12345));
+    assert_eq!(walk(&mut r, pm, (1 << 30) + 12345, Access::Write), (30, base.addr_4k().0 + 12345));
     r.remove(pm, (1 << 30) + (5 << 21) + 4096, (1 << 30) + (5 << 21) + 8192);
     assert_eq!((r.stat("vm.pmap.l1.demotions"), r.stat("vm.pmap.l2.demotions")), (1, 1));
     assert!(r.extract(pm, (1 << 30) + (5 << 21) + 4096).is_none());
@@ -210,12 +210,12 @@ fn tlb_maintenance_is_broadcast_and_promotion_is_break_before_make() {
     let pages = fault_in(&mut r, pm, 0..511, |_| rw_access());
     let asid = r.pmap.asid(pm);
     // Both CPUs cache the 4 KB translation of the last page entered.
-    let t = splab_hw::mmu::Translation { pa_base: pages[500].addr().0, shift: 12, perm: splab_hw::mmu::perm::READ };
+    let t = splab_hw::mmu::Translation { pa_base: pages[500].addr_4k().0, shift: 12, perm: splab_hw::mmu::perm::READ };
     r.fill_tlbs(VA + 500 * 4096, asid, t);
     fault_in(&mut r, pm, 511..512, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
     assert!(!r.tlb_holds(VA + 500 * 4096, asid), "a 4 KB entry survived the promotion");
-    let t = splab_hw::mmu::Translation { pa_base: pages[0].addr().0, shift: 21, perm: splab_hw::mmu::perm::READ };
+    let t = splab_hw::mmu::Translation { pa_base: pages[0].addr_4k().0, shift: 21, perm: splab_hw::mmu::perm::READ };
     r.mmu[1].tlb.fill(VA, asid, t);
     r.remove(pm, VA, VA + L2_SIZE);
     assert!(r.mmu[1].tlb.lookup(VA + 4096, asid).is_none(), "the CPU not running the space was reached");

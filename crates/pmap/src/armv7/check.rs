@@ -13,7 +13,7 @@ use splab_vm::pmap::{PmapEnv, PmapId};
 
 impl Armv7 {
     fn check_frame(env: &PmapEnv, pm: PmapId, va: u64, frame: u64) -> Result<Pfn, String> {
-        let m = PhysAddr(frame).pfn();
+        let m = PhysAddr(frame).pfn_4k();
         if m.idx() >= env.phys.pages.len() || !env.phys.pages.get(m).has(pflags::INUSE) || env.phys.buddy.is_free(m) {
             return Err(format!("pmap {pm}: {va:#x} maps frame {m:?}, which is not in use"));
         }
@@ -102,13 +102,13 @@ impl Armv7 {
                 return Err(format!("pmap {pm}: L1 table page {i} is not an in-use page-table page"));
             }
         }
-        if !p.l1.addr().0.is_multiple_of(16 << 10) {
+        if !p.l1.addr_4k().0.is_multiple_of(16 << 10) {
             return Err(format!("pmap {pm}: L1 table at {:?} is not 16 KB-aligned", p.l1));
         }
         let mut seen = Seen::default();
         let mut counted = vec![0u64; L1_ENTRIES as usize];
         for idx in 0..L1_ENTRIES {
-            let e = Self::rd1(env.mem, PhysAddr(p.l1.addr().0 + idx * 4));
+            let e = Self::rd1(env.mem, PhysAddr(p.l1.addr_4k().0 + idx * 4));
             let va = idx << SECTION_SHIFT;
             if !e.is_fault() && va >= VM_MAXUSER_ADDRESS {
                 return Err(format!("pmap {pm}: L1 entry {idx} is beyond the user address space: {e:?}"));

@@ -63,7 +63,7 @@ impl Armv7 {
         self.tlb_flush(env, pm, inv);
         Self::wr1(env.mem, p1, L1Desc::table(table, DOMAIN));
         // The section's PV entry becomes 256 (pmap_pv_demote_pte1).
-        let m0 = PhysAddr(old.frame()).pfn();
+        let m0 = PhysAddr(old.frame()).pfn_4k();
         if crate::ptpage::managed(env, m0) {
             self.pv.demote(env, m0, pm, va1m, L2_ENTRIES as u32);
         }

@@ -20,7 +20,7 @@ impl Armv7 {
     /// and the reservation fully populated (pmap_promote_pte1).
     pub(crate) fn enter_pte2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         let managed = ptpage::managed(env, m);
-        let pa = m.addr().0;
+        let pa = m.addr_4k().0;
         let npte2 = Self::new_pte2(pa, pr, &flags, va);
         let p2 = self.alloc_pte2(env, pm, va)?;
         let idx = l1_index(va);
@@ -50,7 +50,7 @@ impl Armv7 {
                 // page's state and PV entry handed back.
                 let inv = Self::update2(env.mem, p2, 1, L2Desc::FAULT, va);
                 self.tlb_flush(env, pm, inv);
-                let om = PhysAddr(opte2.frame()).pfn();
+                let om = PhysAddr(opte2.frame()).pfn_4k();
                 if ptpage::managed(env, om) {
                     Self::hand_over(env, om, opte2.attrs());
                     let removed = self.pv.remove(env, om, pm, va);
@@ -101,13 +101,13 @@ impl Armv7 {
     /// memory). Mappings in the way are removed (unless `noreplace`): a
     /// section whole (pmap_remove_pte1), 4 KB ones one by one.
     pub(crate) fn enter_section(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va.is_multiple_of(SECTION_SIZE) && m.addr().0.is_multiple_of(SECTION_SIZE), "unaligned section");
+        debug_assert!(va.is_multiple_of(SECTION_SIZE) && m.addr_4k().0.is_multiple_of(SECTION_SIZE), "unaligned section");
         let largepage = env.phys.pages.get(m).has(pflags::LARGEPAGE);
         if (!self.sp_enabled.on && !largepage) || !self.superpage_allowed(va, SECTION_SIZE) {
             return Err(PmapError::BadPsind);
         }
         let managed = ptpage::managed(env, m);
-        let npte1 = L1Desc::section_from_small(Self::new_pte2(m.addr().0, pr, &flags, va), DOMAIN);
+        let npte1 = L1Desc::section_from_small(Self::new_pte2(m.addr_4k().0, pr, &flags, va), DOMAIN);
         self.enter_pte1(env, pm, va, npte1, managed, flags.noreplace)
     }
 
@@ -162,7 +162,7 @@ impl Armv7 {
         }
         self.pt2_add(env, pm, l1_index(va), 1);
         self.pm_mut(pm).resident += 1;
-        Self::wr2(env.mem, p2, L2Desc::small(m.addr().0, f));
+        Self::wr2(env.mem, p2, L2Desc::small(m.addr_4k().0, f));
     }
 
     /// pmap_enter_1mpage: a read-only, unreferenced section for a fully
@@ -172,7 +172,7 @@ impl Armv7 {
         if pr & prot::EXEC == 0 {
             f |= PTE2_NX;
         }
-        let npte1 = L1Desc::section_from_small(L2Desc::small(m.addr().0, f), DOMAIN);
+        let npte1 = L1Desc::section_from_small(L2Desc::small(m.addr_4k().0, f), DOMAIN);
         self.enter_pte1(env, pm, va, npte1, ptpage::managed(env, m), true)
     }
 
@@ -194,7 +194,7 @@ impl Armv7 {
         if pr & prot::EXEC == 0 {
             f |= PTE2_NX;
         }
-        let large = L2Desc::small(m.addr().0, f).small_to_large();
+        let large = L2Desc::small(m.addr_4k().0, f).small_to_large();
         let managed = ptpage::managed(env, m);
         for i in 0..REPLICAS {
             if managed {

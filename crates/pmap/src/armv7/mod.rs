@@ -252,13 +252,13 @@ impl Armv7 {
 
     /// Address of `va`'s L1 entry (pmap_pte1).
     pub(crate) fn pte1_pa(&self, pm: PmapId, va: u64) -> PhysAddr {
-        PhysAddr(self.pm(pm).l1.addr().0 + l1_index(va) * 4)
+        PhysAddr(self.pm(pm).l1.addr_4k().0 + l1_index(va) * 4)
     }
 
     /// Address of L2 table slot `idx` (an L1 index), if its PT2PG page
     /// exists (page_pt2pa).
     pub(crate) fn pt2_table(&self, pm: PmapId, idx: u64) -> Option<u64> {
-        self.pm(pm).pt2pg.get(&(idx >> 2)).map(|p| p.addr().0 + (idx & 3) * L2_TABLE_SIZE)
+        self.pm(pm).pt2pg.get(&(idx >> 2)).map(|p| p.addr_4k().0 + (idx & 3) * L2_TABLE_SIZE)
     }
 
     /// Address of `va`'s entry in its L2 table slot, if the slot exists
@@ -325,7 +325,7 @@ impl Armv7 {
     pub(crate) fn pt2_add(&mut self, env: &mut PmapEnv, pm: PmapId, idx: u64, n: u16) {
         let page = self.pm(pm).pt2pg[&(idx >> 2)];
         self.pm_mut(pm).pt2_count[idx as usize] += n;
-        ptpage::adjust_ref(env, page.addr().0, n as i32);
+        ptpage::adjust_ref(env, page.addr_4k().0, n as i32);
     }
 
     /// Removes `n` valid entries from slot `idx` (pt2_wirecount_dec,
@@ -338,15 +338,15 @@ impl Armv7 {
         let c = &mut self.pm_mut(pm).pt2_count[idx as usize];
         debug_assert!(*c >= n, "slot {idx}: removing {n} of {c} entries");
         *c -= n;
-        if ptpage::adjust_ref(env, page.addr().0, -(n as i32)) > 0 {
+        if ptpage::adjust_ref(env, page.addr_4k().0, -(n as i32)) > 0 {
             return false;
         }
         let first = idx & !3;
         for i in first..first + 4 {
-            let p1 = PhysAddr(self.pm(pm).l1.addr().0 + i * 4);
+            let p1 = PhysAddr(self.pm(pm).l1.addr_4k().0 + i * 4);
             let e1 = Self::rd1(env.mem, p1);
             if e1.is_table() {
-                debug_assert_eq!(e1.table_base() & !0xfff, page.addr().0);
+                debug_assert_eq!(e1.table_base() & !0xfff, page.addr_4k().0);
                 let inv = Self::update1(env.mem, p1, L1Desc::FAULT, i << SECTION_SHIFT, SECTION_SIZE);
                 self.tlb_flush(env, pm, inv);
             }
@@ -513,7 +513,7 @@ impl Core for Armv7 {
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {
-        self.pm(pm).l1.addr()
+        self.pm(pm).l1.addr_4k()
     }
     fn asid(&self, _pm: PmapId) -> u16 {
         ASID

@@ -82,7 +82,7 @@ impl Armv7 {
         };
         let npte1 = L1Desc::section_from_small(first, DOMAIN);
         // One PV entry for the section instead of 256 (pmap_pv_promote_pte1).
-        let m0 = PhysAddr(first.frame()).pfn();
+        let m0 = PhysAddr(first.frame()).pfn_4k();
         if crate::ptpage::managed(env, m0) {
             self.pv.promote(env, m0, pm, va1m, L2_ENTRIES as u32);
         }

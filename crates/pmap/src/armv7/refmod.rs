@@ -53,7 +53,7 @@ impl RefMod for Armv7 {
     /// pmap_ts_referenced. Wired mappings keep A but count.
     fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut count = 0;
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             let Some(Leaf::Section(p1, e)) = self.find(env.mem, pm, va) else { panic!("section PV entry without a section at {va:#x}") };
             let f = SmallFlags::from_section(e.flags());
             if is_dirty(f) {
@@ -104,14 +104,14 @@ impl RefMod for Armv7 {
     /// as pmap-v6.c does; a modified large page is demoted likewise; a
     /// modified small page gets NM back.
     fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             let Some(Leaf::Section(_, e)) = self.find(env.mem, pm, va) else { panic!("section PV entry without a section at {va:#x}") };
             let f = SmallFlags::from_section(e.flags());
             if f.contains(PTE2_RO) {
                 continue;
             }
             if self.demote_pte1(env, pm, va) && !f.contains(PTE2_W) {
-                let va4 = (va & !(SECTION_SIZE - 1)) + (m.addr().0 - e.frame());
+                let va4 = (va & !(SECTION_SIZE - 1)) + (m.addr_4k().0 - e.frame());
                 let p2 = self.pte2_pa(pm, va4).expect("demoted section without an L2 table");
                 let s = Self::rd2(env.mem, p2);
                 if s.valid() {
@@ -140,13 +140,13 @@ impl RefMod for Armv7 {
     /// sections whole (pmap_remove_pte1, no demotion), then the small and
     /// large page mappings of each of its 256 pages (pmap_remove_all).
     fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let frame = m.addr().0 & !(SECTION_SIZE - 1);
+        let frame = m.addr_4k().0 & !(SECTION_SIZE - 1);
         let mut free = Vec::new();
         for (pm, va) in self.pv.list_sp(frame) {
             self.remove_pte1(env, pm, va & !(SECTION_SIZE - 1), &mut free);
         }
         ptpage::free_all(env, free);
-        let m0 = PhysAddr(frame).pfn();
+        let m0 = PhysAddr(frame).pfn_4k();
         for k in 0..L2_ENTRIES as u32 {
             let mk = Pfn(m0.0 + k);
             if self.pv.is_mapped(env, mk) {

@@ -65,7 +65,7 @@ impl Armv7 {
         let inv = Self::update1(env.mem, p1, splab_hw::armv7::pte::L1Desc::FAULT, va, SECTION_SIZE);
         self.tlb_flush(env, pm, inv);
         self.pm_mut(pm).resident -= L2_ENTRIES;
-        let m0 = PhysAddr(old.frame()).pfn();
+        let m0 = PhysAddr(old.frame()).pfn_4k();
         if ptpage::managed(env, m0) {
             let removed = self.pv.remove_sp(old.frame(), pm, va);
             debug_assert!(removed, "no PV entry for the section at {va:#x}");
@@ -90,7 +90,7 @@ impl Armv7 {
         let inv = Self::update2(env.mem, p2, 1, L2Desc::FAULT, va);
         self.tlb_flush(env, pm, inv);
         self.pm_mut(pm).resident -= 1;
-        let m = PhysAddr(old.frame()).pfn();
+        let m = PhysAddr(old.frame()).pfn_4k();
         if ptpage::managed(env, m) {
             Self::hand_over(env, m, old.attrs());
             let removed = self.pv.remove(env, m, pm, va);
@@ -117,7 +117,7 @@ impl Armv7 {
         let inv = Self::update2(env.mem, p0, REPLICAS, L2Desc::FAULT, base);
         self.tlb_flush_range(env, pm, inv);
         self.pm_mut(pm).resident -= REPLICAS;
-        let m0 = PhysAddr(old.frame()).pfn();
+        let m0 = PhysAddr(old.frame()).pfn_4k();
         if ptpage::managed(env, m0) {
             for i in 0..REPLICAS {
                 let removed = self.pv.remove(env, Pfn(m0.0 + i as u32), pm, base + i * 4096);
@@ -169,9 +169,9 @@ impl Armv7 {
     fn protected(env: &mut PmapEnv, f: SmallFlags, frame: u64, n: u32, pr: Prot) -> SmallFlags {
         let mut nf = f;
         if pr & prot::WRITE == 0 {
-            if is_dirty(f) && ptpage::managed(env, PhysAddr(frame).pfn()) {
+            if is_dirty(f) && ptpage::managed(env, PhysAddr(frame).pfn_4k()) {
                 for k in 0..n {
-                    ptpage::dirty(env, Pfn(PhysAddr(frame).pfn().0 + k));
+                    ptpage::dirty(env, Pfn(PhysAddr(frame).pfn_4k().0 + k));
                 }
             }
             nf |= PTE2_RO | PTE2_NM;
@@ -223,7 +223,7 @@ impl Remove for Armv7 {
     /// 1 MB frame and large pages holding it are demoted first.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
         let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             self.demote_pte1(env, pm, va);
         }
         for (pm, va) in self.pv.list(env, m) {
@@ -263,7 +263,7 @@ impl Remove for Armv7 {
     /// Write-protects every mapping of `m` (pmap_remove_write): writable
     /// sections of its frame and large pages holding it are demoted first.
     fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             if let Some(Leaf::Section(_, e)) = self.find(env.mem, pm, va) {
                 if !SmallFlags::from_section(e.flags()).contains(PTE2_RO) {
                     self.demote_pte1(env, pm, va);
@@ -299,7 +299,7 @@ impl Remove for Armv7 {
         let mut free = Vec::new();
         self.walk(env, pm, sva, eva, |p, env, va, part| {
             if let Part::Section(_, e1) = part {
-                if !ptpage::managed(env, PhysAddr(e1.frame()).pfn()) || !p.demote_pte1(env, pm, va) {
+                if !ptpage::managed(env, PhysAddr(e1.frame()).pfn_4k()) || !p.demote_pte1(env, pm, va) {
                     return Next::Past;
                 }
                 if !SmallFlags::from_section(e1.flags()).contains(PTE2_W) {
@@ -310,13 +310,13 @@ impl Remove for Armv7 {
                 return Next::Again;
             }
             p.update_range_in_table(env, pm, va, next_block(va, SECTION_SIZE).min(eva), |env, f, frame, n| {
-                if !ptpage::managed(env, PhysAddr(frame).pfn()) {
+                if !ptpage::managed(env, PhysAddr(frame).pfn_4k()) {
                     return f;
                 }
                 if is_dirty(f) {
                     if advice == Advice::DontNeed {
                         for k in 0..n {
-                            ptpage::dirty(env, Pfn(PhysAddr(frame).pfn().0 + k));
+                            ptpage::dirty(env, Pfn(PhysAddr(frame).pfn_4k().0 + k));
                         }
                     }
                     (f | PTE2_NM) - PTE2_A

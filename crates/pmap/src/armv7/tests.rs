@@ -43,7 +43,7 @@ fn leaf(r: &Rig<PmapArmv7>, pm: PmapId, va: u64) -> (SmallFlags, u8) {
 fn hw_walk(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, access: Access) -> Result<Translation, WalkFault> {
     let root = r.pmap.root(pm);
     let mut pwc = Pwc::new(&[]);
-    Armv7Walker::freebsd().walk(&mut r.mem, &mut pwc, root, 0, va, access, &mut WalkRefs::default())
+    Armv7Walker::freebsd().walk(&mut r.mem, &mut pwc, root, 0, VirtAddr(va), access, &mut WalkRefs::default())
 }
 
 fn enter(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
@@ -60,13 +60,13 @@ fn full_modified_run_promotes_to_a_section_with_one_pv_entry() {
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
     assert_eq!(r.ev.promotions, 1);
     let m = r.extract(pm, VA + 5 * 4096 + 8).unwrap();
-    assert_eq!((m.shift, m.pa.0, m.prot), (20, pages[5].addr().0 + 8, prot::RW));
+    assert_eq!((m.shift, m.pa.0, m.prot), (20, pages[5].addr_4k().0 + 8, prot::RW));
     assert_eq!(r.pmap.0.pv.live(), 1, "256 PV entries became one");
     // The L2 table stays, full, under the section.
     assert_eq!(r.pmap.0.pm(pm).pt2_count[l1_index(VA) as usize], 256);
     // The hardware sees one writable, non-global section.
     let t = hw_walk(&mut r, pm, VA + 0x4_5678, Access::Write).unwrap();
-    assert_eq!((t.shift, t.pa(VA + 0x4_5678).0), (20, pages[0x45].addr().0 + 0x678));
+    assert_eq!((t.shift, t.pa(VA + 0x4_5678).0), (20, pages[0x45].addr_4k().0 + 0x678));
     assert_eq!(t.perm & perm::GLOBAL, 0);
     r.check();
 }
@@ -270,9 +270,9 @@ fn sixteen_page_runs_promote_to_large_pages_and_then_to_a_section() {
     let (pages, pm) = r.mapped_first(VA, 16, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 1);
     let m = r.extract(pm, VA + 0x3_456).unwrap();
-    assert_eq!((m.shift, m.pa.0), (16, pages[3].addr().0 + 0x456));
+    assert_eq!((m.shift, m.pa.0), (16, pages[3].addr_4k().0 + 0x456));
     let t = hw_walk(&mut r, pm, VA + 0xf_ff8, Access::Write).unwrap();
-    assert_eq!((t.shift, t.pa(VA + 0xf_ff8).0), (16, pages[15].addr().0 + 0xff8));
+    assert_eq!((t.shift, t.pa(VA + 0xf_ff8).0), (16, pages[15].addr_4k().0 + 0xff8));
     assert_eq!(r.pmap.0.pv.live(), 16, "large pages keep a PV entry per 4 KB page");
     r.check();
     // The rest of the MB: 15 more large pages, then the section.
@@ -410,7 +410,7 @@ fn promotion_flushes_every_cpu_by_broadcast_and_a_switch_flushes_the_rest() {
     r.activate(pm, 1);
     r.enter_all(pm, VA, &pages[..255], |_| rw_access());
     // Both CPUs have used 4 KB translations of the MB.
-    let t = Translation { pa_base: pages[7].addr().0, shift: 12, perm: perm::READ | perm::USER };
+    let t = Translation { pa_base: pages[7].addr_4k().0, shift: 12, perm: perm::READ | perm::USER };
     r.fill_tlbs(VA + 7 * 4096, ASID, t);
     r.enter_all(pm, VA + 255 * 4096, &pages[255..], |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);

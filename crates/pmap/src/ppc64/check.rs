@@ -93,7 +93,7 @@ impl Check for Ppc64 {
         let Some(geom) = self.hpt else { return Ok(()) };
         let (mut managed, mut in_table, mut evicted) = (0u64, 0u64, 0u64);
         for (pm, p) in self.pmaps.iter() {
-            let ctx = p.ctx.addr().0;
+            let ctx = p.ctx.addr_4k().0;
             if env.mem.read_u64(PhysAddr(ctx + CTX_HTAB)) != geom.to_pate() {
                 return Err(format!("pmap {pm}: context page does not describe the HPT"));
             }

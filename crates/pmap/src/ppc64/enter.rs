@@ -47,7 +47,7 @@ impl Ppc64 {
     /// tried.
     pub(crate) fn enter_4k(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         let managed = ptpage::managed(env, m);
-        let pa = m.addr().0;
+        let pa = m.addr_4k().0;
         self.vsid(env, pm, va)?;
         if self.pvo(pm, va & !SP_MASK).is_some_and(|p| p.large()) {
             self.sp_demote(env, pm, va);
@@ -75,7 +75,7 @@ impl Ppc64 {
     /// moea64_sp_enter: maps the 16 MB run starting at `m` at `va` with
     /// 4096 large PVOs, after removing whatever was mapped there.
     pub(crate) fn sp_enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        let pa = m.addr().0;
+        let pa = m.addr_4k().0;
         debug_assert!(va & SP_MASK == 0 && pa & SP_MASK == 0, "unaligned 16MB mapping");
         if !self.superpages_enabled() && !env.phys.pages.get(m).has(pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);

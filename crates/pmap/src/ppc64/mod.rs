@@ -319,7 +319,7 @@ impl Core for Ppc64 {
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         self.bootstrap_hpt(env);
         let ctx = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-        env.mem.write_u64(PhysAddr(ctx.addr().0 + splab_hw::ppc64::hpt::CTX_HTAB), self.geom().to_pate());
+        env.mem.write_u64(PhysAddr(ctx.addr_4k().0 + splab_hw::ppc64::hpt::CTX_HTAB), self.geom().to_pate());
         let p = Pm { ctx, pvos: BTreeMap::new(), segs: HashMap::new(), slb_cache: Vec::new(), sp_count: HashMap::new() };
         Ok(self.pmaps.insert(p))
     }
@@ -339,7 +339,7 @@ impl Core for Ppc64 {
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {
-        self.pm(pm).ctx.addr()
+        self.pm(pm).ctx.addr_4k()
     }
     /// TLB entries are tagged by VSID, unique to the address space: the
     /// pmap's index stands for them.

@@ -55,7 +55,7 @@ impl Ppc64 {
             let m = env.phys.pages.get_mut(f);
             m.flags |= pflags::INUSE | pflags::PTPAGE | pflags::UNMANAGED;
         }
-        self.hpt = Some(HptGeometry::new(base.addr().0, count));
+        self.hpt = Some(HptGeometry::new(base.addr_4k().0, count));
     }
 
     /// The VSID of the segment holding `va` in `pm` (it must have one).

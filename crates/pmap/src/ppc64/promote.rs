@@ -47,7 +47,7 @@ impl Ppc64 {
     /// page just entered. Returns whether it did.
     pub(crate) fn sp_promote(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn) -> bool {
         let sva = va & !SP_MASK;
-        let pa0 = m.addr().0 & !SP_MASK;
+        let pa0 = m.addr_4k().0 & !SP_MASK;
         if let Some(why) = self.promotion_check(pm, sva, pa0) {
             return self.st.sp.failed(why);
         }

@@ -52,7 +52,7 @@ impl Ppc64 {
             return Err(PmapError::NoMemory);
         }
         let v = self.unique_vsid();
-        let ctx = self.pm(pm).ctx.addr().0;
+        let ctx = self.pm(pm).ctx.addr_4k().0;
         let stored = ctx_insert(env.mem, ctx, e, SlbV::user(v));
         debug_assert!(stored, "segment table has room");
         self.vsid_owner.insert(v, (pm, e));

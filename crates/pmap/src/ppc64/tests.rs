@@ -8,6 +8,7 @@
 //! clear_modify, remove_all_superpage) on superpages and 4 KB pages.
 
 use super::native::pteg_count;
+use splab_hw::VirtAddr;
 use splab_hw::ppc64::SEGMENT_SIZE;
 use super::*;
 use crate::refbits;
@@ -42,7 +43,7 @@ fn space(r: &mut Rig<PmapPpc64>) -> PmapId {
 fn walk(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -> Result<Translation, WalkFault> {
     let (root, asid) = (r.pmap.root(pm), r.pmap.asid(pm));
     let mut refs = WalkRefs::default();
-    HptWalker.walk(&mut r.mem, &mut r.mmu[cpu].pwc, root, asid, va, acc, &mut refs)
+    HptWalker.walk(&mut r.mem, &mut r.mmu[cpu].pwc, root, asid, VirtAddr(va), acc, &mut refs)
 }
 
 /// An access by the program on `cpu`: walks, and gives faults to the
@@ -104,7 +105,7 @@ fn hpt_is_sized_from_memory_and_described_in_each_context_page() {
     assert_eq!(g.pteg_count, pteg_count(32768));
     assert_eq!(g.pteg_count, 16384, "half a PTEG per page");
     assert_eq!(g.htaborg % g.bytes(), 0, "aligned to its size");
-    let first = PhysAddr(g.htaborg).pfn();
+    let first = PhysAddr(g.htaborg).pfn_4k();
     assert!((0..g.bytes() / 4096).all(|i| r.phys.pages.get(Pfn(first.0 + i as u32)).has(pflags::INUSE)));
     assert_eq!(r.mem.read_u64(PhysAddr(r.pmap.root(pm).0 + CTX_HTAB)), g.to_pate());
     assert_eq!(r.stat("splab.pmap.hpt.ptegs"), 16384);
@@ -125,12 +126,12 @@ fn entered_page_is_found_by_the_hash_and_the_hardware_sets_r_and_c() {
     let slot = pvo(&r, pm, va).slot as u64;
     assert_eq!(slot / 8, r.pmap.0.geom().groups(vsid, va, 12)[e.hid() as usize]);
     assert!(e.matches(vsid, va, 12) && !e.large());
-    assert_eq!((e.frame(12), e.lo & HpteLo::PP.bits()), (m.addr().0, HpteLo::PP_RW.bits()));
+    assert_eq!((e.frame(12), e.lo & HpteLo::PP.bits()), (m.addr_4k().0, HpteLo::PP_RW.bits()));
     assert!(e.lo_flags().contains(HpteLo::N | HpteLo::M), "not executable, coherent memory");
     assert_eq!(ctx_lookup(&r.mem, r.pmap.root(pm).0, va >> 28).unwrap().vsid(), vsid);
     // The segment was set up by pmap_enter; the SLB gets it at the fault.
     let t = touch(&mut r, 0, pm, va + 8, Access::Read);
-    assert_eq!((t.pa(va + 8), t.shift), (PhysAddr(m.addr().0 + 8), 12));
+    assert_eq!((t.pa(va + 8), t.shift), (PhysAddr(m.addr_4k().0 + 8), 12));
     assert_eq!(t.perm & perm::DIRTY, 0);
     assert!(hpte(&r, pm, va).lo_flags().contains(HpteLo::R) && !hpte(&r, pm, va).lo_flags().contains(HpteLo::C));
     touch(&mut r, 0, pm, va, Access::Write);
@@ -211,7 +212,7 @@ fn a_full_pteg_pair_evicts_an_unreferenced_entry_and_the_fault_puts_it_back() {
     // (evicting another) without vm_fault.
     assert_eq!(walk(&mut r, 0, pm, vas[9], Access::Read), Err(WalkFault::NotPresent { level: 0 }));
     let t = touch(&mut r, 0, pm, vas[9], Access::Read);
-    assert_eq!(t.pa_base, pages[9].addr().0);
+    assert_eq!(t.pa_base, pages[9].addr_4k().0);
     assert_eq!((r.stat("splab.pmap.hpt.reinserts"), r.stat("splab.pmap.hpt.evictions")), (1, 2));
     assert_eq!(r.stat("machdep.moea64_pte_overflow"), 1);
     assert!(modified(&mut r, pages[9]), "the change bit survived the eviction");
@@ -252,17 +253,17 @@ fn a_full_reservation_promotes_to_16mb_entries() {
     assert_eq!((r.stat("vm.pmap.sp.mappings"), r.ev.promotions), (1, 1));
     for i in [0u64, 1, 2047, 4095] {
         let p = pvo(&r, pm, VA + i * 4096);
-        assert!(p.large() && p.pa == pages[i as usize].addr().0);
+        assert!(p.large() && p.pa == pages[i as usize].addr_4k().0);
         let e = hpte(&r, pm, VA + i * 4096);
-        assert!(e.large() && e.actual_shift(12) == Some(24) && e.frame(24) == pages[0].addr().0, "{e:?}");
+        assert!(e.large() && e.actual_shift(12) == Some(24) && e.frame(24) == pages[0].addr_4k().0, "{e:?}");
     }
     let m = r.extract(pm, VA + 5 * 4096 + 8).unwrap();
-    assert_eq!((m.shift, m.pa.0), (24, pages[5].addr().0 + 8));
+    assert_eq!((m.shift, m.pa.0), (24, pages[5].addr_4k().0 + 8));
     // One TLB entry, from any page's HPT entry, covers all 16 MB.
     let t = touch(&mut r, 0, pm, VA + 77 * 4096, Access::Write);
-    assert_eq!((t.shift, t.pa_base), (24, pages[0].addr().0));
+    assert_eq!((t.shift, t.pa_base), (24, pages[0].addr_4k().0));
     let (hit, _) = r.mmu[0].tlb.lookup(VA + SP_SIZE - 8, pm as u16).unwrap();
-    assert_eq!(hit.pa(VA + SP_SIZE - 8), PhysAddr(pages[4095].addr().0 + 4088));
+    assert_eq!(hit.pa(VA + SP_SIZE - 8), PhysAddr(pages[4095].addr_4k().0 + 4088));
     // A writable superpage counts as referenced and modified, all of it.
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY) && r.phys.pages.get(m).has(pflags::REFERENCED)));
     assert!(modified(&mut r, pages[3000]));
@@ -348,7 +349,7 @@ fn removal_of_whole_and_partial_superpages() {
     assert_eq!(r.pmap.0.pv.live(), 4095);
     r.check();
     // Fill the hole again: the reservation is full, so it promotes again.
-    let m = PhysAddr(pvo(&r, pm, VA).pa + 40 * 4096).pfn();
+    let m = PhysAddr(pvo(&r, pm, VA).pa + 40 * 4096).pfn_4k();
     enter(&mut r, pm, VA + 40 * 4096, m, prot::RW, rw_access());
     assert_eq!(r.stat("vm.pmap.sp.promotions"), 2);
     // The whole range: removed as a superpage, no demotion.
@@ -411,8 +412,8 @@ fn whole_superpage_protect_keeps_it_and_entering_inside_demotes() {
     let other = r.phys.alloc_noobj().unwrap();
     enter(&mut r, pm, VA + 8192, other, prot::RW, rw_access());
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
-    assert_eq!(r.extract(pm, VA + 8192).unwrap().pa, other.addr());
-    assert_eq!(r.extract(pm, VA + 4096).unwrap().pa, pages[1].addr());
+    assert_eq!(r.extract(pm, VA + 8192).unwrap().pa, other.addr_4k());
+    assert_eq!(r.extract(pm, VA + 4096).unwrap().pa, pages[1].addr_4k());
     assert!(!mapped(&mut r, pages[2]));
     r.check();
 }
@@ -429,7 +430,7 @@ fn a_superpage_entry_evicted_comes_back_as_a_16mb_entry() {
     assert_eq!(r.stat("machdep.moea64_pte_overflow"), 1);
     r.check();
     let t = touch(&mut r, 0, pm, VA + 6 * 4096 + 16, Access::Read);
-    assert_eq!((t.shift, t.pa(VA + 6 * 4096 + 16)), (24, PhysAddr(pages[6].addr().0 + 16)));
+    assert_eq!((t.shift, t.pa(VA + 6 * 4096 + 16)), (24, PhysAddr(pages[6].addr_4k().0 + 16)));
     assert!(hpte(&r, pm, VA + 6 * 4096).large());
     assert_eq!(r.stat("splab.pmap.hpt.reinserts"), 1);
     r.check();
@@ -492,7 +493,7 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
         }
         for c in 0..2 {
             for (tva, asid, t) in r.mmu[c].tlb.entries() {
-                let now = HptWalker.probe(&r.mem, r.pmap.root(asid as PmapId), tva);
+                let now = HptWalker.probe(&r.mem, r.pmap.root(asid as PmapId), VirtAddr(tva));
                 // A TLB entry that lets stores through unrecorded needs C
                 // set in the table (clear_modify's tlbie).
                 let ok = now.is_some_and(|n| n.pa_base == t.pa_base && (n.perm & perm::WRITE != 0 || t.perm & perm::WRITE == 0) && (n.perm & perm::DIRTY != 0 || t.perm & perm::DIRTY == 0));

@@ -93,7 +93,7 @@ pub fn demote_abort<P: PtePmap>(p: &mut P, env: &mut PmapEnv, pm: PmapId, va: u6
 /// The entry of every 2 MB mapping of `m`'s frame, then of every 4 KB
 /// mapping of `m`.
 fn leaves_of<P: PtePmap>(p: &P, env: &PmapEnv, m: Pfn) -> Vec<P::Pte> {
-    let big = p.pv().list_sp(m.addr().0).into_iter().map(|(pm, va)| (pm, va, SHIFT_2M));
+    let big = p.pv().list_sp(m.addr_4k().0).into_iter().map(|(pm, va)| (pm, va, SHIFT_2M));
     let small = p.pv().list(env, m).into_iter().map(|(pm, va)| (pm, va, SHIFT_4K));
     big.chain(small).map(|(pm, va, shift)| radix::rd(env.mem, p.entry(env.mem, pm, va, shift).expect("PV entry without a table"))).collect()
 }
@@ -120,7 +120,7 @@ impl<P: PtePmap> RefMod for P {
     /// model can always clear it in place, so no demotion is needed.
     fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut count = 0;
-        for (pm, va) in self.pv().list_sp(m.addr().0) {
+        for (pm, va) in self.pv().list_sp(m.addr_4k().0) {
             let pa = pv_entry(self, env, pm, va, SHIFT_2M);
             let e: P::Pte = radix::rd(env.mem, pa);
             debug_assert!(e.valid() && e.is_leaf());
@@ -166,13 +166,13 @@ impl<P: PtePmap> RefMod for P {
     /// being marked dirty for the caller to clean. 4 KB mappings lose the
     /// modified bit only.
     fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv().list_sp(m.addr().0) {
+        for (pm, va) in self.pv().list_sp(m.addr_4k().0) {
             let e: P::Pte = radix::rd(env.mem, pv_entry(self, env, pm, va, SHIFT_2M));
             if !e.writable() {
                 continue;
             }
             if self.demote_2m(env, pm, va) && !e.wired() {
-                let va4 = va + (m.addr().0 - e.frame_2m());
+                let va4 = va + (m.addr_4k().0 - e.frame_2m());
                 let pa = self.entry(env.mem, pm, va4, SHIFT_4K).expect("demoted mapping without a PTE");
                 let pte: P::Pte = radix::rd(env.mem, pa);
                 let inv = radix::update(env.mem, pa, pte.write_protected(), va4, SIZE_4K);
@@ -194,14 +194,14 @@ impl<P: PtePmap> RefMod for P {
     /// 2 MB mappings whole (no demotion), then the 4 KB mappings of each
     /// of its 512 pages (pmap_remove_all).
     fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let frame = m.addr().0 & !(SIZE_2M - 1);
+        let frame = m.addr_4k().0 & !(SIZE_2M - 1);
         let mut free = Vec::new();
         for (pm, va) in self.pv().list_sp(frame) {
             let inv = self.remove_2m(env, pm, va, &mut free);
             self.invalidate_superpage(env, pm, inv);
         }
         ptpage::free_all(env, free);
-        let m0 = PhysAddr(frame).pfn();
+        let m0 = PhysAddr(frame).pfn_4k();
         for k in 0..PAGES_2M as u32 {
             let mk = Pfn(m0.0 + k);
             if self.pv().is_mapped(env, mk) {
@@ -215,7 +215,7 @@ impl<P: PtePmap> RefMod for P {
 /// writable 2 MB mappings of its frame demoted first; a modified one
 /// marks `m` dirty.
 pub fn remove_write<P: PtePmap>(p: &mut P, env: &mut PmapEnv, m: Pfn) {
-    for (pm, va) in p.pv().list_sp(m.addr().0) {
+    for (pm, va) in p.pv().list_sp(m.addr_4k().0) {
         let e: P::Pte = radix::rd(env.mem, pv_entry(p, env, pm, va, SHIFT_2M));
         if e.writable() {
             p.demote_2m(env, pm, va);
@@ -274,7 +274,7 @@ pub fn advised<E: PteFormat>(env: &mut PmapEnv, e: E, advice: Advice) -> E {
         e
     } else if e.is_modified() {
         if advice == Advice::DontNeed {
-            ptpage::dirty(env, PhysAddr(e.frame_4k()).pfn());
+            ptpage::dirty(env, PhysAddr(e.frame_4k()).pfn_4k());
         }
         e.cleaned().unreferenced()
     } else {

@@ -54,7 +54,7 @@ fn full_dirty_run_promotes_with_one_pv_entry() {
     fn test<P: Pmap>(mut c: Case<P>) {
         let (pages, pm) = c.promoted(prot::RW);
         let m = c.r.extract(pm, VA + 5 * PAGE + 8).unwrap();
-        assert_eq!((m.shift, m.pa.0), (21, pages[5].addr().0 + 8));
+        assert_eq!((m.shift, m.pa.0), (21, pages[5].addr_4k().0 + 8));
         assert_eq!(c.r.stat("splab.pmap.pv_entries"), 1, "512 PV entries became one");
         assert_eq!(c.r.ev.promotions, 1);
         c.r.check();
@@ -211,7 +211,7 @@ fn entering_under_an_unaccessed_superpage_that_was_alone_in_its_table() {
         assert_eq!(c.stat("vm", "mappings"), 1);
         c.r.enter(pm, VA + PAGE, pages[1], prot::RW, rw_access()).unwrap();
         assert_eq!(c.stat("splab", "demotion_aborts"), 1);
-        assert_eq!(c.r.extract(pm, VA + PAGE).map(|m| (m.pa, m.shift)), Some((pages[1].addr(), 12)));
+        assert_eq!(c.r.extract(pm, VA + PAGE).map(|m| (m.pa, m.shift)), Some((pages[1].addr_4k(), 12)));
         c.r.check();
     }
     test(amd64(4096));

@@ -28,7 +28,7 @@ impl CheckTables for Riscv {
             return Err(format!("pmap {pm}: leaf for {va:#x} maps a misaligned frame: {e:?}"));
         }
         let managed = e.has(PteFlags::SW_MANAGED);
-        invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(frame).pfn(), managed && shift == L3_SHIFT)?;
+        invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(frame).pfn_4k(), managed && shift == L3_SHIFT)?;
         seen.resident += 1 << (shift - L3_SHIFT);
         match shift {
             L3_SHIFT => seen.pv += managed as u64,

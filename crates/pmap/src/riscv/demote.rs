@@ -47,7 +47,7 @@ impl Riscv {
             },
         };
         env.phys.pages.get_mut(ptp).ref_count = LN_ENTRIES as u16;
-        let tpa = ptp.addr().0;
+        let tpa = ptp.addr_4k().0;
         let promote = PteFlags::PROMOTE.bits();
         if valid && Pte::read(env.mem, PhysAddr(tpa)).0 & promote == old.0 & promote {
             self.st.l2.ptp_reused += 1;
@@ -59,7 +59,7 @@ impl Riscv {
         radix::update(env.mem, l2_pa, Pte::table(tpa), va2m, L2_SIZE).unneeded();
         // The superpage's PV entry becomes 512 (pmap_pv_demote_l2).
         if old.has(PteFlags::SW_MANAGED) {
-            self.pv.demote(env, PhysAddr(old.frame()).pfn(), pm, va2m, LN_ENTRIES as u32);
+            self.pv.demote(env, PhysAddr(old.frame()).pfn_4k(), pm, va2m, LN_ENTRIES as u32);
         }
         self.st.l2.demotions += 1;
         env.ev.demotions += 1;
@@ -77,10 +77,10 @@ impl Riscv {
         env.phys.pages.get_mut(t).ref_count = LN_ENTRIES as u16;
         for i in 0..LN_ENTRIES {
             let e = Pte(old.0 + ((i * (L2_SIZE >> 12)) << PPN_SHIFT));
-            radix::wr(env.mem, PhysAddr(t.addr().0 + i * 8), e);
+            radix::wr(env.mem, PhysAddr(t.addr_4k().0 + i * 8), e);
         }
         // No fence, as for a 2 MB demotion.
-        radix::update(env.mem, l1_pa, Pte::table(t.addr().0), va1g, L1_SIZE).unneeded();
+        radix::update(env.mem, l1_pa, Pte::table(t.addr_4k().0), va1g, L1_SIZE).unneeded();
         self.st.l1_demotions += 1;
         env.ev.demotions += 1;
         Ok(())

@@ -20,7 +20,7 @@ impl Riscv {
     /// populated, as FreeBSD's pmap_enter tries pmap_promote_l2.
     pub(crate) fn enter_l3(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         let managed = ptpage::managed(env, m);
-        let pa = m.addr().0;
+        let pa = m.addr_4k().0;
         let mut newl3 = Self::new_pte(pa, pr, &flags, managed);
         let l3_pa = self.alloc_entry(env, pm, va, L3_SHIFT)?;
         let ptp = l3_pa.0 & !0xfff;
@@ -43,7 +43,7 @@ impl Riscv {
                 // first, handing its state and PV entry back.
                 let inv = radix::clear::<Pte>(env.mem, l3_pa, va, L3_SIZE);
                 if orig.managed() {
-                    let om = PhysAddr(orig.frame()).pfn();
+                    let om = PhysAddr(orig.frame()).pfn_4k();
                     ptpage::hand_over(env, om, 1, orig.modified(), orig.accessed());
                     self.pv.del(env, om, pm, va);
                 }
@@ -57,7 +57,7 @@ impl Riscv {
             }
             radix::wr(env.mem, l3_pa, newl3);
         }
-        let full = env.phys.pages.get(PhysAddr(ptp).pfn()).ref_count as u64 == LN_ENTRIES;
+        let full = env.phys.pages.get(PhysAddr(ptp).pfn_4k()).ref_count as u64 == LN_ENTRIES;
         if full && self.superpages_enabled() && managed && env.phys.reserv.level_iffullpop(m) == 0 {
             self.promote_l2(env, pm, va);
         }
@@ -73,7 +73,7 @@ impl Riscv {
         }
         let Ok(l3_pa) = self.alloc_entry(env, pm, va, L3_SHIFT) else { return };
         let managed = ptpage::managed(env, m);
-        let newl3 = Self::new_pte(m.addr().0, pr & !prot::WRITE, &EnterFlags::default(), managed);
+        let newl3 = Self::new_pte(m.addr_4k().0, pr & !prot::WRITE, &EnterFlags::default(), managed);
         if managed {
             self.pv.add(env, m, pm, va);
         }
@@ -89,7 +89,7 @@ impl Riscv {
     /// are removed (unless `noreplace`): a 2 MB one whole (pmap_remove_l2),
     /// 4 KB ones one by one (pmap_remove_l3), freeing their L3 table.
     pub(crate) fn enter_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va.is_multiple_of(L2_SIZE) && m.addr().0.is_multiple_of(L2_SIZE), "unaligned 2MB mapping");
+        debug_assert!(va.is_multiple_of(L2_SIZE) && m.addr_4k().0.is_multiple_of(L2_SIZE), "unaligned 2MB mapping");
         if !self.superpages_enabled() && !env.phys.pages.get(m).has(pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
@@ -111,9 +111,9 @@ impl Riscv {
         }
         // The removal may have freed the tables above.
         let l2_pa = self.alloc_entry(env, pm, va, L2_SHIFT)?;
-        let newl2 = Self::new_pte(m.addr().0, pr, &flags, managed);
+        let newl2 = Self::new_pte(m.addr_4k().0, pr, &flags, managed);
         if managed {
-            self.pv.add_sp(m.addr().0, pm, va);
+            self.pv.add_sp(m.addr_4k().0, pm, va);
         }
         radix::wr(env.mem, l2_pa, newl2);
         ptpage::adjust_ref(env, l2_pa.0 & !0xfff, 1);
@@ -126,7 +126,7 @@ impl Riscv {
     /// amd64's pmap_enter_largepage maps a PDPE. Such pages are unmanaged:
     /// no PV entries.
     pub(crate) fn enter_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        debug_assert!(va.is_multiple_of(L1_SIZE) && m.addr().0.is_multiple_of(L1_SIZE), "unaligned 1GB mapping");
+        debug_assert!(va.is_multiple_of(L1_SIZE) && m.addr_4k().0.is_multiple_of(L1_SIZE), "unaligned 1GB mapping");
         let l1_pa = self.alloc_entry(env, pm, va, L1_SHIFT)?;
         let old = Pte::read(env.mem, l1_pa);
         if old.valid() && (flags.noreplace || old.is_table()) {
@@ -137,7 +137,7 @@ impl Riscv {
         if !old.valid() && !self.is_root(pm, table) {
             ptpage::adjust_ref(env, table, 1);
         }
-        let new = Self::new_pte(m.addr().0, pr, &flags, false);
+        let new = Self::new_pte(m.addr_4k().0, pr, &flags, false);
         if old.valid() {
             let inv = radix::update(env.mem, l1_pa, new, va, L1_SIZE);
             self.invalidate_page(env, pm, inv);

@@ -153,7 +153,7 @@ impl Riscv {
                         ptpage::free_all(env, free);
                         return Err(PmapError::NoMemory);
                     };
-                    e = Pte::table(p.addr().0);
+                    e = Pte::table(p.addr_4k().0);
                     radix::wr(env.mem, pa, e);
                     if counted {
                         ptpage::adjust_ref(env, table, 1);
@@ -241,7 +241,7 @@ impl Tables for Riscv {
         self.mode.shifts()
     }
     fn root_table(&self, pm: PmapId) -> u64 {
-        self.pm(pm).root.addr().0
+        self.pm(pm).root.addr_4k().0
     }
     fn resident(&self, pm: PmapId) -> u64 {
         self.pm(pm).resident
@@ -286,7 +286,7 @@ impl Core for Riscv {
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {
-        self.pm(pm).root.addr()
+        self.pm(pm).root.addr_4k()
     }
     fn asid(&self, _pm: PmapId) -> u16 {
         ASID

@@ -51,10 +51,10 @@ impl Riscv {
             pa += 4096;
         }
         // Keep the L3 table for a later demotion (pmap_insert_pt_page).
-        self.pm_mut(pm).stash.insert(va2m, PhysAddr(ptp).pfn(), true);
+        self.pm_mut(pm).stash.insert(va2m, PhysAddr(ptp).pfn_4k(), true);
         // One PV entry for the superpage instead of 512 (pmap_pv_promote_l2).
         if first.has(PteFlags::SW_MANAGED) {
-            self.pv.promote(env, PhysAddr(first.frame()).pfn(), pm, va2m, LN_ENTRIES as u32);
+            self.pv.promote(env, PhysAddr(first.frame()).pfn_4k(), pm, va2m, LN_ENTRIES as u32);
         }
         // A leaf has the same format at every level: the first PTE, as it
         // is, maps the 2 MB page. No fence: the 4 KB translations cached

@@ -28,7 +28,7 @@ impl Riscv {
         self.invalidate_page(env, pm, inv);
         self.pm_mut(pm).resident -= 1;
         if old.managed() {
-            let m = PhysAddr(old.frame()).pfn();
+            let m = PhysAddr(old.frame()).pfn_4k();
             ptpage::hand_over(env, m, 1, old.modified(), old.accessed());
             self.pv.del(env, m, pm, va);
         }
@@ -68,7 +68,7 @@ impl Riscv {
         self.pm_mut(pm).resident -= LN_ENTRIES;
         if old.managed() {
             self.pv.del_sp(old.frame(), pm, va2m);
-            ptpage::hand_over(env, PhysAddr(old.frame()).pfn(), LN_ENTRIES as u32, old.modified(), old.accessed());
+            ptpage::hand_over(env, PhysAddr(old.frame()).pfn_4k(), LN_ENTRIES as u32, old.modified(), old.accessed());
         }
         self.pm_mut(pm).stash.discard(env, va2m, free);
         self.unuse(env, pm, va2m, L2_SHIFT, free);
@@ -87,7 +87,7 @@ impl Riscv {
     /// from a managed dirty mapping, the modified state goes to its pages.
     fn protected(env: &mut PmapEnv, old: Pte, mask: PteFlags, npages: u32) -> Pte {
         if mask.contains(PteFlags::W) && old.has(PteFlags::SW_MANAGED | PteFlags::D) {
-            let m0 = PhysAddr(old.frame()).pfn();
+            let m0 = PhysAddr(old.frame()).pfn_4k();
             for k in 0..npages {
                 ptpage::dirty(env, Pfn(m0.0 + k));
             }
@@ -136,7 +136,7 @@ impl Remove for Riscv {
     /// mappings of its 2 MB frame are demoted first.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
         let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
+        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
             self.demote_l2(env, pm, va);
         }
         for (pm, va) in self.pv.list(env, m) {

@@ -112,7 +112,7 @@ fn removal_fences_every_cpu_running_the_space_and_a_switch_flushes() {
     r.activate(pm, 0);
     r.activate(pm, 1);
     r.enter_all(pm, VA, &pages[..1], |_| rw_access());
-    let t = Translation { pa_base: pages[0].addr().0, shift: 12, perm: perm::READ | perm::USER };
+    let t = Translation { pa_base: pages[0].addr_4k().0, shift: 12, perm: perm::READ | perm::USER };
     r.fill_tlbs(VA, ASID, t);
     r.remove(pm, VA, VA + 4096);
     assert!(!r.tlb_holds(VA, ASID), "stale entry left on a CPU");
