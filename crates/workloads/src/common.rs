@@ -99,6 +99,11 @@ impl Batch {
         self.push(sys, va, Op::Store(v))
     }
 
+    /// Accesses queued and not yet made.
+    pub fn pending(&self) -> u64 {
+        self.ops.len() as u64
+    }
+
     /// Makes the pending accesses. On a fault, the accesses before it have
     /// been made and the rest are dropped.
     pub fn flush(&mut self, sys: &mut System) -> Result<(), AccessError> {
