@@ -102,10 +102,10 @@ pub struct WorkloadArgs {
     pub threads: Option<usize>,
     /// arenas: bytes the threads hold together after growing (they end
     /// holding a quarter of it).
-    #[arg(long, value_name = "SIZE", default_value = "64M")]
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
     pub live: String,
     /// arenas: objects each thread frees and replaces after growing.
-    #[arg(long, value_name = "N", default_value_t = 20_000)]
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
     pub ops: u64,
     /// arenas: bytes of each heap an arena maps (glibc's HEAP_MAX_SIZE).
     #[arg(long, value_name = "SIZE", default_value = "64M")]
@@ -114,7 +114,7 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub keys: u64,
     /// requests: timed requests (80% GET, 20% SET, half of those new keys).
-    #[arg(long, value_name = "N", default_value_t = 200_000)]
+    #[arg(long, value_name = "N", default_value_t = 400_000)]
     pub requests: u64,
     /// requests: mean value size in bytes (values from half to one and a
     /// half times it).

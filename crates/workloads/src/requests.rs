@@ -44,6 +44,7 @@ const ENTRY: u64 = 64;
 /// The query and reply buffers' size (a client's).
 const BUFFER: u64 = 64 << 10;
 
+#[derive(Debug)]
 pub struct Requests {
     /// Keys loaded before the timed part.
     pub keys: u64,
