@@ -637,4 +637,20 @@ mod tests {
         assert!(never < fb && never > 1.0, "{rep2}");
         assert_eq!(run("freebsd").3, rep);
     }
+
+    /// On the Alpha (8 KB pages, 4 MB superpages) runs are whole 8 KB
+    /// pages and Shimizu's eager superpages leave more resident.
+    #[test]
+    fn runs_on_8k_pages() {
+        let run = |policy: &str| {
+            let mut c = Config::new(splab_hw::profile::Profile::load("alpha-21264").unwrap());
+            c.memory = 256 << 20;
+            c.policy = policy.into();
+            let mut sys = System::new(c).unwrap();
+            Arenas::new(Some(1), 4 << 20, 500, 16 << 20).unwrap().run(&mut sys, &mut |_| {}).unwrap()
+        };
+        let (fb, sh) = (run("freebsd"), run("shimizu"));
+        assert!(fb.figure.value > 1.0, "{}", fb.report);
+        assert!(sh.details[1].value >= fb.details[1].value, "{}\n{}", fb.report, sh.report);
+    }
 }

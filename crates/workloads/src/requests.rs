@@ -428,4 +428,16 @@ mod tests {
         let t = run("linux-thp:always");
         assert!(t.details[3].value > 0.0, "{}", t.report);
     }
+
+    /// On the Alpha (8 KB pages, 4 MB superpages).
+    #[test]
+    fn runs_on_8k_pages() {
+        let mut c = Config::new(splab_hw::profile::Profile::load("alpha-21264").unwrap());
+        c.memory = 256 << 20;
+        c.policy = "shimizu".into();
+        let mut sys = System::new(c).unwrap();
+        let r = Requests::new(1000, 2000, 512, 1).unwrap().run(&mut sys, &mut |_| {}).unwrap();
+        assert!(r.report.contains("a 4m superpage"), "{}", r.report);
+        assert!(r.details[3].value > r.details[0].value, "{}", r.report);
+    }
 }
