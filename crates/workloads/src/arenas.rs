@@ -83,7 +83,7 @@ impl Arenas {
         if ops > 1 << 32 {
             return Err(format!("--ops {ops} is out of range (0 to 2^32)"));
         }
-        if heap < 16 * LARGE_MAX || heap > 1 << 40 {
+        if !(16 * LARGE_MAX..=1 << 40).contains(&heap) {
             return Err(format!("--heap {}: from {} to 1T", size_text(heap), size_text(16 * LARGE_MAX)));
         }
         Ok(Arenas { threads, live, ops, heap, quanta: Quanta::default(), seed: 1 })
@@ -486,7 +486,7 @@ impl Workload for Arenas {
         let ncpus = sys.ncpus();
         let threads = self.threads.unwrap_or(ncpus);
         let page = sys.page_size();
-        if self.heap % page != 0 {
+        if !self.heap.is_multiple_of(page) {
             return Err(format!("--heap {}: not a multiple of the {} page", size_text(self.heap), size_text(page)));
         }
         let resident = |sys: &System| sys.kernel().phys.object_pages * page;
