@@ -562,7 +562,7 @@ impl Workload for Arenas {
             size_text(c.purged_pages * page),
             size_text(c.reused_dirty_pages * page)
         );
-        let d = |name: &str, value: f64, unit: &str, higher: bool| Figure { name: name.into(), value, unit: unit.into(), higher_is_better: higher };
+        let d = Figure::new;
         Ok(WorkloadResult {
             figure: d("resident / live at the end", ratio, "x", false),
             details: vec![
@@ -581,13 +581,10 @@ impl Workload for Arenas {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use splab_sim::Config;
+    use crate::common::test_system;
 
     fn system(policy: &str) -> System {
-        let mut c = Config::new(splab_hw::profile::Profile::load("sapphire-rapids").unwrap());
-        c.memory = 256 << 20;
-        c.policy = policy.into();
-        System::new(c).unwrap()
+        test_system("sapphire-rapids", policy)
     }
 
     #[test]
@@ -643,10 +640,7 @@ mod tests {
     #[test]
     fn runs_on_8k_pages() {
         let run = |policy: &str| {
-            let mut c = Config::new(splab_hw::profile::Profile::load("alpha-21264").unwrap());
-            c.memory = 256 << 20;
-            c.policy = policy.into();
-            let mut sys = System::new(c).unwrap();
+            let mut sys = test_system("alpha-21264", policy);
             Arenas::new(Some(1), 4 << 20, 500, 16 << 20).unwrap().run(&mut sys, &mut |_| {}).unwrap()
         };
         let (fb, sh) = (run("freebsd"), run("shimizu"));

@@ -166,3 +166,13 @@ pub fn size_text(bytes: u64) -> String {
 pub fn page_round(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE) * PAGE
 }
+
+/// A system on machine profile `profile` with 256 MB of memory under
+/// superpage policy `policy`, for the workloads' tests.
+#[cfg(test)]
+pub fn test_system(profile: &str, policy: &str) -> splab_sim::System {
+    let mut c = splab_sim::Config::new(splab_hw::profile::Profile::load(profile).unwrap());
+    c.memory = 256 << 20;
+    c.policy = policy.into();
+    splab_sim::System::new(c).unwrap()
+}

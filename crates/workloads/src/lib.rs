@@ -43,6 +43,12 @@ pub struct Figure {
     pub higher_is_better: bool,
 }
 
+impl Figure {
+    pub fn new(name: &str, value: f64, unit: &str, higher_is_better: bool) -> Figure {
+        Figure { name: name.into(), value, unit: unit.into(), higher_is_better }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkloadResult {
     pub figure: Figure,

@@ -373,7 +373,7 @@ impl Workload for Requests {
             us(pct(&faulted, 1.0)),
             size_text(sp)
         );
-        let d = |name: &str, value: f64, unit: &str, higher: bool| Figure { name: name.into(), value, unit: unit.into(), higher_is_better: higher };
+        let d = Figure::new;
         Ok(WorkloadResult {
             figure: d("requests/s", rate, "requests/s", true),
             details: vec![
@@ -392,13 +392,10 @@ impl Workload for Requests {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use splab_sim::Config;
+    use crate::common::test_system;
 
     fn system(policy: &str) -> System {
-        let mut c = Config::new(splab_hw::profile::Profile::load("sapphire-rapids").unwrap());
-        c.memory = 256 << 20;
-        c.policy = policy.into();
-        System::new(c).unwrap()
+        test_system("sapphire-rapids", policy)
     }
 
     #[test]
@@ -432,10 +429,7 @@ mod tests {
     /// On the Alpha (8 KB pages, 4 MB superpages).
     #[test]
     fn runs_on_8k_pages() {
-        let mut c = Config::new(splab_hw::profile::Profile::load("alpha-21264").unwrap());
-        c.memory = 256 << 20;
-        c.policy = "shimizu".into();
-        let mut sys = System::new(c).unwrap();
+        let mut sys = test_system("alpha-21264", "shimizu");
         let r = Requests::new(1000, 2000, 512, 1).unwrap().run(&mut sys, &mut |_| {}).unwrap();
         assert!(r.report.contains("a 4m superpage"), "{}", r.report);
         assert!(r.details[3].value > r.details[0].value, "{}", r.report);
