@@ -24,7 +24,8 @@ use std::time::Instant;
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
     /// Workload to run: gups, gups-mp, lat, bw, transpose, stream, index,
-    /// build, stress, realloc, or trace:FILE to replay a memory trace.
+    /// build, stress, realloc, sparse, arenas, requests, or trace:FILE to
+    /// replay a memory trace.
     pub workload: String,
     #[command(flatten)]
     pub machine: MachineArgs,

@@ -96,6 +96,34 @@ pub struct WorkloadArgs {
     /// sparse: rounds of freeing and rewriting a quarter of the live pages.
     #[arg(long, value_name = "N", default_value_t = 8)]
     pub rounds: u32,
+    /// arenas: threads, each with an arena of its own [default: one per
+    /// CPU of the machine].
+    #[arg(long, value_name = "N")]
+    pub threads: Option<usize>,
+    /// arenas: bytes the threads hold together after growing (they end
+    /// holding a quarter of it).
+    #[arg(long, value_name = "SIZE", default_value = "256M")]
+    pub live: String,
+    /// arenas: objects each thread frees and replaces after growing.
+    #[arg(long, value_name = "N", default_value_t = 50_000)]
+    pub ops: u64,
+    /// arenas: bytes of each heap an arena maps (glibc's HEAP_MAX_SIZE).
+    #[arg(long, value_name = "SIZE", default_value = "64M")]
+    pub heap: String,
+    /// requests: keys loaded before the timed requests.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub keys: u64,
+    /// requests: timed requests (80% GET, 20% SET, half of those new keys).
+    #[arg(long, value_name = "N", default_value_t = 400_000)]
+    pub requests: u64,
+    /// requests: mean value size in bytes (values from half to one and a
+    /// half times it).
+    #[arg(long, value_name = "SIZE", default_value = "512")]
+    pub value_size: String,
+    /// requests: forks of the server for a snapshot (Redis's BGSAVE)
+    /// during the timed requests, evenly spaced.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub snapshots: u32,
     /// realloc: size of the first allocation (then doubled until memory
     /// runs out).
     #[arg(long, value_name = "SIZE", default_value = "1M")]
@@ -138,7 +166,24 @@ const WORKLOADS: &[(&str, Builder)] = &[
     ("stress", stress),
     ("realloc", realloc),
     ("sparse", sparse),
+    ("arenas", arenas),
+    ("requests", requests),
 ];
+
+fn arenas(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let live = size::parse(&a.live).map_err(|e| format!("--live: {e}"))?;
+    let heap = size::parse(&a.heap).map_err(|e| format!("--heap: {e}"))?;
+    let w = splab_workloads::arenas::Arenas::new(a.threads, live, a.ops, heap)?;
+    fits(&format!("--live {}: the live objects", a.live), live, cfg)?;
+    Ok(Box::new(w))
+}
+
+fn requests(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let value = size::parse(&a.value_size).map_err(|e| format!("--value-size: {e}"))?;
+    let w = splab_workloads::requests::Requests::new(a.keys, a.requests, value, a.snapshots)?;
+    fits(&format!("--keys {} --requests {}: the dataset", a.keys, a.requests), w.footprint(), cfg)?;
+    Ok(Box::new(w))
+}
 
 fn sparse(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let bytes = size::parse(&a.size).map_err(|e| format!("--size: {e}"))?;

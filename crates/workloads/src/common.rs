@@ -99,6 +99,11 @@ impl Batch {
         self.push(sys, va, Op::Store(v))
     }
 
+    /// Accesses queued and not yet made.
+    pub fn pending(&self) -> u64 {
+        self.ops.len() as u64
+    }
+
     /// Makes the pending accesses. On a fault, the accesses before it have
     /// been made and the rest are dropped.
     pub fn flush(&mut self, sys: &mut System) -> Result<(), AccessError> {
@@ -160,4 +165,14 @@ pub fn size_text(bytes: u64) -> String {
 /// Rounds up to a whole number of pages.
 pub fn page_round(bytes: u64) -> u64 {
     bytes.div_ceil(PAGE) * PAGE
+}
+
+/// A system on machine profile `profile` with 256 MB of memory under
+/// superpage policy `policy`, for the workloads' tests.
+#[cfg(test)]
+pub fn test_system(profile: &str, policy: &str) -> splab_sim::System {
+    let mut c = splab_sim::Config::new(splab_hw::profile::Profile::load(profile).unwrap());
+    c.memory = 256 << 20;
+    c.policy = policy.into();
+    splab_sim::System::new(c).unwrap()
 }

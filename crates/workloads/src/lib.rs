@@ -5,12 +5,15 @@
 //! One module per benchmark: `gups` and `gups_mp` (HPCC RandomAccess, one
 //! and many processes), `lat` and `bw` (lmbench's lat_mem_rd, bw_mem and
 //! bw_mmap_rd), `transpose`, `stream`, `index` (pgbench select-only),
-//! `build` (make -j), `stress` (stress --vm), `realloc` and `sparse` (a
-//! slab allocator's partly used 2 MB slabs, the native `sparse`'s twin). What they
+//! `build` (make -j), `stress` (stress --vm), `realloc`, `sparse` (a
+//! slab allocator's partly used 2 MB slabs, the native `sparse`'s twin),
+//! `arenas` (a many-threaded allocator with an arena per thread) and
+//! `requests` (a key-value server's request loop timing each request). What they
 //! share: `common` (processes, mappings, batched accesses), `sched` (several
 //! processes on several CPUs, interleaved deterministically) and `script`
 //! (processes described as lists of actions, and a forking parent).
 
+pub mod arenas;
 pub mod build;
 pub mod bw;
 pub mod common;
@@ -20,6 +23,7 @@ pub mod index;
 pub mod lat;
 pub mod layout;
 pub mod realloc;
+pub mod requests;
 pub mod sched;
 pub mod script;
 pub mod sparse;
@@ -37,6 +41,12 @@ pub struct Figure {
     pub value: f64,
     pub unit: String,
     pub higher_is_better: bool,
+}
+
+impl Figure {
+    pub fn new(name: &str, value: f64, unit: &str, higher_is_better: bool) -> Figure {
+        Figure { name: name.into(), value, unit: unit.into(), higher_is_better }
+    }
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -73,4 +83,4 @@ pub trait Workload {
 }
 
 /// Workload names `splab sim` and `splab compare` accept.
-pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "stress", "realloc", "sparse"];
+pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "stress", "realloc", "sparse", "arenas", "requests"];
