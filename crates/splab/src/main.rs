@@ -63,8 +63,9 @@ enum Cmd {
         #[arg(long)]
         all: bool,
         /// Compare superpage policies instead of superpages off and on: one
-        /// run each, e.g. freebsd,shimizu,linux-thp:always,linux-thp:madvise
-        /// (--sysctl settings apply to every run).
+        /// run each, e.g. freebsd,shimizu,linux-thp:always,linux-thp:madvise.
+        /// --sysctl settings apply to every run; POLICY/NAME=VALUE to that
+        /// run alone, e.g. linux-thp:madvise/khugepaged.scan_sleep_millisecs=100.
         #[arg(long, value_name = "POLICY,...")]
         policies: Option<String>,
         #[command(flatten)]

@@ -341,24 +341,47 @@ fn is_policy_counter(name: &str) -> bool {
 pub fn policies(c: &PolicyComparison, all: bool) -> String {
     let mut o = String::new();
     let first = &c.runs[0];
-    let _ = writeln!(o, "{} on {} ({}), {} memory
-", first.workload_detail, first.machine, first.arch, size::show(first.memory_bytes));
-    let w = c.runs.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(14) + 2;
-    let _ = write!(o, "{:<34}", "");
-    for r in &c.runs {
-        let _ = write!(o, "{:>w$}", r.policy);
+    let _ = writeln!(o, "{} on {} ({}), {} memory", first.workload_detail, first.machine, first.arch, size::show(first.memory_bytes));
+    // An entry with settings of its own is headed by its policy and a
+    // number, spelled out under the title.
+    let mut heads = Vec::new();
+    let mut legend = String::new();
+    for (i, entry) in c.policies.iter().enumerate() {
+        match entry.split_once('/') {
+            Some((spec, _)) => {
+                let head = format!("{spec}+{}", i + 1);
+                let _ = writeln!(legend, "  {head} = {entry}");
+                heads.push(head);
+            }
+            None => heads.push(entry.clone()),
+        }
+    }
+    o.push_str(&legend);
+    o.push('\n');
+    let w = heads.iter().map(|h| h.len()).max().unwrap_or(0).max(14) + 2;
+    let figure = |f: &splab_workloads::Figure| if f.unit.is_empty() { f.name.clone() } else { format!("{} ({})", f.name, f.unit) };
+    let names: BTreeSet<&String> = c.runs.iter().flat_map(|r| r.sysctl.keys()).filter(|k| is_policy_counter(k)).collect();
+    let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
+        Some(SysctlValue::Int(v)) => Some(*v),
+        _ => None,
+    };
+    let shown: Vec<&&String> = names.iter().filter(|k| all || c.runs.iter().any(|r| int(r, k).unwrap_or(0) != 0)).collect();
+    let lw = shown.iter().map(|k| k.len() + 2).chain(first.details.iter().map(|d| figure(d).len() + 2)).chain([figure(&first.figure).len(), 34]).max().unwrap_or(34) + 1;
+    let _ = write!(o, "{:<lw$}", "");
+    for h in &heads {
+        let _ = write!(o, "{h:>w$}");
     }
     o.push('\n');
     let row = |o: &mut String, name: &str, f: &dyn Fn(&SimRun) -> String| {
-        let _ = write!(o, "{name:<34}");
+        let _ = write!(o, "{name:<lw$}");
         for r in &c.runs {
             let _ = write!(o, "{:>w$}", f(r));
         }
         o.push('\n');
     };
-    row(&mut o, &first.figure.name, &|r| num(r.figure.value));
+    row(&mut o, &figure(&first.figure), &|r| num(r.figure.value));
     for (i, d) in first.details.iter().enumerate() {
-        row(&mut o, &format!("  {}", d.name), &|r| r.details.get(i).map_or("-".into(), |d| num(d.value)));
+        row(&mut o, &format!("  {}", figure(d)), &|r| r.details.get(i).map_or("-".into(), |d| num(d.value)));
     }
     row(&mut o, "simulated seconds (timed)", &|r| num(r.sim_seconds));
     row(&mut o, "TLB misses", &|r| r.tlb.total_misses.to_string());
@@ -377,12 +400,6 @@ pub fn policies(c: &PolicyComparison, all: bool) -> String {
     row(&mut o, "superpage promotions", &|r| pmap_sum(r, ".promotions").to_string());
     row(&mut o, "superpage mappings (direct)", &|r| pmap_sum(r, ".mappings").to_string());
     row(&mut o, "superpage demotions (splits)", &|r| pmap_sum(r, ".demotions").to_string());
-    let names: BTreeSet<&String> = c.runs.iter().flat_map(|r| r.sysctl.keys()).filter(|k| is_policy_counter(k)).collect();
-    let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
-        Some(SysctlValue::Int(v)) => Some(*v),
-        _ => None,
-    };
-    let shown: Vec<&&String> = names.iter().filter(|k| all || c.runs.iter().any(|r| int(r, k).unwrap_or(0) != 0)).collect();
     if !shown.is_empty() {
         let _ = writeln!(o, "
 policy counters");
@@ -390,10 +407,10 @@ policy counters");
             row(&mut o, &format!("  {k}"), &|r| int(r, k).map_or("-".into(), |v| v.to_string()));
         }
     }
-    for r in &c.runs {
+    for (i, r) in c.runs.iter().enumerate() {
         for p in &r.procfs {
             let _ = writeln!(o, "
-{} ({}):", p.lines().next().unwrap_or(""), r.policy);
+{} ({}):", p.lines().next().unwrap_or(""), heads[i]);
             for line in p.lines().skip(1) {
                 let _ = writeln!(o, "  {line}");
             }

@@ -286,32 +286,73 @@ pub struct PolicyComparison {
 
 /// Runs the workload under each policy, each on a fresh system.
 pub fn compare_policies(a: &RunArgs, policies: &[String], quiet: bool) -> Result<PolicyComparison, Fail> {
-    // Every policy is checked before the first run starts.
+    // Every policy and its settings are checked before the first run starts.
     let cfg = setup::config_or_default(&a.machine, a.memory.as_deref())?;
-    for p in policies {
-        setup::check_tunables(cfg.arch, p, &[])?;
+    let mut plans = Vec::new();
+    for entry in policies {
+        let (spec, own) = policy_entry(entry).map_err(Fail::Input)?;
+        let p = setup::check_policy(cfg.arch, &spec)?;
+        let own = own.into_iter().map(|(n, v)| Ok((full_tunable_name(cfg.arch, p.as_ref(), &n).map_err(|e| Fail::Input(format!("--policies {entry}: {e}")))?, v))).collect::<Result<Vec<_>, Fail>>()?;
+        let mut tunables = a.tunables.clone();
+        tunables.extend(own);
+        setup::check_tunables(cfg.arch, &spec, &tunables)?;
+        plans.push((spec, tunables));
     }
     let mut runs = Vec::new();
-    for p in policies {
+    for (spec, tunables) in plans {
         let mut one = a.clone();
-        one.policy = p.clone();
+        one.policy = spec;
+        one.tunables = tunables;
         runs.push(simulate(&one, true, quiet)?);
     }
     Ok(PolicyComparison { workload: a.workload.clone(), policies: policies.to_vec(), runs })
+}
+
+/// One entry of `--policies`: a policy and settings for its run alone,
+/// `POLICY[/NAME=VALUE...]`, e.g.
+/// `linux-thp:madvise/khugepaged.scan_sleep_millisecs=100`.
+fn policy_entry(entry: &str) -> Result<(String, Vec<(String, String)>), String> {
+    let mut parts = entry.split('/');
+    let spec = parts.next().unwrap_or_default().trim().to_string();
+    let settings = parts.map(|t| setup::tunable(t).map_err(|e| format!("--policies {entry}: {e}"))).collect::<Result<Vec<_>, _>>()?;
+    Ok((spec, settings))
+}
+
+/// A tunable as an entry of `--policies` names it: its full name, or the
+/// end of exactly one of the policy's or the pmap's names
+/// (`khugepaged.max_ptes_none` for `transparent_hugepage.khugepaged.max_ptes_none`).
+fn full_tunable_name(arch: splab_pmap::Arch, p: &dyn splab_vm::policy::Policy, name: &str) -> Result<String, String> {
+    let mut known: Vec<String> = p.tunable_names().into_iter().filter(|n| !n.contains('<')).collect();
+    known.extend(arch.tunables().map(|t| t.name.to_string()));
+    let per_size = |n: &str| n.starts_with("transparent_hugepage.hugepages-");
+    if known.iter().any(|k| k == name) || per_size(name) {
+        return Ok(name.to_string());
+    }
+    if per_size(&format!("transparent_hugepage.{name}")) && p.name() == "linux-thp" {
+        return Ok(format!("transparent_hugepage.{name}"));
+    }
+    let ends: Vec<&String> = known.iter().filter(|k| k.ends_with(&format!(".{name}"))).collect();
+    match ends.as_slice() {
+        [one] => Ok(one.to_string()),
+        [] => Err(format!("no tunable {name:?} (the {} policy's and the pmap's: {})", p.name(), known.join(", "))),
+        many => Err(format!("{name:?} could be any of {}", many.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", "))),
+    }
 }
 
 /// The policies `--policies` names, in order.
 #[derive(Clone, Debug)]
 pub struct PolicyList(pub Vec<String>);
 
-/// The list `--policies` takes: comma-separated, no repeats.
+/// The list `--policies` takes: comma-separated entries
+/// `POLICY[/NAME=VALUE...]`, no repeats.
 pub fn policy_list(text: &str) -> Result<PolicyList, String> {
     let v: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
     if v.iter().any(|s| s.is_empty()) {
         return Err(format!("--policies {text:?}: an empty name in the list"));
     }
     for (i, p) in v.iter().enumerate() {
-        splab_vm::policy::by_name(p).map_err(|e| format!("--policies {text:?}: {e}"))?;
+        let (spec, _) = policy_entry(p)?;
+        splab_vm::policy::by_name(&spec).map_err(|e| format!("--policies {text:?}: {e}"))?;
         if v[..i].contains(p) {
             return Err(format!("--policies {text:?}: {p} is listed twice"));
         }
