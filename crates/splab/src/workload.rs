@@ -135,12 +135,14 @@ pub struct WorkloadArgs {
     /// gups, lat, transpose, stream, index: lay the workload's data out
     /// as `splab native --pages` does, in one 2 MB-aligned region whose
     /// 2 MB chunks are all in 4 KB pages (4k), all left to reservations
-    /// and promotion (2m), or a fraction F of them, spread as the native
-    /// mix spreads them (mix:F); the 4 KB chunks are advised out of
-    /// superpages (a splab extension after Linux's MADV_NOHUGEPAGE). The
-    /// report says how many chunks were promoted. Without it, the data are
-    /// mapped as before, one mapping per array.
-    #[arg(long, value_name = "4k|2m|mix:F")]
+    /// and promotion (2m), all advised MADV_HUGEPAGE as a program asking
+    /// for huge pages does (hugepage: what linux-thp:madvise acts on), or
+    /// a fraction F of them, spread as the native mix spreads them
+    /// (mix:F); the 4 KB chunks are advised out of superpages (a splab
+    /// extension after Linux's MADV_NOHUGEPAGE). The report says how many
+    /// chunks were promoted. Without it, the data are mapped as before,
+    /// one mapping per array.
+    #[arg(long, value_name = "4k|2m|hugepage|mix:F")]
     pub pages: Option<String>,
 }
 

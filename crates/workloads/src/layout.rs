@@ -29,6 +29,10 @@ pub enum PageLayout {
     FourK,
     /// Every chunk left to reservations and promotion (native `thp`).
     TwoM,
+    /// Every chunk advised MADV_HUGEPAGE, as a program that asks for huge
+    /// pages does: what Linux THP in `madvise` mode (and khugepaged
+    /// there) acts on; FreeBSD's and Shimizu's policies ignore the advice.
+    Hugepage,
     /// A fraction of the chunks left to reservations, spread as
     /// `mix_chunks` spreads them (native `mix:F`).
     Mix(f64),
@@ -41,11 +45,12 @@ impl PageLayout {
         match text.trim().to_ascii_lowercase().as_str() {
             "4k" => Ok(PageLayout::FourK),
             "2m" | "thp" => Ok(PageLayout::TwoM),
+            "hugepage" => Ok(PageLayout::Hugepage),
             t if t.starts_with("mix:") => match Pages::parse(t)? {
                 Pages::Mix(f) => Ok(PageLayout::Mix(f)),
                 _ => unreachable!("mix: parses to a mix"),
             },
-            _ => Err(format!("--pages {text:?}: expected 4k, 2m or mix:F (F from 0 to 1)")),
+            _ => Err(format!("--pages {text:?}: expected 4k, 2m, hugepage or mix:F (F from 0 to 1)")),
         }
     }
 
@@ -53,7 +58,7 @@ impl PageLayout {
     pub fn fraction(self) -> f64 {
         match self {
             PageLayout::FourK => 0.0,
-            PageLayout::TwoM => 1.0,
+            PageLayout::TwoM | PageLayout::Hugepage => 1.0,
             PageLayout::Mix(f) => f,
         }
     }
@@ -69,6 +74,7 @@ impl fmt::Display for PageLayout {
         match self {
             PageLayout::FourK => f.write_str("4k"),
             PageLayout::TwoM => f.write_str("2m"),
+            PageLayout::Hugepage => f.write_str("hugepage"),
             PageLayout::Mix(v) => write!(f, "mix:{v}"),
         }
     }
@@ -156,6 +162,9 @@ impl Region {
                 sys.madvise_superpages(pid, a, n, false).map_err(|e| format!("{what}: advising {n} bytes at {a:#x} out of superpages: {e}"))?;
             }
             i = j;
+        }
+        if layout == PageLayout::Hugepage {
+            sys.madvise_superpages(pid, va, len, true).map_err(|e| format!("{what}: advising {len} bytes at {va:#x} MADV_HUGEPAGE: {e}"))?;
         }
         let mut b = crate::common::Batch::new(cpu);
         crate::common::touch_pages(sys, &mut b, va, len, Some(0)).map_err(crate::common::fault(what))?;
