@@ -30,6 +30,10 @@ pub struct ReproduceArgs {
     /// and the commands that run them; run nothing.
     #[arg(long)]
     pub list: bool,
+    /// Run each experiment at a tiny size instead, to check that it runs
+    /// (its figures say nothing about the machine).
+    #[arg(long)]
+    pub quick: bool,
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
@@ -44,6 +48,10 @@ pub struct Experiment {
     pub machine: &'static str,
     /// The workload and its options, as `splab compare` takes them.
     pub args: &'static [&'static str],
+    /// The same at a small size, for `--quick` (a check that the
+    /// experiment runs, whose figures mean nothing).
+    #[serde(skip)]
+    pub quick: &'static [&'static str],
     pub policy: &'static str,
     /// What the workload models of the original and what it leaves out.
     pub models: &'static str,
@@ -64,6 +72,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: GUPS, table 2^27 64-bit words, 2^29 updates",
         machine: "armada-xp",
         args: &["gups", "--log2-table", "27", "--updates", "33554432"],
+        quick: &["gups", "--log2-table", "18", "--updates", "4096"],
         policy: "freebsd",
         models: GUPS_MODELS,
         scaled: "2^25 of the 2^29 updates timed (the table is full size): GUP/s is the loop's steady rate",
@@ -73,6 +82,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: lmbench lat_mem_rd, random chase, stride 64",
         machine: "armada-xp",
         args: &["lat", "--max-size", "256M", "--stride", "64", "--pattern", "random", "--loads", "20000"],
+        quick: &["lat", "--max-size", "2M", "--stride", "64", "--pattern", "random", "--loads", "1000"],
         policy: "freebsd",
         models: "lat_mem_rd's dependent pointer chase in one random cycle; figure: ns a load at the largest size",
         scaled: "20000 timed loads a size (lat_mem_rd times more): the figure is a mean latency",
@@ -82,6 +92,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: lmbench bw_mem rd",
         machine: "armada-xp",
         args: &["bw", "--tests", "rd", "--size", "128M"],
+        quick: &["bw", "--tests", "rd", "--size", "2M"],
         policy: "freebsd",
         models: BW_MODELS,
         scaled: "",
@@ -91,6 +102,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: lmbench bw_mem wr",
         machine: "armada-xp",
         args: &["bw", "--tests", "wr", "--size", "128M"],
+        quick: &["bw", "--tests", "wr", "--size", "2M"],
         policy: "freebsd",
         models: BW_MODELS,
         scaled: "",
@@ -100,6 +112,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (libc)",
         machine: "armada-xp",
         args: &["bw", "--tests", "bcopy_libc", "--size", "128M"],
+        quick: &["bw", "--tests", "bcopy_libc", "--size", "2M"],
         policy: "freebsd",
         models: BW_MODELS,
         scaled: "",
@@ -109,6 +122,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (hand-unrolled)",
         machine: "armada-xp",
         args: &["bw", "--tests", "bcopy_hand", "--size", "128M"],
+        quick: &["bw", "--tests", "bcopy_hand", "--size", "2M"],
         policy: "freebsd",
         models: BW_MODELS,
         scaled: "",
@@ -118,6 +132,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: lmbench bw_mmap_rd (re-read of a mapped file)",
         machine: "armada-xp",
         args: &["bw", "--tests", "mmap_rd", "--size", "128M"],
+        quick: &["bw", "--tests", "mmap_rd", "--size", "2M"],
         policy: "freebsd",
         models: "bw_mmap_rd: a file in the page cache mapped and read",
         scaled: "",
@@ -127,6 +142,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: self-hosted buildworld, with GCC and with clang",
         machine: "armada-xp",
         args: &["build", "--units", "128", "--jobs", "4"],
+        quick: &["build", "--units", "4", "--jobs", "2"],
         policy: "freebsd",
         models: BUILD_MODELS,
         scaled: "128 compilation units, not a whole world: build time is the run's, not a world's",
@@ -136,6 +152,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: forkbomb",
         machine: "armada-xp",
         args: &["build", "--units", "256", "--jobs", "16"],
+        quick: &["build", "--units", "4", "--jobs", "4"],
         policy: "freebsd",
         models: "no forkbomb workload: the build's many short-lived forked processes (16 at once) stand in; a real forkbomb's growing process tree and its exhaustion of memory are left out",
         scaled: "256 processes",
@@ -145,6 +162,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD armv7 on Armada XP: stress",
         machine: "armada-xp",
         args: &["stress", "--vm", "4", "--vm-bytes", "256M", "--loops", "4"],
+        quick: &["stress", "--vm", "2", "--vm-bytes", "4M", "--loops", "1"],
         policy: "freebsd",
         models: "stress --vm: workers mapping, writing and freeing memory",
         scaled: "4 rounds a worker (stress runs until stopped): the figure is the completion time of these",
@@ -154,6 +172,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD powerpc64 (HPT) on POWER8: HPCC RandomAccess",
         machine: "power8",
         args: &["gups", "--log2-table", "28", "--updates", "33554432"],
+        quick: &["gups", "--log2-table", "21", "--updates", "4096"],
         policy: "freebsd",
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
@@ -163,6 +182,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II: HPCC RandomAccess",
         machine: "power9",
         args: &["gups", "--log2-table", "28", "--updates", "33554432"],
+        quick: &["gups", "--log2-table", "21", "--updates", "4096"],
         policy: "freebsd",
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
@@ -172,6 +192,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD powerpc64 (HPT) on POWER8: pgbench -S -T 5, scale 150, 1 client, 1 thread",
         machine: "power8",
         args: &["index", "--scale", "150", "--clients", "1", "--transactions", "20000"],
+        quick: &["index", "--scale", "1", "--clients", "1", "--transactions", "100"],
         policy: "freebsd",
         models: "the index lookup of a select-only transaction (B-tree descent and heap fetch through shared buffers); parsing, planning, the executor's instruction work and the client round trip are not modelled, so tps is far above a real server's and its change larger",
         scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
@@ -181,6 +202,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II (32 threads, 32 GB): buildworld -j32",
         machine: "power9",
         args: &["build", "--units", "128", "--jobs", "32"],
+        quick: &["build", "--units", "4", "--jobs", "4"],
         policy: "freebsd",
         models: BUILD_MODELS,
         scaled: "128 compilation units on the profile's 4 CPUs, not a world on 32 threads",
@@ -190,6 +212,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000 to 3300",
         machine: "alpha-21264",
         args: &["transpose", "--sizes", "3000,3100,3200,3300"],
+        quick: &["transpose", "--sizes", "300"],
         policy: "freebsd",
         models: TRANSPOSE_MODELS,
         scaled: "four sizes of the range",
@@ -199,6 +222,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000 to 3300",
         machine: "alpha-21264",
         args: &["transpose", "--sizes", "3000,3100,3200,3300"],
+        quick: &["transpose", "--sizes", "300"],
         policy: "shimizu",
         models: TRANSPOSE_MODELS,
         scaled: "four sizes of the range",
@@ -215,22 +239,30 @@ pub fn select(names: &[String]) -> Result<Vec<&'static Experiment>, Fail> {
 }
 
 impl Experiment {
+    fn args(&self, quick: bool) -> &'static [&'static str] {
+        if quick {
+            self.quick
+        } else {
+            self.args
+        }
+    }
+
     /// The `splab compare` command line that runs it.
-    pub fn command(&self) -> String {
-        let mut c = format!("splab compare {} --machine {}", self.args.join(" "), self.machine);
+    pub fn command(&self, quick: bool) -> String {
+        let mut c = format!("splab compare {} --machine {}", self.args(quick).join(" "), self.machine);
         if self.policy != "freebsd" {
             write!(c, " --policy {}", self.policy).unwrap();
         }
         c
     }
 
-    fn run_args(&self) -> Result<RunArgs, Fail> {
+    fn run_args(&self, quick: bool) -> Result<RunArgs, Fail> {
         #[derive(Parser)]
         struct Only {
             #[command(flatten)]
             run: RunArgs,
         }
-        let argv = ["splab"].into_iter().chain(self.args.iter().copied()).chain(["--machine", self.machine, "--policy", self.policy]);
+        let argv = ["splab"].into_iter().chain(self.args(quick).iter().copied()).chain(["--machine", self.machine, "--policy", self.policy]);
         Only::try_parse_from(argv).map(|o| o.run).map_err(|e| Fail::Run(format!("experiment {}: {e}", self.name)))
     }
 }
@@ -289,8 +321,8 @@ fn figure_rows(off: &[Figure], on: &[Figure]) -> Vec<Row> {
         .collect()
 }
 
-fn run_one(e: &Experiment, quiet: bool) -> Result<Outcome, Fail> {
-    let a = e.run_args()?;
+fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
+    let a = e.run_args(quick)?;
     let t0 = std::time::Instant::now();
     let c = run::compare(&a, quiet)?;
     let rows = if c.off.details.is_empty() {
@@ -310,7 +342,7 @@ fn run_one(e: &Experiment, quiet: bool) -> Result<Outcome, Fail> {
         .collect();
     Ok(Outcome {
         experiment: *e,
-        command: e.command(),
+        command: e.command(quick),
         rows,
         sim_seconds_off: c.off.sim_seconds,
         sim_seconds_on: c.on.sim_seconds,
@@ -333,9 +365,9 @@ pub fn cmd(a: &ReproduceArgs) -> Result<i32, Fail> {
     let mut outcomes = Vec::new();
     for (i, e) in chosen.iter().enumerate() {
         if !quiet {
-            eprintln!("[{}/{}] {}: {}", i + 1, chosen.len(), e.name, e.command());
+            eprintln!("[{}/{}] {}: {}", i + 1, chosen.len(), e.name, e.command(a.quick));
         }
-        outcomes.push(run_one(e, quiet)?);
+        outcomes.push(run_one(e, a.quick, quiet)?);
     }
     let r = Reproduction { outcomes };
     output::emit(&if a.json { output::json(&r) } else { table(&r) });
@@ -346,7 +378,7 @@ fn list_text(chosen: &[&Experiment]) -> String {
     let mut s = String::new();
     for e in chosen {
         writeln!(s, "{:<24} {}", e.name, e.published).unwrap();
-        writeln!(s, "{:<24}   run: {}", "", e.command()).unwrap();
+        writeln!(s, "{:<24}   run: {}", "", e.command(false)).unwrap();
         if !e.scaled.is_empty() {
             writeln!(s, "{:<24}   scaled: {}", "", e.scaled).unwrap();
         }
@@ -414,7 +446,9 @@ mod tests {
     #[test]
     fn every_experiment_parses() {
         for (i, e) in EXPERIMENTS.iter().enumerate() {
-            e.run_args().unwrap_or_else(|_| panic!("{}", e.name));
+            e.run_args(false).unwrap_or_else(|_| panic!("{}", e.name));
+            e.run_args(true).unwrap_or_else(|_| panic!("{} --quick", e.name));
+            assert_eq!(e.args[0], e.quick[0], "{}: the same workload", e.name);
             splab_hw::profile::Profile::load(e.machine).unwrap();
             assert!(!EXPERIMENTS[..i].iter().any(|f| f.name == e.name), "{} twice", e.name);
         }
@@ -424,6 +458,6 @@ mod tests {
     fn unknown_names_are_refused_with_the_known_ones() {
         let Err(Fail::Input(m)) = select(&["armada-gups".into(), "nope".into()]) else { panic!("accepted") };
         assert!(m.contains("\"nope\"") && m.contains("armada-lat"), "{m}");
-        assert_eq!(select(&[]).unwrap().len(), EXPERIMENTS.len());
+        assert_eq!(select(&[]).map(|v| v.len()).ok(), Some(EXPERIMENTS.len()));
     }
 }
