@@ -355,7 +355,11 @@ pub fn cmd(a: &ReproduceArgs) -> Result<i32, Fail> {
     let chosen = select(&a.names)?;
     if a.list {
         if a.json {
-            output::emit(&output::json(&chosen));
+            #[derive(Serialize)]
+            struct List<'a> {
+                experiments: &'a [&'static Experiment],
+            }
+            output::emit(&output::json(&List { experiments: &chosen }));
         } else {
             output::emit(&list_text(&chosen));
         }

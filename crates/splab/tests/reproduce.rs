@@ -19,8 +19,8 @@ fn list_names_every_experiment_with_its_command() {
     assert!(text.contains("splab compare gups --log2-table 27"), "{text}");
     let out = splab(&["reproduce", "--list", "--json", "armada-lat"]);
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    assert_eq!(v.as_array().map(|a| a.len()), Some(1), "{v}");
-    assert_eq!(v[0]["machine"], "armada-xp");
+    assert_eq!(v["experiments"].as_array().map(|a| a.len()), Some(1), "{v}");
+    assert_eq!(v["experiments"][0]["machine"], "armada-xp");
 }
 
 #[test]
