@@ -65,6 +65,12 @@ const BW_MODELS: &str = "lmbench bw_mem's loop over the buffer; the instruction 
 const BUILD_MODELS: &str = "make -jN forking compilers that map text, data, heap and files, then a threaded link; a compile's instruction work and the compiler's real footprint are not modelled (one compiler model for GCC and clang)";
 const TRANSPOSE_MODELS: &str = "the naive double loop B = A^T, strided loads (load) or strided stores (store); MB/s of 2 x 8 x N^2 bytes";
 
+/// An lmbench bandwidth test on the Armada XP, at its full size (`args`)
+/// and `quick`.
+const fn bw(name: &'static str, published: &'static str, args: &'static [&'static str], quick: &'static [&'static str], models: &'static str) -> Experiment {
+    Experiment { name, published, machine: "armada-xp", args, quick, policy: "freebsd", models, scaled: "" }
+}
+
 /// Every experiment of the publications, in the order they are printed.
 pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
@@ -87,56 +93,29 @@ pub const EXPERIMENTS: &[Experiment] = &[
         models: "lat_mem_rd's dependent pointer chase in one random cycle; figure: ns a load at the largest size",
         scaled: "20000 timed loads a size (lat_mem_rd times more): the figure is a mean latency",
     },
-    Experiment {
-        name: "armada-bw-rd",
-        published: "FreeBSD armv7 on Armada XP: lmbench bw_mem rd",
-        machine: "armada-xp",
-        args: &["bw", "--tests", "rd", "--size", "128M"],
-        quick: &["bw", "--tests", "rd", "--size", "2M"],
-        policy: "freebsd",
-        models: BW_MODELS,
-        scaled: "",
-    },
-    Experiment {
-        name: "armada-bw-wr",
-        published: "FreeBSD armv7 on Armada XP: lmbench bw_mem wr",
-        machine: "armada-xp",
-        args: &["bw", "--tests", "wr", "--size", "128M"],
-        quick: &["bw", "--tests", "wr", "--size", "2M"],
-        policy: "freebsd",
-        models: BW_MODELS,
-        scaled: "",
-    },
-    Experiment {
-        name: "armada-bw-bcopy-libc",
-        published: "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (libc)",
-        machine: "armada-xp",
-        args: &["bw", "--tests", "bcopy_libc", "--size", "128M"],
-        quick: &["bw", "--tests", "bcopy_libc", "--size", "2M"],
-        policy: "freebsd",
-        models: BW_MODELS,
-        scaled: "",
-    },
-    Experiment {
-        name: "armada-bw-bcopy-hand",
-        published: "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (hand-unrolled)",
-        machine: "armada-xp",
-        args: &["bw", "--tests", "bcopy_hand", "--size", "128M"],
-        quick: &["bw", "--tests", "bcopy_hand", "--size", "2M"],
-        policy: "freebsd",
-        models: BW_MODELS,
-        scaled: "",
-    },
-    Experiment {
-        name: "armada-bw-mmap-rd",
-        published: "FreeBSD armv7 on Armada XP: lmbench bw_mmap_rd (re-read of a mapped file)",
-        machine: "armada-xp",
-        args: &["bw", "--tests", "mmap_rd", "--size", "128M"],
-        quick: &["bw", "--tests", "mmap_rd", "--size", "2M"],
-        policy: "freebsd",
-        models: "bw_mmap_rd: a file in the page cache mapped and read",
-        scaled: "",
-    },
+    bw("armada-bw-rd", "FreeBSD armv7 on Armada XP: lmbench bw_mem rd", &["bw", "--tests", "rd", "--size", "128M"], &["bw", "--tests", "rd", "--size", "2M"], BW_MODELS),
+    bw("armada-bw-wr", "FreeBSD armv7 on Armada XP: lmbench bw_mem wr", &["bw", "--tests", "wr", "--size", "128M"], &["bw", "--tests", "wr", "--size", "2M"], BW_MODELS),
+    bw(
+        "armada-bw-bcopy-libc",
+        "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (libc)",
+        &["bw", "--tests", "bcopy_libc", "--size", "128M"],
+        &["bw", "--tests", "bcopy_libc", "--size", "2M"],
+        BW_MODELS,
+    ),
+    bw(
+        "armada-bw-bcopy-hand",
+        "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (hand-unrolled)",
+        &["bw", "--tests", "bcopy_hand", "--size", "128M"],
+        &["bw", "--tests", "bcopy_hand", "--size", "2M"],
+        BW_MODELS,
+    ),
+    bw(
+        "armada-bw-mmap-rd",
+        "FreeBSD armv7 on Armada XP: lmbench bw_mmap_rd (re-read of a mapped file)",
+        &["bw", "--tests", "mmap_rd", "--size", "128M"],
+        &["bw", "--tests", "mmap_rd", "--size", "2M"],
+        "bw_mmap_rd: a file in the page cache mapped and read",
+    ),
     Experiment {
         name: "armada-buildworld",
         published: "FreeBSD armv7 on Armada XP: self-hosted buildworld, with GCC and with clang",
@@ -413,7 +392,7 @@ fn counters_short(c: &BTreeMap<String, i64>) -> String {
 
 pub fn table(r: &Reproduction) -> String {
     let mut s = String::new();
-    writeln!(s, "{:<24} {:<26} {:>12} {:>12} {:>8}  {:<6} {}", "experiment", "figure", "sp off", "sp on", "change", "unit", "counters (sp on)").unwrap();
+    writeln!(s, "{:<24} {:<26} {:>12} {:>12} {:>8}  {:<6} counters (sp on)", "experiment", "figure", "sp off", "sp on", "change", "unit").unwrap();
     for o in &r.outcomes {
         for (i, row) in o.rows.iter().enumerate() {
             let name = if i == 0 { o.experiment.name } else { "" };
