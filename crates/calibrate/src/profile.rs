@@ -277,7 +277,7 @@ impl Writer<'_> {
             });
         }
         let [l1d, l2, l3]: [CacheConfig; 3] = levels.try_into().expect("three levels");
-        Caches { l1d, l2, l3 }
+        Caches { l1d, l2, l3, walk_level: None }
     }
 
     fn memory(&mut self) -> Memory {

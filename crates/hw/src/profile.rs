@@ -16,6 +16,22 @@ pub struct Caches {
     pub l1d: CacheConfig,
     pub l2: CacheConfig,
     pub l3: CacheConfig,
+    /// The first of the model's cache levels (1, 2 or 3) that the
+    /// hardware walker's reads of page-table entries look up: how the
+    /// operating system set up its tables decides it. 1 where walks are
+    /// coherent with the first-level data cache; on an ARMv7 core whose
+    /// walks are not (ID_MMFR3.CohWalk = 0), FreeBSD's pmap-v6 marks the
+    /// tables inner non-cacheable, outer write-back in TTBR, so the walker
+    /// reads the outer cache only. Absent: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub walk_level: Option<u8>,
+}
+
+impl Caches {
+    /// `walk_level`, 1 when absent.
+    pub fn walk_level(&self) -> u8 {
+        self.walk_level.unwrap_or(1)
+    }
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
@@ -193,6 +209,12 @@ pub struct Costs {
     /// read as another name for it.
     #[serde(default, alias = "walk_trap", skip_serializing_if = "Option::is_none")]
     pub walk: Option<u32>,
+    /// What a promotion attempt that fails costs per base-page mapping it
+    /// examined before it found the one that stops it (a PVO tree step
+    /// and its checks on powerpc64, moea64_sp_promote). Absent: 0, a
+    /// failed attempt costs nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_scan: Option<u32>,
     /// Page daemon work per page it examines (queue move, reference and
     /// dirty tests through the pmap).
     #[serde(default = "default_pageout_scan")]
@@ -375,6 +397,9 @@ impl Profile {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if !(1..=3).contains(&self.cache.walk_level()) {
+            return Err(format!("cache.walk_level = {} is out of range (1, 2 or 3)", self.cache.walk_level()));
+        }
         if !(self.freq_ghz > 0.0 && self.freq_ghz < 100.0) {
             return Err(format!("freq_ghz = {} is out of range", self.freq_ghz));
         }

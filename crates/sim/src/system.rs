@@ -356,6 +356,7 @@ impl System {
             + d(e.swap_ins, before.swap_ins) * c.swap_in_4k as f64
             + d(e.collapse_copies + e.migrations, before.collapse_copies + before.migrations) * c.copy_4k as f64
             + d(e.khugepaged_scanned, before.khugepaged_scanned) * c.pageout_scan as f64
+            + d(e.promotion_scanned, before.promotion_scanned) * c.promotion_scan.unwrap_or(0) as f64
     }
 
     /// Takes processes killed for lack of memory off their CPUs, so that

@@ -43,6 +43,10 @@ pub struct Timing {
     store_scale: f64,
     /// The profile's `walk_holds_slot`: how translation and data overlap.
     slots: bool,
+    /// The first cache level a walk's references look up
+    /// (`Caches::walk_level`): 1, or 2 or 3 where the OS made its page
+    /// tables cacheable in the outer levels only.
+    walk_level: u8,
     /// The stream prefetcher beside each CPU's L2, if the profile has one,
     /// and what a covered miss costs: when overlapped with others (the
     /// stream's line time, scaled up by data_mlp as the cost divides it
@@ -142,6 +146,7 @@ impl Timing {
             share: vec![1.0 / p.overlap.data_mlp; p.cpus],
             store_scale: p.store_scale(),
             slots: p.overlap.walk_holds_slot.unwrap_or(false),
+            walk_level: p.cache.walk_level(),
             streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
             prefetched_lat: by_streams(p, |c| (c * p.overlap.data_mlp).round() as u32),
             prefetched_dependent_lat: by_streams(p, |c| (c.round() as u32).max(p.cache.l2.latency)),
@@ -169,16 +174,30 @@ impl Timing {
         self.access_latency(cpu, pa, false, false).0
     }
 
+    /// `access_latency` of a walk's reference, which looks the caches up
+    /// from `walk_level` on.
+    #[inline]
+    fn walk_latency(&mut self, cpu: usize, pa: u64, dependent: bool) -> u32 {
+        self.access_latency_from(cpu, pa, dependent, false, self.walk_level).0
+    }
+
     /// `mem_latency`, and for an independent `store` its `store_extra`
     /// (else 0); `dependent`: as a load that the next one waits for sees
     /// it (which matters for a miss the prefetcher covered).
     #[inline]
     fn access_latency(&mut self, cpu: usize, pa: u64, dependent: bool, store: bool) -> (u32, u32) {
-        if self.l1[cpu].access(pa) {
+        self.access_latency_from(cpu, pa, dependent, store, 1)
+    }
+
+    /// `access_latency` for an access that looks the caches up from level
+    /// `from` (1 to 3) on.
+    #[inline]
+    fn access_latency_from(&mut self, cpu: usize, pa: u64, dependent: bool, store: bool, from: u8) -> (u32, u32) {
+        if from <= 1 && self.l1[cpu].access(pa) {
             self.cache_hits[0] += 1;
             return (self.l1[cpu].latency, 0);
         }
-        if self.l2[cpu].access(pa) {
+        if from <= 2 && self.l2[cpu].access(pa) {
             self.cache_hits[1] += 1;
             let lat = self.l2[cpu].latency;
             return (lat, if store { self.store_extra(lat) } else { 0 });
@@ -274,7 +293,7 @@ impl Timing {
     pub fn charge(&mut self, cpu: usize, xlat: u32, walks: &[u64], pa: u64, dependent: bool, write: bool) {
         let mut xlat = xlat;
         for &w in walks {
-            xlat += self.access_latency(cpu, w, dependent, false).0;
+            xlat += self.walk_latency(cpu, w, dependent);
         }
         let store = write && !dependent && self.store_scale != 1.0;
         let (data, extra) = self.access_latency(cpu, pa, dependent, store);
@@ -315,6 +334,52 @@ impl Timing {
     }
 
 
+    /// The first two levels' passes of `run_batch` where walks start
+    /// below the first level: the data references go through L1, then its
+    /// misses merged in program order with the walk references through L2
+    /// (walk_level 2), or L1's data misses through L2 and its misses
+    /// merged with the walk references on to L3 (walk_level 3). `to_l2`
+    /// ends with the data references that missed L1 (what stores' extras
+    /// are read from), `to_l3` with every access that goes on to L3.
+    fn pass_walks_below_l1(&mut self, cpu: usize, refs: &[BatchRef], acc: &mut [(u64, u32)], to_l2: &mut Vec<u32>, to_l3: &mut Vec<u32>) {
+        let mut data = Vec::with_capacity(refs.len());
+        let mut walk = Vec::with_capacity(acc.len() - refs.len());
+        let mut k = 0u32;
+        for r in refs {
+            walk.extend(k..k + (r.walks_end - r.walks_start));
+            k += r.walks_end - r.walks_start;
+            data.push(k);
+            k += 1;
+        }
+        let merge = |a: &[u32], b: &[u32]| -> Vec<u32> {
+            let mut m = Vec::with_capacity(a.len() + b.len());
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() || j < b.len() {
+                if j == b.len() || (i < a.len() && a[i] < b[j]) {
+                    m.push(a[i]);
+                    i += 1;
+                } else {
+                    m.push(b[j]);
+                    j += 1;
+                }
+            }
+            m
+        };
+        self.l1[cpu].pass(acc, Some(&data), to_l2, 0);
+        self.cache_hits[0] += (data.len() - to_l2.len()) as u64;
+        if self.walk_level == 2 {
+            let sel = merge(to_l2, &walk);
+            self.l2[cpu].pass(acc, Some(&sel), to_l3, 0);
+            self.cache_hits[1] += (sel.len() - to_l3.len()) as u64;
+            // Stores' extras look for data references only in to_l2.
+        } else {
+            let mut l3_data = Vec::new();
+            self.l2[cpu].pass(acc, Some(to_l2), &mut l3_data, 0);
+            self.cache_hits[1] += (to_l2.len() - l3_data.len()) as u64;
+            *to_l3 = merge(&l3_data, &walk);
+        }
+    }
+
     /// Times a batch of references. Each cache only ever sees the accesses
     /// that reach it, in program order, so the batch is run one level at a
     /// time: every access through L1, then L1's misses through L2, then
@@ -335,10 +400,14 @@ impl Timing {
             }
             acc.push((r.pa, 0));
         }
-        self.l1[cpu].pass(&mut acc, None, &mut to_l2, 0);
-        self.cache_hits[0] += (acc.len() - to_l2.len()) as u64;
-        self.l2[cpu].pass(&mut acc, Some(&to_l2), &mut to_l3, 0);
-        self.cache_hits[1] += (to_l2.len() - to_l3.len()) as u64;
+        if self.walk_level == 1 || walks.is_empty() {
+            self.l1[cpu].pass(&mut acc, None, &mut to_l2, 0);
+            self.cache_hits[0] += (acc.len() - to_l2.len()) as u64;
+            self.l2[cpu].pass(&mut acc, Some(&to_l2), &mut to_l3, 0);
+            self.cache_hits[1] += (to_l2.len() - to_l3.len()) as u64;
+        } else {
+            self.pass_walks_below_l1(cpu, refs, &mut acc, &mut to_l2, &mut to_l3);
+        }
         // The prefetcher sees L2's misses in order.
         let mut covered = std::mem::take(&mut self.covered);
         covered.clear();
@@ -688,8 +757,9 @@ mod tests {
     use super::*;
 
     /// sapphire-rapids as built in; with a stream prefetcher and walks
-    /// holding miss slots; with writebacks charged as well; and with
-    /// stores overlapping less than loads.
+    /// holding miss slots; with writebacks charged as well; with stores
+    /// overlapping less than loads; and with walks looking the caches up
+    /// from the second and from the third level.
     fn profiles() -> Vec<Profile> {
         let p = Profile::load("sapphire-rapids").unwrap();
         let mut q = p.clone();
@@ -703,7 +773,11 @@ mod tests {
         // And stores that miss overlapping half as much as loads.
         let mut s = w.clone();
         s.overlap.store_mlp = Some(s.overlap.data_mlp / 2.0);
-        vec![p, q, w, s]
+        // And walks that start below the first level (second, third).
+        let (mut w2, mut w3) = (s.clone(), s.clone());
+        w2.cache.walk_level = Some(2);
+        w3.cache.walk_level = Some(3);
+        vec![p, q, w, s, w2, w3]
     }
 
     /// Running a batch level by level gives exactly the state and cycles of
@@ -757,6 +831,24 @@ mod tests {
         // And the caches hold the same lines: the same accesses hit or miss next.
         for r in &refs[..500] {
             assert_eq!(a.mem_latency(1, r.pa ^ 0x40), b.mem_latency(1, r.pa ^ 0x40));
+        }
+    }
+
+    /// Walks that start at a lower level never hit the levels above it:
+    /// the same walk line read again and again costs the first level's
+    /// latency from level 1, the second's from level 2, the third's from 3.
+    #[test]
+    fn walks_look_the_caches_up_from_their_level() {
+        for (level, want) in [(1u8, 0usize), (2, 1), (3, 2)] {
+            let mut p = profiles()[0].clone();
+            p.cache.walk_level = Some(level);
+            let lat = [p.cache.l1d.latency, p.cache.l2.latency, p.cache.l3.latency][want];
+            let mut t = Timing::new(&p).unwrap();
+            let walk = [1u64 << 30];
+            t.charge(0, 0, &walk, 2 << 30, true, false);
+            let before = t.breakdown.translation;
+            t.charge(0, 0, &walk, 2 << 30, true, false);
+            assert_eq!(t.breakdown.translation - before, lat as f64, "walk_level {level}");
         }
     }
 

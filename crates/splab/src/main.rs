@@ -21,6 +21,7 @@ mod program;
 mod plot;
 mod progress;
 mod report;
+mod reproduce;
 mod rss;
 mod run;
 mod setup;
@@ -157,6 +158,10 @@ enum Cmd {
         #[command(subcommand)]
         cmd: trace::TraceCmd,
     },
+    /// Run the published superpage experiments, each on the profile of the
+    /// machine it was measured on, superpages off and on: the figures in
+    /// each original tool's units, their change and the promotion counters.
+    Reproduce(reproduce::ReproduceArgs),
     /// Write one self-contained HTML page with the plots and tables of
     /// the --json documents of sim, compare, native, validate and bench.
     Report(report::ReportArgs),
@@ -213,6 +218,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
         Cmd::Calibrate { args, json } => calibrate::cmd(&args, json),
         Cmd::Validate { args, out } => validate::cmd(&args, &out),
         Cmd::Report(args) => report::cmd(&args),
+        Cmd::Reproduce(args) => reproduce::cmd(&args),
     }
 }
 

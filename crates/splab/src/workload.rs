@@ -26,6 +26,10 @@ pub struct WorkloadArgs {
     /// for gups-mp [default: 24 for gups, 21 for gups-mp].
     #[arg(long, value_name = "N")]
     pub log2_table: Option<u32>,
+    /// gups: updates to time, fewer than HPCC's 4 x the table (the rate
+    /// is a steady state that fewer updates reach as well).
+    #[arg(long, value_name = "N")]
+    pub updates: Option<u64>,
     /// gups: run the HPCC verification pass; stress: read every page back
     /// and check it before freeing it (both imply --track-contents).
     #[arg(long)]
@@ -228,6 +232,15 @@ fn gups(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let log2 = a.log2_table.unwrap_or(24);
     let mut g = Gups::new(log2)?;
     g.verify = a.verify;
+    if let Some(u) = a.updates {
+        if u == 0 || u > 4u64 << log2 {
+            return Err(format!("--updates {u} is out of range (1 to 4 x 2^{log2})"));
+        }
+        if a.verify {
+            return Err("--updates: the verification pass redoes all of HPCC's updates; run --verify without --updates".into());
+        }
+        g.max_updates = Some(u);
+    }
     g.pages.asked = pages(a)?;
     fits(&format!("--log2-table {log2}: the GUPS table"), 8u64 << log2, cfg)?;
     Ok(Box::new(g))

@@ -112,6 +112,10 @@ pub struct KernelEvents {
     /// Page-table entries khugepaged examined.
     #[serde(skip_serializing_if = "is_zero")]
     pub khugepaged_scanned: u64,
+    /// Base-page mappings that failed promotion attempts examined before
+    /// the one that stopped them (a pmap that counts them: powerpc64).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub promotion_scanned: u64,
 }
 
 fn is_zero(v: &u64) -> bool {

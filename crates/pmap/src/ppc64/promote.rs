@@ -18,29 +18,43 @@ use splab_vm::pmap::{prot, PmapEnv, PmapId, Prot};
 
 impl Ppc64 {
     /// Why the 4096 PVOs from `sva` cannot become a superpage of the 16 MB
-    /// frame at `pa0`, if they cannot.
-    fn promotion_check(&self, pm: PmapId, sva: u64, pa0: u64) -> Option<PromoteFail> {
+    /// frame at `pa0`, if they cannot, and how many PVOs moea64_sp_promote
+    /// examines before it stops: it walks the PVO tree from `sva` in
+    /// address order and stops at the first page that is unmapped or
+    /// differs. The reason counted is the first of: some page unmapped
+    /// (the range's count of PVOs says so without a walk), then the
+    /// first page that differs.
+    fn promotion_check(&self, pm: PmapId, sva: u64, pa0: u64) -> Option<(PromoteFail, u64)> {
         let p = self.pm(pm);
-        if p.sp_count.get(&(sva >> SP_SHIFT)).copied().unwrap_or(0) as u64 != SP_PAGES {
-            return Some(PromoteFail::Unmapped);
-        }
-        let first = p.pvos[&sva];
+        let Some(&first) = p.pvos.get(&sva) else { return Some((PromoteFail::Unmapped, 1)) };
+        let full = p.sp_count.get(&(sva >> SP_SHIFT)).copied().unwrap_or(0) as u64 == SP_PAGES;
+        let mut stop = None;
+        let mut n = 0;
         for (i, (&va, pvo)) in p.pvos.range(sva..sva + SP_SIZE).enumerate() {
-            debug_assert_eq!(va, sva + i as u64 * 4096, "4096 PVOs in range, one per page");
-            if pvo.pa != pa0 + i as u64 * 4096 {
-                return Some(PromoteFail::NotContiguous);
-            }
-            if pvo.flags & pvof::PROMOTE != first.flags & pvof::PROMOTE {
-                return Some(PromoteFail::Flags);
-            }
-            if pvo.prot != first.prot {
-                return Some(PromoteFail::Prot);
-            }
-            if pvo.wimg != first.wimg {
-                return Some(PromoteFail::Wimg);
+            n = i as u64 + 1;
+            let why = if va != sva + i as u64 * 4096 {
+                Some(PromoteFail::Unmapped)
+            } else if pvo.pa != pa0 + i as u64 * 4096 {
+                Some(PromoteFail::NotContiguous)
+            } else if pvo.flags & pvof::PROMOTE != first.flags & pvof::PROMOTE {
+                Some(PromoteFail::Flags)
+            } else if pvo.prot != first.prot {
+                Some(PromoteFail::Prot)
+            } else if pvo.wimg != first.wimg {
+                Some(PromoteFail::Wimg)
+            } else {
+                None
+            };
+            if let Some(w) = why {
+                stop = Some((w, n));
+                break;
             }
         }
-        None
+        match (full, stop) {
+            (true, s) => s,
+            // Past the last PVO of the range: the next step finds none.
+            (false, s) => Some((PromoteFail::Unmapped, s.map_or(n + 1, |s| s.1))),
+        }
     }
 
     /// Tries to make the 16 MB range around `va` one superpage; `m` is the
@@ -48,7 +62,8 @@ impl Ppc64 {
     pub(crate) fn sp_promote(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn) -> bool {
         let sva = va & !SP_MASK;
         let pa0 = m.addr_4k().0 & !SP_MASK;
-        if let Some(why) = self.promotion_check(pm, sva, pa0) {
+        if let Some((why, seen)) = self.promotion_check(pm, sva, pa0) {
+            env.ev.promotion_scanned += seen;
             return self.st.sp.failed(why);
         }
         for v in self.pvos_in(pm, sva, sva + SP_SIZE) {

@@ -250,6 +250,8 @@ fn a_full_reservation_promotes_to_16mb_entries() {
     // Every enter before the last found some page unmapped.
     assert_eq!(r.stat("vm.pmap.sp.p_failures"), 4095);
     assert_eq!(r.stat("splab.pmap.sp.p_fail_unmapped"), 4095);
+    // The k-th of them walked the k PVOs there were and one step more.
+    assert_eq!(r.ev.promotion_scanned, (1..4096u64).map(|k| k + 1).sum::<u64>());
     assert_eq!((r.stat("vm.pmap.sp.mappings"), r.ev.promotions), (1, 1));
     for i in [0u64, 1, 2047, 4095] {
         let p = pvo(&r, pm, VA + i * 4096);

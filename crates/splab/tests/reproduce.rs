@@ -1,0 +1,48 @@
+//! `splab reproduce` as a user runs it: the list, a bad name, and one
+//! experiment at its `--quick` size (the full sizes take minutes each).
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn splab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_splab")).args(args).output().expect("run splab")
+}
+
+#[test]
+fn list_names_every_experiment_with_its_command() {
+    let out = splab(&["reproduce", "--list"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    for name in ["armada-gups", "armada-lat", "power8-pgbench", "power9-buildworld", "alpha-transpose-shimizu"] {
+        assert!(text.contains(name), "{name} missing from:\n{text}");
+    }
+    assert!(text.contains("splab compare gups --log2-table 27"), "{text}");
+    let out = splab(&["reproduce", "--list", "--json", "armada-lat"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["experiments"].as_array().map(|a| a.len()), Some(1), "{v}");
+    assert_eq!(v["experiments"][0]["machine"], "armada-xp");
+}
+
+#[test]
+fn an_unknown_experiment_exits_2_naming_it_and_the_known_ones() {
+    let out = splab(&["reproduce", "armada-gups", "no-such-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"no-such-run\"") && err.contains("alpha-transpose-freebsd"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_quick_experiment_reports_its_figure_off_and_on_with_counters() {
+    let out = splab(&["reproduce", "--quick", "--json", "armada-gups"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let o = &v["outcomes"][0];
+    assert_eq!(o["experiment"]["name"], "armada-gups");
+    let row = &o["rows"][0];
+    assert_eq!(row["unit"], "GUP/s");
+    assert!(row["off"].as_f64().unwrap() > 0.0 && row["on"].as_f64().unwrap() > 0.0, "{row}");
+    // The 2 MiB table fills two 1 MB sections, which are promoted.
+    assert_eq!(o["counters_on"]["vm.pmap.section.promotions"], 2, "{o}");
+    assert!(o["command"].as_str().unwrap().starts_with("splab compare gups --log2-table 18"));
+}
