@@ -159,6 +159,9 @@ pub struct System {
     pub(crate) fault_ns: Vec<f32>,
     /// The most resident memory never touched so far, in pages.
     bloat_peak_pages: u64,
+    /// Resident and touched pages when the last process began to exit:
+    /// the run's end as its programs saw it.
+    end_pages: Option<(u64, u64)>,
     /// Cycles of the policy's background work (khugepaged), on no
     /// program's CPU.
     background_cycles: f64,
@@ -170,7 +173,8 @@ pub struct System {
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MemoryReport {
     /// Pages of the programs' objects (anonymous memory, page cache) at
-    /// the end and at most, in bytes.
+    /// the end (when the last process began to exit, or now if one still
+    /// runs) and at most, in bytes.
     pub resident_bytes: u64,
     pub resident_peak_bytes: u64,
     /// Of the resident pages at the end, those the programs accessed since
@@ -292,6 +296,7 @@ impl System {
             stale_samples: Vec::new(),
             fault_ns: Vec::new(),
             bloat_peak_pages: 0,
+            end_pages: None,
             background_cycles: 0.0,
             next_background_ns,
             cfg,
@@ -417,6 +422,10 @@ impl System {
         self.syscall(pid, |k, hw| k.fork(hw, pid))
     }
     pub fn exit(&mut self, pid: Pid) -> Result<(), Errno> {
+        if self.alive(pid) && !(0..self.kernel.procs.len() as Pid).any(|p| p != pid && self.alive(p)) {
+            let resident = self.kernel.phys.object_pages;
+            self.end_pages = Some((resident, self.machine.mem.touched_frames().min(resident)));
+        }
         let r = self.syscall(pid, |k, hw| k.exit(hw, pid));
         // Debug builds check every layer's invariants whenever a process
         // goes (buddy lists, reservations, objects, PV lists, page tables).
@@ -644,8 +653,10 @@ impl System {
     /// bytes zeroed and copied, fault latency, background work.
     pub fn memory_report(&mut self) -> MemoryReport {
         let page = self.page_size();
-        let resident = self.kernel.phys.object_pages;
-        let touched = self.machine.mem.touched_frames().min(resident);
+        let (resident, touched) = self.end_pages.unwrap_or_else(|| {
+            let resident = self.kernel.phys.object_pages;
+            (resident, self.machine.mem.touched_frames().min(resident))
+        });
         let e = &self.kernel.ev;
         let mut ns: Vec<f32> = self.fault_ns.clone();
         ns.sort_by(f32::total_cmp);
