@@ -65,6 +65,12 @@ impl Policy for Shimizu {
         false
     }
 
+    /// The patch is Linux's, whose MADV_DONTNEED has freed private
+    /// anonymous pages at once (zap_page_range) since before 2.6.
+    fn dontneed_frees(&self) -> bool {
+        true
+    }
+
     fn zero_fill(&mut self, k: &mut Kernel, hw: &mut Machine, f: &ZeroFill) -> Result<Handled, FaultError> {
         if !self.enabled || !k.pmap.superpages_enabled() {
             return Ok(Handled::No);
