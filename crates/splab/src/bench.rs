@@ -127,7 +127,11 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
     let log2 = a.log2_table.to_string();
     let workload_args = crate::workload::args_from(&["--log2-table", &log2]).expect("GUPS options parse");
     RunArgs {
-        workload: "gups".into(),
+        workload: Some("gups".into()),
+        program: Vec::new(),
+        sample: None,
+        valgrind: "valgrind".into(),
+        program_io: None,
         machine: a.machine.clone(),
         memory: Some(a.gups_memory.clone()),
         swap: "0".into(),
@@ -340,7 +344,7 @@ fn trace_replay(a: &BenchArgs, quiet: bool) -> Result<TracePart, Fail> {
         .map_err(|e| Fail::Run(format!("writing the bench trace {}: {e}", path.display())));
     let r = written.and_then(|_| {
         let mut args = gups_args(a);
-        args.workload = format!("trace:{}", path.display());
+        args.workload = Some(format!("trace:{}", path.display()));
         run::simulate(&args, true, quiet)
     });
     let trace_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);

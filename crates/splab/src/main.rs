@@ -13,6 +13,7 @@ mod calibrate;
 mod check;
 mod error;
 mod native;
+mod online;
 mod output;
 mod program;
 mod progress;
@@ -158,17 +159,28 @@ fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: Option<&str>, sp: OnOff
     Ok(0)
 }
 
+/// A program run online passes its exit status on (said on stderr too).
+fn program_status(p: Option<&serde_json::Value>) -> i32 {
+    match online::exit_status(p) {
+        Some(s) => {
+            eprintln!("splab: the program exited with status {s}");
+            s
+        }
+        None => 0,
+    }
+}
+
 fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
     match cmd {
         Cmd::Sim { run, superpages, json: j } => {
             let r = run::simulate(&run, superpages.on(), j)?;
             emit(&if j { json(&r) } else { output::sim(&r) });
-            Ok(0)
+            Ok(program_status(r.program.as_ref()))
         }
         Cmd::Compare { run, json: j } => {
             let c = run::compare(&run, j)?;
             emit(&if j { json(&c) } else { output::compare(&c) });
-            Ok(0)
+            Ok(program_status(c.on.program.as_ref()))
         }
         Cmd::Sysctl { names, machine, memory, superpages, tunables, describe, json } => {
             sysctl_cmd(&names, &machine, memory.as_deref(), superpages, &tunables, describe, json)

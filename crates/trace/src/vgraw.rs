@@ -43,7 +43,7 @@ pub struct Reader<R: Read> {
 
 /// Decodes a reference word (its low byte below 0x20).
 #[inline]
-fn decode(word: u64) -> Ref {
+pub(crate) fn decode(word: u64) -> Ref {
     let tag = word as u8;
     let kind = Kind::from_bits(tag);
     let code = (tag >> 2) & 7;
