@@ -348,19 +348,6 @@ impl System {
     /// `dependent` false for each. On a fault the accesses before it have
     /// been made and timed; the error tells which failed.
     pub fn access_batch(&mut self, cpu: usize, ops: &[(u64, Op)]) -> Result<(), (usize, AccessError)> {
-        self.ops_batch(cpu, ops, true)
-    }
-
-    /// The first pass of `access_batch` alone: every translation (TLBs,
-    /// page-walk caches, walks, faults and the kernel's work on them),
-    /// with no cache model and no timing of the accesses themselves. The
-    /// functional warming of a sampled run: the translation state and the
-    /// operating system's evolve exactly as under `access_batch`.
-    pub fn translate_batch(&mut self, cpu: usize, ops: &[(u64, Op)]) -> Result<(), (usize, AccessError)> {
-        self.ops_batch(cpu, ops, false)
-    }
-
-    fn ops_batch(&mut self, cpu: usize, ops: &[(u64, Op)], timed: bool) -> Result<(), (usize, AccessError)> {
         self.pending_walks.clear();
         self.batch.clear();
         for (i, &(va, op)) in ops.iter().enumerate() {
@@ -370,12 +357,7 @@ impl System {
             };
             r.map_err(|e| (i, e))?;
         }
-        if timed {
-            self.finish_batch(cpu);
-        } else {
-            self.batch.clear();
-            self.pending_walks.clear();
-        }
+        self.finish_batch(cpu);
         Ok(())
     }
 

@@ -540,6 +540,16 @@ pub fn profile_toml(c: &Calibration, base: &Profile, base_name: &str, name: &str
         let _ = writeln!(o, "{lead}nested = true   # {}; hardware virtualisation on x86-64 uses EPT/NPT (assumed: not visible from the guest)", c.virt.signs().join(", "));
         let _ = writeln!(o, "{lead}host_page = \"{page}\"   # {}{why}", if assumed { "ASSUMED, not measured: " } else { "inferred: " });
     }
+    if let (Some(i), Some(g)) = (&c.instruction_ns, ghz) {
+        let _ = writeln!(o, "\n[core]   # measured: register-only integer work, apart from memory references (real programs run online)");
+        let _ = writeln!(
+            o,
+            "cycles_per_instruction = {:.3}   # {:.4} ns an instruction of two chains of add/xor/shift/rotate (median of {} rounds) at {g:.2} GHz",
+            i.median * g,
+            i.median,
+            c.plan.rounds
+        );
+    }
     if let Some(r) = &c.reference {
         let _ = writeln!(o, "\n[reference]   # measured: quick probes of this host's memory that splab validate runs again, to see how far the memory moved since (medians of {} rounds); the model does not read them, and validate runs it on this profile moved by the first three", c.plan.rounds);
         let _ = writeln!(o, "chase_ns = {:.2}   # a dependent load, one random chase over every line of 64 MB of 2 MB pages", r.chase_ns);

@@ -22,6 +22,7 @@ mod setup;
 mod size;
 mod trace;
 mod validate;
+mod validate_program;
 mod workload;
 
 use clap::{Parser, Subcommand};

@@ -55,6 +55,21 @@ pub struct ValidateArgs {
     /// streaming; `Profile::moved`).
     #[arg(long)]
     pub as_calibrated: bool,
+    /// Instead of the workloads, any program and its arguments after `--`
+    /// (`validate_program.rs`): run natively in --pages and online in the
+    /// model, superpages off and on.
+    #[arg(last = true, value_name = "PROG ARGS")]
+    pub program: Vec<String>,
+    /// Programs: native layouts, comma-separated, from 4k, thp, promote;
+    /// the first must be 4k [default: 4k,thp].
+    #[arg(long, value_name = "LAYOUT,...")]
+    pub pages: Vec<String>,
+    /// Programs: standard input from this file [default: /dev/null].
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<std::path::PathBuf>,
+    /// Programs: simulate them sampled (`splab sim --sample`).
+    #[arg(long, value_name = "DETAIL:PERIOD")]
+    pub sample: Option<String>,
 }
 
 /// The host's memory around one workload's native runs, against the
@@ -252,6 +267,9 @@ pub fn summarise(rows: &[Row]) -> Summary {
 
 /// `splab validate`.
 pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
+    if !a.program.is_empty() {
+        return crate::validate_program::cmd(a, as_json);
+    }
     let layouts: Vec<Layout> = a.layouts.iter().map(|l| layout(l)).collect::<Result<_, _>>().map_err(Fail::Input)?;
     if layouts.first().map(|l| l.name.as_str()) != Some("4k") {
         return Err(Fail::Input(format!("--layouts {:?}: the first layout must be 4k (speedups are over it)", a.layouts.join(","))));

@@ -28,16 +28,19 @@
 //! profile's cost per instruction (`System::instructions`).
 //!
 //! Sampling (`Sample`, SMARTS-style): in every period of references the
-//! first `detail` are simulated in full and measured; the last `detail`
-//! before the next measured window warm the caches with timing; the rest
-//! are functional warming only: TLBs, page-walk caches, page tables and the
-//! kernel (faults, reservations, promotion) exactly as in full detail, the
-//! caches untouched. Figures are estimated from the measured windows with
-//! a confidence interval.
+//! first `detail` are measured; the rest are functional warming: TLBs,
+//! page-walk caches, page tables, caches and the kernel (faults,
+//! reservations, promotion) evolve as in full detail, but nothing is
+//! measured, and a reference to the cache line the previous one of the
+//! process touched is left out (it finds that line, and its page, most
+//! recently used already, so leaving it out changes no replacement state;
+//! a store after loads of a line is kept, for the dirty bits). Every
+//! figure is estimated from the measured windows with a 95 % confidence
+//! interval (`estimate`).
 
 use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version};
 use crate::replay::{Failure, Run};
-use crate::{vgraw, Event, Origin, Region, MAX_NAME};
+use crate::{vgraw, Event, Kind, Origin, Region, MAX_NAME};
 use serde::Serialize;
 use splab_sim::timing::CycleBreakdown;
 use splab_sim::System;
@@ -126,8 +129,8 @@ impl Sample {
             return Err(format!("--sample {s:?}: expected DETAIL:PERIOD, e.g. 10M:100M"));
         };
         let (detail, period) = (count(d).map_err(|e| format!("--sample {s:?}: {e}"))?, count(p).map_err(|e| format!("--sample {s:?}: {e}"))?);
-        if 2 * detail > period {
-            return Err(format!("--sample {s:?}: the period must be at least twice the detail (a window measured, one warming the caches)"));
+        if detail >= period {
+            return Err(format!("--sample {s:?}: the period must be longer than the detail"));
         }
         Ok(Sample { detail, period })
     }
@@ -138,9 +141,7 @@ impl Sample {
 enum Phase {
     /// Everything, measured.
     Detail,
-    /// Everything, not measured: the caches warm up for the next window.
-    Warm,
-    /// Translation and the kernel only.
+    /// Functional warming, not measured.
     Functional,
 }
 
@@ -197,19 +198,22 @@ fn t95(df: usize) -> f64 {
 }
 
 /// The total over `total_refs` references of a quantity measured per
-/// window as `f(window)`: the ratio estimator (the windows' quantity per
-/// reference times the references), with a 95 % interval from the spread
-/// of the windows' rates.
+/// window as `f(window)`: the ratio estimator (the windows' quantity over
+/// their references, times all references), with a 95 % interval from the
+/// spread of the windows about that ratio (the windows differ a little in
+/// length: they end at batch boundaries).
 pub fn estimate(windows: &[Window], total_refs: u64, f: impl Fn(&Window) -> f64) -> Estimate {
-    let rates: Vec<f64> = windows.iter().filter(|w| w.refs > 0).map(|w| f(w) / w.refs as f64).collect();
-    let n = rates.len();
+    let w: Vec<(f64, f64)> = windows.iter().filter(|w| w.refs > 0).map(|w| (f(w), w.refs as f64)).collect();
+    let n = w.len();
     if n == 0 {
         return Estimate { value: 0.0, plus_minus: f64::INFINITY };
     }
-    let mean = rates.iter().sum::<f64>() / n as f64;
-    let var = if n > 1 { rates.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { f64::INFINITY };
-    let half = t95(n - 1) * (var / n as f64).sqrt();
-    Estimate { value: mean * total_refs as f64, plus_minus: half * total_refs as f64 }
+    let (sy, sr) = w.iter().fold((0.0, 0.0), |(a, b), (y, r)| (a + y, b + r));
+    let ratio = sy / sr;
+    let mean_r = sr / n as f64;
+    let var = if n > 1 { w.iter().map(|(y, r)| (y - ratio * r).powi(2)).sum::<f64>() / (n - 1) as f64 } else { f64::INFINITY };
+    let half = t95(n - 1) * (var / n as f64).sqrt() / mean_r;
+    Estimate { value: ratio * total_refs as f64, plus_minus: half * total_refs as f64 }
 }
 
 /// The estimates `--sample` reports.
@@ -219,8 +223,10 @@ pub struct Sampled {
     /// References measured in full detail, and all references.
     pub measured_refs: u64,
     pub total_refs: u64,
-    /// References simulated with timing to warm the caches.
+    /// References simulated as functional warming, and those of them left
+    /// out (the same line as the one before).
     pub warming_refs: u64,
+    pub warming_skipped: u64,
     pub windows: usize,
     pub sim_seconds: Estimate,
     pub cycles: Estimate,
@@ -429,6 +435,11 @@ struct State<'a> {
     phase: Phase,
     warming_refs: u64,
     measured_refs: u64,
+    /// References left out of functional warming (same line as the last).
+    skipped: u64,
+    /// References and instructions so far, over every process.
+    total_refs: u64,
+    total_instructions: u64,
 }
 
 fn fail(msg: impl Into<String>) -> Failure {
@@ -524,7 +535,7 @@ impl State<'_> {
 
     /// References so far, over every process.
     fn refs_so_far(&self) -> u64 {
-        self.out.refs + self.procs.values().map(|p| p.refs).sum::<u64>()
+        self.total_refs
     }
 
     /// Consumes one slot of `p`'s ring; false when none is published.
@@ -558,8 +569,6 @@ impl State<'_> {
                 let at = pos % s.period;
                 if at < s.detail {
                     Phase::Detail
-                } else if at >= s.period - s.detail {
-                    Phase::Warm
                 } else {
                     Phase::Functional
                 }
@@ -571,9 +580,7 @@ impl State<'_> {
         let b = self.sys.breakdown();
         let hw = self.sys.hw();
         let tlb = self.sys.tlb_report().total_misses;
-        let refs = self.refs_so_far();
-        let instrs = self.out.instructions + self.procs.values().map(|p| p.instructions).sum::<u64>();
-        (b, hw.dram_accesses, tlb, refs, instrs)
+        (b, hw.dram_accesses, tlb, self.total_refs, self.total_instructions)
     }
 
     /// Opens or closes the measured window as the phase changes (called
@@ -626,21 +633,38 @@ impl State<'_> {
         let mut i = 0;
         let mut refs = 0u64;
         let mut ended = false;
+        let functional = self.phase == Phase::Functional;
+        // Functional warming: the line of the last reference kept, and
+        // whether that one wrote it.
+        let (mut line, mut wrote) = (u64::MAX, false);
         while i < w.len() {
             let word = w[i];
             let tag = word as u8;
             if tag < 0x20 {
-                p.run.add_ref(sys, vgraw::decode(word))?;
+                let r = vgraw::decode(word);
                 refs += 1;
                 i += 1;
+                if functional {
+                    let l = r.addr >> 6;
+                    let writes = matches!(r.kind, Kind::Store | Kind::Modify);
+                    if l == line && (wrote || !writes) {
+                        self.skipped += 1;
+                        continue;
+                    }
+                    let within = (r.addr & 63) + r.size as u64 <= 64;
+                    (line, wrote) = if within { (l, writes) } else { (u64::MAX, false) };
+                }
+                p.run.add_ref(sys, r)?;
                 continue;
             }
+            line = u64::MAX;
             match tag {
                 W_NOP => i += 1,
                 W_INSN => {
                     need(i, 1)?;
                     let n = w[i + 1];
                     p.instructions += n;
+                    self.total_instructions += n;
                     sys.instructions(p.run.cpu, n);
                     i += 2;
                 }
@@ -705,10 +729,11 @@ impl State<'_> {
             }
         }
         p.refs += refs;
+        self.total_refs += refs;
         if ended {
             return self.finish(p);
         }
-        p.run.flush_with(self.sys, self.phase != Phase::Functional)
+        p.run.flush(self.sys)
     }
 }
 
@@ -767,6 +792,9 @@ impl Online {
             phase: Phase::Detail,
             warming_refs: 0,
             measured_refs: 0,
+            total_refs: 0,
+            total_instructions: 0,
+            skipped: 0,
         };
         let r = drive(&mut st, &mut child, progress);
         let status = match r {
@@ -803,6 +831,7 @@ impl Online {
                 measured_refs: st.measured_refs,
                 total_refs: n,
                 warming_refs: st.warming_refs,
+                warming_skipped: st.skipped,
                 windows: w.len(),
                 sim_seconds: Estimate { value: cycles.value / freq, plus_minus: cycles.plus_minus / freq },
                 cycles,
@@ -833,14 +862,15 @@ impl Online {
             Some(s) => {
                 let _ = writeln!(
                     report,
-                    "  {:<20}{}:{} references: {} measured in {} windows ({:.1} %), {} warming the caches, the rest functional",
+                    "  {:<20}{}:{} references: {} measured in {} windows ({:.1} %), {} functional warming ({} of them on the line before, left out)",
                     "sampled",
                     s.sample.detail,
                     s.sample.period,
                     s.measured_refs,
                     s.windows,
                     100.0 * s.measured_refs as f64 / s.total_refs.max(1) as f64,
-                    s.warming_refs
+                    s.warming_refs,
+                    s.warming_skipped
                 );
                 let _ = writeln!(report, "  {:<20}{} s (95 % interval; CPU time summed over CPUs)", "simulated time", s.sim_seconds);
                 let _ = writeln!(report, "  {:<20}{}", "  data cycles", s.data_cycles);
@@ -879,15 +909,15 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
             let Some(mut p) = st.procs.remove(&pid) else { continue };
             for _ in 0..8 {
                 if st.sample.is_some() {
-                    let ph = st.phase_at(st.refs_so_far() + p.refs);
+                    let ph = st.phase_at(st.refs_so_far());
                     st.switch(ph);
                 }
-                let before = p.refs;
+                let before = st.total_refs;
                 if !st.step(&mut p)? {
                     break;
                 }
-                if st.phase == Phase::Warm {
-                    st.warming_refs += p.refs - before;
+                if st.phase == Phase::Functional {
+                    st.warming_refs += st.total_refs - before;
                 }
                 progressed = true;
                 if p.done {
@@ -973,5 +1003,49 @@ impl Workload for Online {
 
     fn details(&self) -> Option<serde_json::Value> {
         self.result.as_ref().and_then(|r| serde_json::to_value(r).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_parses_counts_and_refuses_bad_ones() {
+        assert_eq!(Sample::parse("10M:100M").unwrap(), Sample { detail: 10_000_000, period: 100_000_000 });
+        assert_eq!(Sample::parse("500k:2m").unwrap(), Sample { detail: 500_000, period: 2_000_000 });
+        assert_eq!(Sample::parse("1000:5000").unwrap(), Sample { detail: 1000, period: 5000 });
+        for bad in ["10M", "x:100M", "10M:10M", "0:10", "100M:10M", ":"] {
+            let e = Sample::parse(bad).unwrap_err();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    fn win(refs: u64, cycles: f64) -> Window {
+        Window { refs, cycles, ..Default::default() }
+    }
+
+    #[test]
+    fn the_ratio_estimate_scales_the_windows_and_narrows_with_more_of_them() {
+        // Every window at 2 cycles a reference: the estimate is exact.
+        let same: Vec<Window> = (0..10).map(|i| win(1000 + i, 2.0 * (1000 + i) as f64)).collect();
+        let e = estimate(&same, 1_000_000, |w| w.cycles);
+        assert!((e.value - 2e6).abs() < 1e-6 && e.plus_minus < 1e-6, "{e:?}");
+        // Rates 1 and 3 alternating: mean 2, and an interval that holds it
+        // and shrinks as windows are added.
+        let alt = |n: usize| -> Vec<Window> { (0..n).map(|i| win(1000, if i % 2 == 0 { 1000.0 } else { 3000.0 })).collect() };
+        let few = estimate(&alt(4), 1_000_000, |w| w.cycles);
+        let many = estimate(&alt(40), 1_000_000, |w| w.cycles);
+        assert!((few.value - 2e6).abs() < 1e-3 && (many.value - 2e6).abs() < 1e-3);
+        assert!(many.plus_minus < few.plus_minus && many.plus_minus > 0.0, "{few:?} {many:?}");
+        // One window says nothing about the spread.
+        assert!(estimate(&alt(1), 10, |w| w.cycles).plus_minus.is_infinite());
+        assert!(estimate(&[], 10, |w| w.cycles).plus_minus.is_infinite());
+    }
+
+    #[test]
+    fn student_t_falls_to_the_normal_quantile() {
+        assert!((t95(1) - 12.706).abs() < 1e-9);
+        assert!(t95(10) > t95(30) && t95(30) > t95(1000) && (t95(100_000) - 1.96).abs() < 1e-3);
     }
 }

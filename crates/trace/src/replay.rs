@@ -375,12 +375,6 @@ impl Run {
 
     /// Makes the accumulated accesses.
     pub(crate) fn flush(&mut self, sys: &mut System) -> Result<(), Failure> {
-        self.flush_with(sys, true)
-    }
-
-    /// Makes the accumulated accesses, `timed` or translated only
-    /// (`System::translate_batch`: functional warming).
-    pub(crate) fn flush_with(&mut self, sys: &mut System, timed: bool) -> Result<(), Failure> {
         let t0 = Instant::now();
         let mode = self.pacer.pick();
         let piece = match mode {
@@ -390,8 +384,7 @@ impl Run {
         let mut from = 0;
         while from < self.ops.len() {
             let to = from.saturating_add(piece).min(self.ops.len());
-            let r = if timed { sys.access_batch(self.cpu, &self.ops[from..to]) } else { sys.translate_batch(self.cpu, &self.ops[from..to]) };
-            match r {
+            match sys.access_batch(self.cpu, &self.ops[from..to]) {
                 Ok(()) => from = to,
                 Err((i, AccessError::Fault(FaultError::Unmapped(va)))) => {
                     // Only after an unmap the cache did not see (it is
