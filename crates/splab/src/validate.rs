@@ -61,7 +61,8 @@ pub struct ValidateArgs {
     #[arg(last = true, value_name = "PROG ARGS")]
     pub program: Vec<String>,
     /// Programs: native layouts, comma-separated, from 4k, thp, promote;
-    /// the first must be 4k [default: 4k,thp].
+    /// the first must be 4k [default: 4k,thp,promote; promote, FreeBSD's
+    /// policy on Linux, is the one the model's superpages-on run models].
     #[arg(long, value_name = "LAYOUT,...")]
     pub pages: Vec<String>,
     /// Programs: standard input from this file [default: /dev/null].

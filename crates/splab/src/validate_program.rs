@@ -75,7 +75,7 @@ fn sim_args(a: &ValidateArgs) -> Result<RunArgs, String> {
 }
 
 fn layouts(a: &ValidateArgs) -> Result<Vec<Pages>, String> {
-    let text = if a.pages.is_empty() { vec!["4k,thp".to_string()] } else { a.pages.clone() };
+    let text = if a.pages.is_empty() { vec!["4k,thp,promote".to_string()] } else { a.pages.clone() };
     let v = Pages::parse_list(&text)?;
     if v.first() != Some(&Pages::FourK) {
         return Err(format!("--pages {:?}: the first layout must be 4k (speedups are over it)", text.join(",")));
