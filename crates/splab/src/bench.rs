@@ -498,7 +498,7 @@ fn program(a: &BenchArgs, quiet: bool) -> Result<ProgramPart, Fail> {
         let get = |r: &run::SimRun, k: &str| r.program.as_ref().and_then(|p| p.get(k)).and_then(|v| v.as_u64()).unwrap_or(0);
         let est = |k: &str| sampled.program.as_ref().and_then(|p| p.pointer(&format!("/sampled/sim_seconds/{k}"))).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
         Ok(ProgramPart {
-            command: format!("xz -6 -T1 -c TEXT"),
+            command: "xz -6 -T1 -c TEXT".to_string(),
             text_bytes: bytes,
             native_seconds,
             native_cpu_seconds,
