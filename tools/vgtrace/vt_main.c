@@ -241,9 +241,11 @@ static void ring_open(HChar how)
    }
    HChar ctl[4096], line[64];
    VG_(snprintf)(ctl, sizeof ctl, "%s/ctl", opt_ring);
-   Int cfd = VG_(fd_open)(ctl, VKI_O_WRONLY, 0);
+   /* Non-blocking: with no reader (splab gone) the open fails at once
+      instead of waiting for one forever. */
+   Int cfd = VG_(fd_open)(ctl, VKI_O_WRONLY | VKI_O_NONBLOCK, 0);
    if (cfd < 0) {
-      VG_(umsg)("splabtrace: cannot open %s\n", ctl);
+      VG_(umsg)("splabtrace: cannot open %s (the reader is gone?); stopping\n", ctl);
       VG_(exit)(3);
    }
    /* A fixed-width line: one write below PIPE_BUF is atomic among the

@@ -19,7 +19,7 @@
 //! system in batches through `System::access_batch`, which gives the same
 //! results as one access at a time.
 
-use crate::{open, Event, Format, Kind, Opened, Ref, Region, Source, Step, TraceError};
+use crate::{open, Event, Format, Kind, Opened, Origin, Ref, Region, Source, Step, TraceError};
 use serde::Serialize;
 use splab_sim::{Op, System};
 use splab_vm::map::{Backing, MmapReq};
@@ -270,11 +270,26 @@ impl Run {
     }
 
     /// Maps a region of the trace (rounded out to pages).
+    ///
+    /// The heap grows by brk in small steps, each reported as a region. A
+    /// kernel extends one mapping (one object) for them, so a superpage-
+    /// sized range of heap can fill one reservation; a mapping per step
+    /// would split it into objects no reservation spans. So a heap region
+    /// is mapped to the end of its 2 MB block, and a later step maps only
+    /// what is not mapped yet.
     pub(crate) fn map_region(&mut self, sys: &mut System, r: &Region) -> Result<(), Failure> {
         let page = sys.page_size();
         let start = r.start & !(page - 1);
         let end = r.end().checked_add(page - 1).map(|e| e & !(page - 1)).unwrap_or(!(page - 1));
-        self.mmap(sys, start, end.max(start + page))
+        let end = end.max(start + page);
+        if r.origin == Origin::Brk {
+            let block_end = end.checked_add(BLOCK - 1).map_or(end, |e| e & !(BLOCK - 1)).min(self.max_addr).max(end);
+            for (s, e) in self.mapped.gaps(start, block_end) {
+                self.mmap(sys, s, e)?;
+            }
+            return Ok(());
+        }
+        self.mmap(sys, start, end)
     }
 
     pub(crate) fn unmap(&mut self, sys: &mut System, start: u64, len: u64) -> Result<(), Failure> {
