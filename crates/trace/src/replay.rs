@@ -6,7 +6,8 @@
 //! MAP_FIXED, munmap), timed like the program's own syscalls. Every region
 //! is mapped private, anonymous and read-write, file mappings included (the
 //! trace has no file contents; a page of either kind costs the same fault
-//! and zeroing here). Memory the trace touches outside any mapped region
+//! and zeroing here); a heap region (brk) is mapped to the end of its 2 MB
+//! block (`Run::map_region` says why). Memory the trace touches outside any mapped region
 //! (a trace without layout, the stack and image under valgrind) is mapped
 //! when first touched: the free parts of the 2 MB-aligned block around the
 //! address, as an anonymous mmap would place a large mapping, so touched
