@@ -65,6 +65,13 @@ pub struct VirtConfig {
     pub host_pwc: Option<Vec<PwcLevelConfig>>,
 }
 
+/// What a `[virt]` section without keys gives.
+impl Default for VirtConfig {
+    fn default() -> VirtConfig {
+        VirtConfig { nested: false, host_page: default_host_page(), ntlb_entries: default_ntlb_entries(), host_pwc: None }
+    }
+}
+
 fn default_host_page() -> String {
     "4K".into()
 }

@@ -35,6 +35,14 @@ pub struct PhysMem {
     free: Vec<u32>,
     /// Whether data (non page-table) stores are kept.
     track_data: bool,
+    /// Per frame, a bit each: the program has accessed it, and written it,
+    /// since it was last initialised (zeroed, copied into or read in).
+    /// What the model knows of memory a program really used, for bloat
+    /// (resident but never touched) and for policies that look for
+    /// zero-filled pages (a page never written since its zero fill).
+    touched: Vec<u64>,
+    written: Vec<u64>,
+    touched_frames: u64,
 }
 
 impl PhysMem {
@@ -50,7 +58,67 @@ impl PhysMem {
         let mut dir = Vec::with_capacity(dirs);
         dir.resize_with(dirs, || None);
         let word_mask = (1usize << (page_shift - 3)) - 1;
-        PhysMem { npages, page_shift, word_mask, dir, slab: Vec::new(), free: Vec::new(), track_data }
+        let words = npages.div_ceil(64) as usize;
+        PhysMem {
+            npages,
+            page_shift,
+            word_mask,
+            dir,
+            slab: Vec::new(),
+            free: Vec::new(),
+            track_data,
+            touched: vec![0; words],
+            written: vec![0; words],
+            touched_frames: 0,
+        }
+    }
+
+    /// Notes a program's access to `pa` (a store when `write`).
+    #[inline]
+    pub fn note_access(&mut self, pa: u64, write: bool) {
+        let f = (pa >> self.page_shift) as usize;
+        let (w, bit) = (f / 64, 1u64 << (f % 64));
+        if self.touched[w] & bit == 0 {
+            self.touched[w] |= bit;
+            self.touched_frames += 1;
+        }
+        if write {
+            self.written[w] |= bit;
+        }
+    }
+
+    /// Notes a program's store to `pa` whose frame is already touched.
+    #[inline]
+    pub fn note_write(&mut self, pa: u64) {
+        let f = (pa >> self.page_shift) as usize;
+        self.written[f / 64] |= 1 << (f % 64);
+    }
+
+    /// Forgets what the program did to frame `m`: it was freed, or its
+    /// contents were replaced.
+    pub fn forget(&mut self, m: Pfn) {
+        let (w, bit) = (m.idx() / 64, 1u64 << (m.idx() % 64));
+        if self.touched[w] & bit != 0 {
+            self.touched_frames -= 1;
+        }
+        self.touched[w] &= !bit;
+        self.written[w] &= !bit;
+    }
+
+    /// Frames the program accessed since they were initialised.
+    pub fn touched_frames(&self) -> u64 {
+        self.touched_frames
+    }
+
+    /// Whether the program accessed frame `m` since it was initialised.
+    pub fn touched(&self, m: Pfn) -> bool {
+        self.touched[m.idx() / 64] & (1 << (m.idx() % 64)) != 0
+    }
+
+    /// Whether the program wrote frame `m` since it was initialised (a
+    /// zero-filled frame never written still reads as all zeros).
+    pub fn written(&self, m: Pfn) -> bool {
+        self.written[m.idx() / 64] & (1 << (m.idx() % 64)) != 0
     }
 
     pub fn npages(&self) -> u64 {
@@ -120,6 +188,7 @@ impl PhysMem {
     }
 
     /// Reads the 32-bit word at `pa` (4-byte aligned), little-endian.
+    #[inline]
     pub fn read_u32(&self, pa: PhysAddr) -> u32 {
         let w = self.read_u64(PhysAddr(pa.0 & !7));
         (w >> ((pa.0 & 4) * 8)) as u32
@@ -157,6 +226,7 @@ impl PhysMem {
 
     /// Fills a frame with zeros (pmap_zero_page): its buffer is released.
     pub fn zero_frame(&mut self, pfn: Pfn) {
+        self.forget(pfn);
         if let Some(t) = &mut self.dir[pfn.idx() / WORDS] {
             let s = t[pfn.idx() % WORDS];
             if s != NONE {
@@ -168,6 +238,7 @@ impl PhysMem {
 
     /// Copies one frame to another (pmap_copy_page).
     pub fn copy_frame(&mut self, dst: Pfn, src: Pfn) {
+        self.forget(dst);
         let s = self.slot(src.0);
         if s == NONE {
             self.zero_frame(dst);
@@ -195,6 +266,7 @@ impl PhysMem {
     /// Replaces a frame's contents (a page-in's read), whatever the
     /// tracking mode.
     pub fn set_frame(&mut self, pfn: Pfn, data: &[u64]) {
+        self.forget(pfn);
         let d = self.slot_or_alloc(pfn.0);
         self.slab[d as usize].copy_from_slice(data);
     }
@@ -208,7 +280,8 @@ impl PhysMem {
     /// Host bytes held for frame contents.
     pub fn host_bytes(&self) -> u64 {
         let tables = self.dir.iter().filter(|d| d.is_some()).count() as u64 * (WORDS as u64 * 4);
-        self.dir.len() as u64 * 8 + tables + ((self.slab.len() as u64) << self.page_shift)
+        let bitmaps = (self.touched.len() + self.written.len()) as u64 * 8;
+        self.dir.len() as u64 * 8 + tables + ((self.slab.len() as u64) << self.page_shift) + bitmaps
     }
 }
 
@@ -260,6 +333,6 @@ mod tests {
         assert_eq!(m.read_u64(PhysAddr(0x8ff8)), 5);
         m.zero_frame(Pfn(1));
         assert!(m.frame_is_zero(Pfn(1)) && !m.frame_is_zero(Pfn(4)));
-        assert_eq!(m.host_bytes(), 8 + 512 * 4 + 2 * 8192);
+        assert_eq!(m.host_bytes(), 8 + 512 * 4 + 2 * 8192 + 16);
     }
 }

@@ -88,7 +88,7 @@ pub struct Overlap {
     /// flight, so an independent reference of such a loop costs at least
     /// its latency times that share over window, however many miss slots
     /// there are (`Profile::window_share`). Absent: no bound but
-    /// data_mlp's, as in profiles written before it.
+    /// data_mlp's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<f64>,
     /// What an iteration's miss takes of the window besides its
@@ -119,7 +119,7 @@ pub struct LoopShape {
 /// step the same way, fetches the lines ahead of the stream, so that the
 /// stream runs at the memory's sequential rate instead of its latency
 /// (across a page's edge into the adjacent frame too, with `next_page`).
-/// Absent: no prefetcher, as in profiles written before it.
+/// Absent: no prefetcher.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Prefetch {
@@ -189,8 +189,8 @@ pub struct Costs {
     /// walker's own pipeline, its lookups of the paging-structure caches
     /// and under a hypervisor the nested TLB's; on machines without a
     /// hardware walker, the trap into the software that handles the miss
-    /// (the Alpha's PALcode TB-miss handler). Absent: 0. Profiles written
-    /// before it was general call it `walk_trap`.
+    /// (the Alpha's PALcode TB-miss handler). Absent: 0. `walk_trap` is
+    /// read as another name for it.
     #[serde(default, alias = "walk_trap", skip_serializing_if = "Option::is_none")]
     pub walk: Option<u32>,
     /// Page daemon work per page it examines (queue move, reference and
@@ -282,7 +282,7 @@ pub struct Core {
 
 /// `[reference]`: the host's memory as calibrate found it, by quick
 /// probes that `splab validate` runs again around its native runs
-/// (`splab_native::calibrate::reference`), to see how far the host's
+/// (`splab_calibrate::reference`), to see how far the host's
 /// memory moved since. The model itself does not read it; validate runs
 /// it on the profile moved by the first three (`Profile::moved`).
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
@@ -347,7 +347,7 @@ pub fn default_for_arch(arch: &str) -> Option<&'static str> {
 impl Profile {
     /// Parses a profile from TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Profile, String> {
-        let p: Profile = toml::from_str(text).map_err(|e| format!("machine profile {origin}: {e}"))?;
+        let p: Profile = toml::from_str(text).map_err(|e| crate::profile_error::describe(text, origin, &e))?;
         p.validate().map_err(|e| format!("machine profile {origin}: {e}"))?;
         Ok(p)
     }

@@ -119,8 +119,12 @@ pub fn chain(n: usize, pattern: Pattern, seed: u64) -> Vec<usize> {
 }
 
 /// Follows the chain from `p` for `count` loads; returns where it ended.
+///
+/// # Safety
+/// `p` must be an element of a chain whose every element holds the
+/// address of another element of it, all mapped.
 #[inline(never)]
-pub(crate) fn chase(mut p: *const usize, count: u64) -> *const usize {
+pub unsafe fn chase(mut p: *const usize, count: u64) -> *const usize {
     for _ in 0..count {
         // SAFETY: every element holds the address of another element of
         // the chain, all inside the region.
@@ -166,9 +170,11 @@ impl Native for Lat {
                 drop(next);
                 let start = base as *const usize;
                 // Warm up over the chain (at most as many loads as timed).
-                let p = chase(start, (n as u64).min(self.loads));
+                // SAFETY: `start` is the chain just linked over the region.
+                let p = unsafe { chase(start, (n as u64).min(self.loads)) };
                 timer.start();
-                let p = chase(p, self.loads);
+                // SAFETY: `p` is an element of the same chain.
+                let p = unsafe { chase(p, self.loads) };
                 let t = timer.stop();
                 black_box(p);
                 let ns = t / self.loads as f64 * 1e9;

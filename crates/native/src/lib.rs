@@ -24,14 +24,13 @@
 //!   hugetlb pools), saved to a state file first and always put back;
 //! - `sparse`: a slab allocator's use of memory (a fraction of each 2 MB
 //!   region, freed with MADV_DONTNEED), where THP costs memory;
-//! - `calibrate`: microbenchmarks that measure this host for a machine
-//!   profile (latencies, TLB capacities and miss costs, overlap, kernel
-//!   event costs, the hypervisor and its page size).
+//!
+//! The microbenchmarks that measure this host for a machine profile are
+//! splab-calibrate's, built on `lat`'s chains, `region` and `suite`.
 //!
 //! This crate knows nothing of the simulator; it only uses libc and the
 //! kernel's interfaces.
 
-pub mod calibrate;
 pub mod gups;
 pub mod hugetlb;
 pub mod index;

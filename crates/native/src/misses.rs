@@ -7,7 +7,7 @@
 //! loops differ in that (GUPS's generator, a loop over an array of
 //! indices); the model bounds a loop that declares its shape by the
 //! window calibrate fits to loops of its own (`Overlap::window`,
-//! `calibrate::probe::WindowShape`, in assembly so that their counts are
+//! `splab_calibrate::probe::WindowShape`, in assembly so that their counts are
 //! exact). These shapes are compiled Rust, to see the same on any
 //! machine, and to set GUPS's own loop beside them. Every shape here makes the same accesses to the
 //! same random words of one table, in the same order, so that only the

@@ -11,10 +11,10 @@ use crate::pages::{Pages, SIZE_1G, SIZE_2M};
 use crate::region::{thp_mode, Region};
 use crate::smaps::Obtained;
 use crate::{Figure, Native, Outcome};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Median, quartiles and extremes of a set of measurements.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Spread {
     pub median: f64,
     pub q1: f64,
@@ -157,7 +157,7 @@ pub struct PoolChange {
 }
 
 /// What the host was.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Host {
     pub kernel: String,
     pub thp_enabled: Option<String>,

@@ -10,6 +10,7 @@
 use splab_hw::mmu::{AdUpdate, Walker};
 use splab_hw::profile::Profile;
 use splab_hw::riscv::Mode;
+use splab_vm::pmap::Psind;
 use splab_vm::Pmap;
 use std::fmt;
 
@@ -37,7 +38,7 @@ pub struct ArchSpec {
     /// Index in `page_sizes` of the size a reservation covers (the
     /// machine-dependent VM_LEVEL_0_ORDER); smaller superpage sizes fill
     /// and promote inside a reservation.
-    pub reserv_psind: usize,
+    pub reserv_psind: Psind,
     /// Highest user virtual address + 1.
     pub user_limit: u64,
     /// Most physical memory the pmap addresses, where that is below what
@@ -51,6 +52,10 @@ pub struct ArchSpec {
     /// (`[virt] nested = true`); a hashed page table belongs to the
     /// hypervisor.
     pub nested_paging: bool,
+    /// The superpage policies (`--policy`) modelled on it: FreeBSD's
+    /// everywhere; Shimizu's wherever there are superpage sizes to
+    /// allocate; Linux THP on the 4 KB-page architectures with a 2 MB PMD.
+    pub policies: &'static [&'static str],
     new_pmap: fn(npages: u64, superpages: bool) -> Result<Box<dyn Pmap>, String>,
     new_walker: fn(&Profile) -> Result<Box<dyn Walker>, String>,
 }
@@ -75,7 +80,7 @@ impl ArchSpec {
 
     /// The size a reservation covers, the largest transparent superpage.
     pub fn superpage_size(&self) -> u64 {
-        self.page_sizes[self.reserv_psind]
+        self.page_sizes[self.reserv_psind.index()]
     }
 
     /// Every tunable of the pmap.
@@ -93,6 +98,12 @@ impl ArchSpec {
             return Err(format!("{name} must be 0 or 1, not {value}"));
         }
         Ok(())
+    }
+
+    /// Its page sizes as people write them (4K, 64K, 2M, ...).
+    pub fn size_names(&self) -> String {
+        let name = |b: u64| if b >= 1 << 30 { format!("{}G", b >> 30) } else if b >= 1 << 20 { format!("{}M", b >> 20) } else { format!("{}K", b >> 10) };
+        self.page_sizes.iter().map(|&b| name(b)).collect::<Vec<_>>().join(", ") + " pages"
     }
 
     /// The tunables `--superpages` sets, as help text names them.
@@ -124,6 +135,10 @@ pub type Arch = &'static ArchSpec;
 
 const SUPERPAGES: &str = "transparent superpages";
 
+/// Every policy; and those that need no 4 KB base page with a 2 MB PMD.
+const ALL_POLICIES: &[&str] = &["freebsd", "shimizu", "linux-thp"];
+const EAGER_BLOCKS: &[&str] = &["freebsd", "shimizu"];
+
 fn riscv_walker(mode: Mode, profile: &Profile) -> Result<Box<dyn Walker>, String> {
     // The privileged spec lets hardware fault on A/D until Svadu.
     let ad = profile.ad_update.unwrap_or(AdUpdate::Fault);
@@ -149,12 +164,13 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "x86_64",
         about: "x86-64 4-level page tables; 2 MB transparent superpages, 1 GB explicit",
         page_sizes: &[4 << 10, 2 << 20, 1 << 30],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: splab_hw::amd64::VM_MAXUSER_ADDRESS,
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.pg_ps_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: true,
+        policies: ALL_POLICIES,
         new_pmap: |n, sp| Ok(Box::new(crate::amd64::PmapAmd64::new(n, sp))),
         new_walker: |p| {
             refuse_ad(p, AdUpdate::Fault, "is not an x86-64 behaviour (its walker always sets A and D)")?;
@@ -167,12 +183,13 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "riscv64",
         about: "RISC-V Sv39 (FreeBSD's default); 2 MB transparent superpages, 1 GB explicit",
         page_sizes: &[4 << 10, 2 << 20, 1 << 30],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: Mode::Sv39.max_user_address(),
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: true,
+        policies: ALL_POLICIES,
         new_pmap: |n, sp| Ok(Box::new(crate::riscv::PmapRiscv::new(Mode::Sv39, n, sp))),
         new_walker: |p| riscv_walker(Mode::Sv39, p),
     },
@@ -182,12 +199,13 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "riscv64",
         about: "RISC-V Sv48 (FreeBSD's vm.pmap.mode=1); 2 MB transparent superpages, 1 GB explicit",
         page_sizes: &[4 << 10, 2 << 20, 1 << 30],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: Mode::Sv48.max_user_address(),
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: true,
+        policies: ALL_POLICIES,
         new_pmap: |n, sp| Ok(Box::new(crate::riscv::PmapRiscv::new(Mode::Sv48, n, sp))),
         new_walker: |p| riscv_walker(Mode::Sv48, p),
     },
@@ -197,12 +215,13 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "aarch64",
         about: "AArch64 4 KB granule, 4 levels; 64 KB contiguous runs and 2 MB blocks transparent, 1 GB explicit",
         page_sizes: &[4 << 10, 64 << 10, 2 << 20, 1 << 30],
-        reserv_psind: 2,
+        reserv_psind: Psind::new(2),
         user_limit: splab_hw::arm64::VM_MAXUSER_ADDRESS,
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: true,
+        policies: ALL_POLICIES,
         new_pmap: |n, sp| Ok(Box::new(crate::arm64::PmapArm64::new(n, sp))),
         new_walker: |p| {
             refuse_ad(p, AdUpdate::Fault, "is not modelled for arm64 (its walker manages the access flag and dirty state, FEAT_HAFDBS)")?;
@@ -215,7 +234,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "arm",
         about: "ARMv7-A short descriptors (LPAE off); 1 MB sections transparent, 64 KB large pages as a second level",
         page_sizes: &[4 << 10, 1 << 20],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: crate::armv7::VM_MAXUSER_ADDRESS,
         max_memory: Some(crate::armv7::MAX_PHYS_BYTES),
         superpage_tunables: &[
@@ -224,6 +243,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         ],
         other_tunables: &[],
         nested_paging: true,
+        policies: EAGER_BLOCKS,
         new_pmap: |n, sp| Ok(Box::new(crate::armv7::PmapArmv7::new(n, sp)?)),
         // FreeBSD's pmap-v6 keeps the access flag in software (SCTLR.HA
         // clear): with hardware updates, the 16 entries of a large page
@@ -239,12 +259,13 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "powerpc64",
         about: "powerpc64 hashed page table (FreeBSD's moea64); 16 MB superpages, off by default on FreeBSD",
         page_sizes: &[4 << 10, 16 << 20],
-        reserv_psind: 1,
+        reserv_psind: Psind::new(1),
         user_limit: splab_hw::ppc64::USER_VA_LIMIT,
         max_memory: None,
         superpage_tunables: &[Tunable { name: "vm.pmap.superpages_enabled", enables: SUPERPAGES }],
         other_tunables: &[],
         nested_paging: false,
+        policies: EAGER_BLOCKS,
         new_pmap: |n, sp| Ok(Box::new(crate::ppc64::PmapPpc64::new(n, sp))),
         new_walker: crate::ppc64::walker,
     },
@@ -254,7 +275,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         target_arch: "alpha",
         about: "Alpha 8 KB pages, 3 levels; 64 KB, 512 KB and 4 MB superpages by granularity hint",
         page_sizes: &[8 << 10, 64 << 10, 512 << 10, 4 << 20],
-        reserv_psind: 3,
+        reserv_psind: Psind::new(3),
         user_limit: splab_hw::alpha::MAX_USER_ADDRESS,
         max_memory: None,
         superpage_tunables: &[
@@ -264,6 +285,7 @@ pub static ARCHES: [ArchSpec; 7] = [
         ],
         other_tunables: &[],
         nested_paging: true,
+        policies: EAGER_BLOCKS,
         // No hardware updates reference or modify state on the Alpha.
         new_pmap: |n, sp| Ok(Box::new(crate::alpha::PmapAlpha::new(n, sp))),
         new_walker: |p| {

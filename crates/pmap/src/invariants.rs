@@ -44,3 +44,28 @@ pub fn stashed(env: &PmapEnv, pm: PmapId, va: u64, ptp: Pfn, superpage_mapped: b
     }
     Ok(())
 }
+
+/// What an address space was found to map: the base pages (its resident
+/// count) and the PV entries its managed mappings must have.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub resident: u64,
+    pub pv: u64,
+}
+
+/// The PV lists must hold exactly one entry per managed mapping found,
+/// `seen` in all.
+pub fn pv_entries(pv: &PvTable, seen: u64) -> Result<(), String> {
+    if seen != pv.live() {
+        return Err(format!("{} PV entries in use but {seen} managed mappings", pv.live()));
+    }
+    Ok(())
+}
+
+/// An address space's resident count must be what its tables map.
+pub fn resident(pm: PmapId, counted: u64, seen: &Seen) -> Result<(), String> {
+    if counted != seen.resident {
+        return Err(format!("pmap {pm}: resident count {counted} but {} pages mapped", seen.resident));
+    }
+    Ok(())
+}

@@ -5,6 +5,8 @@
 //! the registry of architectures (`arch`).
 
 pub mod alpha;
+pub mod base;
+pub mod counters;
 pub mod amd64;
 pub mod arch;
 pub mod arm64;
@@ -12,7 +14,9 @@ pub mod invariants;
 pub mod armv7;
 pub mod ppc64;
 pub mod ptpage;
+pub mod pte;
 pub mod pv;
+pub mod radix;
 pub mod refbits;
 pub mod riscv;
 pub mod shootdown;

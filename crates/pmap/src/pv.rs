@@ -142,6 +142,13 @@ impl PvTable {
         self.arena.remove(&mut env.phys.pages.get_mut(m).md, pm, va)
     }
 
+    /// Removes the entry (pm, va) of page `m`, which must be there
+    /// (pmap_pvh_free).
+    pub fn del(&mut self, env: &mut PmapEnv, m: Pfn, pm: PmapId, va: u64) {
+        let removed = self.remove(env, m, pm, va);
+        debug_assert!(removed, "no PV entry for {va:#x} on {m:?}");
+    }
+
     /// Adds (pm, va) to the list of the superpage frame holding `pa`.
     pub fn add_sp(&mut self, pa: u64, pm: PmapId, va: u64) {
         let i = self.pvh_idx(pa);
@@ -152,6 +159,13 @@ impl PvTable {
     pub fn remove_sp(&mut self, pa: u64, pm: PmapId, va: u64) -> bool {
         let i = self.pvh_idx(pa);
         self.arena.remove(&mut self.pvh[i], pm, va)
+    }
+
+    /// Removes the superpage entry (pm, va) of the frame holding `pa`,
+    /// which must be there.
+    pub fn del_sp(&mut self, pa: u64, pm: PmapId, va: u64) {
+        let removed = self.remove_sp(pa, pm, va);
+        debug_assert!(removed, "no PV entry for the superpage mapping at {va:#x}");
     }
 
     /// The 4 KB mappings of page `m`, as (pmap, va).

@@ -2,12 +2,13 @@
 //! small TLBs and walk caches, and one pmap of any architecture.
 
 use splab_hw::machine::Mmu;
+use splab_hw::mmu::Translation;
 use splab_hw::physmem::PhysMem;
 use splab_hw::pwc::{Pwc, PwcLevelConfig};
 use splab_hw::tlb::{Tlb, TlbArrayConfig};
 use splab_hw::{Pfn, VirtAddr};
 use splab_vm::physalloc::{ObjInfo, Phys};
-use splab_vm::pmap::{prot, EnterFlags, KernelEvents, Pmap, PmapEnv, PmapId};
+use splab_vm::pmap::{prot, Advice, EnterFlags, KernelEvents, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 
 pub struct Rig<P: Pmap> {
@@ -100,6 +101,149 @@ impl<P: Pmap> Rig<P> {
         }
     }
 
+    /// A new address space with a fully populated reservation mapped at
+    /// `va`, one pmap_enter per page with the flags `flags(i)` gives
+    /// page i: its pages and the address space.
+    pub fn mapped_run(&mut self, va: u64, flags: impl Fn(usize) -> EnterFlags) -> (Vec<Pfn>, PmapId) {
+        let n = self.phys.reserv.npages() as usize;
+        self.mapped_first(va, n, flags)
+    }
+
+    /// The same with only the first `n` pages of the reservation mapped
+    /// (all of them are allocated).
+    pub fn mapped_first(&mut self, va: u64, n: usize, flags: impl Fn(usize) -> EnterFlags) -> (Vec<Pfn>, PmapId) {
+        let pages = self.superpage_run();
+        let pm = self.pinit();
+        self.enter_all(pm, va, &pages[..n], flags);
+        (pages, pm)
+    }
+
+    /// pmap_enter.
+    pub fn enter(&mut self, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        let (p, mut env) = self.env();
+        p.enter(&mut env, pm, VirtAddr(va), m, pr, flags)
+    }
+
+    /// pmap_enter of a mapping of page size `psind`, entered for an
+    /// access `access`.
+    pub fn enter_psind(&mut self, pm: PmapId, va: u64, m: Pfn, pr: Prot, access: Prot, psind: Psind) -> Result<(), PmapError> {
+        self.enter(pm, va, m, pr, EnterFlags { access, psind, ..Default::default() })
+    }
+
+    /// pmap_enter_object of [va, end) over the object pages `pages` maps
+    /// from `va` on.
+    pub fn enter_object(&mut self, pm: PmapId, va: u64, end: u64, pages: &[Pfn], pr: Prot) {
+        let page = self.pmap.pagesizes()[0];
+        let lookup = |v: VirtAddr| pages.get(((v.0 - va) / page) as usize).copied();
+        let (p, mut env) = self.env();
+        p.enter_object(&mut env, pm, VirtAddr(va), VirtAddr(end), &lookup, pr);
+    }
+
+    /// pmap_remove of [va, end).
+    pub fn remove(&mut self, pm: PmapId, va: u64, end: u64) {
+        let (p, mut env) = self.env();
+        p.remove(&mut env, pm, VirtAddr(va), VirtAddr(end));
+    }
+
+    /// pmap_protect of [va, end).
+    pub fn protect(&mut self, pm: PmapId, va: u64, end: u64, pr: Prot) {
+        let (p, mut env) = self.env();
+        p.protect(&mut env, pm, VirtAddr(va), VirtAddr(end), pr);
+    }
+
+    /// pmap_advise of [va, end).
+    pub fn advise(&mut self, pm: PmapId, va: u64, end: u64, advice: Advice) {
+        let (p, mut env) = self.env();
+        p.advise(&mut env, pm, VirtAddr(va), VirtAddr(end), advice);
+    }
+
+    /// pmap_activate.
+    pub fn activate(&mut self, pm: PmapId, cpu: usize) {
+        let (p, mut env) = self.env();
+        p.activate(&mut env, pm, cpu);
+    }
+
+    /// pmap_fault.
+    pub fn fault(&mut self, pm: PmapId, va: u64, access: Prot) -> bool {
+        let (p, mut env) = self.env();
+        p.fault(&mut env, pm, VirtAddr(va), access)
+    }
+
+    /// pmap_remove_all.
+    pub fn remove_all(&mut self, m: Pfn) {
+        let (p, mut env) = self.env();
+        p.remove_all(&mut env, m);
+    }
+
+    /// pmap_remove_write.
+    pub fn remove_write(&mut self, m: Pfn) {
+        let (p, mut env) = self.env();
+        p.remove_write(&mut env, m);
+    }
+
+    /// The whole-superpage removal of the run holding `m`.
+    pub fn remove_all_superpage(&mut self, m: Pfn) {
+        let (p, mut env) = self.env();
+        p.remove_all_superpage(&mut env, m);
+    }
+
+    /// pmap_ts_referenced.
+    pub fn ts_referenced(&mut self, m: Pfn) -> u32 {
+        let (p, mut env) = self.env();
+        p.ts_referenced(&mut env, m)
+    }
+
+    /// pmap_clear_modify.
+    pub fn clear_modify(&mut self, m: Pfn) {
+        let (p, mut env) = self.env();
+        p.clear_modify(&mut env, m);
+    }
+
+    /// pmap_is_modified.
+    pub fn is_modified(&mut self, m: Pfn) -> bool {
+        let (p, env) = self.env();
+        p.is_modified(&env, m)
+    }
+
+    /// pmap_is_referenced.
+    pub fn is_referenced(&mut self, m: Pfn) -> bool {
+        let (p, env) = self.env();
+        p.is_referenced(&env, m)
+    }
+
+    /// pmap_extract of `va`.
+    pub fn extract(&self, pm: PmapId, va: u64) -> Option<Mapping> {
+        self.pmap.extract(&self.mem, pm, VirtAddr(va))
+    }
+
+    /// Every CPU's TLB holds the translation `t` of `va` tagged `asid`.
+    pub fn fill_tlbs(&mut self, va: u64, asid: u16, t: Translation) {
+        for c in &mut self.mmu {
+            c.tlb.fill(va, asid, t);
+        }
+    }
+
+    /// Whether some CPU's TLB holds a translation of `va` tagged `asid`.
+    pub fn tlb_holds(&mut self, va: u64, asid: u16) -> bool {
+        self.mmu.iter_mut().any(|c| c.tlb.lookup(va, asid).is_some())
+    }
+
+    /// For a pmap without ASIDs: switching CPU 1 to another address space
+    /// drops the translation `t` of `va` it held for `pm`, and both
+    /// address spaces have the one tag `asid`.
+    pub fn assert_switch_flushes(&mut self, pm: PmapId, va: u64, asid: u16, t: Translation) {
+        let other = self.pinit();
+        self.mmu[1].tlb.fill(va, asid, t);
+        self.activate(other, 1);
+        assert!(self.mmu[1].tlb.lookup(va, asid).is_none(), "a switch kept the old address space's translation");
+        assert_eq!((self.pmap.asid(pm), self.pmap.asid(other)), (asid, asid));
+    }
+
+    /// Takes every free page, so that nothing more can be allocated.
+    pub fn exhaust_memory(&mut self) {
+        while self.phys.alloc_noobj().is_some() {}
+    }
+
     pub fn stat(&self, name: &str) -> i64 {
         let mut s = Sysctls::default();
         self.pmap.sysctls(&mut s);
@@ -115,4 +259,9 @@ impl<P: Pmap> Rig<P> {
 /// The flags of a mapping entered for a write fault.
 pub fn rw_access() -> EnterFlags {
     EnterFlags { access: prot::READ | prot::WRITE, ..Default::default() }
+}
+
+/// The flags of a mapping entered for a read fault.
+pub fn read_access() -> EnterFlags {
+    EnterFlags { access: prot::READ, ..Default::default() }
 }

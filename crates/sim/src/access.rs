@@ -147,6 +147,7 @@ impl System {
                         }
                         Op::Store(v) => {
                             self.hw.stores += 1;
+                            self.machine.mem.note_write(pa);
                             v
                         }
                     });
@@ -267,7 +268,8 @@ impl System {
                     self.hw.faults_taken += 1;
                     let before = self.kernel.ev.clone();
                     let r = self.kernel.trap(&mut self.machine, pid, va, access_prot(acc));
-                    self.charge_events(cpu, &before);
+                    let cyc = self.charge_events(cpu, &before);
+                    self.fault_ns.push((cyc / self.cfg.profile.freq_ghz) as f32);
                     if !self.kernel.oom_kills.is_empty() {
                         self.reap_killed();
                         if self.cpus[cpu].running != Some(pid) {
@@ -298,10 +300,12 @@ impl System {
         match op {
             Op::Load => {
                 self.hw.loads += 1;
+                self.machine.mem.note_access(pa, false);
                 self.read_word(pa)
             }
             Op::Store(v) => {
                 self.hw.stores += 1;
+                self.machine.mem.note_access(pa, true);
                 self.machine.mem.store_data(word, v);
                 v
             }
@@ -390,6 +394,7 @@ impl System {
     /// worth it (the caller goes on translating the next batch meanwhile).
     fn finish_batch(&mut self, cpu: usize) {
         self.sync();
+        self.maybe_background();
         if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
             let t = self.timing.as_mut().unwrap();
             t.run_batch(cpu, &self.batch, &self.pending_walks);

@@ -34,8 +34,10 @@ pub struct CheckConfig {
     pub superpages: bool,
     /// Most processes alive at once.
     pub max_procs: usize,
-    /// Pmap tunables (sysctl name, value) set at boot.
-    pub tunables: Vec<(String, i64)>,
+    /// The superpage policy (`Config::policy`).
+    pub policy: String,
+    /// Pmap and policy tunables (name, value) set at boot.
+    pub tunables: Vec<(String, String)>,
     /// Most bytes one process maps with 2 MB superpages (times
     /// `size_scale` for larger ones); with `max_procs`, the footprint.
     pub max_mapped: u64,
@@ -99,6 +101,11 @@ const OPS: &[(&str, u64)] = &[
     ("exit", 1),
 ];
 
+/// With a policy other than FreeBSD's, also MADV_COLLAPSE and
+/// MADV_HUGEPAGE/NOHUGEPAGE over random ranges (FreeBSD's runs keep the
+/// operation sequence they have always had).
+const POLICY_OPS: &[(&str, u64)] = &[("collapse", 1), ("hugepage", 1)];
+
 /// Pages of a 2 MB superpage: the unit the checker's sizes were chosen in.
 const SP_2M_PAGES: u64 = 512;
 
@@ -127,6 +134,8 @@ struct Driver<'a> {
     /// The system's base page size: every address and length the driver
     /// picks is a multiple of it.
     page: u64,
+    /// Whether the policy gives MADV_DONTNEED Linux's meaning.
+    dontneed_frees: bool,
 }
 
 fn problem(rep: &mut CheckReport, s: String) {
@@ -374,9 +383,34 @@ impl Driver<'_> {
         // lets the page daemon discard private anonymous pages until they
         // are written again.
         match self.sys.madvise(pid, a, b - a, adv) {
-            Ok(()) if adv == Advice::Free => self.procs[i].1.madv_free(a, b),
+            // FreeBSD's MADV_FREE, and Linux's MADV_DONTNEED, may discard
+            // private anonymous contents: a read returns them or zeros.
+            Ok(()) if adv == Advice::Free || self.dontneed_frees => self.procs[i].1.madv_free(a, b),
             Ok(()) => {}
             Err(e) => problem(&mut self.rep, format!("pid {pid} madvise({a:#x}, {}, {adv:?}) failed: {e}", b - a)),
+        }
+    }
+
+    /// MADV_COLLAPSE over a random range: contents do not change; a policy
+    /// without collapse answers EINVAL, one that finds no huge page ENOMEM.
+    fn do_collapse(&mut self, i: usize) {
+        let Some((a, b)) = self.pick_range(i) else { return };
+        let pid = self.procs[i].0;
+        match self.sys.madvise_collapse(pid, a, b - a) {
+            Ok(()) | Err(Errno::EINVAL) | Err(Errno::ENOMEM) => {}
+            Err(e) => problem(&mut self.rep, format!("pid {pid} madvise({a:#x}, {}, MADV_COLLAPSE) failed: {e}", b - a)),
+        }
+        self.sync_kills();
+    }
+
+    /// MADV_HUGEPAGE or MADV_NOHUGEPAGE over a random range: contents do not
+    /// change.
+    fn do_hugepage(&mut self, i: usize) {
+        let Some((a, b)) = self.pick_range(i) else { return };
+        let pid = self.procs[i].0;
+        let on = self.rng.chance(50);
+        if let Err(e) = self.sys.madvise_superpages(pid, a, b - a, on) {
+            problem(&mut self.rep, format!("pid {pid} madvise({a:#x}, {}, {}) failed: {e}", b - a, if on { "MADV_HUGEPAGE" } else { "MADV_NOHUGEPAGE" }));
         }
     }
 
@@ -439,9 +473,10 @@ impl Driver<'_> {
     }
 
     fn step(&mut self) {
-        let total: u64 = OPS.iter().map(|o| o.1).sum();
+        let extra = if self.cfg.policy == "freebsd" { &[][..] } else { POLICY_OPS };
+        let total: u64 = OPS.iter().chain(extra).map(|o| o.1).sum();
         let mut x = self.rng.below(total);
-        let op = OPS.iter().find(|o| {
+        let op = OPS.iter().chain(extra).find(|o| {
             if x < o.1 {
                 true
             } else {
@@ -464,6 +499,8 @@ impl Driver<'_> {
             "mmap_anon" | "mmap_shared" | "mmap_file" => self.do_mmap(i, op),
             "munmap" => self.do_munmap(i, false),
             "mprotect" => self.do_mprotect(i),
+            "collapse" => self.do_collapse(i),
+            "hugepage" => self.do_hugepage(i),
             "madvise" => self.do_madvise(i),
             "fork" => self.do_fork(i),
             "exit" => self.do_exit(),
@@ -484,6 +521,7 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
     sc.check_tlb = true;
     sc.seed = cfg.seed;
     sc.tunables = cfg.tunables.clone();
+    sc.policy = cfg.policy.clone();
     if cfg.max_procs == 0 {
         return Err("--procs must be at least 1".into());
     }
@@ -516,7 +554,8 @@ pub fn run(cfg: &CheckConfig, progress: &mut dyn FnMut(u64)) -> Result<CheckRepo
         refs: 0,
     };
     let page = sys.page_size();
-    let mut d = Driver { sys, rng: Rng::new(cfg.seed), procs: vec![(pid, RefProc::new(page))], files, rep, cfg, next_value: 0, sp_pages, scale, page };
+    let dontneed_frees = sys.kernel().policy().is_some_and(|p| p.dontneed_frees());
+    let mut d = Driver { sys, rng: Rng::new(cfg.seed), procs: vec![(pid, RefProc::new(page))], files, rep, cfg, next_value: 0, sp_pages, scale, page, dontneed_frees };
     let every = (cfg.ops / 50).clamp(1000, 20000);
     for n in 0..cfg.ops {
         d.step();
@@ -561,6 +600,7 @@ mod tests {
             swap: 0,
             superpages,
             max_procs: 4,
+            policy: "freebsd".into(),
             tunables: Vec::new(),
             max_mapped: DEFAULT_MAX_MAPPED,
         }
@@ -626,7 +666,7 @@ mod tests {
             let mut c = cfg(4000, seed, true);
             c.arch = arch("armv7");
             c.profile = Profile::load("armada-xp").unwrap();
-            c.tunables = vec![("vm.pmap.lp_enabled".into(), lp)];
+            c.tunables = vec![("vm.pmap.lp_enabled".into(), lp.to_string())];
             let r = run(&c, &mut |_| {}).unwrap();
             assert!(r.clean(), "seed {seed}: {:#?}", r.first_problems);
             total[0] += sysctl(&r, "vm.pmap.section.promotions");

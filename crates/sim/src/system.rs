@@ -51,9 +51,12 @@ pub struct Config {
     pub age: Option<f64>,
     pub seed: u64,
     pub domains: usize,
-    /// Pmap tunables set before the system starts (sysctl name, value),
-    /// as a loader.conf would.
-    pub tunables: Vec<(String, i64)>,
+    /// The superpage policy, as `--policy` names it (`freebsd`,
+    /// `shimizu`, `linux-thp:always`, ...).
+    pub policy: String,
+    /// Tunables of the pmap and of the policy set before the system
+    /// starts (name, value), as a loader.conf or sysfs writes would.
+    pub tunables: Vec<(String, String)>,
     /// Run the cache model of large batches on a second host thread while
     /// the next batch is translated (the results are the same either way).
     /// Off, the simulation uses one host core, for running many at once.
@@ -75,6 +78,7 @@ impl Config {
             seed: 1,
             domains: 1,
             timing_thread: true,
+            policy: "freebsd".into(),
             tunables: Vec::new(),
         }
     }
@@ -154,6 +158,44 @@ pub struct System {
     pub(crate) hw: HwStats,
     /// The first few stale translations seen, for diagnosis.
     pub stale_samples: Vec<String>,
+    /// Each page fault's kernel time in simulated ns, in order.
+    pub(crate) fault_ns: Vec<f32>,
+    /// The most resident memory never touched so far, in pages.
+    bloat_peak_pages: u64,
+    /// Cycles of the policy's background work (khugepaged), on no
+    /// program's CPU.
+    background_cycles: f64,
+    /// When the policy's background work is next due, in simulated ns.
+    next_background_ns: Option<f64>,
+}
+
+/// What a run did with memory, whatever the policy.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MemoryReport {
+    /// Pages of the programs' objects (anonymous memory, page cache) at
+    /// the end and at most, in bytes.
+    pub resident_bytes: u64,
+    pub resident_peak_bytes: u64,
+    /// Of the resident pages at the end, those the programs accessed since
+    /// they were filled, in bytes; the rest is bloat.
+    pub touched_bytes: u64,
+    pub bloat_bytes: u64,
+    /// The most bloat at any kernel entry.
+    pub bloat_peak_bytes: u64,
+    /// Bytes the kernel zeroed (zero-fill faults, eager blocks, the empty
+    /// pages of a collapse) and copied (copy-on-write, collapses,
+    /// compaction).
+    pub zeroed_bytes: u64,
+    pub copied_bytes: u64,
+    /// Page faults and their latency in simulated ns (the kernel's time
+    /// for the fault, zeroing and compaction included): median, 99th
+    /// percentile, largest.
+    pub faults: u64,
+    pub fault_p50_ns: f64,
+    pub fault_p99_ns: f64,
+    pub fault_max_ns: f64,
+    /// Simulated seconds of the policy's background work (khugepaged).
+    pub background_seconds: f64,
 }
 
 
@@ -187,14 +229,30 @@ impl System {
             return Err(format!("machine profile {:?}: nested paging ([virt] nested = true) is not modelled for {arch}, whose hashed page table belongs to the hypervisor", p.name));
         }
         let mut pmap = arch.new_pmap(npages, cfg.superpages)?;
+        let mut policy = splab_vm::policy::by_name(&cfg.policy)?;
+        if !arch.policies.contains(&policy.name()) {
+            return Err(format!("policy {:?} is not modelled on {arch}, which has {} (policies for {arch}: {})", cfg.policy, arch.size_names(), arch.policies.join(", ")));
+        }
         for (name, value) in &cfg.tunables {
-            pmap.set_tunable(name, *value)?;
+            if let Some(r) = policy.set_tunable(name, value) {
+                r?;
+                continue;
+            }
+            let v = value.parse::<i64>().map_err(|_| format!("{name}={value}: {value:?} is not an integer"))?;
+            pmap.set_tunable(name, v).map_err(|e| {
+                let extra = policy.tunable_names();
+                if extra.is_empty() || !e.starts_with("unknown") {
+                    e
+                } else {
+                    format!("{e}; the {} policy's: {}", policy.name(), extra.join(", "))
+                }
+            })?;
         }
         // Reservations are the size the architecture reserves
         // (VM_LEVEL_0_ORDER, `Pmap::reserv_psind`); without superpage
         // sizes, amd64's 2 MB.
         let sizes = pmap.pagesizes();
-        let order = match sizes.get(pmap.reserv_psind()) {
+        let order = match sizes.get(pmap.reserv_psind().index()) {
             Some(sp) if sizes.len() > 1 => (sp / sizes[0]).trailing_zeros(),
             _ => splab_vm::phys::VM_LEVEL_0_ORDER as u32,
         };
@@ -203,6 +261,8 @@ impl System {
         let phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
         let timing = Box::new(Timing::new(p)?);
         let mut kernel = Kernel::new(phys, p.cpus, pmap);
+        kernel.set_policy(policy);
+        let next_background_ns = kernel.policy().and_then(|p| p.next_background_ns());
         // The pmap takes its boot-time memory before anything fragments it.
         let (pmap, mut env) = kernel.pmap_env(&mut machine);
         pmap.bootstrap(&mut env);
@@ -234,6 +294,10 @@ impl System {
             batch: Vec::new(),
             hw: HwStats::default(),
             stale_samples: Vec::new(),
+            fault_ns: Vec::new(),
+            bloat_peak_pages: 0,
+            background_cycles: 0.0,
+            next_background_ns,
             cfg,
         })
     }
@@ -242,12 +306,43 @@ impl System {
         self.cpus.len()
     }
 
-    /// Charges the cycle cost of kernel events since `before` to `cpu`.
-    pub(crate) fn charge_events(&mut self, cpu: usize, before: &KernelEvents) {
+    /// Charges the cycle cost of kernel events since `before` to `cpu`,
+    /// and returns it; then samples memory and runs background work that
+    /// is due.
+    pub(crate) fn charge_events(&mut self, cpu: usize, before: &KernelEvents) -> f64 {
+        let cyc = self.event_cycles(before);
+        self.kernel_cycles[cpu] += cyc;
+        let resident = self.kernel.phys.object_pages;
+        self.bloat_peak_pages = self.bloat_peak_pages.max(resident.saturating_sub(self.machine.mem.touched_frames()));
+        self.maybe_background();
+        cyc
+    }
+
+    /// Runs the policy's background work (khugepaged) if it is due by the
+    /// simulated time of the busiest CPU, when the timing model is at hand
+    /// (not with the timing thread). Its cycles go to no program.
+    pub(crate) fn maybe_background(&mut self) {
+        let Some(next) = self.next_background_ns else { return };
+        let Some(t) = self.timing.as_ref() else { return };
+        let busiest = (0..self.cpus.len()).map(|i| t.cycles[i] + self.kernel_cycles[i]).fold(0.0, f64::max);
+        let now = busiest / self.cfg.profile.freq_ghz;
+        if now < next {
+            return;
+        }
+        let before = self.kernel.ev.clone();
+        let hw = &mut self.machine;
+        self.kernel.with_policy(|p, k| p.background(k, hw, now));
+        self.background_cycles += self.event_cycles(&before);
+        self.next_background_ns = self.kernel.policy().and_then(|p| p.next_background_ns());
+        self.reap_killed();
+    }
+
+    /// The cycle cost of the kernel events since `before`.
+    fn event_cycles(&self, before: &KernelEvents) -> f64 {
         let c = &self.cfg.profile.costs;
         let e = &self.kernel.ev;
         let d = |a: u64, b: u64| (a - b) as f64;
-        let cyc = d(e.faults, before.faults) * c.fault as f64
+        d(e.faults, before.faults) * c.fault as f64
             + d(e.pmap_faults, before.pmap_faults) * c.pmap_fault_cycles() as f64
             + d(e.zero_fills, before.zero_fills) * c.zero_4k as f64
             + d(e.cow_copies, before.cow_copies) * c.copy_4k as f64
@@ -262,8 +357,9 @@ impl System {
             + d(e.context_switches, before.context_switches) * c.context_switch as f64
             + d(e.pd_scanned, before.pd_scanned) * c.pageout_scan as f64
             + d(e.swap_outs + e.vnode_outs, before.swap_outs + before.vnode_outs) * c.swap_out_4k as f64
-            + d(e.swap_ins, before.swap_ins) * c.swap_in_4k as f64;
-        self.kernel_cycles[cpu] += cyc;
+            + d(e.swap_ins, before.swap_ins) * c.swap_in_4k as f64
+            + d(e.collapse_copies + e.migrations, before.collapse_copies + before.migrations) * c.copy_4k as f64
+            + d(e.khugepaged_scanned, before.khugepaged_scanned) * c.pageout_scan as f64
     }
 
     /// Takes processes killed for lack of memory off their CPUs, so that
@@ -552,6 +648,50 @@ impl System {
         }
         r.total_misses = r.misses.iter().sum();
         r
+    }
+
+    /// What the run did with memory: resident against touched (bloat),
+    /// bytes zeroed and copied, fault latency, background work.
+    pub fn memory_report(&mut self) -> MemoryReport {
+        let page = self.page_size();
+        let resident = self.kernel.phys.object_pages;
+        let touched = self.machine.mem.touched_frames().min(resident);
+        let e = &self.kernel.ev;
+        let mut ns: Vec<f32> = self.fault_ns.clone();
+        ns.sort_by(f32::total_cmp);
+        let pct = |q: f64| if ns.is_empty() { 0.0 } else { ns[((ns.len() - 1) as f64 * q).round() as usize] as f64 };
+        MemoryReport {
+            resident_bytes: resident * page,
+            resident_peak_bytes: self.kernel.phys.object_pages_peak * page,
+            touched_bytes: touched * page,
+            bloat_bytes: (resident - touched) * page,
+            bloat_peak_bytes: self.bloat_peak_pages.max(resident - touched) * page,
+            zeroed_bytes: e.zero_fills * page,
+            copied_bytes: (e.cow_copies + e.collapse_copies + e.migrations) * page,
+            faults: ns.len() as u64,
+            fault_p50_ns: pct(0.5),
+            fault_p99_ns: pct(0.99),
+            fault_max_ns: ns.last().copied().unwrap_or(0.0) as f64,
+            background_seconds: self.background_cycles / (self.cfg.profile.freq_ghz * 1e9),
+        }
+    }
+
+    /// The policy's per-process view of `pid`'s superpages, where it has
+    /// one (Shimizu's /proc/PID/superpages).
+    pub fn policy_procfs(&self, pid: Pid) -> Option<String> {
+        self.kernel.policy()?.procfs(&self.kernel, pid)
+    }
+
+    /// The policy's per-process views of every process it has one of (the
+    /// first eight).
+    pub fn policy_procfs_all(&self) -> Vec<String> {
+        (0..self.kernel.procs.len() as Pid).filter_map(|pid| self.policy_procfs(pid)).take(8).collect()
+    }
+
+    /// MADV_COLLAPSE over [addr, addr + len) of `pid` (the policy's
+    /// collapse; EINVAL where it has none).
+    pub fn madvise_collapse(&mut self, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
+        self.syscall(pid, |k, hw| k.madvise_collapse(hw, pid, addr, len))
     }
 
     /// Host memory the model holds (page array, reservations, stored

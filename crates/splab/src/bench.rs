@@ -4,6 +4,7 @@
 //! part alone and not to whatever ran before it in the same process.
 
 use crate::error::{input, Fail};
+use crate::formats::Formats;
 use crate::output::{emit, json, num};
 use crate::progress::Progress;
 use crate::run::{self, RunArgs};
@@ -97,7 +98,7 @@ pub struct TracePart {
 /// invocation: host times and their ratios to the native time.
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct ProgramPart {
-    pub command: String,
+    pub program_command: String,
     pub text_bytes: u64,
     /// Wall and CPU seconds of the native run.
     pub native_seconds: f64,
@@ -186,6 +187,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
         check_tlb: false,
         single_thread: false,
         tunables: Vec::new(),
+        policy: "freebsd".into(),
     }
 }
 
@@ -198,6 +200,10 @@ fn validate(a: &BenchArgs) -> Result<u64, Fail> {
     let g = gups_args(a);
     let cfg = setup::config(&g.machine, &a.gups_memory)?;
     crate::workload::build("gups", &g.workload_args, &cfg)?;
+    if !a.no_program {
+        input(size::parse(&a.program_text)).map_err(|e| Fail::Input(format!("--program-text: {}", e.message())))?;
+        splab_trace::online::Sample::parse(&a.program_sample).map_err(Fail::Input)?;
+    }
     let memory = setup::config(&a.machine, &a.memory)?.memory;
     let footprint = input(size::parse(&a.footprint)).map_err(|e| Fail::Input(format!("--footprint: {}", e.message())))?;
     if footprint == 0 || footprint >= memory {
@@ -255,8 +261,10 @@ fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bo
     serde_json::from_slice(&out.stdout).map_err(|e| Fail::Run(format!("bench part {part}: unreadable output: {e}")))
 }
 
-pub fn cmd(a: &BenchArgs, as_json: bool) -> Result<i32, Fail> {
+pub fn cmd(a: &BenchArgs, out: &Formats) -> Result<i32, Fail> {
     validate(a)?;
+    out.check()?;
+    let as_json = out.machine_readable();
     let mut runs = Runs::default();
     for _ in 0..a.repeat {
         if !a.only_program {
@@ -278,7 +286,7 @@ pub fn cmd(a: &BenchArgs, as_json: bool) -> Result<i32, Fail> {
         program: median(&runs.program, |p| -p.online_ratio),
         runs,
     };
-    emit(&if as_json { json(&b) } else { human(a, &b) });
+    out.emit(&b, |b| human(a, b))?;
     Ok(0)
 }
 
@@ -313,7 +321,7 @@ fn human(a: &BenchArgs, b: &Bench) -> String {
     }
     let _ = writeln!(o, "(median run of {} of each part, run interleaved; peak RSS of that run)", b.repeat);
     if let Some(p) = &b.program {
-        let _ = writeln!(o, "\nProgram: {} of {} of generated text, natively {} s wall ({} s CPU); superpages on:", p.command, size::show(p.text_bytes), num(p.native_seconds), num(p.native_cpu_seconds));
+        let _ = writeln!(o, "\nProgram: {} of {} of generated text, natively {} s wall ({} s CPU); superpages on:", p.program_command, size::show(p.text_bytes), num(p.native_seconds), num(p.native_cpu_seconds));
         let ratios = |f: fn(&ProgramPart) -> f64| b.runs.program.iter().map(|p| format!("{:.1}", f(p))).collect::<Vec<_>>().join(", ");
         let _ = writeln!(o, "  online, full detail  {:>9} s  {:>6.1}x native (all runs: {})  simulated {:.4} s", num(p.online_seconds), p.online_ratio, ratios(|p| p.online_ratio), p.sim_seconds);
         let _ = writeln!(
@@ -498,7 +506,7 @@ fn program(a: &BenchArgs, quiet: bool) -> Result<ProgramPart, Fail> {
         let get = |r: &run::SimRun, k: &str| r.program.as_ref().and_then(|p| p.get(k)).and_then(|v| v.as_u64()).unwrap_or(0);
         let est = |k: &str| sampled.program.as_ref().and_then(|p| p.pointer(&format!("/sampled/sim_seconds/{k}"))).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
         Ok(ProgramPart {
-            command: "xz -6 -T1 -c TEXT".to_string(),
+            program_command: "xz -6 -T1 -c TEXT".to_string(),
             text_bytes: bytes,
             native_seconds,
             native_cpu_seconds,

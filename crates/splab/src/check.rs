@@ -41,9 +41,12 @@ pub struct CheckArgs {
     pub procs: usize,
     #[arg(help = crate::setup::superpages_help(), long, value_enum, value_name = "on|off", default_value = "on")]
     pub superpages: OnOff,
-    /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
+    /// Set a pmap or policy tunable at boot, e.g. vm.pmap.lp_enabled=1
+    /// (repeatable).
     #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
-    pub tunables: Vec<(String, i64)>,
+    pub tunables: Vec<(String, String)>,
+    #[arg(long, value_name = "POLICY", default_value = "freebsd", help = crate::setup::policy_help())]
+    pub policy: String,
 }
 
 #[derive(Serialize)]
@@ -128,7 +131,7 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
     if a.procs == 0 {
         return Err(Fail::Input("--procs 0: at least one process is needed".into()));
     }
-    setup::check_tunables(cfg.arch, &a.tunables)?;
+    setup::check_tunables(cfg.arch, &a.policy, &a.tunables)?;
     let max_mapped = setup::swap(&a.footprint, "--footprint")?;
     if max_mapped < 1 << 20 {
         return Err(Fail::Input(format!("--footprint {}: at least 1M is needed", a.footprint)));
@@ -143,6 +146,7 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
         superpages: a.superpages.on(),
         max_procs: a.procs,
         tunables: a.tunables.clone(),
+        policy: a.policy.clone(),
         max_mapped,
     };
     let mut bar = Progress::new(a.ops, "check", "ops", as_json);
@@ -188,6 +192,14 @@ fn human(r: &CheckReport, host_seconds: f64) -> String {
         if let Some(v) = r.sysctl.get(*k) {
             line(&mut o, k, v);
         }
+    }
+    // The policy's own counters that moved (Linux's vmstat THP counters,
+    // khugepaged's, Shimizu's per-size allocations).
+    let policy_counter = |k: &str| {
+        k.starts_with("vmstat.") || k.starts_with("vm.superpages.alloc.") || k.starts_with("vm.superpages.fallback.") || k.ends_with(".pages_collapsed") || k.contains(".stats.")
+    };
+    for (k, v) in r.sysctl.iter().filter(|(k, v)| policy_counter(k) && v.to_string() != "0") {
+        line(&mut o, k, v);
     }
     if !r.oom_kills.is_empty() {
         let _ = writeln!(o, "processes killed (memory and swap exhausted):");

@@ -11,23 +11,29 @@
 mod bench;
 mod calibrate;
 mod check;
+mod csv_out;
+mod doc;
 mod error;
+mod formats;
 mod native;
 mod online;
 mod output;
 mod program;
+mod plot;
 mod progress;
+mod report;
+mod rss;
 mod run;
 mod setup;
-mod size;
 mod trace;
 mod validate;
 mod validate_program;
 mod workload;
 
 use clap::{Parser, Subcommand};
+use splab_hw::size;
 use error::Fail;
-use output::{emit, json};
+use formats::Formats;
 use setup::{MachineArgs, OnOff};
 
 #[derive(Parser)]
@@ -45,17 +51,26 @@ enum Cmd {
         run: run::RunArgs,
         #[arg(long, value_enum, value_name = "on|off", default_value = "on", help = setup::superpages_help())]
         superpages: OnOff,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Formats,
     },
-    /// Run a workload with superpages off, then on, and compare.
+    /// Run a workload with superpages off, then on, and compare: the
+    /// workload's figure, times, TLB misses and walks, and the sysctls
+    /// that say what happened.
     Compare {
         #[command(flatten)]
         run: run::RunArgs,
-        /// Print one JSON document instead of text.
+        /// Show every sysctl, also those 0 in both runs and the settings
+        /// alike in both.
         #[arg(long)]
-        json: bool,
+        all: bool,
+        /// Compare superpage policies instead of superpages off and on: one
+        /// run each, e.g. freebsd,shimizu,linux-thp:always,linux-thp:madvise
+        /// (--sysctl settings apply to every run).
+        #[arg(long, value_name = "POLICY,...", value_parser = run::policy_list)]
+        policies: Option<run::PolicyList>,
+        #[command(flatten)]
+        out: Formats,
     },
     /// Print the sysctls of a freshly booted system.
     Sysctl {
@@ -66,11 +81,14 @@ enum Cmd {
         /// Modelled physical memory [default: 8G, or 4G on armv7].
         #[arg(long, value_name = "SIZE")]
         memory: Option<String>,
-        /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
+        /// Set a pmap or policy tunable at boot, e.g. vm.pmap.lp_enabled=1
+        /// (repeatable).
         #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
-        tunables: Vec<(String, i64)>,
+        tunables: Vec<(String, String)>,
         #[arg(long, value_enum, value_name = "on|off", default_value = "on", help = setup::superpages_help())]
         superpages: OnOff,
+        #[arg(long, value_name = "POLICY", default_value = "freebsd", help = setup::policy_help())]
+        policy: String,
         /// Also print each one's description (as `sysctl -d` gives it).
         #[arg(short = 'd', long)]
         describe: bool,
@@ -90,9 +108,8 @@ enum Cmd {
     Bench {
         #[command(flatten)]
         args: bench::BenchArgs,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Formats,
     },
     /// Run a workload, or any program after `--`, for real on this host in
     /// chosen page layouts (4 KB, THP, MADV_COLLAPSE, promotion when
@@ -101,9 +118,8 @@ enum Cmd {
     Native {
         #[command(flatten)]
         args: native::NativeArgs,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Formats,
     },
     /// Run a program (and every process it starts) under the promotion
     /// monitor: each 2 MB range of its anonymous memory is collapsed into a
@@ -133,9 +149,8 @@ enum Cmd {
     Validate {
         #[command(flatten)]
         args: validate::ValidateArgs,
-        /// Print one JSON document instead of text.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        out: Formats,
     },
     /// Record, convert and describe memory-reference traces (replay one
     /// with `splab sim trace:FILE`).
@@ -143,20 +158,24 @@ enum Cmd {
         #[command(subcommand)]
         cmd: trace::TraceCmd,
     },
+    /// Write one self-contained HTML page with the plots and tables of
+    /// the --json documents of sim, compare, native, validate and bench.
+    Report(report::ReportArgs),
     /// One part of `splab bench`, run in its own process (internal).
     #[command(hide = true)]
     BenchPart(bench::PartArgs),
 }
 
-fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: Option<&str>, sp: OnOff, tunables: &[(String, i64)], describe: bool, as_json: bool) -> Result<i32, Fail> {
-    let mut s = run::fresh_sysctls(m, memory, sp.on(), tunables)?;
+#[allow(clippy::too_many_arguments)]
+fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: Option<&str>, sp: OnOff, policy: &str, tunables: &[(String, String)], describe: bool, as_json: bool) -> Result<i32, Fail> {
+    let mut s = run::fresh_sysctls(m, memory, sp.on(), policy, tunables)?;
     if !names.is_empty() {
         if let Some(bad) = names.iter().find(|n| !s.values.contains_key(*n)) {
             return Err(Fail::Input(format!("unknown sysctl {bad:?}")));
         }
         s.values.retain(|k, _| names.contains(k));
     }
-    emit(&if as_json { output::sysctls_json(&s, describe) } else { output::sysctls(&s, describe) });
+    output::emit(&if as_json { output::sysctls_json(&s, describe) } else { output::sysctls(&s, describe) });
     Ok(0)
 }
 
@@ -173,27 +192,38 @@ fn program_status(p: Option<&serde_json::Value>) -> i32 {
 
 fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
     match cmd {
-        Cmd::Sim { run, superpages, json: j } => {
-            let r = run::simulate(&run, superpages.on(), j)?;
-            emit(&if j { json(&r) } else { output::sim(&r) });
+        Cmd::Sim { run, superpages, out } => {
+            out.check()?;
+            let r = run::simulate(&run, superpages.on(), out.machine_readable())?;
+            out.emit(&r, output::sim)?;
             Ok(program_status(r.program.as_ref()))
         }
-        Cmd::Compare { run, json: j } => {
-            let c = run::compare(&run, j)?;
-            emit(&if j { json(&c) } else { output::compare(&c) });
+        Cmd::Compare { run, all, policies: Some(list), out } => {
+            if out.csv || out.plot.is_some() {
+                return Err(Fail::Input("--policies: the table is printed as text or --json; --csv and --plot are for off/on comparisons".into()));
+            }
+            let c = run::compare_policies(&run, &list.0, out.machine_readable())?;
+            out.emit(&c, |c| output::policies(c, all))?;
+            Ok(0)
+        }
+        Cmd::Compare { run, all, policies: None, out } => {
+            out.check()?;
+            let c = run::compare(&run, out.machine_readable())?;
+            out.emit(&c, |c| output::compare(c, all))?;
             Ok(program_status(c.on.program.as_ref()))
         }
-        Cmd::Sysctl { names, machine, memory, superpages, tunables, describe, json } => {
-            sysctl_cmd(&names, &machine, memory.as_deref(), superpages, &tunables, describe, json)
+        Cmd::Sysctl { names, machine, memory, superpages, tunables, policy, describe, json } => {
+            sysctl_cmd(&names, &machine, memory.as_deref(), superpages, &policy, &tunables, describe, json)
         }
         Cmd::Check { args, json } => check::cmd(&args, json),
-        Cmd::Bench { args, json } => bench::cmd(&args, json),
+        Cmd::Bench { args, out } => bench::cmd(&args, &out),
         Cmd::BenchPart(p) => bench::part(&p),
         Cmd::Trace { cmd } => trace::cmd(cmd),
-        Cmd::Native { args, json } => native::cmd(&args, json),
+        Cmd::Native { args, out } => native::cmd(&args, &out),
         Cmd::Promote { args, json } => program::promote_cmd(&args, json),
         Cmd::Calibrate { args, json } => calibrate::cmd(&args, json),
-        Cmd::Validate { args, json } => validate::cmd(&args, json),
+        Cmd::Validate { args, out } => validate::cmd(&args, &out),
+        Cmd::Report(args) => report::cmd(&args),
     }
 }
 

@@ -3,7 +3,8 @@
 //! median and spread of each figure, and the speedup over 4 KB pages.
 
 use crate::error::{input, Fail};
-use crate::output::{emit, json, num};
+use crate::formats::Formats;
+use crate::output::num;
 use crate::progress::Progress;
 use crate::size;
 use clap::{Args, ValueEnum};
@@ -152,11 +153,11 @@ pub fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
 }
 
 /// `splab native`.
-pub fn cmd(a: &NativeArgs, as_json: bool) -> Result<i32, Fail> {
+pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     match (&a.workload, a.program.is_empty()) {
         (Some(w), false) => return Err(Fail::Input(format!("give a workload ({w:?}) or a program after --, not both"))),
         (None, true) => return Err(Fail::Input(format!("give a workload ({}) or a program after -- (e.g. splab native -- xz -9 -c FILE)", WORKLOADS.join(", ")))),
-        (None, false) => return crate::program::cmd(a, as_json),
+        (None, false) => return crate::program::cmd(a, out),
         (Some(_), true) => {}
     }
     let pages = if a.pages.is_empty() { vec!["4k,thp".to_string()] } else { a.pages.clone() };
@@ -165,14 +166,15 @@ pub fn cmd(a: &NativeArgs, as_json: bool) -> Result<i32, Fail> {
         return Err(Fail::Input(format!("--repeat {} is out of range (1 to 1000)", a.repeat)));
     }
     let w = build(a)?;
+    out.check()?;
     let plan = Plan { layouts, repeat: a.repeat, grow_hugetlb: matches!(a.hugetlb_pool, PoolMode::Grow) };
     let total = plan.layouts.len() as u64 * plan.repeat as u64;
-    let mut bar = Progress::new(total, &w.name(), "runs", as_json);
+    let mut bar = Progress::new(total, &w.name(), "runs", out.machine_readable());
     splab_native::sysstate::install_signals();
     let r = suite::run(a.workload.as_deref().unwrap_or(""), w.as_ref(), &plan, &mut |done, _, _| bar.update(done));
     bar.finish();
     let r = r.map_err(Fail::Run)?;
-    emit(&if as_json { json(&r) } else { text(&r) });
+    out.emit(&r, text)?;
     if r.layouts.iter().all(|l| l.runs.is_empty()) {
         return Err(Fail::Run("no layout could be set up (see the reasons above)".into()));
     }

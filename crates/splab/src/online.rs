@@ -34,6 +34,7 @@ impl Spool {
         if std::io::stdin().is_terminal() {
             return Ok(Spool { io: Io::Inherit, path: None });
         }
+        splab_trace::online::sweep(&std::env::temp_dir(), "splab-stdin-");
         let path = std::env::temp_dir().join(format!("splab-stdin-{}", std::process::id()));
         let mut f = std::fs::File::create(&path).map_err(|e| Fail::Run(format!("{}: {e}", path.display())))?;
         let spool = Spool { io: Io::File(path.clone()), path: Some(path.clone()) };

@@ -2,7 +2,7 @@
 //! `emit` writes it, so that a closed pipe (`splab ... | head`) ends the
 //! output quietly instead of panicking inside `println!`.
 
-use crate::run::{Comparison, SimRun};
+use crate::run::{Comparison, PolicyComparison, SimRun};
 use crate::size;
 use serde::Serialize;
 use splab_vm::sysctl::{SysctlValue, Sysctls};
@@ -16,8 +16,47 @@ pub fn emit(text: &str) {
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
 }
 
-/// One pretty-printed JSON document, the only thing `--json` puts on stdout.
+/// The command line this process was started with, as a shell would take
+/// it back (`splab` for the program, words with spaces or quotes quoted).
+pub fn command_line() -> String {
+    let words: Vec<String> = std::env::args().skip(1).map(|a| shell_word(&a)).collect();
+    std::iter::once("splab".to_string()).chain(words).collect::<Vec<_>>().join(" ")
+}
+
+fn shell_word(a: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c);
+    if !a.is_empty() && a.chars().all(plain) {
+        a.to_string()
+    } else {
+        format!("'{}'", a.replace('\'', "'\\''"))
+    }
+}
+
+/// A command's document: the command line that made it first (so that
+/// `splab report` can title its plots with it), then the document's own
+/// fields.
+#[derive(Serialize)]
+pub struct Document<'a, T: Serialize> {
+    pub command: String,
+    #[serde(flatten)]
+    pub body: &'a T,
+}
+
+impl<'a, T: Serialize> Document<'a, T> {
+    pub fn new(body: &'a T) -> Document<'a, T> {
+        Document { command: command_line(), body }
+    }
+}
+
+/// One pretty-printed JSON document, the only thing `--json` puts on
+/// stdout, with the command line that made it (`Document`).
 pub fn json<T: Serialize>(v: &T) -> String {
+    plain_json(&Document::new(v))
+}
+
+/// A pretty-printed JSON value as it is (`splab sysctl --json`, whose keys
+/// are sysctl names).
+pub fn plain_json<T: Serialize>(v: &T) -> String {
     match serde_json::to_string_pretty(v) {
         Ok(s) => s + "\n",
         // Our records hold only maps with string keys, numbers and text,
@@ -26,18 +65,7 @@ pub fn json<T: Serialize>(v: &T) -> String {
     }
 }
 
-/// A number for a table: whole numbers as they are, others to about four
-/// significant digits.
-pub fn num(v: f64) -> String {
-    if v == 0.0 || !v.is_finite() {
-        return format!("{v}");
-    }
-    if v.fract() == 0.0 && v.abs() < 1e15 {
-        return format!("{v:.0}");
-    }
-    let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
-    format!("{v:.digits$}")
-}
+pub use splab_hw::size::num;
 
 /// The change from `off` to `on` as people read it in a comparison.
 pub fn change(off: f64, on: f64) -> String {
@@ -103,6 +131,7 @@ pub fn sim(r: &SimRun) -> String {
         let _ = writeln!(o, "  {:<22}{} dirty lines written back to memory", "writebacks", r.hw.writebacks);
     }
     let _ = writeln!(o, "  {:<22}{}", "page faults", r.events.faults);
+    memory_lines(&mut o, r);
     if let Some(l) = &r.layout {
         let _ = writeln!(o, "  {:<22}{}", "page layout", l.line());
     }
@@ -133,8 +162,48 @@ pub fn sim(r: &SimRun) -> String {
     o
 }
 
-/// `splab compare`: the runs side by side, then every integer sysctl.
-pub fn compare(c: &Comparison) -> String {
+/// Sysctls that describe how the system was set up rather than what the
+/// run did: free-page targets scaled to memory, sizes, modes, tunables.
+/// `compare` shows them only where the two runs differ (the superpage
+/// tunable) or with `--all`.
+fn is_setting(name: &str) -> bool {
+    const SETTINGS: &[&str] = &[
+        "vm.pageout_wakeup_thresh",
+        "vm.stats.vm.v_free_count",
+        "vm.stats.vm.v_free_min",
+        "vm.stats.vm.v_free_reserved",
+        "vm.stats.vm.v_free_severe",
+        "vm.stats.vm.v_free_target",
+        "vm.stats.vm.v_inactive_target",
+        "vm.stats.vm.v_page_count",
+        "vm.stats.vm.v_pageout_free_min",
+        "vm.swap_total",
+        "vm.pmap.mode",
+        "splab.pmap.hpt.ptegs",
+        "splab.virt.host_page",
+    ];
+    SETTINGS.contains(&name) || name.ends_with("_enabled") || name.ends_with(".enabled")
+}
+
+/// The pmap's superpage events, which `compare` always shows: promotions,
+/// promotion failures and demotions, of every size the architecture has.
+fn is_superpage_event(name: &str) -> bool {
+    name.starts_with("vm.pmap.") && [".promotions", ".p_failures", ".demotions"].iter().any(|e| name.ends_with(e))
+}
+
+/// Whether a table sysctl (`vm.reserv.partpopq`) is empty: every row's
+/// last number, the count, is 0.
+fn table_is_empty(text: &str) -> bool {
+    text.lines()
+        .filter(|l| l.trim_start().split(':').next().is_some_and(|lvl| !lvl.is_empty() && lvl.chars().all(|c| c.is_ascii_digit())))
+        .all(|l| l.rsplit(',').next().and_then(|n| n.trim().parse::<i64>().ok()) == Some(0))
+}
+
+/// `splab compare`: the runs side by side, then the sysctls that say what
+/// happened: every counter that differs between the runs or is non-zero
+/// in either, the superpage events, and tables that are not empty. With
+/// `all`, every sysctl.
+pub fn compare(c: &Comparison, all: bool) -> String {
     let (off, on) = (&c.off, &c.on);
     let mut o = String::new();
     let _ = writeln!(o, "{} on {} ({}), {} memory", off.workload_detail, off.machine, off.arch, size::show(off.memory_bytes));
@@ -161,7 +230,9 @@ pub fn compare(c: &Comparison) -> String {
     row(&mut o, "TLB misses", off.tlb.total_misses as f64, on.tlb.total_misses as f64);
     for (i, s) in off.tlb.sizes.iter().enumerate() {
         let b = on.tlb.misses.get(i).copied().unwrap_or(0);
-        row(&mut o, &format!("  {s} misses"), off.tlb.misses[i] as f64, b as f64);
+        if all || off.tlb.misses[i] + b > 0 {
+            row(&mut o, &format!("  {s} misses"), off.tlb.misses[i] as f64, b as f64);
+        }
     }
     row(&mut o, "page walks", off.hw.walks as f64, on.hw.walks as f64);
     row(&mut o, "walk memory refs", off.hw.walk_mem_refs as f64, on.hw.walk_mem_refs as f64);
@@ -178,24 +249,154 @@ pub fn compare(c: &Comparison) -> String {
     }
     row(&mut o, "host seconds", off.host_seconds, on.host_seconds);
 
-    // Every sysctl that is an integer in either run; a name missing from
-    // one run counts as 0 there.
+    // The integer sysctls worth reading; a name missing from one run
+    // counts as 0 there.
     let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
         Some(SysctlValue::Int(v)) => Some(*v),
         _ => None,
     };
     let names: BTreeSet<&String> = off.sysctl.keys().chain(on.sysctl.keys()).collect();
     let ints: Vec<&String> = names.iter().copied().filter(|k| int(off, k).is_some() || int(on, k).is_some()).collect();
-    let w = ints.iter().map(|k| k.len()).max().unwrap_or(0).max(6) + 2;
+    let shown: Vec<&String> = ints
+        .iter()
+        .copied()
+        .filter(|k| {
+            let (a, b) = (int(off, k).unwrap_or(0), int(on, k).unwrap_or(0));
+            all || a != b || is_superpage_event(k) || (!is_setting(k) && (a != 0 || b != 0))
+        })
+        .collect();
+    let w = shown.iter().map(|k| k.len()).max().unwrap_or(0).max(6) + 2;
     let _ = writeln!(o, "\n{:<w$}{:>14}{:>14}{:>10}", "sysctl", "off", "on", "change");
-    for k in &ints {
+    for k in &shown {
         let (a, b) = (int(off, k).unwrap_or(0), int(on, k).unwrap_or(0));
         let _ = writeln!(o, "{k:<w$}{a:>14}{b:>14}{:>10}", change(a as f64, b as f64));
     }
+    let hidden = ints.len() - shown.len();
+    if hidden > 0 {
+        let _ = writeln!(o, "({hidden} more sysctls, 0 in both runs or settings alike in both: --all shows every one)");
+    }
     for k in names.iter().filter(|k| !ints.contains(k)) {
-        for (label, r) in [("off", off), ("on", on)] {
-            let v = r.sysctl.get(*k).map(|v| v.to_string().trim_end().to_string()).unwrap_or_default();
-            let _ = writeln!(o, "\n{k} (superpages {label}): {v}");
+        let text = |r: &SimRun| r.sysctl.get(*k).map(|v| v.to_string().trim_end().to_string()).unwrap_or_default();
+        let (a, b) = (text(off), text(on));
+        if !all && table_is_empty(&a) && table_is_empty(&b) {
+            continue;
+        }
+        if a == b {
+            let _ = writeln!(o, "\n{k} (both runs): {a}");
+        } else {
+            let _ = writeln!(o, "\n{k} (superpages off): {a}\n\n{k} (superpages on): {b}");
+        }
+    }
+    o
+}
+
+/// The run's memory report: resident against touched, zeroing and
+/// copying, fault latency, background work.
+fn memory_lines(o: &mut String, r: &SimRun) {
+    let m = &r.memory;
+    let _ = writeln!(
+        o,
+        "  {:<22}{} at the end, {} at most; {} never touched ({} at most)",
+        "resident",
+        size::show(m.resident_bytes),
+        size::show(m.resident_peak_bytes),
+        size::show(m.bloat_bytes),
+        size::show(m.bloat_peak_bytes)
+    );
+    let _ = writeln!(o, "  {:<22}{} zeroed, {} copied", "kernel zero/copy", size::show(m.zeroed_bytes), size::show(m.copied_bytes));
+    let _ = writeln!(o, "  {:<22}p50 {} ns, p99 {} ns, max {} ns", "fault latency", num(m.fault_p50_ns), num(m.fault_p99_ns), num(m.fault_max_ns));
+    if m.background_seconds > 0.0 {
+        let _ = writeln!(o, "  {:<22}{} s", "background (khugepaged)", num(m.background_seconds));
+    }
+    if r.policy != "freebsd" {
+        let _ = writeln!(o, "  {:<22}{}", "policy", r.policy);
+    }
+    for p in &r.procfs {
+        for line in p.lines() {
+            let _ = writeln!(o, "    {line}");
+        }
+    }
+}
+
+/// The sum of the integer sysctls `vm.pmap.*.<what>` (every superpage size
+/// and level of the architecture), 1 GB explicit mappings left out.
+fn pmap_sum(r: &SimRun, what: &str) -> i64 {
+    r.sysctl
+        .iter()
+        .filter(|(k, _)| k.starts_with("vm.pmap.") && k.ends_with(what) && !k.contains("pdpe") && !k.contains(".l1."))
+        .filter_map(|(_, v)| if let SysctlValue::Int(i) = v { Some(*i) } else { None })
+        .sum()
+}
+
+/// Whether a sysctl is a policy's own counter (Linux's vmstat and THP
+/// statistics, Shimizu's per-size counts).
+fn is_policy_counter(name: &str) -> bool {
+    name.starts_with("vmstat.")
+        || name.starts_with("vm.superpages.alloc.")
+        || name.starts_with("vm.superpages.fallback.")
+        || (name.starts_with("transparent_hugepage.") && (name.contains(".stats.") || name.ends_with(".full_scans") || name.ends_with(".pages_collapsed")))
+}
+
+/// `splab compare --policies`: one column per policy.
+pub fn policies(c: &PolicyComparison, all: bool) -> String {
+    let mut o = String::new();
+    let first = &c.runs[0];
+    let _ = writeln!(o, "{} on {} ({}), {} memory
+", first.workload_detail, first.machine, first.arch, size::show(first.memory_bytes));
+    let w = c.runs.iter().map(|r| r.policy.len()).max().unwrap_or(0).max(14) + 2;
+    let _ = write!(o, "{:<34}", "");
+    for r in &c.runs {
+        let _ = write!(o, "{:>w$}", r.policy);
+    }
+    o.push('\n');
+    let row = |o: &mut String, name: &str, f: &dyn Fn(&SimRun) -> String| {
+        let _ = write!(o, "{name:<34}");
+        for r in &c.runs {
+            let _ = write!(o, "{:>w$}", f(r));
+        }
+        o.push('\n');
+    };
+    row(&mut o, &first.figure.name, &|r| num(r.figure.value));
+    for (i, d) in first.details.iter().enumerate() {
+        row(&mut o, &format!("  {}", d.name), &|r| r.details.get(i).map_or("-".into(), |d| num(d.value)));
+    }
+    row(&mut o, "simulated seconds (timed)", &|r| num(r.sim_seconds));
+    row(&mut o, "TLB misses", &|r| r.tlb.total_misses.to_string());
+    row(&mut o, "page walks", &|r| r.hw.walks.to_string());
+    row(&mut o, "page faults", &|r| r.events.faults.to_string());
+    row(&mut o, "resident at most", &|r| size::show(r.memory.resident_peak_bytes));
+    row(&mut o, "resident at the end", &|r| size::show(r.memory.resident_bytes));
+    row(&mut o, "bloat (never touched) at most", &|r| size::show(r.memory.bloat_peak_bytes));
+    row(&mut o, "bloat at the end", &|r| size::show(r.memory.bloat_bytes));
+    row(&mut o, "fault latency p50 (ns)", &|r| num(r.memory.fault_p50_ns));
+    row(&mut o, "fault latency p99 (ns)", &|r| num(r.memory.fault_p99_ns));
+    row(&mut o, "fault latency max (ns)", &|r| num(r.memory.fault_max_ns));
+    row(&mut o, "zeroed", &|r| size::show(r.memory.zeroed_bytes));
+    row(&mut o, "copied", &|r| size::show(r.memory.copied_bytes));
+    row(&mut o, "background seconds (khugepaged)", &|r| num(r.memory.background_seconds));
+    row(&mut o, "superpage promotions", &|r| pmap_sum(r, ".promotions").to_string());
+    row(&mut o, "superpage mappings (direct)", &|r| pmap_sum(r, ".mappings").to_string());
+    row(&mut o, "superpage demotions (splits)", &|r| pmap_sum(r, ".demotions").to_string());
+    let names: BTreeSet<&String> = c.runs.iter().flat_map(|r| r.sysctl.keys()).filter(|k| is_policy_counter(k)).collect();
+    let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
+        Some(SysctlValue::Int(v)) => Some(*v),
+        _ => None,
+    };
+    let shown: Vec<&&String> = names.iter().filter(|k| all || c.runs.iter().any(|r| int(r, k).unwrap_or(0) != 0)).collect();
+    if !shown.is_empty() {
+        let _ = writeln!(o, "
+policy counters");
+        for k in shown {
+            row(&mut o, &format!("  {k}"), &|r| int(r, k).map_or("-".into(), |v| v.to_string()));
+        }
+    }
+    for r in &c.runs {
+        for p in &r.procfs {
+            let _ = writeln!(o, "
+{} ({}):", p.lines().next().unwrap_or(""), r.policy);
+            for line in p.lines().skip(1) {
+                let _ = writeln!(o, "  {line}");
+            }
         }
     }
     o
@@ -219,7 +420,7 @@ pub fn sysctls(s: &Sysctls, describe: bool) -> String {
 /// becomes `{"value": ..., "description": ...}`.
 pub fn sysctls_json(s: &Sysctls, describe: bool) -> String {
     if !describe {
-        return json(&s.values);
+        return plain_json(&s.values);
     }
     let m: serde_json::Map<String, serde_json::Value> = s
         .values
@@ -229,7 +430,7 @@ pub fn sysctls_json(s: &Sysctls, describe: bool) -> String {
             (k.clone(), serde_json::json!({ "value": v, "description": d }))
         })
         .collect();
-    json(&m)
+    plain_json(&m)
 }
 
 #[cfg(test)]
@@ -253,10 +454,14 @@ mod tests {
     }
 
     #[test]
-    fn numbers() {
-        assert_eq!(num(12.0), "12");
-        assert_eq!(num(0.012345), "0.01235");
-        assert_eq!(num(1234.5678), "1235");
-        assert_eq!(num(1.23456), "1.235");
+    fn empty_tables_and_settings_are_told_apart() {
+        let empty = "\nLEVEL     SIZE  NUMBER\n\n   0:        0K,      0\n";
+        let some = "\nLEVEL     SIZE  NUMBER\n\n   0:     1024K,      3\n";
+        assert!(table_is_empty(empty));
+        assert!(!table_is_empty(some));
+        assert!(is_setting("vm.pmap.pg_ps_enabled") && is_setting("vm.pmap.gh.64k.enabled") && is_setting("vm.stats.vm.v_free_min"));
+        assert!(!is_setting("vm.stats.vm.v_zfod"));
+        assert!(is_superpage_event("vm.pmap.l3c.p_failures") && is_superpage_event("vm.pmap.gh.4m.demotions"));
+        assert!(!is_superpage_event("splab.pmap.pde.p_failures.attributes") && !is_superpage_event("vm.pmap.pde.mappings"));
     }
 }

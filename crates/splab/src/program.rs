@@ -3,6 +3,7 @@
 //! reports commands (and exported in its file formats), or just run under
 //! the promotion monitor.
 
+use crate::formats::Formats;
 use crate::error::{input, Fail};
 use crate::native::NativeArgs;
 use crate::output::{emit, json};
@@ -259,7 +260,11 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), Fail> {
 }
 
 /// `splab native -- PROG ARGS...`.
-pub fn cmd(a: &NativeArgs, as_json: bool) -> Result<i32, Fail> {
+pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
+    if out.csv || out.plot.is_some() {
+        return Err(Fail::Input("--csv and --plot are for the built-in workloads; for a program use --json, --export-csv or --export-markdown".into()));
+    }
+    let as_json = out.json;
     let pages = if a.pages.is_empty() { vec!["4k,thp,promote".to_string()] } else { a.pages.clone() };
     let layouts = input(Pages::parse_list(&pages))?;
     if !(1..=1000).contains(&a.repeat) {

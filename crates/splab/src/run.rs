@@ -5,12 +5,13 @@
 
 use crate::error::Fail;
 use crate::progress::Progress;
+use crate::rss::{RssSample, Sampler};
 use crate::setup::{self, MachineArgs};
 use crate::workload::{self, WorkloadArgs};
 use clap::Args;
 use serde::Serialize;
 use splab_hw::profile::Profile;
-use splab_sim::system::{HwStats, TlbReport};
+use splab_sim::system::{HwStats, MemoryReport, TlbReport};
 use splab_sim::timing::CycleBreakdown;
 use splab_vm::pmap::KernelEvents;
 use splab_vm::sysctl::SysctlValue;
@@ -83,17 +84,22 @@ pub struct RunArgs {
     /// simulations at once.
     #[arg(long)]
     pub single_thread: bool,
-    /// Set a pmap tunable at boot, e.g. vm.pmap.lp_enabled=1 (repeatable).
-    /// `compare` applies these to its superpages-on run only: the off run
+    /// Set a pmap or policy tunable at boot, e.g. vm.pmap.lp_enabled=1 or
+    /// transparent_hugepage.khugepaged.max_ptes_none=64 (repeatable).
+    /// `compare` applies these to its superpages-on runs only: the off run
     /// has every superpage size off.
     #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
-    pub tunables: Vec<(String, i64)>,
+    pub tunables: Vec<(String, String)>,
+    #[arg(long, value_name = "POLICY", default_value = "freebsd", help = setup::policy_help())]
+    pub policy: String,
 }
 
 /// Everything about one run.
 #[derive(Serialize)]
 pub struct SimRun {
     pub workload: String,
+    /// The superpage policy (`--policy`).
+    pub policy: String,
     /// The workload's own description of itself, e.g. `gups(2^24)`.
     pub workload_detail: String,
     pub arch: String,
@@ -110,6 +116,9 @@ pub struct SimRun {
     pub aged_run: u32,
     pub seed: u64,
     pub figure: Figure,
+    /// The parts of the figure the workload reports separately.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<Figure>,
     pub report: String,
     pub sysctl: BTreeMap<String, SysctlValue>,
     /// Simulated memory references.
@@ -139,6 +148,15 @@ pub struct SimRun {
     /// (with `--sample`) the estimates (`splab_trace::online::ProgramRun`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub program: Option<serde_json::Value>,
+    /// The simulator's own resident memory during the run (`rss`).
+    pub host_rss: Vec<RssSample>,
+    /// Resident against touched memory, bytes zeroed and copied, fault
+    /// latency, background work.
+    pub memory: MemoryReport,
+    /// The policy's per-process view of superpages (Shimizu's
+    /// /proc/PID/superpages), for the processes it has one of.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub procfs: Vec<String>,
 }
 
 impl SimRun {
@@ -163,6 +181,8 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
     if on {
         cfg.tunables = a.tunables.clone();
     }
+    setup::check_tunables(cfg.arch, &a.policy, &cfg.tunables)?;
+    cfg.policy = a.policy.clone();
     if !(0.0..=1.0).contains(&a.fragment) {
         return Err(Fail::Input(format!("--fragment {} is out of range (0 to 1)", a.fragment)));
     }
@@ -188,10 +208,15 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
 
     let label = if on { "superpages on" } else { "superpages off" };
     let mut bar = Progress::new(w.estimated_refs(), label, "refs", quiet);
+    let mut rss = Sampler::new();
     let t1 = Instant::now();
-    let result = w.run(&mut sys, &mut |n| bar.update(n));
+    let result = w.run(&mut sys, &mut |n| {
+        bar.update(n);
+        rss.tick(n);
+    });
     let host_seconds = t1.elapsed().as_secs_f64();
     bar.finish();
+    rss.take(sys.hw().refs);
     let result = result.map_err(|e| {
         let kills: Vec<String> = sys.oom_kills().iter().map(|k| k.to_string()).collect();
         let why = if kills.is_empty() { String::new() } else { format!(" [{}]", kills.join("; ")) };
@@ -203,8 +228,10 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
         }
     })?;
 
+    let procfs = sys.policy_procfs_all();
     Ok(SimRun {
         workload: workload::label(a),
+        policy: a.policy.clone(),
         workload_detail: w.name(),
         arch,
         machine,
@@ -216,6 +243,7 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
         aged_run: sys.cfg.profile.memory.aged_run.unwrap_or(1),
         seed: a.seed,
         figure: result.figure,
+        details: result.details,
         report: result.report,
         sysctl: sys.sysctls().values,
         refs: sys.hw().refs,
@@ -231,7 +259,10 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
         stale_samples: a.check_tlb.then(|| sys.stale_samples.clone()),
         oom_kills: sys.oom_kills().to_vec(),
         layout: w.layout().cloned(),
-        program: w.details(),
+        program: w.program_details(),
+        host_rss: rss.samples,
+        memory: sys.memory_report(),
+        procfs,
     })
 }
 
@@ -278,10 +309,55 @@ pub fn comparison(workload: String, off: SimRun, on: SimRun) -> Comparison {
     Comparison { workload, off, on, change_percent }
 }
 
+/// `splab compare --policies`: one run per policy, superpages on.
+#[derive(Serialize)]
+pub struct PolicyComparison {
+    pub workload: String,
+    pub policies: Vec<String>,
+    pub runs: Vec<SimRun>,
+}
+
+/// Runs the workload under each policy, each on a fresh system.
+pub fn compare_policies(a: &RunArgs, policies: &[String], quiet: bool) -> Result<PolicyComparison, Fail> {
+    // Every policy is checked before the first run starts.
+    let cfg = setup::config_or_default(&a.machine, a.memory.as_deref())?;
+    for p in policies {
+        setup::check_tunables(cfg.arch, p, &[])?;
+    }
+    let mut runs = Vec::new();
+    for p in policies {
+        let mut one = a.clone();
+        one.policy = p.clone();
+        runs.push(simulate(&one, true, quiet)?);
+    }
+    Ok(PolicyComparison { workload: workload::label(a), policies: policies.to_vec(), runs })
+}
+
+/// The policies `--policies` names, in order.
+#[derive(Clone, Debug)]
+pub struct PolicyList(pub Vec<String>);
+
+/// The list `--policies` takes: comma-separated, no repeats.
+pub fn policy_list(text: &str) -> Result<PolicyList, String> {
+    let v: Vec<String> = text.split(',').map(|s| s.trim().to_string()).collect();
+    if v.iter().any(|s| s.is_empty()) {
+        return Err(format!("--policies {text:?}: an empty name in the list"));
+    }
+    for (i, p) in v.iter().enumerate() {
+        splab_vm::policy::by_name(p).map_err(|e| format!("--policies {text:?}: {e}"))?;
+        if v[..i].contains(p) {
+            return Err(format!("--policies {text:?}: {p} is listed twice"));
+        }
+    }
+    Ok(PolicyList(v))
+}
+
 /// Sysctls of a fresh system, for `splab sysctl`.
-pub fn fresh_sysctls(m: &MachineArgs, memory: Option<&str>, on: bool, tunables: &[(String, i64)]) -> Result<splab_vm::sysctl::Sysctls, Fail> {
+pub fn fresh_sysctls(m: &MachineArgs, memory: Option<&str>, on: bool, policy: &str, tunables: &[(String, String)]) -> Result<splab_vm::sysctl::Sysctls, Fail> {
     let mut cfg = setup::config_or_default(m, memory)?;
     cfg.superpages = on;
+    setup::check_tunables(cfg.arch, policy, tunables)?;
+    cfg.policy = policy.to_string();
     cfg.tunables = tunables.to_vec();
     let sys = setup::system(cfg)?;
     Ok(sys.sysctls())

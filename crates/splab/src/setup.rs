@@ -153,21 +153,51 @@ fn machine_config(m: &MachineArgs) -> Result<Config, Fail> {
     Ok(cfg)
 }
 
-/// Checks `--sysctl` settings against the architecture's tunables, so that
-/// a bad one is reported before any work starts.
-pub fn check_tunables(arch: Arch, tunables: &[(String, i64)]) -> Result<(), Fail> {
+/// Checks a `--policy` against the architecture and the `--sysctl`
+/// settings against the pmap's and the policy's tunables, so that a bad
+/// one is reported before any work starts.
+pub fn check_tunables(arch: Arch, policy: &str, tunables: &[(String, String)]) -> Result<(), Fail> {
+    let mut p = check_policy(arch, policy)?;
     for (name, value) in tunables {
-        arch.check_tunable(name, *value).map_err(|e| Fail::Input(format!("--sysctl {name}={value}: {e}")))?;
+        let bad = |e: String| Fail::Input(format!("--sysctl {name}={value}: {e}"));
+        if let Some(r) = p.set_tunable(name, value) {
+            r.map_err(bad)?;
+            continue;
+        }
+        let v = value.parse::<i64>().map_err(|_| bad(format!("{value:?} is not an integer")))?;
+        arch.check_tunable(name, v).map_err(|e| {
+            let extra = p.tunable_names();
+            bad(if extra.is_empty() { e } else { format!("{e}; the {} policy's: {}", p.name(), extra.join(", ")) })
+        })?;
     }
     Ok(())
 }
 
+/// The policy `--policy` names, checked against the architecture.
+pub fn check_policy(arch: Arch, spec: &str) -> Result<Box<dyn splab_vm::policy::Policy>, Fail> {
+    let p = splab_vm::policy::by_name(spec).map_err(|e| Fail::Input(format!("--policy {spec}: {e}")))?;
+    if !arch.policies.contains(&p.name()) {
+        return Err(Fail::Input(format!("--policy {spec}: not modelled on {arch}, which has {} (policies for {arch}: {})", arch.size_names(), arch.policies.join(", "))));
+    }
+    Ok(p)
+}
+
+/// The help of `--policy`: every policy, from the VM's list.
+pub fn policy_help() -> String {
+    let each: Vec<String> = splab_vm::policy::POLICIES.iter().map(|(n, what)| format!("{n}: {what}")).collect();
+    format!("Superpage policy [default: freebsd]. {}. linux-thp takes a mode: linux-thp:always (the default), linux-thp:madvise, linux-thp:never", each.join(". "))
+}
+
 /// Parses a `--sysctl NAME=VALUE` setting of a tunable. Whether the name
-/// is a tunable of the architecture is checked when the system is built.
-pub fn tunable(text: &str) -> Result<(String, i64), String> {
+/// is a tunable of the architecture or the policy, and the value one it
+/// takes, is checked when the system is built.
+pub fn tunable(text: &str) -> Result<(String, String), String> {
     let (name, value) = text.split_once('=').ok_or_else(|| format!("--sysctl {text:?}: expected NAME=VALUE"))?;
-    let v = value.trim().parse::<i64>().map_err(|_| format!("--sysctl {text:?}: {value:?} is not an integer"))?;
-    Ok((name.trim().to_string(), v))
+    let (name, value) = (name.trim(), value.trim());
+    if name.is_empty() || value.is_empty() {
+        return Err(format!("--sysctl {text:?}: expected NAME=VALUE"));
+    }
+    Ok((name.to_string(), value.to_string()))
 }
 
 /// Builds the system. Its own checks repeat ours, so an error here is still
@@ -179,8 +209,13 @@ pub fn system(cfg: Config) -> Result<System, Fail> {
 /// Peak resident memory of this process so far (VmHWM), in bytes, where
 /// the host reports it (Linux).
 pub fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// A size line of /proc/self/status (`VmRSS:`, `VmHWM:`), in bytes.
+pub fn status_bytes(field: &str) -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
     let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(kb * 1024)
 }

@@ -1,26 +1,18 @@
-//! `splab validate`: the model's predictions set beside the machine. Each
-//! workload runs natively on this host in each page layout (`splab native`,
-//! repeats interleaved, medians), and is simulated with the same sizes and
-//! the same layout, chunk for chunk, on a machine profile of this host
-//! (as `splab calibrate` writes it from microbenchmarks only, so the
-//! profile has never seen these runs). The table gives measured and
-//! predicted times, measured and predicted speedups over all-4 KB pages,
-//! and the errors; then the mean and largest errors.
+//! `splab validate`: the model's predictions set beside this host
+//! (splab-calibrate's `validate`). This is its options, the workloads it
+//! runs natively (`splab native`) and in the model (`splab sim`), built
+//! from the options both take, its progress bar and its output.
 
 use crate::error::{input, Fail};
+use crate::formats::Formats;
 use crate::native::{self, NativeArgs};
-use crate::output::{emit, json};
 use crate::progress::Progress;
 use crate::run::{self, RunArgs};
 use clap::{Args, Parser};
-use serde::Serialize;
-use splab_hw::profile::Reference;
-use splab_native::calibrate::reference;
-use splab_native::hugetlb::Pool;
-use splab_native::pages::Pages;
-use splab_native::region::Region;
-use splab_native::suite::{self, Plan, Spread, SuiteReport};
-use std::fmt::Write as _;
+use splab_calibrate::validate::{self, Layout, Prediction, Setup};
+use splab_hw::profile::Profile;
+use splab_native::suite::{self, Plan, SuiteReport};
+use std::collections::BTreeMap;
 
 /// Options of `splab validate`.
 #[derive(Args, Clone, Debug)]
@@ -55,9 +47,9 @@ pub struct ValidateArgs {
     /// streaming; `Profile::moved`).
     #[arg(long)]
     pub as_calibrated: bool,
-    /// Instead of the workloads, any program and its arguments after `--`
-    /// (`validate_program.rs`): run natively in --pages and online in the
-    /// model, superpages off and on.
+    /// Instead of the workloads, any program and its arguments after `--`:
+    /// run natively in --pages and online in the model, superpages off and
+    /// on (`validate_program.rs`).
     #[arg(last = true, value_name = "PROG ARGS")]
     pub program: Vec<String>,
     /// Programs: native layouts, comma-separated, from 4k, thp, promote;
@@ -73,529 +65,93 @@ pub struct ValidateArgs {
     pub sample: Option<String>,
 }
 
-/// The host's memory around one workload's native runs, against the
-/// calibration's (`[reference]`).
-#[derive(Clone, Debug, Serialize)]
-pub struct MemoryMoved {
-    pub workload: String,
-    pub calibrated: Reference,
-    pub before: Reference,
-    pub after: Reference,
-    /// The median of before and after.
-    pub now: Reference,
-    /// Now over the calibration's:
-    /// memory latency, overlapped random loads, streaming.
-    pub ratios: [f64; 3],
-    /// Whether the model ran on the profile moved by these.
-    pub applied: bool,
-}
-
-/// One layout as both sides name it.
-#[derive(Clone, Debug)]
-struct Layout {
-    name: String,
-    native: Pages,
-    sim: String,
-}
-
-fn layout(text: &str) -> Result<Layout, String> {
-    let t = text.trim();
-    let (native, sim) = match t {
-        "4k" => (Pages::FourK, "4k".to_string()),
-        "2m" => (Pages::Thp, "2m".to_string()),
-        other => match Pages::parse(other)? {
-            Pages::Mix(f) => (Pages::Mix(f), format!("mix:{f}")),
-            _ => return Err(format!("--layouts {other:?}: expected 4k, 2m or mix:F (the layouts both the host and the model can have)")),
-        },
-    };
-    Ok(Layout { name: t.to_string(), native, sim })
-}
-
-/// The workloads validated, with the sizes used for both sides: large
-/// enough that a 4 KB layout misses in the host's TLBs, small enough that
-/// the whole validation runs in minutes.
-fn sizes(workload: &str, quick: bool) -> Result<Vec<&'static str>, String> {
-    Ok(match (workload, quick) {
-        ("gups", false) => vec!["--log2-table", "24"],
-        ("gups", true) => vec!["--log2-table", "20"],
-        ("lat", false) => vec!["--max-size", "256M", "--stride", "64", "--pattern", "random", "--loads", "200000"],
-        ("lat", true) => vec!["--max-size", "16M", "--stride", "64", "--pattern", "random", "--loads", "20000"],
-        ("stream", false) => vec!["--n", "4000000", "--ntimes", "5"],
-        ("stream", true) => vec!["--n", "200000", "--ntimes", "2"],
-        ("index", false) => vec!["--scale", "20", "--transactions", "200000"],
-        ("index", true) => vec!["--scale", "2", "--transactions", "5000"],
-        ("transpose", false) => vec!["--sizes", "3000"],
-        ("transpose", true) => vec!["--sizes", "300"],
-        (other, _) => return Err(format!("--workloads {other:?}: expected gups, lat, stream, index or transpose")),
-    })
-}
-
-fn native_args(workload: &str, sizes: &[&str], repeat: u32) -> Result<NativeArgs, String> {
+fn native_args(workload: &str, options: &[&str], repeat: u32) -> Result<NativeArgs, String> {
     #[derive(Parser)]
     struct Only {
         #[command(flatten)]
         a: NativeArgs,
     }
     let r = repeat.to_string();
-    let argv = ["splab", workload, "--repeat", &r].into_iter().chain(sizes.iter().copied());
+    let argv = ["splab", workload, "--repeat", &r].into_iter().chain(options.iter().copied());
     Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())
 }
 
-fn sim_args(workload: &str, sizes: &[&str], machine: &str, pages: &str) -> Result<RunArgs, String> {
+fn sim_args(workload: &str, options: &[&str], machine: &str, pages: &str) -> Result<RunArgs, String> {
     #[derive(Parser)]
     struct Only {
         #[command(flatten)]
         a: RunArgs,
     }
-    let argv = ["splab", workload, "--machine", machine, "--pages", pages].into_iter().chain(sizes.iter().copied());
+    let argv = ["splab", workload, "--machine", machine, "--pages", pages].into_iter().chain(options.iter().copied());
     Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())
 }
 
-/// One workload in one layout.
-#[derive(Clone, Debug, Serialize)]
-pub struct Row {
-    pub workload: String,
-    pub layout: String,
-    /// Native timed seconds over the repeats; None when the host could not
-    /// give the layout.
-    pub measured: Option<Spread>,
-    /// Share of the native region in 2 MB pages (median run).
-    pub measured_huge_fraction: Option<f64>,
-    pub skip_reason: Option<String>,
-    /// Simulated seconds of the same timed part.
-    pub predicted_seconds: f64,
-    /// Share of the simulated region in promoted 2 MB pages.
-    pub predicted_huge_fraction: Option<f64>,
-    /// The speedup over 4k measured in each round (the 4k run's seconds
-    /// over this layout's run of the same round); empty for the 4k row.
-    #[serde(skip)]
-    pub round_speedups: Vec<f64>,
-    /// Median over the rounds of the speedup measured in each (1 for the
-    /// 4k row).
-    pub measured_speedup: Option<f64>,
-    /// The same rounds' speedups: median, quartiles and extremes.
-    pub measured_speedup_spread: Option<Spread>,
-    pub predicted_speedup: Option<f64>,
-    /// predicted / measured - 1, for the speedup and for the time.
-    pub speedup_error: Option<f64>,
-    pub time_error: Option<f64>,
-    /// Whether the predicted speedup lies between the smallest and the
-    /// largest speedup measured in one round.
-    pub speedup_within_rounds: Option<bool>,
-}
+/// Each workload's options for `splab native` and, by layout, for
+/// `splab sim`: all parsed before anything runs.
+struct Workloads(BTreeMap<String, (NativeArgs, BTreeMap<String, RunArgs>)>);
 
-/// Means and maxima of the absolute errors.
-#[derive(Clone, Debug, Serialize)]
-pub struct Summary {
-    /// Rows with a speedup to compare: every layout but 4k itself.
-    pub speedup_cells: usize,
-    pub speedup_mean_abs_error: Option<f64>,
-    pub speedup_max_abs_error: Option<f64>,
-    /// Of the speedup cells, those whose prediction lies within the
-    /// range the rounds measured.
-    pub speedup_cells_within_rounds: usize,
-    pub time_cells: usize,
-    pub time_mean_abs_error: Option<f64>,
-    pub time_max_abs_error: Option<f64>,
-}
-
-#[derive(Serialize)]
-pub struct Report {
-    pub machine: String,
-    pub quick: bool,
-    pub repeat: u32,
-    pub rows: Vec<Row>,
-    pub summary: Summary,
-    /// The host's memory around each workload's runs (empty where the
-    /// profile has no `[reference]`), and why not, where it was not read
-    /// or not applied.
-    pub memory: Vec<MemoryMoved>,
-    pub memory_notes: Vec<String>,
-    /// The native suites in full (layouts obtained, every run).
-    pub native: Vec<SuiteReport>,
-}
-
-fn mean_max(v: &[f64]) -> (Option<f64>, Option<f64>) {
-    if v.is_empty() {
-        return (None, None);
-    }
-    let abs: Vec<f64> = v.iter().map(|x| x.abs()).collect();
-    (Some(abs.iter().sum::<f64>() / abs.len() as f64), abs.iter().copied().reduce(f64::max))
-}
-
-/// Fills in the speedups and errors of one workload's rows (the first is
-/// the 4k baseline). The measured speedups are per round (see
-/// `suite::round_time_speedups`), the predicted ones of the model's one run.
-fn score(rows: &mut [Row]) {
-    let base_p = rows[0].predicted_seconds;
-    for (k, r) in rows.iter_mut().enumerate() {
-        let m = r.measured.as_ref().map(|s| s.median);
-        r.time_error = m.map(|m| r.predicted_seconds / m - 1.0);
-        r.predicted_speedup = (r.predicted_seconds > 0.0).then(|| base_p / r.predicted_seconds);
-        if k == 0 {
-            r.measured_speedup = m.map(|_| 1.0);
-            continue;
+impl Workloads {
+    fn new(s: &Setup) -> Result<Workloads, String> {
+        let mut m = BTreeMap::new();
+        for w in &s.workloads {
+            let o = validate::options(w, s.quick)?;
+            let sims = s.layouts.iter().map(|l| Ok((l.name.clone(), sim_args(w, &o, &s.machine, &l.sim)?))).collect::<Result<_, String>>()?;
+            m.insert(w.clone(), (native_args(w, &o, s.repeat)?, sims));
         }
-        r.measured_speedup_spread = Spread::of(&r.round_speedups);
-        r.measured_speedup = r.measured_speedup_spread.as_ref().map(|s| s.median);
-        r.speedup_error = match (r.measured_speedup, r.predicted_speedup) {
-            (Some(ms), Some(ps)) => Some(ps / ms - 1.0),
-            _ => None,
-        };
-        r.speedup_within_rounds = match (&r.measured_speedup_spread, r.predicted_speedup) {
-            (Some(s), Some(ps)) => Some(s.min <= ps && ps <= s.max),
-            _ => None,
-        };
+        Ok(Workloads(m))
     }
 }
 
-pub fn summarise(rows: &[Row]) -> Summary {
-    let sp: Vec<f64> = rows.iter().filter(|r| r.layout != "4k").filter_map(|r| r.speedup_error).collect();
-    let tm: Vec<f64> = rows.iter().filter_map(|r| r.time_error).collect();
-    let (sm, sx) = mean_max(&sp);
-    let (tmn, tmx) = mean_max(&tm);
-    let within = rows.iter().filter(|r| r.speedup_within_rounds == Some(true)).count();
-    Summary {
-        speedup_cells: sp.len(),
-        speedup_mean_abs_error: sm,
-        speedup_max_abs_error: sx,
-        speedup_cells_within_rounds: within,
-        time_cells: tm.len(),
-        time_mean_abs_error: tmn,
-        time_max_abs_error: tmx,
+impl validate::Runner for Workloads {
+    type Error = Fail;
+
+    fn measure(&mut self, workload: &str, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<SuiteReport, Fail> {
+        let w = native::build(&self.0[workload].0)?;
+        suite::run(workload, w.as_ref(), plan, &mut |k, _, _| progress(k)).map_err(Fail::Run)
+    }
+
+    fn predict(&mut self, workload: &str, layout: &Layout, profile: &Profile) -> Result<Prediction, Fail> {
+        let sim = run::simulate_on(&self.0[workload].1[&layout.name], true, true, Some(profile))?;
+        Ok(Prediction { seconds: sim.sim_seconds, huge_fraction: sim.layout.as_ref().map(|o| o.chunks_2m_obtained as f64 / o.chunks.max(1) as f64) })
     }
 }
 
 /// `splab validate`.
-pub fn cmd(a: &ValidateArgs, as_json: bool) -> Result<i32, Fail> {
+pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
     if !a.program.is_empty() {
-        return crate::validate_program::cmd(a, as_json);
+        return crate::validate_program::cmd(a, out);
     }
-    let layouts: Vec<Layout> = a.layouts.iter().map(|l| layout(l)).collect::<Result<_, _>>().map_err(Fail::Input)?;
-    if layouts.first().map(|l| l.name.as_str()) != Some("4k") {
-        return Err(Fail::Input(format!("--layouts {:?}: the first layout must be 4k (speedups are over it)", a.layouts.join(","))));
-    }
-    if !(1..=100).contains(&a.repeat) {
-        return Err(Fail::Input(format!("--repeat {} is out of range (1 to 100)", a.repeat)));
-    }
-    if a.workloads.is_empty() {
-        return Err(Fail::Input("--workloads: name at least one of gups, lat, stream, index, transpose".into()));
-    }
+    let setup = input(Setup::new(&a.machine, &a.workloads, &a.layouts, a.repeat, a.quick, a.as_calibrated))?;
     // Every input is checked before anything runs, the profile first.
     let probe = input(sim_args("gups", &[], &a.machine, "4k"))?;
     let profile = crate::setup::config_or_default(&probe.machine, None)?.profile;
-    let mut plans = Vec::new();
-    for w in &a.workloads {
-        let s = input(sizes(w, a.quick))?;
-        let n = input(native_args(w, &s, a.repeat))?;
-        let sims: Vec<RunArgs> = layouts.iter().map(|l| sim_args(w, &s, &a.machine, &l.sim)).collect::<Result<_, _>>().map_err(Fail::Input)?;
-        plans.push((w.clone(), n, sims));
-    }
-
-    // The quick memory probes, over a region of their own.
-    let (mut memory, mut memory_notes) = (Vec::new(), Vec::new());
-    let calibrated = profile.reference.filter(|_| !a.as_calibrated);
-    let probe_region = match (calibrated, profile.reference) {
-        (Some(_), _) => match Region::new(reference::BYTES, Pages::Thp, &mut Pool::new(false)) {
-            Ok(r) => Some(r),
-            Err(e) => {
-                memory_notes.push(format!("the memory probes could not map their {} MB ({e}); the model ran on the profile as calibrated", reference::BYTES >> 20));
-                None
-            }
-        },
-        (None, Some(_)) => {
-            memory_notes.push("--as-calibrated: the model ran on the profile as calibrated, and the memory probes did not run".into());
-            None
-        }
-        (None, None) => {
-            memory_notes.push(format!("profile {} has no [reference] (calibrate writes one): the model ran on it as it is, and the memory probes did not run", a.machine));
-            None
-        }
-    };
-    let read_memory = || probe_region.as_ref().map(reference::measure).transpose().map_err(Fail::Run);
-
-    let per_workload = layouts.len() as u64 * (a.repeat as u64 + 1);
-    let mut bar = Progress::new(per_workload * plans.len() as u64, "validate", "runs", as_json);
-    let mut done = 0u64;
-    let mut rows = Vec::new();
-    let mut suites = Vec::new();
-    for (w, n, sims) in &plans {
-        let nat = native::build(n)?;
-        let plan = Plan { layouts: layouts.iter().map(|l| l.native).collect(), repeat: a.repeat, grow_hugetlb: false };
-        let base = done;
-        let before = read_memory()?;
-        let report = suite::run(w, nat.as_ref(), &plan, &mut |k, _, _| bar.update(base + k)).map_err(Fail::Run)?;
-        let after = read_memory()?;
-        let mut moved = None;
-        if let (Some(then), Some(b), Some(e)) = (calibrated, before, after) {
-            let now = reference::median(&[b, e]).expect("two readings");
-            let ratios = then.ratios(&now);
-            let p = ratios.map(|r| profile.moved(r)).transpose();
-            let applied = matches!(p, Ok(Some(_)));
-            match p {
-                Ok(p) => moved = p,
-                Err(e) => memory_notes.push(format!("{w}: {e}; the model ran on the profile as calibrated")),
-            }
-            memory.push(MemoryMoved { workload: w.clone(), calibrated: then, before: b, after: e, now, ratios: ratios.unwrap_or([f64::NAN; 3]), applied });
-        }
-        done += layouts.len() as u64 * a.repeat as u64;
-        let mut wrows = Vec::new();
-        let base_runs = report.layouts.iter().find(|r| r.pages == layouts[0].native).map(|r| r.runs.as_slice()).unwrap_or(&[]);
-        for (k, (l, s)) in layouts.iter().zip(sims).enumerate() {
-            let sim = run::simulate_on(s, true, true, moved.as_ref())?;
-            done += 1;
-            bar.update(done);
-            let nl = report.layouts.iter().find(|r| r.pages == l.native);
-            let usable = nl.filter(|r| !r.runs.is_empty());
-            wrows.push(Row {
-                workload: w.clone(),
-                layout: l.name.clone(),
-                measured: usable.and_then(|r| r.seconds.clone()),
-                measured_huge_fraction: usable.and_then(|r| r.huge_fraction.as_ref().map(|h| h.median)),
-                skip_reason: nl.and_then(|r| r.skip_reason.clone().or_else(|| r.shortfall.clone())),
-                predicted_seconds: sim.sim_seconds,
-                predicted_huge_fraction: sim.layout.as_ref().map(|o| o.chunks_2m_obtained as f64 / o.chunks.max(1) as f64),
-                round_speedups: match (k, usable) {
-                    (1.., Some(r)) => suite::round_time_speedups(base_runs, &r.runs),
-                    _ => Vec::new(),
-                },
-                measured_speedup: None,
-                measured_speedup_spread: None,
-                predicted_speedup: None,
-                speedup_error: None,
-                time_error: None,
-                speedup_within_rounds: None,
-            });
-        }
-        score(&mut wrows);
-        rows.extend(wrows);
-        suites.push(report);
-    }
+    let mut workloads = input(Workloads::new(&setup))?;
+    out.check()?;
+    let mut bar = Progress::new(setup.runs(), "validate", "runs", out.machine_readable());
+    let r = validate::run(&setup, &profile, &mut workloads, &mut |done| bar.update(done));
     bar.finish();
-    let summary = summarise(&rows);
-    let r = Report { machine: a.machine.clone(), quick: a.quick, repeat: a.repeat, rows, summary, memory, memory_notes, native: suites };
-    emit(&if as_json { json(&r) } else { text(&r) });
+    let r = r.map_err(|e| match e {
+        validate::Error::Runner(f) => f,
+        validate::Error::Memory(m) => Fail::Run(m),
+    })?;
+    out.emit(&r, validate::text)?;
     Ok(0)
-}
-
-fn pct(x: Option<f64>) -> String {
-    x.map(|v| format!("{:+.1}%", 100.0 * v)).unwrap_or_else(|| "-".into())
-}
-
-fn times(x: Option<f64>) -> String {
-    x.map(|v| format!("{v:.3}x")).unwrap_or_else(|| "-".into())
-}
-
-fn secs(x: f64) -> String {
-    if x >= 10.0 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.4}")
-    }
-}
-
-/// The text report.
-pub fn text(r: &Report) -> String {
-    let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "Validation on this host: native runs (median of {} interleaved; a speedup is the median of the speedups measured within each round, the range their smallest and largest) against the model on profile {}{}\n",
-        r.repeat,
-        r.machine,
-        if r.quick { " (--quick sizes)" } else { "" }
-    );
-    if !r.memory.is_empty() {
-        let applied = r.memory.iter().all(|m| m.applied);
-        let _ = writeln!(
-            o,
-            "The host's memory around each workload's native runs (quick probes before and after; the median of the two) against the calibration's [reference]{}:",
-            if applied { "; the model ran on the profile with its memory moved by these" } else { "" }
-        );
-        let c = &r.memory[0].calibrated;
-        let ns = |x: Option<f64>| x.map_or_else(|| "-".to_string(), |v| format!("{v:.1}"));
-        let _ = writeln!(
-            o,
-            "  {:<10}{:>10.1} ns a load over 64 MB, {:>6.2} with 32 chases, {:>6.3} a line copied; {:>5} a load over 16 MB (not applied)",
-            "calibrated",
-            c.chase_ns,
-            c.chases_ns,
-            c.copy_ns,
-            ns(c.cache_chase_ns)
-        );
-        for m in &r.memory {
-            let now = m.now;
-            let [l, k, s] = m.ratios.map(|x| Some(x - 1.0));
-            let cache = now.cache_chase_ns.zip(c.cache_chase_ns).map(|(a, b)| a / b - 1.0);
-            let _ = writeln!(
-                o,
-                "  {:<10}{:>10.1} ({}){:>13.2} ({}){:>15.3} ({}){:>10} ({}){}",
-                m.workload,
-                now.chase_ns,
-                pct(l),
-                now.chases_ns,
-                pct(k),
-                now.copy_ns,
-                pct(s),
-                ns(now.cache_chase_ns),
-                pct(cache),
-                if m.applied { "" } else { "  not applied" }
-            );
-        }
-        let _ = writeln!(o);
-    }
-    for n in &r.memory_notes {
-        let _ = writeln!(o, "note: {n}\n");
-    }
-    let _ = writeln!(
-        o,
-        "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>13}{:>10}{:>9}{:>8}{:>8}",
-        "workload", "layout", "measured s", "predicted s", "time err", "meas. x", "meas. range", "pred. x", "x err", "huge m", "huge p"
-    );
-    for row in &r.rows {
-        let meas = row.measured.as_ref().map(|s| secs(s.median)).unwrap_or_else(|| "skipped".into());
-        let hm = row.measured_huge_fraction.map(|h| format!("{:.0}%", 100.0 * h)).unwrap_or_else(|| "-".into());
-        let hp = row.predicted_huge_fraction.map(|h| format!("{:.0}%", 100.0 * h)).unwrap_or_else(|| "-".into());
-        let range = row.measured_speedup_spread.as_ref().map(|s| format!("{:.2}-{:.2}", s.min, s.max)).unwrap_or_default();
-        let _ = writeln!(
-            o,
-            "{:<10}{:<10}{:>12}{:>12}{:>9}{:>10}{:>13}{:>10}{:>9}{:>8}{:>8}",
-            row.workload,
-            row.layout,
-            meas,
-            secs(row.predicted_seconds),
-            pct(row.time_error),
-            times(row.measured_speedup),
-            range,
-            times(row.predicted_speedup),
-            if row.layout == "4k" { "".into() } else { pct(row.speedup_error) },
-            hm,
-            hp
-        );
-        if let Some(why) = &row.skip_reason {
-            let _ = writeln!(o, "{:<20}note: {why}", "");
-        }
-    }
-    let s = &r.summary;
-    let _ = writeln!(
-        o,
-        "\nspeedup over 4k, {} cells: mean absolute error {}, largest {}; the prediction within the range measured in {} of them",
-        s.speedup_cells,
-        pct(s.speedup_mean_abs_error).trim_start_matches('+'),
-        pct(s.speedup_max_abs_error).trim_start_matches('+'),
-        s.speedup_cells_within_rounds
-    );
-    let _ = writeln!(
-        o,
-        "time, {} cells: mean absolute error {}, largest {}",
-        s.time_cells,
-        pct(s.time_mean_abs_error).trim_start_matches('+'),
-        pct(s.time_max_abs_error).trim_start_matches('+')
-    );
-    let runs = || r.native.iter().flat_map(|n| &n.layouts).flat_map(|l| &l.runs);
-    let again = runs().filter(|x| !x.taken_again.is_empty()).count();
-    if again > 0 {
-        let set_aside: usize = runs().map(|x| x.taken_again.len()).sum();
-        let _ = writeln!(
-            o,
-            "note: {again} of {} native runs {} taken again, on a CPU for less than {:.0}% of their time ({set_aside} attempt{} set aside)",
-            runs().count(),
-            if again == 1 { "was" } else { "were" },
-            100.0 * suite::ON_CPU_MIN,
-            if set_aside == 1 { "" } else { "s" }
-        );
-    }
-    let busy = r.native.iter().flat_map(|n| &n.layouts).filter_map(|l| l.on_cpu.as_ref().map(|c| c.median)).fold(1.0f64, f64::min);
-    if busy < suite::ON_CPU_MIN {
-        let _ = writeln!(o, "note: the host was busy (a native run was on a CPU for only {:.0}% of its wall time); measured times are longer and noisier than the machine's own", 100.0 * busy);
-    }
-    o
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A row measured `measured` seconds in each round, whose rounds
-    /// measured `rounds` as speedups over 4k.
-    fn row(layout: &str, measured: &[f64], rounds: &[f64], predicted: f64) -> Row {
-        Row {
-            workload: "gups".into(),
-            layout: layout.into(),
-            measured: Spread::of(measured),
-            measured_huge_fraction: None,
-            skip_reason: None,
-            predicted_seconds: predicted,
-            predicted_huge_fraction: None,
-            round_speedups: rounds.to_vec(),
-            measured_speedup: None,
-            measured_speedup_spread: None,
-            predicted_speedup: None,
-            speedup_error: None,
-            time_error: None,
-            speedup_within_rounds: None,
-        }
-    }
-
+    /// Every workload's options parse for both sides, in every layout.
     #[test]
-    fn speedups_and_errors_are_against_the_4k_row() {
-        let mut rows = vec![row("4k", &[2.0], &[], 2.2), row("2m", &[1.0], &[2.0], 1.0), row("mix:0.5", &[1.6], &[1.25], 1.5)];
-        score(&mut rows);
-        assert_eq!(rows[0].measured_speedup, Some(1.0));
-        assert!((rows[1].measured_speedup.unwrap() - 2.0).abs() < 1e-12);
-        assert!((rows[1].predicted_speedup.unwrap() - 2.2).abs() < 1e-12);
-        assert!((rows[1].speedup_error.unwrap() - 0.1).abs() < 1e-12);
-        assert!((rows[0].time_error.unwrap() - 0.1).abs() < 1e-12);
-        let s = summarise(&rows);
-        // The 4k row's speedup is 1 on both sides by definition: not a cell.
-        assert_eq!(s.speedup_cells, 2);
-        let e2: f64 = (2.2 / 1.5) / (2.0 / 1.6) - 1.0;
-        assert!((s.speedup_mean_abs_error.unwrap() - (0.1 + e2.abs()) / 2.0).abs() < 1e-12);
-        assert_eq!(s.time_cells, 3);
-        // One round each: neither prediction is within a range of one value.
-        assert_eq!(s.speedup_cells_within_rounds, 0);
-    }
-
-    #[test]
-    fn measured_speedups_are_the_median_of_the_rounds() {
-        // The 4k median is 2.0 and the 2m median 1.0, but within each round
-        // 2m ran 1.5x: the speedup is the rounds', not the medians' ratio.
-        let mut rows = vec![row("4k", &[1.5, 2.0, 3.0], &[], 2.0), row("2m", &[1.0, 1.0, 2.0], &[1.5, 2.0, 1.5], 1.25)];
-        score(&mut rows);
-        assert_eq!(rows[1].measured_speedup, Some(1.5));
-        let sp = rows[1].measured_speedup_spread.as_ref().unwrap();
-        assert_eq!((sp.min, sp.max), (1.5, 2.0));
-        assert_eq!(rows[1].predicted_speedup, Some(1.6));
-        assert!((rows[1].speedup_error.unwrap() - (1.6 / 1.5 - 1.0)).abs() < 1e-12);
-        assert_eq!(rows[1].speedup_within_rounds, Some(true));
-        assert_eq!(summarise(&rows).speedup_cells_within_rounds, 1);
-        // Outside the range; and no rounds to pair, no measured speedup.
-        let mut rows = vec![row("4k", &[2.0], &[], 2.0), row("2m", &[1.0], &[1.5, 1.7], 1.0), row("mix:0.5", &[1.0], &[], 1.0)];
-        score(&mut rows);
-        assert_eq!(rows[1].speedup_within_rounds, Some(false));
-        assert_eq!((rows[2].measured_speedup, rows[2].speedup_error, rows[2].speedup_within_rounds), (None, None, None));
-        // The host's memory around the runs, against the calibration's.
-        let then = Reference { chase_ns: 150.0, chases_ns: 6.0, copy_ns: 2.0, cache_chase_ns: Some(20.0) };
-        let (before, after) = (Reference { chase_ns: 110.0, ..then }, Reference { chase_ns: 130.0, chases_ns: 6.6, copy_ns: 2.0, cache_chase_ns: Some(30.0) });
-        let now = reference::median(&[before, after]).unwrap();
-        let memory = vec![MemoryMoved { workload: "gups".into(), calibrated: then, before, after, now, ratios: then.ratios(&now).unwrap(), applied: true }];
-        let text = text(&Report { machine: "m".into(), quick: false, repeat: 2, rows, summary: summarise(&[]), memory, memory_notes: Vec::new(), native: Vec::new() });
-        assert!(text.contains("1.50-1.70"), "{text}");
-        assert!(text.contains("the model ran on the profile with its memory moved by these"), "{text}");
-        assert!(text.contains("  gups           120.0 (-20.0%)         6.30 (+5.0%)          2.000 (+0.0%)      25.0 (+25.0%)\n"), "{text}");
-    }
-
-    #[test]
-    fn layouts_and_workloads_are_checked() {
-        assert!(layout("2m").is_ok());
-        assert!(matches!(layout("mix:0.25").unwrap().native, Pages::Mix(f) if f == 0.25));
-        let e = layout("hugetlb-1g").unwrap_err();
-        assert!(e.contains("hugetlb-1g"), "{e}");
-        let e = sizes("build", false).unwrap_err();
-        assert!(e.contains("build"), "{e}");
-        for w in ["gups", "lat", "stream", "index", "transpose"] {
-            let s = sizes(w, true).unwrap();
-            native_args(w, &s, 2).unwrap();
-            sim_args(w, &s, "sapphire-rapids", "mix:0.5").unwrap();
+    fn every_workload_has_options_both_sides_take() {
+        let all: Vec<String> = validate::WORKLOADS.iter().map(|w| w.to_string()).collect();
+        let layouts: Vec<String> = ["4k", "2m", "mix:0.5"].map(String::from).to_vec();
+        for quick in [false, true] {
+            let s = Setup::new("sapphire-rapids", &all, &layouts, 2, quick, false).unwrap();
+            let w = Workloads::new(&s).unwrap();
+            assert_eq!(w.0.len(), all.len());
+            assert!(w.0.values().all(|(_, sims)| sims.len() == layouts.len()));
         }
     }
 }

@@ -446,7 +446,32 @@ fn fail(msg: impl Into<String>) -> Failure {
     Failure { msg: msg.into(), input: false }
 }
 
-impl State<'_> {
+impl<'a> State<'a> {
+    fn new(sys: &'a mut System, dir: &Path, ctl: File, out: ProgramRun, sample: Option<Sample>) -> State<'a> {
+        let ncpus = sys.ncpus();
+        State {
+            sys,
+            dir: dir.to_path_buf(),
+            ctl,
+            ctl_buf: Vec::new(),
+            procs: HashMap::new(),
+            orphans: HashMap::new(),
+            unborn: HashMap::new(),
+            out,
+            next_cpu: 0,
+            inferred: vec![0.0; ncpus],
+            sample,
+            windows: Vec::new(),
+            window: None,
+            phase: Phase::Detail,
+            warming_refs: 0,
+            measured_refs: 0,
+            total_refs: 0,
+            total_instructions: 0,
+            skipped: 0,
+        }
+    }
+
     fn new_cpu(&mut self) -> usize {
         let c = self.next_cpu % self.sys.ncpus();
         self.next_cpu += 1;
@@ -737,6 +762,25 @@ impl State<'_> {
     }
 }
 
+/// The run directories' names: this prefix, the reader's pid, a dash.
+const DIR_PREFIX: &str = "splab-online-";
+
+/// Removes what runs of splab that no longer exist left in `dir` under
+/// `prefix` followed by their pid and a dash (a run killed by a signal
+/// cannot remove its own; its rings are unlinked already, its directory
+/// and FIFO are not).
+pub fn sweep(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let p = e.path();
+            let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        }
+    }
+}
+
 impl Online {
     fn go(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, Failure> {
         let version = valgrind_version(&self.valgrind).map_err(|e| Failure { msg: e, input: true })?;
@@ -744,7 +788,8 @@ impl Online {
         let shm = Path::new("/dev/shm");
         let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
-        let dir = base.join(format!("splab-online-{}-{nanos}", std::process::id()));
+        sweep(&base, DIR_PREFIX);
+        let dir = base.join(format!("{DIR_PREFIX}{}-{nanos}", std::process::id()));
         std::fs::create_dir(&dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
         let r = self.in_dir(sys, &dir, &lib, version, progress);
         let _ = std::fs::remove_dir_all(&dir);
@@ -774,28 +819,8 @@ impl Online {
             .stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
             .stdout(self.stdout.stdio(true).map_err(|e| Failure { msg: e, input: true })?);
         let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start {}: {e}", self.valgrind.display())))?;
-        let ncpus = sys.ncpus();
-        let mut st = State {
-            sys,
-            dir: dir.to_path_buf(),
-            ctl,
-            ctl_buf: Vec::new(),
-            procs: HashMap::new(),
-            orphans: HashMap::new(),
-            unborn: HashMap::new(),
-            out: ProgramRun { program: self.program.iter().map(|a| a.to_string_lossy().into_owned()).collect(), valgrind: version, ..Default::default() },
-            next_cpu: 0,
-            inferred: vec![0.0; ncpus],
-            sample: self.sample,
-            windows: Vec::new(),
-            window: None,
-            phase: Phase::Detail,
-            warming_refs: 0,
-            measured_refs: 0,
-            total_refs: 0,
-            total_instructions: 0,
-            skipped: 0,
-        };
+        let out = ProgramRun { program: self.program.iter().map(|a| a.to_string_lossy().into_owned()).collect(), valgrind: version, ..Default::default() };
+        let mut st = State::new(sys, dir, ctl, out, self.sample);
         let r = drive(&mut st, &mut child, progress);
         let status = match r {
             Ok(s) => s,
@@ -891,6 +916,7 @@ impl Online {
             figure: Figure { name: "simulated seconds".into(), value: fig, unit: "s".into(), higher_is_better: false },
             report,
             timed_seconds: timed,
+            details: Vec::new(),
         })
     }
 }
@@ -1001,7 +1027,7 @@ impl Workload for Online {
         self.bad_input
     }
 
-    fn details(&self) -> Option<serde_json::Value> {
+    fn program_details(&self) -> Option<serde_json::Value> {
         self.result.as_ref().and_then(|r| serde_json::to_value(r).ok())
     }
 }
@@ -1041,6 +1067,45 @@ mod tests {
         // One window says nothing about the spread.
         assert!(estimate(&alt(1), 10, |w| w.cycles).plus_minus.is_infinite());
         assert!(estimate(&[], 10, |w| w.cycles).plus_minus.is_infinite());
+    }
+
+    #[test]
+    fn a_batch_that_breaks_off_inside_an_event_says_where() {
+        use splab_hw::profile::Profile;
+        let mut c = splab_sim::Config::new(Profile::load("sapphire-rapids").unwrap());
+        c.memory = 64 << 20;
+        let mut sys = System::new(c).unwrap();
+        let ctl = File::open("/dev/null").unwrap();
+        let mut st = State::new(&mut sys, Path::new("/nonexistent"), ctl, ProgramRun::default(), None);
+        let Ok(mut p) = st.spawn() else { panic!("spawn") };
+        // Two references, then a map event that lost its last two words.
+        // A reference word: the address above the low byte, an 8-byte size
+        // (code 3) and the kind in the low bits (vgraw.rs).
+        let load = |a: u64| a << 8 | 3 << 2 | 1;
+        let batch = [load(0x1000), load(0x1008), W_MAP as u64, 0x40_0000];
+        let Err(e) = st.words(&mut p, 77, &batch) else { panic!("the batch was taken") };
+        assert!(e.input && e.msg.contains("process 77") && e.msg.contains("word 2 of a batch of 4"), "{}", e.msg);
+        // An instruction count without its count word.
+        let Err(e) = st.words(&mut p, 77, &[W_INSN as u64]) else { panic!("the batch was taken") };
+        assert!(e.msg.contains("word 0 of a batch of 1"), "{}", e.msg);
+    }
+
+    #[test]
+    fn sweeping_removes_only_what_dead_runs_left() {
+        let dir = std::env::temp_dir().join(format!("splab-sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // pid_max is at most 2^22: this pid never runs.
+        let dead = dir.join("splab-online-4294967-1");
+        let mine = dir.join(format!("splab-online-{}-1", std::process::id()));
+        let other = dir.join("splab-other-4294967-1");
+        for d in [&dead, &mine, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(dir.join("splab-online-4294968-2"), b"").unwrap();
+        sweep(&dir, DIR_PREFIX);
+        assert!(!dead.exists() && !dir.join("splab-online-4294968-2").exists());
+        assert!(mine.exists() && other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

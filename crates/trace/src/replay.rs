@@ -503,6 +503,7 @@ impl Replay {
         let _ = writeln!(report, "  {:<20}{:.6} s (the replay, after mapping the header's layout)", "simulated time", timed);
         self.stats = stats;
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: "simulated seconds".into(), value: timed, unit: "s".into(), higher_is_better: false },
             report,
             timed_seconds: timed,

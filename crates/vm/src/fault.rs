@@ -13,7 +13,8 @@ use crate::kernel::{Pid, Kernel};
 use crate::map::eflags;
 use crate::object::{file_word, ObjKind};
 use crate::page::{pflags, ObjId};
-use crate::pmap::{prot, EnterFlags, Prot};
+use crate::pmap::{prot, EnterFlags, Prot, Psind};
+use crate::policy::{Handled, ZeroFill};
 use crate::reserv::MAX_RESERV_NPAGES;
 use splab_hw::machine::Machine;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -154,6 +155,16 @@ impl Kernel {
                 break (obj, m);
             }
             if o.backing == 0 {
+                // An eager policy may allocate a whole block around the
+                // page of private anonymous memory with no backing object.
+                if self.eager() && obj == first_object && matches!(o.kind, ObjKind::Anon) && !e.shared {
+                    let f = ZeroFill { pid, pm, va, entry: e.clone(), object: first_object, pindex: first_pindex, prot: fprot, access };
+                    if let Some(r) = self.with_policy(|p, k| p.zero_fill(k, hw, &f)) {
+                        if r? == Handled::Yes {
+                            return Ok(());
+                        }
+                    }
+                }
                 // Zero fill in the first object.
                 let m = self.alloc_object_page(first_object, first_pindex, reserv).ok_or(FaultError::NoMemory(va))?;
                 hw.mem.zero_frame(m);
@@ -304,14 +315,14 @@ impl Kernel {
         if !self.pmap.superpages_enabled() || self.pmap.pagesizes().len() < 2 {
             return false;
         }
-        let top = self.pmap.reserv_psind().min(self.pmap.pagesizes().len() - 1);
-        (1..=top).rev().any(|psind| self.map_superpage(hw, pid, e, obj, va, m, fprot, access, psind))
+        let top = self.pmap.reserv_psind().index().min(self.pmap.pagesizes().len() - 1) as u8;
+        (1..=top).rev().any(|i| self.map_superpage(hw, pid, e, obj, va, m, fprot, access, Psind::new(i)))
     }
 
     /// One size of `try_map_superpage`: page-size index `psind`.
     #[allow(clippy::too_many_arguments)]
-    fn map_superpage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot, psind: usize) -> bool {
-        let sp = self.pmap.pagesizes()[psind];
+    fn map_superpage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot, psind: Psind) -> bool {
+        let sp = self.pmap.pagesizes()[psind.index()];
         let npages = (sp / self.page_size()) as u32;
         let msuper = if psind == self.pmap.reserv_psind() {
             if npages != self.phys.reserv.npages() {
@@ -362,7 +373,7 @@ impl Kernel {
         self.phys.activate(m);
         let pm = self.proc(pid).unwrap().pmap;
         let (pmap, mut env) = self.pmap_env(hw);
-        let flags = EnterFlags { access: acc, psind: psind as u8, ..Default::default() };
+        let flags = EnterFlags { access: acc, psind, ..Default::default() };
         if pmap.enter(&mut env, pm, VirtAddr(vsuper), msuper, p, flags).is_ok() {
             self.stats.soft_fast_superpage += 1;
             true
@@ -389,7 +400,7 @@ impl Kernel {
                 continue;
             }
             let (pmap, mut env) = self.pmap_env(hw);
-            let flags = EnterFlags { access, psind: psind as u8, ..Default::default() };
+            let flags = EnterFlags { access, psind: Psind::new(psind as u8), ..Default::default() };
             return pmap.enter(&mut env, pm, VirtAddr(vs), m, fprot, flags).map_err(|_| FaultError::NoMemory(va));
         }
         Err(FaultError::Bus(va))

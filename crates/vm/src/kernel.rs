@@ -11,6 +11,7 @@ use crate::map::VmMap;
 use crate::object::{oflags, ObjKind, Objects};
 use crate::page::{pflags, pq, ObjId};
 use crate::physalloc::Phys;
+use crate::policy::Policy;
 use crate::pmap::{KernelEvents, Pmap, PmapEnv, PmapId};
 use crate::swap::{SwapDevice, SwapPage};
 use crate::sysctl::Sysctls;
@@ -131,6 +132,14 @@ pub struct Kernel {
     /// finds it again instead of having it freed under it and paging it
     /// in again for ever.
     pub(crate) busy: Vec<Pfn>,
+    /// The superpage policy; None only while it is deciding (it borrows
+    /// the kernel: `with_policy`).
+    policy: Option<Box<dyn Policy>>,
+    /// Whether the policy allocates eagerly at faults (it does not use
+    /// reservations), cached for the fault path.
+    eager: bool,
+    /// Where direct compaction's scan goes on from, in blocks.
+    pub(crate) compact_cursor: u64,
 }
 
 impl Kernel {
@@ -156,6 +165,9 @@ impl Kernel {
             pd: PageoutStats::default(),
             oom_kills: Vec::new(),
             busy: Vec::new(),
+            policy: Some(Box::new(crate::policy::freebsd::FreeBsd)),
+            eager: false,
+            compact_cursor: 0,
         }
     }
 
@@ -169,6 +181,38 @@ impl Kernel {
     #[inline]
     pub fn page_size(&self) -> u64 {
         1 << self.page_shift
+    }
+
+    /// Installs the superpage policy (before any process runs): FreeBSD's
+    /// reservations are used only by a policy that wants them.
+    pub fn set_policy(&mut self, p: Box<dyn Policy>) {
+        self.phys.reserv.enabled = p.reservations();
+        self.eager = !p.reservations();
+        self.policy = Some(p);
+    }
+
+    /// The policy's name.
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.as_ref().map_or("", |p| p.name())
+    }
+
+    /// Runs `f` with the policy and the kernel it decides for; None if the
+    /// policy is already deciding (a call from inside one of its own).
+    pub fn with_policy<T>(&mut self, f: impl FnOnce(&mut dyn Policy, &mut Kernel) -> T) -> Option<T> {
+        let mut p = self.policy.take()?;
+        let r = f(p.as_mut(), self);
+        self.policy = Some(p);
+        Some(r)
+    }
+
+    /// The policy, to read.
+    pub fn policy(&self) -> Option<&dyn Policy> {
+        self.policy.as_deref()
+    }
+
+    /// Whether the policy allocates eagerly at faults.
+    pub(crate) fn eager(&self) -> bool {
+        self.eager
     }
 
     /// Splits the borrows: the pmap and what it may touch, of the kernel
@@ -209,6 +253,7 @@ impl Kernel {
         if self.phys.pages.get(pfn).has(pflags::LARGEPAGE) {
             return; // freed with its run when the object dies
         }
+        hw.mem.forget(pfn);
         self.phys.free_page(pfn);
     }
 
@@ -389,6 +434,10 @@ impl Kernel {
         s.int("splab.reserv.alloc_failures", self.phys.reserv_alloc_failures, "Object page allocations that found no free superpage-sized block for a new reservation (their range cannot be promoted)");
         self.pageout_sysctls(&mut s);
         self.pmap.sysctls(&mut s);
+        if let Some(p) = self.policy.as_ref().filter(|p| p.name() != "freebsd") {
+            s.text("splab.policy", p.name().into(), "The superpage policy (--policy)");
+            p.sysctls(self, &mut s);
+        }
         s
     }
 

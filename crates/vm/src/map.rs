@@ -48,6 +48,10 @@ pub mod eflags {
     /// MADV_NOHUGEPAGE): FreeBSD has no per-range advice of this kind, only
     /// the system-wide tunables. Inherited by fork and kept by clipping.
     pub const NORESERV: u8 = 1 << 2;
+    /// The range was advised MADV_HUGEPAGE (Linux's VM_HUGEPAGE): a policy
+    /// in madvise mode gives it huge pages. Inherited by fork and kept by
+    /// clipping; FreeBSD's policy ignores it.
+    pub const HUGEPAGE: u8 = 1 << 3;
 }
 
 #[derive(Clone, Debug)]

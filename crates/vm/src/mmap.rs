@@ -314,11 +314,12 @@ impl Kernel {
         Ok((s, e))
     }
 
-    /// Per-range superpage advice, a splab extension modelled on Linux's
-    /// MADV_NOHUGEPAGE (`allow` false) and MADV_HUGEPAGE (`allow` true,
-    /// which here only undoes the former: reservations are the default):
-    /// the entries over [addr, addr + len) are clipped to it and get or
-    /// lose `eflags::NORESERV`. Like Linux's advice it changes only later
+    /// Per-range superpage advice, Linux's MADV_NOHUGEPAGE (`allow` false)
+    /// and MADV_HUGEPAGE (`allow` true): the entries over [addr, addr +
+    /// len) are clipped to it and get `eflags::NORESERV` or
+    /// `eflags::HUGEPAGE` (dropping the other). Under FreeBSD's policy,
+    /// whose reservations are the default, HUGEPAGE only undoes NORESERV;
+    /// Linux's in madvise mode gives HUGEPAGE ranges huge pages. Like Linux's advice it changes only later
     /// faults; pages already in reservations stay there. The whole range
     /// must be mapped (ENOMEM otherwise).
     pub fn madvise_superpages(&mut self, pid: Pid, addr: u64, len: u64, allow: bool) -> Result<(), Errno> {
@@ -330,12 +331,20 @@ impl Kernel {
         for k in p.map.range_keys(s, e) {
             let ent = p.map.entries.get_mut(&k).unwrap();
             if allow {
-                ent.eflags &= !eflags::NORESERV;
+                ent.eflags = (ent.eflags & !eflags::NORESERV) | eflags::HUGEPAGE;
             } else {
-                ent.eflags |= eflags::NORESERV;
+                ent.eflags = (ent.eflags & !eflags::HUGEPAGE) | eflags::NORESERV;
             }
         }
         Ok(())
+    }
+
+    /// MADV_COLLAPSE: the policy collapses the range's superpage-sized
+    /// blocks now (EINVAL where the policy has no collapse).
+    pub fn madvise_collapse(&mut self, hw: &mut Machine, pid: Pid, addr: u64, len: u64) -> Result<(), Errno> {
+        self.ev.syscalls += 1;
+        let (s, e) = self.mapped_range(pid, addr, len)?;
+        self.with_policy(|p, k| p.collapse(k, hw, pid, s, e)).unwrap_or(Err(Errno::EINVAL))
     }
 
     /// madvise(2) with MADV_DONTNEED or MADV_FREE (vm_map_madvise), with
@@ -363,6 +372,18 @@ impl Kernel {
                 o.is_anon() && o.flags & oflags::ONEMAPPING != 0 && o.backing == 0
             };
             let adv = if advice == Advice::Free && !free_ok { Advice::DontNeed } else { advice };
+            // Linux's MADV_DONTNEED (a policy that says so) zaps the range:
+            // private anonymous pages are freed and read as zeros again.
+            if adv == Advice::DontNeed && free_ok && self.policy().is_some_and(|p| p.dontneed_frees()) {
+                {
+                    let (pmap, mut env) = self.pmap_env(hw);
+                    pmap.remove(&mut env, pm, VirtAddr(us), VirtAddr(ue));
+                }
+                let lo = ent.pindex(us, self.page_shift()) as u32;
+                let hi = ent.pindex(ue, self.page_shift()) as u32;
+                self.object_page_remove(hw, ent.object, lo, hi);
+                continue;
+            }
             {
                 let (pmap, mut env) = self.pmap_env(hw);
                 pmap.advise(&mut env, pm, VirtAddr(us), VirtAddr(ue), adv);

@@ -103,6 +103,11 @@ impl Kernel {
     pub fn pageout_pass(&mut self, hw: &mut Machine) -> Pass {
         self.phys.pageout.wanted = false;
         self.pd.passes += 1;
+        // The policy splits what it splits under pressure first (Linux's
+        // THP shrinkers run with the others at reclaim).
+        if self.eager() {
+            self.with_policy(|p, k| p.reclaim(k, hw));
+        }
         let t = self.phys.targets;
         let deficit = std::mem::take(&mut self.phys.pageout.deficit);
         let shortage = t.free_target.saturating_sub(self.phys.free_count()) + deficit;
@@ -222,7 +227,7 @@ impl Kernel {
     fn try_free_superpage(&mut self, hw: &mut Machine, m: Pfn) -> Option<u64> {
         let sizes = self.pmap.pagesizes();
         let n = self.phys.reserv.npages();
-        if sizes.get(self.pmap.reserv_psind()) != Some(&(n as u64 * self.page_size())) {
+        if sizes.get(self.pmap.reserv_psind().index()) != Some(&(n as u64 * self.page_size())) {
             return None;
         }
         let m0 = self.phys.to_superpage(m)?;

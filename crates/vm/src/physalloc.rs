@@ -119,6 +119,10 @@ pub struct Phys {
     /// found no free superpage-sized block: their range cannot be promoted
     /// for lack of contiguity (splab.reserv.alloc_failures).
     pub reserv_alloc_failures: u64,
+    /// Pages that belong to an object (resident program memory: anonymous,
+    /// page cache), now and at most so far.
+    pub object_pages: u64,
+    pub object_pages_peak: u64,
 }
 
 impl Phys {
@@ -140,6 +144,8 @@ impl Phys {
             targets: PageoutTargets::for_pages(npages),
             pageout: PageoutRequest::default(),
             reserv_alloc_failures: 0,
+            object_pages: 0,
+            object_pages_peak: 0,
         }
     }
 
@@ -230,6 +236,10 @@ impl Phys {
         debug_assert_eq!(m.queue(), pq::NONE, "allocating a queued page");
         let keep = m.flags & pflags::PSIND1;
         *m = VmPage { object, pindex, flags: pflags::INUSE | keep, ..VmPage::FREE };
+        if object != 0 {
+            self.object_pages += 1;
+            self.object_pages_peak = self.object_pages_peak.max(self.object_pages);
+        }
     }
 
     /// The object's reservation covering `pindex`, if any (the lookup
@@ -334,6 +344,26 @@ impl Phys {
         Some(pfn)
     }
 
+    /// Allocates an aligned block of 2^`order` pages for the object
+    /// offsets from `pindex` on, straight from the buddy allocator (no
+    /// reservation): what an eager superpage policy allocates at a fault
+    /// (Linux's folio of that order, Shimizu's superpage). The pages'
+    /// contents are not initialised. None, without waking the page daemon,
+    /// when no free block of that order exists or the block would dip
+    /// into the reserve: the caller falls back to a smaller order.
+    pub fn alloc_block(&mut self, o: &ObjInfo, pindex: u32, order: u32) -> Option<Pfn> {
+        let n = 1u64 << order;
+        if self.free_count() < self.targets.free_reserved + n {
+            return None;
+        }
+        let base = self.buddy.alloc(order as usize)?;
+        for i in 0..n as u32 {
+            self.mark_inuse(Pfn(base.0 + i), o.id, pindex + i);
+        }
+        self.after_alloc();
+        Some(base)
+    }
+
     /// Notes a failed allocation: the daemon is woken and told of the
     /// deficit (vm_domain_alloc_fail).
     fn alloc_failed(&mut self) -> Option<Pfn> {
@@ -359,6 +389,9 @@ impl Phys {
         debug_assert!(self.pages.get(pfn).has(pflags::INUSE), "freeing free page {pfn:?}");
         debug_assert!(self.pages.get(pfn).md == NIL, "freeing mapped page {pfn:?}");
         self.dequeue(pfn);
+        if self.pages.get(pfn).object != 0 {
+            self.object_pages -= 1;
+        }
         *self.pages.get_mut(pfn) = VmPage::FREE;
         if let Some(i) = self.reserv.of_page(pfn) {
             let r = self.reserv.get(i);

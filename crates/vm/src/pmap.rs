@@ -33,15 +33,33 @@ pub enum Advice {
     Free,
 }
 
+/// A page size, as its index in `Pmap::pagesizes()` (FreeBSD's psind):
+/// 0 is the base page, 1 the first superpage size, 2 the second, ...
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Psind(u8);
+
+impl Psind {
+    /// The base page.
+    pub const BASE: Psind = Psind(0);
+
+    pub const fn new(index: u8) -> Psind {
+        Psind(index)
+    }
+
+    /// The index in `Pmap::pagesizes()`.
+    pub const fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
 /// How a mapping is being entered (pmap_enter's flags argument).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EnterFlags {
     /// The access that caused the fault (sets A, and D for a write).
     pub access: Prot,
     pub wired: bool,
-    /// Page-size index into `Pmap::pagesizes()`: 0 = base page, 1 = first
-    /// superpage size, 2 = second, ...
-    pub psind: u8,
+    /// The size of the mapping to make.
+    pub psind: Psind,
     /// Fail rather than replace an existing mapping (PMAP_ENTER_NOREPLACE).
     pub noreplace: bool,
 }
@@ -84,6 +102,20 @@ pub struct KernelEvents {
     pub swap_ins: u64,
     /// File pages written back to their file.
     pub vnode_outs: u64,
+    /// Pages copied into a huge page a policy collapsed (khugepaged,
+    /// MADV_COLLAPSE).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub collapse_copies: u64,
+    /// Pages moved by compaction (a copy each).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub migrations: u64,
+    /// Page-table entries khugepaged examined.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub khugepaged_scanned: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// What the pmap may touch outside itself: physical pages and their
@@ -134,8 +166,8 @@ pub trait Pmap: Send {
     /// page size). Smaller superpage sizes fill inside a reservation and
     /// are asked about with vm_reserv_is_populated: arm64 reserves 2 MB
     /// (index 2) and promotes 64 KB runs (index 1) inside it.
-    fn reserv_psind(&self) -> usize {
-        1
+    fn reserv_psind(&self) -> Psind {
+        Psind::new(1)
     }
 
     /// Takes the memory the pmap needs for good before anything else is
@@ -154,9 +186,10 @@ pub trait Pmap: Send {
     /// Makes `pm` the address space running on `cpu` (pmap_activate).
     fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize);
 
-    /// Maps page `m` at `va` (pmap_enter); with psind > 0, `m` is the first
-    /// page of a physically contiguous, aligned superpage-sized run. May
-    /// promote the surrounding superpage afterwards.
+    /// Maps page `m` at `va` (pmap_enter); with a superpage `flags.psind`,
+    /// `m` is the first page of a physically contiguous, aligned
+    /// superpage-sized run. May promote the surrounding superpage
+    /// afterwards.
     fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, prot: Prot, flags: EnterFlags) -> Result<(), PmapError>;
     /// Maps the resident pages of an object range at once, read-only, using
     /// superpage mappings where a fully populated aligned run allows

@@ -318,6 +318,7 @@ impl Workload for Build {
         );
         let _ = writeln!(r, "{secs:>10.4} real {user:>10.4} user {kern:>10.4} sys");
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: "build time (s)".into(), value: secs, unit: "s".into(), higher_is_better: false },
             report: r,
             timed_seconds: secs,

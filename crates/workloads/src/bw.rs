@@ -191,6 +191,7 @@ impl Workload for Bw {
         exit(sys, pid)?;
         let (name, value) = first.ok_or("bw: no test to run")?;
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: format!("{name} MB/s"), value, unit: "MB/s".into(), higher_is_better: true },
             report,
             timed_seconds: sys.cycles_to_seconds(total),

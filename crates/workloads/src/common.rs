@@ -63,8 +63,9 @@ pub fn fault(what: &str) -> impl Fn(AccessError) -> String + '_ {
 /// Batches stay below `BATCH_THREAD_MIN`, so they are timed on this thread:
 /// on a host whose cores are shared, handing each batch to the timing
 /// thread costs more than it saves for the streaming patterns here
-/// (measured on the 2-core development VM under load: sequential loads at
-/// 11.7 M refs/s this way, 1.3 M refs/s with 4096-reference batches).
+/// (on a 2-core guest whose cores other work kept busy, sequential loads
+/// ran at 11.7 M refs/s this way, 1.3 M refs/s in 4096-reference
+/// batches).
 pub struct Batch {
     ops: Vec<(u64, Op)>,
     pub cpu: usize,

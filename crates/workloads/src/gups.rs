@@ -204,6 +204,7 @@ impl Workload for Gups {
         progress(done);
         crate::common::exit(sys, pid)?;
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: "GUP/s".into(), value: gups, unit: "GUP/s".into(), higher_is_better: true },
             report,
             timed_seconds: timed,

@@ -137,6 +137,7 @@ impl Workload for GupsMp {
         let _ = writeln!(r, "Real time used    = {timed:.6} seconds (simulated, slowest CPU)");
         let _ = writeln!(r, "{} (aggregate of {procs})", gups_line(gups));
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: "aggregate GUP/s".into(), value: gups, unit: "GUP/s".into(), higher_is_better: true },
             report: r,
             timed_seconds: timed,

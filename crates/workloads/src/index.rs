@@ -314,6 +314,7 @@ impl Workload for Index {
             ph.refs / total.max(1)
         );
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: "tps".into(), value: tps, unit: "transactions/s".into(), higher_is_better: true },
             report: r,
             timed_seconds: secs,

@@ -251,6 +251,7 @@ impl Workload for Lat {
         exit(sys, pid)?;
         let (stride, ns) = figure.ok_or("no size of the sweep holds an element")?;
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure {
                 name: format!("ns/load at {}, stride {stride}", size_text(self.max_size)),
                 value: ns,

@@ -46,6 +46,10 @@ pub struct WorkloadResult {
     pub report: String,
     /// Simulated seconds of the timed part.
     pub timed_seconds: f64,
+    /// The parts of the figure the workload reports separately (each
+    /// transpose size and variant, a request loop's percentiles), for
+    /// tables that set runs side by side.
+    pub details: Vec<Figure>,
 }
 
 pub trait Workload {
@@ -69,7 +73,7 @@ pub trait Workload {
     /// What the last `run` found beyond the system's counters, for the
     /// JSON output (a real program run online: its exit status,
     /// instructions, processes, sampled estimates).
-    fn details(&self) -> Option<serde_json::Value> {
+    fn program_details(&self) -> Option<serde_json::Value> {
         None
     }
 }

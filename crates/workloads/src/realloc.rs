@@ -156,6 +156,7 @@ impl Workload for Realloc {
         }
         let _ = writeln!(r, "memory written: {:.1} MB in {secs:.6} s = {rate:.1} MB/s", mib(touched));
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: "fill rate MB/s".into(), value: rate, unit: "MB/s".into(), higher_is_better: true },
             report: r,
             timed_seconds: secs,

@@ -119,7 +119,7 @@ impl Workload for Sparse {
             peak as f64 / live as f64,
             mib(peak_held)
         );
-        Ok(WorkloadResult { figure: Figure { name: "peak mapped".into(), value: mib(peak), unit: "MB".into(), higher_is_better: false }, report: r, timed_seconds: secs })
+        Ok(WorkloadResult { details: Vec::new(), figure: Figure { name: "peak mapped".into(), value: mib(peak), unit: "MB".into(), higher_is_better: false }, report: r, timed_seconds: secs })
     }
 }
 

@@ -137,6 +137,7 @@ impl Workload for Stream {
         }
         let _ = writeln!(r, "{dash}");
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: "Triad MB/s".into(), value: triad, unit: "MB/s".into(), higher_is_better: true },
             report: r,
             timed_seconds: timed,

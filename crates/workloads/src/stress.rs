@@ -121,6 +121,7 @@ impl Workload for Stress {
         }
         let _ = writeln!(r, "stress: info: [{parent}] successful run completed in {secs:.4}s (simulated)");
         Ok(WorkloadResult {
+            details: Vec::new(),
             figure: Figure { name: "completion time (s)".into(), value: secs, unit: "s".into(), higher_is_better: false },
             report: r,
             timed_seconds: secs,

@@ -84,6 +84,7 @@ impl Workload for Transpose {
         let _ = writeln!(report, "{:>6}  {:<7}  {:<34}  {:>10}  {:>10}", "N", "variant", "access pattern", "time (s)", "MB/s");
         let mut b = Batch::new(cpu);
         let (mut bytes, mut cycles, mut done) = (0.0, 0.0, 0);
+        let mut details = Vec::new();
         let region = match self.pages.asked {
             Some(l) => Some(Region::map(sys, pid, cpu, self.footprint(), false, l, "the matrices")?),
             None => None,
@@ -110,6 +111,7 @@ impl Workload for Transpose {
                 let moved = 2.0 * len as f64;
                 let secs = sys.cycles_to_seconds(c);
                 let _ = writeln!(report, "{n:>6}  {variant:<7}  {pattern:<34}  {secs:>10.6}  {:>10.1}", moved / secs / 1e6);
+                details.push(Figure { name: format!("{n} {variant} MB/s"), value: moved / secs / 1e6, unit: "MB/s".into(), higher_is_better: true });
                 bytes += moved;
                 cycles += c;
                 done += 2 * n * n;
@@ -126,6 +128,7 @@ impl Workload for Transpose {
         let rate = bytes / secs / 1e6;
         let _ = writeln!(report, "all transposes: {:.1} MB in {secs:.6} s = {rate:.1} MB/s", bytes / 1e6);
         Ok(WorkloadResult {
+            details,
             figure: Figure { name: "transpose MB/s (all)".into(), value: rate, unit: "MB/s".into(), higher_is_better: true },
             report,
             timed_seconds: secs,

@@ -30,6 +30,8 @@ pub mod walk;
 pub use pte::{Gh, Pte, PteFlags};
 pub use walk::AlphaWalker;
 
+use crate::radix::VaRange;
+
 /// log2 of the base page size (ALPHA_PGSHIFT, PAGE_SHIFT = 13).
 pub const PAGE_SHIFT: u32 = 13;
 pub const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
@@ -55,8 +57,7 @@ pub fn index(va: u64, shift: u32) -> u64 {
 /// Whether `va` is a sign-extended 43-bit address.
 #[inline]
 pub fn canonical(va: u64) -> bool {
-    let top = (va as i64) >> (VA_BITS - 1);
-    top == 0 || top == -1
+    VaRange::Canonical(VA_BITS).contains(va)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! third, PG_NOPROMOTE, as the newer pmaps do, so the promotion code never
 //! looks at a page it must not touch.
 
+use crate::desc::flag_accessors;
 use bitflags::bitflags;
 
 bitflags! {
@@ -111,10 +112,12 @@ impl Gh {
         self.0
     }
     /// log2 of the bytes one TB entry with this hint maps: 13 + 3 GH.
+    #[inline]
     pub fn shift(self) -> u32 {
         super::PAGE_SHIFT + 3 * self.0 as u32
     }
     /// Base pages in the block: 8^GH.
+    #[inline]
     pub fn pages(self) -> u64 {
         1 << (3 * self.0 as u32)
     }
@@ -139,9 +142,7 @@ impl Pte {
     pub fn table(pa: u64) -> Pte {
         Pte::new(pa, PteFlags::V | PteFlags::KRE | PteFlags::KWE, Gh::G8K)
     }
-    pub fn flags(self) -> PteFlags {
-        PteFlags::from_bits_truncate(self.0)
-    }
+    #[inline]
     pub fn gh(self) -> Gh {
         Gh(((self.0 & GH_MASK) >> GH_SHIFT) as u8)
     }
@@ -149,33 +150,22 @@ impl Pte {
         Pte((self.0 & !GH_MASK) | ((gh.0 as u64) << GH_SHIFT))
     }
     /// The page frame number (of 8 KB frames).
+    #[inline]
     pub fn pfn(self) -> u64 {
         self.0 >> PFN_SHIFT
     }
     /// Physical address the PFN names (FreeBSD's alpha_ptob(PG_PFNUM)).
+    #[inline]
     pub fn frame(self) -> u64 {
         self.pfn() << super::PAGE_SHIFT
-    }
-    pub fn has(self, f: PteFlags) -> bool {
-        self.0 & f.bits() == f.bits()
-    }
-    pub fn any(self, f: PteFlags) -> bool {
-        self.0 & f.bits() != 0
-    }
-    pub fn valid(self) -> bool {
-        self.0 & PteFlags::V.bits() != 0
-    }
-    pub fn with(self, f: PteFlags) -> Pte {
-        Pte(self.0 | f.bits())
-    }
-    pub fn without(self, f: PteFlags) -> Pte {
-        Pte(self.0 & !f.bits())
     }
     /// The same entry for the frame `pa`.
     pub fn with_frame(self, pa: u64) -> Pte {
         Pte(((pa >> super::PAGE_SHIFT) << PFN_SHIFT) | (self.0 & ((1 << PFN_SHIFT) - 1)))
     }
 }
+
+flag_accessors!(Pte, PteFlags, valid = V);
 
 impl std::fmt::Debug for Pte {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -186,17 +176,15 @@ impl std::fmt::Debug for Pte {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::assert_bits;
 
     /// Every field at the bit the Architecture Reference Manual gives it.
     #[test]
     fn bit_positions() {
-        let one = |f: PteFlags| f.bits().trailing_zeros();
-        assert_eq!(
-            [PteFlags::V, PteFlags::FOR, PteFlags::FOW, PteFlags::FOE, PteFlags::ASM].map(one),
-            [0, 1, 2, 3, 4]
-        );
-        assert_eq!([PteFlags::KRE, PteFlags::ERE, PteFlags::SRE, PteFlags::URE].map(one), [8, 9, 10, 11]);
-        assert_eq!([PteFlags::KWE, PteFlags::EWE, PteFlags::SWE, PteFlags::UWE].map(one), [12, 13, 14, 15]);
+        use PteFlags as F;
+        assert_bits(&[(F::V, 0), (F::FOR, 1), (F::FOW, 2), (F::FOE, 3), (F::ASM, 4)]);
+        assert_bits(&[(F::KRE, 8), (F::ERE, 9), (F::SRE, 10), (F::URE, 11)]);
+        assert_bits(&[(F::KWE, 12), (F::EWE, 13), (F::SWE, 14), (F::UWE, 15)]);
         assert_eq!(GH_MASK, 0x60, "GH is bits 6:5");
         for f in [PteFlags::WIRED, PteFlags::MANAGED, PteFlags::NOPROMOTE] {
             assert_eq!(f.bits() & !SOFTWARE_MASK, 0, "{f:?} is a software bit (31:16)");

@@ -31,52 +31,26 @@
 //! shows instead of translating somewhere.
 
 use super::pte::{Pte, PteFlags};
-use super::{canonical, index, L1_SHIFT, L2_SHIFT, L3_SHIFT, PAGE_SHIFT};
-use crate::addr::PhysAddr;
-use crate::mmu::{perm, Access, Translation, WalkFault, WalkRefs, Walker};
+use super::{L1_SHIFT, L2_SHIFT, L3_SHIFT, NPTEPG, PAGE_SHIFT, VA_BITS};
+use crate::mmu::{perm, Access, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::pwc::Pwc;
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 /// The PALcode TB-miss walk of the OSF/1 (and FreeBSD) page tables.
 #[derive(Default)]
 pub struct AlphaWalker;
 
-/// Page sizes a DTB entry can have: GH 0..3.
-const SHIFTS: [u8; 4] = [13, 16, 19, 22];
-const LEVEL_SHIFTS: [u32; 3] = [L1_SHIFT, L2_SHIFT, L3_SHIFT];
-
-/// What a descent read: the entries used, root first, and the level-3
-/// entry or why there is none.
-struct Descent {
-    entries: [u64; 3],
-    n: usize,
-    leaf: Result<Pte, WalkFault>,
-}
-
-/// Walks from `table`, the table at depth `lvl` (0 = level 1), to the
-/// level-3 entry of `va`; `on_ptr` sees each table pointer followed as
-/// (the shift of the level it was read at, the table it names).
-fn descend(mem: &PhysMem, mut table: u64, mut lvl: usize, va: u64, mut on_ptr: impl FnMut(u32, u64)) -> Descent {
-    let mut d = Descent { entries: [0; 3], n: 0, leaf: Err(WalkFault::BadAddress) };
-    loop {
-        let shift = LEVEL_SHIFTS[lvl];
-        let ea = table + index(va, shift) * 8;
-        let e = Pte(mem.read_u64(PhysAddr(ea)));
-        d.entries[d.n] = ea;
-        d.n += 1;
-        if !e.valid() {
-            d.leaf = Err(WalkFault::NotPresent { level: lvl as u8 });
-            return d;
-        }
-        if lvl == 2 {
-            d.leaf = Ok(e);
-            return d;
-        }
-        on_ptr(shift, e.frame());
-        table = e.frame();
-        lvl += 1;
-    }
-}
+/// Levels 1, 2 and 3 of 1024 PTEs; the page sizes a DTB entry can have
+/// (GH 0..3); sign-extended 43-bit addresses.
+const GEOMETRY: Geometry = Geometry {
+    levels: &[
+        Level::new(L1_SHIFT, NPTEPG.trailing_zeros()),
+        Level::new(L2_SHIFT, NPTEPG.trailing_zeros()),
+        Level::new(L3_SHIFT, NPTEPG.trailing_zeros()),
+    ],
+    page_shifts: &[13, 16, 19, 22],
+    range: VaRange::Canonical(VA_BITS),
+};
 
 /// Whether the level-3 entry's frame is where its block's position puts
 /// it: the frame's low 3 GH bits equal the page's index in the block.
@@ -105,60 +79,31 @@ fn fault_on(e: Pte, access: Access) -> bool {
         }
 }
 
-fn translation(e: Pte) -> Translation {
-    let shift = e.gh().shift();
-    let mut p = perm::USER;
-    if e.has(PteFlags::URE) {
-        p |= perm::READ;
-        if !e.has(PteFlags::FOE) {
-            p |= perm::EXEC;
-        }
-    }
-    if e.has(PteFlags::UWE) {
-        p |= perm::WRITE;
-    }
-    if !e.has(PteFlags::FOW) {
-        p |= perm::DIRTY;
-    }
-    if e.has(PteFlags::ASM) {
-        p |= perm::GLOBAL;
-    }
-    Translation { pa_base: e.frame() & !((1u64 << shift) - 1), shift: shift as u8, perm: p }
-}
+impl RadixFormat for AlphaWalker {
+    type Limits = ();
+    type Leaf = Pte;
+    const VALID: u64 = PteFlags::V.bits();
 
-impl Walker for AlphaWalker {
-    fn page_shifts(&self) -> &[u8] {
-        &SHIFTS
+    #[inline(always)]
+    fn geometry(&self) -> &'static Geometry {
+        &GEOMETRY
     }
 
-    fn walk(
-        &self,
-        mem: &mut PhysMem,
-        pwc: &mut Pwc,
-        root: PhysAddr,
-        asid: u16,
-        va: u64,
-        access: Access,
-        refs: &mut WalkRefs,
-    ) -> Result<Translation, WalkFault> {
-        if !canonical(va) {
-            return Err(WalkFault::BadAddress);
+    /// Level-1 and level-2 entries need only V; level 3 is always the leaf.
+    #[inline(always)]
+    fn decode(&self, level: usize, raw: u64, _: &mut ()) -> Step<Pte> {
+        let e = Pte(raw);
+        if level == 2 {
+            Step::Leaf(e)
+        } else {
+            Step::Table { next: e.frame(), cache: Some(e.frame()) }
         }
-        let (table, lvl) = match pwc.lookup(va, asid) {
-            Some((shift, t)) => (t, LEVEL_SHIFTS.iter().position(|&s| s == shift as u32).expect("walk cache level is a table level") + 1),
-            None => (root.0, 0),
-        };
-        let mut fills: [(u32, u64); 2] = [(0, 0); 2];
-        let mut nf = 0;
-        let d = descend(mem, table, lvl, va, |shift, next| {
-            fills[nf] = (shift, next);
-            nf += 1;
-        });
-        for &ea in &d.entries[..d.n] {
-            refs.push(ea);
-        }
-        let e = d.leaf?;
-        if !block_consistent(e, va) {
+    }
+
+    #[inline(always)]
+    fn permit(&self, _: &mut PhysMem, found: &mut Found<Self>, access: Access) -> Result<(), WalkFault> {
+        let e = found.leaf;
+        if !block_consistent(e, found.va) {
             return Err(WalkFault::Reserved { level: 2 });
         }
         if !permits(e, access) {
@@ -167,26 +112,46 @@ impl Walker for AlphaWalker {
         if fault_on(e, access) {
             return Err(WalkFault::AccessedDirty);
         }
-        for &(shift, next) in &fills[..nf] {
-            pwc.fill(va, asid, shift as u8, next);
-        }
-        Ok(translation(e))
+        Ok(())
     }
 
-    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
-        if !canonical(va) {
-            return None;
+    #[inline(always)]
+    fn visible(&self, found: &Found<Self>) -> bool {
+        block_consistent(found.leaf, found.va) && found.leaf.any(PteFlags::URE | PteFlags::UWE)
+    }
+
+    #[inline(always)]
+    fn translation(&self, _: &PhysMem, found: &Found<Self>) -> Translation {
+        let e = found.leaf;
+        let shift = e.gh().shift();
+        let mut p = perm::USER;
+        if e.has(PteFlags::URE) {
+            p |= perm::READ;
+            if !e.has(PteFlags::FOE) {
+                p |= perm::EXEC;
+            }
         }
-        let e = descend(mem, root.0, 0, va, |_, _| {}).leaf.ok()?;
-        (block_consistent(e, va) && e.any(PteFlags::URE | PteFlags::UWE)).then(|| translation(e))
+        if e.has(PteFlags::UWE) {
+            p |= perm::WRITE;
+        }
+        if !e.has(PteFlags::FOW) {
+            p |= perm::DIRTY;
+        }
+        if e.has(PteFlags::ASM) {
+            p |= perm::GLOBAL;
+        }
+        Translation { pa_base: e.frame() & !((1u64 << shift) - 1), shift: shift as u8, perm: p }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::index;
     use super::super::pte::Gh;
     use super::*;
-    use crate::pwc::PwcLevelConfig;
+    use crate::addr::PhysAddr;
+    use crate::mmu::{WalkRefs, Walker};
+    use crate::pwc::{Pwc, PwcLevelConfig};
 
     const USER_RW: PteFlags = PteFlags::V.union(PteFlags::URE).union(PteFlags::UWE).union(PteFlags::KRE).union(PteFlags::KWE);
 

@@ -3,6 +3,7 @@
 //! Bits 9-11 are ignored by the hardware; FreeBSD's pmap keeps its own
 //! software state there (wired, managed, promoted), and so does ours.
 
+use crate::desc::flag_accessors;
 use bitflags::bitflags;
 
 bitflags! {
@@ -80,60 +81,37 @@ impl Pte {
         debug_assert!(pa & !PG_FRAME == 0, "address {pa:#x} does not fit PG_FRAME");
         Pte(pa | flags.bits())
     }
-    pub fn flags(self) -> PteFlags {
-        PteFlags::from_bits_truncate(self.0)
-    }
-    pub fn has(self, f: PteFlags) -> bool {
-        self.0 & f.bits() == f.bits()
-    }
-    pub fn valid(self) -> bool {
-        self.0 & PteFlags::P.bits() != 0
-    }
     /// Frame address of a 4 KB PTE or of the table a non-leaf entry names.
+    #[inline]
     pub fn frame(self) -> u64 {
         self.0 & PG_FRAME
     }
     /// Frame address of a 2 MB PDE.
+    #[inline]
     pub fn frame_2m(self) -> u64 {
         self.0 & PG_PS_FRAME
     }
     /// Frame address of a 1 GB PDPTE.
+    #[inline]
     pub fn frame_1g(self) -> u64 {
         self.0 & PG_1G_FRAME
     }
-    pub fn with(self, f: PteFlags) -> Pte {
-        Pte(self.0 | f.bits())
-    }
-    pub fn without(self, f: PteFlags) -> Pte {
-        Pte(self.0 & !f.bits())
-    }
 }
 
-impl std::fmt::Debug for Pte {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Pte({:#x} {:?})", self.frame(), self.flags())
-    }
-}
+flag_accessors!(Pte, PteFlags, valid = P, frame = frame);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::assert_bits;
 
     /// Bit positions from the Intel SDM, Table 4-19 (PTE) / 4-18 (PDE 2MB).
     #[test]
     fn bit_positions_match_the_manual() {
-        assert_eq!(PteFlags::P.bits(), 1);
-        assert_eq!(PteFlags::RW.bits(), 2);
-        assert_eq!(PteFlags::US.bits(), 4);
-        assert_eq!(PteFlags::PWT.bits(), 8);
-        assert_eq!(PteFlags::PCD.bits(), 0x10);
-        assert_eq!(PteFlags::A.bits(), 0x20);
-        assert_eq!(PteFlags::D.bits(), 0x40);
-        assert_eq!(PteFlags::PS.bits(), 0x80);
-        assert_eq!(PteFlags::PAT_4K.bits(), 0x80);
-        assert_eq!(PteFlags::G.bits(), 0x100);
-        assert_eq!(PteFlags::PAT_LARGE.bits(), 0x1000);
-        assert_eq!(PteFlags::NX.bits(), 1 << 63);
+        use PteFlags as F;
+        let bits = [(F::P, 0), (F::RW, 1), (F::US, 2), (F::PWT, 3), (F::PCD, 4), (F::A, 5), (F::D, 6), (F::PS, 7), (F::PAT_4K, 7), (F::G, 8)];
+        assert_bits(&bits);
+        assert_bits(&[(F::PAT_LARGE, 12), (F::NX, 63)]);
     }
 
     #[test]

@@ -7,59 +7,34 @@
 //! paging-structure caches hold only non-leaf entries.
 
 use super::pte::{Pte, PteFlags};
-use super::{index, PDPSHIFT, PDRSHIFT, PML4SHIFT};
+use super::{PAGE_SHIFT, PDPSHIFT, PDRSHIFT, PML4SHIFT};
 use crate::addr::PhysAddr;
-use crate::mmu::{perm, Access, Translation, WalkFault, WalkRefs, Walker};
+use crate::mmu::{perm, Access, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::pwc::Pwc;
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 pub struct Amd64Walker;
 
-const SHIFTS: [u8; 3] = [12, 21, 30];
-/// Level shifts, root first: the bits each level's entry covers.
-const LEVELS: [u32; 4] = [PML4SHIFT, PDPSHIFT, PDRSHIFT, 12];
+/// PML4, PDPT, PD and PT of 512 entries; 4 KB pages and 2 MB and 1 GB
+/// superpages; 48-bit canonical addresses.
+const GEOMETRY: Geometry = Geometry {
+    levels: &[Level::new(PML4SHIFT, 9), Level::new(PDPSHIFT, 9), Level::new(PDRSHIFT, 9), Level::new(PAGE_SHIFT, 9)],
+    page_shifts: &[12, 21, 30],
+    range: VaRange::Canonical(48),
+};
 
-fn canonical(va: u64) -> bool {
-    let top = (va as i64) >> 47;
-    top == 0 || top == -1
-}
-
-/// The leaf found by a walk, before permission checks.
-struct Leaf {
-    /// Physical addresses of the entries used, root first.
-    entries: [u64; 4],
-    n: usize,
-    shift: u32,
-    pte: Pte,
+/// The rights gathered over every entry used, the leaf's included: R/W and
+/// U/S ANDed, XD ORed.
+#[derive(Clone, Copy)]
+pub struct Rights {
     rw: bool,
     us: bool,
     nx: bool,
 }
 
-/// Walks from `table` at level `lvl` (index into LEVELS), reading entries.
-fn descend(mem: &PhysMem, mut table: u64, mut lvl: usize, va: u64, mut on_read: impl FnMut(u64, u32, u64)) -> Result<Leaf, WalkFault> {
-    let mut leaf = Leaf { entries: [0; 4], n: 0, shift: 12, pte: Pte::EMPTY, rw: true, us: true, nx: false };
-    loop {
-        let shift = LEVELS[lvl];
-        let ea = table + index(va, shift) * 8;
-        let e = Pte(mem.read_u64(PhysAddr(ea)));
-        leaf.entries[leaf.n] = ea;
-        leaf.n += 1;
-        if !e.valid() {
-            return Err(WalkFault::NotPresent { level: lvl as u8 });
-        }
-        leaf.rw &= e.has(PteFlags::RW);
-        leaf.us &= e.has(PteFlags::US);
-        leaf.nx |= e.has(PteFlags::NX);
-        let is_leaf = shift == 12 || ((shift == PDRSHIFT || shift == PDPSHIFT) && e.has(PteFlags::PS));
-        if is_leaf {
-            leaf.shift = shift;
-            leaf.pte = e;
-            return Ok(leaf);
-        }
-        on_read(ea, shift, e.frame());
-        table = e.frame();
-        lvl += 1;
+impl Default for Rights {
+    fn default() -> Rights {
+        Rights { rw: true, us: true, nx: false }
     }
 }
 
@@ -71,109 +46,94 @@ fn frame_of(pte: Pte, shift: u32) -> u64 {
     }
 }
 
-impl Walker for Amd64Walker {
-    fn page_shifts(&self) -> &[u8] {
-        &SHIFTS
+impl RadixFormat for Amd64Walker {
+    type Limits = Rights;
+    type Leaf = Pte;
+    const VALID: u64 = PteFlags::P.bits();
+
+    #[inline(always)]
+    fn geometry(&self) -> &'static Geometry {
+        &GEOMETRY
     }
 
-    fn walk(
-        &self,
-        mem: &mut PhysMem,
-        pwc: &mut Pwc,
-        root: PhysAddr,
-        asid: u16,
-        va: u64,
-        access: Access,
-        refs: &mut WalkRefs,
-    ) -> Result<Translation, WalkFault> {
-        if !canonical(va) {
-            return Err(WalkFault::BadAddress);
+    #[inline(always)]
+    fn decode(&self, level: usize, raw: u64, r: &mut Rights) -> Step<Pte> {
+        let e = Pte(raw);
+        r.rw &= e.has(PteFlags::RW);
+        r.us &= e.has(PteFlags::US);
+        r.nx |= e.has(PteFlags::NX);
+        let shift = GEOMETRY.levels[level].shift;
+        if shift == PAGE_SHIFT || ((shift == PDRSHIFT || shift == PDPSHIFT) && e.has(PteFlags::PS)) {
+            Step::Leaf(e)
+        } else {
+            Step::Table { next: e.frame(), cache: Some(e.frame()) }
         }
-        // Start from the deepest paging-structure cache hit.
-        let (table, lvl) = match pwc.lookup(va, asid) {
-            Some((shift, t)) => (t, LEVELS.iter().position(|&s| s == shift as u32).unwrap() + 1),
-            None => (root.0, 0),
-        };
-        let mut fills: [(u64, u32, u64); 4] = [(0, 0, 0); 4];
-        let mut nf = 0;
-        let leaf = descend(mem, table, lvl, va, |ea, shift, next| {
-            fills[nf] = (ea, shift, next);
-            nf += 1;
-        });
-        // The reads happened whether or not the walk succeeded.
-        let leaf = match leaf {
-            Ok(l) => l,
-            Err(f) => {
-                refs.push(0); // at least one reference was made
-                return Err(f);
-            }
-        };
-        for &ea in &leaf.entries[..leaf.n] {
-            refs.push(ea);
-        }
+    }
+
+    #[inline(always)]
+    fn permit(&self, mem: &mut PhysMem, found: &mut Found<Self>, access: Access) -> Result<(), WalkFault> {
         // User-mode access rules (all workloads run in user mode).
-        let ok = leaf.us
+        let r = found.limits;
+        let ok = r.us
             && match access {
                 Access::Read => true,
-                Access::Write => leaf.rw,
-                Access::Exec => !leaf.nx,
+                Access::Write => r.rw,
+                Access::Exec => !r.nx,
             };
         if !ok {
             return Err(WalkFault::Protection);
         }
-        for &(_, shift, next) in &fills[..nf] {
-            pwc.fill(va, asid, shift as u8, next);
-        }
         // Set A on every entry used and D on the leaf for a write, as the
         // processor does with locked updates.
-        for (i, &ea) in leaf.entries[..leaf.n].iter().enumerate() {
+        let last = found.entries().len() - 1;
+        for i in 0..=last {
+            let ea = found.entries()[i];
             let e = Pte(mem.read_u64(PhysAddr(ea)));
             let mut n = e.with(PteFlags::A);
-            if i == leaf.n - 1 && access == Access::Write {
+            if i == last && access == Access::Write {
                 n = n.with(PteFlags::D);
             }
             if n != e {
                 mem.write_u64(PhysAddr(ea), n.0);
             }
+            if i == last {
+                found.leaf = n;
+            }
         }
-        let dirty = access == Access::Write || leaf.pte.has(PteFlags::D);
-        Ok(Translation { pa_base: frame_of(leaf.pte, leaf.shift), shift: leaf.shift as u8, perm: make_perm(&leaf, dirty) })
+        Ok(())
     }
 
-    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
-        if !canonical(va) {
-            return None;
-        }
-        let leaf = descend(mem, root.0, 0, va, |_, _, _| {}).ok()?;
-        if !leaf.us {
-            return None;
-        }
-        let dirty = leaf.pte.has(PteFlags::D);
-        Some(Translation { pa_base: frame_of(leaf.pte, leaf.shift), shift: leaf.shift as u8, perm: make_perm(&leaf, dirty) })
+    #[inline(always)]
+    fn visible(&self, found: &Found<Self>) -> bool {
+        found.limits.us
     }
-}
 
-fn make_perm(leaf: &Leaf, dirty: bool) -> u8 {
-    let mut p = perm::READ | perm::USER;
-    if leaf.rw {
-        p |= perm::WRITE;
+    #[inline(always)]
+    fn translation(&self, _: &PhysMem, found: &Found<Self>) -> Translation {
+        let (r, pte, shift) = (found.limits, found.leaf, GEOMETRY.levels[found.level].shift);
+        let mut p = perm::READ | perm::USER;
+        if r.rw {
+            p |= perm::WRITE;
+        }
+        if !r.nx {
+            p |= perm::EXEC;
+        }
+        if pte.has(PteFlags::D) {
+            p |= perm::DIRTY;
+        }
+        if pte.has(PteFlags::G) {
+            p |= perm::GLOBAL;
+        }
+        Translation { pa_base: frame_of(pte, shift), shift: shift as u8, perm: p }
     }
-    if !leaf.nx {
-        p |= perm::EXEC;
-    }
-    if dirty {
-        p |= perm::DIRTY;
-    }
-    if leaf.pte.has(PteFlags::G) {
-        p |= perm::GLOBAL;
-    }
-    p
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::index;
     use super::*;
-    use crate::pwc::PwcLevelConfig;
+    use crate::mmu::{WalkRefs, Walker};
+    use crate::pwc::{Pwc, PwcLevelConfig};
 
     /// Builds, by hand, the tables for one 4 KB page and one 2 MB page and
     /// walks an address through each (Intel SDM 4.5, Figures 4-8 and 4-9).

@@ -8,6 +8,7 @@
 //! (L0..L2) or page (L3) when set, block (L1, L2) when clear. An L3
 //! descriptor with bit 1 clear is reserved and translates nothing.
 
+use crate::desc::flag_accessors;
 use bitflags::bitflags;
 
 bitflags! {
@@ -106,44 +107,35 @@ impl Desc {
     pub fn table(pa: u64) -> Desc {
         Desc::new(pa, DescFlags::VALID | DescFlags::TYPE)
     }
-    pub fn flags(self) -> DescFlags {
-        DescFlags::from_bits_truncate(self.0)
-    }
-    pub fn has(self, f: DescFlags) -> bool {
-        self.0 & f.bits() == f.bits()
-    }
-    pub fn valid(self) -> bool {
-        self.0 & DescFlags::VALID.bits() != 0
-    }
     /// A valid table descriptor (at L0..L2) or page descriptor (at L3).
+    #[inline]
     pub fn is_table_or_page(self) -> bool {
         self.0 & DescFlags::DESCR_MASK == DescFlags::DESCR_MASK
     }
     /// A valid block descriptor (meaningful at L1 and L2).
+    #[inline]
     pub fn is_block(self) -> bool {
         self.0 & DescFlags::DESCR_MASK == DescFlags::VALID.bits()
     }
     /// Output address of a page, or address of the table a table
     /// descriptor names.
+    #[inline]
     pub fn oa(self) -> u64 {
         self.0 & OA_MASK
     }
     /// Output address of a block whose level maps 2^shift bytes.
+    #[inline]
     pub fn block_oa(self, shift: u32) -> u64 {
         self.0 & OA_MASK & !((1u64 << shift) - 1)
     }
-    pub fn with(self, f: DescFlags) -> Desc {
-        Desc(self.0 | f.bits())
-    }
-    pub fn without(self, f: DescFlags) -> Desc {
-        Desc(self.0 & !f.bits())
-    }
     /// Writable through hardware dirty-state management: read-write, or
     /// read-only with DBM (a write clears AP[2]).
+    #[inline]
     pub fn writable(self) -> bool {
         !self.has(DescFlags::AP_RO) || self.has(DescFlags::DBM)
     }
     /// Writable and already written: AP[2] clear.
+    #[inline]
     pub fn written(self) -> bool {
         !self.has(DescFlags::AP_RO)
     }
@@ -153,37 +145,22 @@ impl Desc {
     }
 }
 
-impl std::fmt::Debug for Desc {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Desc({:#x} {:?})", self.oa(), self.flags())
-    }
-}
+flag_accessors!(Desc, DescFlags, valid = VALID, frame = oa);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::assert_bits;
 
     /// Bit positions from the Arm ARM, D8.3 (stage 1 block and page
     /// descriptor attributes; table descriptor attributes).
     #[test]
     fn bit_positions_match_the_manual() {
-        assert_eq!(DescFlags::VALID.bits(), 1);
-        assert_eq!(DescFlags::TYPE.bits(), 2);
-        assert_eq!(DescFlags::ATTR_INDX.bits(), 0x1c);
-        assert_eq!(DescFlags::NS.bits(), 0x20);
-        assert_eq!(DescFlags::AP_EL0.bits(), 0x40);
-        assert_eq!(DescFlags::AP_RO.bits(), 0x80);
-        assert_eq!(DescFlags::SH.bits(), 0x300);
-        assert_eq!(DescFlags::AF.bits(), 0x400);
-        assert_eq!(DescFlags::NG.bits(), 0x800);
-        assert_eq!(DescFlags::DBM.bits(), 1 << 51);
-        assert_eq!(DescFlags::CONTIGUOUS.bits(), 1 << 52);
-        assert_eq!(DescFlags::PXN.bits(), 1 << 53);
-        assert_eq!(DescFlags::UXN.bits(), 1 << 54);
-        assert_eq!(DescFlags::UXN_TABLE.bits(), 1 << 60);
-        assert_eq!(DescFlags::AP_TABLE_NO_EL0.bits(), 1 << 61);
-        assert_eq!(DescFlags::AP_TABLE_RO.bits(), 1 << 62);
-        assert_eq!(DescFlags::NS_TABLE.bits(), 1 << 63);
+        use DescFlags as F;
+        assert_bits(&[(F::VALID, 0), (F::TYPE, 1), (F::NS, 5), (F::AP_EL0, 6), (F::AP_RO, 7), (F::AF, 10), (F::NG, 11)]);
+        assert_eq!((F::ATTR_INDX.bits(), F::SH.bits()), (0b111 << 2, 0b11 << 8), "AttrIndx[2:0] and SH[1:0]");
+        assert_bits(&[(F::DBM, 51), (F::CONTIGUOUS, 52), (F::PXN, 53), (F::UXN, 54)]);
+        assert_bits(&[(F::UXN_TABLE, 60), (F::AP_TABLE_NO_EL0, 61), (F::AP_TABLE_RO, 62), (F::NS_TABLE, 63)]);
     }
 
     #[test]

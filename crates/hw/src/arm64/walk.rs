@@ -24,18 +24,21 @@
 //! hint the hardware may ignore, and this model does.
 
 use super::pte::{Desc, DescFlags, ATTR_MASK};
-use super::{index, L0_SHIFT, L1_SHIFT, L2_SHIFT, L3C_ENTRIES, L3C_SHIFT, L3C_SIZE, L3_SHIFT, L3_SIZE, VM_MAXUSER_ADDRESS};
+use super::{L0_SHIFT, L1_SHIFT, L2_SHIFT, L3C_ENTRIES, L3C_SHIFT, L3C_SIZE, L3_SHIFT, L3_SIZE, VM_MAXUSER_ADDRESS};
 use crate::addr::PhysAddr;
-use crate::mmu::{perm, Access, Translation, WalkFault, WalkRefs, Walker};
+use crate::mmu::{perm, Access, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::pwc::Pwc;
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 pub struct Arm64Walker;
 
-/// TLB entry sizes: 4 KB pages, 64 KB contiguous runs, 2 MB and 1 GB blocks.
-const SHIFTS: [u8; 4] = [12, 16, 21, 30];
-/// Level shifts, root first: the bytes each level's entry covers.
-const LEVELS: [u32; 4] = [L0_SHIFT, L1_SHIFT, L2_SHIFT, L3_SHIFT];
+/// L0 to L3 of 512 descriptors; TLB entries of 4 KB pages, 64 KB
+/// contiguous runs, 2 MB and 1 GB blocks; TTBR0's range.
+const GEOMETRY: Geometry = Geometry {
+    levels: &[Level::new(L0_SHIFT, 9), Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)],
+    page_shifts: &[12, 16, 21, 30],
+    range: VaRange::Below(VM_MAXUSER_ADDRESS),
+};
 /// Table-descriptor bits that restrict the levels below.
 const TABLE_LIMITS: DescFlags = DescFlags::PXN_TABLE
     .union(DescFlags::UXN_TABLE)
@@ -47,62 +50,12 @@ const SW_BITS: u64 = 0xf << 55;
 /// treat it as one entry: every hardware attribute but AF.
 const RUN_ATTRS: u64 = ATTR_MASK & !SW_BITS & !DescFlags::AF.bits();
 
-/// What a walk found, before permission checks.
-struct Found {
-    /// Physical addresses of the descriptors read, root first.
-    entries: [u64; 4],
-    n: usize,
-    /// Level (0..=3) of the leaf.
-    level: usize,
-    leaf: Desc,
-    /// Hierarchical limits gathered from the table descriptors read.
+/// Hierarchical limits gathered from the table descriptors read.
+#[derive(Clone, Copy, Default)]
+pub struct TableLimits {
     no_el0: bool,
     read_only: bool,
     uxn: bool,
-}
-
-impl Found {
-    fn new() -> Found {
-        Found { entries: [0; 4], n: 0, level: 0, leaf: Desc::EMPTY, no_el0: false, read_only: false, uxn: false }
-    }
-}
-
-/// Walks from `table` at level `lvl`, reading descriptors into `f`.
-/// `on_table(shift, next)` is told of each table descriptor without
-/// restrictions, which the walk caches may hold.
-fn descend(mem: &PhysMem, mut table: u64, mut lvl: usize, va: u64, f: &mut Found, mut on_table: impl FnMut(u32, u64)) -> Result<(), WalkFault> {
-    loop {
-        let shift = LEVELS[lvl];
-        let ea = table + index(va, shift) * 8;
-        let d = Desc(mem.read_u64(PhysAddr(ea)));
-        f.entries[f.n] = ea;
-        f.n += 1;
-        let fault = Err(WalkFault::NotPresent { level: lvl as u8 });
-        if !d.valid() {
-            return fault;
-        }
-        let is_leaf = match lvl {
-            // A block at level 0 is not allowed with the 4 KB granule.
-            0 if d.is_block() => return fault,
-            // Bit 1 clear at level 3 is a reserved encoding.
-            3 if !d.is_table_or_page() => return fault,
-            3 => true,
-            _ => d.is_block(),
-        };
-        if is_leaf {
-            f.level = lvl;
-            f.leaf = d;
-            return Ok(());
-        }
-        f.no_el0 |= d.has(DescFlags::AP_TABLE_NO_EL0);
-        f.read_only |= d.has(DescFlags::AP_TABLE_RO);
-        f.uxn |= d.has(DescFlags::UXN_TABLE);
-        if !d.flags().intersects(TABLE_LIMITS) {
-            on_table(shift, d.oa());
-        }
-        table = d.oa();
-        lvl += 1;
-    }
 }
 
 /// If the L3 descriptor at `entry_pa` is part of a well-formed contiguous
@@ -120,116 +73,109 @@ fn contiguous_run(mem: &PhysMem, entry_pa: u64) -> Option<u64> {
     consistent.then_some(first.oa())
 }
 
-/// The translation a leaf gives, coalescing contiguous runs.
-fn translation(mem: &PhysMem, f: &Found) -> Translation {
-    let d = f.leaf;
-    let (pa_base, shift) = match f.level {
-        1 => (d.block_oa(L1_SHIFT), L1_SHIFT),
-        2 => (d.block_oa(L2_SHIFT), L2_SHIFT),
-        _ => match d.has(DescFlags::CONTIGUOUS).then(|| contiguous_run(mem, f.entries[f.n - 1])).flatten() {
-            Some(base) => (base, L3C_SHIFT),
-            None => (d.oa(), L3_SHIFT),
-        },
-    };
-    let mut p = perm::READ | perm::USER;
-    if !f.read_only && d.writable() {
-        p |= perm::WRITE;
-        if d.written() {
-            p |= perm::DIRTY;
-        }
-    }
-    if !f.uxn && !d.has(DescFlags::UXN) {
-        p |= perm::EXEC;
-    }
-    if !d.has(DescFlags::NG) {
-        p |= perm::GLOBAL;
-    }
-    Translation { pa_base, shift: shift as u8, perm: p }
-}
-
 /// Whether an EL0 access of this kind is allowed by the leaf and the
 /// table limits above it.
-fn permitted(f: &Found, access: Access) -> bool {
-    let d = f.leaf;
+fn permitted(f: &Found<Arm64Walker>, access: Access) -> bool {
+    let (d, t) = (f.leaf, f.limits);
     d.has(DescFlags::AP_EL0)
-        && !f.no_el0
+        && !t.no_el0
         && match access {
             Access::Read => true,
-            Access::Write => !f.read_only && d.writable(),
-            Access::Exec => !f.uxn && !d.has(DescFlags::UXN),
+            Access::Write => !t.read_only && d.writable(),
+            Access::Exec => !t.uxn && !d.has(DescFlags::UXN),
         }
 }
 
-impl Walker for Arm64Walker {
-    fn page_shifts(&self) -> &[u8] {
-        &SHIFTS
+impl RadixFormat for Arm64Walker {
+    type Limits = TableLimits;
+    type Leaf = Desc;
+    const VALID: u64 = DescFlags::VALID.bits();
+
+    #[inline(always)]
+    fn geometry(&self) -> &'static Geometry {
+        &GEOMETRY
     }
 
-    fn walk(
-        &self,
-        mem: &mut PhysMem,
-        pwc: &mut Pwc,
-        root: PhysAddr,
-        asid: u16,
-        va: u64,
-        access: Access,
-        refs: &mut WalkRefs,
-    ) -> Result<Translation, WalkFault> {
-        if va >= VM_MAXUSER_ADDRESS {
-            return Err(WalkFault::BadAddress);
+    #[inline(always)]
+    fn decode(&self, level: usize, raw: u64, t: &mut TableLimits) -> Step<Desc> {
+        let d = Desc(raw);
+        match level {
+            // A block at level 0 is not allowed with the 4 KB granule.
+            0 if d.is_block() => Step::NotPresent,
+            // Bit 1 clear at level 3 is a reserved encoding.
+            3 if !d.is_table_or_page() => Step::NotPresent,
+            3 => Step::Leaf(d),
+            _ if d.is_block() => Step::Leaf(d),
+            _ => {
+                t.no_el0 |= d.has(DescFlags::AP_TABLE_NO_EL0);
+                t.read_only |= d.has(DescFlags::AP_TABLE_RO);
+                t.uxn |= d.has(DescFlags::UXN_TABLE);
+                // The walk caches hold table descriptors without restrictions.
+                let cache = (!d.flags().intersects(TABLE_LIMITS)).then_some(d.oa());
+                Step::Table { next: d.oa(), cache }
+            }
         }
-        // Start from the deepest walk-cache hit.
-        let (table, lvl) = match pwc.lookup(va, asid) {
-            Some((shift, t)) => (t, LEVELS.iter().position(|&s| s == shift as u32).expect("walk cache level") + 1),
-            None => (root.0, 0),
-        };
-        let mut f = Found::new();
-        let mut fills: [(u32, u64); 3] = [(0, 0); 3];
-        let mut nf = 0;
-        let r = descend(mem, table, lvl, va, &mut f, |shift, next| {
-            fills[nf] = (shift, next);
-            nf += 1;
-        });
-        // The reads happened whether or not the walk succeeded.
-        for &ea in &f.entries[..f.n] {
-            refs.push(ea);
-        }
-        r?;
-        if !permitted(&f, access) {
+    }
+
+    #[inline(always)]
+    fn permit(&self, mem: &mut PhysMem, found: &mut Found<Self>, access: Access) -> Result<(), WalkFault> {
+        if !permitted(found, access) {
             return Err(WalkFault::Protection);
-        }
-        for &(shift, next) in &fills[..nf] {
-            pwc.fill(va, asid, shift as u8, next);
         }
         // Hardware management: AF on the leaf used, and AP[2] cleared by
         // a write through a writable-clean (DBM) leaf.
-        let ea = f.entries[f.n - 1];
-        let mut d = f.leaf.with(DescFlags::AF);
+        let mut d = found.leaf.with(DescFlags::AF);
         if access == Access::Write {
             d = d.without(DescFlags::AP_RO);
         }
-        if d != f.leaf {
-            mem.write_u64(PhysAddr(ea), d.0);
-            f.leaf = d;
+        if d != found.leaf {
+            mem.write_u64(found.entry(), d.0);
+            found.leaf = d;
         }
-        Ok(translation(mem, &f))
+        Ok(())
     }
 
-    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
-        if va >= VM_MAXUSER_ADDRESS {
-            return None;
+    #[inline(always)]
+    fn visible(&self, found: &Found<Self>) -> bool {
+        permitted(found, Access::Read)
+    }
+
+    /// The translation a leaf gives, coalescing contiguous runs.
+    #[inline(always)]
+    fn translation(&self, mem: &PhysMem, f: &Found<Self>) -> Translation {
+        let d = f.leaf;
+        let (pa_base, shift) = match f.level {
+            1 => (d.block_oa(L1_SHIFT), L1_SHIFT),
+            2 => (d.block_oa(L2_SHIFT), L2_SHIFT),
+            _ => match d.has(DescFlags::CONTIGUOUS).then(|| contiguous_run(mem, f.entry().0)).flatten() {
+                Some(base) => (base, L3C_SHIFT),
+                None => (d.oa(), L3_SHIFT),
+            },
+        };
+        let mut p = perm::READ | perm::USER;
+        if !f.limits.read_only && d.writable() {
+            p |= perm::WRITE;
+            if d.written() {
+                p |= perm::DIRTY;
+            }
         }
-        let mut f = Found::new();
-        descend(mem, root.0, 0, va, &mut f, |_, _| {}).ok()?;
-        permitted(&f, Access::Read).then(|| translation(mem, &f))
+        if !f.limits.uxn && !d.has(DescFlags::UXN) {
+            p |= perm::EXEC;
+        }
+        if !d.has(DescFlags::NG) {
+            p |= perm::GLOBAL;
+        }
+        Translation { pa_base, shift: shift as u8, perm: p }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::pte::{ATTR_IDX_WRITE_BACK, SH_INNER};
+    use super::super::index;
     use super::*;
-    use crate::pwc::PwcLevelConfig;
+    use crate::mmu::{WalkRefs, Walker};
+    use crate::pwc::{Pwc, PwcLevelConfig};
 
     const L0: u64 = 0x1000;
     const L1: u64 = 0x2000;

@@ -25,6 +25,7 @@
 //! conversions here move them (FreeBSD's ATTR_TO_L1 and ATTR_TO_L2 do the
 //! same between sections and small pages).
 
+use crate::desc::flag_accessors;
 use bitflags::bitflags;
 
 bitflags! {
@@ -177,6 +178,7 @@ impl SmallFlags {
         s
     }
     /// The same attributes from a section descriptor (ATTR_TO_L2).
+    #[inline]
     pub fn from_section(f: SectionFlags) -> SmallFlags {
         let mut s = SmallFlags::empty();
         for (a, b) in SMALL_ORDER.iter().zip(SECTION_ORDER) {
@@ -197,6 +199,7 @@ impl SmallFlags {
         s
     }
     /// The same attributes from a large-page descriptor.
+    #[inline]
     pub fn from_large(f: LargeFlags) -> SmallFlags {
         let mut s = SmallFlags::empty();
         for (a, b) in SMALL_ORDER.iter().zip(LARGE_ORDER) {
@@ -230,6 +233,7 @@ const DOMAIN_MASK: u32 = 0xf << DOMAIN_SHIFT;
 impl L1Desc {
     pub const FAULT: L1Desc = L1Desc(0);
 
+    #[inline]
     pub fn kind(self) -> L1Kind {
         match self.0 & 0b11 {
             0b00 => L1Kind::Fault,
@@ -270,11 +274,13 @@ impl L1Desc {
     }
 
     /// The L2 table a page-table descriptor points to.
+    #[inline]
     pub fn table_base(self) -> u64 {
         (self.0 & 0xffff_fc00) as u64
     }
     /// The domain of a page-table or section descriptor (supersections
     /// are in domain 0).
+    #[inline]
     pub fn domain(self) -> u32 {
         match self.kind() {
             L1Kind::Supersection => 0,
@@ -282,6 +288,7 @@ impl L1Desc {
         }
     }
     /// The first byte a section or supersection maps.
+    #[inline]
     pub fn frame(self) -> u64 {
         match self.kind() {
             L1Kind::Supersection => {
@@ -290,19 +297,6 @@ impl L1Desc {
             }
             _ => (self.0 & 0xfff0_0000) as u64,
         }
-    }
-    /// Attribute bits of a section or supersection.
-    pub fn flags(self) -> SectionFlags {
-        SectionFlags::from_bits_truncate(self.0)
-    }
-    pub fn has(self, f: SectionFlags) -> bool {
-        self.0 & f.bits() == f.bits()
-    }
-    pub fn with(self, f: SectionFlags) -> L1Desc {
-        L1Desc(self.0 | f.bits())
-    }
-    pub fn without(self, f: SectionFlags) -> L1Desc {
-        L1Desc(self.0 & !f.bits())
     }
     /// A section with the attributes of the small-page descriptor `e`,
     /// mapping the 1 MB frame that holds `e`'s page (FreeBSD's
@@ -317,6 +311,9 @@ impl L1Desc {
         L2Desc::small(self.frame() + (i << 12), SmallFlags::from_section(self.flags()))
     }
 }
+
+// The attribute bits of a section or supersection.
+flag_accessors!(L1Desc, SectionFlags);
 
 impl std::fmt::Debug for L1Desc {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -346,6 +343,7 @@ const L2_TYPE_SMALL: u32 = 0b10;
 impl L2Desc {
     pub const FAULT: L2Desc = L2Desc(0);
 
+    #[inline]
     pub fn kind(self) -> L2Kind {
         match self.0 & 0b11 {
             0b00 => L2Kind::Fault,
@@ -375,6 +373,7 @@ impl L2Desc {
     }
 
     /// The first byte the page maps.
+    #[inline]
     pub fn frame(self) -> u64 {
         match self.kind() {
             L2Kind::Large => (self.0 & 0xffff_0000) as u64,
@@ -382,16 +381,19 @@ impl L2Desc {
         }
     }
     /// Attribute bits of a small page.
+    #[inline]
     pub fn small_flags(self) -> SmallFlags {
         debug_assert!(self.is_small());
         SmallFlags::from_bits_truncate(self.0)
     }
     /// Attribute bits of a large page.
+    #[inline]
     pub fn large_flags(self) -> LargeFlags {
         debug_assert!(self.is_large());
         LargeFlags::from_bits_truncate(self.0)
     }
     /// A valid descriptor's attributes in the small-page layout.
+    #[inline]
     pub fn attrs(self) -> SmallFlags {
         match self.kind() {
             L2Kind::Large => SmallFlags::from_large(self.large_flags()),
@@ -452,34 +454,16 @@ impl std::fmt::Debug for L2Desc {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::assert_bits;
 
     /// Bit positions from the ARM ARM's short-descriptor figures.
     #[test]
     fn bit_positions_match_the_manual() {
-        let section = [
-            (SectionFlags::B, 2),
-            (SectionFlags::C, 3),
-            (SectionFlags::XN, 4),
-            (SectionFlags::AP0, 10),
-            (SectionFlags::AP1, 11),
-            (SectionFlags::TEX0, 12),
-            (SectionFlags::AP2, 15),
-            (SectionFlags::S, 16),
-            (SectionFlags::NG, 17),
-            (SectionFlags::SUPER, 18),
-            (SectionFlags::NS, 19),
-        ];
-        for (f, b) in section {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
-        let small = [(SmallFlags::XN, 0), (SmallFlags::AP0, 4), (SmallFlags::TEX0, 6), (SmallFlags::AP2, 9), (SmallFlags::NG, 11)];
-        for (f, b) in small {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
-        let large = [(LargeFlags::AP0, 4), (LargeFlags::AP2, 9), (LargeFlags::TEX0, 12), (LargeFlags::XN, 15)];
-        for (f, b) in large {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
+        use SectionFlags as S;
+        assert_bits(&[(S::B, 2), (S::C, 3), (S::XN, 4), (S::AP0, 10), (S::AP1, 11), (S::TEX0, 12)]);
+        assert_bits(&[(S::AP2, 15), (S::S, 16), (S::NG, 17), (S::SUPER, 18), (S::NS, 19)]);
+        assert_bits(&[(SmallFlags::XN, 0), (SmallFlags::AP0, 4), (SmallFlags::TEX0, 6), (SmallFlags::AP2, 9), (SmallFlags::NG, 11)]);
+        assert_bits(&[(LargeFlags::AP0, 4), (LargeFlags::AP2, 9), (LargeFlags::TEX0, 12), (LargeFlags::XN, 15)]);
     }
 
     #[test]

@@ -20,11 +20,10 @@
 //! Memory types (TEX/C/B) do not change timing in the model.
 
 use super::pte::{L1Desc, L1Kind, L2Desc, L2Kind, SectionFlags, SmallFlags};
-use super::{dacr, l1_index, l2_index, SECTION_SHIFT, VA_LIMIT};
-use crate::addr::PhysAddr;
-use crate::mmu::{perm, Access, AdUpdate, Translation, WalkFault, WalkRefs, Walker};
+use super::{dacr, L1_ENTRIES, L2_ENTRIES, SECTION_SHIFT, SMALL_SHIFT, VA_LIMIT};
+use crate::mmu::{perm, Access, AdUpdate, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::pwc::Pwc;
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 pub struct Armv7Walker {
     /// The Domain Access Control Register.
@@ -45,12 +44,20 @@ impl Armv7Walker {
     }
 }
 
-const SHIFTS: [u8; 4] = [12, 16, 20, 24];
+/// The L1 table (4096 entries, indexed by VA[31:20]) and an L2 table (256
+/// entries, VA[19:12]); small and large pages, sections and
+/// supersections; the 4 GB TTBR0 covers.
+const GEOMETRY: Geometry = Geometry {
+    levels: &[Level::new(SECTION_SHIFT, L1_ENTRIES.trailing_zeros()), Level::new(SMALL_SHIFT, L2_ENTRIES.trailing_zeros())],
+    page_shifts: &[12, 16, 20, 24],
+    range: VaRange::Below(VA_LIMIT),
+};
+/// The bits of an L1 page-table descriptor's table base.
+const TABLE_BASE: u64 = !0x3ff;
 
 /// The leaf a descent found.
-struct Leaf {
-    /// Address of the descriptor read.
-    entry: u64,
+#[derive(Clone, Copy)]
+pub struct Leaf {
     /// Whether it is an L1 descriptor (section or supersection).
     l1: bool,
     /// First byte of the mapped page and log2 of its size.
@@ -58,88 +65,42 @@ struct Leaf {
     shift: u8,
     /// Attributes in the small-page layout.
     attrs: SmallFlags,
-    domain: u32,
-}
-
-/// What a descent read: the descriptor addresses, root first, the L2
-/// table it went through (with its domain), and the leaf.
-struct Descent {
-    entries: [u64; 2],
-    n: usize,
-    table: Option<(u64, u32)>,
-    leaf: Result<Leaf, WalkFault>,
-}
-
-/// Walks from the L1 table at `root`, or from the L2 table `cached` (with
-/// its domain) that the walk cache gave.
-fn descend(mem: &PhysMem, root: u64, cached: Option<(u64, u32)>, va: u64) -> Descent {
-    let mut d = Descent { entries: [0; 2], n: 0, table: None, leaf: Err(WalkFault::BadAddress) };
-    let (table, domain) = match cached {
-        Some(t) => t,
-        None => {
-            let ea = root + l1_index(va) * 4;
-            d.entries[0] = ea;
-            d.n = 1;
-            let e = L1Desc(mem.read_u32(PhysAddr(ea)));
-            match e.kind() {
-                L1Kind::Fault => {
-                    d.leaf = Err(WalkFault::NotPresent { level: 0 });
-                    return d;
-                }
-                L1Kind::Reserved => {
-                    d.leaf = Err(WalkFault::Reserved { level: 0 });
-                    return d;
-                }
-                L1Kind::Section | L1Kind::Supersection => {
-                    let shift = if e.kind() == L1Kind::Section { 20 } else { 24 };
-                    let attrs = SmallFlags::from_section(e.flags() - SectionFlags::SUPER);
-                    d.leaf = Ok(Leaf { entry: ea, l1: true, frame: e.frame(), shift, attrs, domain: e.domain() });
-                    return d;
-                }
-                L1Kind::Table => (e.table_base(), e.domain()),
-            }
-        }
-    };
-    d.table = Some((table, domain));
-    let ea = table + l2_index(va) * 4;
-    d.entries[d.n] = ea;
-    d.n += 1;
-    let e = L2Desc(mem.read_u32(PhysAddr(ea)));
-    d.leaf = match e.kind() {
-        L2Kind::Fault => Err(WalkFault::NotPresent { level: 1 }),
-        L2Kind::Large => Ok(Leaf { entry: ea, l1: false, frame: e.frame(), shift: 16, attrs: e.attrs(), domain }),
-        L2Kind::Small => Ok(Leaf { entry: ea, l1: false, frame: e.frame(), shift: 12, attrs: e.attrs(), domain }),
-    };
-    d
+    /// The TLB permissions its domain gives it, or `None` for a domain
+    /// fault.
+    perm: Option<u8>,
 }
 
 impl Armv7Walker {
-    /// The TLB permissions of a leaf, or why it gives none: the domain and
-    /// permission checks of a client domain, none for a manager domain.
-    fn permissions(&self, l: &Leaf) -> Result<u8, WalkFault> {
-        let global = if l.attrs.contains(SmallFlags::NG) { 0 } else { perm::GLOBAL };
-        match dacr::domain(self.dacr, l.domain) {
-            dacr::MANAGER => Ok(perm::READ | perm::WRITE | perm::EXEC | perm::USER | perm::DIRTY | global),
-            dacr::CLIENT => {
-                if !l.attrs.contains(SmallFlags::AP1) {
-                    // PL1-only: no access from user mode.
-                    return Ok(global);
-                }
-                let mut p = perm::READ | perm::USER | global;
-                if !l.attrs.contains(SmallFlags::AP2) {
-                    p |= perm::WRITE | perm::DIRTY;
-                }
-                if !l.attrs.contains(SmallFlags::XN) {
-                    p |= perm::EXEC;
-                }
-                Ok(p)
-            }
-            _ => Err(WalkFault::Protection), // a domain fault
-        }
+    /// A leaf with `attrs` (small-page layout) in `domain`.
+    #[inline]
+    fn leaf(&self, l1: bool, frame: u64, shift: u8, attrs: SmallFlags, domain: u32) -> Leaf {
+        Leaf { l1, frame, shift, attrs, perm: self.permissions(attrs, domain) }
     }
 
-    fn translation(l: &Leaf, p: u8) -> Translation {
-        Translation { pa_base: l.frame, shift: l.shift, perm: p }
+    /// The TLB permissions of a leaf with `attrs` in `domain`, or `None`
+    /// for a domain fault: the permission checks of a client domain, none
+    /// for a manager domain.
+    #[inline]
+    fn permissions(&self, attrs: SmallFlags, domain: u32) -> Option<u8> {
+        let global = if attrs.contains(SmallFlags::NG) { 0 } else { perm::GLOBAL };
+        match dacr::domain(self.dacr, domain) {
+            dacr::MANAGER => Some(perm::READ | perm::WRITE | perm::EXEC | perm::USER | perm::DIRTY | global),
+            dacr::CLIENT => {
+                if !attrs.contains(SmallFlags::AP1) {
+                    // PL1-only: no access from user mode.
+                    return Some(global);
+                }
+                let mut p = perm::READ | perm::USER | global;
+                if !attrs.contains(SmallFlags::AP2) {
+                    p |= perm::WRITE | perm::DIRTY;
+                }
+                if !attrs.contains(SmallFlags::XN) {
+                    p |= perm::EXEC;
+                }
+                Some(p)
+            }
+            _ => None,
+        }
     }
 }
 
@@ -152,43 +113,68 @@ fn af_bit(l: &Leaf) -> u32 {
     }
 }
 
-impl Walker for Armv7Walker {
-    fn page_shifts(&self) -> &[u8] {
-        &SHIFTS
+impl RadixFormat for Armv7Walker {
+    const ENTRY_BYTES: u64 = 4;
+    const REFILL_HIT: bool = true;
+    /// The domain of the L1 page-table descriptor the walk went through.
+    type Limits = u32;
+    type Leaf = Leaf;
+    /// Bits[1:0]: 0b00 is a fault entry at either level.
+    const VALID: u64 = 0b11;
+
+    #[inline(always)]
+    fn geometry(&self) -> &'static Geometry {
+        &GEOMETRY
     }
 
-    fn walk(
-        &self,
-        mem: &mut PhysMem,
-        pwc: &mut Pwc,
-        root: PhysAddr,
-        asid: u16,
-        va: u64,
-        access: Access,
-        refs: &mut WalkRefs,
-    ) -> Result<Translation, WalkFault> {
-        if va >= VA_LIMIT {
-            return Err(WalkFault::BadAddress);
+    #[inline(always)]
+    fn decode(&self, level: usize, raw: u64, domain: &mut u32) -> Step<Leaf> {
+        if level == 0 {
+            let e = L1Desc(raw as u32);
+            return match e.kind() {
+                L1Kind::Fault => Step::NotPresent,
+                L1Kind::Reserved => Step::Reserved,
+                L1Kind::Section | L1Kind::Supersection => {
+                    let shift = if e.kind() == L1Kind::Section { 20 } else { 24 };
+                    let attrs = SmallFlags::from_section(e.flags() - SectionFlags::SUPER);
+                    Step::Leaf(self.leaf(true, e.frame(), shift, attrs, e.domain()))
+                }
+                L1Kind::Table => {
+                    // The walk cache keeps the L2 table's address with its
+                    // domain in the low bits.
+                    *domain = e.domain();
+                    Step::Table { next: e.table_base(), cache: Some(e.table_base() | e.domain() as u64) }
+                }
+            };
         }
-        let cached = pwc.lookup(va, asid).map(|(shift, v)| {
-            debug_assert_eq!(shift as u32, SECTION_SHIFT, "the walk cache holds L1 descriptors only");
-            (v & !0x3ff, (v & 0xf) as u32)
-        });
-        let d = descend(mem, root.0, cached, va);
-        for &ea in &d.entries[..d.n] {
-            refs.push(ea);
-        }
-        let leaf = d.leaf?;
+        let e = L2Desc(raw as u32);
+        let shift = match e.kind() {
+            L2Kind::Fault => return Step::NotPresent,
+            L2Kind::Large => 16,
+            L2Kind::Small => 12,
+        };
+        Step::Leaf(self.leaf(false, e.frame(), shift, e.attrs(), *domain))
+    }
+
+    #[inline(always)]
+    fn cached_table(&self, cached: u64) -> (u64, u32) {
+        (cached & TABLE_BASE, (cached & 0xf) as u32)
+    }
+
+    #[inline(always)]
+    fn permit(&self, mem: &mut PhysMem, found: &mut Found<Self>, access: Access) -> Result<(), WalkFault> {
+        let leaf = found.leaf;
         if !leaf.attrs.contains(SmallFlags::AP0) {
             match self.af {
                 AdUpdate::Fault => return Err(WalkFault::AccessedDirty),
                 AdUpdate::Hardware => {
-                    let ea = PhysAddr(leaf.entry);
+                    let ea = found.entry();
                     mem.write_u32(ea, mem.read_u32(ea) | af_bit(&leaf));
+                    found.leaf.attrs |= SmallFlags::AP0;
                 }
             }
         }
-        let p = self.permissions(&leaf)?;
+        let p = leaf.perm.ok_or(WalkFault::Protection)?; // a domain fault
         let needed = match access {
             Access::Read => perm::READ,
             Access::Write => perm::WRITE,
@@ -197,27 +183,29 @@ impl Walker for Armv7Walker {
         if p & needed == 0 {
             return Err(WalkFault::Protection);
         }
-        if let Some((table, domain)) = d.table {
-            pwc.fill(va, asid, SECTION_SHIFT as u8, table | domain as u64);
-        }
-        Ok(Self::translation(&leaf, p))
+        Ok(())
     }
 
-    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
-        if va >= VA_LIMIT {
-            return None;
-        }
-        let leaf = descend(mem, root.0, None, va).leaf.ok()?;
-        let p = self.permissions(&leaf).ok()?;
-        (p & perm::USER != 0).then(|| Self::translation(&leaf, p))
+    #[inline(always)]
+    fn visible(&self, found: &Found<Self>) -> bool {
+        found.leaf.perm.is_some_and(|p| p & perm::USER != 0)
+    }
+
+    #[inline(always)]
+    fn translation(&self, _: &PhysMem, found: &Found<Self>) -> Translation {
+        let l = &found.leaf;
+        // A permitted or visible leaf is in a domain that allows access.
+        Translation { pa_base: l.frame, shift: l.shift, perm: l.perm.unwrap_or(0) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::addr::PhysAddr;
     use crate::armv7::pte::LargeFlags;
-    use crate::pwc::PwcLevelConfig;
+    use crate::mmu::{WalkRefs, Walker};
+    use crate::pwc::{Pwc, PwcLevelConfig};
 
     /// User read/write, accessed, not global: what FreeBSD writes for a
     /// dirty user page (AP[0] = A, AP[1] = U, S, nG).

@@ -185,17 +185,13 @@ impl std::fmt::Debug for Hpte {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::assert_bits;
 
     /// Bit positions from the ISA's PTE figure, counted from the LSB.
     #[test]
     fn bit_positions_match_the_isa() {
-        for (f, b) in [(HpteHi::V, 0), (HpteHi::H, 1), (HpteHi::L, 2)] {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
-        let lo = [(HpteLo::N, 2), (HpteLo::G, 3), (HpteLo::M, 4), (HpteLo::I, 5), (HpteLo::W, 6), (HpteLo::C, 7), (HpteLo::R, 8), (HpteLo::PP0, 63)];
-        for (f, b) in lo {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
+        assert_bits(&[(HpteHi::V, 0), (HpteHi::H, 1), (HpteHi::L, 2)]);
+        assert_bits(&[(HpteLo::N, 2), (HpteLo::G, 3), (HpteLo::M, 4), (HpteLo::I, 5), (HpteLo::W, 6), (HpteLo::C, 7), (HpteLo::R, 8), (HpteLo::PP0, 63)]);
         // FreeBSD's values for the same fields.
         assert_eq!((HpteLo::PP_RW.bits(), HpteLo::PP_RO.bits(), HpteLo::WIMG.bits()), (2, 3, 0x78));
         assert_eq!(AVPN_MASK & !AVA_MASK, 0xc000_0000_0000_0000, "B above the AVA");

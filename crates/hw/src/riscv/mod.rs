@@ -14,6 +14,8 @@ pub mod walk;
 pub use pte::{Pte, PteFlags};
 pub use walk::RiscvWalker;
 
+use crate::radix::VaRange;
+
 /// Entries per table (each table is one 4 KB page of 8-byte PTEs).
 pub const LN_ENTRIES: u64 = 512;
 /// Bytes mapped by one entry at level 0 (L3), 1 (L2) and 2 (L1).
@@ -66,8 +68,7 @@ impl Mode {
     /// Whether `va` is a valid address of this mode: bits 63 down to
     /// va_bits() all equal to bit va_bits() - 1.
     pub fn canonical(self, va: u64) -> bool {
-        let top = (va as i64) >> (self.va_bits() - 1);
-        top == 0 || top == -1
+        VaRange::Canonical(self.va_bits()).contains(va)
     }
 
     /// FreeBSD's vm.pmap.mode value (0 = SV39, 1 = SV48).

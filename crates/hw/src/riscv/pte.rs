@@ -10,6 +10,7 @@
 //! An entry with V set and R, W, X all clear points to the next table; with
 //! R or X set it is a leaf. W without R is reserved.
 
+use crate::desc::flag_accessors;
 use bitflags::bitflags;
 
 bitflags! {
@@ -83,72 +84,43 @@ impl Pte {
     pub fn table(pa: u64) -> Pte {
         Pte::new(pa, PteFlags::V)
     }
-    pub fn flags(self) -> PteFlags {
-        PteFlags::from_bits_truncate(self.0)
-    }
-    pub fn has(self, f: PteFlags) -> bool {
-        self.0 & f.bits() == f.bits()
-    }
-    pub fn any(self, f: PteFlags) -> bool {
-        self.0 & f.bits() != 0
-    }
-    pub fn valid(self) -> bool {
-        self.0 & PteFlags::V.bits() != 0
-    }
     /// A valid leaf: V and one of R, W, X.
+    #[inline]
     pub fn is_leaf(self) -> bool {
         self.valid() && self.any(PteFlags::RWX)
     }
     /// A valid pointer to the next table.
+    #[inline]
     pub fn is_table(self) -> bool {
         self.valid() && !self.any(PteFlags::RWX)
     }
     /// Physical address the PPN names: a table, or the first byte of the
     /// page a leaf maps (FreeBSD PTE_TO_PHYS).
+    #[inline]
     pub fn frame(self) -> u64 {
         ((self.0 & PPN_MASK) >> PPN_SHIFT) << 12
     }
-    pub fn with(self, f: PteFlags) -> Pte {
-        Pte(self.0 | f.bits())
-    }
-    pub fn without(self, f: PteFlags) -> Pte {
-        Pte(self.0 & !f.bits())
-    }
     /// Whether the encoding is reserved: W without R, or a reserved high
     /// bit set.
+    #[inline]
     pub fn reserved(self) -> bool {
         (self.has(PteFlags::W) && !self.has(PteFlags::R)) || self.0 & RESERVED_HI != 0
     }
 }
 
-impl std::fmt::Debug for Pte {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Pte({:#x} {:?})", self.frame(), self.flags())
-    }
-}
+flag_accessors!(Pte, PteFlags, valid = V, frame = frame);
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::assert_bits;
 
     /// Bit positions from the privileged spec's Sv39 PTE figure.
     #[test]
     fn bit_positions_match_the_spec() {
-        let bits = [
-            (PteFlags::V, 0),
-            (PteFlags::R, 1),
-            (PteFlags::W, 2),
-            (PteFlags::X, 3),
-            (PteFlags::U, 4),
-            (PteFlags::G, 5),
-            (PteFlags::A, 6),
-            (PteFlags::D, 7),
-            (PteFlags::SW_WIRED, 8),
-            (PteFlags::SW_MANAGED, 9),
-        ];
-        for (f, b) in bits {
-            assert_eq!(f.bits(), 1 << b, "{f:?}");
-        }
+        use PteFlags as F;
+        assert_bits(&[(F::V, 0), (F::R, 1), (F::W, 2), (F::X, 3), (F::U, 4), (F::G, 5), (F::A, 6), (F::D, 7)]);
+        assert_bits(&[(F::SW_WIRED, 8), (F::SW_MANAGED, 9)]);
         assert_eq!(PPN_MASK.trailing_zeros(), 10);
         assert_eq!(64 - PPN_MASK.leading_zeros(), 54);
     }

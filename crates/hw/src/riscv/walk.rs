@@ -12,20 +12,25 @@
 //! pointers (non-leaf PTEs) are kept in the page-walk cache.
 
 use super::pte::{Pte, PteFlags};
-use super::{index, Mode};
-use crate::addr::PhysAddr;
-use crate::mmu::{perm, Access, AdUpdate, Translation, WalkFault, WalkRefs, Walker};
+use super::{Mode, L0_SHIFT, L1_SHIFT, L2_SHIFT, L3_SHIFT};
+use crate::mmu::{perm, Access, AdUpdate, Translation, WalkFault};
 use crate::physmem::PhysMem;
-use crate::pwc::Pwc;
+use crate::radix::{Found, Geometry, Level, RadixFormat, Step, VaRange};
 
 pub struct RiscvWalker {
     mode: Mode,
     ad: AdUpdate,
+    /// The mode's geometry, SV39 or SV48.
+    geometry: &'static Geometry,
 }
 
 impl RiscvWalker {
     pub fn new(mode: Mode, ad: AdUpdate) -> RiscvWalker {
-        RiscvWalker { mode, ad }
+        let geometry = match mode {
+            Mode::Sv39 => &SV39,
+            Mode::Sv48 => &SV48,
+        };
+        RiscvWalker { mode, ad, geometry }
     }
     pub fn mode(&self) -> Mode {
         self.mode
@@ -35,57 +40,23 @@ impl RiscvWalker {
     }
 }
 
-const SV39_SHIFTS: [u8; 3] = [12, 21, 30];
-const SV48_SHIFTS: [u8; 4] = [12, 21, 30, 39];
-
-/// What a descent read: the entries used, root first, and the leaf.
-struct Descent {
-    entries: [u64; 4],
-    n: usize,
-    /// The leaf's shift and value, or why there is none.
-    leaf: Result<(u32, Pte), WalkFault>,
-}
-
-/// Walks from `table`, the table at depth `lvl` (index into the mode's
-/// shifts, 0 = root), down to a leaf; `on_ptr` sees each pointer followed
-/// as (its shift, the table it names).
-fn descend(mem: &PhysMem, mode: Mode, mut table: u64, mut lvl: usize, va: u64, mut on_ptr: impl FnMut(u32, u64)) -> Descent {
-    let shifts = mode.shifts();
-    let mut d = Descent { entries: [0; 4], n: 0, leaf: Err(WalkFault::BadAddress) };
-    loop {
-        let shift = shifts[lvl];
-        let ea = table + index(va, shift) * 8;
-        let e = Pte(mem.read_u64(PhysAddr(ea)));
-        d.entries[d.n] = ea;
-        d.n += 1;
-        let level = lvl as u8;
-        if !e.valid() {
-            d.leaf = Err(WalkFault::NotPresent { level });
-            return d;
-        }
-        if e.reserved() {
-            d.leaf = Err(WalkFault::Reserved { level });
-            return d;
-        }
-        if e.is_leaf() {
-            // A superpage's PPN bits below its size must be zero.
-            let misaligned = e.frame() & ((1u64 << shift) - 1) != 0;
-            d.leaf = if misaligned { Err(WalkFault::Reserved { level }) } else { Ok((shift, e)) };
-            return d;
-        }
-        if lvl + 1 == shifts.len() {
-            // A pointer where only a leaf may be.
-            d.leaf = Err(WalkFault::Reserved { level });
-            return d;
-        }
-        on_ptr(shift, e.frame());
-        table = e.frame();
-        lvl += 1;
-    }
-}
+/// Sv39: three levels of 512 PTEs, 4 KB pages, 2 MB megapages and 1 GB
+/// gigapages, 39-bit canonical addresses.
+const SV39: Geometry = Geometry {
+    levels: &[Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)],
+    page_shifts: &[12, 21, 30],
+    range: VaRange::Canonical(39),
+};
+/// Sv48: a fourth level above, 512 GB terapages, 48-bit addresses.
+const SV48: Geometry = Geometry {
+    levels: &[Level::new(L0_SHIFT, 9), Level::new(L1_SHIFT, 9), Level::new(L2_SHIFT, 9), Level::new(L3_SHIFT, 9)],
+    page_shifts: &[12, 21, 30, 39],
+    range: VaRange::Canonical(48),
+};
 
 /// Whether a leaf permits a user-mode `access` (MXR and SUM are not
 /// modelled: all workloads run in user mode).
+#[inline]
 fn permits(e: Pte, access: Access) -> bool {
     e.has(PteFlags::U)
         && match access {
@@ -95,6 +66,7 @@ fn permits(e: Pte, access: Access) -> bool {
         }
 }
 
+#[inline]
 fn make_perm(e: Pte) -> u8 {
     let mut p = 0;
     for (f, b) in [(PteFlags::R, perm::READ), (PteFlags::W, perm::WRITE), (PteFlags::X, perm::EXEC), (PteFlags::U, perm::USER), (PteFlags::D, perm::DIRTY), (PteFlags::G, perm::GLOBAL)] {
@@ -105,44 +77,38 @@ fn make_perm(e: Pte) -> u8 {
     p
 }
 
-impl Walker for RiscvWalker {
-    fn page_shifts(&self) -> &[u8] {
-        match self.mode {
-            Mode::Sv39 => &SV39_SHIFTS,
-            Mode::Sv48 => &SV48_SHIFTS,
-        }
+impl RadixFormat for RiscvWalker {
+    type Limits = ();
+    type Leaf = Pte;
+    const VALID: u64 = PteFlags::V.bits();
+
+    #[inline(always)]
+    fn geometry(&self) -> &'static Geometry {
+        self.geometry
     }
 
-    fn walk(
-        &self,
-        mem: &mut PhysMem,
-        pwc: &mut Pwc,
-        root: PhysAddr,
-        asid: u16,
-        va: u64,
-        access: Access,
-        refs: &mut WalkRefs,
-    ) -> Result<Translation, WalkFault> {
-        if !self.mode.canonical(va) {
-            return Err(WalkFault::BadAddress);
+    #[inline(always)]
+    fn decode(&self, level: usize, raw: u64, _: &mut ()) -> Step<Pte> {
+        let e = Pte(raw);
+        if e.reserved() {
+            return Step::Reserved;
         }
-        let shifts = self.mode.shifts();
-        // Start from the deepest page-walk cache hit.
-        let (table, lvl) = match pwc.lookup(va, asid) {
-            Some((shift, t)) => (t, shifts.iter().position(|&s| s == shift as u32).expect("walk cache level is a table level") + 1),
-            None => (root.0, 0),
-        };
-        let mut fills: [(u32, u64); 4] = [(0, 0); 4];
-        let mut nf = 0;
-        let d = descend(mem, self.mode, table, lvl, va, |shift, next| {
-            fills[nf] = (shift, next);
-            nf += 1;
-        });
-        // The reads happened whether or not the walk succeeded.
-        for &ea in &d.entries[..d.n] {
-            refs.push(ea);
+        let levels = self.geometry().levels;
+        if e.is_leaf() {
+            // A superpage's PPN bits below its size must be zero.
+            let misaligned = e.frame() & ((1u64 << levels[level].shift) - 1) != 0;
+            return if misaligned { Step::Reserved } else { Step::Leaf(e) };
         }
-        let (shift, mut e) = d.leaf?;
+        if level + 1 == levels.len() {
+            // A pointer where only a leaf may be.
+            return Step::Reserved;
+        }
+        Step::Table { next: e.frame(), cache: Some(e.frame()) }
+    }
+
+    #[inline(always)]
+    fn permit(&self, mem: &mut PhysMem, found: &mut Found<Self>, access: Access) -> Result<(), WalkFault> {
+        let e = found.leaf;
         if !permits(e, access) {
             return Err(WalkFault::Protection);
         }
@@ -152,30 +118,33 @@ impl Walker for RiscvWalker {
                 AdUpdate::Fault => return Err(WalkFault::AccessedDirty),
                 AdUpdate::Hardware => {
                     // Svadu: the update is atomic with the permission check.
-                    e = e.with(need);
-                    mem.write_u64(PhysAddr(d.entries[d.n - 1]), e.0);
+                    found.leaf = e.with(need);
+                    mem.write_u64(found.entry(), found.leaf.0);
                 }
             }
         }
-        for &(shift, next) in &fills[..nf] {
-            pwc.fill(va, asid, shift as u8, next);
-        }
-        Ok(Translation { pa_base: e.frame(), shift: shift as u8, perm: make_perm(e) })
+        Ok(())
     }
 
-    fn probe(&self, mem: &PhysMem, root: PhysAddr, va: u64) -> Option<Translation> {
-        if !self.mode.canonical(va) {
-            return None;
-        }
-        let (shift, e) = descend(mem, self.mode, root.0, 0, va, |_, _| {}).leaf.ok()?;
-        e.has(PteFlags::U).then(|| Translation { pa_base: e.frame(), shift: shift as u8, perm: make_perm(e) })
+    #[inline(always)]
+    fn visible(&self, found: &Found<Self>) -> bool {
+        found.leaf.has(PteFlags::U)
+    }
+
+    #[inline(always)]
+    fn translation(&self, _: &PhysMem, found: &Found<Self>) -> Translation {
+        let e = found.leaf;
+        Translation { pa_base: e.frame(), shift: self.geometry().levels[found.level].shift as u8, perm: make_perm(e) }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::index;
     use super::*;
-    use crate::pwc::PwcLevelConfig;
+    use crate::addr::PhysAddr;
+    use crate::mmu::{WalkRefs, Walker};
+    use crate::pwc::{Pwc, PwcLevelConfig};
 
     const USER_RW: PteFlags = PteFlags::V.union(PteFlags::R).union(PteFlags::W).union(PteFlags::U);
 

@@ -35,43 +35,42 @@
 //!   marked, and flush its ASN when they next run it (FreeBSD gives the
 //!   pmap a new ASN on them: pmap_get_asn's generation check).
 
-mod ops;
+mod check;
+mod demote;
+mod enter;
+mod fault;
 mod promote;
+mod refmod;
+mod remove;
 
+use crate::base::{Core, Md, Params, Tunable};
+use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::shootdown::{self, Batch, Invalidate};
 use crate::spaces::Spaces;
 use splab_hw::alpha::{index, Gh, Pte, PteFlags, L1_SHIFT, L2_SHIFT, L3_SHIFT, MAX_USER_ADDRESS, PAGE_SIZE};
 use splab_hw::physmem::PhysMem;
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{prot, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
 
 /// Page sizes: the 8 KB page and the three granularity hints (psind =
 /// GH). Reservations cover the largest (VM_LEVEL_0_ORDER 9: 512 pages).
 const PAGESIZES: [u64; 4] = [8 << 10, 64 << 10, 512 << 10, 4 << 20];
+const PARAMS: Params = Params { arch: "alpha", pagesizes: &PAGESIZES, reserv_psind: Psind::new(3), max_user_address: MAX_USER_ADDRESS };
 
 /// Counter names per level: `vm.pmap.gh.<size>.*`, the size as FreeBSD
 /// spells page sizes in its own sysctl descriptions ("64KB page
 /// promotions"), under `gh` because the granularity hint is what makes
 /// them (as amd64's are under `pde` and arm64's under `l3c` and `l2`, the
-/// descriptor that makes them).
-const LEVEL_NAMES: [&str; 4] = ["8k", "64k", "512k", "4m"];
-
-/// The counters of one superpage size.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SizeStats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub mappings: u64,
-    pub demotions: u64,
-}
+/// descriptor that makes them). Failed promotions are not told apart.
+const GH_NAMES: [SizeNames; 3] = [size_names!("gh.64k", "64KB", []), size_names!("gh.512k", "512KB", []), size_names!("gh.4m", "4MB", [])];
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
     /// Per GH (index 0 unused).
-    pub gh: [SizeStats; 4],
+    pub gh: [SizeCounters; 4],
     pub for_faults: u64,
     pub fow_faults: u64,
 }
@@ -90,13 +89,31 @@ pub(crate) struct Pm {
     pub resident: u64,
 }
 
-pub struct PmapAlpha {
+/// The Alpha pmap.
+pub type PmapAlpha = Md<Alpha>;
+
+impl PmapAlpha {
+    /// A pmap for `npages` 8 KB pages, all three superpage levels on or off.
+    pub fn new(npages: u64, superpages: bool) -> PmapAlpha {
+        Md(Alpha {
+            spaces: Spaces::default(),
+            // PvTable sizes its (here unused) superpage lists in 4 KB pages.
+            pv: PvTable::new(npages * 2, 22),
+            gh: [
+                Tunable::new("vm.pmap.gh.64k.enabled", "Are 64KB (GH 1) page mappings enabled?", superpages),
+                Tunable::new("vm.pmap.gh.512k.enabled", "Are 512KB (GH 2) page mappings enabled?", superpages),
+                Tunable::new("vm.pmap.superpages_enabled", "Are 4MB (GH 3) page mappings enabled?", superpages),
+            ],
+            st: Stats::default(),
+        })
+    }
+}
+
+pub struct Alpha {
     pub(crate) spaces: Spaces<Pm>,
     pub(crate) pv: PvTable,
-    /// Which GH levels promote and are mapped directly: [_, 64 KB, 512 KB,
-    /// 4 MB] (vm.pmap.gh.64k.enabled, vm.pmap.gh.512k.enabled,
-    /// vm.pmap.superpages_enabled).
-    pub(crate) enabled: [bool; 4],
+    /// Whether GH 1, 2 and 3 promote and are mapped directly.
+    pub(crate) gh: [Tunable; 3],
     pub(crate) st: Stats,
 }
 
@@ -116,11 +133,10 @@ pub(crate) fn is_dirty(e: Pte) -> bool {
     e.has(PteFlags::UWE) && !e.has(PteFlags::FOW)
 }
 
-impl PmapAlpha {
-    /// A pmap for `npages` 8 KB pages, all three superpage levels on or off.
-    pub fn new(npages: u64, superpages: bool) -> PmapAlpha {
-        // PvTable sizes its (here unused) superpage lists in 4 KB pages.
-        PmapAlpha { spaces: Spaces::default(), pv: PvTable::new(npages * 2, 22), enabled: [false, superpages, superpages, superpages], st: Stats::default() }
+impl Alpha {
+    /// Whether blocks of GH `g` (1 to 3) promote and are mapped directly.
+    pub(crate) fn enabled(&self, g: u8) -> bool {
+        self.gh[g as usize - 1].on
     }
 
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
@@ -186,8 +202,8 @@ impl PmapAlpha {
         if self.pm(pm).l2.get(&seg1).is_some_and(|&(_, n)| n == 0) {
             let (t, _) = self.pm_mut(pm).l2.remove(&seg1).expect("present");
             let l1 = env.mem.addr(self.pm(pm).l1).0;
-            Self::wr(env.mem, PhysAddr(l1 + (seg1 & 1023) * 8), Pte::EMPTY);
-            self.invalidate_all(env, pm);
+            let inv = Self::update(env.mem, PhysAddr(l1 + (seg1 & 1023) * 8), Pte::EMPTY, seg1 << L1_SHIFT, 1 << L1_SHIFT);
+            self.invalidate_all(env, pm, inv);
             crate::ptpage::free(env, t);
         }
     }
@@ -205,39 +221,79 @@ impl PmapAlpha {
         let (t, _) = self.pm_mut(pm).l3.remove(&key).expect("present");
         let seg1 = va >> L1_SHIFT;
         let (l2, _) = self.pm(pm).l2[&seg1];
-        Self::wr(env.mem, PhysAddr(env.mem.addr(l2).0 + index(va, L2_SHIFT) * 8), Pte::EMPTY);
+        let l2e = PhysAddr(env.mem.addr(l2).0 + index(va, L2_SHIFT) * 8);
+        let inv = Self::update(env.mem, l2e, Pte::EMPTY, key << L2_SHIFT, 1 << L2_SHIFT);
         // The walk cache may hold the table's address.
-        self.invalidate_all(env, pm);
+        self.invalidate_all(env, pm, inv);
         crate::ptpage::free(env, t);
         self.pm_mut(pm).l2.get_mut(&seg1).expect("present").1 -= 1;
         self.release_l2_if_empty(env, pm, seg1);
     }
 
+    /// Writes `e` over the live entry at `pa`, which translates
+    /// [va, va + size).
+    pub(crate) fn update(mem: &mut PhysMem, pa: PhysAddr, e: Pte, va: u64, size: u64) -> Invalidate {
+        Self::wr(mem, pa, e);
+        Invalidate::new(va, size)
+    }
+
     /// TBIS for `va` on the CPUs running `pm` (pmap_invalidate_page); the
     /// others that ran it flush its ASN before they run it again.
-    pub(crate) fn invalidate(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
+    fn tbis(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
         let asn = self.pm(pm).asn;
         let others = shootdown::invalidate_page(env, pm, asn, va);
         self.pm_mut(pm).stale |= others;
     }
 
     /// TBIAP on the CPUs running `pm` (pmap_invalidate_all).
-    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
+    fn tbiap(&mut self, env: &mut PmapEnv, pm: PmapId) {
         let asn = self.pm(pm).asn;
         let others = shootdown::invalidate_all(env, pm, asn);
         self.pm_mut(pm).stale |= others;
     }
 
-    /// Invalidates the TB entries that may translate [va, va + size): one
-    /// TBIS per page for a few pages, TBIAP beyond (as FreeBSD's alpha
-    /// pmap_remove falls back to a full invalidation).
-    pub(crate) fn invalidate_range(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, size: u64) {
+    /// TBIS of the change's address: it removes the TB entry of the page
+    /// or block holding it.
+    pub(crate) fn invalidate(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        self.tbis(env, pm, inv.va);
+    }
+
+    /// TBIAP for a change (a table unlinked, which the walk cache may
+    /// hold).
+    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId, _inv: Invalidate) {
+        self.tbiap(env, pm);
+    }
+
+    /// After changing blocks of smaller sizes into one: TBIS at an address
+    /// of each old block, `old`, as the TB holds one entry for each.
+    pub(crate) fn invalidate_blocks(&mut self, env: &mut PmapEnv, pm: PmapId, _inv: Invalidate, old: &[u64]) {
+        for &a in old {
+            self.tbis(env, pm, a);
+        }
+    }
+
+    /// One TBIS at `va` if `batch` holds changes, all to the block holding
+    /// `va`.
+    pub(crate) fn invalidate_block(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch, va: u64) {
+        if batch.take().is_some() {
+            self.tbis(env, pm, va);
+        }
+    }
+
+    /// If `batch` holds changes, invalidates the TB entries that may
+    /// translate [va, va + size): one TBIS per page for a few pages, TBIAP
+    /// beyond (as FreeBSD's alpha pmap_remove falls back to a full
+    /// invalidation).
+    pub(crate) fn invalidate_range(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch, va: u64, size: u64) {
+        if batch.take().is_none() {
+            return;
+        }
         if size / PAGE_SIZE > 16 {
-            self.invalidate_all(env, pm);
+            self.tbiap(env, pm);
         } else {
             let mut a = va;
             while a < va + size {
-                self.invalidate(env, pm, a);
+                self.tbis(env, pm, a);
                 a += PAGE_SIZE;
             }
         }
@@ -272,21 +328,23 @@ impl PmapAlpha {
     }
 }
 
-impl Pmap for PmapAlpha {
-    fn arch(&self) -> &'static str {
-        "alpha"
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+impl Core for Alpha {
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
-        self.enabled.iter().any(|&e| e)
+        self.gh.iter().any(|t| t.on)
     }
-    fn reserv_psind(&self) -> usize {
-        3
+    fn tunables(&self) -> Vec<&Tunable> {
+        let [g1, g2, g3] = &self.gh;
+        vec![g3, g1, g2]
     }
-    fn max_user_address(&self) -> u64 {
-        MAX_USER_ADDRESS
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        let [g1, g2, g3] = &mut self.gh;
+        vec![g3, g1, g2]
+    }
+    fn pv(&self) -> &PvTable {
+        &self.pv
     }
 
     /// pmap_pinit: an empty level-1 table and an ASN.
@@ -305,10 +363,7 @@ impl Pmap for PmapAlpha {
         let p = self.spaces.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         debug_assert!(p.l3.is_empty() && p.l2.is_empty(), "pmap released with tables");
-        for mmu in env.mmu.iter_mut() {
-            mmu.tlb.invalidate_asid(p.asn);
-            mmu.pwc.invalidate_asid(p.asn);
-        }
+        shootdown::forget_asid(env, p.asn);
         env.deactivate(pm);
         crate::ptpage::free(env, p.l1);
         self.spaces.free_asid(p.asn);
@@ -321,105 +376,22 @@ impl Pmap for PmapAlpha {
         self.pm(pm).asn
     }
 
-    /// pmap_activate: SWPCTX to the new PTBR and ASN. TB entries of other
-    /// ASNs stay; a CPU marked stale for this address space flushes its
-    /// ASN first (a new ASN, in FreeBSD).
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
-        let bit = 1u64 << cpu;
-        if self.pm(pm).stale & bit != 0 {
-            self.pm_mut(pm).stale &= !bit;
-            let asn = self.pm(pm).asn;
-            let mmu = &mut env.mmu[cpu];
-            mmu.tlb.invalidate_asid(asn);
-            mmu.pwc.invalidate_asid(asn);
-            env.ev.tlb_flushes += 1;
-        }
+    /// SWPCTX to the new PTBR and ASN. TB entries of other ASNs stay; a
+    /// CPU marked stale for this address space flushes its ASN first (a
+    /// new ASN, in FreeBSD).
+    fn activate_sw(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
+        let p = self.pm_mut(pm);
+        shootdown::flush_if_stale(env, cpu, p.asn, &mut p.stale);
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
-            0 => self.enter_page(env, pm, va.0, m, pr, flags),
-            g @ 1..=3 if self.enabled[g as usize] => self.enter_block(env, pm, va.0, m, pr, flags, g),
-            _ => Err(PmapError::BadPsind),
-        }
-    }
-
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_range(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list(env, m) {
-            self.remove_range(env, pm, va, va + PAGE_SIZE);
-        }
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list(env, m) {
-            self.protect_impl(env, pm, va, va + PAGE_SIZE, prot::READ | prot::EXEC);
-        }
-    }
-
-    /// FreeBSD's alpha pmap predates pmap_advise (added in FreeBSD 10,
-    /// after the port was removed): MADV_DONTNEED and MADV_FREE change no
-    /// mapping.
-    fn advise(&mut self, _env: &mut PmapEnv, _pm: PmapId, _sva: VirtAddr, _eva: VirtAddr, _advice: Advice) {}
-
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.list(env, m).into_iter().any(|(pm, va)| self.find(env.mem, pm, va).is_some_and(|(_, e)| is_dirty(e)))
-    }
-
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.list(env, m).into_iter().any(|(pm, va)| self.find(env.mem, pm, va).is_some_and(|(_, e)| !e.has(PteFlags::FOR)))
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    /// Every mapping of the pages of a fully populated reservation goes,
-    /// blocks whole (no demotion): each block lies inside the reservation.
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let n = env.phys.reserv.npages();
-        for i in 0..n {
-            for (pm, va) in self.pv.list(env, Pfn(m.0 + i)) {
-                let Some((_, e)) = self.find(env.mem, pm, va) else { continue };
-                let size = block_size(e.gh().value());
-                let base = va & !(size - 1);
-                self.remove_range(env, pm, base, base + size);
-            }
-        }
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, access: Prot) -> bool {
-        self.emulate_reference(env, pm, va.0, access)
+    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+        self.emulate_reference(env, pm, va, access)
     }
 
     /// pmap_extract, with the protection the TB grants (a write needs UWE;
     /// FOW only makes it trap) and whether the entry records a write.
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let (_, e) = self.find(mem, pm, va.0)?;
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let (_, e) = self.find(mem, pm, va)?;
         let shift = e.gh().shift();
         let base = e.frame() & !((1u64 << shift) - 1);
         let mut p = prot::READ;
@@ -429,52 +401,16 @@ impl Pmap for PmapAlpha {
         if !e.has(PteFlags::FOE) {
             p |= prot::EXEC;
         }
-        Some(Mapping { pa: PhysAddr(base + (va.0 & ((1u64 << shift) - 1))), shift: shift as u8, prot: p, dirty: is_dirty(e) })
+        Some(Mapping { pa: PhysAddr(base + (va & ((1u64 << shift) - 1))), shift: shift as u8, prot: p, dirty: is_dirty(e) })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
-        out.int("vm.pmap.superpages_enabled", self.enabled[3] as u64, "Are 4MB (GH 3) page mappings enabled?");
-        out.int("vm.pmap.gh.64k.enabled", self.enabled[1] as u64, "Are 64KB (GH 1) page mappings enabled?");
-        out.int("vm.pmap.gh.512k.enabled", self.enabled[2] as u64, "Are 512KB (GH 2) page mappings enabled?");
-        const DESCR: [[&str; 4]; 4] = [
-            ["", "", "", ""],
-            ["64KB page promotions", "64KB page promotion failures", "64KB page mappings", "64KB page demotions"],
-            ["512KB page promotions", "512KB page promotion failures", "512KB page mappings", "512KB page demotions"],
-            ["4MB page promotions", "4MB page promotion failures", "4MB page mappings", "4MB page demotions"],
-        ];
-        for g in 1..4 {
-            let c = &self.st.gh[g];
-            let n = |k: &str| format!("vm.pmap.gh.{}.{k}", LEVEL_NAMES[g]);
-            out.int(&n("promotions"), c.promotions, DESCR[g][0]);
-            out.int(&n("p_failures"), c.p_failures, DESCR[g][1]);
-            out.int(&n("mappings"), c.mappings, DESCR[g][2]);
-            out.int(&n("demotions"), c.demotions, DESCR[g][3]);
+    fn counters(&self, out: &mut Sysctls) {
+        for (g, names) in GH_NAMES.iter().enumerate() {
+            self.st.gh[g + 1].sysctls(names, out);
         }
         out.int("splab.pmap.for_faults", self.st.for_faults, "Fault-on-read traps resolved by pmap_emulate_reference");
         out.int("splab.pmap.fow_faults", self.st.fow_faults, "Fault-on-write traps resolved by pmap_emulate_reference");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        let g = match name {
-            "vm.pmap.superpages_enabled" => 3,
-            "vm.pmap.gh.64k.enabled" => 1,
-            "vm.pmap.gh.512k.enabled" => 2,
-            _ => return Err(format!("unknown alpha tunable {name:?} (known: vm.pmap.superpages_enabled, vm.pmap.gh.64k.enabled, vm.pmap.gh.512k.enabled)")),
-        };
-        if value != 0 && value != 1 {
-            return Err(format!("{name} must be 0 or 1, not {value}"));
-        }
-        self.enabled[g] = value == 1;
-        Ok(())
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes()
     }
 }
 

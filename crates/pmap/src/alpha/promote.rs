@@ -1,16 +1,14 @@
 //! Granularity-hint superpages: incremental promotion (64 KB, then 512 KB,
 //! then 4 MB, each as soon as its block is populated and its entries
-//! agree), demotion one level at a time, and the reference/modify
-//! emulation that treats a block as one unit. Navarro et al. section 4
-//! (promotion "incrementally", demotion "speculatively ... one level at a
-//! time"); FreeBSD's alpha pmap_emulate_reference for the trap.
+//! agree). Navarro et al. section 4 (promotion "incrementally").
 
-use super::{block_pages, block_size, PmapAlpha};
+use super::{block_pages, block_size, Alpha};
 use splab_hw::alpha::{Gh, Pte, PteFlags, PAGE_SIZE};
 use splab_hw::{Pfn, PhysAddr};
-use splab_vm::pmap::{prot, PmapEnv, PmapId, Prot};
+use crate::shootdown::Invalidate;
+use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl PmapAlpha {
+impl Alpha {
     /// The addresses of the entries of the GH-`g` block holding `va`.
     pub(crate) fn block_entries(&self, env: &PmapEnv, pm: PmapId, va: u64, g: u8) -> (u64, PhysAddr, u64) {
         let size = block_size(g);
@@ -19,13 +17,15 @@ impl PmapAlpha {
         (base, p0, block_pages(g))
     }
 
-    /// Rewrites every entry of the block of `n` entries at `p0` by `f`.
-    pub(crate) fn rewrite_block(env: &mut PmapEnv, p0: PhysAddr, n: u64, f: impl Fn(Pte) -> Pte) {
+    /// Rewrites every entry of the block of `n` entries at `p0`, which
+    /// `va` is an address of, by `f`.
+    pub(crate) fn rewrite_block(env: &mut PmapEnv, p0: PhysAddr, n: u64, va: u64, f: impl Fn(Pte) -> Pte) -> Invalidate {
         for i in 0..n {
             let pa = PhysAddr(p0.0 + i * 8);
             let e = Self::rd(env.mem, pa);
             Self::wr(env.mem, pa, f(e));
         }
+        Invalidate::new(va, n * PAGE_SIZE)
     }
 
     /// After `va` -> `m` was entered: promotes each enabled level in turn,
@@ -36,7 +36,7 @@ impl PmapAlpha {
     /// bits but FOR. FOR is cleared in all if any entry is referenced.
     pub(crate) fn try_promote(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn) {
         for g in 1..=3u8 {
-            if !self.enabled[g as usize] {
+            if !self.enabled(g) {
                 continue;
             }
             let n = block_pages(g);
@@ -64,7 +64,7 @@ impl PmapAlpha {
                     old.push(a);
                 }
             }
-            Self::rewrite_block(env, p0, n, |e| {
+            let inv = Self::rewrite_block(env, p0, n, base, |e| {
                 let e = e.with_gh(Gh::new(g));
                 if referenced {
                     e.without(PteFlags::FOR)
@@ -72,9 +72,7 @@ impl PmapAlpha {
                     e
                 }
             });
-            for a in old {
-                self.invalidate(env, pm, a);
-            }
+            self.invalidate_blocks(env, pm, inv, &old);
             self.st.gh[g as usize].promotions += 1;
             env.ev.promotions += 1;
         }
@@ -95,64 +93,4 @@ impl PmapAlpha {
         })
     }
 
-    /// Demotes the blocks holding `va` one level at a time until `va`'s
-    /// entry is a single page: at each level all entries of the block take
-    /// the next smaller GH, so the sibling blocks stay superpages. In
-    /// place: never needs memory, never fails.
-    pub(crate) fn demote(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
-        let Some((p, e)) = self.find(env.mem, pm, va) else { return };
-        let mut g = e.gh().value();
-        if g == 0 {
-            return;
-        }
-        while g > 0 {
-            let (_, p0, n) = self.block_entries(env, pm, va, g);
-            Self::rewrite_block(env, p0, n, |e| e.with_gh(Gh::new(g - 1)));
-            self.st.gh[g as usize].demotions += 1;
-            env.ev.demotions += 1;
-            g -= 1;
-        }
-        debug_assert_eq!(Self::rd(env.mem, p).gh(), Gh::G8K);
-        // The TB held one entry for the largest block: TBIS of any of its
-        // addresses removes it.
-        self.invalidate(env, pm, va);
-    }
-
-    /// Demotes so that [sva, eva) covers whole blocks only: the blocks
-    /// that straddle either end are demoted (pmap_demote on clipping).
-    pub(crate) fn demote_ends(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
-        for a in [sva, eva] {
-            if let Some((_, e)) = self.find(env.mem, pm, a) {
-                let size = block_size(e.gh().value());
-                if a & (size - 1) != 0 {
-                    self.demote(env, pm, a);
-                }
-            }
-        }
-    }
-
-    /// pmap_emulate_reference: a fault-on-read or fault-on-write trap on a
-    /// valid entry that permits the access clears FOR (and FOW on a write)
-    /// in every entry of its block. Returns whether the trap was this.
-    pub(crate) fn emulate_reference(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
-        let Some((_, e)) = self.find(env.mem, pm, va) else { return false };
-        let write = access & prot::WRITE != 0;
-        let clear = if write {
-            if !e.has(PteFlags::UWE) || !e.any(PteFlags::FOR | PteFlags::FOW) {
-                return false;
-            }
-            self.st.fow_faults += 1;
-            PteFlags::FOR | PteFlags::FOW
-        } else {
-            if access & prot::READ == 0 || !e.has(PteFlags::FOR) {
-                return false;
-            }
-            self.st.for_faults += 1;
-            PteFlags::FOR
-        };
-        let (_, p0, n) = self.block_entries(env, pm, va, e.gh().value());
-        Self::rewrite_block(env, p0, n, |x| x.without(clear));
-        self.invalidate(env, pm, va);
-        true
-    }
 }

@@ -6,7 +6,6 @@ use splab_hw::alpha::{AlphaWalker, PteFlags};
 use splab_hw::mmu::{Access, Translation, WalkFault, WalkRefs, Walker};
 use splab_hw::pwc::PwcLevelConfig;
 use splab_hw::tlb::TlbArrayConfig;
-use splab_hw::VirtAddr;
 use splab_vm::pmap::{prot, EnterFlags, Pmap, PmapId};
 
 const VA: u64 = 0x1_0000_0000;
@@ -50,8 +49,7 @@ fn demotion_goes_one_level_at_a_time() {
     let pm = r.pinit();
     let pages = r.superpage_run();
     r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 100 * PAGE), VirtAddr(VA + 101 * PAGE));
+    r.remove(pm, VA + 100 * PAGE, VA + 101 * PAGE);
     assert_eq!((r.stat("vm.pmap.gh.4m.demotions"), r.stat("vm.pmap.gh.512k.demotions"), r.stat("vm.pmap.gh.64k.demotions")), (1, 1, 1));
     assert_eq!(walk(&mut r, pm, VA + 300 * PAGE, Access::Read).unwrap().shift, 19);
     assert_eq!(walk(&mut r, pm, VA + 70 * PAGE, Access::Read).unwrap().shift, 16);
@@ -59,10 +57,9 @@ fn demotion_goes_one_level_at_a_time() {
     assert_eq!(walk(&mut r, pm, VA + 100 * PAGE, Access::Read), Err(WalkFault::NotPresent { level: 2 }));
     r.check();
     // Unmapping the rest frees the tables.
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 512 * PAGE));
+    r.remove(pm, VA, VA + 512 * PAGE);
     r.check();
-    assert!(r.pmap.pm(pm).l3.is_empty() && r.pmap.pm(pm).l2.is_empty());
+    assert!(r.pmap.0.pm(pm).l3.is_empty() && r.pmap.0.pm(pm).l2.is_empty());
 }
 
 /// FOW emulates the modified bit: a page entered for a read faults on the
@@ -78,20 +75,16 @@ fn fault_on_write_emulates_modify() {
     assert_eq!(r.stat("vm.pmap.gh.64k.promotions"), 0);
     assert!(r.stat("vm.pmap.gh.64k.p_failures") >= 1);
     assert_eq!(walk(&mut r, pm, VA, Access::Write), Err(WalkFault::AccessedDirty));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(VA), prot::WRITE));
+    assert!(r.fault(pm, VA, prot::WRITE));
     assert!(walk(&mut r, pm, VA, Access::Write).is_ok());
-    let (p, env) = r.env();
-    assert!(p.is_modified(&env, pages[0]));
+    assert!(r.is_modified(pages[0]));
     // Re-entering page 7 now finds all eight dirty: a 64 KB block.
     r.enter_all(pm, VA + 7 * PAGE, &pages[7..8], |_| rw_access());
     assert_eq!(r.stat("vm.pmap.gh.64k.promotions"), 1);
     // clear_modify on one page demotes and makes only that page clean.
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[3]);
-    let (_, e) = r.pmap.find(&r.mem, pm, VA + 3 * PAGE).unwrap();
+    r.clear_modify(pages[3]);
+    let (_, e) = r.pmap.0.find(&r.mem, pm, VA + 3 * PAGE).unwrap();
     assert!(e.has(PteFlags::FOW));
-    let (p, env) = r.env();
-    assert!(p.is_modified(&env, pages[4]));
+    assert!(r.is_modified(pages[4]));
     r.check();
 }

@@ -3,19 +3,22 @@
 //! (pmap_enter_largepage), and whole object ranges at once
 //! (pmap_enter_object).
 
+use super::{table_flags, Amd64, PSIND_1G, PSIND_2M};
+use crate::base::{each_resident, Core, Enter};
 use crate::ptpage;
-use super::{table_flags, PmapAmd64};
+use crate::radix::{self, Format};
+use crate::shootdown::Batch;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PDPSHIFT};
+use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_SHIFT, PAGE_4K, PDPSHIFT};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
-impl PmapAmd64 {
+impl Amd64 {
     /// Returns the PTE address for `va`, creating the page-table page if
     /// needed and demoting a 2 MB mapping in the way (pmap_allocpte).
     fn alloc_pte(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
         let mut pde_pa = self.alloc_pde(env, pm, va)?;
-        let mut pde = Self::rd(env.mem, pde_pa);
+        let mut pde = Pte::read(env.mem, pde_pa);
         if pde.valid() && pde.has(PteFlags::PS) {
             // A failed demotion removes the 2 MB mapping; either way the PDE
             // no longer maps a superpage. The removal may have freed the
@@ -23,15 +26,15 @@ impl PmapAmd64 {
             if !self.demote_pde(env, pm, va) {
                 pde_pa = self.alloc_pde(env, pm, va)?;
             }
-            pde = Self::rd(env.mem, pde_pa);
+            pde = Pte::read(env.mem, pde_pa);
         }
         if !pde.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             pde = Pte::new(p.addr().0, table_flags());
-            Self::wr(env.mem, pde_pa, pde);
+            radix::wr(env.mem, pde_pa, pde);
             ptpage::adjust_ref(env, pde_pa.0 & !0xfff, 1);
         }
-        Ok((Self::slot(pde.frame(), va, 12), pde.frame()))
+        Ok((radix::slot(pde.frame(), va, PAGE_SHIFT), pde.frame()))
     }
 
     /// pmap_enter for a 4 KB page, then the promotion attempt.
@@ -40,7 +43,7 @@ impl PmapAmd64 {
         let pa = m.addr().0;
         let newpte = Self::new_pte(pa, pr, &flags, managed);
         let (pte_pa, ptp) = self.alloc_pte(env, pm, va)?;
-        let orig = Self::rd(env.mem, pte_pa);
+        let orig = Pte::read(env.mem, pte_pa);
         if orig.valid() && flags.noreplace {
             return Err(PmapError::Exists);
         }
@@ -79,27 +82,28 @@ impl PmapAmd64 {
                     n = Pte(n.0 | (orig.0 & PteFlags::D.bits()));
                 }
             }
-            Self::wr(env.mem, pte_pa, n);
+            let inv = radix::update(env.mem, pte_pa, n, va, PAGE_4K);
             if invalidate {
-                self.invalidate_page(env, pm, va);
+                self.invalidate_page(env, pm, inv);
+            } else {
+                // No cached translation lets through what the new entry
+                // refuses: the old one was never accessed, or maps the
+                // same page and loses at most a write access it never
+                // used (a first write walks the tables again).
+                inv.unneeded();
             }
         } else {
-            Self::wr(env.mem, pte_pa, newpte);
+            radix::wr(env.mem, pte_pa, newpte);
             ptpage::adjust_ref(env, ptp, 1);
             self.pm_mut(pm).resident += 1;
         }
         // Promotion is tried when the page-table page is full and the
         // reservation holding the page is fully populated.
         let full = env.phys.pages.get(PhysAddr(ptp).pfn()).ref_count as u64 == NPTEPG;
-        if self.superpages_on() && full && managed && env.phys.reserv.level_iffullpop(m) == 0 {
+        if self.superpages_enabled() && full && managed && env.phys.reserv.level_iffullpop(m) == 0 {
             self.promote_pde(env, pm, va);
         }
         Ok(())
-    }
-
-    pub(crate) fn superpages_on(&self) -> bool {
-        use splab_vm::pmap::Pmap;
-        self.superpages_enabled()
     }
 
     /// Maps a 2 MB page directly (pmap_enter_pde): `m` is the first page of
@@ -108,30 +112,28 @@ impl PmapAmd64 {
     /// aside for a later demotion.
     pub(crate) fn enter_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         debug_assert!(va.is_multiple_of(PAGE_2M) && m.addr().0.is_multiple_of(PAGE_2M), "unaligned 2MB mapping");
-        if !self.superpages_on() && !env.phys.pages.get(m).has(splab_vm::page::pflags::LARGEPAGE) {
+        if !self.superpages_enabled() && !env.phys.pages.get(m).has(splab_vm::page::pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
         let managed = ptpage::managed(env, m);
         let pde_pa = self.alloc_pde(env, pm, va)?;
-        let old = Self::rd(env.mem, pde_pa);
-        let mut free = Vec::new();
+        let old = Pte::read(env.mem, pde_pa);
         if old.valid() {
             if flags.noreplace {
                 return Err(PmapError::Exists);
             }
+            let mut free = Vec::new();
             if old.has(PteFlags::PS) {
-                self.remove_pde(env, pm, va, &mut free);
-                self.invalidate_page(env, pm, va);
+                let inv = self.remove_pde(env, pm, va, &mut free);
+                self.invalidate_page(env, pm, inv);
             } else {
                 // Remove the 4 KB mappings; the emptied page-table page is
                 // freed (user page-table pages are not kept, as in FreeBSD).
-                let ptp = old.frame();
-                self.remove_ptes(env, pm, va, va + PAGE_2M, ptp, &mut free);
-                self.invalidate_all(env, pm);
+                let mut batch = Batch::new();
+                self.remove_ptes(env, pm, va..va + PAGE_2M, old.frame(), &mut free, &mut batch);
+                self.invalidate_all(env, pm, &mut batch);
             }
-            for p in free.drain(..) {
-                ptpage::free(env, p);
-            }
+            ptpage::free_all(env, free);
         }
         // The PD page may have been freed if the removal emptied it.
         let pde_pa = self.alloc_pde(env, pm, va)?;
@@ -141,10 +143,10 @@ impl PmapAmd64 {
         if managed {
             self.pv.add_sp(m.addr().0, pm, va);
         }
-        Self::wr(env.mem, pde_pa, newpde);
+        radix::wr(env.mem, pde_pa, newpde);
         ptpage::adjust_ref(env, pd_page, 1);
         self.pm_mut(pm).resident += NPTEPG;
-        self.st.mappings += 1;
+        self.st.pde.mappings += 1;
         Ok(())
     }
 
@@ -153,8 +155,8 @@ impl PmapAmd64 {
     pub(crate) fn enter_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         debug_assert!(va.is_multiple_of(PAGE_1G) && m.addr().0.is_multiple_of(PAGE_1G), "unaligned 1GB mapping");
         let pml4e = self.alloc_pdpt(env, pm, va)?;
-        let pdpe_pa = Self::slot(pml4e.frame(), va, PDPSHIFT);
-        let old = Self::rd(env.mem, pdpe_pa);
+        let pdpe_pa = radix::slot(pml4e.frame(), va, PDPSHIFT);
+        let old = Pte::read(env.mem, pdpe_pa);
         if old.valid() {
             if flags.noreplace || !old.has(PteFlags::PS) {
                 // A page directory with mappings is in the way.
@@ -164,38 +166,43 @@ impl PmapAmd64 {
             ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
         let f = Self::new_pte(m.addr().0, pr, &flags, false).flags() | PteFlags::PS;
-        Self::wr(env.mem, pdpe_pa, Pte::new(m.addr().0, f));
+        let new = Pte::new(m.addr().0, f);
         if old.valid() {
-            self.invalidate_page(env, pm, va);
+            let inv = radix::update(env.mem, pdpe_pa, new, va, PAGE_1G);
+            self.invalidate_page(env, pm, inv);
         } else {
+            radix::wr(env.mem, pdpe_pa, new);
             self.pm_mut(pm).resident += PAGE_1G / 4096;
         }
         self.st.pdpe_mappings += 1;
         Ok(())
     }
 
+}
+
+impl Enter for Amd64 {
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            Psind::BASE => self.enter_4k(env, pm, va, m, pr, flags),
+            PSIND_2M => self.enter_pde(env, pm, va, m, pr, flags),
+            PSIND_1G => self.enter_pdpe(env, pm, va, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
+    }
+
     /// Maps the resident pages of [start, end) read-only or as given, with
     /// 2 MB mappings where the run is aligned and its reservation fully
     /// populated (pmap_enter_2mpage), 4 KB ones otherwise
     /// (pmap_enter_quick). Existing mappings are left alone.
-    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += 4096;
-                continue;
-            };
-            if self.superpages_on() && ptpage::is_superpage_run(env, pages, va, end, m, PAGE_2M) {
-                let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
-                if self.enter_pde(env, pm, va, m, pr, fl).is_ok() {
-                    va += PAGE_2M;
-                    continue;
-                }
+        let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
+        each_resident(start, end, PAGE_4K, pages, |va, m| {
+            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, PAGE_2M) && self.enter_pde(env, pm, va, m, pr, fl).is_ok() {
+                return Some(PAGE_2M);
             }
-            let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
             let _ = self.enter_4k(env, pm, va, m, pr, fl);
-            va += 4096;
-        }
+            Some(PAGE_4K)
+        });
     }
 }

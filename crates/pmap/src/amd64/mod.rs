@@ -25,49 +25,45 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::ptpage::{self, Stash};
+use crate::base::{Core, Md, Params, Tunable};
+use crate::counters::{size_names, SizeCounters, SizeNames};
+use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::radix::{self, Format, Tables};
+use crate::shootdown::{self, Batch, Invalidate};
+use crate::spaces::Spaces;
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{index, PAGE_1G, PAGE_2M, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
+use splab_hw::amd64::{PAGE_1G, PAGE_2M, PAGE_SHIFT, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
-use std::collections::HashMap;
 
 const PAGESIZES: [u64; 3] = [4096, PAGE_2M, PAGE_1G];
+const PSIND_2M: Psind = Psind::new(1);
+const PSIND_1G: Psind = Psind::new(2);
+const PARAMS: Params = Params { arch: "amd64", pagesizes: &PAGESIZES, reserv_psind: PSIND_2M, max_user_address: VM_MAXUSER_ADDRESS };
 
 /// Flags of a non-leaf entry pointing at a user page-table page.
 fn table_flags() -> PteFlags {
     PteFlags::P | PteFlags::RW | PteFlags::US | PteFlags::A | PteFlags::D
 }
 
-/// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
-/// counts them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum PromoteFail {
-    /// The first PTE does not map the first page of an aligned 2 MB frame.
-    FirstMisaligned,
-    /// Some PTE has not been accessed (a speculative mapping).
-    NotAccessed,
-    /// Some PTE does not map the next physical page.
-    NotContiguous,
-    /// Some PTE's attributes differ from the first one's.
-    Attributes,
-}
+/// vm.pmap.pde.*, and the reasons of failed promotions (FreeBSD logs
+/// them with CTR; splab counts them).
+const PDE: SizeNames = size_names!("pde", "2MB", [
+    (FirstMisaligned, "first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
+    (NotAccessed, "not_accessed", "Promotion failed: a PTE not accessed"),
+    (NotContiguous, "not_contiguous", "Promotion failed: PTEs not physically contiguous"),
+    (Attributes, "attributes", "Promotion failed: PTE attributes differ"),
+], demotion: ("Demotions that reused the stashed page-table page", "Demotions that removed the mapping instead"));
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub mappings: u64,
-    pub demotions: u64,
+    /// 2 MB pages.
+    pub pde: SizeCounters,
     pub pdpe_demotions: u64,
     pub pdpe_mappings: u64,
-    pub fail_reason: [u64; 4],
-    pub demotion_ptp_reused: u64,
-    pub demotion_aborts: u64,
 }
 
 pub(crate) struct Pm {
@@ -75,147 +71,98 @@ pub(crate) struct Pm {
     pub asid: u16,
     /// CPUs that must flush this PCID before running it again.
     pub stale: u64,
-    pub stash: HashMap<u64, Stash>,
+    pub stash: Stashes<PDRSHIFT>,
     pub resident: u64,
 }
 
-pub struct PmapAmd64 {
-    pmaps: Vec<Option<Pm>>,
-    /// PV lists per 4 KB page and per 2 MB frame.
-    pub(crate) pv: PvTable,
-    /// vm.pmap.pg_ps_enabled.
-    pg_ps_enabled: bool,
-    pub(crate) st: Stats,
-    next_asid: u16,
-    free_asids: Vec<u16>,
-}
+/// The amd64 pmap.
+pub type PmapAmd64 = Md<Amd64>;
 
 impl PmapAmd64 {
     pub fn new(npages: u64, superpages: bool) -> PmapAmd64 {
-        PmapAmd64 {
-            pmaps: Vec::new(),
+        Md(Amd64 {
+            pmaps: Spaces::default(),
             pv: PvTable::new(npages, PDRSHIFT),
-            pg_ps_enabled: superpages,
+            pg_ps_enabled: Tunable::new("vm.pmap.pg_ps_enabled", "Are large page mappings enabled?", superpages),
             st: Stats::default(),
-            next_asid: 1,
-            free_asids: Vec::new(),
-        }
+        })
     }
+}
 
+pub struct Amd64 {
+    pub(crate) pmaps: Spaces<Pm>,
+    /// PV lists per 4 KB page and per 2 MB frame.
+    pub(crate) pv: PvTable,
+    pg_ps_enabled: Tunable,
+    pub(crate) st: Stats,
+}
+
+impl Amd64 {
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps[pm as usize].as_ref().expect("live pmap")
+        self.pmaps.get(pm)
     }
     pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps[pm as usize].as_mut().expect("live pmap")
-    }
-
-    #[inline]
-    pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {
-        Pte(mem.read_u64(pa))
-    }
-    #[inline]
-    pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, e: Pte) {
-        mem.write_u64(pa, e.0)
-    }
-
-    /// Address of the entry for `va` in the table at `table`.
-    #[inline]
-    pub(crate) fn slot(table: u64, va: u64, shift: u32) -> PhysAddr {
-        PhysAddr(table + index(va, shift) * 8)
-    }
-
-    /// Address of the PDPTE for `va`, if its PDPT exists (pmap_pdpe).
-    pub(crate) fn pdpe_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let pml4e = Self::rd(mem, Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT));
-        pml4e.valid().then(|| Self::slot(pml4e.frame(), va, PDPSHIFT))
+        self.pmaps.get_mut(pm)
     }
 
     /// Address of the PDE for `va`, if its page directory exists (pmap_pde).
     pub(crate) fn pde_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let pdpe = Self::rd(mem, self.pdpe_pa(mem, pm, va)?);
-        (pdpe.valid() && !pdpe.has(PteFlags::PS)).then(|| Self::slot(pdpe.frame(), va, PDRSHIFT))
+        self.entry(mem, pm, va, PDRSHIFT)
     }
 
     /// Address of the PTE for `va`, if its page-table page exists.
     pub(crate) fn pte_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
-        let pde = Self::rd(mem, self.pde_pa(mem, pm, va)?);
-        (pde.valid() && !pde.has(PteFlags::PS)).then(|| Self::slot(pde.frame(), va, 12))
+        self.entry(mem, pm, va, PAGE_SHIFT)
+    }
+
+    /// Makes sure the PDPT page for `va` exists; returns the PML4 entry.
+    pub(crate) fn alloc_pdpt(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<Pte, PmapError> {
+        let pml4e_pa = radix::slot(self.root_table(pm), va, PML4SHIFT);
+        let mut pml4e = Pte::read(env.mem, pml4e_pa);
+        if !pml4e.valid() {
+            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
+            pml4e = Pte::new(p.addr().0, table_flags());
+            radix::wr(env.mem, pml4e_pa, pml4e);
+        }
+        Ok(pml4e)
     }
 
     /// Makes sure the page directory for `va` exists, allocating the PDPT
     /// and PD pages as needed (the upper part of pmap_allocpte). A 1 GB
     /// mapping in the way is demoted. Returns the PDE's address.
-    /// Makes sure the PDPT page for `va` exists; returns the PML4 entry.
-    pub(crate) fn alloc_pdpt(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<Pte, PmapError> {
-        let pml4e_pa = Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT);
-        let mut pml4e = Self::rd(env.mem, pml4e_pa);
-        if !pml4e.valid() {
-            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            pml4e = Pte::new(p.addr().0, table_flags());
-            Self::wr(env.mem, pml4e_pa, pml4e);
-        }
-        Ok(pml4e)
-    }
-
     pub(crate) fn alloc_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
         let pml4e = self.alloc_pdpt(env, pm, va)?;
-        let pdpe_pa = Self::slot(pml4e.frame(), va, PDPSHIFT);
-        let mut pdpe = Self::rd(env.mem, pdpe_pa);
+        let pdpe_pa = radix::slot(pml4e.frame(), va, PDPSHIFT);
+        let mut pdpe = Pte::read(env.mem, pdpe_pa);
         if pdpe.valid() && pdpe.has(PteFlags::PS) {
             self.demote_pdpe(env, pm, va)?;
-            pdpe = Self::rd(env.mem, pdpe_pa);
+            pdpe = Pte::read(env.mem, pdpe_pa);
         }
         if !pdpe.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             pdpe = Pte::new(p.addr().0, table_flags());
-            Self::wr(env.mem, pdpe_pa, pdpe);
+            radix::wr(env.mem, pdpe_pa, pdpe);
             ptpage::adjust_ref(env, pml4e.frame(), 1);
         }
-        Ok(Self::slot(pdpe.frame(), va, PDRSHIFT))
-    }
-
-    /// Clears a page-table entry's parent link when the table it points to
-    /// has no valid entries left, and frees the table, walking up
-    /// (pmap_unwire_ptp). `level` is the table's level: 3 = PT, 2 = PD,
-    /// 1 = PDPT. Frees are deferred to `free` until after invalidation.
-    pub(crate) fn unuse(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, level: u8, free: &mut Vec<Pfn>) {
-        let (parent_pa, table) = match level {
-            3 => {
-                let Some(pde_pa) = self.pde_pa(env.mem, pm, va) else { return };
-                (pde_pa, Self::rd(env.mem, pde_pa).frame())
-            }
-            2 => {
-                let Some(pdpe_pa) = self.pdpe_pa(env.mem, pm, va) else { return };
-                (pdpe_pa, Self::rd(env.mem, pdpe_pa).frame())
-            }
-            1 => {
-                let pa = Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT);
-                (pa, Self::rd(env.mem, pa).frame())
-            }
-            _ => return,
-        };
-        if ptpage::adjust_ref(env, table, -1) > 0 {
-            return;
-        }
-        Self::wr(env.mem, parent_pa, Pte::EMPTY);
-        free.push(PhysAddr(table).pfn());
-        if level > 1 {
-            self.unuse(env, pm, va, level - 1, free);
-        }
+        Ok(radix::slot(pdpe.frame(), va, PDRSHIFT))
     }
 
     /// Invalidates one address (pmap_invalidate_page) on every CPU running
     /// `pm`; the others flush the PCID when they next switch to it (the
-    /// PCID scheme of FreeBSD's pmap_invalidate_*).
-    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
-        let others = shootdown::invalidate_page(env, pm, self.pm(pm).asid, va);
+    /// PCID scheme of FreeBSD's pmap_invalidate_*). INVLPG drops the
+    /// translations of the address of every size.
+    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        let others = shootdown::invalidate_page(env, pm, self.pm(pm).asid, inv.va);
         self.pm_mut(pm).stale |= others;
     }
 
-    /// Invalidates all of `pm`'s translations (pmap_invalidate_all).
-    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let others = shootdown::invalidate_all(env, pm, self.pm(pm).asid);
-        self.pm_mut(pm).stale |= others;
+    /// Invalidates all of `pm`'s translations (pmap_invalidate_all) if
+    /// `batch` holds changes.
+    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch) {
+        if batch.take().is_some() {
+            let others = shootdown::invalidate_all(env, pm, self.pm(pm).asid);
+            self.pm_mut(pm).stale |= others;
+        }
     }
 
     fn leaf_prot(e: Pte) -> Prot {
@@ -227,29 +174,6 @@ impl PmapAmd64 {
             p |= prot::EXEC;
         }
         p
-    }
-
-    /// The leaf entry for `va` with its level shift and address.
-    pub(crate) fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Pte, u32, PhysAddr)> {
-        let pdpe_pa = self.pdpe_pa(mem, pm, va)?;
-        let pdpe = Self::rd(mem, pdpe_pa);
-        if !pdpe.valid() {
-            return None;
-        }
-        if pdpe.has(PteFlags::PS) {
-            return Some((pdpe, PDPSHIFT, pdpe_pa));
-        }
-        let pde_pa = Self::slot(pdpe.frame(), va, PDRSHIFT);
-        let pde = Self::rd(mem, pde_pa);
-        if !pde.valid() {
-            return None;
-        }
-        if pde.has(PteFlags::PS) {
-            return Some((pde, PDRSHIFT, pde_pa));
-        }
-        let pte_pa = Self::slot(pde.frame(), va, 12);
-        let pte = Self::rd(mem, pte_pa);
-        pte.valid().then_some((pte, 12, pte_pa))
     }
 
     /// PTE bits for a new mapping of `pa` with `prot` (pmap_enter's newpte).
@@ -277,55 +201,55 @@ impl PmapAmd64 {
     }
 }
 
-impl Pmap for PmapAmd64 {
-    fn arch(&self) -> &'static str {
-        "amd64"
+impl Tables for Amd64 {
+    type Pte = Pte;
+    fn shifts(&self) -> &'static [u32] {
+        &[PML4SHIFT, PDPSHIFT, PDRSHIFT, PAGE_SHIFT]
     }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+    fn root_table(&self, pm: PmapId) -> u64 {
+        self.pm(pm).pml4.addr().0
+    }
+    fn resident(&self, pm: PmapId) -> u64 {
+        self.pm(pm).resident
+    }
+}
+
+impl Core for Amd64 {
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
-        self.pg_ps_enabled
+        self.pg_ps_enabled.on
     }
-    fn max_user_address(&self) -> u64 {
-        VM_MAXUSER_ADDRESS
+    fn tunables(&self) -> Vec<&Tunable> {
+        vec![&self.pg_ps_enabled]
+    }
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        vec![&mut self.pg_ps_enabled]
+    }
+    fn pv(&self) -> &PvTable {
+        &self.pv
     }
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let pml4 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-        let asid = match self.free_asids.pop() {
-            Some(a) => a,
-            None => {
-                let a = self.next_asid;
-                self.next_asid = self.next_asid.checked_add(1).ok_or(PmapError::NoMemory)?;
-                a
-            }
+        let Some(asid) = self.pmaps.alloc_asid() else {
+            ptpage::free(env, pml4);
+            return Err(PmapError::NoMemory);
         };
-        let p = Pm { pml4, asid, stale: 0, stash: HashMap::new(), resident: 0 };
-        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
-            self.pmaps[i] = Some(p);
-            Ok(i as PmapId)
-        } else {
-            self.pmaps.push(Some(p));
-            Ok((self.pmaps.len() - 1) as PmapId)
-        }
+        Ok(self.pmaps.insert(Pm { pml4, asid, stale: 0, stash: Stashes::default(), resident: 0 }))
     }
 
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
-        for s in p.stash.values() {
-            ptpage::free(env, s.ptp);
-        }
+        p.stash.release(env);
         // The PCID may be reused: no CPU may keep its translations.
-        for mmu in env.mmu.iter_mut() {
-            mmu.tlb.invalidate_asid(p.asid);
-            mmu.pwc.invalidate_asid(p.asid);
-        }
+        shootdown::forget_asid(env, p.asid);
         env.deactivate(pm);
         env.phys.pages.get_mut(p.pml4).ref_count = 0;
         ptpage::free(env, p.pml4);
-        self.free_asids.push(p.asid);
+        self.pmaps.free_asid(p.asid);
     }
 
     fn root(&self, pm: PmapId) -> PhysAddr {
@@ -335,125 +259,29 @@ impl Pmap for PmapAmd64 {
         self.pm(pm).asid
     }
 
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
+    /// A CPU marked stale for this address space flushes its PCID first.
+    fn activate_sw(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
         let p = self.pm_mut(pm);
-        if p.stale & (1 << cpu) != 0 {
-            p.stale &= !(1 << cpu);
-            let asid = p.asid;
-            env.mmu[cpu].tlb.invalidate_asid(asid);
-            env.mmu[cpu].pwc.invalidate_asid(asid);
-            env.ev.tlb_flushes += 1;
-        }
+        shootdown::flush_if_stale(env, cpu, p.asid, &mut p.stale);
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
-            0 => self.enter_4k(env, pm, va.0, m, pr, flags),
-            1 => self.enter_pde(env, pm, va.0, m, pr, flags),
-            2 => self.enter_pdpe(env, pm, va.0, m, pr, flags),
-            _ => Err(PmapError::BadPsind),
-        }
-    }
-
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_impl(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_impl(env, m)
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_write_impl(env, m)
-    }
-
-    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice) {
-        self.advise_impl(env, pm, sva.0, eva.0, advice)
-    }
-
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_modified_impl(env, m)
-    }
-
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_referenced_impl(env, m)
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_superpage_impl(env, m)
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let (e, shift, _) = self.find_leaf(mem, pm, va.0)?;
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let (e, shift, _) = self.find_leaf(mem, pm, va)?;
         let base = match shift {
             PDPSHIFT => e.frame_1g(),
             PDRSHIFT => e.frame_2m(),
             _ => e.frame(),
         };
-        let off = va.0 & ((1u64 << shift) - 1);
+        let off = va & ((1u64 << shift) - 1);
         Some(Mapping { pa: PhysAddr(base + off), shift: shift as u8, prot: Self::leaf_prot(e), dirty: e.has(PteFlags::D) })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
+    fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
-        out.int("vm.pmap.pg_ps_enabled", self.pg_ps_enabled as u64, "Are large page mappings enabled?");
-        out.int("vm.pmap.pde.promotions", s.promotions, "2MB page promotions");
-        out.int("vm.pmap.pde.p_failures", s.p_failures, "2MB page promotion failures");
-        out.int("vm.pmap.pde.mappings", s.mappings, "2MB page mappings");
-        out.int("vm.pmap.pde.demotions", s.demotions, "2MB page demotions");
+        s.pde.sysctls(&PDE, out);
         out.int("vm.pmap.pdpe.demotions", s.pdpe_demotions, "1GB page demotions");
         out.int("splab.pmap.pdpe.mappings", s.pdpe_mappings, "1GB page mappings");
-        out.int("splab.pmap.pde.p_failures.first_misaligned", s.fail_reason[0], "Promotion failed: first PTE not 2MB-aligned");
-        out.int("splab.pmap.pde.p_failures.not_accessed", s.fail_reason[1], "Promotion failed: a PTE not accessed");
-        out.int("splab.pmap.pde.p_failures.not_contiguous", s.fail_reason[2], "Promotion failed: PTEs not physically contiguous");
-        out.int("splab.pmap.pde.p_failures.attributes", s.fail_reason[3], "Promotion failed: PTE attributes differ");
-        out.int("splab.pmap.pde.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the stashed page-table page");
-        out.int("splab.pmap.pde.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        match name {
-            "vm.pmap.pg_ps_enabled" if value == 0 || value == 1 => {
-                self.pg_ps_enabled = value == 1;
-                Ok(())
-            }
-            "vm.pmap.pg_ps_enabled" => Err(format!("vm.pmap.pg_ps_enabled must be 0 or 1, not {value}")),
-            _ => Err(format!("unknown amd64 tunable {name:?} (known: vm.pmap.pg_ps_enabled)")),
-        }
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes()
     }
 }
 

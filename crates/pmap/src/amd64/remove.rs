@@ -1,216 +1,75 @@
 //! Removing and changing mappings: pmap_remove (whole superpages in one
 //! step, partial ones demoted first), pmap_remove_all, pmap_protect,
-//! pmap_remove_write and pmap_advise.
+//! pmap_remove_write and pmap_advise. Changes over a range are
+//! invalidated together at the end, with one flush of the address space
+//! (pmap_invalidate_all), or one INVLPG for a one-page removal.
 
+use super::Amd64;
+use crate::base::Remove;
 use crate::ptpage;
-use super::PmapAmd64;
+use crate::pte::{self, PteFormat};
+use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
+use crate::shootdown::{Batch, Invalidate};
 use splab_hw::amd64::pte::{Pte, PteFlags};
-use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PML4SHIFT};
+use splab_hw::amd64::{NPTEPG, PAGE_1G, PAGE_2M, PAGE_4K, PAGE_SHIFT, PDPSHIFT, PDRSHIFT};
 use splab_hw::{PhysAddr, Pfn};
-use splab_vm::page::pflags;
 use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
+use std::ops::Range;
 
-const PAGE_512G: u64 = 1 << PML4SHIFT;
-
-/// What a walk over a range found at one step.
-enum Step {
-    /// Nothing mapped up to this address.
-    Skip(u64),
-    /// A 1 GB leaf whose entry is at this address.
-    Leaf1g(PhysAddr),
-    /// A 2 MB leaf whose entry is at this address.
-    Leaf2m(PhysAddr),
-    /// A page-table page (its address) covering the 2 MB range.
-    Table(u64),
-}
-
-impl PmapAmd64 {
-    fn step(&self, env: &PmapEnv, pm: PmapId, va: u64) -> Step {
-        let pml4e = Self::rd(env.mem, Self::slot(self.pm(pm).pml4.addr().0, va, PML4SHIFT));
-        if !pml4e.valid() {
-            return Step::Skip((va & !(PAGE_512G - 1)) + PAGE_512G);
-        }
-        let pdpe_pa = Self::slot(pml4e.frame(), va, 30);
-        let pdpe = Self::rd(env.mem, pdpe_pa);
-        if !pdpe.valid() {
-            return Step::Skip((va & !(PAGE_1G - 1)) + PAGE_1G);
-        }
-        if pdpe.has(PteFlags::PS) {
-            return Step::Leaf1g(pdpe_pa);
-        }
-        let pde_pa = Self::slot(pdpe.frame(), va, 21);
-        let pde = Self::rd(env.mem, pde_pa);
-        if !pde.valid() {
-            return Step::Skip(next_2m(va));
-        }
-        if pde.has(PteFlags::PS) {
-            return Step::Leaf2m(pde_pa);
-        }
-        Step::Table(pde.frame())
-    }
-
+impl Amd64 {
     /// Bookkeeping for a 4 KB mapping just cleared (pmap_remove_pte):
     /// transfer dirty and referenced state to the page, drop its PV entry.
     fn removed_pte(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, old: Pte) {
         self.pm_mut(pm).resident -= 1;
-        if old.has(PteFlags::SW_MANAGED) {
+        if old.managed() {
             let m = PhysAddr(old.frame()).pfn();
-            if old.has(PteFlags::RW | PteFlags::D) {
-                ptpage::dirty(env, m);
-            }
-            if old.has(PteFlags::A) {
-                env.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
-            }
-            let removed = self.pv.remove(env, m, pm, va);
-            debug_assert!(removed, "no PV entry for {va:#x}");
+            ptpage::hand_over(env, m, 1, old.dirty(), old.accessed());
+            self.pv.del(env, m, pm, va);
         }
     }
 
-    /// Removes the 4 KB mappings in [sva, eva) of one page-table page
-    /// (pmap_remove_ptes); an emptied page-table page is unlinked and queued
-    /// on `free`. Returns whether any mapping was removed.
-    pub(crate) fn remove_ptes(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, ptp: u64, free: &mut Vec<Pfn>) -> bool {
-        let mut any = false;
-        let mut va = sva;
-        while va < eva {
-            let pa = Self::slot(ptp, va, 12);
-            let old = Self::rd(env.mem, pa);
+    /// Removes the 4 KB mappings in `range` of one page-table page
+    /// (pmap_remove_ptes), each added to `batch`; an emptied page-table
+    /// page is unlinked and queued on `free`.
+    pub(crate) fn remove_ptes(&mut self, env: &mut PmapEnv, pm: PmapId, range: Range<u64>, ptp: u64, free: &mut Vec<Pfn>, batch: &mut Batch) {
+        let mut va = range.start;
+        while va < range.end {
+            let pa = radix::slot(ptp, va, PAGE_SHIFT);
+            let old = Pte::read(env.mem, pa);
             if old.valid() {
-                Self::wr(env.mem, pa, Pte::EMPTY);
+                batch.add(radix::clear::<Pte>(env.mem, pa, va, PAGE_4K));
                 self.removed_pte(env, pm, va, old);
-                any = true;
-                self.unuse(env, pm, va, 3, free);
+                self.unuse(env, pm, va, PAGE_SHIFT, free);
             }
-            va += 4096;
+            va += PAGE_4K;
         }
-        any
     }
 
     /// Removes a whole 2 MB mapping (pmap_remove_pde): its PV entry, the
     /// dirty and referenced state moved to all 512 pages, and the stashed
-    /// page-table page freed. The caller invalidates.
-    pub(crate) fn remove_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) {
+    /// page-table page freed.
+    pub(crate) fn remove_pde(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) -> Invalidate {
         let va2m = va & !(PAGE_2M - 1);
         let pde_pa = self.pde_pa(env.mem, pm, va2m).expect("remove_pde: no page directory");
-        let old = Self::rd(env.mem, pde_pa);
-        Self::wr(env.mem, pde_pa, Pte::EMPTY);
+        let old = Pte::read(env.mem, pde_pa);
+        let inv = radix::clear::<Pte>(env.mem, pde_pa, va2m, PAGE_2M);
         self.pm_mut(pm).resident -= NPTEPG;
-        if old.has(PteFlags::SW_MANAGED) {
+        if old.managed() {
             let frame = old.frame_2m();
-            let removed = self.pv.remove_sp(frame, pm, va2m);
-            debug_assert!(removed, "no PV entry for the 2MB mapping at {va2m:#x}");
-            let m0 = PhysAddr(frame).pfn();
-            for k in 0..NPTEPG as u32 {
-                let m = Pfn(m0.0 + k);
-                if old.has(PteFlags::RW | PteFlags::D) {
-                    ptpage::dirty(env, m);
-                }
-                if old.has(PteFlags::A) {
-                    env.phys.pages.get_mut(m).flags |= pflags::REFERENCED;
-                }
-            }
+            self.pv.del_sp(frame, pm, va2m);
+            ptpage::hand_over(env, PhysAddr(frame).pfn(), NPTEPG as u32, old.dirty(), old.accessed());
         }
-        if let Some(s) = self.pm_mut(pm).stash.remove(&(va2m >> 21)) {
-            env.phys.pages.get_mut(s.ptp).ref_count = 0;
-            free.push(s.ptp);
-        }
-        self.unuse(env, pm, va2m, 2, free);
+        self.pm_mut(pm).stash.discard(env, va2m, free);
+        self.unuse(env, pm, va2m, PDRSHIFT, free);
+        inv
     }
 
-    /// Rewrites each valid PTE in [sva, eva) of one page-table page with
-    /// `f(env, old)`; returns whether any changed.
-    fn update_ptes(env: &mut PmapEnv, ptp: u64, sva: u64, eva: u64, mut f: impl FnMut(&mut PmapEnv, Pte) -> Pte) -> bool {
-        let mut any = false;
-        let mut v = sva;
-        while v < eva {
-            let pa = Self::slot(ptp, v, 12);
-            let old = Self::rd(env.mem, pa);
-            if old.valid() {
-                let n = f(env, old);
-                if n != old {
-                    Self::wr(env.mem, pa, n);
-                    any = true;
-                }
-            }
-            v += 4096;
-        }
-        any
-    }
-
-    pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
-        for p in free {
-            ptpage::free(env, p);
-        }
-    }
-
-    pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
-        let mut free = Vec::new();
-        let mut any = false;
-        let mut va = sva;
-        while va < eva {
-            match self.step(env, pm, va) {
-                Step::Skip(next) => va = next,
-                Step::Leaf1g(pa) => {
-                    let next = (va & !(PAGE_1G - 1)) + PAGE_1G;
-                    if va.is_multiple_of(PAGE_1G) && next <= eva {
-                        Self::wr(env.mem, pa, Pte::EMPTY);
-                        self.pm_mut(pm).resident -= PAGE_1G / 4096;
-                        self.unuse(env, pm, va, 1, &mut free);
-                        any = true;
-                        va = next;
-                    } else if self.demote_pdpe(env, pm, va).is_err() {
-                        // No page for the demotion: drop the whole mapping.
-                        Self::wr(env.mem, pa, Pte::EMPTY);
-                        self.pm_mut(pm).resident -= PAGE_1G / 4096;
-                        self.unuse(env, pm, va, 1, &mut free);
-                        any = true;
-                        va = next;
-                    }
-                }
-                Step::Leaf2m(_) => {
-                    let next = next_2m(va);
-                    if va.is_multiple_of(PAGE_2M) && next <= eva {
-                        self.remove_pde(env, pm, va, &mut free);
-                        any = true;
-                        va = next;
-                    } else if !self.demote_pde(env, pm, va) {
-                        any = true;
-                        va = next;
-                    }
-                }
-                Step::Table(ptp) => {
-                    let next = next_2m(va);
-                    any |= self.remove_ptes(env, pm, va, next.min(eva), ptp, &mut free);
-                    va = next;
-                }
-            }
-        }
-        if any {
-            if eva - sva == 4096 {
-                self.invalidate_page(env, pm, sva);
-            } else {
-                self.invalidate_all(env, pm);
-            }
-        }
-        Self::free_all(env, free);
-    }
-
-    /// Removes every mapping of page `m` (pmap_remove_all): superpage
-    /// mappings of its 2 MB frame are demoted first.
-    pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
-            self.demote_pde(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
-            let old = Self::rd(env.mem, pa);
-            Self::wr(env.mem, pa, Pte::EMPTY);
-            self.removed_pte(env, pm, va, old);
-            self.invalidate_page(env, pm, va);
-            self.unuse(env, pm, va, 3, &mut free);
-        }
-        Self::free_all(env, free);
+    /// Removes a whole 1 GB mapping (unmanaged: no PV entry).
+    fn remove_pdpe(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, pdpe_pa: PhysAddr, free: &mut Vec<Pfn>) -> Invalidate {
+        let inv = radix::clear::<Pte>(env.mem, pdpe_pa, va & !(PAGE_1G - 1), PAGE_1G);
+        self.pm_mut(pm).resident -= PAGE_1G / PAGE_4K;
+        self.unuse(env, pm, va, PDPSHIFT, free);
+        inv
     }
 
     /// New protection bits for an entry under pmap_protect; moves the
@@ -232,137 +91,140 @@ impl PmapAmd64 {
         n
     }
 
-    pub(crate) fn protect_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
+    /// pmap_protect_pde (and its 1 GB counterpart): the superpage leaf at
+    /// `pa`, of `size` bytes and `npages` managed pages, reduced to `pr`.
+    fn protect_leaf(env: &mut PmapEnv, pa: PhysAddr, va: u64, size: u64, npages: u32, pr: Prot, batch: &mut Batch) {
+        let old = Pte::read(env.mem, pa);
+        let n = Self::protected(env, old, pr, npages);
+        if n != old {
+            batch.add(radix::update(env.mem, pa, n, va, size));
+        }
+    }
+}
+
+impl Remove for Amd64 {
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
+        let mut free = Vec::new();
+        let mut batch = Batch::new();
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            // Whole, or no page for the demotion: the mapping goes.
+            Part::Leaf1g(pa) if covers(va, eva, PAGE_1G) || p.demote_pdpe(env, pm, va).is_err() => {
+                batch.add(p.remove_pdpe(env, pm, va, pa, &mut free));
+                Next::Past
+            }
+            Part::Leaf2m(_) if covers(va, eva, PAGE_2M) => {
+                batch.add(p.remove_pde(env, pm, va, &mut free));
+                Next::Past
+            }
+            Part::Leaf2m(_) if !p.demote_pde(env, pm, va) => {
+                // Removed instead (and its page invalidated); the flush
+                // below covers it too, as pmap_remove's anyvalid does.
+                batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+                Next::Past
+            }
+            Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
+            Part::Table(ptp) => {
+                p.remove_ptes(env, pm, va..next_block(va, PAGE_2M).min(eva), ptp, &mut free, &mut batch);
+                Next::Past
+            }
+        });
+        // A one-page removal invalidates the page (pmap_remove_page),
+        // anything larger everything.
+        if eva - sva == PAGE_4K {
+            if batch.take().is_some() {
+                self.invalidate_page(env, pm, Invalidate::new(sva, PAGE_4K));
+            }
+        } else {
+            self.invalidate_all(env, pm, &mut batch);
+        }
+        ptpage::free_all(env, free);
+    }
+
+    /// Removes every mapping of page `m` (pmap_remove_all): superpage
+    /// mappings of its 2 MB frame are demoted first.
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
+        let mut free = Vec::new();
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
+            self.demote_pde(env, pm, va);
+        }
+        for (pm, va) in self.pv.list(env, m) {
+            let pa = self.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
+            let old = Pte::read(env.mem, pa);
+            let inv = radix::clear::<Pte>(env.mem, pa, va, PAGE_4K);
+            self.removed_pte(env, pm, va, old);
+            self.invalidate_page(env, pm, inv);
+            self.unuse(env, pm, va, PAGE_SHIFT, &mut free);
+        }
+        ptpage::free_all(env, free);
+    }
+
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
         if pr & prot::READ == 0 {
-            return self.remove_impl(env, pm, sva, eva);
+            return self.remove(env, pm, sva, eva);
         }
         if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
             return;
         }
-        let mut any = false;
-        let mut va = sva;
-        while va < eva {
-            match self.step(env, pm, va) {
-                Step::Skip(next) => va = next,
-                Step::Leaf1g(pa) => {
-                    let next = (va & !(PAGE_1G - 1)) + PAGE_1G;
-                    if va.is_multiple_of(PAGE_1G) && next <= eva {
-                        let old = Self::rd(env.mem, pa);
-                        let n = Self::protected(env, old, pr, 0);
-                        if n != old {
-                            Self::wr(env.mem, pa, n);
-                            any = true;
-                        }
-                        va = next;
-                    } else if self.demote_pdpe(env, pm, va).is_err() {
-                        va = next;
-                    }
-                }
-                Step::Leaf2m(pa) => {
-                    let next = next_2m(va);
-                    if va.is_multiple_of(PAGE_2M) && next <= eva {
-                        // pmap_protect_pde.
-                        let old = Self::rd(env.mem, pa);
-                        let n = Self::protected(env, old, pr, NPTEPG as u32);
-                        if n != old {
-                            Self::wr(env.mem, pa, n);
-                            any = true;
-                        }
-                        va = next;
-                    } else if !self.demote_pde(env, pm, va) {
-                        any = true;
-                        va = next;
-                    }
-                }
-                Step::Table(ptp) => {
-                    let next = next_2m(va);
-                    any |= Self::update_ptes(env, ptp, va, next.min(eva), |env, old| Self::protected(env, old, pr, 1));
-                    va = next;
-                }
+        let mut batch = Batch::new();
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Leaf1g(pa) if covers(va, eva, PAGE_1G) => {
+                Self::protect_leaf(env, pa, va, PAGE_1G, 0, pr, &mut batch);
+                Next::Past
             }
-        }
-        if any {
-            self.invalidate_all(env, pm);
-        }
+            Part::Leaf1g(_) if p.demote_pdpe(env, pm, va).is_err() => Next::Past,
+            Part::Leaf2m(pa) if covers(va, eva, PAGE_2M) => {
+                Self::protect_leaf(env, pa, va, PAGE_2M, NPTEPG as u32, pr, &mut batch);
+                Next::Past
+            }
+            Part::Leaf2m(_) if !p.demote_pde(env, pm, va) => {
+                batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+                Next::Past
+            }
+            Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
+            Part::Table(ptp) => {
+                pte::update_range(env, ptp, va, next_block(va, PAGE_2M).min(eva), &mut batch, |env, old| Self::protected(env, old, pr, 1));
+                Next::Past
+            }
+        });
+        self.invalidate_all(env, pm, &mut batch);
     }
 
-    /// Write-protects every mapping of `m` (pmap_remove_write); writable
-    /// superpage mappings of its frame are demoted first.
-    pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
-            let pde = Self::rd(env.mem, self.pde_pa(env.mem, pm, va).unwrap());
-            if pde.has(PteFlags::RW) {
-                self.demote_pde(env, pm, va);
-            }
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
-            let old = Self::rd(env.mem, pa);
-            if old.has(PteFlags::RW) {
-                if old.has(PteFlags::D) {
-                    ptpage::dirty(env, m);
-                }
-                Self::wr(env.mem, pa, old.without(PteFlags::RW | PteFlags::D));
-                self.invalidate_page(env, pm, va);
-            }
-        }
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
+        pte::remove_write(self, env, m)
     }
 
     /// pmap_advise: superpages in the range are demoted and (unless wired)
     /// one of their 4 KB mappings removed so that a later access can
     /// repromote; then accessed bits are cleared, and modified bits too,
     /// with DONTNEED first moving the modified state to the page.
-    pub(crate) fn advise_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
-        let mut any = false;
-        let mut va = sva;
-        while va < eva {
-            match self.step(env, pm, va) {
-                Step::Skip(next) => va = next,
-                Step::Leaf1g(_) => va = (va & !(PAGE_1G - 1)) + PAGE_1G,
-                Step::Leaf2m(pa) => {
-                    let old = Self::rd(env.mem, pa);
-                    let next = next_2m(va);
-                    if !old.has(PteFlags::SW_MANAGED) {
-                        va = next;
-                        continue;
-                    }
-                    if !self.demote_pde(env, pm, va) {
-                        any = true;
-                        va = next;
-                        continue;
-                    }
-                    if !old.has(PteFlags::SW_W) {
-                        let last = next.min(eva) - 4096;
-                        let ptp = self.pte_pa(env.mem, pm, last).unwrap().0 & !0xfff;
-                        any |= self.remove_ptes(env, pm, last, last + 4096, ptp, &mut free);
-                    }
+        let mut batch = Batch::new();
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Leaf1g(_) => Next::Past,
+            Part::Leaf2m(pa) => {
+                let old = Pte::read(env.mem, pa);
+                if !old.managed() {
+                    return Next::Past;
                 }
-                Step::Table(ptp) => {
-                    let next = next_2m(va);
-                    any |= Self::update_ptes(env, ptp, va, next.min(eva), |env, old| {
-                        if !old.has(PteFlags::SW_MANAGED) {
-                            old
-                        } else if old.has(PteFlags::RW | PteFlags::D) {
-                            if advice == Advice::DontNeed {
-                                ptpage::dirty(env, PhysAddr(old.frame()).pfn());
-                            }
-                            old.without(PteFlags::D | PteFlags::A)
-                        } else {
-                            old.without(PteFlags::A)
-                        }
-                    });
-                    va = next;
+                if !p.demote_pde(env, pm, va) {
+                    batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+                    return Next::Past;
                 }
+                if !old.wired() {
+                    let last = next_block(va, PAGE_2M).min(eva) - PAGE_4K;
+                    let ptp = p.pte_pa(env.mem, pm, last).unwrap().0 & !0xfff;
+                    p.remove_ptes(env, pm, last..last + PAGE_4K, ptp, &mut free, &mut batch);
+                }
+                // Its 4 KB entries are advised next.
+                Next::Again
             }
-        }
-        if any {
-            self.invalidate_all(env, pm);
-        }
-        Self::free_all(env, free);
+            Part::Table(ptp) => {
+                pte::update_range(env, ptp, va, next_block(va, PAGE_2M).min(eva), &mut batch, |env, old: Pte| pte::advised(env, old, advice));
+                Next::Past
+            }
+        });
+        self.invalidate_all(env, pm, &mut batch);
+        ptpage::free_all(env, free);
     }
-}
-
-fn next_2m(va: u64) -> u64 {
-    (va & !(PAGE_2M - 1)) + PAGE_2M
 }

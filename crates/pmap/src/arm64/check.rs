@@ -1,25 +1,16 @@
 //! The arm64 pmap's invariants (see mod.rs), checked by walking every
 //! translation table.
 
-use super::PmapArm64;
-use crate::invariants;
+use super::Arm64;
+use crate::invariants::{self, Seen};
+use crate::ptpage::Stashes;
+use crate::radix::CheckTables;
 use splab_hw::arm64::pte::{Desc, DescFlags};
-use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES, VM_MAXUSER_ADDRESS};
+use splab_hw::arm64::{L1_SHIFT, L1_SIZE, L2_SHIFT, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
-use splab_vm::pmap::PmapEnv;
+use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl PmapArm64 {
-    /// The 512 descriptors of the table at `table`.
-    fn table(env: &PmapEnv, table: u64) -> Vec<Desc> {
-        (0..LN_ENTRIES).map(|i| Self::rd(env.mem, PhysAddr(table + i * 8))).collect()
-    }
-
-    fn check_ptp(env: &PmapEnv, table: u64, what: &str) -> Result<Vec<Desc>, String> {
-        let entries = Self::table(env, table);
-        invariants::page_table(env, table, entries.iter().filter(|e| e.valid()).count(), what)?;
-        Ok(entries)
-    }
-
+impl Arm64 {
     /// A 64 KB run whose entries have the Contiguous bit must be whole,
     /// in order, alike but for AF, and not writable but clean.
     fn check_l3c_run(run: &[Desc], va: u64) -> Result<(), String> {
@@ -45,72 +36,49 @@ impl PmapArm64 {
         Ok(())
     }
 
-    pub(crate) fn check_impl(&self, env: &PmapEnv) -> Result<(), String> {
-        let mut pv_seen = 0u64;
-        for (pm, p) in self.pmaps.iter() {
-            let mut resident = 0u64;
-            for (i0, e0) in Self::table(env, p.l0.addr().0).into_iter().enumerate().filter(|(_, e)| e.valid()) {
-                let va0 = (i0 as u64) << L0_SHIFT;
-                if va0 >= VM_MAXUSER_ADDRESS || !e0.is_table_or_page() {
-                    return Err(format!("pmap {pm}: bad L0 entry {i0}: {e0:?}"));
+}
+
+impl CheckTables for Arm64 {
+    fn spaces(&self) -> Vec<(PmapId, u64, &Stashes<L2_SHIFT>)> {
+        self.pmaps.iter().map(|(pm, p)| (pm, p.resident, &p.stash)).collect()
+    }
+
+    /// L1 blocks are unmanaged; an L2 block is never writable but clean
+    /// and, if managed, is on its frame's PV list; an L3 entry is a page
+    /// (not a reserved encoding) mapping a frame in use and, if managed,
+    /// on its page's PV list. There are no L0 blocks.
+    fn check_leaf(&self, env: &PmapEnv, pm: PmapId, va: u64, shift: u32, e: Desc, seen: &mut Seen) -> Result<(), String> {
+        let managed = e.has(DescFlags::SW_MANAGED);
+        match shift {
+            L1_SHIFT if managed => return Err(format!("pmap {pm}: managed 1GB block at {va:#x}")),
+            L1_SHIFT => seen.resident += L1_SIZE / L3_SIZE,
+            L2_SHIFT => {
+                seen.resident += LN_ENTRIES;
+                if e.writable_clean() {
+                    return Err(format!("pmap {pm}: 2MB block at {va:#x} is writable but clean"));
                 }
-                let l1 = Self::check_ptp(env, e0.oa(), "L1 table")?;
-                for (i1, e1) in l1.into_iter().enumerate().filter(|(_, e)| e.valid()) {
-                    let va1 = va0 | ((i1 as u64) << L1_SHIFT);
-                    if e1.is_block() {
-                        if e1.has(DescFlags::SW_MANAGED) {
-                            return Err(format!("pmap {pm}: managed 1GB block at {va1:#x}"));
-                        }
-                        resident += L1_SIZE / L3_SIZE;
-                        continue;
-                    }
-                    let l2 = Self::check_ptp(env, e1.oa(), "L2 table")?;
-                    for (i2, e2) in l2.into_iter().enumerate().filter(|(_, e)| e.valid()) {
-                        let va2 = va1 | ((i2 as u64) << L2_SHIFT);
-                        if e2.is_block() {
-                            resident += LN_ENTRIES;
-                            if e2.writable_clean() {
-                                return Err(format!("pmap {pm}: 2MB block at {va2:#x} is writable but clean"));
-                            }
-                            if e2.has(DescFlags::SW_MANAGED) {
-                                pv_seen += 1;
-                                if !self.pv.contains_sp(e2.block_oa(L2_SHIFT), pm, va2) {
-                                    return Err(format!("pmap {pm}: 2MB block at {va2:#x} has no PV entry"));
-                                }
-                            }
-                            continue;
-                        }
-                        if p.stash.contains_key(&(va2 >> L2_SHIFT)) {
-                            return Err(format!("pmap {pm}: stashed L3 table for {va2:#x} while a table is mapped"));
-                        }
-                        let l3 = Self::check_ptp(env, e2.oa(), "L3 table")?;
-                        for (r, run) in l3.chunks(L3C_ENTRIES as usize).enumerate() {
-                            Self::check_l3c_run(run, va2 | (r as u64 * L3C_SIZE)).map_err(|e| format!("pmap {pm}: {e}"))?;
-                        }
-                        for (i3, e3) in l3.into_iter().enumerate().filter(|(_, e)| e.valid()) {
-                            let va = va2 | ((i3 as u64) << L3_SHIFT);
-                            if !e3.is_table_or_page() {
-                                return Err(format!("pmap {pm}: reserved L3 encoding at {va:#x}: {e3:?}"));
-                            }
-                            resident += 1;
-                            let managed = e3.has(DescFlags::SW_MANAGED);
-                            invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(e3.oa()).pfn(), managed)?;
-                            pv_seen += managed as u64;
-                        }
+                if managed {
+                    seen.pv += 1;
+                    if !self.pv.contains_sp(e.block_oa(L2_SHIFT), pm, va) {
+                        return Err(format!("pmap {pm}: 2MB block at {va:#x} has no PV entry"));
                     }
                 }
             }
-            for (k, s) in &p.stash {
-                let va2 = k << L2_SHIFT;
-                let block = self.l2_pa(env.mem, pm, va2).is_some_and(|a| Self::rd(env.mem, a).is_block());
-                invariants::stashed(env, pm, va2, s.ptp, block)?;
+            L3_SHIFT if !e.is_table_or_page() => return Err(format!("pmap {pm}: reserved L3 encoding at {va:#x}: {e:?}")),
+            L3_SHIFT => {
+                seen.resident += 1;
+                invariants::page_mapping(env, &self.pv, pm, va, PhysAddr(e.oa()).pfn(), managed)?;
+                seen.pv += managed as u64;
             }
-            if resident != p.resident {
-                return Err(format!("pmap {pm}: resident count {} but {resident} pages mapped", p.resident));
-            }
+            _ => return Err(format!("pmap {pm}: bad entry at shift {shift} for {va:#x}: {e:?}")),
         }
-        if pv_seen != self.pv.live() {
-            return Err(format!("{} PV entries in use but {pv_seen} managed mappings", self.pv.live()));
+        Ok(())
+    }
+
+    /// Every 64 KB run of the table is whole or not a run at all.
+    fn check_last_table(&self, pm: PmapId, va: u64, entries: &[Desc]) -> Result<(), String> {
+        for (r, run) in entries.chunks(L3C_ENTRIES as usize).enumerate() {
+            Self::check_l3c_run(run, va | (r as u64 * L3C_SIZE)).map_err(|e| format!("pmap {pm}: {e}"))?;
         }
         Ok(())
     }

@@ -12,14 +12,16 @@
 //! FreeBSD's do: a demoted block becomes 32 runs of 64 KB, and only the
 //! run that must change is demoted further.
 
-use super::PmapArm64;
+use super::Arm64;
 use crate::ptpage;
+use crate::shootdown::Invalidate;
+use crate::radix::{self, Format, Tables};
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_MASK};
 use splab_hw::arm64::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
 use splab_hw::{PhysAddr, Pfn};
 use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
 
-impl PmapArm64 {
+impl Arm64 {
     /// Breaks the 64 KB run holding the L3 entry at `l3_pa` into 16
     /// independent entries. The hardware may have set AF or cleared AP[2]
     /// in any one entry of the run, so the run's accessed and dirty state
@@ -32,23 +34,27 @@ impl PmapArm64 {
         let mut nbits = DescFlags::VALID;
         for k in 0..L3C_ENTRIES {
             let pa = PhysAddr(start + k * 8);
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             debug_assert!(e.has(DescFlags::CONTIGUOUS) && !e.writable_clean(), "demote_l3c: {e:?} at {pa:?}");
-            Self::wr(env.mem, pa, e.without(DescFlags::CONTIGUOUS | DescFlags::VALID));
+            radix::wr(env.mem, pa, e.without(DescFlags::CONTIGUOUS | DescFlags::VALID));
             dirty |= Self::dirty(e);
             nbits |= e.flags() & DescFlags::AF;
         }
         let va = va & !(L3C_SIZE - 1);
+        let inv = Invalidate::new(va, L3C_SIZE);
         if nbits.contains(DescFlags::AF) {
-            self.invalidate_range(env, pm, va, va + L3C_SIZE, true);
+            self.invalidate_range(env, pm, inv, true);
+        } else {
+            // No entry of the run was ever accessed: no TLB holds it.
+            inv.unneeded();
         }
         for k in 0..L3C_ENTRIES {
             let pa = PhysAddr(start + k * 8);
-            let mut e = Self::rd(env.mem, pa).with(nbits);
+            let mut e = Desc::read(env.mem, pa).with(nbits);
             if dirty {
                 e = e.without(DescFlags::AP_RO);
             }
-            Self::wr(env.mem, pa, e);
+            radix::wr(env.mem, pa, e);
         }
         self.st.l3c.demotions += 1;
         env.ev.demotions += 1;
@@ -58,8 +64,8 @@ impl PmapArm64 {
     fn demote_l2_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let mut free = Vec::new();
         self.remove_l2(env, pm, va, &mut free);
-        Self::free_all(env, free);
-        self.st.demotion_aborts += 1;
+        ptpage::free_all(env, free);
+        self.st.l2.aborts += 1;
         false
     }
 
@@ -67,15 +73,15 @@ impl PmapArm64 {
     /// was removed instead.
     pub(crate) fn demote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va = va & !(L2_SIZE - 1);
-        let l2_pa = self.l2_pa(env.mem, pm, va).expect("demote_l2: no L2 table");
-        let old = Self::rd(env.mem, l2_pa);
+        let l2_pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("demote_l2: no L2 table");
+        let old = Desc::read(env.mem, l2_pa);
         debug_assert!(old.is_block(), "demote_l2: not a block: {old:?}");
         debug_assert!(!old.writable_clean(), "demote_l2: writable but clean block");
         if !old.has(DescFlags::AF) {
             return self.demote_l2_abort(env, pm, va);
         }
-        let (ml3, stashed_whole) = match self.pm_mut(pm).stash.remove(&(va >> L2_SHIFT)) {
-            Some(s) => (s.ptp, s.all_af),
+        let (ml3, stashed_whole) = match self.pm_mut(pm).stash.take(va) {
+            Some(s) => (s.ptp, s.valid),
             None => match ptpage::alloc(env) {
                 Some(p) => (p, false),
                 None => return self.demote_l2_abort(env, pm, va),
@@ -83,13 +89,13 @@ impl PmapArm64 {
         };
         let table = ml3.addr().0;
         let newl3 = Desc(old.0 | DescFlags::TYPE.bits() | DescFlags::CONTIGUOUS.bits());
-        let first = Self::rd(env.mem, PhysAddr(table));
+        let first = Desc::read(env.mem, PhysAddr(table));
         if stashed_whole && first.0 & DescFlags::PROMOTE == newl3.0 & DescFlags::PROMOTE && first.oa() == newl3.oa() {
-            self.st.demotion_ptp_reused += 1;
+            self.st.l2.ptp_reused += 1;
         } else {
             // pmap_fill_l3.
             for k in 0..LN_ENTRIES {
-                Self::wr(env.mem, PhysAddr(table + k * 8), Desc(newl3.0 + k * L3_SIZE));
+                radix::wr(env.mem, PhysAddr(table + k * 8), Desc(newl3.0 + k * L3_SIZE));
             }
         }
         env.phys.pages.get_mut(ml3).ref_count = LN_ENTRIES as u16;
@@ -98,10 +104,10 @@ impl PmapArm64 {
         // The block's PV entry becomes 512 (pmap_pv_demote_l2).
         if old.has(DescFlags::SW_MANAGED) {
             let frame = old.block_oa(L2_SHIFT);
-            self.pvh_del(frame, pm, va);
+            self.pv.del_sp(frame, pm, va);
             let m0 = PhysAddr(frame).pfn();
             for k in 0..LN_ENTRIES {
-                self.pv_add(env, Pfn(m0.0 + k as u32), pm, va + k * L3_SIZE);
+                self.pv.add(env, Pfn(m0.0 + k as u32), pm, va + k * L3_SIZE);
             }
         }
         self.st.l2.demotions += 1;
@@ -114,15 +120,15 @@ impl PmapArm64 {
     /// modelled).
     pub(crate) fn demote_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(), PmapError> {
         let va = va & !(L1_SIZE - 1);
-        let l1_pa = self.l1_pa(env.mem, pm, va).expect("demote_l1: no L1 table");
-        let old = Self::rd(env.mem, l1_pa);
+        let l1_pa = self.entry(env.mem, pm, va, L1_SHIFT).expect("demote_l1: no L1 table");
+        let old = Desc::read(env.mem, l1_pa);
         debug_assert!(old.is_block() && !old.has(DescFlags::SW_MANAGED));
         let l2 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
         env.phys.pages.get_mut(l2).ref_count = LN_ENTRIES as u16;
         let attrs = old.0 & ATTR_MASK;
         let frame = old.block_oa(L1_SHIFT);
         for k in 0..LN_ENTRIES {
-            Self::wr(env.mem, PhysAddr(l2.addr().0 + k * 8), Desc(attrs | (frame + k * L2_SIZE)));
+            radix::wr(env.mem, PhysAddr(l2.addr().0 + k * 8), Desc(attrs | (frame + k * L2_SIZE)));
         }
         self.update_entry(env, pm, l1_pa, Desc::table(l2.addr().0), va, L3_SIZE);
         self.st.l1_demotions += 1;

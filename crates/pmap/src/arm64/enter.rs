@@ -4,43 +4,45 @@
 //! (pmap_enter_largepage), and whole object ranges at once
 //! (pmap_enter_object).
 
-use super::{PmapArm64, L3C_SIZE};
+use super::{Arm64, L3C_SIZE, PSIND_L1, PSIND_L2, PSIND_L3C};
+use crate::base::{each_resident, Core, Enter};
 use crate::ptpage;
+use crate::radix::{self, Format, Tables};
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3_SHIFT, L3_SIZE, LN_ENTRIES};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::pflags;
-use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
-impl PmapArm64 {
+impl Arm64 {
     /// The L1 entry's address for `va`, allocating the L1 table.
     fn alloc_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
-        let l0e_pa = Self::slot(self.pm(pm).l0.addr().0, va, L0_SHIFT);
-        let mut l0e = Self::rd(env.mem, l0e_pa);
+        let l0e_pa = radix::slot(self.root_table(pm), va, L0_SHIFT);
+        let mut l0e = Desc::read(env.mem, l0e_pa);
         if !l0e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l0e = Desc::table(p.addr().0);
-            Self::wr(env.mem, l0e_pa, l0e);
+            radix::wr(env.mem, l0e_pa, l0e);
         }
-        Ok(Self::slot(l0e.oa(), va, L1_SHIFT))
+        Ok(radix::slot(l0e.oa(), va, L1_SHIFT))
     }
 
     /// The L2 entry's address for `va`, allocating the L1 and L2 tables;
     /// an L1 block in the way is demoted (pmap_alloc_l2).
     pub(crate) fn alloc_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
         let l1e_pa = self.alloc_l1(env, pm, va)?;
-        let mut l1e = Self::rd(env.mem, l1e_pa);
+        let mut l1e = Desc::read(env.mem, l1e_pa);
         if l1e.is_block() {
             self.demote_l1(env, pm, va)?;
-            l1e = Self::rd(env.mem, l1e_pa);
+            l1e = Desc::read(env.mem, l1e_pa);
         }
         if !l1e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l1e = Desc::table(p.addr().0);
-            Self::wr(env.mem, l1e_pa, l1e);
+            radix::wr(env.mem, l1e_pa, l1e);
             ptpage::adjust_ref(env, l1e_pa.0 & !0xfff, 1);
         }
-        Ok(Self::slot(l1e.oa(), va, L2_SHIFT))
+        Ok(radix::slot(l1e.oa(), va, L2_SHIFT))
     }
 
     /// The L3 entry's address for `va` and its table, allocating tables as
@@ -48,20 +50,20 @@ impl PmapArm64 {
     /// fails (pmap_alloc_l3 and the demotion in pmap_enter).
     pub(crate) fn alloc_l3(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
         let l2e_pa = self.alloc_l2(env, pm, va)?;
-        let mut l2e = Self::rd(env.mem, l2e_pa);
+        let mut l2e = Desc::read(env.mem, l2e_pa);
         if l2e.is_block() {
             self.demote_l2(env, pm, va);
         }
         // Demotion, or its failure, may have changed the tables above.
         let l2e_pa = self.alloc_l2(env, pm, va)?;
-        l2e = Self::rd(env.mem, l2e_pa);
+        l2e = Desc::read(env.mem, l2e_pa);
         if !l2e.valid() {
             let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
             l2e = Desc::table(p.addr().0);
-            Self::wr(env.mem, l2e_pa, l2e);
+            radix::wr(env.mem, l2e_pa, l2e);
             ptpage::adjust_ref(env, l2e_pa.0 & !0xfff, 1);
         }
-        Ok((Self::slot(l2e.oa(), va, L3_SHIFT), l2e.oa()))
+        Ok((radix::slot(l2e.oa(), va, L3_SHIFT), l2e.oa()))
     }
 
     /// pmap_enter for a 4 KB page, then the promotion attempts: first the
@@ -74,7 +76,7 @@ impl PmapArm64 {
         let pa = m.addr().0;
         let new = Self::new_l3(pa, pr, &flags, managed);
         let (l3_pa, table) = self.alloc_l3(env, pm, va)?;
-        let orig = Self::rd(env.mem, l3_pa);
+        let orig = Desc::read(env.mem, l3_pa);
         if orig.valid() && flags.noreplace {
             return Err(PmapError::Exists);
         }
@@ -82,48 +84,47 @@ impl PmapArm64 {
             ptpage::adjust_ref(env, table, 1);
             self.pm_mut(pm).resident += 1;
             if managed {
-                self.pv_add(env, m, pm, va);
+                self.pv.add(env, m, pm, va);
             }
-            Self::wr(env.mem, l3_pa, new);
+            radix::wr(env.mem, l3_pa, new);
         } else if orig.oa() != pa {
             // The physical page changed: take the old one out first.
             if orig.has(DescFlags::CONTIGUOUS) {
                 self.demote_l3c(env, pm, l3_pa, va);
             }
-            let old = Self::rd(env.mem, l3_pa);
-            Self::wr(env.mem, l3_pa, Desc::EMPTY);
+            let old = Desc::read(env.mem, l3_pa);
+            let inv = radix::clear::<Desc>(env.mem, l3_pa, va, L3_SIZE);
             let om = PhysAddr(old.oa()).pfn();
             if old.has(DescFlags::AF) || !old.has(DescFlags::SW_MANAGED) {
-                self.invalidate_page(env, pm, va, true);
+                self.invalidate_page(env, pm, inv, true);
+            } else {
+                // A managed entry the hardware never set AF in was never
+                // loaded into a TLB.
+                inv.unneeded();
             }
             if old.has(DescFlags::SW_MANAGED) {
-                if Self::dirty(old) {
-                    ptpage::dirty(env, om);
-                }
-                if old.has(DescFlags::AF) {
-                    ptpage::referenced(env, om);
-                }
-                self.pv_del(env, om, pm, va);
+                ptpage::hand_over(env, om, 1, Self::dirty(old), old.has(DescFlags::AF));
+                self.pv.del(env, om, pm, va);
             }
             if managed {
-                self.pv_add(env, m, pm, va);
+                self.pv.add(env, m, pm, va);
             }
-            Self::wr(env.mem, l3_pa, new);
+            radix::wr(env.mem, l3_pa, new);
         } else if orig.without(DescFlags::AF) != new.without(DescFlags::AF) {
             // Same page, other attributes (protection, wiring, or a
             // contiguous run to break up).
             if orig.has(DescFlags::CONTIGUOUS) {
                 self.demote_l3c(env, pm, l3_pa, va);
             }
-            let old = Self::rd(env.mem, l3_pa);
-            Self::wr(env.mem, l3_pa, new);
-            self.invalidate_page(env, pm, va, true);
+            let old = Desc::read(env.mem, l3_pa);
+            let inv = radix::update(env.mem, l3_pa, new, va, L3_SIZE);
+            self.invalidate_page(env, pm, inv, true);
             if old.has(DescFlags::SW_MANAGED) && Self::dirty(old) {
                 ptpage::dirty(env, m);
             }
         }
         let full_ptp = env.phys.pages.get(PhysAddr(table).pfn()).ref_count as u64 == LN_ENTRIES;
-        if self.superpages_on()
+        if self.superpages_enabled()
             && (va & (L3C_SIZE - 1)) == (pa & (L3C_SIZE - 1))
             && env.phys.reserv.is_populated_run(m, L3C_ENTRIES as u32)
             && self.promote_l3c(env, pm, l3_pa, va)
@@ -138,7 +139,7 @@ impl PmapArm64 {
     /// Whether a superpage entry of `psind` may be entered for page `m`:
     /// transparent ones need the tunable, large-page memory never does.
     fn superpage_allowed(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.superpages_on() || env.phys.pages.get(m).has(pflags::LARGEPAGE)
+        self.superpages_enabled() || env.phys.pages.get(m).has(pflags::LARGEPAGE)
     }
 
     /// Maps a 64 KB run directly (pmap_enter_l3c): `m` is the first page of
@@ -149,7 +150,7 @@ impl PmapArm64 {
         if !self.superpage_allowed(env, m) {
             return Err(PmapError::BadPsind);
         }
-        if flags.noreplace && self.l2_pa(env.mem, pm, va).is_some_and(|a| Self::rd(env.mem, a).is_block()) {
+        if flags.noreplace && self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Desc::read(env.mem, a).is_block()) {
             return Err(PmapError::Exists);
         }
         let managed = ptpage::managed(env, m);
@@ -157,7 +158,7 @@ impl PmapArm64 {
         debug_assert!(!new.writable_clean(), "a writable 64KB mapping must be dirty");
         let (l3_pa, table) = self.alloc_l3(env, pm, va)?;
         let run = |k: u64| PhysAddr(l3_pa.0 + k * 8);
-        if flags.noreplace && (0..L3C_ENTRIES).any(|k| Self::rd(env.mem, run(k)).valid()) {
+        if flags.noreplace && (0..L3C_ENTRIES).any(|k| Desc::read(env.mem, run(k)).valid()) {
             return Err(PmapError::Exists);
         }
         // The 16 new entries are counted first, so that removing what is
@@ -168,12 +169,12 @@ impl PmapArm64 {
         debug_assert!(free.is_empty());
         if managed {
             for k in 0..L3C_ENTRIES {
-                self.pv_add(env, Pfn(m.0 + k as u32), pm, va + k * L3_SIZE);
+                self.pv.add(env, Pfn(m.0 + k as u32), pm, va + k * L3_SIZE);
             }
         }
         self.pm_mut(pm).resident += L3C_ENTRIES;
         for k in 0..L3C_ENTRIES {
-            Self::wr(env.mem, run(k), Desc(new.0 + k * L3_SIZE));
+            radix::wr(env.mem, run(k), Desc(new.0 + k * L3_SIZE));
         }
         self.st.l3c.mappings += 1;
         Ok(())
@@ -191,7 +192,7 @@ impl PmapArm64 {
         let new = Self::new_l3(m.addr().0, pr, &flags, managed).without(DescFlags::TYPE);
         debug_assert!(!new.writable_clean(), "a writable 2MB mapping must be dirty");
         let l2_pa = self.alloc_l2(env, pm, va)?;
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Desc::read(env.mem, l2_pa);
         if old.valid() {
             if flags.noreplace {
                 return Err(PmapError::Exists);
@@ -202,14 +203,14 @@ impl PmapArm64 {
             } else {
                 self.remove_l3_range(env, pm, va, va + L2_SIZE, old.oa(), &mut free);
             }
-            Self::free_all(env, free);
+            ptpage::free_all(env, free);
         }
         // The removal may have freed the L2 table.
         let l2_pa = self.alloc_l2(env, pm, va)?;
         if managed {
-            self.pvh_add(m.addr().0, pm, va);
+            self.pv.add_sp(m.addr().0, pm, va);
         }
-        Self::wr(env.mem, l2_pa, new);
+        radix::wr(env.mem, l2_pa, new);
         ptpage::adjust_ref(env, l2_pa.0 & !0xfff, 1);
         self.pm_mut(pm).resident += LN_ENTRIES;
         self.st.l2.mappings += 1;
@@ -224,16 +225,17 @@ impl PmapArm64 {
             return Err(PmapError::BadPsind);
         }
         let l1_pa = self.alloc_l1(env, pm, va)?;
-        let old = Self::rd(env.mem, l1_pa);
+        let old = Desc::read(env.mem, l1_pa);
         if old.valid() && (flags.noreplace || !old.is_block()) {
             // A table with mappings is in the way.
             return Err(PmapError::Exists);
         }
         let new = Self::new_l3(m.addr().0, pr, &flags, false).without(DescFlags::TYPE);
-        Self::wr(env.mem, l1_pa, new);
         if old.valid() {
-            self.invalidate_page(env, pm, va, true);
+            let inv = radix::update(env.mem, l1_pa, new, va, L1_SIZE);
+            self.invalidate_page(env, pm, inv, true);
         } else {
+            radix::wr(env.mem, l1_pa, new);
             ptpage::adjust_ref(env, l1_pa.0 & !0xfff, 1);
             self.pm_mut(pm).resident += L1_SIZE / L3_SIZE;
         }
@@ -241,9 +243,17 @@ impl PmapArm64 {
         Ok(())
     }
 
-    /// Whether the pages of [va, va + n pages) are m, m+1, ...
-    fn run_is(pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, m: Pfn, n: u64) -> bool {
-        (1..n).all(|i| pages(VirtAddr(va + i * L3_SIZE)) == Some(Pfn(m.0 + i as u32)))
+}
+
+impl Enter for Arm64 {
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            Psind::BASE => self.enter_l3(env, pm, va, m, pr, flags),
+            PSIND_L3C => self.enter_l3c(env, pm, va, m, pr, flags),
+            PSIND_L2 => self.enter_l2(env, pm, va, m, pr, flags),
+            PSIND_L1 => self.enter_l1(env, pm, va, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
     }
 
     /// Maps the resident pages of [start, end) without write access
@@ -252,43 +262,26 @@ impl PmapArm64 {
     /// pages are populated (pmap_enter_l3c_rx), else a 4 KB page
     /// (pmap_enter_quick). These are speculative mappings: AF stays clear.
     /// Existing mappings are left alone.
-    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
         let fl = EnterFlags { access: prot::NONE, noreplace: true, ..Default::default() };
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += L3_SIZE;
-                continue;
-            };
-            let pa = m.addr().0;
-            if va.is_multiple_of(L2_SIZE)
-                && va + L2_SIZE <= end
-                && self.superpages_on()
-                && pa.is_multiple_of(L2_SIZE)
-                && env.phys.reserv.level_iffullpop(m) == 0
-                && Self::run_is(pages, va, m, LN_ENTRIES)
-            {
+        each_resident(start, end, L3_SIZE, pages, |va, m| {
+            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, L2_SIZE) {
                 // An L2 block already there (KERN_NO_SPACE) is skipped too.
-                let block_there = self.l2_pa(env.mem, pm, va).is_some_and(|a| Self::rd(env.mem, a).is_block());
+                let block_there = self.entry(env.mem, pm, va, L2_SHIFT).is_some_and(|a| Desc::read(env.mem, a).is_block());
                 if block_there || self.enter_l2(env, pm, va, m, pr, fl).is_ok() {
-                    va += L2_SIZE;
-                    continue;
+                    return Some(L2_SIZE);
                 }
             }
-            if va.is_multiple_of(L3C_SIZE)
-                && va + L3C_SIZE <= end
-                && self.superpages_on()
-                && pa.is_multiple_of(L3C_SIZE)
+            if self.superpages_enabled()
                 && env.phys.reserv.is_populated_run(m, L3C_ENTRIES as u32)
-                && Self::run_is(pages, va, m, L3C_ENTRIES)
+                && ptpage::is_run(pages, va, end, m, L3C_SIZE)
                 && self.enter_l3c(env, pm, va, m, pr, fl).is_ok()
             {
-                va += L3C_SIZE;
-                continue;
+                return Some(L3C_SIZE);
             }
             let _ = self.enter_l3(env, pm, va, m, pr, fl);
-            va += L3_SIZE;
-        }
+            Some(L3_SIZE)
+        });
     }
 }

@@ -14,10 +14,13 @@
 //! kept on the superpage only if every entry had it. The old entries are
 //! replaced break-before-make.
 
-use super::{PmapArm64, PromoteFail, Stash};
+use super::Arm64;
+use crate::base::Core;
+use crate::radix::{self, Format, Tables};
+use crate::counters::PromoteFail;
 use splab_hw::arm64::pte::{Desc, DescFlags};
 use splab_hw::arm64::{L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SIZE, LN_ENTRIES};
-use splab_hw::{Pfn, PhysAddr};
+use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
 /// How the checks of one promotion went.
@@ -28,33 +31,35 @@ enum Run {
     Fails(PromoteFail),
 }
 
-impl PmapArm64 {
-    /// Clears DBM on a writable, clean entry.
-    fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Desc) -> Desc {
-        if e.writable_clean() {
-            let n = e.without(DescFlags::DBM);
-            Self::wr(env.mem, pa, n);
-            n
-        } else {
-            e
+impl Arm64 {
+    /// Clears DBM on a writable, clean entry mapping `va`.
+    fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, va: u64, e: Desc) -> Desc {
+        if !e.writable_clean() {
+            return e;
         }
+        let n = e.without(DescFlags::DBM);
+        // No TLBI: a clean entry's translation is walked again before a
+        // write.
+        radix::update(env.mem, pa, n, va, L3_SIZE).unneeded();
+        n
     }
 
-    /// The checks shared by both sizes over the `n` entries from `first`.
-    fn check_run(env: &mut PmapEnv, first: PhysAddr, n: u64, size: u64) -> Run {
-        let e0 = Self::rd(env.mem, first);
+    /// The checks shared by both sizes over the `n` entries from `first`,
+    /// which map from `va` on.
+    fn check_run(env: &mut PmapEnv, first: PhysAddr, va: u64, n: u64, size: u64) -> Run {
+        let e0 = Desc::read(env.mem, first);
         if !e0.is_table_or_page() || e0.oa() & (size - 1) != 0 {
             return Run::Fails(PromoteFail::FirstMisaligned);
         }
-        let e0 = Self::write_protect_clean(env, first, e0);
+        let e0 = Self::write_protect_clean(env, first, va, e0);
         let mut all_af = e0.has(DescFlags::AF);
         for k in (1..n).rev() {
             let pa = PhysAddr(first.0 + k * 8);
-            let e = Self::rd(env.mem, pa);
+            let e = Desc::read(env.mem, pa);
             if !e.is_table_or_page() || e.oa() != e0.oa() + k * L3_SIZE {
                 return Run::Fails(PromoteFail::NotContiguous);
             }
-            let e = Self::write_protect_clean(env, pa, e);
+            let e = Self::write_protect_clean(env, pa, va + k * L3_SIZE, e);
             if e.0 & DescFlags::PROMOTE != e0.0 & DescFlags::PROMOTE {
                 return Run::Fails(PromoteFail::Attributes);
             }
@@ -66,23 +71,19 @@ impl PmapArm64 {
     /// Tries to make the 64 KB run holding the L3 entry at `l3_pa` one
     /// contiguous mapping. Returns whether it did.
     pub(crate) fn promote_l3c(&mut self, env: &mut PmapEnv, pm: PmapId, l3_pa: PhysAddr, va: u64) -> bool {
-        if !self.superpages_on() {
+        if !self.superpages_enabled() {
             return false;
         }
         let first = PhysAddr(l3_pa.0 & !(L3C_ENTRIES * 8 - 1));
-        if Self::rd(env.mem, first).has(DescFlags::SW_NO_PROMOTE) {
+        if Desc::read(env.mem, first).has(DescFlags::SW_NO_PROMOTE) {
             return false;
         }
-        let newl3 = match Self::check_run(env, first, L3C_ENTRIES, L3C_SIZE) {
+        let va = va & !(L3C_SIZE - 1);
+        let newl3 = match Self::check_run(env, first, va, L3C_ENTRIES, L3C_SIZE) {
             Run::Fits(d) => d.with(DescFlags::CONTIGUOUS),
-            Run::Fails(why) => {
-                self.st.l3c.p_failures += 1;
-                self.st.l3c.fail_reason[why as usize] += 1;
-                return false;
-            }
+            Run::Fails(why) => return self.st.l3c.failed(why),
         };
         // Remake the 16 entries with the Contiguous bit (pmap_update_strided).
-        let va = va & !(L3C_SIZE - 1);
         self.update_l3c(env, pm, first, newl3, va);
         self.st.l3c.promotions += 1;
         env.ev.promotions += 1;
@@ -92,47 +93,34 @@ impl PmapArm64 {
     /// Tries to replace the L3 table covering `va` with one 2 MB block.
     /// Returns whether it did.
     pub(crate) fn promote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
-        if !self.superpages_on() {
+        if !self.superpages_enabled() {
             return false;
         }
         let va = va & !(L2_SIZE - 1);
-        let Some(l2_pa) = self.l2_pa(env.mem, pm, va) else { return false };
-        let l2e = Self::rd(env.mem, l2_pa);
+        let Some(l2_pa) = self.entry(env.mem, pm, va, L2_SHIFT) else { return false };
+        let l2e = Desc::read(env.mem, l2_pa);
         if !l2e.is_table_or_page() {
             return false;
         }
         let ptp = PhysAddr(l2e.oa());
-        if Self::rd(env.mem, ptp).has(DescFlags::SW_NO_PROMOTE) {
+        if Desc::read(env.mem, ptp).has(DescFlags::SW_NO_PROMOTE) {
             return false;
         }
-        let first = match Self::check_run(env, ptp, LN_ENTRIES, L2_SIZE) {
+        let first = match Self::check_run(env, ptp, va, LN_ENTRIES, L2_SIZE) {
             Run::Fits(d) => d,
-            Run::Fails(why) => {
-                self.st.l2.p_failures += 1;
-                self.st.l2.fail_reason[why as usize] += 1;
-                return false;
-            }
+            Run::Fails(why) => return self.st.l2.failed(why),
         };
         let all_af = first.has(DescFlags::AF);
         let newl2 = first.without(DescFlags::CONTIGUOUS | DescFlags::TYPE);
         // Keep the L3 table as it is for a later demotion.
-        self.pm_mut(pm).stash.insert(va >> L2_SHIFT, Stash { ptp: ptp.pfn(), all_af });
+        self.pm_mut(pm).stash.insert(va, ptp.pfn(), all_af);
         // One PV entry for the block instead of 512 (pmap_pv_promote_l2).
         if newl2.has(DescFlags::SW_MANAGED) {
-            let m0 = ptp_frame(newl2);
-            for i in 0..LN_ENTRIES {
-                self.pv_del(env, Pfn(m0.0 + i as u32), pm, va + i * L3_SIZE);
-            }
-            self.pvh_add(newl2.oa(), pm, va);
+            self.pv.promote(env, PhysAddr(newl2.oa()).pfn(), pm, va, LN_ENTRIES as u32);
         }
         self.update_entry(env, pm, l2_pa, newl2, va, L2_SIZE);
         self.st.l2.promotions += 1;
         env.ev.promotions += 1;
         true
     }
-}
-
-/// The first 4 KB frame a superpage entry maps.
-fn ptp_frame(d: Desc) -> Pfn {
-    PhysAddr(d.oa()).pfn()
 }

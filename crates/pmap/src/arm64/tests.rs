@@ -3,7 +3,10 @@
 //! mappings, whole-superpage removal, 1 GB blocks, break-before-make and
 //! broadcast TLB maintenance, and the invariant checker.
 
+use crate::radix::{self, Format};
 use super::*;
+use splab_hw::VirtAddr;
+use splab_vm::pmap::{Advice, Pmap};
 use crate::testrig::{rw_access, Rig};
 use splab_hw::arm64::Arm64Walker;
 use splab_hw::mmu::{Access, WalkRefs, Walker};
@@ -30,8 +33,7 @@ fn fault_in(r: &mut Rig<PmapArm64>, pm: PmapId, range: std::ops::Range<u32>, fla
     range
         .map(|i| {
             let m = r.page(i);
-            let (p, mut env) = r.env();
-            p.enter(&mut env, pm, VirtAddr(VA + i as u64 * 4096), m, prot::RW, flags(i)).unwrap();
+            r.enter(pm, VA + i as u64 * 4096, m, prot::RW, flags(i)).unwrap();
             m
         })
         .collect()
@@ -53,10 +55,10 @@ fn full_dirty_run_promotes_every_64k_run_then_the_2m_block() {
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 32);
     assert_eq!(r.stat("vm.pmap.l3c.p_failures"), 0, "each run is tried once, when it is complete");
     assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
+    let m = r.extract(pm, VA + 5 * 4096 + 8).unwrap();
     assert_eq!((m.shift, m.pa.0, m.dirty), (21, pages[5].addr().0 + 8, true));
     assert_eq!(walk(&mut r, pm, VA + 0x12_3456, Access::Write), (21, pages[0].addr().0 + 0x12_3456));
-    assert_eq!(r.pmap.pv.live(), 1, "512 PV entries became one");
+    assert_eq!(r.pmap.0.pv.live(), 1, "512 PV entries became one");
     r.check();
 }
 
@@ -68,11 +70,11 @@ fn a_populated_64k_run_promotes_inside_a_partial_reservation() {
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 16..40, |_| rw_access());
     assert_eq!((r.stat("vm.pmap.l3c.promotions"), r.stat("vm.pmap.l2.promotions")), (1, 0));
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 20 * 4096)).unwrap().shift, 16);
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 33 * 4096)).unwrap().shift, 12);
+    assert_eq!(r.extract(pm, VA + 20 * 4096).unwrap().shift, 16);
+    assert_eq!(r.extract(pm, VA + 33 * 4096).unwrap().shift, 12);
     assert_eq!(walk(&mut r, pm, VA + 0x1_5678, Access::Read), (16, pages[5].addr().0 + 0x678));
     assert_eq!(walk(&mut r, pm, VA + 33 * 4096, Access::Read).0, 12);
-    assert_eq!(r.pmap.pv.live(), 24, "64 KB runs keep their 4 KB PV entries");
+    assert_eq!(r.pmap.0.pv.live(), 24, "64 KB runs keep their 4 KB PV entries");
     r.check();
 }
 
@@ -84,12 +86,11 @@ fn a_clean_page_is_write_protected_and_blocks_promotion() {
     fault_in(&mut r, pm, 0..16, |i| if i == 5 { EnterFlags { access: prot::READ, ..Default::default() } } else { rw_access() });
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 0);
     assert_eq!(r.stat("splab.pmap.l3c.p_failures.attributes"), 1);
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096)).unwrap();
+    let m = r.extract(pm, VA + 5 * 4096).unwrap();
     assert_eq!(m.prot & prot::WRITE, 0, "the clean page lost write access so its first write is seen");
     // The write faults, pmap_enter makes it dirty, and the run promotes.
-    let m5 = Pfn(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).unwrap().pa.pfn().0 + 5);
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA + 5 * 4096), m5, prot::RW, rw_access()).unwrap();
+    let m5 = Pfn(r.extract(pm, VA).unwrap().pa.pfn().0 + 5);
+    r.enter(pm, VA + 5 * 4096, m5, prot::RW, rw_access()).unwrap();
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 1);
     r.check();
 }
@@ -102,15 +103,14 @@ fn a_misaligned_first_page_fails_l3c_promotion() {
     // out of step, so the 64 KB run never lines up.
     for i in 0..32u32 {
         let m = r.page(i);
-        let (p, mut env) = r.env();
-        p.enter(&mut env, pm, VirtAddr(VA + (i as u64 + 1) * 4096), m, prot::RW, rw_access()).unwrap();
+        r.enter(pm, VA + (i as u64 + 1) * 4096, m, prot::RW, rw_access()).unwrap();
     }
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 0);
     assert_eq!(r.stat("vm.pmap.l3c.p_failures"), 0, "pmap_enter does not even try: va and pa differ modulo 64 KB");
     // A hand-made run whose first page is misaligned is refused.
-    let l3 = r.pmap.l3_pa(&r.mem, pm, VA + 4096).unwrap();
+    let l3 = r.pmap.0.entry(&r.mem, pm, VA + 4096, L3_SHIFT).unwrap();
     let (p, mut env) = r.env();
-    assert!(!p.promote_l3c(&mut env, pm, l3, VA + 4096));
+    assert!(!p.0.promote_l3c(&mut env, pm, l3, VA + 4096));
     assert_eq!(r.stat("splab.pmap.l3c.p_failures.first_misaligned"), 1);
 }
 
@@ -120,17 +120,16 @@ fn demotion_reuses_the_stashed_l3_table_and_splits_one_64k_run() {
     let pm = new_space(&mut r);
     fault_in(&mut r, pm, 0..512, |_| rw_access());
     let allocs = r.ev.pt_page_allocs;
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 3 * 4096), prot::READ);
+    r.protect(pm, VA + 4096, VA + 3 * 4096, prot::READ);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
     assert_eq!(r.stat("splab.pmap.l2.demotion_ptp_reused"), 1);
     assert_eq!(r.stat("vm.pmap.l3c.demotions"), 1, "only the run holding the change");
     assert_eq!(r.ev.pt_page_allocs, allocs, "no page-table page allocated");
-    let ro = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap();
-    let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
+    let ro = r.extract(pm, VA + 4096).unwrap();
+    let rw = r.extract(pm, VA + 3 * 4096).unwrap();
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.shift, rw.prot & prot::WRITE), (12, 0, 12, prot::WRITE));
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x1_0000)).unwrap().shift, 16, "the other runs stay 64 KB");
-    assert_eq!(r.pmap.pv.live(), 512);
+    assert_eq!(r.extract(pm, VA + 0x1_0000).unwrap().shift, 16, "the other runs stay 64 KB");
+    assert_eq!(r.pmap.0.pv.live(), 512);
     r.check();
 }
 
@@ -139,15 +138,13 @@ fn a_direct_2m_mapping_without_memory_to_demote_is_removed() {
     let mut r = rig(2048);
     let pm = new_space(&mut r);
     let pages: Vec<Pfn> = (0..512).map(|i| r.page(i)).collect();
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: 2, ..Default::default() }).unwrap();
+    r.enter(pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(2), ..Default::default() }).unwrap();
     assert_eq!(r.stat("vm.pmap.l2.mappings"), 1);
     while r.phys.alloc_noobj().is_some() {}
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!(r.stat("splab.pmap.l2.demotion_aborts"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none(), "the 2MB mapping is gone, to be refaulted");
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(r.extract(pm, VA + 8192).is_none(), "the 2MB mapping is gone, to be refaulted");
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY)), "its dirty state went to the pages");
     r.check();
 }
@@ -158,16 +155,14 @@ fn a_direct_64k_mapping_is_removed_whole_and_frees_its_table() {
     let pm = new_space(&mut r);
     let pages: Vec<Pfn> = (0..32).map(|i| r.page(i)).collect();
     let free0 = r.phys.buddy.free_count();
-    let (p, mut env) = r.env();
-    let fl = EnterFlags { access: prot::READ, psind: 1, ..Default::default() };
-    p.enter(&mut env, pm, VirtAddr(VA + 0x1_0000), pages[16], prot::READ, fl).unwrap();
+    let fl = EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() };
+    r.enter(pm, VA + 0x1_0000, pages[16], prot::READ, fl).unwrap();
     assert_eq!(r.stat("vm.pmap.l3c.mappings"), 1);
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x1_f000)).unwrap().pa, pages[31].addr());
-    assert_eq!(r.pmap.pv.live(), 16);
+    assert_eq!(r.extract(pm, VA + 0x1_f000).unwrap().pa, pages[31].addr());
+    assert_eq!(r.pmap.0.pv.live(), 16);
     r.check();
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 0x1_0000), VirtAddr(VA + 0x2_0000));
-    assert_eq!((r.stat("vm.pmap.l3c.demotions"), r.pmap.pv.live()), (0, 0));
+    r.remove(pm, VA + 0x1_0000, VA + 0x2_0000);
+    assert_eq!((r.stat("vm.pmap.l3c.demotions"), r.pmap.0.pv.live()), (0, 0));
     assert_eq!(r.phys.buddy.free_count(), free0, "the L1, L2 and L3 tables are freed");
     r.check();
 }
@@ -177,9 +172,8 @@ fn removing_a_whole_block_frees_its_stash_and_dirties_every_page() {
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + L2_SIZE));
-    assert_eq!((r.stat("vm.pmap.l2.demotions"), r.pmap.pv.live()), (0, 0));
+    r.remove(pm, VA, VA + L2_SIZE);
+    assert_eq!((r.stat("vm.pmap.l2.demotions"), r.pmap.0.pv.live()), (0, 0));
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
     // Only the reservation's pages and the L0 table remain allocated.
     assert_eq!(r.phys.buddy.free_count(), 4096 - 512 - 1);
@@ -194,16 +188,14 @@ fn a_1g_block_demotes_in_two_steps() {
         r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
     }
     let pm = new_space(&mut r);
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(1 << 30), base, prot::RW, EnterFlags { access: prot::READ, psind: 3, ..Default::default() }).unwrap();
+    r.enter(pm, 1 << 30, base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(3), ..Default::default() }).unwrap();
     assert_eq!(walk(&mut r, pm, (1 << 30) + 12345, Access::Write), (30, base.addr().0 + 12345));
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr((1 << 30) + (5 << 21) + 4096), VirtAddr((1 << 30) + (5 << 21) + 8192));
+    r.remove(pm, (1 << 30) + (5 << 21) + 4096, (1 << 30) + (5 << 21) + 8192);
     assert_eq!((r.stat("vm.pmap.l1.demotions"), r.stat("vm.pmap.l2.demotions")), (1, 1));
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + (5 << 21) + 4096)).is_none());
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + (6 << 21))).unwrap().shift, 21);
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + (5 << 21))).unwrap().shift, 12, "the run holding the hole");
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr((1 << 30) + (5 << 21) + 0x1_0000)).unwrap().shift, 16);
+    assert!(r.extract(pm, (1 << 30) + (5 << 21) + 4096).is_none());
+    assert_eq!(r.extract(pm, (1 << 30) + (6 << 21)).unwrap().shift, 21);
+    assert_eq!(r.extract(pm, (1 << 30) + (5 << 21)).unwrap().shift, 12, "the run holding the hole");
+    assert_eq!(r.extract(pm, (1 << 30) + (5 << 21) + 0x1_0000).unwrap().shift, 16);
     r.check();
 }
 
@@ -214,24 +206,18 @@ fn a_1g_block_demotes_in_two_steps() {
 fn tlb_maintenance_is_broadcast_and_promotion_is_break_before_make() {
     let mut r = rig(4096);
     let pm = new_space(&mut r);
-    let (p, mut env) = r.env();
-    p.activate(&mut env, pm, 0);
+    r.activate(pm, 0);
     let pages = fault_in(&mut r, pm, 0..511, |_| rw_access());
     let asid = r.pmap.asid(pm);
     // Both CPUs cache the 4 KB translation of the last page entered.
     let t = splab_hw::mmu::Translation { pa_base: pages[500].addr().0, shift: 12, perm: splab_hw::mmu::perm::READ };
-    for c in &mut r.mmu {
-        c.tlb.fill(VA + 500 * 4096, asid, t);
-    }
+    r.fill_tlbs(VA + 500 * 4096, asid, t);
     fault_in(&mut r, pm, 511..512, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
-    for c in &mut r.mmu {
-        assert!(c.tlb.lookup(VA + 500 * 4096, asid).is_none(), "a 4 KB entry survived the promotion");
-    }
+    assert!(!r.tlb_holds(VA + 500 * 4096, asid), "a 4 KB entry survived the promotion");
     let t = splab_hw::mmu::Translation { pa_base: pages[0].addr().0, shift: 21, perm: splab_hw::mmu::perm::READ };
     r.mmu[1].tlb.fill(VA, asid, t);
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + L2_SIZE));
+    r.remove(pm, VA, VA + L2_SIZE);
     assert!(r.mmu[1].tlb.lookup(VA + 4096, asid).is_none(), "the CPU not running the space was reached");
     assert_eq!(r.ev.shootdown_ipis, 0, "TLBI broadcasts need no IPIs");
 }
@@ -246,10 +232,10 @@ fn enter_object_maps_blocks_and_runs_read_only_and_unaccessed() {
     let (p, mut env) = r.env();
     p.enter_object(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 552 * 4096), &lookup, prot::RW);
     assert_eq!((r.stat("vm.pmap.l2.mappings"), r.stat("vm.pmap.l3c.mappings")), (1, 2));
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 513 * 4096)).unwrap();
+    let m = r.extract(pm, VA + 513 * 4096).unwrap();
     assert_eq!((m.shift, m.prot & prot::WRITE), (16, 0));
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 550 * 4096)).unwrap().shift, 12);
-    let (e, _, _) = r.pmap.find_leaf(&r.mem, pm, VA).unwrap();
+    assert_eq!(r.extract(pm, VA + 550 * 4096).unwrap().shift, 12);
+    let (e, _, _) = r.pmap.0.find_leaf(&r.mem, pm, VA).unwrap();
     assert!(!e.has(DescFlags::AF), "speculative mappings leave AF clear");
     r.check();
 }
@@ -259,11 +245,10 @@ fn madvise_dontneed_keeps_every_run_dirty_or_read_only() {
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.advise(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 0x1_0000), Advice::DontNeed);
+    r.advise(pm, VA, VA + 0x1_0000, Advice::DontNeed);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0xf000)).is_none(), "the range's last page is unmapped to allow repromotion");
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA)).unwrap();
+    assert!(r.extract(pm, VA + 0xf000).is_none(), "the range's last page is unmapped to allow repromotion");
+    let m = r.extract(pm, VA).unwrap();
     assert_eq!((m.shift, m.dirty, m.prot & prot::WRITE), (12, false, prot::WRITE), "clean but still writable");
     assert!(r.phys.pages.get(pages[0]).has(pflags::DIRTY));
     r.check();
@@ -277,18 +262,15 @@ fn remove_write_demotes_what_maps_the_page_writable() {
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
-    let (p, env) = r.env();
-    assert!(p.is_modified(&env, pages[3]));
-    let (p, mut env) = r.env();
-    p.remove_write(&mut env, pages[3]);
+    assert!(r.is_modified(pages[3]));
+    r.remove_write(pages[3]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
-    let m3 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
+    let m3 = r.extract(pm, VA + 3 * 4096).unwrap();
     assert_eq!((m3.shift, m3.prot & prot::WRITE, m3.dirty), (12, 0, false));
     assert!(r.phys.pages.get(pages[3]).has(pflags::DIRTY));
-    let m20 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 20 * 4096)).unwrap();
+    let m20 = r.extract(pm, VA + 20 * 4096).unwrap();
     assert_eq!((m20.shift, m20.prot & prot::WRITE, m20.dirty), (16, prot::WRITE, true));
-    let (p, env) = r.env();
-    assert!(!p.is_modified(&env, pages[3]) && p.is_modified(&env, pages[20]));
+    assert!(!r.is_modified(pages[3]) && r.is_modified(pages[20]));
     r.check();
 }
 
@@ -297,16 +279,16 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..16, |_| rw_access());
-    let l3 = r.pmap.l3_pa(&r.mem, pm, VA + 3 * 4096).unwrap();
-    let e = PmapArm64::rd(&r.mem, l3);
-    PmapArm64::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
+    let l3 = r.pmap.0.entry(&r.mem, pm, VA + 3 * 4096, L3_SHIFT).unwrap();
+    let e = Desc::read(&r.mem, l3);
+    radix::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
     let (p, env) = r.env();
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("L3C run"), "{err}");
-    PmapArm64::wr(&mut r.mem, l3, e);
+    radix::wr(&mut r.mem, l3, e);
     r.check();
     let (p, mut env) = r.env();
-    assert!(p.pv.remove(&mut env, pages[1], pm, VA + 4096));
+    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("no PV entry"), "{err}");
 }
@@ -319,20 +301,17 @@ fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() 
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[5]);
+    r.clear_modify(pages[5]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
-    let e5 = PmapArm64::rd(&r.mem, r.pmap.l3_pa(&r.mem, pm, VA + 5 * 4096).unwrap());
+    let e5 = Desc::read(&r.mem, r.pmap.0.entry(&r.mem, pm, VA + 5 * 4096, L3_SHIFT).unwrap());
     assert!(e5.writable_clean() && !e5.has(DescFlags::CONTIGUOUS), "{e5:?}");
-    let m40 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 40 * 4096)).unwrap();
+    let m40 = r.extract(pm, VA + 40 * 4096).unwrap();
     assert!(m40.dirty);
-    let (p, mut env) = r.env();
-    assert!(!p.is_modified(&env, pages[5]) && p.is_modified(&env, pages[6]) && p.is_modified(&env, pages[40]));
+    assert!(!r.is_modified(pages[5]) && r.is_modified(pages[6]) && r.is_modified(pages[40]));
     // A page in a dirty 64 KB run: the run is demoted, the page cleaned.
-    p.clear_modify(&mut env, pages[40]);
+    r.clear_modify(pages[40]);
     assert_eq!(r.stat("vm.pmap.l3c.demotions"), 2);
-    let (p, env) = r.env();
-    assert!(!p.is_modified(&env, pages[40]) && p.is_modified(&env, pages[41]));
+    assert!(!r.is_modified(pages[40]) && r.is_modified(pages[41]));
     r.check();
 }
 
@@ -346,29 +325,26 @@ fn ts_referenced_on_blocks_and_64k_runs() {
     let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
     let k = (0..512).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, L2_SHIFT, 512)).unwrap();
     let other = (k + 1) % 512;
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
-    assert!(p.is_referenced(&env, pages[k]));
-    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
-    assert!(!p.is_referenced(&env, pages[other]));
+    assert_eq!(r.ts_referenced(pages[other]), 1);
+    assert!(r.is_referenced(pages[k]));
+    assert_eq!(r.ts_referenced(pages[k]), 1);
+    assert!(!r.is_referenced(pages[other]));
     assert!(r.phys.pages.get(pages[other]).has(pflags::DIRTY));
     // The walker sets AF again on the next access.
     walk(&mut r, pm, VA, Access::Read);
-    let (p, env) = r.env();
-    assert!(p.is_referenced(&env, pages[other]));
+    assert!(r.is_referenced(pages[other]));
 
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 16..40, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 1);
-    let (p, mut env) = r.env();
     for (i, &m) in pages[..15].iter().enumerate() {
-        assert_eq!(p.ts_referenced(&mut env, m), 1, "page {i}");
+        assert_eq!(r.ts_referenced(m), 1, "page {i}");
     }
-    assert_eq!(p.ts_referenced(&mut env, pages[0]), 1, "page 15 still has AF: the run is referenced");
-    assert_eq!(p.ts_referenced(&mut env, pages[15]), 1);
-    assert_eq!(p.ts_referenced(&mut env, pages[0]), 0);
-    assert!(!p.is_referenced(&env, pages[3]));
+    assert_eq!(r.ts_referenced(pages[0]), 1, "page 15 still has AF: the run is referenced");
+    assert_eq!(r.ts_referenced(pages[15]), 1);
+    assert_eq!(r.ts_referenced(pages[0]), 0);
+    assert!(!r.is_referenced(pages[3]));
     assert_eq!(r.stat("vm.pmap.l3c.demotions"), 0);
     r.check();
 }
@@ -379,11 +355,10 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     let mut r = rig(4096);
     let pm = new_space(&mut r);
     let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.remove_all_superpage(&mut env, pages[77]);
+    r.remove_all_superpage(pages[77]);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).is_none());
+    assert_eq!(r.pmap.0.pv.live(), 0);
+    assert!(r.extract(pm, VA).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
     r.check();
 }

@@ -1,7 +1,9 @@
 //! The armv7 pmap's invariants (see mod.rs), checked by walking every L1
 //! table and every L2 table slot of every address space.
 
-use super::{Pm, PmapArmv7, DOMAIN, PTE2_A, PTE2_NM, PTE2_RO, PTE2_U, VM_MAXUSER_ADDRESS};
+use crate::base::Check;
+use super::{Pm, Armv7, DOMAIN, PTE2_A, PTE2_NM, PTE2_RO, PTE2_U, VM_MAXUSER_ADDRESS};
+use crate::invariants::{self, Seen};
 use crate::ptpage;
 use splab_hw::armv7::pte::{L1Desc, L1Kind, SmallFlags};
 use splab_hw::armv7::{L1_ENTRIES, L2_ENTRIES, REPLICAS, SECTION_SHIFT};
@@ -9,14 +11,7 @@ use splab_hw::{Pfn, PhysAddr};
 use splab_vm::page::pflags;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-/// What the walk has seen so far.
-#[derive(Default)]
-struct Seen {
-    resident: u64,
-    pv: u64,
-}
-
-impl PmapArmv7 {
+impl Armv7 {
     fn check_frame(env: &PmapEnv, pm: PmapId, va: u64, frame: u64) -> Result<Pfn, String> {
         let m = PhysAddr(frame).pfn();
         if m.idx() >= env.phys.pages.len() || !env.phys.pages.get(m).has(pflags::INUSE) || env.phys.buddy.is_free(m) {
@@ -154,21 +149,18 @@ impl PmapArmv7 {
                 return Err(format!("pmap {pm}: PT2PG page {page:?} for 4 MB {k}: ref_count {} with {sum} entries", m.ref_count));
             }
         }
-        if seen.resident != p.resident {
-            return Err(format!("pmap {pm}: resident count {} but {} pages mapped", p.resident, seen.resident));
-        }
+        invariants::resident(pm, p.resident, &seen)?;
         Ok(seen.pv)
     }
 
-    pub(crate) fn check_impl(&self, env: &PmapEnv) -> Result<(), String> {
+}
+
+impl Check for Armv7 {
+    fn check(&self, env: &PmapEnv) -> Result<(), String> {
         let mut pv_seen = 0u64;
-        for (pmid, p) in self.pmaps.iter().enumerate() {
-            let Some(p) = p else { continue };
-            pv_seen += self.check_pmap(env, pmid as PmapId, p)?;
+        for (pm, p) in self.pmaps.iter() {
+            pv_seen += self.check_pmap(env, pm, p)?;
         }
-        if pv_seen != self.pv.live() {
-            return Err(format!("{} PV entries in use but {pv_seen} managed mappings", self.pv.live()));
-        }
-        Ok(())
+        invariants::pv_entries(&self.pv, pv_seen)
     }
 }

@@ -9,20 +9,21 @@
 //! removed instead, which is always safe: a later fault recreates what is
 //! needed. A large page is demoted in place and cannot fail.
 
-use super::{PmapArmv7, DOMAIN, PTE2_A, PTE2_PROMOTE};
+use crate::ptpage;
+use super::{Armv7, DOMAIN, PTE2_A, PTE2_PROMOTE};
 use splab_hw::armv7::pte::{L1Desc, L2Desc};
 use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
 use splab_hw::armv7::pte::SectionFlags;
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl PmapArmv7 {
+impl Armv7 {
     /// Removes a section in place of demoting it.
     fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va1m: u64) -> bool {
         let mut free = Vec::new();
         self.remove_pte1(env, pm, va1m, &mut free);
-        Self::free_all(env, free);
-        self.st.demotion_aborts += 1;
+        ptpage::free_all(env, free);
+        self.st.section.aborts += 1;
         false
     }
 
@@ -52,14 +53,14 @@ impl PmapArmv7 {
             let kept = Self::rd2(env.mem, PhysAddr(table)).small_view(0);
             debug_assert_eq!(kept.frame(), first.frame(), "the stash maps the section's frames");
             if kept.attrs() & PTE2_PROMOTE == first.attrs() & PTE2_PROMOTE {
-                self.st.demotion_ptp_reused += 1;
+                self.st.section.ptp_reused += 1;
             } else {
                 Self::fill_pt2(env, table, old);
             }
         }
         // pmap_change_pte1: break before make.
-        Self::wr1(env.mem, p1, L1Desc::FAULT);
-        self.tlb_flush(env, pm, va1m);
+        let inv = Self::update1(env.mem, p1, L1Desc::FAULT, va1m, SECTION_SIZE);
+        self.tlb_flush(env, pm, inv);
         Self::wr1(env.mem, p1, L1Desc::table(table, DOMAIN));
         // The section's PV entry becomes 256 (pmap_pv_demote_pte1).
         let m0 = PhysAddr(old.frame()).pfn();
@@ -85,10 +86,8 @@ impl PmapArmv7 {
         let p0 = self.pte2_pa(pm, base).expect("demote_large: no L2 table");
         let large = Self::rd2(env.mem, p0);
         debug_assert!(large.is_large(), "demote_large: not a large page");
-        for i in 0..REPLICAS {
-            Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), L2Desc::FAULT);
-        }
-        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
+        let inv = Self::update2(env.mem, p0, REPLICAS, L2Desc::FAULT, base);
+        self.tlb_flush_range(env, pm, inv);
         for i in 0..REPLICAS {
             Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), large.large_to_small(i));
         }

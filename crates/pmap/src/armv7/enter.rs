@@ -3,15 +3,16 @@
 //! ranges at once (pmap_enter_object with pmap_enter_1mpage, a 64 KB
 //! counterpart after arm64's pmap_enter_l3c, and pmap_enter_quick).
 
-use super::{is_dirty, PmapArmv7, DOMAIN, PTE2_A, PTE2_NG, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_S, PTE2_U, VM_MAXUSER_ADDRESS};
+use crate::base::{each_resident, Enter};
+use super::{is_dirty, Armv7, PSIND_SECTION, DOMAIN, PTE2_A, PTE2_NG, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_S, PTE2_U, VM_MAXUSER_ADDRESS};
 use crate::ptpage;
 use splab_hw::armv7::pte::{L1Desc, L2Desc, SmallFlags};
 use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
 use splab_vm::page::pflags;
-use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
-impl PmapArmv7 {
+impl Armv7 {
     /// pmap_enter for a 4 KB page, then the promotion attempts: a 64 KB
     /// large page when the 16-page run of the reservation around `m` is
     /// populated and its 16 entries are valid (as arm64's pmap_enter
@@ -36,8 +37,8 @@ impl PmapArmv7 {
             // differs only in A and NM is left as it is.
             let keep = PTE2_NM | PTE2_A;
             if opte2.attrs() - keep != npte2.attrs() - keep {
-                Self::wr2(env.mem, p2, L2Desc::FAULT);
-                self.tlb_flush(env, pm, va);
+                let inv = Self::update2(env.mem, p2, 1, L2Desc::FAULT, va);
+                self.tlb_flush(env, pm, inv);
                 Self::wr2(env.mem, p2, npte2);
                 if managed {
                     Self::hand_over(env, m, opte2.attrs());
@@ -47,8 +48,8 @@ impl PmapArmv7 {
             if opte2.valid() {
                 // The physical page changed: break before make, the old
                 // page's state and PV entry handed back.
-                Self::wr2(env.mem, p2, L2Desc::FAULT);
-                self.tlb_flush(env, pm, va);
+                let inv = Self::update2(env.mem, p2, 1, L2Desc::FAULT, va);
+                self.tlb_flush(env, pm, inv);
                 let om = PhysAddr(opte2.frame()).pfn();
                 if ptpage::managed(env, om) {
                     Self::hand_over(env, om, opte2.attrs());
@@ -67,11 +68,11 @@ impl PmapArmv7 {
         if !managed {
             return Ok(());
         }
-        if self.lp_enabled && env.phys.reserv.is_populated_run(m, REPLICAS as u32) && self.run_is_mapped(env, pm, va) {
+        if self.lp_enabled.on && env.phys.reserv.is_populated_run(m, REPLICAS as u32) && self.run_is_mapped(env, pm, va) {
             self.promote_large(env, pm, va);
         }
         let full = self.pm(pm).pt2_count[idx as usize] as u64 == L2_ENTRIES;
-        if full && self.sp_enabled && env.phys.reserv.level_iffullpop(m) == 0 {
+        if full && self.sp_enabled.on && env.phys.reserv.level_iffullpop(m) == 0 {
             self.promote_pte1(env, pm, va);
         }
         Ok(())
@@ -102,7 +103,7 @@ impl PmapArmv7 {
     pub(crate) fn enter_section(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         debug_assert!(va.is_multiple_of(SECTION_SIZE) && m.addr().0.is_multiple_of(SECTION_SIZE), "unaligned section");
         let largepage = env.phys.pages.get(m).has(pflags::LARGEPAGE);
-        if (!self.sp_enabled && !largepage) || !self.superpage_allowed(va, SECTION_SIZE) {
+        if (!self.sp_enabled.on && !largepage) || !self.superpage_allowed(va, SECTION_SIZE) {
             return Err(PmapError::BadPsind);
         }
         let managed = ptpage::managed(env, m);
@@ -124,13 +125,13 @@ impl PmapArmv7 {
             } else {
                 self.remove_range_in_table(env, pm, va, va + SECTION_SIZE, &mut free);
             }
-            Self::free_all(env, free);
+            ptpage::free_all(env, free);
         }
         if Self::rd1(env.mem, p1).is_table() {
             // Still linked to an empty table of a PT2PG page that other
             // tables keep: the walk cache may hold the link.
-            Self::wr1(env.mem, p1, L1Desc::FAULT);
-            self.tlb_flush(env, pm, va);
+            let inv = Self::update1(env.mem, p1, L1Desc::FAULT, va, SECTION_SIZE);
+            self.tlb_flush(env, pm, inv);
         }
         if managed {
             self.pv.add_sp(npte1.frame(), pm, va);
@@ -214,19 +215,23 @@ impl PmapArmv7 {
     /// 16 pages for a large page, vm_reserv_is_populated), and made of the
     /// consecutive frames.
     fn direct_fits(&self, env: &PmapEnv, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, va: u64, end: u64, m: Pfn, size: u64) -> bool {
-        let n = size / 4096;
         let populated = if size == SECTION_SIZE {
             env.phys.reserv.level_iffullpop(m) == 0
         } else {
-            env.phys.reserv.is_populated_run(m, n as u32)
+            env.phys.reserv.is_populated_run(m, (size / 4096) as u32)
         };
-        va.is_multiple_of(size)
-            && va + size <= end
-            && self.superpage_allowed(va, size)
-            && m.addr().0.is_multiple_of(size)
-            && ptpage::managed(env, m)
-            && populated
-            && (1..n).all(|i| pages(VirtAddr(va + i * 4096)) == Some(Pfn(m.0 + i as u32)))
+        self.superpage_allowed(va, size) && ptpage::managed(env, m) && populated && ptpage::is_run(pages, va, end, m, size)
+    }
+
+}
+
+impl Enter for Armv7 {
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            Psind::BASE => self.enter_pte2(env, pm, va, m, pr, flags),
+            PSIND_SECTION => self.enter_section(env, pm, va, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
     }
 
     /// Maps the resident pages of [start, end) read-only (pmap_enter_object):
@@ -234,34 +239,22 @@ impl PmapArmv7 {
     /// populated (pmap_enter_1mpage), 64 KB large pages where a 16-page run
     /// is (with vm.pmap.lp_enabled), speculative 4 KB ones otherwise
     /// (pmap_enter_quick). Existing mappings are left alone.
-    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & !prot::WRITE;
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += 4096;
-                continue;
-            };
-            if self.sp_enabled && self.direct_fits(env, pages, va, end, m, SECTION_SIZE) {
+        each_resident(start, end, 4096, pages, |va, m| {
+            if self.sp_enabled.on && self.direct_fits(env, pages, va, end, m, SECTION_SIZE) {
                 match self.enter_1mpage(env, pm, va, m, pr) {
-                    Ok(()) => {
-                        va += SECTION_SIZE;
-                        continue;
-                    }
+                    Ok(()) => return Some(SECTION_SIZE),
                     // A section already there counts as done.
-                    Err(PmapError::Exists) if Self::rd1(env.mem, self.pte1_pa(pm, va)).is_section() => {
-                        va += SECTION_SIZE;
-                        continue;
-                    }
+                    Err(PmapError::Exists) if Self::rd1(env.mem, self.pte1_pa(pm, va)).is_section() => return Some(SECTION_SIZE),
                     Err(_) => {}
                 }
             }
-            if self.lp_enabled && self.direct_fits(env, pages, va, end, m, LARGE_SIZE) && self.enter_64kpage(env, pm, va, m, pr) {
-                va += LARGE_SIZE;
-                continue;
+            if self.lp_enabled.on && self.direct_fits(env, pages, va, end, m, LARGE_SIZE) && self.enter_64kpage(env, pm, va, m, pr) {
+                return Some(LARGE_SIZE);
             }
             self.enter_quick(env, pm, va, m, pr);
-            va += 4096;
-        }
+            Some(4096)
+        });
     }
 }

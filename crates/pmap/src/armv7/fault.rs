@@ -10,13 +10,13 @@
 //! has already dropped this CPU's translation of the address); anything
 //! the mapping does not permit goes on to vm_fault.
 
-use super::{Leaf, PmapArmv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_U};
+use super::{Leaf, Armv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_U};
 use splab_hw::armv7::pte::{L2Desc, SmallFlags};
 use splab_hw::armv7::REPLICAS;
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{prot, PmapEnv, PmapId, Prot};
 
-impl PmapArmv7 {
+impl Armv7 {
     /// What to change in a user mapping with attributes `f` for `access`:
     /// the bits to set and to clear, or None if vm_fault must handle it.
     fn emulate(&mut self, f: SmallFlags, access: Prot) -> Option<(SmallFlags, SmallFlags)> {
@@ -46,7 +46,7 @@ impl PmapArmv7 {
     }
 
     /// Returns whether the fault at `va` for `access` was resolved here.
-    pub(crate) fn fault_impl(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+    pub(crate) fn pmap_fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
         match self.find(env.mem, pm, va) {
             None => false,
             Some(Leaf::Section(p1, e)) => {

@@ -68,15 +68,18 @@ mod promote;
 mod refmod;
 mod remove;
 
+use crate::base::{Core, Md, Params, Tunable};
+use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage;
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::shootdown::{self, Invalidate};
+use crate::spaces::Spaces;
 use splab_hw::armv7::pte::{L1Desc, L2Desc, SmallFlags};
 use splab_hw::armv7::{l1_index, l2_index, L1_ENTRIES, L2_TABLE_SIZE, LARGE_SIZE, SECTION_SHIFT, SECTION_SIZE};
 use splab_hw::physmem::PhysMem;
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
+use splab_hw::{Pfn, PhysAddr};
 use splab_vm::page::{pflags, VmPage};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::HashMap;
 
@@ -86,6 +89,8 @@ use std::collections::HashMap;
 /// runs within a reservation (vm_reserv_is_populated), never requested by
 /// the machine-independent layer.
 const PAGESIZES: [u64; 2] = [4096, SECTION_SIZE];
+const PSIND_SECTION: Psind = Psind::new(1);
+const PARAMS: Params = Params { arch: "armv7", pagesizes: &PAGESIZES, reserv_psind: PSIND_SECTION, max_user_address: VM_MAXUSER_ADDRESS };
 
 /// The ASID every address space runs with (see the module comment).
 const ASID: u16 = 0;
@@ -135,39 +140,27 @@ pub(crate) fn is_dirty(f: SmallFlags) -> bool {
     !f.intersects(PTE2_NM | PTE2_RO)
 }
 
-/// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
-/// counts them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum PromoteFail {
-    /// The first entry is invalid, unreferenced, or does not map the first
-    /// page of an aligned frame of the superpage's size (failure(1)).
-    First,
-    /// Some entry is invalid, or does not map the next physical page
-    /// (failure(3)).
-    NotContiguous,
-    /// Some entry's PTE2_PROMOTE bits differ from the first one's
-    /// (failure(3) for A, failure(4) for the rest).
-    Attributes,
-}
+/// vm.pmap.section.*, and the reasons of failed promotions (FreeBSD
+/// logs them with CTR, failure(1) to failure(4); splab counts them).
+const SECTION: SizeNames = size_names!("section", "1MB", [
+    (FirstMisaligned, "first", "Promotion failed: first entry invalid, unreferenced or misaligned"),
+    (NotContiguous, "not_contiguous", "Promotion failed: an entry invalid or not the next frame"),
+    (Attributes, "attributes", "Promotion failed: entry attributes differ"),
+], demotion: ("Demotions that reused the L2 table kept at promotion", "Demotions that removed the mapping instead"));
 
-/// The counters of one superpage size.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct SizeStats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub mappings: u64,
-    pub demotions: u64,
-    pub fail_reason: [u64; 3],
-}
+/// vm.pmap.largepage.*, likewise.
+const LARGEPAGE: SizeNames = size_names!("largepage", "64KB", [
+    (FirstMisaligned, "first", "Promotion failed: first entry invalid, unreferenced or misaligned"),
+    (NotContiguous, "not_contiguous", "Promotion failed: an entry invalid or not the next frame"),
+    (Attributes, "attributes", "Promotion failed: entry attributes differ"),
+]);
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
     /// 1 MB sections (vm.pmap.section.*).
-    pub section: SizeStats,
+    pub section: SizeCounters,
     /// 64 KB large pages (vm.pmap.largepage.*).
-    pub large: SizeStats,
-    pub demotion_ptp_reused: u64,
-    pub demotion_aborts: u64,
+    pub large: SizeCounters,
     pub af_faults: u64,
     pub nm_faults: u64,
 }
@@ -192,14 +185,17 @@ pub(crate) enum Leaf {
     Pte2(PhysAddr, L2Desc),
 }
 
-pub struct PmapArmv7 {
-    pmaps: Vec<Option<Pm>>,
+/// The armv7 pmap.
+pub type PmapArmv7 = Md<Armv7>;
+
+pub struct Armv7 {
+    pub(crate) pmaps: Spaces<Pm>,
     /// PV lists per 4 KB page and per 1 MB frame.
     pub(crate) pv: PvTable,
-    /// vm.pmap.sp_enabled: 1 MB sections.
-    pub(crate) sp_enabled: bool,
-    /// vm.pmap.lp_enabled: 64 KB large pages.
-    pub(crate) lp_enabled: bool,
+    /// 1 MB sections.
+    pub(crate) sp_enabled: Tunable,
+    /// 64 KB large pages.
+    pub(crate) lp_enabled: Tunable,
     /// The exception vectors page: high vectors unless a test says
     /// otherwise (the older arm pmap mapped low vectors at VA 0 into every
     /// user address space).
@@ -217,14 +213,24 @@ impl PmapArmv7 {
                 (npages * 4096) >> 20
             ));
         }
-        Ok(PmapArmv7 { pmaps: Vec::new(), pv: PvTable::new(npages, SECTION_SHIFT), sp_enabled: superpages, lp_enabled: false, vectors: VECTORS_HIGH, st: Stats::default() })
+        Ok(Md(Armv7 {
+            pmaps: Spaces::default(),
+            pv: PvTable::new(npages, SECTION_SHIFT),
+            sp_enabled: Tunable::new("vm.pmap.sp_enabled", "Are large page mappings enabled?", superpages),
+            lp_enabled: Tunable::new("vm.pmap.lp_enabled", "Are 64KB large page mappings enabled? (splab's second level)", false),
+            vectors: VECTORS_HIGH,
+            st: Stats::default(),
+        }))
     }
+}
+
+impl Armv7 {
 
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps[pm as usize].as_ref().expect("live pmap")
+        self.pmaps.get(pm)
     }
     pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps[pm as usize].as_mut().expect("live pmap")
+        self.pmaps.get_mut(pm)
     }
 
     #[inline]
@@ -341,8 +347,8 @@ impl PmapArmv7 {
             let e1 = Self::rd1(env.mem, p1);
             if e1.is_table() {
                 debug_assert_eq!(e1.table_base() & !0xfff, page.addr().0);
-                Self::wr1(env.mem, p1, L1Desc::FAULT);
-                self.tlb_flush(env, pm, i << SECTION_SHIFT);
+                let inv = Self::update1(env.mem, p1, L1Desc::FAULT, i << SECTION_SHIFT, SECTION_SIZE);
+                self.tlb_flush(env, pm, inv);
             }
         }
         self.pm_mut(pm).pt2pg.remove(&(idx >> 2));
@@ -355,22 +361,33 @@ impl PmapArmv7 {
         self.pt2_sub(env, pm, l1_index(va), 1, free)
     }
 
-    pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
-        for p in free {
-            ptpage::free(env, p);
+    /// Writes `e` over the live L1 entry at `p1`, which translates
+    /// [va, va + size).
+    pub(crate) fn update1(mem: &mut PhysMem, p1: PhysAddr, e: L1Desc, va: u64, size: u64) -> Invalidate {
+        Self::wr1(mem, p1, e);
+        Invalidate::new(va, size)
+    }
+
+    /// Writes `e` over the `n` live L2 entries from `p2` (one small page,
+    /// or the 16 of a large page), which translate [va, va + n * 4 KB).
+    pub(crate) fn update2(mem: &mut PhysMem, p2: PhysAddr, n: u64, e: L2Desc, va: u64) -> Invalidate {
+        for i in 0..n {
+            Self::wr2(mem, PhysAddr(p2.0 + i * 4), e);
         }
+        Invalidate::new(va, n * 4096)
     }
 
-    /// pmap_tlb_flush: one address, every CPU running `pm`, by broadcast.
-    pub(crate) fn tlb_flush(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
-        shootdown::broadcast_invalidate_page(env, pm, ASID, va);
+    /// pmap_tlb_flush: one address, every CPU running `pm`, by broadcast;
+    /// it drops the translations of the address of every size.
+    pub(crate) fn tlb_flush(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        shootdown::broadcast_invalidate_page(env, pm, ASID, inv.va);
     }
 
-    /// pmap_tlb_flush_range: every 4 KB page of [va, va + size).
-    pub(crate) fn tlb_flush_range(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, size: u64) {
-        let mut a = va;
-        while a < va + size {
-            self.tlb_flush(env, pm, a);
+    /// pmap_tlb_flush_range: every 4 KB page of the change.
+    pub(crate) fn tlb_flush_range(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        let mut a = inv.va;
+        while a < inv.va + inv.size {
+            shootdown::broadcast_invalidate_page(env, pm, ASID, a);
             a += 4096;
         }
     }
@@ -458,38 +475,37 @@ impl PmapArmv7 {
     }
 }
 
-impl Pmap for PmapArmv7 {
-    fn arch(&self) -> &'static str {
-        "armv7"
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+impl Core for Armv7 {
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
-        self.sp_enabled
+        self.sp_enabled.on
     }
-    fn max_user_address(&self) -> u64 {
-        VM_MAXUSER_ADDRESS
+    fn tunables(&self) -> Vec<&Tunable> {
+        vec![&self.sp_enabled, &self.lp_enabled]
+    }
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        vec![&mut self.sp_enabled, &mut self.lp_enabled]
+    }
+    fn pv(&self) -> &PvTable {
+        &self.pv
+    }
+    fn host_bytes(&self) -> u64 {
+        self.pv.host_bytes() + self.pmaps.iter().map(|(_, p)| p.pt2_count.len() as u64 * 2 + p.pt2pg.len() as u64 * 16).sum::<u64>()
     }
 
     /// pmap_pinit: an empty L1 table. (FreeBSD also copies the kernel's
     /// L1 entries into it; the model has no kernel mappings.)
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let l1 = Self::alloc_l1(env).ok_or(PmapError::NoMemory)?;
-        let p = Pm { l1, pt2pg: HashMap::new(), pt2_count: vec![0; L1_ENTRIES as usize], resident: 0 };
-        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
-            self.pmaps[i] = Some(p);
-            Ok(i as PmapId)
-        } else {
-            self.pmaps.push(Some(p));
-            Ok((self.pmaps.len() - 1) as PmapId)
-        }
+        Ok(self.pmaps.insert(Pm { l1, pt2pg: HashMap::new(), pt2_count: vec![0; L1_ENTRIES as usize], resident: 0 }))
     }
 
     /// pmap_release. CPUs that ran the address space keep its non-global
     /// translations only until their next TTBR0 switch, which flushes them.
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
         debug_assert!(p.pt2pg.is_empty(), "pmap released with L2 tables");
         env.deactivate(pm);
@@ -503,145 +519,38 @@ impl Pmap for PmapArmv7 {
         ASID
     }
 
-    /// pmap_activate: TTBR0 takes the new L1 table, then the CPU's
-    /// non-global TLB entries and walk cache are flushed (cp15_ttbr_set).
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
+    /// TTBR0 takes the new L1 table, then the CPU's non-global TLB
+    /// entries and walk cache are flushed (cp15_ttbr_set).
+    fn activate_sw(&mut self, env: &mut PmapEnv, _pm: PmapId, cpu: usize) {
         let mmu = &mut env.mmu[cpu];
         mmu.tlb.invalidate_asid(ASID);
         mmu.pwc.invalidate_all();
         env.ev.tlb_flushes += 1;
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
-            0 => self.enter_pte2(env, pm, va.0, m, pr, flags),
-            1 => self.enter_section(env, pm, va.0, m, pr, flags),
-            _ => Err(PmapError::BadPsind),
-        }
-    }
-
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_impl(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_impl(env, m)
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_write_impl(env, m)
-    }
-
-    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice) {
-        self.advise_impl(env, pm, sva.0, eva.0, advice)
-    }
-
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_modified_impl(env, m)
-    }
-
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_referenced_impl(env, m)
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_superpage_impl(env, m)
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, access: Prot) -> bool {
-        self.fault_impl(env, pm, va.0, access)
+    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+        self.pmap_fault(env, pm, va, access)
     }
 
     /// pmap_extract with the protection the MMU grants now (see
     /// `leaf_prot`) and whether the mapping is modified.
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let (frame, shift, f) = match self.find(mem, pm, va.0)? {
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let (frame, shift, f) = match self.find(mem, pm, va)? {
             Leaf::Section(_, e) => (e.frame(), SECTION_SHIFT, SmallFlags::from_section(e.flags())),
             Leaf::Pte2(_, e) if e.is_large() => (e.frame(), splab_hw::armv7::LARGE_SHIFT, e.attrs()),
             Leaf::Pte2(_, e) => (e.frame(), 12, e.attrs()),
         };
-        let off = va.0 & ((1u64 << shift) - 1);
+        let off = va & ((1u64 << shift) - 1);
         Some(Mapping { pa: PhysAddr(frame + off), shift: shift as u8, prot: Self::leaf_prot(f), dirty: is_dirty(f) })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
+    fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
-        out.int("vm.pmap.sp_enabled", self.sp_enabled as u64, "Are large page mappings enabled?");
-        out.int("vm.pmap.lp_enabled", self.lp_enabled as u64, "Are 64KB large page mappings enabled? (splab's second level)");
-        for (name, c, size) in [("section", &s.section, "1MB"), ("largepage", &s.large, "64KB")] {
-            let n = |k: &str| format!("vm.pmap.{name}.{k}");
-            let descr = |k: &'static str| -> &'static str {
-                match (size, k) {
-                    ("1MB", "promotions") => "1MB page promotions",
-                    ("1MB", "p_failures") => "1MB page promotion failures",
-                    ("1MB", "mappings") => "1MB page mappings",
-                    ("1MB", "demotions") => "1MB page demotions",
-                    (_, "promotions") => "64KB page promotions",
-                    (_, "p_failures") => "64KB page promotion failures",
-                    (_, "mappings") => "64KB page mappings",
-                    _ => "64KB page demotions",
-                }
-            };
-            out.int(&n("promotions"), c.promotions, descr("promotions"));
-            out.int(&n("p_failures"), c.p_failures, descr("p_failures"));
-            out.int(&n("mappings"), c.mappings, descr("mappings"));
-            out.int(&n("demotions"), c.demotions, descr("demotions"));
-            let r = |k: &str| format!("splab.pmap.{name}.p_failures.{k}");
-            out.int(&r("first"), c.fail_reason[0], "Promotion failed: first entry invalid, unreferenced or misaligned");
-            out.int(&r("not_contiguous"), c.fail_reason[1], "Promotion failed: an entry invalid or not the next frame");
-            out.int(&r("attributes"), c.fail_reason[2], "Promotion failed: entry attributes differ");
-        }
-        out.int("splab.pmap.section.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the L2 table kept at promotion");
-        out.int("splab.pmap.section.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
+        s.section.sysctls(&SECTION, out);
+        s.large.sysctls(&LARGEPAGE, out);
         out.int("splab.pmap.af_faults", s.af_faults, "Access flag faults resolved by pmap_fault (referenced emulation)");
         out.int("splab.pmap.nm_faults", s.nm_faults, "Permission faults resolved by pmap_fault (modified emulation)");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        let slot = match name {
-            "vm.pmap.sp_enabled" => &mut self.sp_enabled,
-            "vm.pmap.lp_enabled" => &mut self.lp_enabled,
-            _ => return Err(format!("unknown armv7 tunable {name:?} (known: vm.pmap.sp_enabled, vm.pmap.lp_enabled)")),
-        };
-        if value != 0 && value != 1 {
-            return Err(format!("{name} must be 0 or 1, not {value}"));
-        }
-        *slot = value == 1;
-        Ok(())
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes() + self.pmaps.iter().flatten().map(|p| p.pt2_count.len() as u64 * 2 + p.pt2pg.len() as u64 * 16).sum::<u64>()
     }
 }
 

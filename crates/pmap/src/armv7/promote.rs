@@ -14,51 +14,48 @@
 //! write-protected all 16 together, so a failed attempt never leaves a
 //! large page's entries different.
 
-use super::{Leaf, PmapArmv7, PromoteFail, SizeStats, DOMAIN, PTE2_A, PTE2_NM, PTE2_PROMOTE, PTE2_RO};
+use crate::counters::PromoteFail;
+use super::{Leaf, Armv7, DOMAIN, PTE2_A, PTE2_NM, PTE2_PROMOTE, PTE2_RO};
 use splab_hw::armv7::pte::{L1Desc, L2Desc};
 use splab_hw::armv7::{l2_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-fn failed(s: &mut SizeStats, why: PromoteFail) -> bool {
-    s.p_failures += 1;
-    s.fail_reason[why as usize] += 1;
-    false
-}
-
-impl PmapArmv7 {
-    /// Sets RO on entry `i` of the table at `table` if it is writable and
-    /// unmodified (all 16 entries of a large page at once); returns the
-    /// entry as a small page, as it now is.
-    fn write_protect_clean(env: &mut PmapEnv, table: u64, i: u64) -> L2Desc {
+impl Armv7 {
+    /// Sets RO on entry `i` of the table at `table`, whose entries map from
+    /// `table_va` on, if it is writable and unmodified (all 16 entries of
+    /// a large page at once); returns the entry as a small page, as it now
+    /// is.
+    fn write_protect_clean(env: &mut PmapEnv, table: u64, table_va: u64, i: u64) -> L2Desc {
         let e = Self::rd2(env.mem, PhysAddr(table + i * 4));
         if e.has(PTE2_NM) && !e.has(PTE2_RO) {
             let n = e.with(PTE2_RO);
-            let group = if e.is_large() { (i & !15)..(i & !15) + REPLICAS } else { i..i + 1 };
-            for k in group {
-                Self::wr2(env.mem, PhysAddr(table + k * 4), n);
-            }
+            let (k, count) = if e.is_large() { (i & !15, REPLICAS) } else { (i, 1) };
+            // No flush: RO is a software bit, and NM already makes the
+            // hardware refuse writes.
+            Self::update2(env.mem, PhysAddr(table + k * 4), count, n, table_va + k * 4096).unneeded();
             return n.small_view(i);
         }
         e.small_view(i)
     }
 
-    /// Checks the `n` entries from index `first` of the table at `table`
-    /// for promotion to a page of `n` * 4 KB. Returns the first entry,
-    /// write-protected if it was clean, or why not.
-    fn promotable(env: &mut PmapEnv, table: u64, first: u64, n: u64) -> Result<L2Desc, PromoteFail> {
+    /// Checks the `n` entries from index `first` of the table at `table`,
+    /// whose entries map from `table_va` on, for promotion to a page of
+    /// `n` * 4 KB. Returns the first entry, write-protected if it was
+    /// clean, or why not.
+    fn promotable(env: &mut PmapEnv, table: u64, table_va: u64, first: u64, n: u64) -> Result<L2Desc, PromoteFail> {
         let size = n * 4096;
         let f = Self::rd2(env.mem, PhysAddr(table + first * 4)).small_view(first);
         if !f.valid() || !f.has(PTE2_A) || !f.frame().is_multiple_of(size) {
-            return Err(PromoteFail::First);
+            return Err(PromoteFail::FirstMisaligned);
         }
-        let f = Self::write_protect_clean(env, table, first);
+        let f = Self::write_protect_clean(env, table, table_va, first);
         for i in 1..n {
             let e = Self::rd2(env.mem, PhysAddr(table + (first + i) * 4)).small_view(first + i);
             if !e.valid() || e.frame() != f.frame() + i * 4096 {
                 return Err(PromoteFail::NotContiguous);
             }
-            let e = Self::write_protect_clean(env, table, first + i);
+            let e = Self::write_protect_clean(env, table, table_va, first + i);
             if e.attrs() & PTE2_PROMOTE != f.attrs() & PTE2_PROMOTE {
                 return Err(PromoteFail::Attributes);
             }
@@ -79,9 +76,9 @@ impl PmapArmv7 {
         if !e1.is_table() {
             return false;
         }
-        let first = match Self::promotable(env, e1.table_base(), 0, L2_ENTRIES) {
+        let first = match Self::promotable(env, e1.table_base(), va1m, 0, L2_ENTRIES) {
             Ok(f) => f,
-            Err(why) => return failed(&mut self.st.section, why),
+            Err(why) => return self.st.section.failed(why),
         };
         let npte1 = L1Desc::section_from_small(first, DOMAIN);
         // One PV entry for the section instead of 256 (pmap_pv_promote_pte1).
@@ -91,8 +88,8 @@ impl PmapArmv7 {
         }
         // pmap_change_pte1: break before make, every small and large
         // translation of the range flushed.
-        Self::wr1(env.mem, p1, L1Desc::FAULT);
-        self.tlb_flush_range(env, pm, va1m, SECTION_SIZE);
+        let inv = Self::update1(env.mem, p1, L1Desc::FAULT, va1m, SECTION_SIZE);
+        self.tlb_flush_range(env, pm, inv);
         Self::wr1(env.mem, p1, npte1);
         self.st.section.promotions += 1;
         env.ev.promotions += 1;
@@ -113,15 +110,13 @@ impl PmapArmv7 {
             return false;
         }
         let table = p0.0 - l2_index(base) * 4;
-        let first = match Self::promotable(env, table, l2_index(base), REPLICAS) {
+        let first = match Self::promotable(env, table, base & !(SECTION_SIZE - 1), l2_index(base), REPLICAS) {
             Ok(f) => f,
-            Err(why) => return failed(&mut self.st.large, why),
+            Err(why) => return self.st.large.failed(why),
         };
         let large = first.small_to_large();
-        for i in 0..REPLICAS {
-            Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), L2Desc::FAULT);
-        }
-        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
+        let inv = Self::update2(env.mem, p0, REPLICAS, L2Desc::FAULT, base);
+        self.tlb_flush_range(env, pm, inv);
         for i in 0..REPLICAS {
             Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), large);
         }

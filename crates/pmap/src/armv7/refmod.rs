@@ -13,15 +13,16 @@
 //! one of its pages is made unmodified, so that the others keep their
 //! state.
 
-use super::{is_dirty, Leaf, PmapArmv7, PTE2_A, PTE2_NM, PTE2_RO, PTE2_W};
+use crate::base::{RefMod, Remove};
+use super::{is_dirty, Leaf, Armv7, PTE2_A, PTE2_NM, PTE2_RO, PTE2_W};
 use crate::ptpage;
 use crate::refbits::{self, TS_REFERENCED_MAX};
 use splab_hw::armv7::pte::SmallFlags;
-use splab_hw::armv7::{L2_ENTRIES, LARGE_SHIFT, LARGE_SIZE, REPLICAS, SECTION_SHIFT, SECTION_SIZE};
+use splab_hw::armv7::{L2_ENTRIES, LARGE_SHIFT, REPLICAS, SECTION_SHIFT, SECTION_SIZE};
 use splab_hw::{PhysAddr, Pfn};
 use splab_vm::pmap::PmapEnv;
 
-impl PmapArmv7 {
+impl Armv7 {
     /// The attributes of every section holding `m`, then of every small
     /// or large page mapping of `m`.
     fn attrs_of(&self, env: &PmapEnv, m: Pfn) -> Vec<SmallFlags> {
@@ -36,18 +37,21 @@ impl PmapArmv7 {
             .collect()
     }
 
+}
+
+impl RefMod for Armv7 {
     /// pmap_is_modified: some mapping of `m` has neither NM nor RO set.
-    pub(crate) fn is_modified_impl(&self, env: &PmapEnv, m: Pfn) -> bool {
+    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
         self.attrs_of(env, m).into_iter().any(is_dirty)
     }
 
     /// pmap_is_referenced.
-    pub(crate) fn is_referenced_impl(&self, env: &PmapEnv, m: Pfn) -> bool {
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
         self.attrs_of(env, m).into_iter().any(|f| f.contains(PTE2_A))
     }
 
     /// pmap_ts_referenced. Wired mappings keep A but count.
-    pub(crate) fn ts_referenced_impl(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut count = 0;
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let Some(Leaf::Section(p1, e)) = self.find(env.mem, pm, va) else { panic!("section PV entry without a section at {va:#x}") };
@@ -57,8 +61,8 @@ impl PmapArmv7 {
             }
             if f.contains(PTE2_A) {
                 if refbits::selected_for_clearing(m, pm, va, SECTION_SHIFT, L2_ENTRIES) && !f.contains(PTE2_W) {
-                    Self::wr1(env.mem, p1, e.without(PTE2_A.to_section()));
-                    self.tlb_flush(env, pm, va);
+                    let inv = Self::update1(env.mem, p1, e.without(PTE2_A.to_section()), va, SECTION_SIZE);
+                    self.tlb_flush(env, pm, inv);
                 }
                 count += 1;
                 if count >= TS_REFERENCED_MAX {
@@ -77,15 +81,13 @@ impl PmapArmv7 {
                 if e.is_large() {
                     let base = Self::group_base(va);
                     if refbits::selected_for_clearing(m, pm, base, LARGE_SHIFT, REPLICAS) && !f.contains(PTE2_W) {
-                        let p0 = p2.0 - ((va - base) >> 12) * 4;
-                        for i in 0..REPLICAS {
-                            Self::wr2(env.mem, PhysAddr(p0 + i * 4), e.without(PTE2_A));
-                        }
-                        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
+                        let p0 = PhysAddr(p2.0 - ((va - base) >> 12) * 4);
+                        let inv = Self::update2(env.mem, p0, REPLICAS, e.without(PTE2_A), base);
+                        self.tlb_flush_range(env, pm, inv);
                     }
                 } else if !f.contains(PTE2_W) {
-                    Self::wr2(env.mem, p2, e.without(PTE2_A));
-                    self.tlb_flush(env, pm, va);
+                    let inv = Self::update2(env.mem, p2, 1, e.without(PTE2_A), va);
+                    self.tlb_flush(env, pm, inv);
                 }
                 count += 1;
                 if count >= TS_REFERENCED_MAX {
@@ -101,7 +103,7 @@ impl PmapArmv7 {
     /// be promoted again), `m` being marked dirty for the caller to clean,
     /// as pmap-v6.c does; a modified large page is demoted likewise; a
     /// modified small page gets NM back.
-    pub(crate) fn clear_modify_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             let Some(Leaf::Section(_, e)) = self.find(env.mem, pm, va) else { panic!("section PV entry without a section at {va:#x}") };
             let f = SmallFlags::from_section(e.flags());
@@ -113,9 +115,9 @@ impl PmapArmv7 {
                 let p2 = self.pte2_pa(pm, va4).expect("demoted section without an L2 table");
                 let s = Self::rd2(env.mem, p2);
                 if s.valid() {
-                    Self::wr2(env.mem, p2, s.with(PTE2_NM));
+                    let inv = Self::update2(env.mem, p2, 1, s.with(PTE2_NM), va4);
                     ptpage::dirty(env, m);
-                    self.tlb_flush(env, pm, va4);
+                    self.tlb_flush(env, pm, inv);
                 }
             }
         }
@@ -129,26 +131,26 @@ impl PmapArmv7 {
                 self.demote_large(env, pm, Self::group_base(va));
             }
             let e = Self::rd2(env.mem, p2);
-            Self::wr2(env.mem, p2, e.with(PTE2_NM));
-            self.tlb_flush(env, pm, va);
+            let inv = Self::update2(env.mem, p2, 1, e.with(PTE2_NM), va);
+            self.tlb_flush(env, pm, inv);
         }
     }
 
     /// Removes every mapping of the 1 MB physical run holding `m`: its
     /// sections whole (pmap_remove_pte1, no demotion), then the small and
     /// large page mappings of each of its 256 pages (pmap_remove_all).
-    pub(crate) fn remove_all_superpage_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
         let frame = m.addr().0 & !(SECTION_SIZE - 1);
         let mut free = Vec::new();
         for (pm, va) in self.pv.list_sp(frame) {
             self.remove_pte1(env, pm, va & !(SECTION_SIZE - 1), &mut free);
         }
-        Self::free_all(env, free);
+        ptpage::free_all(env, free);
         let m0 = PhysAddr(frame).pfn();
         for k in 0..L2_ENTRIES as u32 {
             let mk = Pfn(m0.0 + k);
             if self.pv.is_mapped(env, mk) {
-                self.remove_all_impl(env, mk);
+                self.remove_all(env, mk);
             }
         }
     }

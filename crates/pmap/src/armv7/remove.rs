@@ -3,18 +3,48 @@
 //! pmap_remove_write and pmap_advise. A large page is changed whole when
 //! the range covers all of it, and demoted first otherwise.
 
-use super::{is_dirty, Leaf, PmapArmv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_W};
+use crate::base::Remove;
+use super::{is_dirty, Leaf, Armv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_W};
 use crate::ptpage;
-use splab_hw::armv7::pte::{L2Desc, SectionFlags, SmallFlags};
+use crate::radix::{covers, next_block, Next};
+use splab_hw::armv7::pte::{L1Desc, L2Desc, SectionFlags, SmallFlags};
 use splab_hw::armv7::{l1_index, L2_ENTRIES, LARGE_SIZE, REPLICAS, SECTION_SIZE};
 use splab_hw::{Pfn, PhysAddr};
 use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
 
-fn next_section(va: u64) -> u64 {
-    (va & !(SECTION_SIZE - 1)) + SECTION_SIZE
+/// What maps one 1 MB part of a range.
+enum Part {
+    /// A section; its L1 entry's address and value.
+    Section(PhysAddr, L1Desc),
+    /// An L2 table.
+    Table,
 }
 
-impl PmapArmv7 {
+impl Armv7 {
+    /// Walks [sva, eva) a 1 MB part at a time, as pmap_remove, pmap_protect
+    /// and pmap_advise do: `visit` gets each address where a section or an
+    /// L2 table maps the range, and says whether to go past it or look
+    /// again (after demoting the section); unmapped parts are skipped, and
+    /// the walk stops when `pm` maps nothing more.
+    fn walk(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, mut visit: impl FnMut(&mut Self, &mut PmapEnv, u64, Part) -> Next) {
+        let mut va = sva;
+        while va < eva && self.pm(pm).resident > 0 {
+            let p1 = self.pte1_pa(pm, va);
+            let e1 = Self::rd1(env.mem, p1);
+            let part = if e1.is_section() {
+                Part::Section(p1, e1)
+            } else if e1.is_table() {
+                Part::Table
+            } else {
+                va = next_block(va, SECTION_SIZE);
+                continue;
+            };
+            if let Next::Past = visit(self, env, va, part) {
+                va = next_block(va, SECTION_SIZE);
+            }
+        }
+    }
+
     /// Hands the state of a mapping of `n` pages from `m0` back and drops
     /// nothing else (the per-page part of pmap_remove_pte1).
     fn hand_over_run(env: &mut PmapEnv, m0: Pfn, n: u32, f: SmallFlags) {
@@ -32,8 +62,8 @@ impl PmapArmv7 {
         let p1 = self.pte1_pa(pm, va);
         let old = Self::rd1(env.mem, p1);
         debug_assert!(old.is_section(), "remove_pte1: not a section");
-        Self::wr1(env.mem, p1, splab_hw::armv7::pte::L1Desc::FAULT);
-        self.tlb_flush(env, pm, va);
+        let inv = Self::update1(env.mem, p1, splab_hw::armv7::pte::L1Desc::FAULT, va, SECTION_SIZE);
+        self.tlb_flush(env, pm, inv);
         self.pm_mut(pm).resident -= L2_ENTRIES;
         let m0 = PhysAddr(old.frame()).pfn();
         if ptpage::managed(env, m0) {
@@ -57,8 +87,8 @@ impl PmapArmv7 {
     fn remove_pte2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, p2: PhysAddr, free: &mut Vec<Pfn>) -> bool {
         let old = Self::rd2(env.mem, p2);
         debug_assert!(old.is_small());
-        Self::wr2(env.mem, p2, L2Desc::FAULT);
-        self.tlb_flush(env, pm, va);
+        let inv = Self::update2(env.mem, p2, 1, L2Desc::FAULT, va);
+        self.tlb_flush(env, pm, inv);
         self.pm_mut(pm).resident -= 1;
         let m = PhysAddr(old.frame()).pfn();
         if ptpage::managed(env, m) {
@@ -84,10 +114,8 @@ impl PmapArmv7 {
     fn remove_large(&mut self, env: &mut PmapEnv, pm: PmapId, base: u64, free: &mut Vec<Pfn>) -> bool {
         let p0 = self.pte2_pa(pm, base).expect("remove_large: no table");
         let old = Self::rd2(env.mem, p0);
-        for i in 0..REPLICAS {
-            Self::wr2(env.mem, PhysAddr(p0.0 + i * 4), L2Desc::FAULT);
-        }
-        self.tlb_flush_range(env, pm, base, LARGE_SIZE);
+        let inv = Self::update2(env.mem, p0, REPLICAS, L2Desc::FAULT, base);
+        self.tlb_flush_range(env, pm, inv);
         self.pm_mut(pm).resident -= REPLICAS;
         let m0 = PhysAddr(old.frame()).pfn();
         if ptpage::managed(env, m0) {
@@ -135,46 +163,6 @@ impl PmapArmv7 {
         });
     }
 
-    pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
-        let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva && self.pm(pm).resident > 0 {
-            let next = next_section(va);
-            let e1 = Self::rd1(env.mem, self.pte1_pa(pm, va));
-            if e1.is_section() {
-                if va.is_multiple_of(SECTION_SIZE) && next <= eva {
-                    self.remove_pte1(env, pm, va, &mut free);
-                    va = next;
-                    continue;
-                }
-                if !self.demote_pte1(env, pm, va) {
-                    // The section was destroyed.
-                    va = next;
-                    continue;
-                }
-            } else if !e1.is_table() {
-                va = next;
-                continue;
-            }
-            self.remove_range_in_table(env, pm, va, next.min(eva), &mut free);
-            va = next;
-        }
-        Self::free_all(env, free);
-    }
-
-    /// Removes every mapping of page `m` (pmap_remove_all): sections of its
-    /// 1 MB frame and large pages holding it are demoted first.
-    pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
-            self.demote_pte1(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            self.remove_page(env, pm, va, &mut free);
-        }
-        Self::free_all(env, free);
-    }
-
     /// The attributes of an entry under pmap_protect: RO and NM without
     /// write access, NX without execute; a modified managed mapping that
     /// loses write access hands its state to its `n` pages first.
@@ -203,56 +191,78 @@ impl PmapArmv7 {
             let nf = f(env, e.attrs(), e.frame(), n as u32);
             if nf != e.attrs() {
                 let new = e.without(e.attrs()).with(nf);
-                for i in 0..n {
-                    Self::wr2(env.mem, PhysAddr(p2.0 + i * 4), new);
-                }
-                this.tlb_flush_range(env, pm, va, n * 4096);
+                let inv = Self::update2(env.mem, p2, n, new, va);
+                this.tlb_flush_range(env, pm, inv);
             }
             true
         });
     }
 
+}
+
+impl Remove for Armv7 {
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
+        let mut free = Vec::new();
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Section(..) if covers(va, eva, SECTION_SIZE) => {
+                p.remove_pte1(env, pm, va, &mut free);
+                Next::Past
+            }
+            // Demotion failed: the section was destroyed.
+            Part::Section(..) if !p.demote_pte1(env, pm, va) => Next::Past,
+            Part::Section(..) => Next::Again,
+            Part::Table => {
+                p.remove_range_in_table(env, pm, va, next_block(va, SECTION_SIZE).min(eva), &mut free);
+                Next::Past
+            }
+        });
+        ptpage::free_all(env, free);
+    }
+
+    /// Removes every mapping of page `m` (pmap_remove_all): sections of its
+    /// 1 MB frame and large pages holding it are demoted first.
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
+        let mut free = Vec::new();
+        for (pm, va) in self.pv.list_sp(m.addr().0) {
+            self.demote_pte1(env, pm, va);
+        }
+        for (pm, va) in self.pv.list(env, m) {
+            self.remove_page(env, pm, va, &mut free);
+        }
+        ptpage::free_all(env, free);
+    }
+
     /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
-    pub(crate) fn protect_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
         if pr & prot::READ == 0 {
-            return self.remove_impl(env, pm, sva, eva);
+            return self.remove(env, pm, sva, eva);
         }
         if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
             return;
         }
-        let mut va = sva;
-        while va < eva {
-            let next = next_section(va);
-            let p1 = self.pte1_pa(pm, va);
-            let e1 = Self::rd1(env.mem, p1);
-            if e1.is_section() {
-                if va.is_multiple_of(SECTION_SIZE) && next <= eva {
-                    // pmap_protect_pte1: one flush for the one TLB entry.
-                    let f = SmallFlags::from_section(e1.flags());
-                    let nf = Self::protected(env, f, e1.frame(), L2_ENTRIES as u32, pr);
-                    if nf != f {
-                        Self::wr1(env.mem, p1, e1.without(e1.flags() - SectionFlags::SUPER).with(nf.to_section()));
-                        self.tlb_flush(env, pm, va);
-                    }
-                    va = next;
-                    continue;
+        self.walk(env, pm, sva, eva, |p, env, va, part| match part {
+            Part::Section(p1, e1) if covers(va, eva, SECTION_SIZE) => {
+                // pmap_protect_pte1: one flush for the one TLB entry.
+                let f = SmallFlags::from_section(e1.flags());
+                let nf = Self::protected(env, f, e1.frame(), L2_ENTRIES as u32, pr);
+                if nf != f {
+                    let inv = Self::update1(env.mem, p1, e1.without(e1.flags() - SectionFlags::SUPER).with(nf.to_section()), va, SECTION_SIZE);
+                    p.tlb_flush(env, pm, inv);
                 }
-                if !self.demote_pte1(env, pm, va) {
-                    va = next;
-                    continue;
-                }
-            } else if !e1.is_table() {
-                va = next;
-                continue;
+                Next::Past
             }
-            self.update_range_in_table(env, pm, va, next.min(eva), |env, f, frame, n| Self::protected(env, f, frame, n, pr));
-            va = next;
-        }
+            Part::Section(..) if !p.demote_pte1(env, pm, va) => Next::Past,
+            Part::Section(..) => Next::Again,
+            Part::Table => {
+                p.update_range_in_table(env, pm, va, next_block(va, SECTION_SIZE).min(eva), |env, f, frame, n| Self::protected(env, f, frame, n, pr));
+                Next::Past
+            }
+        });
     }
 
     /// Write-protects every mapping of `m` (pmap_remove_write): writable
     /// sections of its frame and large pages holding it are demoted first.
-    pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list_sp(m.addr().0) {
             if let Some(Leaf::Section(_, e)) = self.find(env.mem, pm, va) {
                 if !SmallFlags::from_section(e.flags()).contains(PTE2_RO) {
@@ -273,8 +283,8 @@ impl PmapArmv7 {
             if is_dirty(e.attrs()) {
                 ptpage::dirty(env, m);
             }
-            Self::wr2(env.mem, p2, e.with(PTE2_RO | PTE2_NM));
-            self.tlb_flush(env, pm, va);
+            let inv = Self::update2(env.mem, p2, 1, e.with(PTE2_RO | PTE2_NM), va);
+            self.tlb_flush(env, pm, inv);
         }
     }
 
@@ -285,26 +295,21 @@ impl PmapArmv7 {
     /// becomes unmodified (DONTNEED first hands the modified state to the
     /// page). The next access to each page takes an access flag fault that
     /// pmap_fault resolves.
-    pub(crate) fn advise_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
+    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice) {
         let mut free = Vec::new();
-        let mut va = sva;
-        while va < eva {
-            let next = next_section(va);
-            let e1 = Self::rd1(env.mem, self.pte1_pa(pm, va));
-            if e1.is_section() {
-                if !ptpage::managed(env, PhysAddr(e1.frame()).pfn()) || !self.demote_pte1(env, pm, va) {
-                    va = next;
-                    continue;
+        self.walk(env, pm, sva, eva, |p, env, va, part| {
+            if let Part::Section(_, e1) = part {
+                if !ptpage::managed(env, PhysAddr(e1.frame()).pfn()) || !p.demote_pte1(env, pm, va) {
+                    return Next::Past;
                 }
                 if !SmallFlags::from_section(e1.flags()).contains(PTE2_W) {
                     // Never frees the table: it is full.
-                    self.remove_page(env, pm, va, &mut free);
+                    p.remove_page(env, pm, va, &mut free);
                 }
-            } else if !e1.is_table() {
-                va = next;
-                continue;
+                // Its small pages are advised next.
+                return Next::Again;
             }
-            self.update_range_in_table(env, pm, va, next.min(eva), |env, f, frame, n| {
+            p.update_range_in_table(env, pm, va, next_block(va, SECTION_SIZE).min(eva), |env, f, frame, n| {
                 if !ptpage::managed(env, PhysAddr(frame).pfn()) {
                     return f;
                 }
@@ -319,8 +324,8 @@ impl PmapArmv7 {
                     f - PTE2_A
                 }
             });
-            va = next;
-        }
-        Self::free_all(env, free);
+            Next::Past
+        });
+        ptpage::free_all(env, free);
     }
 }

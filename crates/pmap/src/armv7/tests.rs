@@ -5,6 +5,8 @@
 //! matters, the hardware walker reads the tables the pmap wrote.
 
 use super::*;
+use splab_hw::VirtAddr;
+use splab_vm::pmap::{Advice, Pmap};
 use crate::testrig::{rw_access, Rig};
 use splab_hw::armv7::pte::{L1Kind, SectionFlags};
 use splab_hw::armv7::Armv7Walker;
@@ -31,7 +33,7 @@ fn read_access() -> EnterFlags {
 
 /// The descriptor mapping `va`, in the small-page layout, and the size it maps.
 fn leaf(r: &Rig<PmapArmv7>, pm: PmapId, va: u64) -> (SmallFlags, u8) {
-    match r.pmap.find(&r.mem, pm, va).expect("mapped") {
+    match r.pmap.0.find(&r.mem, pm, va).expect("mapped") {
         Leaf::Section(_, e) => (SmallFlags::from_section(e.flags()), 20),
         Leaf::Pte2(_, e) => (e.attrs(), if e.is_large() { 16 } else { 12 }),
     }
@@ -45,8 +47,7 @@ fn hw_walk(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, access: Access) -> Resul
 }
 
 fn enter(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(va), m, pr, flags)
+    r.enter(pm, va, m, pr, flags)
 }
 
 #[test]
@@ -58,11 +59,11 @@ fn full_modified_run_promotes_to_a_section_with_one_pv_entry() {
     r.enter_all(pm, VA, &pages, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
     assert_eq!(r.ev.promotions, 1);
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
+    let m = r.extract(pm, VA + 5 * 4096 + 8).unwrap();
     assert_eq!((m.shift, m.pa.0, m.prot), (20, pages[5].addr().0 + 8, prot::RW));
-    assert_eq!(r.pmap.pv.live(), 1, "256 PV entries became one");
+    assert_eq!(r.pmap.0.pv.live(), 1, "256 PV entries became one");
     // The L2 table stays, full, under the section.
-    assert_eq!(r.pmap.pm(pm).pt2_count[l1_index(VA) as usize], 256);
+    assert_eq!(r.pmap.0.pm(pm).pt2_count[l1_index(VA) as usize], 256);
     // The hardware sees one writable, non-global section.
     let t = hw_walk(&mut r, pm, VA + 0x4_5678, Access::Write).unwrap();
     assert_eq!((t.shift, t.pa(VA + 0x4_5678).0), (20, pages[0x45].addr().0 + 0x678));
@@ -109,16 +110,13 @@ fn a_clean_writable_page_is_write_protected_and_fails_promotion_on_attributes() 
 #[test]
 fn a_run_never_written_promotes_to_a_read_only_section() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| read_access());
+    let (_, pm) = r.mapped_run(VA, |_| read_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
     let (f, shift) = leaf(&r, pm, VA);
     assert_eq!(shift, 20);
     assert!(f.contains(PTE2_RO | PTE2_NM | PTE2_A));
     // A write is vm_fault's to handle (the mapping is read-only now).
-    let (p, mut env) = r.env();
-    assert!(!p.fault(&mut env, pm, VirtAddr(VA + 4096), prot::WRITE));
+    assert!(!r.fault(pm, VA + 4096, prot::WRITE));
     assert_eq!(hw_walk(&mut r, pm, VA, Access::Write), Err(WalkFault::Protection));
     r.check();
 }
@@ -145,31 +143,27 @@ fn unreferenced_entries_do_not_promote_and_never_referenced_sections_are_not_dem
     assert_eq!(shift, 20);
     assert!(!f.contains(PTE2_A) && f.contains(PTE2_RO));
     // Destroyed rather than demoted (pmap_demote_pte1).
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.stat("splab.pmap.section.demotion_aborts")), (0, 1));
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none());
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(r.extract(pm, VA + 8192).is_none());
+    assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
 
 #[test]
 fn demotion_reuses_the_kept_table_when_nothing_changed() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
     let allocs = r.ev.pt_page_allocs;
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 3 * 4096), prot::READ);
+    r.protect(pm, VA + 4096, VA + 3 * 4096, prot::READ);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
     assert_eq!(r.stat("splab.pmap.section.demotion_ptp_reused"), 1);
     assert_eq!(r.ev.pt_page_allocs, allocs, "no page-table page allocated");
-    let ro = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap();
-    let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
+    let ro = r.extract(pm, VA + 4096).unwrap();
+    let rw = r.extract(pm, VA + 3 * 4096).unwrap();
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.prot & prot::WRITE), (12, 0, prot::WRITE));
     assert!(r.phys.pages.get(pages[1]).has(pflags::DIRTY), "the modified state went to the page");
-    assert_eq!(r.pmap.pv.live(), 256);
+    assert_eq!(r.pmap.0.pv.live(), 256);
     r.check();
 }
 
@@ -183,11 +177,9 @@ fn demotion_refills_the_kept_table_after_the_section_changed() {
     }
     // The whole section made read-only (pmap_protect_pte1), then a part
     // of it non-executable: the kept table is stale and is refilled.
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + SECTION_SIZE), prot::READ | prot::EXEC);
+    r.protect(pm, VA, VA + SECTION_SIZE, prot::READ | prot::EXEC);
     assert_eq!(leaf(&r, pm, VA).1, 20, "a whole section is changed in place");
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.stat("splab.pmap.section.demotion_ptp_reused")), (1, 0));
     let (f, shift) = leaf(&r, pm, VA + 5 * 4096);
     assert_eq!(shift, 12);
@@ -201,16 +193,15 @@ fn direct_section_demotion_allocates_a_table_or_removes_the_section() {
     let mut r = rig(2048);
     let pages = r.superpage_run();
     let pm = r.pinit();
-    let writable = EnterFlags { access: prot::RW, psind: 1, ..Default::default() };
+    let writable = EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() };
     enter(&mut r, pm, VA, pages[0], prot::RW, writable).unwrap();
     assert_eq!(r.stat("vm.pmap.section.mappings"), 1);
-    assert!(r.pmap.pm(pm).pt2pg.is_empty(), "a direct section has no L2 table");
+    assert!(r.pmap.0.pm(pm).pt2pg.is_empty(), "a direct section has no L2 table");
     // With memory: a PT2PG page is allocated and filled.
     let allocs = r.ev.pt_page_allocs;
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.ev.pt_page_allocs), (1, allocs + 1));
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap().shift, 12);
+    assert_eq!(r.extract(pm, VA + 4096).unwrap().shift, 12);
     r.check();
 
     // Without: the section is removed, to be refaulted.
@@ -219,11 +210,10 @@ fn direct_section_demotion_allocates_a_table_or_removes_the_section() {
     let pm = r.pinit();
     enter(&mut r, pm, VA, pages[0], prot::RW, writable).unwrap();
     while r.phys.alloc_noobj().is_some() {}
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 4096), prot::READ);
+    r.protect(pm, VA, VA + 4096, prot::READ);
     assert_eq!(r.stat("splab.pmap.section.demotion_aborts"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).is_none());
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert!(r.extract(pm, VA + 8192).is_none());
+    assert_eq!(r.pmap.0.pv.live(), 0);
     r.check();
 }
 
@@ -235,13 +225,12 @@ fn a_direct_section_demotes_into_the_page_its_neighbours_use() {
     // A 4 KB mapping in the next MB makes the 4 MB's PT2PG page.
     let other = r.phys.alloc_noobj().unwrap();
     enter(&mut r, pm, VA + SECTION_SIZE, other, prot::RW, rw_access()).unwrap();
-    enter(&mut r, pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: 1, ..Default::default() }).unwrap();
+    enter(&mut r, pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() }).unwrap();
     let allocs = r.ev.pt_page_allocs;
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 2 * 4096));
+    r.remove(pm, VA + 4096, VA + 2 * 4096);
     assert_eq!((r.stat("vm.pmap.section.demotions"), r.ev.pt_page_allocs), (1, allocs));
-    assert_eq!(r.pmap.pm(pm).pt2pg.len(), 1);
-    assert_eq!(r.pmap.pm(pm).pt2_count[l1_index(VA) as usize], 255);
+    assert_eq!(r.pmap.0.pm(pm).pt2pg.len(), 1);
+    assert_eq!(r.pmap.0.pm(pm).pt2_count[l1_index(VA) as usize], 255);
     r.check();
 }
 
@@ -253,44 +242,38 @@ fn removing_a_whole_section_is_one_step_and_frees_every_table() {
     let free0 = r.phys.buddy.free_count();
     r.enter_all(pm, VA, &pages, |_| rw_access());
     let flushes = r.ev.invlpg;
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA), VirtAddr(VA + SECTION_SIZE));
+    r.remove(pm, VA, VA + SECTION_SIZE);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 0);
     assert_eq!(r.ev.invlpg, flushes + 1, "one TLB entry to flush");
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)), "state handed to all 256 pages");
     assert_eq!(r.phys.buddy.free_count(), free0, "the kept L2 table's page is freed");
-    assert!(r.pmap.pm(pm).pt2pg.is_empty());
+    assert!(r.pmap.0.pm(pm).pt2pg.is_empty());
     r.check();
 }
 
 #[test]
 fn unmapping_part_of_a_section_demotes_it() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 7 * 4096), VirtAddr(VA + 9 * 4096));
+    let (_, pm) = r.mapped_run(VA, |_| rw_access());
+    r.remove(pm, VA + 7 * 4096, VA + 9 * 4096);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8 * 4096)).is_none());
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 9 * 4096)).unwrap().shift, 12);
-    assert_eq!(r.pmap.pv.live(), 254);
+    assert!(r.extract(pm, VA + 8 * 4096).is_none());
+    assert_eq!(r.extract(pm, VA + 9 * 4096).unwrap().shift, 12);
+    assert_eq!(r.pmap.0.pv.live(), 254);
     r.check();
 }
 
 #[test]
 fn sixteen_page_runs_promote_to_large_pages_and_then_to_a_section() {
     let mut r = rig_lp(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..16], |_| rw_access());
+    let (pages, pm) = r.mapped_first(VA, 16, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 1);
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x3_456)).unwrap();
+    let m = r.extract(pm, VA + 0x3_456).unwrap();
     assert_eq!((m.shift, m.pa.0), (16, pages[3].addr().0 + 0x456));
     let t = hw_walk(&mut r, pm, VA + 0xf_ff8, Access::Write).unwrap();
     assert_eq!((t.shift, t.pa(VA + 0xf_ff8).0), (16, pages[15].addr().0 + 0xff8));
-    assert_eq!(r.pmap.pv.live(), 16, "large pages keep a PV entry per 4 KB page");
+    assert_eq!(r.pmap.0.pv.live(), 16, "large pages keep a PV entry per 4 KB page");
     r.check();
     // The rest of the MB: 15 more large pages, then the section.
     r.enter_all(pm, VA + 16 * 4096, &pages[16..], |_| rw_access());
@@ -298,23 +281,20 @@ fn sixteen_page_runs_promote_to_large_pages_and_then_to_a_section() {
     assert_eq!(leaf(&r, pm, VA).1, 20);
     r.check();
     // Demoting the section brings the large pages back from the kept table.
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 0x8_0000), VirtAddr(VA + 0x8_1000));
+    r.remove(pm, VA + 0x8_0000, VA + 0x8_1000);
     assert_eq!(r.stat("splab.pmap.section.demotion_ptp_reused"), 1);
     assert_eq!(leaf(&r, pm, VA).1, 16);
     // And removing one page of a large page demotes only that large page.
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
     assert_eq!(leaf(&r, pm, VA + 0x8_1000).1, 12);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 0x8_0000)).is_none());
+    assert!(r.extract(pm, VA + 0x8_0000).is_none());
     r.check();
 }
 
 #[test]
 fn the_large_page_level_is_off_by_default_and_fails_like_sections() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..16], |_| rw_access());
+    r.mapped_first(VA, 16, |_| rw_access());
     assert_eq!((r.stat("vm.pmap.lp_enabled"), r.stat("vm.pmap.largepage.promotions")), (0, 0));
     let mut r = rig_lp(2048);
     let mut pages = r.superpage_run();
@@ -343,8 +323,7 @@ fn enter_object_maps_sections_and_large_pages_directly() {
     assert_eq!(leaf(&r, pm, VA + 0x8_4000).1, 12);
     // An access: an access flag fault that sets A on all 16 entries.
     assert_eq!(hw_walk(&mut r, pm, VA + 0x1_2000, Access::Read), Err(WalkFault::AccessedDirty));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(VA + 0x1_2000), prot::READ));
+    assert!(r.fault(pm, VA + 0x1_2000, prot::READ));
     assert!(hw_walk(&mut r, pm, VA + 0x1_f000, Access::Read).is_ok());
     r.check();
     // The whole run at a fresh address space: one section.
@@ -367,16 +346,14 @@ fn pmap_fault_emulates_the_referenced_and_modified_bits() {
     p.enter_object(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 8192), &|_| Some(pages[1]), prot::RW);
     assert_eq!(hw_walk(&mut r, pm, VA, Access::Write), Err(WalkFault::Protection), "NM: read-only to the MMU");
     assert_eq!(hw_walk(&mut r, pm, VA + 4096, Access::Read), Err(WalkFault::AccessedDirty));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(VA), prot::WRITE), "the first write clears NM");
-    assert!(p.fault(&mut env, pm, VirtAddr(VA + 4096), prot::READ), "an access flag fault sets A");
+    assert!(r.fault(pm, VA, prot::WRITE), "the first write clears NM");
+    assert!(r.fault(pm, VA + 4096, prot::READ), "an access flag fault sets A");
     assert!(hw_walk(&mut r, pm, VA, Access::Write).is_ok());
     assert!(hw_walk(&mut r, pm, VA + 4096, Access::Read).is_ok());
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).unwrap().dirty);
-    let (p, mut env) = r.env();
-    assert!(!p.fault(&mut env, pm, VirtAddr(VA + 4096), prot::WRITE), "a store to a read-only page is vm_fault's");
-    assert!(!p.fault(&mut env, pm, VirtAddr(VA + 8192), prot::READ), "so is an unmapped page");
-    assert!(!p.fault(&mut env, pm, VirtAddr(VA), prot::EXEC), "and a fetch from a page with XN");
+    assert!(r.extract(pm, VA).unwrap().dirty);
+    assert!(!r.fault(pm, VA + 4096, prot::WRITE), "a store to a read-only page is vm_fault's");
+    assert!(!r.fault(pm, VA + 8192, prot::READ), "so is an unmapped page");
+    assert!(!r.fault(pm, VA, prot::EXEC), "and a fetch from a page with XN");
     assert_eq!((r.stat("splab.pmap.nm_faults"), r.stat("splab.pmap.af_faults")), (1, 1));
     r.check();
 }
@@ -390,10 +367,9 @@ fn a_clean_writable_section_is_marked_modified_by_one_fault() {
         r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
     }
     let pm = r.pinit();
-    enter(&mut r, pm, VA, base, prot::RW, EnterFlags { access: prot::READ, psind: 1, ..Default::default() }).unwrap();
+    enter(&mut r, pm, VA, base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() }).unwrap();
     assert_eq!(hw_walk(&mut r, pm, VA + 0x7_0000, Access::Write), Err(WalkFault::Protection));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(VA + 0x7_0000), prot::WRITE));
+    assert!(r.fault(pm, VA + 0x7_0000, prot::WRITE));
     assert!(hw_walk(&mut r, pm, VA + 0xf_f000, Access::Write).is_ok(), "the whole MB is writable now");
     r.check();
 }
@@ -402,19 +378,15 @@ fn a_clean_writable_section_is_marked_modified_by_one_fault() {
 fn the_vectors_page_and_kernel_addresses_are_never_promoted() {
     // Low vectors inside the run (the older arm pmap's ARM_VECTORS_LOW).
     let mut r = rig(2048);
-    r.pmap.vectors = VA + 0x3_0000;
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    r.pmap.0.vectors = VA + 0x3_0000;
+    let (_, pm) = r.mapped_run(VA, |_| rw_access());
     assert_eq!((r.stat("vm.pmap.section.promotions"), r.stat("vm.pmap.section.p_failures")), (0, 0));
     assert_eq!(leaf(&r, pm, VA).1, 12);
     r.check();
     // Kernel addresses: not user mappings, never promoted (FreeBSD's
     // failure(2)); the checker rejects them in a user address space.
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, 0xc000_0000, &pages, |_| rw_access());
+    let (_, pm) = r.mapped_run(0xc000_0000, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 0);
     assert!(!leaf(&r, pm, 0xc000_0000).0.contains(PTE2_U));
     // Nor pages without PV entries (unmanaged).
@@ -425,7 +397,7 @@ fn the_vectors_page_and_kernel_addresses_are_never_promoted() {
     }
     let pm = r.pinit();
     r.enter_all(pm, VA, &pages, |_| rw_access());
-    assert_eq!((r.stat("vm.pmap.section.promotions"), r.pmap.pv.live()), (0, 0));
+    assert_eq!((r.stat("vm.pmap.section.promotions"), r.pmap.0.pv.live()), (0, 0));
     r.check();
 }
 
@@ -434,60 +406,43 @@ fn promotion_flushes_every_cpu_by_broadcast_and_a_switch_flushes_the_rest() {
     let mut r = rig(2048);
     let pages = r.superpage_run();
     let pm = r.pinit();
-    let (p, mut env) = r.env();
-    p.activate(&mut env, pm, 0);
-    p.activate(&mut env, pm, 1);
+    r.activate(pm, 0);
+    r.activate(pm, 1);
     r.enter_all(pm, VA, &pages[..255], |_| rw_access());
     // Both CPUs have used 4 KB translations of the MB.
     let t = Translation { pa_base: pages[7].addr().0, shift: 12, perm: perm::READ | perm::USER };
-    for c in &mut r.mmu {
-        c.tlb.fill(VA + 7 * 4096, ASID, t);
-    }
+    r.fill_tlbs(VA + 7 * 4096, ASID, t);
     r.enter_all(pm, VA + 255 * 4096, &pages[255..], |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
-    for c in &mut r.mmu {
-        assert!(c.tlb.lookup(VA + 7 * 4096, ASID).is_none(), "break-before-make left a 4 KB entry");
-    }
+    assert!(!r.tlb_holds(VA + 7 * 4096, ASID), "break-before-make left a 4 KB entry");
     assert_eq!(r.ev.shootdown_ipis, 0, "TLB maintenance is broadcast in hardware");
     // No ASIDs: switching address spaces flushes the non-global entries.
-    let other = r.pinit();
-    r.mmu[1].tlb.fill(VA, ASID, t);
-    let (p, mut env) = r.env();
-    p.activate(&mut env, other, 1);
-    assert!(r.mmu[1].tlb.lookup(VA, ASID).is_none());
-    assert_eq!(r.pmap.asid(pm), r.pmap.asid(other));
+    r.assert_switch_flushes(pm, VA, ASID, t);
 }
 
 #[test]
 fn remove_write_and_remove_all_demote_what_holds_the_page() {
     let mut r = rig_lp(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..32], |_| rw_access());
+    let (pages, pm) = r.mapped_first(VA, 32, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 2);
-    let (p, mut env) = r.env();
-    p.remove_write(&mut env, pages[3]);
+    r.remove_write(pages[3]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap().prot & prot::WRITE, 0);
-    assert_ne!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4 * 4096)).unwrap().prot & prot::WRITE, 0);
-    let (p, mut env) = r.env();
-    p.remove_all(&mut env, pages[20]);
+    assert_eq!(r.extract(pm, VA + 3 * 4096).unwrap().prot & prot::WRITE, 0);
+    assert_ne!(r.extract(pm, VA + 4 * 4096).unwrap().prot & prot::WRITE, 0);
+    r.remove_all(pages[20]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 2);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 20 * 4096)).is_none());
-    assert_eq!(r.pmap.pv.live(), 31);
+    assert!(r.extract(pm, VA + 20 * 4096).is_none());
+    assert_eq!(r.pmap.0.pv.live(), 31);
     r.check();
 }
 
 #[test]
 fn advise_demotes_leaves_a_hole_and_clears_the_referenced_bits() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.advise(&mut env, pm, VirtAddr(VA + 4 * 4096), VirtAddr(VA + 16 * 4096), Advice::DontNeed);
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
+    r.advise(pm, VA + 4 * 4096, VA + 16 * 4096, Advice::DontNeed);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4 * 4096)).is_none(), "the first page of the range was removed");
+    assert!(r.extract(pm, VA + 4 * 4096).is_none(), "the first page of the range was removed");
     let (f, _) = leaf(&r, pm, VA + 5 * 4096);
     assert!(!f.contains(PTE2_A) && f.contains(PTE2_NM) && !f.contains(PTE2_RO), "{f:?}");
     assert!(r.phys.pages.get(pages[5]).has(pflags::DIRTY));
@@ -499,12 +454,10 @@ fn advise_demotes_leaves_a_hole_and_clears_the_referenced_bits() {
 #[test]
 fn check_finds_a_large_page_with_unequal_entries() {
     let mut r = rig_lp(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages[..16], |_| rw_access());
-    let Some(Leaf::Pte2(p2, e)) = r.pmap.find(&r.mem, pm, VA + 5 * 4096) else { panic!("mapped") };
+    let (_, pm) = r.mapped_first(VA, 16, |_| rw_access());
+    let Some(Leaf::Pte2(p2, e)) = r.pmap.0.find(&r.mem, pm, VA + 5 * 4096) else { panic!("mapped") };
     assert!(e.is_large(), "{e:?}");
-    PmapArmv7::wr2(&mut r.mem, p2, e.without(PTE2_NX));
+    Armv7::wr2(&mut r.mem, p2, e.without(PTE2_NX));
     let (p, env) = r.env();
     let err = p.check(&env).unwrap_err();
     assert!(err.contains("16 identical"), "{err}");
@@ -521,8 +474,8 @@ fn tables_are_where_the_hardware_expects_them() {
     for k in 0..4 {
         enter(&mut r, pm, VA + k * SECTION_SIZE, m, prot::READ, read_access()).unwrap();
     }
-    assert_eq!(r.pmap.pm(pm).pt2pg.len(), 1);
-    let tables: Vec<u64> = (0..4).map(|k| PmapArmv7::rd1(&r.mem, r.pmap.pte1_pa(pm, VA + k * SECTION_SIZE))).map(|e| {
+    assert_eq!(r.pmap.0.pm(pm).pt2pg.len(), 1);
+    let tables: Vec<u64> = (0..4).map(|k| Armv7::rd1(&r.mem, r.pmap.0.pte1_pa(pm, VA + k * SECTION_SIZE))).map(|e| {
         assert_eq!((e.kind(), e.domain()), (L1Kind::Table, 0));
         e.table_base()
     }).collect();
@@ -537,17 +490,13 @@ fn tables_are_where_the_hardware_expects_them() {
 #[test]
 fn clear_modify_demotes_a_modified_section_and_marks_the_page_unmodified() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[5]);
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
+    r.clear_modify(pages[5]);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 1);
     let (f5, size5) = leaf(&r, pm, VA + 5 * 4096);
     assert!(f5.contains(PTE2_NM) && size5 == 12, "{f5:?} {size5}");
     assert!(!leaf(&r, pm, VA + 6 * 4096).0.contains(PTE2_NM));
-    let (p, env) = r.env();
-    assert!(!p.is_modified(&env, pages[5]) && p.is_modified(&env, pages[6]));
+    assert!(!r.is_modified(pages[5]) && r.is_modified(pages[6]));
     assert!(r.phys.pages.get(pages[5]).has(pflags::DIRTY), "the caller cleans it");
     // The next store takes a permission fault that pmap_fault resolves.
     assert!(hw_walk(&mut r, pm, VA + 5 * 4096, Access::Write).is_err());
@@ -562,11 +511,9 @@ fn clear_modify_demotes_a_modified_large_page() {
     let pages: Vec<Pfn> = (0..16).map(|i| r.page(i)).collect();
     r.enter_all(pm, VA, &pages, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 1);
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[3]);
+    r.clear_modify(pages[3]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
-    let (p, env) = r.env();
-    assert!(!p.is_modified(&env, pages[3]) && p.is_modified(&env, pages[4]));
+    assert!(!r.is_modified(pages[3]) && r.is_modified(pages[4]));
     r.check();
 }
 
@@ -575,16 +522,13 @@ fn clear_modify_demotes_a_modified_large_page() {
 #[test]
 fn ts_referenced_clears_shared_bits_once() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
     let k = (0..256).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, 20, 256)).unwrap();
     let other = (k + 1) % 256;
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
-    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
-    assert!(!p.is_referenced(&env, pages[other]));
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
+    assert_eq!(r.ts_referenced(pages[other]), 1);
+    assert_eq!(r.ts_referenced(pages[k]), 1);
+    assert!(!r.is_referenced(pages[other]));
+    assert_eq!(r.ts_referenced(pages[other]), 0);
     assert!(hw_walk(&mut r, pm, VA, Access::Read).is_err(), "an access flag fault follows");
 
     let mut r = rig_lp(2048);
@@ -593,11 +537,10 @@ fn ts_referenced_clears_shared_bits_once() {
     r.enter_all(pm, VA, &pages, |_| rw_access());
     let k = (0..16).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, 16, 16)).unwrap();
     let other = (k + 1) % 16;
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
-    assert!(p.is_referenced(&env, pages[k]));
-    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
-    assert!(!p.is_referenced(&env, pages[other]));
+    assert_eq!(r.ts_referenced(pages[other]), 1);
+    assert!(r.is_referenced(pages[k]));
+    assert_eq!(r.ts_referenced(pages[k]), 1);
+    assert!(!r.is_referenced(pages[other]));
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 0);
     r.check();
 }
@@ -606,14 +549,11 @@ fn ts_referenced_clears_shared_bits_once() {
 #[test]
 fn remove_all_superpage_drops_every_mapping_without_demoting() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
-    let (p, mut env) = r.env();
-    p.remove_all_superpage(&mut env, pages[100]);
+    let (pages, pm) = r.mapped_run(VA, |_| rw_access());
+    r.remove_all_superpage(pages[100]);
     assert_eq!(r.stat("vm.pmap.section.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA)).is_none());
+    assert_eq!(r.pmap.0.pv.live(), 0);
+    assert!(r.extract(pm, VA).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
     r.check();
 }

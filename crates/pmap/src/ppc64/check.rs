@@ -3,7 +3,8 @@
 //! table.
 
 use crate::invariants;
-use super::{pvof, PmapPpc64, Pvo, SP_MASK, SP_PAGES, SP_SHIFT, SP_SIZE};
+use crate::base::Check;
+use super::{pvof, Ppc64, Pvo, SP_MASK, SP_PAGES, SP_SHIFT, SP_SIZE};
 use splab_hw::ppc64::hpt::{ctx_segments, CTX_HTAB};
 use splab_hw::ppc64::pte::{Hpte, HpteLo};
 use splab_hw::ppc64::slb::SlbV;
@@ -13,7 +14,7 @@ use splab_vm::page::pflags;
 use splab_vm::pmap::{PmapEnv, PmapId};
 use std::collections::HashMap;
 
-impl PmapPpc64 {
+impl Ppc64 {
     /// The superpage starting at `sva` is whole and uniform.
     fn check_superpage(&self, pm: PmapId, sva: u64, first: &Pvo) -> Result<(), String> {
         if first.pa & SP_MASK != 0 {
@@ -85,7 +86,10 @@ impl PmapPpc64 {
         Ok(())
     }
 
-    pub(crate) fn check_impl(&self, env: &PmapEnv) -> Result<(), String> {
+}
+
+impl Check for Ppc64 {
+    fn check(&self, env: &PmapEnv) -> Result<(), String> {
         let Some(geom) = self.hpt else { return Ok(()) };
         let (mut managed, mut in_table, mut evicted) = (0u64, 0u64, 0u64);
         for (pm, p) in self.pmaps.iter() {

@@ -6,10 +6,10 @@
 //! memory and cannot fail. A bit set in any entry of the superpage counts
 //! for all of its pages.
 
-use super::{PmapPpc64, SP_MASK};
+use super::{Ppc64, SP_MASK};
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl PmapPpc64 {
+impl Ppc64 {
     /// Demotes the superpage holding `va` in `pm`.
     pub(crate) fn sp_demote(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
         let sva = va & !SP_MASK;
@@ -20,7 +20,7 @@ impl PmapPpc64 {
         }
         let bits = self.sp_replace(env, pm, sva);
         self.sp_refchg_process(env, pm, sva, bits, first.prot);
-        self.st.demotions += 1;
+        self.st.sp.demotions += 1;
         env.ev.demotions += 1;
     }
 }

@@ -2,18 +2,19 @@
 //! superpage at once (moea64_sp_enter), and the resident pages of an
 //! object range (moea64_enter_object).
 
-use super::{pvof, PmapPpc64, Pvo, NO_SLOT, SP_MASK, SP_PAGES, SP_SIZE};
+use crate::base::{each_resident, Core, Enter, Remove};
+use super::{pvof, Ppc64, PSIND_SP, Pvo, NO_SLOT, SP_MASK, SP_PAGES, SP_SIZE};
 use crate::ptpage;
 use splab_hw::ppc64::pte::HpteLo;
 use splab_hw::{Pfn, VirtAddr};
 use splab_vm::page::pflags;
-use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot};
+use splab_vm::pmap::{prot, EnterFlags, PmapEnv, PmapError, PmapId, Prot, Psind};
 
 /// WIMG of every mapping here: ordinary, coherent memory (moea64_calc_wimg
 /// of a page in a physical memory region: LPTE_M).
 const WIMG_MEMORY: u8 = HpteLo::M.bits() as u8;
 
-impl PmapPpc64 {
+impl Ppc64 {
     /// Adds a PVO to its address space, its page's list and the HPT
     /// (moea64_pvo_enter).
     pub(crate) fn pvo_enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, pvo: Pvo) {
@@ -65,7 +66,7 @@ impl PmapPpc64 {
             self.pvo_remove(env, pm, va);
         }
         self.pvo_enter(env, pm, va, new);
-        if self.superpages_enabled && managed && va & SP_MASK == pa & SP_MASK && env.phys.reserv.level_iffullpop(m) == 0 {
+        if self.superpages_enabled() && managed && va & SP_MASK == pa & SP_MASK && env.phys.reserv.level_iffullpop(m) == 0 {
             self.sp_promote(env, pm, va, m);
         }
         Ok(())
@@ -76,22 +77,33 @@ impl PmapPpc64 {
     pub(crate) fn sp_enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
         let pa = m.addr().0;
         debug_assert!(va & SP_MASK == 0 && pa & SP_MASK == 0, "unaligned 16MB mapping");
-        if !self.superpages_enabled && !env.phys.pages.get(m).has(pflags::LARGEPAGE) {
+        if !self.superpages_enabled() && !env.phys.pages.get(m).has(pflags::LARGEPAGE) {
             return Err(PmapError::BadPsind);
         }
         if flags.noreplace && self.next_pvo(pm, va, va + SP_SIZE).is_some() {
             return Err(PmapError::Exists);
         }
         self.vsid(env, pm, va)?;
-        self.remove_impl(env, pm, va, va + SP_SIZE);
+        self.remove(env, pm, va, va + SP_SIZE);
         let managed = ptpage::managed(env, m);
         for i in 0..SP_PAGES {
             let mut p = Self::new_pvo(pa + i * 4096, pr, &flags, managed);
             p.flags |= pvof::LARGE;
             self.pvo_enter(env, pm, va + i * 4096, p);
         }
-        self.st.mappings += 1;
+        self.st.sp.mappings += 1;
         Ok(())
+    }
+
+}
+
+impl Enter for Ppc64 {
+    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
+        match flags.psind {
+            Psind::BASE => self.enter_4k(env, pm, va, m, pr, flags),
+            PSIND_SP => self.sp_enter(env, pm, va, m, pr, flags),
+            _ => Err(PmapError::BadPsind),
+        }
     }
 
     /// moea64_enter_object: the resident pages of [start, end), read-only
@@ -99,24 +111,15 @@ impl PmapPpc64 {
     /// a fully populated reservation fits (m->psind == 1), 4 KB pages
     /// elsewhere. As in moea64, these go through moea64_enter and so
     /// replace what is mapped there.
-    pub(crate) fn enter_object_impl(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
+    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: u64, end: u64, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
         let pr = pr & (prot::READ | prot::EXEC);
-        let mut va = start;
-        while va < end {
-            let Some(m) = pages(VirtAddr(va)) else {
-                va += 4096;
-                continue;
-            };
-            if self.superpages_enabled
-                && ptpage::is_superpage_run(env, pages, va, end, m, SP_SIZE)
-                && self.sp_enter(env, pm, va, m, pr, EnterFlags::default()).is_ok()
-            {
-                va += SP_SIZE;
-                continue;
+        each_resident(start, end, 4096, pages, |va, m| {
+            if self.superpages_enabled() && ptpage::is_superpage_run(env, pages, va, end, m, SP_SIZE) && self.sp_enter(env, pm, va, m, pr, EnterFlags::default()).is_ok() {
+                return Some(SP_SIZE);
             }
             // A failure (no room for a segment) leaves the page to be faulted.
             let _ = self.enter_4k(env, pm, va, m, pr, EnterFlags::default());
-            va += 4096;
-        }
+            Some(4096)
+        });
     }
 }

@@ -16,13 +16,13 @@
 //! infers the kind from the state: a new segment, an evicted entry, or a
 //! present one (then the fault was a segment fault on this CPU).
 
-use super::PmapPpc64;
+use super::Ppc64;
 use splab_hw::ppc64::esid;
 use splab_vm::pmap::{PmapEnv, PmapId, Prot};
 
-impl PmapPpc64 {
+impl Ppc64 {
     /// Returns whether the fault at `va` for `access` was resolved here.
-    pub(crate) fn fault_impl(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+    pub(crate) fn pmap_fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
         let e = esid(va);
         let new_segment = !self.pm(pm).segs.contains_key(&e);
         if self.vsid(env, pm, va).is_err() {

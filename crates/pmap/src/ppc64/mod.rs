@@ -52,6 +52,8 @@ mod refmod;
 mod remove;
 mod slb;
 
+use crate::base::{Core, Md, Params, Tunable};
+use crate::counters::{PromoteFail, SizeCounters, SizeNames};
 use crate::ptpage;
 use crate::pv::PvTable;
 use crate::spaces::Spaces;
@@ -60,8 +62,8 @@ use splab_hw::physmem::PhysMem;
 use splab_hw::ppc64::hpt::{HptGeometry, HptWalker};
 use splab_hw::ppc64::{LARGE_SHIFT, SEGMENT_SHIFT};
 use splab_hw::profile::Profile;
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 use std::collections::{BTreeMap, HashMap};
 
@@ -72,6 +74,8 @@ pub const SP_MASK: u64 = SP_SIZE - 1;
 pub const SP_PAGES: u64 = SP_SIZE >> 12;
 
 const PAGESIZES: [u64; 2] = [4096, SP_SIZE];
+const PSIND_SP: Psind = Psind::new(1);
+const PARAMS: Params = Params { arch: "ppc64-hpt", pagesizes: &PAGESIZES, reserv_psind: PSIND_SP, max_user_address: splab_hw::ppc64::USER_VA_LIMIT };
 
 /// PVO flags (FreeBSD keeps them in the low bits of pvo_vaddr).
 pub(crate) mod pvof {
@@ -129,29 +133,28 @@ impl Pvo {
     }
 }
 
-/// Why a promotion attempt failed. FreeBSD counts the last four (sp_p_fail_*);
-/// it counts a missing mapping in p_failures only.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum PromoteFail {
-    /// Some page of the range has no mapping.
-    Unmapped,
-    /// Some page is not the next physical page (p_fail_pa).
-    Pa,
-    /// Wired or managed differ (p_fail_flags).
-    Flags,
-    /// Protections differ (p_fail_prot).
-    Prot,
-    /// WIMG bits differ (p_fail_wimg).
-    Wimg,
-}
+/// vm.pmap.sp.*: FreeBSD counts four reasons of failed promotions
+/// (sp_p_fail_*) and a missing mapping in p_failures only; splab counts
+/// that too.
+const SP: SizeNames = SizeNames {
+    promotions: ("vm.pmap.sp.promotions", "SP page promotions"),
+    p_failures: ("vm.pmap.sp.p_failures", "SP page promotion failures"),
+    mappings: ("vm.pmap.sp.mappings", "SP page mappings"),
+    demotions: ("vm.pmap.sp.demotions", "SP page demotions"),
+    reasons: &[
+        (PromoteFail::NotContiguous, "vm.pmap.sp.p_fail_pa", "SP page promotion failure: PAs don't match"),
+        (PromoteFail::Flags, "vm.pmap.sp.p_fail_flags", "SP page promotion failure: page flags don't match"),
+        (PromoteFail::Prot, "vm.pmap.sp.p_fail_prot", "SP page promotion failure: page protections don't match"),
+        (PromoteFail::Wimg, "vm.pmap.sp.p_fail_wimg", "SP page promotion failure: WIMG bits don't match"),
+        (PromoteFail::Unmapped, "splab.pmap.sp.p_fail_unmapped", "SP page promotion failure: a page of the range is not mapped"),
+    ],
+    demotion: None,
+};
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub fail_reason: [u64; 5],
-    pub mappings: u64,
-    pub demotions: u64,
+    /// 16 MB pages.
+    pub sp: SizeCounters,
     /// Valid HPT entries (moea64_pte_valid).
     pub pte_valid: u64,
     /// PVOs whose entry was evicted and is not back (moea64_pte_overflow).
@@ -178,10 +181,13 @@ pub(crate) struct Pm {
     pub sp_count: HashMap<u64, u32>,
 }
 
-pub struct PmapPpc64 {
+/// The powerpc64 pmap for hashed page tables.
+pub type PmapPpc64 = Md<Ppc64>;
+
+pub struct Ppc64 {
     /// The address spaces. Their TLB tag is their VSIDs, unique to each:
     /// the pmap's index stands for them (no ASIDs are allocated).
-    pmaps: Spaces<Pm>,
+    pub(crate) pmaps: Spaces<Pm>,
     /// The hashed page table, once bootstrapped.
     hpt: Option<HptGeometry>,
     /// The PVOs of each physical page (pvo_vlink lists).
@@ -194,8 +200,7 @@ pub struct PmapPpc64 {
     /// Stands in for the timebase FreeBSD reads (mftb) where it wants a
     /// cheap random number: first slot to try in a PTEG, SLB cache victim.
     tb: u64,
-    /// vm.pmap.superpages_enabled.
-    superpages_enabled: bool,
+    superpages_enabled: Tunable,
     pub(crate) st: Stats,
     /// Inside `batched_tlbie`: entries taken out are dropped from the TLBs
     /// at the end of the batch.
@@ -207,18 +212,21 @@ impl PmapPpc64 {
     /// off unless the tunable says otherwise (moea64_init); splab's run
     /// commands pass the setting they were asked for.
     pub fn new(npages: u64, superpages: bool) -> PmapPpc64 {
-        PmapPpc64 {
+        Md(Ppc64 {
             pmaps: Spaces::default(),
             hpt: None,
             pv: PvTable::new(npages, SP_SHIFT),
             vsid_owner: HashMap::new(),
             vsid_ctx: 0,
             tb: 0x5851_f42d_4c95_7f2d,
-            superpages_enabled: superpages,
+            superpages_enabled: Tunable::new("vm.pmap.superpages_enabled", "Enable support for transparent superpages (FreeBSD's default: 0)", superpages),
             st: Stats::default(),
             defer_tlbie: false,
-        }
+        })
     }
+}
+
+impl Ppc64 {
 
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
         self.pmaps.get(pm)
@@ -281,20 +289,25 @@ pub fn walker(profile: &Profile) -> Result<Box<dyn Walker>, String> {
     Ok(Box::new(HptWalker))
 }
 
-impl Pmap for PmapPpc64 {
-    fn arch(&self) -> &'static str {
-        "ppc64-hpt"
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        // Reservations are 16 MB whether or not superpages are enabled
-        // (moea64_early_bootstrap sets vm_level_0_order = 12).
-        &PAGESIZES
+impl Core for Ppc64 {
+    fn params(&self) -> Params {
+        PARAMS
     }
     fn superpages_enabled(&self) -> bool {
-        self.superpages_enabled
+        self.superpages_enabled.on
     }
-    fn max_user_address(&self) -> u64 {
-        splab_hw::ppc64::USER_VA_LIMIT
+    fn tunables(&self) -> Vec<&Tunable> {
+        vec![&self.superpages_enabled]
+    }
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        vec![&mut self.superpages_enabled]
+    }
+    fn pv(&self) -> &PvTable {
+        &self.pv
+    }
+    fn host_bytes(&self) -> u64 {
+        let pvos: u64 = self.pmaps.iter().map(|(_, p)| p.pvos.len() as u64).sum();
+        self.pv.host_bytes() + pvos * (std::mem::size_of::<Pvo>() as u64 + 16)
     }
 
     fn bootstrap(&mut self, env: &mut PmapEnv) {
@@ -336,98 +349,26 @@ impl Pmap for PmapPpc64 {
 
     /// moea64_activate: the CPU's SLB takes the address space's segments
     /// (slbia, then the user SLB cache). The TLB is not flushed.
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
+    fn activate_sw(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
         env.mmu[cpu].pwc.invalidate_all();
         self.slb_load_cpu(env, pm, cpu);
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
-            0 => self.enter_4k(env, pm, va.0, m, pr, flags),
-            1 => self.sp_enter(env, pm, va.0, m, pr, flags),
-            _ => Err(PmapError::BadPsind),
-        }
-    }
-
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_impl(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_impl(env, m)
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_write_impl(env, m)
-    }
-
-    /// moea64 has no pmap_advise method: on powerpc, MADV_DONTNEED and
-    /// MADV_FREE leave the mappings as they are.
-    fn advise(&mut self, _env: &mut PmapEnv, _pm: PmapId, _sva: VirtAddr, _eva: VirtAddr, _advice: Advice) {}
-
-    /// moea64_is_modified (moea64_query_bit(m, LPTE_CHG)).
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.query_bit(env, m, rc::CHG)
-    }
-
-    /// moea64_is_referenced (moea64_query_bit(m, LPTE_REF)).
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.query_bit(env, m, rc::REF)
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_superpage_impl(env, m)
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, access: Prot) -> bool {
-        self.fault_impl(env, pm, va.0, access)
+    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+        self.pmap_fault(env, pm, va, access)
     }
 
     /// moea64_extract, with the mapping's size, protection and C bit.
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let p = self.pvo(pm, va.0)?;
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let p = self.pvo(pm, va)?;
         let shift = if p.large() { SP_SHIFT as u8 } else { 12 };
         let dirty = (self.pte_bits(mem, p) | p.refchg) & rc::CHG != 0;
-        Some(Mapping { pa: PhysAddr(p.pa | (va.0 & 0xfff)), shift, prot: p.prot, dirty })
+        Some(Mapping { pa: PhysAddr(p.pa | (va & 0xfff)), shift, prot: p.prot, dirty })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
+    fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
-        out.int("vm.pmap.superpages_enabled", self.superpages_enabled as u64, "Enable support for transparent superpages (FreeBSD's default: 0)");
-        out.int("vm.pmap.sp.promotions", s.promotions, "SP page promotions");
-        out.int("vm.pmap.sp.p_failures", s.p_failures, "SP page promotion failures");
-        out.int("vm.pmap.sp.p_fail_pa", s.fail_reason[PromoteFail::Pa as usize], "SP page promotion failure: PAs don't match");
-        out.int("vm.pmap.sp.p_fail_flags", s.fail_reason[PromoteFail::Flags as usize], "SP page promotion failure: page flags don't match");
-        out.int("vm.pmap.sp.p_fail_prot", s.fail_reason[PromoteFail::Prot as usize], "SP page promotion failure: page protections don't match");
-        out.int("vm.pmap.sp.p_fail_wimg", s.fail_reason[PromoteFail::Wimg as usize], "SP page promotion failure: WIMG bits don't match");
-        out.int("vm.pmap.sp.mappings", s.mappings, "SP page mappings");
-        out.int("vm.pmap.sp.demotions", s.demotions, "SP page demotions");
-        out.int("splab.pmap.sp.p_fail_unmapped", s.fail_reason[PromoteFail::Unmapped as usize], "SP page promotion failure: a page of the range is not mapped");
+        s.sp.sysctls(&SP, out);
         out.int("machdep.moea64_pte_valid", s.pte_valid, "Valid entries in the hashed page table");
         out.int("machdep.moea64_pte_overflow", s.pte_overflow, "Mappings evicted from the hashed page table");
         out.int("machdep.moea64_pvo_entries", self.pmaps.iter().map(|(_, p)| p.pvos.len() as u64).sum(), "PVO entries");
@@ -436,26 +377,6 @@ impl Pmap for PmapPpc64 {
         out.int("splab.pmap.hpt.reinserts", s.reinserts, "Evicted entries inserted again on a page fault");
         out.int("splab.pmap.slb.spills", s.slb_spills, "Segment faults resolved by loading the SLB");
         out.int("splab.pmap.slb.vsids", self.vsid_owner.len() as u64, "User VSIDs allocated");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        match name {
-            "vm.pmap.superpages_enabled" if value == 0 || value == 1 => {
-                self.superpages_enabled = value == 1;
-                Ok(())
-            }
-            "vm.pmap.superpages_enabled" => Err(format!("vm.pmap.superpages_enabled must be 0 or 1, not {value}")),
-            _ => Err(format!("unknown ppc64-hpt tunable {name:?} (known: vm.pmap.superpages_enabled)")),
-        }
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        let pvos: u64 = self.pmaps.iter().map(|(_, p)| p.pvos.len() as u64).sum();
-        self.pv.host_bytes() + pvos * (std::mem::size_of::<Pvo>() as u64 + 16)
     }
 }
 

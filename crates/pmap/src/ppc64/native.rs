@@ -7,8 +7,8 @@
 //! reading the R and C bits (moea64_pte_synch_native). Every entry taken
 //! out is followed by a tlbie, which the hardware broadcasts to all CPUs.
 
-use super::{rc, PmapPpc64, Pvo, NO_SLOT};
-use crate::shootdown;
+use super::{rc, Ppc64, Pvo, NO_SLOT};
+use crate::shootdown::{self, Invalidate};
 use splab_hw::physmem::PhysMem;
 use splab_hw::ppc64::hpt::{HptGeometry, MIN_PTEGS};
 use splab_hw::ppc64::pte::{Hpte, HpteHi, HpteLo};
@@ -29,7 +29,7 @@ pub fn pteg_count(npages: u64) -> u64 {
     (n >> 1).max(MIN_PTEGS)
 }
 
-impl PmapPpc64 {
+impl Ppc64 {
     pub(crate) fn geom(&self) -> HptGeometry {
         self.hpt.expect("the hashed page table is bootstrapped")
     }
@@ -85,13 +85,32 @@ impl PmapPpc64 {
         mem.write_u64(PhysAddr(pa), e.hi);
     }
 
-    /// tlbie of the page at `va` in address space `asid`: the hardware
-    /// broadcasts it, so every CPU's TLB drops the translation, running the
-    /// address space or not, with no IPI. The SLB (the model's walk cache)
-    /// is not touched: tlbie leaves segments alone.
-    pub(crate) fn tlbie(env: &mut PmapEnv, asid: u16, va: u64) {
-        shootdown::broadcast(env, asid, |mmu, a| mmu.tlb.invalidate_page(va, a));
+    /// Writes `e` over the valid entry at `pa`, which translates the page
+    /// at `va`.
+    fn update(mem: &mut PhysMem, pa: u64, e: Hpte, va: u64) -> Invalidate {
+        Self::write(mem, pa, e);
+        Invalidate::new(va, 1 << BASE_SHIFT)
+    }
+
+    /// tlbie of a changed entry's page in address space `asid`: the
+    /// hardware broadcasts it, so every CPU's TLB drops the translation,
+    /// running the address space or not, with no IPI. The SLB (the model's
+    /// walk cache) is not touched: tlbie leaves segments alone.
+    pub(crate) fn tlbie(env: &mut PmapEnv, asid: u16, inv: Invalidate) {
+        shootdown::broadcast(env, asid, |mmu, a| mmu.tlb.invalidate_page(inv.va, a));
         env.ev.invlpg += 1;
+    }
+
+    /// tlbie of a change to `pm`'s entry, or inside `batched_tlbie` only
+    /// counted: the batch drops the translations of its whole range at
+    /// its end.
+    fn tlbie_in(&self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        if self.defer_tlbie {
+            env.ev.invlpg += 1;
+            inv.unneeded();
+        } else {
+            Self::tlbie(env, pm as u16, inv);
+        }
     }
 
     /// Runs `f`, which takes the entries of the 16 MB range at `sva` in
@@ -138,8 +157,8 @@ impl PmapPpc64 {
         debug_assert_eq!(pvo.slot as u64, slot, "evicted entry's PVO at {va:#x} is elsewhere");
         pvo.slot = NO_SLOT;
         pvo.refchg |= Self::rc_of(e);
-        Self::write(env.mem, g.slot_pa(slot), Hpte::EMPTY);
-        Self::tlbie(env, owner as u16, va);
+        let inv = Self::update(env.mem, g.slot_pa(slot), Hpte::EMPTY, va);
+        Self::tlbie(env, owner as u16, inv);
         self.st.pte_overflow += 1;
         self.st.evictions += 1;
         self.st.pte_valid -= 1;
@@ -199,12 +218,8 @@ impl PmapPpc64 {
         let pa = self.geom().slot_pa(pvo.slot as u64);
         let e = Self::read(env.mem, pa);
         debug_assert!(e.valid() && e.matches(self.vsid_of(pm, va), va, 12), "slot of {va:#x} holds {e:?}");
-        Self::write(env.mem, pa, Hpte::EMPTY);
-        if self.defer_tlbie {
-            env.ev.invlpg += 1;
-        } else {
-            Self::tlbie(env, pm as u16, va);
-        }
+        let inv = Self::update(env.mem, pa, Hpte::EMPTY, va);
+        self.tlbie_in(env, pm, inv);
         self.pvo_mut(pm, va).slot = NO_SLOT;
         self.st.pte_valid -= 1;
         Some(Self::rc_of(e))
@@ -253,12 +268,8 @@ impl PmapPpc64 {
         let pa = self.geom().slot_pa(pvo.slot as u64);
         let e = Self::read(env.mem, pa);
         debug_assert!(e.valid() && e.matches(self.vsid_of(pm, va), va, 12), "slot of {va:#x} holds {e:?}");
-        Self::write(env.mem, pa, Hpte { hi: e.hi, lo: e.lo & !HpteLo::R.bits() });
-        if self.defer_tlbie {
-            env.ev.invlpg += 1;
-        } else {
-            Self::tlbie(env, pm as u16, va);
-        }
+        let inv = Self::update(env.mem, pa, Hpte { hi: e.hi, lo: e.lo & !HpteLo::R.bits() }, va);
+        self.tlbie_in(env, pm, inv);
         Some(Self::rc_of(e))
     }
 }

@@ -11,17 +11,12 @@
 //! pages first: it takes a promoted superpage to be referenced, and if
 //! writable modified, and tells the VM so for all 4096 pages.
 
-use super::{pvof, rc, PmapPpc64, PromoteFail, SP_MASK, SP_PAGES, SP_SHIFT, SP_SIZE};
+use crate::counters::PromoteFail;
+use super::{pvof, rc, Ppc64, SP_MASK, SP_PAGES, SP_SHIFT, SP_SIZE};
 use splab_hw::Pfn;
 use splab_vm::pmap::{prot, PmapEnv, PmapId, Prot};
 
-impl PmapPpc64 {
-    fn promotion_failed(&mut self, why: PromoteFail) -> bool {
-        self.st.p_failures += 1;
-        self.st.fail_reason[why as usize] += 1;
-        false
-    }
-
+impl Ppc64 {
     /// Why the 4096 PVOs from `sva` cannot become a superpage of the 16 MB
     /// frame at `pa0`, if they cannot.
     fn promotion_check(&self, pm: PmapId, sva: u64, pa0: u64) -> Option<PromoteFail> {
@@ -33,7 +28,7 @@ impl PmapPpc64 {
         for (i, (&va, pvo)) in p.pvos.range(sva..sva + SP_SIZE).enumerate() {
             debug_assert_eq!(va, sva + i as u64 * 4096, "4096 PVOs in range, one per page");
             if pvo.pa != pa0 + i as u64 * 4096 {
-                return Some(PromoteFail::Pa);
+                return Some(PromoteFail::NotContiguous);
             }
             if pvo.flags & pvof::PROMOTE != first.flags & pvof::PROMOTE {
                 return Some(PromoteFail::Flags);
@@ -54,7 +49,7 @@ impl PmapPpc64 {
         let sva = va & !SP_MASK;
         let pa0 = m.addr().0 & !SP_MASK;
         if let Some(why) = self.promotion_check(pm, sva, pa0) {
-            return self.promotion_failed(why);
+            return self.st.sp.failed(why);
         }
         for v in self.pvos_in(pm, sva, sva + SP_SIZE) {
             self.pvo_mut(pm, v).flags |= pvof::LARGE;
@@ -65,8 +60,8 @@ impl PmapPpc64 {
         self.sp_refchg_process(env, pm, sva, bits, first.prot);
         // The superpage's own bits, cached with its first page (MDPG_ATTR_SP).
         self.pvo_mut(pm, sva).refchg |= bits;
-        self.st.promotions += 1;
-        self.st.mappings += 1;
+        self.st.sp.promotions += 1;
+        self.st.sp.mappings += 1;
         env.ev.promotions += 1;
         true
     }

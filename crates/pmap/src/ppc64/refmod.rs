@@ -32,13 +32,14 @@
 //!   found writable and changed marks the page dirty, as in the other
 //!   pmaps (moea64_clear_bit walks the whole list and counts only).
 
-use super::{pvof, rc, PmapPpc64, SP_MASK, SP_PAGES, SP_SHIFT, SP_SIZE};
+use crate::base::RefMod;
+use super::{pvof, rc, Ppc64, SP_MASK, SP_PAGES, SP_SHIFT, SP_SIZE};
 use crate::ptpage;
 use crate::refbits::{self, TS_REFERENCED_MAX};
 use splab_hw::Pfn;
 use splab_vm::pmap::{prot, PmapEnv, PmapId};
 
-impl PmapPpc64 {
+impl Ppc64 {
     /// moea64_sp_query: the R and C bits of the superpage holding `va` in
     /// `pm`, gathered from the entries and kept bits of its 4096 PVOs,
     /// stopping as soon as every bit of `want` has been found.
@@ -85,11 +86,24 @@ impl PmapPpc64 {
         self.batched_tlbie(env, pm, sva, |p, env| p.pvos_in(pm, sva, sva + SP_SIZE).into_iter().fold(0, |b, v| b | p.pvo_clear(env, pm, v, bit)))
     }
 
+}
+
+impl RefMod for Ppc64 {
+    /// moea64_is_modified (moea64_query_bit(m, LPTE_CHG)).
+    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.query_bit(env, m, rc::CHG)
+    }
+
+    /// moea64_is_referenced (moea64_query_bit(m, LPTE_REF)).
+    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
+        self.query_bit(env, m, rc::REF)
+    }
+
     /// moea64_ts_referenced (moea64_clear_bit(m, LPTE_REF)). A superpage
     /// mapping's R bits are cleared, in all its entries, only when `m` is
     /// the page the hash selects and the mapping is not wired; for any
     /// other page the superpage is only looked at.
-    pub(crate) fn ts_referenced_impl(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
+    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
         let mut count = 0;
         for (pm, va) in self.pv.list(env, m) {
             let p = *self.pvo(pm, va).expect("listed PVO");
@@ -120,7 +134,7 @@ impl PmapPpc64 {
     /// wired, write access, so that its next store faults and the range
     /// may be promoted again; a superpage with no C set is left whole.
     /// 4 KB mappings lose C only.
-    pub(crate) fn clear_modify_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
         for (pm, va) in self.pv.list(env, m) {
             let p = *self.pvo(pm, va).expect("listed PVO");
             if p.large() {
@@ -142,7 +156,7 @@ impl PmapPpc64 {
     /// superpage mappings whole (moea64_sp_remove, no demotion), and the
     /// 4 KB mappings of each of its 4096 pages. Bits go to the pages as
     /// removal gives them (for mappings that were writable).
-    pub(crate) fn remove_all_superpage_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
         let m0 = m.0 & !(SP_PAGES as u32 - 1);
         for k in 0..SP_PAGES as u32 {
             let mk = Pfn(m0 + k);

@@ -3,11 +3,12 @@
 //! moea64_protect (moea64_sp_protect, moea64_pvo_protect) and
 //! moea64_remove_write.
 
-use super::{rc, PmapPpc64, SP_MASK, SP_SIZE};
+use crate::base::Remove;
+use super::{rc, Ppc64, SP_MASK, SP_SIZE};
 use splab_hw::Pfn;
-use splab_vm::pmap::{prot, PmapEnv, PmapId, Prot};
+use splab_vm::pmap::{prot, Advice, PmapEnv, PmapId, Prot};
 
-impl PmapPpc64 {
+impl Ppc64 {
     /// Takes one PVO out of the HPT, its address space and its page's list
     /// (moea64_pvo_remove_from_pmap, moea64_pvo_remove_from_page). Returns
     /// its R and C bits; a managed writable mapping's go to its page.
@@ -60,35 +61,6 @@ impl PmapPpc64 {
         }
     }
 
-    /// moea64_remove: removes every mapping in [sva, eva).
-    pub(crate) fn remove_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
-        let mut va = sva;
-        while let Some((k, p)) = self.next_pvo(pm, va, eva) {
-            if p.large() {
-                let spva = k & !SP_MASK;
-                if Self::sp_in_range(spva, sva, eva) {
-                    self.sp_remove(env, pm, spva);
-                    va = spva + SP_SIZE;
-                    continue;
-                }
-                self.sp_demote(env, pm, k);
-            }
-            self.pvo_remove(env, pm, k);
-            va = k + 4096;
-        }
-    }
-
-    /// moea64_remove_all: removes every mapping of page `m`, demoting the
-    /// superpages it is part of first.
-    pub(crate) fn remove_all_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list(env, m) {
-            if self.pvo(pm, va).expect("listed PVO").large() {
-                self.sp_demote(env, pm, va);
-            }
-            self.pvo_remove(env, pm, va);
-        }
-    }
-
     /// moea64_pvo_protect: the mapping at `va` keeps only what `pr` allows;
     /// its entry is rewritten, and if it loses write access its modified
     /// state goes to the page.
@@ -125,11 +97,43 @@ impl PmapPpc64 {
         self.sp_refchg_process(env, pm, spva, bits, old.prot);
     }
 
+}
+
+impl Remove for Ppc64 {
+    /// moea64_remove: removes every mapping in [sva, eva).
+    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
+        let mut va = sva;
+        while let Some((k, p)) = self.next_pvo(pm, va, eva) {
+            if p.large() {
+                let spva = k & !SP_MASK;
+                if Self::sp_in_range(spva, sva, eva) {
+                    self.sp_remove(env, pm, spva);
+                    va = spva + SP_SIZE;
+                    continue;
+                }
+                self.sp_demote(env, pm, k);
+            }
+            self.pvo_remove(env, pm, k);
+            va = k + 4096;
+        }
+    }
+
+    /// moea64_remove_all: removes every mapping of page `m`, demoting the
+    /// superpages it is part of first.
+    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
+        for (pm, va) in self.pv.list(env, m) {
+            if self.pvo(pm, va).expect("listed PVO").large() {
+                self.sp_demote(env, pm, va);
+            }
+            self.pvo_remove(env, pm, va);
+        }
+    }
+
     /// moea64_protect: reduces the protection of [sva, eva) to `pr`;
     /// without read access the mappings go.
-    pub(crate) fn protect_impl(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
+    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
         if pr & prot::READ == 0 {
-            return self.remove_impl(env, pm, sva, eva);
+            return self.remove(env, pm, sva, eva);
         }
         let mut va = sva;
         while let Some((k, p)) = self.next_pvo(pm, va, eva) {
@@ -150,7 +154,11 @@ impl PmapPpc64 {
     /// moea64_remove_write: every writable mapping of `m` becomes
     /// read-only, superpages demoted first; if any was modified, so is
     /// the page.
-    pub(crate) fn remove_write_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
+    /// moea64 has no pmap_advise method: on powerpc, MADV_DONTNEED and
+    /// MADV_FREE leave the mappings as they are.
+    fn advise(&mut self, _env: &mut PmapEnv, _pm: PmapId, _sva: u64, _eva: u64, _advice: Advice) {}
+
+    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
         let mut bits = 0;
         for (pm, va) in self.pv.list(env, m) {
             let p = *self.pvo(pm, va).expect("listed PVO");

@@ -9,7 +9,7 @@
 //! the machine profile's). Loading it is `slb_load`, done at context switch
 //! (moea64_activate) and at the end of every page or segment fault.
 
-use super::{PmapPpc64, Pm};
+use super::{Ppc64, Pm};
 use splab_hw::ppc64::hpt::{ctx_insert, CTX_SEG_SLOTS};
 use splab_hw::ppc64::slb::SlbV;
 use splab_hw::ppc64::{esid, SEGMENT_SHIFT};
@@ -23,7 +23,7 @@ pub const SLB_CACHE: usize = 64;
 /// User VSIDs: 32 bits, as FreeBSD's VSID_HASHMASK allows; 0 is special.
 const VSID_USER_MASK: u64 = 0xffff_ffff;
 
-impl PmapPpc64 {
+impl Ppc64 {
     /// A VSID no address space has (moea64_get_unique_vsid): a
     /// multiplicative sequence stirred with the timebase, skipping values in
     /// use, so that VSIDs (and so hashes) of address spaces are spread.

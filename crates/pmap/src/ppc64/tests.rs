@@ -18,7 +18,7 @@ use splab_hw::ppc64::pte::{Hpte, HpteLo};
 use splab_hw::pwc::PwcLevelConfig;
 use splab_hw::tlb::TlbArrayConfig;
 use splab_vm::page::pflags;
-use splab_vm::pmap::prot;
+use splab_vm::pmap::{prot, EnterFlags, Pmap};
 
 /// A 16 MB-aligned user address, at the start of segment 0x100.
 const VA: u64 = 0x10_0000_0000;
@@ -34,8 +34,7 @@ fn rig(npages: u64) -> Rig<PmapPpc64> {
 /// A new address space, running on CPU 0.
 fn space(r: &mut Rig<PmapPpc64>) -> PmapId {
     let pm = r.pinit();
-    let (p, mut env) = r.env();
-    p.activate(&mut env, pm, 0);
+    r.activate(pm, 0);
     pm
 }
 
@@ -57,8 +56,7 @@ fn touch(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -
             }
             Err(f) => {
                 let want = if acc == Access::Write { prot::WRITE } else { prot::READ };
-                let (p, mut env) = r.env();
-                assert!(p.fault(&mut env, pm, VirtAddr(va & !0xfff), want), "{va:#x}: {f:?} not resolved by the pmap");
+                assert!(r.fault(pm, va & !0xfff, want), "{va:#x}: {f:?} not resolved by the pmap");
             }
         }
     }
@@ -66,13 +64,11 @@ fn touch(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -
 }
 
 fn enter(r: &mut Rig<PmapPpc64>, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) {
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(va), m, pr, flags).unwrap();
+    r.enter(pm, va, m, pr, flags).unwrap();
 }
 
 fn modified(r: &mut Rig<PmapPpc64>, m: Pfn) -> bool {
-    let (p, env) = r.env();
-    p.is_modified(&env, m)
+    r.is_modified(m)
 }
 
 fn mapped(r: &mut Rig<PmapPpc64>, m: Pfn) -> bool {
@@ -81,14 +77,14 @@ fn mapped(r: &mut Rig<PmapPpc64>, m: Pfn) -> bool {
 }
 
 fn pvo(r: &Rig<PmapPpc64>, pm: PmapId, va: u64) -> Pvo {
-    *r.pmap.pvo(pm, va).expect("mapped")
+    *r.pmap.0.pvo(pm, va).expect("mapped")
 }
 
 /// The HPT entry of the mapping at `va`.
 fn hpte(r: &Rig<PmapPpc64>, pm: PmapId, va: u64) -> Hpte {
     let p = pvo(r, pm, va);
     assert!(p.in_table(), "{va:#x} is not in the HPT");
-    let pa = r.pmap.geom().slot_pa(p.slot as u64);
+    let pa = r.pmap.0.geom().slot_pa(p.slot as u64);
     Hpte { hi: r.mem.read_u64(PhysAddr(pa)), lo: r.mem.read_u64(PhysAddr(pa + 8)) }
 }
 
@@ -104,7 +100,7 @@ fn promoted(r: &mut Rig<PmapPpc64>, pm: PmapId) -> Vec<Pfn> {
 fn hpt_is_sized_from_memory_and_described_in_each_context_page() {
     let mut r = rig(32768);
     let pm = r.pinit();
-    let g = r.pmap.geom();
+    let g = r.pmap.0.geom();
     assert_eq!(g.pteg_count, pteg_count(32768));
     assert_eq!(g.pteg_count, 16384, "half a PTEG per page");
     assert_eq!(g.htaborg % g.bytes(), 0, "aligned to its size");
@@ -123,11 +119,11 @@ fn entered_page_is_found_by_the_hash_and_the_hardware_sets_r_and_c() {
     let m = r.phys.alloc_noobj().unwrap();
     let va = VA + 0x1234_5000;
     enter(&mut r, pm, va, m, prot::RW, rw_access());
-    let vsid = r.pmap.vsid_of(pm, va);
+    let vsid = r.pmap.0.vsid_of(pm, va);
     let e = hpte(&r, pm, va);
     // The entry is in the PTEG the hash of VSID and page index names.
     let slot = pvo(&r, pm, va).slot as u64;
-    assert_eq!(slot / 8, r.pmap.geom().groups(vsid, va, 12)[e.hid() as usize]);
+    assert_eq!(slot / 8, r.pmap.0.geom().groups(vsid, va, 12)[e.hid() as usize]);
     assert!(e.matches(vsid, va, 12) && !e.large());
     assert_eq!((e.frame(12), e.lo & HpteLo::PP.bits()), (m.addr().0, HpteLo::PP_RW.bits()));
     assert!(e.lo_flags().contains(HpteLo::N | HpteLo::M), "not executable, coherent memory");
@@ -150,20 +146,18 @@ fn a_new_segment_faults_once_then_the_page_fault_goes_to_the_vm() {
     let pm = space(&mut r);
     let va = VA + 0x5000;
     assert_eq!(walk(&mut r, 0, pm, va, Access::Read), Err(WalkFault::Segment));
-    let (p, mut env) = r.env();
-    assert!(p.fault(&mut env, pm, VirtAddr(va), prot::READ), "handle_user_slb_spill");
+    assert!(r.fault(pm, va, prot::READ), "handle_user_slb_spill");
     assert_eq!(r.stat("splab.pmap.slb.spills"), 1);
     assert_eq!(r.stat("splab.pmap.slb.vsids"), 1);
     assert_eq!(walk(&mut r, 0, pm, va, Access::Read), Err(WalkFault::NotPresent { level: 0 }));
-    let (p, mut env) = r.env();
-    assert!(!p.fault(&mut env, pm, VirtAddr(va), prot::READ), "nothing mapped: vm_fault's business");
+    assert!(!r.fault(pm, va, prot::READ), "nothing mapped: vm_fault's business");
     // The other CPU does not run the address space: its SLB stays empty.
     assert_eq!(walk(&mut r, 1, pm, va, Access::Read), Err(WalkFault::Segment));
     // A second address space gets another VSID for the same segment.
     let pm2 = r.pinit();
     let (p, mut env) = r.env();
-    let v2 = p.vsid(&mut env, pm2, va).unwrap();
-    assert_ne!(v2, r.pmap.vsid_of(pm, va));
+    let v2 = p.0.vsid(&mut env, pm2, va).unwrap();
+    assert_ne!(v2, r.pmap.0.vsid_of(pm, va));
     r.check();
     // Exit: the VSIDs go back.
     let (p, mut env) = r.env();
@@ -176,8 +170,8 @@ fn a_new_segment_faults_once_then_the_page_fault_goes_to_the_vm() {
 fn crowd(r: &mut Rig<PmapPpc64>, pm: PmapId) -> (Vec<u64>, Vec<Pfn>) {
     let vas: Vec<u64> = (0..17).map(|j| VA + j * (8 << 20)).collect();
     let (p, mut env) = r.env();
-    let vsid = p.vsid(&mut env, pm, VA).unwrap();
-    let g = r.pmap.geom();
+    let vsid = p.0.vsid(&mut env, pm, VA).unwrap();
+    let g = r.pmap.0.geom();
     assert_eq!(g.pteg_count, 2048);
     assert!(vas.iter().all(|&v| g.groups(vsid, v, 12) == g.groups(vsid, VA, 12)));
     let pages = (0..17).map(|_| r.phys.alloc_noobj().unwrap()).collect();
@@ -199,7 +193,7 @@ fn a_full_pteg_pair_evicts_an_unreferenced_entry_and_the_fault_puts_it_back() {
     let rc9 = hpte(&r, pm, vas[9]).lo_flags();
     assert!(rc9.contains(HpteLo::R | HpteLo::C));
     let slot9 = pvo(&r, pm, vas[9]).slot;
-    let pa9 = r.pmap.geom().slot_pa(slot9 as u64);
+    let pa9 = r.pmap.0.geom().slot_pa(slot9 as u64);
     r.mem.write_u64(PhysAddr(pa9 + 8), r.mem.read_u64(PhysAddr(pa9 + 8)) & !HpteLo::R.bits());
     for i in (0..16).filter(|&i| i != 9) {
         touch(&mut r, 0, pm, vas[i], Access::Read);
@@ -223,8 +217,7 @@ fn a_full_pteg_pair_evicts_an_unreferenced_entry_and_the_fault_puts_it_back() {
     assert!(modified(&mut r, pages[9]), "the change bit survived the eviction");
     // Removing an evicted mapping hands its kept bits to the page.
     let evicted = vas.iter().copied().find(|&v| !pvo(&r, pm, v).in_table()).unwrap();
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(evicted), VirtAddr(evicted + 4096));
+    r.remove(pm, evicted, evicted + 4096);
     assert_eq!(r.stat("machdep.moea64_pte_overflow"), 0);
     r.check();
 }
@@ -263,7 +256,7 @@ fn a_full_reservation_promotes_to_16mb_entries() {
         let e = hpte(&r, pm, VA + i * 4096);
         assert!(e.large() && e.actual_shift(12) == Some(24) && e.frame(24) == pages[0].addr().0, "{e:?}");
     }
-    let m = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096 + 8)).unwrap();
+    let m = r.extract(pm, VA + 5 * 4096 + 8).unwrap();
     assert_eq!((m.shift, m.pa.0), (24, pages[5].addr().0 + 8));
     // One TLB entry, from any page's HPT entry, covers all 16 MB.
     let t = touch(&mut r, 0, pm, VA + 77 * 4096, Access::Write);
@@ -273,7 +266,7 @@ fn a_full_reservation_promotes_to_16mb_entries() {
     // A writable superpage counts as referenced and modified, all of it.
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY) && r.phys.pages.get(m).has(pflags::REFERENCED)));
     assert!(modified(&mut r, pages[3000]));
-    assert_eq!(r.pmap.pv.live(), 4096, "one PVO per page still");
+    assert_eq!(r.pmap.0.pv.live(), 4096, "one PVO per page still");
     r.check();
 }
 
@@ -311,7 +304,7 @@ fn promotion_fails_on_other_frames_protection_flags_and_wimg() {
     let pm = space(&mut r);
     let pages = r.superpage_run();
     r.enter_all(pm, VA, &pages[..4095], |_| rw_access());
-    r.pmap.pvo_mut(pm, VA + 300 * 4096).wimg |= HpteLo::W.bits() as u8;
+    r.pmap.0.pvo_mut(pm, VA + 300 * 4096).wimg |= HpteLo::W.bits() as u8;
     enter(&mut r, pm, VA + 4095 * 4096, pages[4095], prot::RW, rw_access());
     assert_eq!((r.stat("vm.pmap.sp.promotions"), r.stat("vm.pmap.sp.p_fail_wimg")), (0, 1));
     assert!(!pvo(&r, pm, VA).large());
@@ -322,18 +315,16 @@ fn a_partial_protect_demotes_and_keeps_every_page_mapped() {
     let mut r = rig(32768);
     let pm = space(&mut r);
     let pages = promoted(&mut r, pm);
-    let (p, mut env) = r.env();
-    p.activate(&mut env, pm, 1);
+    r.activate(pm, 1);
     touch(&mut r, 0, pm, VA + 4096, Access::Read);
     touch(&mut r, 1, pm, VA + 4096, Access::Read);
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA + 4096), VirtAddr(VA + 3 * 4096), prot::READ);
+    r.protect(pm, VA + 4096, VA + 3 * 4096, prot::READ);
     assert_eq!((r.stat("vm.pmap.sp.demotions"), r.ev.demotions), (1, 1));
     for c in 0..2 {
         assert!(r.mmu[c].tlb.lookup(VA + 4096, pm as u16).is_none(), "tlbie reaches CPU {c}");
     }
-    let ro = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap();
-    let rw = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 3 * 4096)).unwrap();
+    let ro = r.extract(pm, VA + 4096).unwrap();
+    let rw = r.extract(pm, VA + 3 * 4096).unwrap();
     assert_eq!((ro.shift, ro.prot & prot::WRITE, rw.shift, rw.prot & prot::WRITE), (12, 0, 12, prot::WRITE));
     assert!((0..SP_PAGES).all(|i| !pvo(&r, pm, VA + i * 4096).large()));
     assert!(!hpte(&r, pm, VA + 4096).large());
@@ -351,21 +342,19 @@ fn removal_of_whole_and_partial_superpages() {
     let pm = space(&mut r);
     promoted(&mut r, pm);
     // A page in the middle: demote, then remove it alone.
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA + 40 * 4096), VirtAddr(VA + 41 * 4096));
+    r.remove(pm, VA + 40 * 4096, VA + 41 * 4096);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
-    assert!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 40 * 4096)).is_none());
-    assert_eq!(r.pmap.pv.live(), 4095);
+    assert!(r.extract(pm, VA + 40 * 4096).is_none());
+    assert_eq!(r.pmap.0.pv.live(), 4095);
     r.check();
     // Fill the hole again: the reservation is full, so it promotes again.
     let m = PhysAddr(pvo(&r, pm, VA).pa + 40 * 4096).pfn();
     enter(&mut r, pm, VA + 40 * 4096, m, prot::RW, rw_access());
     assert_eq!(r.stat("vm.pmap.sp.promotions"), 2);
     // The whole range: removed as a superpage, no demotion.
-    let (p, mut env) = r.env();
-    p.remove(&mut env, pm, VirtAddr(VA - SP_SIZE), VirtAddr(VA + 2 * SP_SIZE));
+    r.remove(pm, VA - SP_SIZE, VA + 2 * SP_SIZE);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
-    assert_eq!((r.pmap.pv.live(), r.stat("machdep.moea64_pte_valid")), (0, 0));
+    assert_eq!((r.pmap.0.pv.live(), r.stat("machdep.moea64_pte_valid")), (0, 0));
     assert!(r.mmu[0].tlb.lookup(VA, pm as u16).is_none());
     r.check();
     let (p, mut env) = r.env();
@@ -378,16 +367,14 @@ fn direct_16mb_mapping_then_remove_write_and_remove_all_demote() {
     let mut r = rig(32768);
     let pm = space(&mut r);
     let pages = r.superpage_run();
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::RW, EnterFlags { access: prot::RW, psind: 1, ..Default::default() }).unwrap();
+    r.enter(pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(1), ..Default::default() }).unwrap();
     assert_eq!((r.stat("vm.pmap.sp.mappings"), r.stat("vm.pmap.sp.promotions")), (1, 0));
     assert!(pvo(&r, pm, VA + 1234 * 4096).large());
     assert_eq!(touch(&mut r, 0, pm, VA + 99, Access::Write).shift, 24);
     r.check();
     // Write protection of one page demotes; the written entry's C bit
     // counts for the whole superpage.
-    let (p, mut env) = r.env();
-    p.remove_write(&mut env, pages[9]);
+    r.remove_write(pages[9]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     assert_eq!(pvo(&r, pm, VA + 9 * 4096).prot, prot::READ);
     assert_eq!(pvo(&r, pm, VA + 10 * 4096).prot, prot::RW);
@@ -397,16 +384,14 @@ fn direct_16mb_mapping_then_remove_write_and_remove_all_demote() {
     enter(&mut r, pm, VA + 9 * 4096, pages[9], prot::RW, rw_access());
     assert_eq!(r.stat("vm.pmap.sp.promotions"), 1);
     // remove_all of one page: demote, then that mapping goes.
-    let (p, mut env) = r.env();
-    p.remove_all(&mut env, pages[100]);
+    r.remove_all(pages[100]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 2);
     assert!(!mapped(&mut r, pages[100]));
     assert!(mapped(&mut r, pages[101]));
     r.check();
     // Without superpages the VM's psind 1 request is refused.
     r.pmap.set_tunable("vm.pmap.superpages_enabled", 0).unwrap();
-    let (p, mut env) = r.env();
-    assert_eq!(p.enter(&mut env, pm, VirtAddr(VA + SP_SIZE), pages[0], prot::RW, EnterFlags { psind: 1, ..Default::default() }), Err(PmapError::BadPsind));
+    assert_eq!(r.enter(pm, VA + SP_SIZE, pages[0], prot::RW, EnterFlags { psind: Psind::new(1), ..Default::default() }), Err(PmapError::BadPsind));
     assert!(r.pmap.set_tunable("vm.pmap.superpages_enabled", 2).is_err());
 }
 
@@ -415,8 +400,7 @@ fn whole_superpage_protect_keeps_it_and_entering_inside_demotes() {
     let mut r = rig(32768);
     let pm = space(&mut r);
     let pages = promoted(&mut r, pm);
-    let (p, mut env) = r.env();
-    p.protect(&mut env, pm, VirtAddr(VA), VirtAddr(VA + SP_SIZE), prot::READ);
+    r.protect(pm, VA, VA + SP_SIZE, prot::READ);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert!((0..SP_PAGES).step_by(511).all(|i| pvo(&r, pm, VA + i * 4096).large()));
     assert_eq!(hpte(&r, pm, VA + 4095 * 4096).lo & HpteLo::PP.bits(), HpteLo::PP_RO.bits());
@@ -427,8 +411,8 @@ fn whole_superpage_protect_keeps_it_and_entering_inside_demotes() {
     let other = r.phys.alloc_noobj().unwrap();
     enter(&mut r, pm, VA + 8192, other, prot::RW, rw_access());
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 8192)).unwrap().pa, other.addr());
-    assert_eq!(r.pmap.extract(&r.mem, pm, VirtAddr(VA + 4096)).unwrap().pa, pages[1].addr());
+    assert_eq!(r.extract(pm, VA + 8192).unwrap().pa, other.addr());
+    assert_eq!(r.extract(pm, VA + 4096).unwrap().pa, pages[1].addr());
     assert!(!mapped(&mut r, pages[2]));
     r.check();
 }
@@ -441,7 +425,7 @@ fn a_superpage_entry_evicted_comes_back_as_a_16mb_entry() {
     // Evict the entry of page 6 by hand, as a crowded PTEG pair would.
     let slot = pvo(&r, pm, VA + 6 * 4096).slot as u64;
     let (p, mut env) = r.env();
-    p.evict(&mut env, slot);
+    p.0.evict(&mut env, slot);
     assert_eq!(r.stat("machdep.moea64_pte_overflow"), 1);
     r.check();
     let t = touch(&mut r, 0, pm, VA + 6 * 4096 + 16, Access::Read);
@@ -475,8 +459,7 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
         let cpu = rnd(2) as usize;
         // Two segments, 3000 pages used in each.
         let va = VA + rnd(2) * SEGMENT_SIZE + rnd(3000) * 4096;
-        let (p, mut env) = r.env();
-        p.activate(&mut env, pm, cpu);
+        r.activate(pm, cpu);
         match rnd(11) {
             0..=4 => {
                 let pr = if rnd(3) == 0 { prot::READ } else { prot::RW };
@@ -485,25 +468,22 @@ fn random_operations_under_eviction_pressure_keep_tlbs_and_tables_in_step() {
                 }
             }
             5 => {
-                let (p, mut env) = r.env();
-                p.remove(&mut env, pm, VirtAddr(va), VirtAddr(va + (1 + rnd(8)) * 4096));
+                r.remove(pm, va, va + (1 + rnd(8)) * 4096);
             }
             6 => {
-                let (p, mut env) = r.env();
-                p.protect(&mut env, pm, VirtAddr(va), VirtAddr(va + (1 + rnd(8)) * 4096), prot::READ);
+                r.protect(pm, va, va + (1 + rnd(8)) * 4096, prot::READ);
             }
             7 => {
                 let m = pages[rnd(1500) as usize];
-                let (p, mut env) = r.env();
                 if rnd(2) == 0 {
-                    p.clear_modify(&mut env, m);
-                    assert!(!p.is_modified(&env, m), "step {step}: modified after clear_modify");
+                    r.clear_modify(m);
+                    assert!(!r.is_modified(m), "step {step}: modified after clear_modify");
                 } else {
-                    p.ts_referenced(&mut env, m);
+                    r.ts_referenced(m);
                 }
             }
             _ => {
-                if let Some(m) = r.pmap.extract(&r.mem, pm, VirtAddr(va)) {
+                if let Some(m) = r.extract(pm, va) {
                     let acc = if m.prot & prot::WRITE != 0 && rnd(2) == 0 { Access::Write } else { Access::Read };
                     let t = touch(&mut r, cpu, pm, va, acc);
                     assert_eq!(t.pa(va), m.pa, "step {step}: the walk and the pmap disagree at {va:#x}");
@@ -559,12 +539,11 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     for &m in &pages {
         r.phys.pages.get_mut(m).flags &= !pflags::DIRTY;
     }
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[5]);
+    r.clear_modify(pages[5]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY)), "the superpage's C went to every page");
-    let m5 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 5 * 4096)).unwrap();
-    let m6 = r.pmap.extract(&r.mem, pm, VirtAddr(VA + 6 * 4096)).unwrap();
+    let m5 = r.extract(pm, VA + 5 * 4096).unwrap();
+    let m6 = r.extract(pm, VA + 6 * 4096).unwrap();
     assert_eq!((m5.shift, m5.prot, m5.dirty), (12, prot::READ, false));
     assert_eq!((m6.shift, m6.prot), (12, prot::RW));
     assert!(!modified(&mut r, pages[5]), "page 5 is clean in every mapping");
@@ -574,8 +553,7 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     // forgets the translation, so the next store is recorded again.
     touch(&mut r, 0, pm, VA + 6 * 4096, Access::Write);
     assert!(modified(&mut r, pages[6]));
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[6]);
+    r.clear_modify(pages[6]);
     assert!(!modified(&mut r, pages[6]));
     assert_eq!(pvo(&r, pm, VA + 6 * 4096).prot, prot::RW, "a 4 KB mapping keeps write access");
     assert!(r.mmu[0].tlb.lookup(VA + 6 * 4096, pm as u16).is_none(), "tlbie");
@@ -584,10 +562,9 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     // Evicted with C set: the kept bit is cleared too.
     let slot = pvo(&r, pm, VA + 6 * 4096).slot as u64;
     let (p, mut env) = r.env();
-    p.evict(&mut env, slot);
+    p.0.evict(&mut env, slot);
     assert!(modified(&mut r, pages[6]), "C kept with the evicted PVO");
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[6]);
+    r.clear_modify(pages[6]);
     assert!(!modified(&mut r, pages[6]) && pvo(&r, pm, VA + 6 * 4096).refchg & rc::CHG == 0);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
     r.check();
@@ -596,12 +573,10 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
     let mut r = rig(32768);
     let pm = space(&mut r);
     let pages = r.superpage_run();
-    let (p, mut env) = r.env();
-    p.enter(&mut env, pm, VirtAddr(VA), pages[0], prot::READ, EnterFlags { access: prot::READ, psind: 1, ..Default::default() }).unwrap();
+    r.enter(pm, VA, pages[0], prot::READ, EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() }).unwrap();
     touch(&mut r, 0, pm, VA + 3 * 4096, Access::Read);
     assert!(!modified(&mut r, pages[3]));
-    let (p, mut env) = r.env();
-    p.clear_modify(&mut env, pages[3]);
+    r.clear_modify(pages[3]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert!(pvo(&r, pm, VA + 3 * 4096).large());
     r.check();
@@ -625,12 +600,11 @@ fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
     touch(&mut r, 0, pm, VA + 100 * 4096, Access::Read);
     assert!(r.mmu[0].tlb.lookup(VA + 100 * 4096, pm as u16).is_some());
     r.phys.pages.get_mut(pages[other]).flags &= !pflags::DIRTY;
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
-    assert!(p.is_referenced(&env, pages[k]), "testing another page leaves the bits set");
-    assert_eq!(p.ts_referenced(&mut env, pages[k]), 1);
-    assert!(!p.is_referenced(&env, pages[other]), "testing the selected page cleared them for all");
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 0);
+    assert_eq!(r.ts_referenced(pages[other]), 1);
+    assert!(r.is_referenced(pages[k]), "testing another page leaves the bits set");
+    assert_eq!(r.ts_referenced(pages[k]), 1);
+    assert!(!r.is_referenced(pages[other]), "testing the selected page cleared them for all");
+    assert_eq!(r.ts_referenced(pages[other]), 0);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert!(r.phys.pages.get(pages[other]).has(pflags::DIRTY), "a changed writable superpage dirties the page under test");
     assert!(r.mmu[0].tlb.lookup(VA + 100 * 4096, pm as u16).is_none(), "the 16 MB translation left the TLB");
@@ -638,28 +612,24 @@ fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
     r.check();
     // An access through any page references the whole superpage again.
     touch(&mut r, 0, pm, VA + 3000 * 4096, Access::Read);
-    let (p, mut env) = r.env();
-    assert!(p.is_referenced(&env, pages[other]));
-    assert_eq!(p.ts_referenced(&mut env, pages[other]), 1);
+    assert!(r.is_referenced(pages[other]));
+    assert_eq!(r.ts_referenced(pages[other]), 1);
 
     // 4 KB mappings of one page in two address spaces.
     let m = r.phys.alloc_noobj().unwrap();
     let b = r.pinit();
-    let (p, mut env) = r.env();
-    p.activate(&mut env, b, 1);
+    r.activate(b, 1);
     let va = VA + 2 * SP_SIZE;
     enter(&mut r, pm, va, m, prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
     enter(&mut r, b, va, m, prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
     touch(&mut r, 0, pm, va, Access::Read);
     touch(&mut r, 1, b, va, Access::Read);
-    let (p, mut env) = r.env();
-    assert_eq!(p.ts_referenced(&mut env, m), 2);
-    assert!(!p.is_referenced(&env, m));
-    assert_eq!(p.ts_referenced(&mut env, m), 0);
+    assert_eq!(r.ts_referenced(m), 2);
+    assert!(!r.is_referenced(m));
+    assert_eq!(r.ts_referenced(m), 0);
     assert!(r.mmu[0].tlb.lookup(va, pm as u16).is_none() && r.mmu[1].tlb.lookup(va, b as u16).is_none());
     touch(&mut r, 0, pm, va, Access::Read);
-    let (p, env) = r.env();
-    assert!(p.is_referenced(&env, m), "the next access set R again");
+    assert!(r.is_referenced(m), "the next access set R again");
     r.check();
 }
 
@@ -677,13 +647,12 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     }
     let b = r.pinit();
     enter(&mut r, b, VA + 7 * 4096, pages[7], prot::READ, EnterFlags { access: prot::READ, ..Default::default() });
-    let (p, mut env) = r.env();
-    p.remove_all_superpage(&mut env, pages[300]);
+    r.remove_all_superpage(pages[300]);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
-    assert_eq!(r.pmap.pv.live(), 0);
+    assert_eq!(r.pmap.0.pv.live(), 0);
     assert_eq!(r.stat("machdep.moea64_pte_valid"), 0);
-    assert!(r.pmap.extract(&r.mem, a, VirtAddr(VA)).is_none());
-    assert!(r.pmap.extract(&r.mem, b, VirtAddr(VA + 7 * 4096)).is_none());
+    assert!(r.extract(a, VA).is_none());
+    assert!(r.extract(b, VA + 7 * 4096).is_none());
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)), "the superpage's bits moved to every page");
     assert!(r.mmu[0].tlb.lookup(VA, a as u16).is_none());
     r.check();
@@ -696,10 +665,9 @@ fn remove_all_superpage_drops_every_mapping_without_demoting() {
     r.enter_all(a, VA, &pages, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.sp.promotions"), 0);
     touch(&mut r, 0, a, VA + 9 * 4096, Access::Write);
-    let (p, mut env) = r.env();
-    p.remove_all_superpage(&mut env, pages[4095]);
-    assert_eq!(r.pmap.pv.live(), 0);
-    assert!(!r.pmap.pm(a).pvos.contains_key(&VA));
+    r.remove_all_superpage(pages[4095]);
+    assert_eq!(r.pmap.0.pv.live(), 0);
+    assert!(!r.pmap.0.pm(a).pvos.contains_key(&VA));
     assert!(r.phys.pages.get(pages[9]).has(pflags::DIRTY), "the written page's C went to it");
     r.check();
 }

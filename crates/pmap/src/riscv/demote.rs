@@ -10,28 +10,21 @@
 //! mapping is removed instead, which is always safe because a later fault
 //! recreates what is needed.
 
-use super::PmapRiscv;
+use super::Riscv;
 use crate::ptpage;
+use crate::pte;
+use crate::radix::{self, Format, Tables};
 use splab_hw::riscv::pte::{Pte, PteFlags, PPN_SHIFT};
 use splab_hw::riscv::{L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapError, PmapId};
 
-impl PmapRiscv {
-    /// Removes a 2 MB mapping in place of demoting it.
-    fn demote_abort(&mut self, env: &mut PmapEnv, pm: PmapId, va2m: u64) -> bool {
-        let mut free = Vec::new();
-        self.remove_l2(env, pm, va2m, &mut free);
-        Self::free_all(env, free);
-        self.st.demotion_aborts += 1;
-        false
-    }
-
+impl Riscv {
     /// Fills the L3 table at `tpa` with the 512 entries that map what the
     /// 2 MB leaf `l2e` maps.
     fn fill_l3(env: &mut PmapEnv, tpa: u64, l2e: Pte) {
         for i in 0..LN_ENTRIES {
-            Self::wr(env.mem, PhysAddr(tpa + i * 8), Pte(l2e.0 + (i << PPN_SHIFT)));
+            radix::wr(env.mem, PhysAddr(tpa + i * 8), Pte(l2e.0 + (i << PPN_SHIFT)));
         }
     }
 
@@ -40,33 +33,35 @@ impl PmapRiscv {
     pub(crate) fn demote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va2m = va & !(L2_SIZE - 1);
         let l2_pa = self.entry(env.mem, pm, va2m, L2_SHIFT).expect("demote: no L2 table");
-        let old = Self::rd(env.mem, l2_pa);
+        let old = Pte::read(env.mem, l2_pa);
         debug_assert!(old.is_leaf(), "demote: not a 2MB mapping");
         debug_assert!(!old.has(PteFlags::W) || old.has(PteFlags::D), "demote: a writable 2MB mapping without D");
         if !old.has(PteFlags::A) {
-            return self.demote_abort(env, pm, va2m);
+            return pte::demote_abort(self, env, pm, va2m);
         }
-        let (ptp, valid) = match self.pm_mut(pm).stash.remove(&(va2m >> L2_SHIFT)) {
+        let (ptp, valid) = match self.pm_mut(pm).stash.take(va2m) {
             Some(s) => (s.ptp, s.valid),
             None => match ptpage::alloc(env) {
                 Some(p) => (p, false),
-                None => return self.demote_abort(env, pm, va2m),
+                None => return pte::demote_abort(self, env, pm, va2m),
             },
         };
         env.phys.pages.get_mut(ptp).ref_count = LN_ENTRIES as u16;
         let tpa = ptp.addr().0;
         let promote = PteFlags::PROMOTE.bits();
-        if valid && Self::rd(env.mem, PhysAddr(tpa)).0 & promote == old.0 & promote {
-            self.st.demotion_ptp_reused += 1;
+        if valid && Pte::read(env.mem, PhysAddr(tpa)).0 & promote == old.0 & promote {
+            self.st.l2.ptp_reused += 1;
         } else {
             Self::fill_l3(env, tpa, old);
         }
-        Self::wr(env.mem, l2_pa, Pte::table(tpa));
+        // No fence: a cached 2 MB translation maps the same frames with the
+        // same bits as the new 4 KB entries.
+        radix::update(env.mem, l2_pa, Pte::table(tpa), va2m, L2_SIZE).unneeded();
         // The superpage's PV entry becomes 512 (pmap_pv_demote_l2).
         if old.has(PteFlags::SW_MANAGED) {
             self.pv.demote(env, PhysAddr(old.frame()).pfn(), pm, va2m, LN_ENTRIES as u32);
         }
-        self.st.demotions += 1;
+        self.st.l2.demotions += 1;
         env.ev.demotions += 1;
         true
     }
@@ -76,15 +71,16 @@ impl PmapRiscv {
     pub(crate) fn demote_l1(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(), PmapError> {
         let va1g = va & !(L1_SIZE - 1);
         let l1_pa = self.entry(env.mem, pm, va1g, L1_SHIFT).expect("demote: no L1 table");
-        let old = Self::rd(env.mem, l1_pa);
+        let old = Pte::read(env.mem, l1_pa);
         debug_assert!(old.is_leaf(), "demote: not a 1GB mapping");
         let t = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
         env.phys.pages.get_mut(t).ref_count = LN_ENTRIES as u16;
         for i in 0..LN_ENTRIES {
             let e = Pte(old.0 + ((i * (L2_SIZE >> 12)) << PPN_SHIFT));
-            Self::wr(env.mem, PhysAddr(t.addr().0 + i * 8), e);
+            radix::wr(env.mem, PhysAddr(t.addr().0 + i * 8), e);
         }
-        Self::wr(env.mem, l1_pa, Pte::table(t.addr().0));
+        // No fence, as for a 2 MB demotion.
+        radix::update(env.mem, l1_pa, Pte::table(t.addr().0), va1g, L1_SIZE).unneeded();
         self.st.l1_demotions += 1;
         env.ev.demotions += 1;
         Ok(())

@@ -8,15 +8,16 @@
 //! already set, another CPU won the race, or a TLB held a stale entry) are
 //! resolved the same way.
 
-use super::PmapRiscv;
+use super::Riscv;
+use crate::radix::{self, Tables};
 use splab_hw::riscv::pte::PteFlags;
 use splab_vm::pmap::{prot, PmapEnv, PmapId, Prot};
 
-impl PmapRiscv {
+impl Riscv {
     /// Returns whether the fault at `va` for `access` was resolved here.
     /// FreeBSD then fences the local TLB; the trap path has already dropped
     /// this CPU's translations of `va`.
-    pub(crate) fn fault_impl(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+    pub(crate) fn pmap_fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
         let Some((e, _, pa)) = self.find_leaf(env.mem, pm, va) else { return false };
         let permits = if access & prot::WRITE != 0 {
             e.has(PteFlags::W)
@@ -30,7 +31,7 @@ impl PmapRiscv {
         }
         let bits = if access & prot::WRITE != 0 { PteFlags::A | PteFlags::D } else { PteFlags::A };
         if !e.has(bits) {
-            Self::wr(env.mem, pa, e.with(bits));
+            radix::wr(env.mem, pa, e.with(bits));
         }
         self.st.ad_faults += 1;
         true

@@ -38,44 +38,40 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::ptpage::{self, Stash};
+use crate::base::{Core, Md, Params, Tunable};
+use crate::counters::{size_names, SizeCounters, SizeNames};
+use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
-use crate::shootdown;
+use crate::radix::{self, Format, Tables};
+use crate::shootdown::{self, Batch, Invalidate};
+use crate::spaces::Spaces;
 use splab_hw::physmem::PhysMem;
 use splab_hw::riscv::pte::{Pte, PteFlags};
-use splab_hw::riscv::{index, Mode, L1_SIZE, L2_SHIFT, L2_SIZE};
-use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot};
+use splab_hw::riscv::{Mode, L1_SIZE, L2_SHIFT, L2_SIZE};
+use splab_hw::{Pfn, PhysAddr};
+use splab_vm::pmap::{prot, EnterFlags, Mapping, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
-use std::collections::HashMap;
 
 const PAGESIZES: [u64; 3] = [4096, L2_SIZE, L1_SIZE];
+const PSIND_L2: Psind = Psind::new(1);
+const PSIND_L1: Psind = Psind::new(2);
 
 /// The ASID every address space runs with: FreeBSD's riscv pmap leaves
 /// satp.ASID at 0 and flushes on every switch instead.
 const ASID: u16 = 0;
 
-/// Why a promotion attempt failed (FreeBSD logs these with CTR; splab
-/// counts them).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum PromoteFail {
-    /// The first PTE does not map the first page of an aligned 2 MB frame.
-    FirstMisaligned,
-    /// Some PTE does not map the next physical page.
-    NotContiguous,
-    /// Some PTE's attributes (PTE_PROMOTE bits) differ from the first one's.
-    Attributes,
-}
+/// vm.pmap.l2.*, and the reasons of failed promotions (FreeBSD logs them
+/// with CTR; splab counts them).
+const L2: SizeNames = size_names!("l2", "2MB", [
+    (FirstMisaligned, "first_misaligned", "Promotion failed: first PTE not 2MB-aligned"),
+    (NotContiguous, "not_contiguous", "Promotion failed: PTEs not physically contiguous"),
+    (Attributes, "attributes", "Promotion failed: PTE attributes differ"),
+], demotion: ("Demotions that reused the stashed page-table page", "Demotions that removed the mapping instead"));
 
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Stats {
-    pub promotions: u64,
-    pub p_failures: u64,
-    pub mappings: u64,
-    pub demotions: u64,
-    pub fail_reason: [u64; 3],
-    pub demotion_ptp_reused: u64,
-    pub demotion_aborts: u64,
+    /// 2 MB pages.
+    pub l2: SizeCounters,
     pub l1_mappings: u64,
     pub l1_demotions: u64,
     pub ad_faults: u64,
@@ -84,87 +80,42 @@ pub(crate) struct Stats {
 pub(crate) struct Pm {
     /// The root table (satp.PPN).
     pub root: Pfn,
-    /// Page-table pages kept aside at promotion, by va >> L2_SHIFT.
-    pub stash: HashMap<u64, Stash>,
+    /// Page-table pages kept aside at promotion.
+    pub stash: Stashes<L2_SHIFT>,
     /// Base pages mapped.
     pub resident: u64,
 }
 
-pub struct PmapRiscv {
-    mode: Mode,
-    pmaps: Vec<Option<Pm>>,
-    /// PV lists per 4 KB page and per 2 MB frame.
-    pub(crate) pv: PvTable,
-    /// vm.pmap.superpages_enabled.
-    superpages_enabled: bool,
-    pub(crate) st: Stats,
-}
+/// The riscv pmap, Sv39 or Sv48.
+pub type PmapRiscv = Md<Riscv>;
 
 impl PmapRiscv {
     pub fn new(mode: Mode, npages: u64, superpages: bool) -> PmapRiscv {
-        PmapRiscv { mode, pmaps: Vec::new(), pv: PvTable::new(npages, L2_SHIFT), superpages_enabled: superpages, st: Stats::default() }
+        Md(Riscv {
+            mode,
+            pmaps: Spaces::default(),
+            pv: PvTable::new(npages, L2_SHIFT),
+            superpages_enabled: Tunable::new("vm.pmap.superpages_enabled", "Enable support for transparent superpages", superpages),
+            st: Stats::default(),
+        })
     }
+}
 
+pub struct Riscv {
+    pub(crate) mode: Mode,
+    pub(crate) pmaps: Spaces<Pm>,
+    /// PV lists per 4 KB page and per 2 MB frame.
+    pub(crate) pv: PvTable,
+    superpages_enabled: Tunable,
+    pub(crate) st: Stats,
+}
+
+impl Riscv {
     pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps[pm as usize].as_ref().expect("live pmap")
+        self.pmaps.get(pm)
     }
     pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps[pm as usize].as_mut().expect("live pmap")
-    }
-
-    #[inline]
-    pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {
-        Pte(mem.read_u64(pa))
-    }
-    #[inline]
-    pub(crate) fn wr(mem: &mut PhysMem, pa: PhysAddr, e: Pte) {
-        mem.write_u64(pa, e.0)
-    }
-
-    /// Address of the entry for `va` in the table at `table` whose entries
-    /// map 2^shift bytes.
-    #[inline]
-    pub(crate) fn slot(table: u64, va: u64, shift: u32) -> PhysAddr {
-        PhysAddr(table + index(va, shift) * 8)
-    }
-
-    pub(crate) fn root(&self, pm: PmapId) -> u64 {
-        self.pm(pm).root.addr().0
-    }
-
-    /// Address of the entry for `va` among those mapping 2^shift bytes, if
-    /// every table above it exists (pmap_l0, pmap_l1, pmap_l2, pmap_l3).
-    pub(crate) fn entry(&self, mem: &PhysMem, pm: PmapId, va: u64, shift: u32) -> Option<PhysAddr> {
-        let mut table = self.root(pm);
-        for &s in self.mode.shifts() {
-            let pa = Self::slot(table, va, s);
-            if s == shift {
-                return Some(pa);
-            }
-            let e = Self::rd(mem, pa);
-            if !e.is_table() {
-                return None;
-            }
-            table = e.frame();
-        }
-        unreachable!("no table level maps 2^{shift} bytes")
-    }
-
-    /// The leaf mapping `va`: its entry, the entry's shift, its address.
-    pub(crate) fn find_leaf(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<(Pte, u32, PhysAddr)> {
-        let mut table = self.root(pm);
-        for &s in self.mode.shifts() {
-            let pa = Self::slot(table, va, s);
-            let e = Self::rd(mem, pa);
-            if !e.valid() {
-                return None;
-            }
-            if e.is_leaf() {
-                return Some((e, s, pa));
-            }
-            table = e.frame();
-        }
-        None
+        self.pmaps.get_mut(pm)
     }
 
     /// Returns the address of the entry for `va` among those mapping
@@ -176,14 +127,14 @@ impl PmapRiscv {
     /// starts over.
     pub(crate) fn alloc_entry(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32) -> Result<PhysAddr, PmapError> {
         'walk: loop {
-            let mut table = self.root(pm);
+            let mut table = self.root_table(pm);
             let mut counted = false; // the root's entries are not counted
             for &s in self.mode.shifts() {
-                let pa = Self::slot(table, va, s);
+                let pa = radix::slot(table, va, s);
                 if s == shift {
                     return Ok(pa);
                 }
-                let mut e = Self::rd(env.mem, pa);
+                let mut e = Pte::read(env.mem, pa);
                 if e.is_leaf() {
                     match s {
                         splab_hw::riscv::L1_SHIFT => self.demote_l1(env, pm, va)?,
@@ -199,11 +150,11 @@ impl PmapRiscv {
                         // Unlink the tables this call made and could not fill.
                         let mut free = Vec::new();
                         self.prune(env, pm, va, s, &mut free);
-                        Self::free_all(env, free);
+                        ptpage::free_all(env, free);
                         return Err(PmapError::NoMemory);
                     };
                     e = Pte::table(p.addr().0);
-                    Self::wr(env.mem, pa, e);
+                    radix::wr(env.mem, pa, e);
                     if counted {
                         ptpage::adjust_ref(env, table, 1);
                     }
@@ -215,59 +166,32 @@ impl PmapRiscv {
         }
     }
 
-    /// Counts one entry fewer in the table holding `va`'s entry among those
-    /// mapping 2^shift bytes, then prunes it if that left it empty
-    /// (pmap_unuse_pt, pmap_unwire_ptp).
-    pub(crate) fn unuse(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32, free: &mut Vec<Pfn>) {
-        if shift == self.mode.shifts()[0] {
-            return;
-        }
-        let parent = self.entry(env.mem, pm, va, shift + 9).expect("unuse: the tables above exist");
-        ptpage::adjust_ref(env, Self::rd(env.mem, parent).frame(), -1);
-        self.prune(env, pm, va, shift, free);
-    }
-
-    /// If the table holding `va`'s entries of 2^shift bytes has no valid
-    /// entry, unlinks it from its parent and queues it on `free`, walking up
-    /// (_pmap_unwire_ptp). The root stays. Callers free the queued pages
-    /// after invalidating.
-    fn prune(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, shift: u32, free: &mut Vec<Pfn>) {
-        if shift == self.mode.shifts()[0] {
-            return;
-        }
-        let parent = self.entry(env.mem, pm, va, shift + 9).expect("prune: the tables above exist");
-        let table = Self::rd(env.mem, parent).frame();
-        if env.phys.pages.get(PhysAddr(table).pfn()).ref_count > 0 {
-            return;
-        }
-        Self::wr(env.mem, parent, Pte::EMPTY);
-        free.push(PhysAddr(table).pfn());
-        self.unuse(env, pm, va, shift + 9, free);
-    }
-
     /// Whether the table at `table` is `pm`'s root (whose entries are not
     /// counted).
     pub(crate) fn is_root(&self, pm: PmapId, table: u64) -> bool {
-        table == self.root(pm)
+        table == self.root_table(pm)
     }
 
     /// SFENCE.VMA of one address on every CPU running `pm`
-    /// (pmap_invalidate_page). CPUs not running it hold none of its
-    /// translations.
-    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) {
-        shootdown::invalidate_page(env, pm, ASID, va);
+    /// (pmap_invalidate_page): it drops the translations of the address of
+    /// every size. CPUs not running `pm` hold none of its translations.
+    pub(crate) fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        shootdown::invalidate_page(env, pm, ASID, inv.va);
+    }
+
+    /// pmap_invalidate_range, which FreeBSD's riscv pmap implements as a
+    /// full fence: SFENCE.VMA of everything on every CPU running `pm`.
+    pub(crate) fn invalidate_range(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        let mut batch = Batch::new();
+        batch.add(inv);
+        self.invalidate_all(env, pm, &mut batch);
     }
 
     /// SFENCE.VMA of everything on every CPU running `pm`
-    /// (pmap_invalidate_all, and pmap_invalidate_range, which FreeBSD
-    /// implements as a full fence).
-    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        shootdown::invalidate_all(env, pm, ASID);
-    }
-
-    pub(crate) fn free_all(env: &mut PmapEnv, free: Vec<Pfn>) {
-        for p in free {
-            ptpage::free(env, p);
+    /// (pmap_invalidate_all), if `batch` holds changes.
+    pub(crate) fn invalidate_all(&mut self, env: &mut PmapEnv, pm: PmapId, batch: &mut Batch) {
+        if batch.take().is_some() {
+            shootdown::invalidate_all(env, pm, ASID);
         }
     }
 
@@ -311,44 +235,52 @@ impl PmapRiscv {
     }
 }
 
-impl Pmap for PmapRiscv {
-    fn arch(&self) -> &'static str {
-        match self.mode {
+impl Tables for Riscv {
+    type Pte = Pte;
+    fn shifts(&self) -> &'static [u32] {
+        self.mode.shifts()
+    }
+    fn root_table(&self, pm: PmapId) -> u64 {
+        self.pm(pm).root.addr().0
+    }
+    fn resident(&self, pm: PmapId) -> u64 {
+        self.pm(pm).resident
+    }
+}
+
+impl Core for Riscv {
+    fn params(&self) -> Params {
+        let arch = match self.mode {
             Mode::Sv39 => "riscv",
             Mode::Sv48 => "riscv-sv48",
-        }
-    }
-    fn pagesizes(&self) -> &'static [u64] {
-        &PAGESIZES
+        };
+        Params { arch, pagesizes: &PAGESIZES, reserv_psind: PSIND_L2, max_user_address: self.mode.max_user_address() }
     }
     fn superpages_enabled(&self) -> bool {
-        self.superpages_enabled
+        self.superpages_enabled.on
     }
-    fn max_user_address(&self) -> u64 {
-        self.mode.max_user_address()
+    fn tunables(&self) -> Vec<&Tunable> {
+        vec![&self.superpages_enabled]
+    }
+    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
+        vec![&mut self.superpages_enabled]
+    }
+    fn pv(&self) -> &PvTable {
+        &self.pv
     }
 
     /// pmap_pinit: a zeroed root table.
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let root = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-        let p = Pm { root, stash: HashMap::new(), resident: 0 };
-        if let Some(i) = self.pmaps.iter().position(|p| p.is_none()) {
-            self.pmaps[i] = Some(p);
-            Ok(i as PmapId)
-        } else {
-            self.pmaps.push(Some(p));
-            Ok((self.pmaps.len() - 1) as PmapId)
-        }
+        Ok(self.pmaps.insert(Pm { root, stash: Stashes::default(), resident: 0 }))
     }
 
     /// pmap_release. CPUs that ran the address space keep its (ASID 0)
     /// translations only until their next switch, which flushes them.
     fn release(&mut self, env: &mut PmapEnv, pm: PmapId) {
-        let p = self.pmaps[pm as usize].take().expect("live pmap");
+        let p = self.pmaps.remove(pm);
         debug_assert_eq!(p.resident, 0, "pmap released with mappings");
-        for s in p.stash.values() {
-            ptpage::free(env, s.ptp);
-        }
+        p.stash.release(env);
         env.deactivate(pm);
         ptpage::free(env, p.root);
     }
@@ -362,121 +294,31 @@ impl Pmap for PmapRiscv {
 
     /// pmap_activate_sw: satp takes the new root, then SFENCE.VMA flushes
     /// everything (no ASIDs).
-    fn activate(&mut self, env: &mut PmapEnv, pm: PmapId, cpu: usize) {
-        if env.curpmap[cpu] == Some(pm) {
-            return;
-        }
-        env.curpmap[cpu] = Some(pm);
-        env.ev.context_switches += 1;
+    fn activate_sw(&mut self, env: &mut PmapEnv, _pm: PmapId, cpu: usize) {
         let mmu = &mut env.mmu[cpu];
         mmu.tlb.invalidate_all();
         mmu.pwc.invalidate_all();
         env.ev.tlb_flushes += 1;
     }
 
-    fn enter(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
-        match flags.psind {
-            0 => self.enter_l3(env, pm, va.0, m, pr, flags),
-            1 => self.enter_l2(env, pm, va.0, m, pr, flags),
-            2 => self.enter_l1(env, pm, va.0, m, pr, flags),
-            _ => Err(PmapError::BadPsind),
-        }
+    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, access: Prot) -> bool {
+        self.pmap_fault(env, pm, va, access)
     }
 
-    fn enter_object(&mut self, env: &mut PmapEnv, pm: PmapId, start: VirtAddr, end: VirtAddr, pages: &dyn Fn(VirtAddr) -> Option<Pfn>, pr: Prot) {
-        self.enter_object_impl(env, pm, start.0, end.0, pages, pr)
-    }
-
-    fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr) {
-        self.remove_impl(env, pm, sva.0, eva.0)
-    }
-
-    fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_impl(env, m)
-    }
-
-    fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, pr: Prot) {
-        self.protect_impl(env, pm, sva.0, eva.0, pr)
-    }
-
-    fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_write_impl(env, m)
-    }
-
-    fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: VirtAddr, eva: VirtAddr, advice: Advice) {
-        self.advise_impl(env, pm, sva.0, eva.0, advice)
-    }
-
-    fn is_modified(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_modified_impl(env, m)
-    }
-
-    fn is_referenced(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.is_referenced_impl(env, m)
-    }
-
-    fn ts_referenced(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        self.ts_referenced_impl(env, m)
-    }
-
-    fn clear_modify(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.clear_modify_impl(env, m)
-    }
-
-    fn remove_all_superpage(&mut self, env: &mut PmapEnv, m: Pfn) {
-        self.remove_all_superpage_impl(env, m)
-    }
-
-    fn page_is_mapped(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.pv.is_mapped(env, m)
-    }
-
-    fn fault(&mut self, env: &mut PmapEnv, pm: PmapId, va: VirtAddr, access: Prot) -> bool {
-        self.fault_impl(env, pm, va.0, access)
-    }
-
-    fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping> {
-        let (e, shift, _) = self.find_leaf(mem, pm, va.0)?;
-        let off = va.0 & ((1u64 << shift) - 1);
+    fn extract(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<Mapping> {
+        let (e, shift, _) = self.find_leaf(mem, pm, va)?;
+        let off = va & ((1u64 << shift) - 1);
         Some(Mapping { pa: PhysAddr(e.frame() + off), shift: shift as u8, prot: Self::leaf_prot(e), dirty: e.has(PteFlags::D) })
     }
 
-    fn sysctls(&self, out: &mut Sysctls) {
+    fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
-        out.int("vm.pmap.superpages_enabled", self.superpages_enabled as u64, "Enable support for transparent superpages");
         out.int("vm.pmap.mode", self.mode.sysctl_value(), "translation mode, 0 = SV39, 1 = SV48");
-        out.int("vm.pmap.l2.promotions", s.promotions, "2MB page promotions");
-        out.int("vm.pmap.l2.p_failures", s.p_failures, "2MB page promotion failures");
-        out.int("vm.pmap.l2.mappings", s.mappings, "2MB page mappings");
-        out.int("vm.pmap.l2.demotions", s.demotions, "2MB page demotions");
-        out.int("splab.pmap.l2.p_failures.first_misaligned", s.fail_reason[0], "Promotion failed: first PTE not 2MB-aligned");
-        out.int("splab.pmap.l2.p_failures.not_contiguous", s.fail_reason[1], "Promotion failed: PTEs not physically contiguous");
-        out.int("splab.pmap.l2.p_failures.attributes", s.fail_reason[2], "Promotion failed: PTE attributes differ");
-        out.int("splab.pmap.l2.demotion_ptp_reused", s.demotion_ptp_reused, "Demotions that reused the stashed page-table page");
-        out.int("splab.pmap.l2.demotion_aborts", s.demotion_aborts, "Demotions that removed the mapping instead");
+        s.l2.sysctls(&L2, out);
         out.int("splab.pmap.l1.mappings", s.l1_mappings, "1GB page mappings");
         out.int("splab.pmap.l1.demotions", s.l1_demotions, "1GB page demotions");
         out.int("splab.pmap.ad_faults", s.ad_faults, "Page faults resolved by pmap_fault (accessed/dirty bit updates)");
         out.int("splab.pmap.pv_entries", self.pv.live(), "PV entries in use");
-    }
-
-    fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
-        match name {
-            "vm.pmap.superpages_enabled" if value == 0 || value == 1 => {
-                self.superpages_enabled = value == 1;
-                Ok(())
-            }
-            "vm.pmap.superpages_enabled" => Err(format!("vm.pmap.superpages_enabled must be 0 or 1, not {value}")),
-            _ => Err(format!("unknown riscv tunable {name:?} (known: vm.pmap.superpages_enabled)")),
-        }
-    }
-
-    fn check(&self, env: &PmapEnv) -> Result<(), String> {
-        self.check_impl(env)
-    }
-
-    fn host_bytes(&self) -> u64 {
-        self.pv.host_bytes()
     }
 }
 

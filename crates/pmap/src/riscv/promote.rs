@@ -10,72 +10,57 @@
 //! through a TLB entry whose D is clear must consult the PTE again, and
 //! then finds W clear.
 
-use super::{PmapRiscv, PromoteFail};
-use crate::ptpage::Stash;
+use super::Riscv;
+use crate::counters::PromoteFail;
+use crate::pte::write_protect_clean;
+use crate::radix::{self, Format, Tables};
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{L2_SHIFT, L2_SIZE, LN_ENTRIES};
 use splab_hw::PhysAddr;
 use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl PmapRiscv {
-    /// Clears W on a writable, clean PTE (the atomic_fcmpset loops of
-    /// pmap_promote_l2).
-    fn write_protect_clean(env: &mut PmapEnv, pa: PhysAddr, e: Pte) -> Pte {
-        if e.has(PteFlags::W) && !e.has(PteFlags::D) {
-            let n = e.without(PteFlags::W);
-            Self::wr(env.mem, pa, n);
-            n
-        } else {
-            e
-        }
-    }
-
-    fn promotion_failed(&mut self, why: PromoteFail) -> bool {
-        self.st.p_failures += 1;
-        self.st.fail_reason[why as usize] += 1;
-        false
-    }
-
+impl Riscv {
     /// Tries to replace the L3 table covering `va` with one 2 MB leaf.
     /// Returns whether it did.
     pub(crate) fn promote_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
         let va2m = va & !(L2_SIZE - 1);
         let Some(l2_pa) = self.entry(env.mem, pm, va2m, L2_SHIFT) else { return false };
-        let l2e = Self::rd(env.mem, l2_pa);
+        let l2e = Pte::read(env.mem, l2_pa);
         if !l2e.is_table() {
             return false;
         }
         let ptp = l2e.frame();
         let first_pa = PhysAddr(ptp);
-        let first = Self::rd(env.mem, first_pa);
+        let first = Pte::read(env.mem, first_pa);
         if !first.valid() || !first.frame().is_multiple_of(L2_SIZE) {
-            return self.promotion_failed(PromoteFail::FirstMisaligned);
+            return self.st.l2.failed(PromoteFail::FirstMisaligned);
         }
-        let first = Self::write_protect_clean(env, first_pa, first);
+        let first = write_protect_clean(env, first_pa, va2m, first);
         let promote = PteFlags::PROMOTE.bits();
         let mut pa = first.frame() + 4096;
         for i in 1..LN_ENTRIES {
             let e_pa = PhysAddr(ptp + i * 8);
-            let e = Self::rd(env.mem, e_pa);
+            let e = Pte::read(env.mem, e_pa);
             if !e.valid() || e.frame() != pa {
-                return self.promotion_failed(PromoteFail::NotContiguous);
+                return self.st.l2.failed(PromoteFail::NotContiguous);
             }
-            let e = Self::write_protect_clean(env, e_pa, e);
+            let e = write_protect_clean(env, e_pa, va2m + i * 4096, e);
             if e.0 & promote != first.0 & promote {
-                return self.promotion_failed(PromoteFail::Attributes);
+                return self.st.l2.failed(PromoteFail::Attributes);
             }
             pa += 4096;
         }
         // Keep the L3 table for a later demotion (pmap_insert_pt_page).
-        self.pm_mut(pm).stash.insert(va2m >> L2_SHIFT, Stash { ptp: PhysAddr(ptp).pfn(), valid: true });
+        self.pm_mut(pm).stash.insert(va2m, PhysAddr(ptp).pfn(), true);
         // One PV entry for the superpage instead of 512 (pmap_pv_promote_l2).
         if first.has(PteFlags::SW_MANAGED) {
             self.pv.promote(env, PhysAddr(first.frame()).pfn(), pm, va2m, LN_ENTRIES as u32);
         }
         // A leaf has the same format at every level: the first PTE, as it
-        // is, maps the 2 MB page.
-        Self::wr(env.mem, l2_pa, first);
-        self.st.promotions += 1;
+        // is, maps the 2 MB page. No fence: the 4 KB translations cached
+        // from the stashed table map the same frames with the same bits.
+        radix::update(env.mem, l2_pa, first, va2m, L2_SIZE).unneeded();
+        self.st.l2.promotions += 1;
         env.ev.promotions += 1;
         true
     }

@@ -1,6 +1,8 @@
 //! Referenced and modified state for the page daemon: pmap_is_modified,
 //! pmap_is_referenced, pmap_ts_referenced, pmap_clear_modify, and dropping
-//! every mapping of a 2 MB physical run at once.
+//! every mapping of a 2 MB physical run at once. They are amd64's too, on
+//! another format: written once in `crate::pte`, from what riscv gives
+//! them here.
 //!
 //! A and D live in the leaves. Without Svadu the walker faults when they
 //! are clear and pmap_fault sets them, so clearing A or D in place is
@@ -9,121 +11,29 @@
 //! by one page in 512 (`refbits`), and clearing D demotes the mapping so
 //! the other pages keep theirs, as FreeBSD's riscv pmap does.
 
-use super::PmapRiscv;
-use crate::ptpage;
-use crate::refbits::{self, TS_REFERENCED_MAX};
-use splab_hw::riscv::pte::{Pte, PteFlags};
-use splab_hw::riscv::{L2_SHIFT, L2_SIZE, L3_SHIFT, LN_ENTRIES};
-use splab_hw::{Pfn, PhysAddr};
-use splab_vm::pmap::PmapEnv;
+use super::Riscv;
+use crate::counters::SizeCounters;
+use crate::pte::PtePmap;
+use crate::shootdown::Invalidate;
+use splab_hw::Pfn;
+use splab_vm::pmap::{PmapEnv, PmapId};
 
-impl PmapRiscv {
-    /// The leaf of every 2 MB mapping of `m`'s frame, then of every 4 KB
-    /// mapping of `m`.
-    fn leaves_of(&self, env: &PmapEnv, m: Pfn) -> Vec<Pte> {
-        let big = self.pv.list_sp(m.addr().0).into_iter().map(|(pm, va)| (pm, va, L2_SHIFT));
-        let small = self.pv.list(env, m).into_iter().map(|(pm, va)| (pm, va, L3_SHIFT));
-        big.chain(small).map(|(pm, va, shift)| Self::rd(env.mem, self.entry(env.mem, pm, va, shift).expect("PV entry without a table"))).collect()
+impl PtePmap for Riscv {
+    fn demote_2m(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> bool {
+        self.demote_l2(env, pm, va)
     }
-
-    /// pmap_is_modified: some mapping of `m` has D set (D is only ever set
-    /// with W, and write protection clears both).
-    pub(crate) fn is_modified_impl(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.leaves_of(env, m).into_iter().any(|e| e.has(PteFlags::D))
+    fn remove_2m(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, free: &mut Vec<Pfn>) -> Invalidate {
+        self.remove_l2(env, pm, va, free)
     }
-
-    /// pmap_is_referenced.
-    pub(crate) fn is_referenced_impl(&self, env: &PmapEnv, m: Pfn) -> bool {
-        self.leaves_of(env, m).into_iter().any(|e| e.has(PteFlags::A))
+    fn invalidate_page(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        self.invalidate_page(env, pm, inv)
     }
-
-    /// pmap_ts_referenced: wired mappings keep their A bit but count.
-    pub(crate) fn ts_referenced_impl(&mut self, env: &mut PmapEnv, m: Pfn) -> u32 {
-        let mut count = 0;
-        let dirty = PteFlags::W | PteFlags::D;
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
-            let pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("2MB PV entry without an L2 table");
-            let l2 = Self::rd(env.mem, pa);
-            debug_assert!(l2.is_leaf());
-            if l2.has(dirty) {
-                ptpage::dirty(env, m);
-            }
-            if l2.has(PteFlags::A) {
-                if refbits::selected_for_clearing(m, pm, va, L2_SHIFT, LN_ENTRIES) && !l2.has(PteFlags::SW_WIRED) {
-                    Self::wr(env.mem, pa, l2.without(PteFlags::A));
-                    self.invalidate_page(env, pm, va);
-                }
-                count += 1;
-                if count >= TS_REFERENCED_MAX {
-                    return count;
-                }
-            }
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 table");
-            let l3 = Self::rd(env.mem, pa);
-            if l3.has(dirty) {
-                ptpage::dirty(env, m);
-            }
-            if l3.has(PteFlags::A) {
-                if !l3.has(PteFlags::SW_WIRED) {
-                    Self::wr(env.mem, pa, l3.without(PteFlags::A));
-                    self.invalidate_page(env, pm, va);
-                }
-                count += 1;
-                if count >= TS_REFERENCED_MAX {
-                    break;
-                }
-            }
-        }
-        count
+    /// pmap_remove_l2 fences the whole 2 MB range: 4 KB translations from
+    /// before a promotion may still be in TLBs.
+    fn invalidate_superpage(&mut self, env: &mut PmapEnv, pm: PmapId, inv: Invalidate) {
+        self.invalidate_range(env, pm, inv)
     }
-
-    /// pmap_clear_modify: a writable 2 MB mapping is demoted and `m`'s new
-    /// L3 entry loses W and D (so the next store faults and may
-    /// repromote); 4 KB mappings lose D only.
-    pub(crate) fn clear_modify_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        for (pm, va) in self.pv.list_sp(m.addr().0) {
-            let pa = self.entry(env.mem, pm, va, L2_SHIFT).expect("2MB PV entry without an L2 table");
-            let l2 = Self::rd(env.mem, pa);
-            if !l2.has(PteFlags::W) {
-                continue;
-            }
-            if self.demote_l2(env, pm, va) && !l2.has(PteFlags::SW_WIRED) {
-                let va4 = va + (m.addr().0 - l2.frame());
-                let l3_pa = self.entry(env.mem, pm, va4, L3_SHIFT).expect("demoted mapping without an L3 table");
-                let l3 = Self::rd(env.mem, l3_pa);
-                Self::wr(env.mem, l3_pa, l3.without(PteFlags::W | PteFlags::D));
-                ptpage::dirty(env, m);
-                self.invalidate_page(env, pm, va4);
-            }
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 table");
-            let l3 = Self::rd(env.mem, pa);
-            if l3.has(PteFlags::W | PteFlags::D) {
-                Self::wr(env.mem, pa, l3.without(PteFlags::D));
-                self.invalidate_page(env, pm, va);
-            }
-        }
-    }
-
-    /// Removes every mapping of the 2 MB physical run holding `m`: its
-    /// 2 MB mappings whole (pmap_remove_l2, no demotion), then the 4 KB
-    /// mappings of each of its 512 pages (pmap_remove_all).
-    pub(crate) fn remove_all_superpage_impl(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let frame = m.addr().0 & !(L2_SIZE - 1);
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(frame) {
-            self.remove_l2(env, pm, va, &mut free);
-        }
-        Self::free_all(env, free);
-        let m0 = PhysAddr(frame).pfn();
-        for k in 0..LN_ENTRIES as u32 {
-            let mk = Pfn(m0.0 + k);
-            if self.pv.is_mapped(env, mk) {
-                self.remove_all_impl(env, mk);
-            }
-        }
+    fn counters_2m(&mut self) -> &mut SizeCounters {
+        &mut self.st.l2
     }
 }

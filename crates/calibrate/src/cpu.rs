@@ -6,7 +6,7 @@
 //! these readings only as cross-checks and for what cannot be measured
 //! (associativity), and says which is which.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// One CPUID leaf and subleaf: (eax, ebx, ecx, edx).
 #[cfg(target_arch = "x86_64")]
@@ -27,7 +27,7 @@ fn max_basic_leaf() -> u32 {
 }
 
 /// A cache as CPUID leaf 4 (deterministic cache parameters) describes it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CacheLeaf {
     pub level: u8,
     /// "data", "instruction" or "unified".
@@ -63,7 +63,7 @@ pub fn caches() -> Vec<CacheLeaf> {
 
 /// A TLB as CPUID leaf 0x18 (deterministic address translation
 /// parameters, Intel) describes it.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TlbLeaf {
     pub level: u8,
     /// "data", "instruction", "unified", "load" or "store".
@@ -126,7 +126,7 @@ pub fn brand() -> String {
 }
 
 /// Each sign of a hypervisor, read independently, and the verdict.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Virt {
     /// CPUID leaf 1 ECX bit 31 ("hypervisor present").
     pub cpuid_bit: bool,

@@ -27,18 +27,14 @@
 //! Nothing here runs the validation workloads (gups, transpose, stream,
 //! index): calibration must not see them.
 
-pub mod cpu;
-pub mod infer;
-pub mod probe;
-pub mod reference;
-
-use crate::hugetlb::Pool;
-use crate::pages::{Pages, SIZE_1G, SIZE_2M};
-use crate::region::Region;
-use crate::suite::{Host, Spread};
-use infer::{Edge, Hierarchy, HostPage, Point};
-use probe::Sample;
-use serde::Serialize;
+use crate::infer::{self, Edge, Hierarchy, HostPage, Point};
+use crate::probe::{self, Sample};
+use crate::{cpu, reference};
+use serde::{Deserialize, Serialize};
+use splab_native::hugetlb::{self, Pool};
+use splab_native::pages::{Pages, SIZE_1G, SIZE_2M};
+use splab_native::region::Region;
+use splab_native::suite::{self, Host, Spread};
 
 /// Samples of the overlap probes a round (each over chains linked afresh),
 /// against one of every other probe: their medians are over
@@ -46,7 +42,7 @@ use serde::Serialize;
 pub const OVERLAP_SAMPLES: usize = 3;
 
 /// How much to measure.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {
     pub quick: bool,
     /// Rounds over every curve (repeats of each point).
@@ -82,7 +78,7 @@ impl Plan {
 }
 
 /// One point of a measured curve with its repeats.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Measured {
     /// Bytes of working set, pages touched or chases at once.
     pub x: u64,
@@ -91,7 +87,7 @@ pub struct Measured {
 }
 
 /// The TLB measurements and what follows from them.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Tlb {
     /// Extra ns per load of one line in each of N 4 KB frames over the
     /// control, by N: in guest 4 KB pages (`pages_4k`) and in guest 2 MB
@@ -133,7 +129,7 @@ pub struct Tlb {
 }
 
 /// Overlap of misses.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Overlap {
     /// ns per load with k chases over memory at once.
     pub data: Vec<Measured>,
@@ -172,7 +168,7 @@ pub struct Overlap {
 }
 
 /// One loop of `probe::WindowShape`: ns an iteration over the rounds.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WindowPoint {
     pub shape: String,
     pub instructions: u32,
@@ -183,7 +179,7 @@ pub struct WindowPoint {
 
 
 /// Kernel and memory events, ns each.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Costs {
     pub zero_4k_ns: Spread,
     pub copy_4k_ns: Spread,
@@ -216,7 +212,7 @@ pub struct Costs {
 }
 
 /// How noisy the measurements were.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Noise {
     /// Median over the points of (quartile range / median) of the
     /// repeats.
@@ -235,7 +231,7 @@ pub struct Noise {
 }
 
 /// Everything calibration measured and inferred.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Calibration {
     pub plan: Plan,
     pub host: Host,
@@ -326,7 +322,7 @@ impl Meter<'_, '_> {
     /// (`suite::most_on_cpu`): the sample most on a CPU counts.
     fn best(&mut self, phase: &str, mut time: impl FnMut() -> Sample) -> f64 {
         let first = time();
-        let Ok((s, aside)) = crate::suite::most_on_cpu(first, |s: &Sample| s.on_cpu, || Ok::<_, std::convert::Infallible>(time()));
+        let Ok((s, aside)) = suite::most_on_cpu(first, |s: &Sample| s.on_cpu, || Ok::<_, std::convert::Infallible>(time()));
         self.taken_again += !aside.is_empty() as u64;
         self.set_aside += aside.len() as u64;
         self.tick(phase, s);
@@ -469,7 +465,7 @@ fn minus(a: &[Point], b: &[Point]) -> Vec<Point> {
 
 /// Runs the calibration.
 pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, String> {
-    let t0 = crate::now();
+    let t0 = splab_native::now();
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     let mut notes = Vec::new();
@@ -480,7 +476,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let giga = if plan.huge_bytes < SIZE_1G {
         skipped_1g = Some(format!("this plan maps at most {} MB (--quick or a test)", plan.huge_bytes >> 20));
         None
-    } else if !root && plan.grow_hugetlb && crate::hugetlb::counters(SIZE_1G).map(|c| c.available()).unwrap_or(0) == 0 {
+    } else if !root && plan.grow_hugetlb && hugetlb::counters(SIZE_1G).map(|c| c.available()).unwrap_or(0) == 0 {
         skipped_1g = Some("no free 1 GB hugetlb page, and reserving one needs root".into());
         None
     } else {
@@ -528,10 +524,10 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     // chain repeats its order, so nearly every load walks, but only 512 KB
     // of data lines and 64 KB of page-table lines, which stay in a 2 MB
     // L2. Then the walks' overlap is not hidden behind data misses that
-    // overlap on their own. (At 16384 pages this VM's TLB curve is already
-    // climbing its next step, and the probe varied from 29 to 115 ns a
-    // load from run to run; at 8192 it sits on the plateau past the L2
-    // TLB, within 2 ns over runs.)
+    // overlap on their own. (At 16384 pages an Intel Xeon guest's TLB
+    // curve already climbs its next step, where the probe varies from 29
+    // to 115 ns a load between runs; at 8192 it sits on the plateau past
+    // the L2 TLB, within 2 ns between runs.)
     let walk_pages = small_pages.min(8192);
     let ctrl_off = (plan.huge_bytes / 2) as usize;
     // Walks and data misses together: every line of the 4 KB-page region
@@ -558,7 +554,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let (mut in_order, mut shuffled) = (Vec::new(), Vec::new());
     let page_order: Vec<usize> = (0..stream_bytes / 4096).collect();
     let mut page_shuffled = page_order.clone();
-    crate::Rng::new(0x5eed).shuffle(&mut page_shuffled);
+    splab_native::Rng::new(0x5eed).shuffle(&mut page_shuffled);
     let (mut rnd_loads, mut rnd_stores) = (Vec::new(), Vec::new());
     let mut win = vec![Vec::new(); probe::WindowShape::ALL.len()];
     let mut refs = Vec::new();
@@ -888,7 +884,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         reference: reference::median(&refs),
         noise,
         notes,
-        seconds: crate::now() - t0,
+        seconds: splab_native::now() - t0,
     })
 }
 

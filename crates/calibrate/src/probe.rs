@@ -8,8 +8,8 @@
 //! time the thread was really on a CPU, so the caller can tell a slow
 //! machine from a busy one.
 
-use crate::lat::{chain, chase, Pattern};
-use crate::Timer;
+use splab_native::lat::{chain, chase, Pattern};
+use splab_native::Timer;
 use std::hint::black_box;
 
 /// One timed probe: nanoseconds per operation and the share of the wall
@@ -365,7 +365,7 @@ pub unsafe fn copy_lines(src: *const u8, dst: *mut u8, bytes: usize) -> Sample {
 /// `bytes`, from `seed`: where `random_lines` and `window_loop` go.
 fn random_line_offsets(bytes: usize, n: usize, seed: u64) -> Vec<u64> {
     let lines = (bytes / 64).max(1) as u64;
-    let mut rng = crate::Rng::new(seed);
+    let mut rng = splab_native::Rng::new(seed);
     (0..n).map(|_| rng.below(lines) * 64).collect()
 }
 
@@ -593,7 +593,7 @@ pub unsafe fn read_pages(base: *const u8, order: &[usize]) -> Sample {
 }
 
 /// How a region's 4 KB pages lie in physical memory (`frame_runs`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FrameRuns {
     /// Pages present.
     pub pages: u64,

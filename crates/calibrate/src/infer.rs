@@ -8,11 +8,11 @@
 //!   whether guest 2 MB (or 1 GB) pages remove TLB misses;
 //! - `overlap`: how many misses proceed at once, from k parallel chases.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// A point of a measured curve: x (bytes or pages), y (ns), and the
 /// spread of y over the repeats (ns, quartile range).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Point {
     pub x: f64,
     pub y: f64,
@@ -26,7 +26,7 @@ impl Point {
 }
 
 /// Three cache levels and memory fitted to a latency-vs-size curve.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Hierarchy {
     /// Capacity of L1, L2, L3 in bytes (where latency leaves the level's
     /// plateau).
@@ -163,7 +163,7 @@ pub fn fit_hierarchy(points: &[Point]) -> Option<Hierarchy> {
 /// largest x still below the midpoint of the two levels (a set-associative
 /// structure's curve bends before it breaks, so the step's first point
 /// can still be mostly hits).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Edge {
     pub last_x: f64,
     pub next_x: f64,
@@ -273,9 +273,9 @@ fn despiked(points: &[Point]) -> Vec<Point> {
 /// steep climb (the last level's cache to memory) can pause on one point
 /// where the rise rule stops, and that point is no level. The joined
 /// step's capacity is found again, halfway between the levels it now
-/// joins, over the whole climb: kept from its first part, it was halfway
-/// to the pause (on an AMD Zen 5 guest, a last level placed at 2.8 MB
-/// where the climb to memory crossed halfway at 4 MB).
+/// joins, over the whole climb: kept from its first part, it would be
+/// halfway to the pause (on an AMD Zen 5 guest, a last level placed at
+/// 2.8 MB where the climb to memory crosses halfway at 4 MB).
 fn joined(points: &[Point], e: Vec<Edge>) -> Vec<Edge> {
     let mut out: Vec<Edge> = Vec::new();
     for x in e {
@@ -449,7 +449,7 @@ pub fn tlb_levels(points: &[Point], threshold: f64) -> TlbLevels {
     // step (else the one just before it). A hashed second level's knee
     // rises over several small steps with a point or two between them, and
     // the plateau just before the big one can lie halfway up the knee
-    // (10.2 ns where the hits' plateau was 1.9 to 2.5 on the AMD guest),
+    // (10.2 ns where the hits' plateau was 1.9 to 2.5 on an AMD Zen 5 guest),
     // which would carry the first level's capacity up with it.
     let (hit_level, end_x) = match l2 {
         Some((i, s)) => (e[..i].iter().rev().find(|x| x.plateau_points >= 3).map_or(s.level_before, |x| x.level_after), s.last_x),
@@ -474,7 +474,7 @@ pub fn tlb_levels(points: &[Point], threshold: f64) -> TlbLevels {
 /// with the smallest error wins. A curve that rises gradually around the
 /// capacity (sets that overflow early and late) is then matched as a
 /// whole, where a step finder lands anywhere on the ramp.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StlbFit {
     pub entries: u64,
     /// Associativity of every candidate (not fitted).
@@ -578,7 +578,7 @@ pub fn l1_entries_below(points: &[Point], hit_ns: f64) -> Option<f64> {
 
 /// What the TLB curves say about the page size the host backs guest
 /// memory with.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HostPage {
     /// "4K", "2M" or "1G", or None when the curves do not tell.
     pub size: Option<String>,
@@ -640,7 +640,7 @@ pub fn overlap(per_load: &[(usize, f64)]) -> Option<(f64, usize)> {
 
 /// How many chases over walks and misses at once fared against the two
 /// ways the model can overlap translation with data.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct SlotFit {
     pub chases: usize,
     pub measured_ns: f64,
@@ -670,11 +670,11 @@ pub fn walk_overlap(one: f64, extra: f64, data_mlp: f64, how: &str) -> (Option<f
 /// holding a miss slot max(x / walk_mlp, b1 / min(k, data_mlp)), where
 /// x = b1 - d1 is what a walk adds to a lone load. Each chase has one
 /// load under way at a time, so with fewer chases than data_mlp the slots
-/// they hold are k, not data_mlp (`dk` counts the same way); the holding
-/// prediction once divided by data_mlp regardless, which with 16 chases
-/// on a core that keeps 29 misses in flight put it at about half the
-/// measurement, and adding was chosen in every calibration on the AMD
-/// Zen 5 guest. None when x is within the noise.
+/// they hold are k, not data_mlp (`dk` counts the same way). Divided by
+/// data_mlp instead, the holding prediction for 16 chases on a core that
+/// keeps 29 misses in flight (an AMD Zen 5 guest) comes out at about half
+/// the measurement, and adding would always be chosen. None when x is
+/// within the noise.
 #[allow(clippy::too_many_arguments)]
 pub fn slot_fit(k: usize, d1: f64, dk: f64, b1: f64, bk: f64, data_mlp: f64, walk_mlp: f64, threshold: f64) -> Option<SlotFit> {
     let x = b1 - d1;
@@ -689,7 +689,7 @@ pub fn slot_fit(k: usize, d1: f64, dk: f64, b1: f64, bk: f64, data_mlp: f64, wal
 /// `Overlap::window` in the profile): how many instructions it holds while
 /// a miss is under way, and what a miss and a store take of it besides
 /// their instructions.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct WindowFit {
     /// The latency the loops' misses were measured against (one chase
     /// over the same lines), ns.
@@ -740,9 +740,9 @@ pub fn pooled_extra(probe: [&[f64]; 2], control: [&[f64]; 2]) -> f64 {
 mod tests {
     use super::*;
 
-    /// The loops `probe::WindowShape` times, as a scratch copy timed them
-    /// on an AMD EPYC (Zen 5) guest (2026-11-23, medians of 7, 2 MB
-    /// pages over 256 MB): 16 and 32 nops 10.66 and 17.14 ns a miss, two
+    /// The loops `probe::WindowShape` times, as a copy of the probes timed
+    /// them on an AMD EPYC (Zen 5) KVM guest (medians of 7, 2 MB pages
+    /// over 256 MB): 16 and 32 nops 10.66 and 17.14 ns a miss, two
     /// and three stores beside a read-modify-write 7.89 and 9.86. The fit
     /// then predicts HPCC's loop (10.5 instructions, 2 stores an update),
     /// timed at 9.18 ns in the same runs, within 10 %.
@@ -777,8 +777,8 @@ mod tests {
         xs.iter().map(|&x| Point::new(x, f(x))).collect()
     }
 
-    /// The latency curve calibrate measured on an AMD EPYC (Zen 5) guest
-    /// whose host maps it with 4 KB pages (2026-11-23), quarter octaves
+    /// A latency curve `splab calibrate` measured on an AMD EPYC (Zen 5)
+    /// KVM guest whose host maps it with 4 KB pages, quarter octaves
     /// from 4 KiB to 512 MiB. Its 2 MB pages are cached as 4 KB pieces, so
     /// past 384 KiB (96 first-level entries) the chase also misses the
     /// first TLB level, and past 16 MiB the second: the curve climbs off
@@ -793,7 +793,7 @@ mod tests {
     fn a_level_is_read_inside_it_past_one_disturbed_point() {
         // The last level's points between 1.5 MB and 4 MB (13 to 19 ns),
         // then the same curve with its 4 MiB point disturbed to 69.6 ns
-        // (as a calibration of 04:27 had it): the last level's latency is
+        // (as another calibration on that guest had it): the last level's latency is
         // the median of the points inside it either way, not the plateau
         // before the memory step (which climbs as the level fills).
         let clean = less_first_tlb_misses(&zen5_guest_curve(), 96.0, 1.9);
@@ -807,7 +807,7 @@ mod tests {
         assert!((g.memory_ns - h.memory_ns).abs() < 1.0 && (g.size_bytes[2] / h.size_bytes[2]).log2().abs() <= 0.26, "{g:?} against {h:?}");
     }
 
-    /// The 4 KB TLB curve of a calibration on the AMD guest (04:52): the
+    /// The 4 KB TLB curve of a calibration on the same guest: the
     /// first level fills at 96 pages (+1.9 ns), and the hashed second
     /// level's knee climbs in small steps from 2560 pages (+4.7, +4.6,
     /// +7.0, +7.8, +10.2) before the big one. The plateau just before the
@@ -880,7 +880,7 @@ mod tests {
 
     #[test]
     fn plateaus_of_a_noisy_cliff_curve() {
-        // Shaped like this project's VM: a slow last-level cache (135 ns)
+        // Shaped like an Intel Xeon guest: a slow last-level cache (135 ns)
         // only 15% below memory, and two noisy points on the L2 plateau.
         let c = [48.0 * 1024.0, 2048.0 * 1024.0, 105.0 * 1048576.0];
         let l = [2.3, 7.3, 135.0, 155.0];
@@ -910,7 +910,7 @@ mod tests {
         assert!((h.memory_ns / 155.0 - 1.0).abs() < 0.02, "{h:?}");
         assert!(hierarchy_at(&slope[..10], c).is_none());
         assert_eq!(h.step_seen, [true; 3]);
-        // A last-level cache as slow as memory (this project's VM): no step
+        // A last-level cache as slow as memory (an Intel Xeon guest): no step
         // to measure, the reported size stands.
         let flat = curve(|s| plateau_model(s, &c, &[2.3, 7.3, 152.0, 154.0]), &xs);
         let h = hierarchy_at(&flat, c).unwrap();
@@ -965,20 +965,20 @@ mod tests {
         assert_eq!((e[0].last_x, e[1].last_x), (64.0, 1536.0), "{e:?}");
         assert_eq!((e[0].capacity_x, e[1].capacity_x), (64.0, 1536.0), "{e:?}");
         assert!((e[0].level_after - 2.3).abs() < 0.01);
-        // A long gentle climb after the second step (as in this project's
-        // VM) does not move the second level's capacity.
+        // A long gentle climb after the second step (as on an Intel Xeon
+        // guest) does not move the second level's capacity.
         let slope = curve(|n| if n <= 96.0 { 0.0 } else if n <= 1792.0 { 4.0 } else if n <= 2048.0 { 19.0 } else { 25.0 + n / 400.0 }, &pages_grid());
         let lv = tlb_levels(&slope, 0.75);
         assert_eq!(lv.l2_entries, Some(1792.0), "{lv:?}");
         // A small step on the second level's plateau and a steeper one
-        // when page tables leave the caches (a run on this project's VM).
+        // when page tables leave the caches (a run on an Intel Xeon guest).
         let run = |n: f64| if n <= 80.0 { 0.0 } else if n <= 448.0 { 3.5 } else if n <= 1536.0 { 5.0 } else if n <= 8192.0 { 23.0 } else { 130.0 };
         let lv = tlb_levels(&curve(run, &pages_grid()), 0.6);
         assert_eq!((lv.l1_entries, lv.l2_entries), (Some(80.0), Some(1536.0)), "{lv:?}");
         let lv = tlb_levels(&pts, 0.8);
         assert_eq!((lv.l1_entries, lv.l2_entries), (Some(64.0), Some(1536.0)), "{lv:?}");
         assert!((lv.l2_hit_ns.unwrap() - 2.3).abs() < 0.01 && lv.walk_ns.unwrap() > 20.0, "{lv:?}");
-        // A first level that fills in two steps (as this project's VM
+        // A first level that fills in two steps (as an Intel Xeon guest
         // shows: +0.9 ns at 80 pages, +1.4 at 96, +3 from 112).
         let two = |n: f64| if n <= 64.0 { 0.0 } else if n <= 80.0 { 0.9 } else if n <= 96.0 { 1.4 } else if n <= 1536.0 { 3.4 } else { 25.0 };
         let lv = tlb_levels(&curve(two, &pages_grid()), 0.5);
@@ -1051,7 +1051,7 @@ mod tests {
         assert!((f.holding_ns - 17.5).abs() < 1e-9 && (f.adding_ns - 27.5).abs() < 1e-9, "{f:?}");
         assert_eq!((f.chases, f.measured_ns), (16, 18.0));
         assert!(slot_fit(16, 150.0, 12.5, 150.5, 12.6, 12.0, 4.0, 1.0).is_none());
-        // The AMD Zen 5 guest's at 07:54: 29.19 misses in flight, walks
+        // A calibration on the AMD Zen 5 guest: 29.19 misses in flight, walks
         // 12.2 at once, but only 16 chases. Held, a walk and its miss
         // (197.9 ns) take 197.9 / 16 = 12.37 ns a load, not 197.9 / 29.19
         // = 6.78; adding, 10.89 + 28.2 / 12.2 = 13.20. Measured: 11.39,
@@ -1062,7 +1062,7 @@ mod tests {
         assert!((f.measured_ns - f.holding_ns).abs() < (f.measured_ns - f.adding_ns).abs());
     }
 
-    /// The AMD Zen 5 guest's curve at 07:54 (KiB, ns): past the L2 it
+    /// Another of the AMD Zen 5 guest's curves (KiB, ns): past the L2 it
     /// climbs to 32 ns at 4 MB (walks, as the host's 4 KB pages splinter
     /// the chase's 2 MB pages), pauses there for a point, and falls off to
     /// memory by 5.7 MB. The pause made a step of its own, joined to the
@@ -1089,13 +1089,13 @@ mod tests {
         assert!((h.memory_ns - 156.7).abs() < 0.05, "{h:?}");
     }
 
-    /// The curve calibrate measured at 11:04 on the same guest (the
-    /// thirteenth session): past an 11.6 MB last level the climb to
+    /// A curve calibrate measured on the same guest whose climb to memory
+    /// pauses: past an 11.6 MB last level the climb to
     /// memory paused for two points (119.3 and 115.0 ns at 13.5 and 16
     /// MB) and went on to 163.8 at 512 MB, while a chase over 64 MB read
     /// 147.5 in the same calibration. Memory is the median of every point
-    /// from where its step settled, not of the pause alone (117.2 ns,
-    /// which put the profile's memory at 114.9).
+    /// from where its step settled, not of the pause alone (117.2 ns, which
+    /// would put the profile's memory at 114.9).
     #[test]
     fn memory_is_read_past_a_pause_in_its_climb() {
         let ns = [

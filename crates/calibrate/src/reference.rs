@@ -5,10 +5,10 @@
 //! cache a guest gets of a shared one. `splab calibrate` records these in
 //! the profile's `[reference]`; `splab validate` measures them again
 //! around each workload's native runs. On a shared host the memory's
-//! speed moves with other tenants' load (on the AMD guest one
-//! validation's native STREAM ran 21 % faster than the one before, 0.0379
-//! s against 0.0482, after calibrations whose copies read 2.07 and 2.05
-//! ns a line), and the model, which runs on the calibration's figures,
+//! speed moves with other tenants' load (on an AMD EPYC guest two
+//! validations a quarter of an hour apart ran native STREAM in 0.0482 s
+//! and 0.0379 s, after calibrations whose copies read 2.05 and 2.07 ns a
+//! line), and the model, which runs on the calibration's figures,
 //! cannot know it; this shows how far the host moved, and lets validate
 //! run the model on the memory as it was during the runs.
 //!
@@ -17,9 +17,9 @@
 //! cache here), chased alone and 32 at once; copies of 64 MB; and a
 //! random cycle over 16 MB.
 
-use super::probe;
-use crate::region::Region;
-use crate::suite::Spread;
+use crate::probe;
+use splab_native::region::Region;
+use splab_native::suite::Spread;
 pub use splab_hw::profile::Reference;
 
 /// The bytes of 2 MB pages the probes need.
@@ -32,11 +32,11 @@ const CHAIN_BYTES: usize = 64 << 20;
 const CACHE_BYTES: usize = 16 << 20;
 
 /// Chases at once for the overlapped figure: where calibrate's overlap
-/// probe levels off on the AMD guest (5.7 ns a load at 32 and at 48).
+/// probe levels off on an AMD Zen 5 guest (5.7 ns a load at 32 and at 48).
 const CHASES: usize = 32;
 
-/// Readings taken, the median kept (a whole measurement took 2.3 and
-/// 2.9 s on the AMD guest, the region's mapping included).
+/// Readings taken, the median kept (a whole measurement takes 2 to 3 s
+/// on an AMD Zen 5 guest, the region's mapping included).
 pub const ROUNDS: usize = 5;
 
 /// Copies timed in a reading.

@@ -1,7 +1,7 @@
 //! Memory sizes as people type them: `512M`, `8G`, `8GiB`, `1.5G`,
 //! `16777216`. Units are binary (K = 1024), as they are for memory; `B`,
 //! `iB` and lower case are accepted so that `8GiB`, `8GB` and `8g` all
-//! mean the same thing.
+//! mean the same thing. Sizes and numbers as people read them in reports.
 
 /// Parses a size into bytes. The error names the text that was given.
 pub fn parse(text: &str) -> Result<u64, String> {
@@ -49,6 +49,19 @@ pub fn show(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// A number for a table: whole numbers as they are, others to about four
+/// significant digits.
+pub fn num(v: f64) -> String {
+    if v == 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        return format!("{v:.0}");
+    }
+    let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+    format!("{v:.digits$}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +91,13 @@ mod tests {
         assert_eq!(show(8 << 30), "8 GiB");
         assert_eq!(show(3 << 29), "1.5 GiB");
         assert_eq!(show(100), "100 B");
+    }
+
+    #[test]
+    fn numbers() {
+        assert_eq!(num(12.0), "12");
+        assert_eq!(num(0.012345), "0.01235");
+        assert_eq!(num(1234.5678), "1235");
+        assert_eq!(num(1.23456), "1.235");
     }
 }

@@ -1,0 +1,151 @@
+//! Superpage policies: three designs of the same mechanism.
+//!
+//! A policy decides what a fault allocates (one page; a page from a
+//! reservation; an eager block of some order, falling back order by
+//! order), when base pages become a superpage (at full population, by a
+//! background scan with a threshold, on request, never), and when a
+//! superpage is split (partial unmap or protect, underuse, memory
+//! pressure). The mechanisms it uses are the kernel's (`superpage.rs`:
+//! allocate and fill a block, map it, collapse a range, split one) and the
+//! pmap's (promotion on full population, demotion, direct superpage
+//! mappings); the policy only chooses.
+//!
+//! - `freebsd`: reservations, promotion when populated (the default).
+//! - `shimizu`: Shimizu's Linux patch, the largest order that fits at the
+//!   fault, eagerly allocated and zeroed, falling back order by order.
+//! - `linux`: Linux THP today: a huge page (or an mTHP size) at the fault
+//!   where the VMA allows it, khugepaged collapsing in the background,
+//!   MADV_COLLAPSE, deferred splitting of partially unmapped huge pages,
+//!   and the shrinker that splits underused ones.
+//!
+//! The kernel holds its policy as a `Box<dyn Policy>` and lends itself to
+//! it for each decision (`Kernel::with_policy`).
+
+pub mod freebsd;
+pub mod linux;
+pub mod shimizu;
+
+use crate::fault::FaultError;
+use crate::kernel::{Kernel, Pid};
+use crate::map::{Errno, MapEntry};
+use crate::page::ObjId;
+use crate::pmap::{PmapId, Prot};
+use crate::sysctl::Sysctls;
+use splab_hw::machine::Machine;
+
+/// A fault that needs a new zero-filled page in private anonymous memory
+/// with no backing object: where an eager policy may allocate more.
+#[derive(Clone, Debug)]
+pub struct ZeroFill {
+    pub pid: Pid,
+    pub pm: PmapId,
+    /// The faulting address, rounded down to its base page.
+    pub va: u64,
+    pub entry: MapEntry,
+    pub object: ObjId,
+    /// The object offset of `va`.
+    pub pindex: u32,
+    /// The protection to map with, and the access that faulted.
+    pub prot: Prot,
+    pub access: Prot,
+}
+
+/// What a policy did with a fault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handled {
+    /// Mapped (a block around the faulting page).
+    Yes,
+    /// Nothing: the fault takes one page (from a reservation if the
+    /// policy uses them).
+    No,
+}
+
+/// One policy behind one interface.
+pub trait Policy: Send {
+    /// The name `--policy` takes.
+    fn name(&self) -> &'static str;
+
+    /// Whether object pages come from reservations (and so whether the
+    /// pmap can promote them when they are fully populated).
+    fn reservations(&self) -> bool;
+
+    /// A fault needs a new zero-filled anonymous page (`f`): the policy
+    /// may allocate, fill and map a block around it instead.
+    fn zero_fill(&mut self, _k: &mut Kernel, _hw: &mut Machine, _f: &ZeroFill) -> Result<Handled, FaultError> {
+        Ok(Handled::No)
+    }
+
+    /// Background work (khugepaged) due by simulated time `now_ns`.
+    fn background(&mut self, _k: &mut Kernel, _hw: &mut Machine, _now_ns: f64) {}
+
+    /// The simulated time of the next background work, if any is planned.
+    fn next_background_ns(&self) -> Option<f64> {
+        None
+    }
+
+    /// Memory is short (the page daemon runs): split what the policy
+    /// splits under pressure.
+    fn reclaim(&mut self, _k: &mut Kernel, _hw: &mut Machine) {}
+
+    /// MADV_COLLAPSE on [start, end) of `pid`'s address space.
+    fn collapse(&mut self, _k: &mut Kernel, _hw: &mut Machine, _pid: Pid, _start: u64, _end: u64) -> Result<(), Errno> {
+        Err(Errno::EINVAL)
+    }
+
+    /// Whether MADV_DONTNEED frees private anonymous pages at once, so
+    /// that they read as zeros afterwards (Linux), rather than lowering
+    /// their priority (FreeBSD).
+    fn dontneed_frees(&self) -> bool {
+        false
+    }
+
+    /// Sets one of the policy's tunables; None if it has no tunable of
+    /// that name.
+    fn set_tunable(&mut self, _name: &str, _value: &str) -> Option<Result<(), String>> {
+        None
+    }
+
+    /// The names of the policy's tunables (for messages).
+    fn tunable_names(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// Its tunables and counters, under its system's names.
+    fn sysctls(&self, _k: &Kernel, _out: &mut Sysctls) {}
+
+    /// A per-process view of its superpages, in the shape of its
+    /// system's procfs file.
+    fn procfs(&self, _k: &Kernel, _pid: Pid) -> Option<String> {
+        None
+    }
+
+    /// Checks the policy's own invariants against the kernel's state.
+    fn check(&self, _k: &Kernel) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// The policies `--policy` accepts, with what each is.
+pub const POLICIES: &[(&str, &str)] = &[
+    ("freebsd", "FreeBSD's reservations: a page from a reservation at each fault, promotion when a reservation is fully populated"),
+    ("shimizu", "Shimizu's Linux patch: the largest page order that fits at the fault, allocated and zeroed eagerly, falling back order by order"),
+    ("linux-thp", "Linux THP: a huge page at the fault where allowed (enabled always|madvise|never), mTHP sizes, khugepaged, MADV_COLLAPSE, deferred split, the underused shrinker"),
+];
+
+/// Builds a policy from its name, with an optional mode after a colon
+/// (`linux-thp:always`, `linux-thp:madvise`, `linux-thp:never`: Linux's
+/// `enabled`; `linux-thp:madvise+khugepaged`... see `linux::LinuxThp::from_mode`).
+pub fn by_name(spec: &str) -> Result<Box<dyn Policy>, String> {
+    let (name, mode) = match spec.split_once(':') {
+        Some((n, m)) => (n, Some(m)),
+        None => (spec, None),
+    };
+    let known = || POLICIES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
+    match (name, mode) {
+        ("freebsd", None) => Ok(Box::new(freebsd::FreeBsd)),
+        ("shimizu", None) => Ok(Box::new(shimizu::Shimizu::default())),
+        ("linux-thp", m) => Ok(Box::new(linux::LinuxThp::from_mode(m.unwrap_or("always"))?)),
+        ("freebsd" | "shimizu", Some(m)) => Err(format!("policy {spec:?}: {name} has no mode {m:?} (only linux-thp takes one: linux-thp:always, linux-thp:madvise, linux-thp:never)")),
+        _ => Err(format!("unknown policy {spec:?} (known: {})", known())),
+    }
+}
