@@ -21,7 +21,24 @@
    Other words: 0x80 map (then start, length, prot | origin << 8 |
    name length << 16, the name padded to 8 bytes), 0x81 unmap (then start,
    length), 0xff nothing (a guarded access whose guard was false), 0xfe
-   the end (the program exited). The stream starts with "SPLVT001".
+   the end (the program exited), 0x82 instructions (then the number of
+   guest instructions executed since the last such word), 0x83 fork (then
+   the child's pid: the program forked a process that shares nothing with
+   it but a copy of its memory). The stream starts with "SPLVT001".
+
+   Two ways out. --out=PATH writes the stream into a file or FIFO (the
+   `splab trace record` path; a forked child writes nothing). --ring=DIR
+   (for `splab sim -- PROG`, crates/trace/src/online.rs) writes it into
+   shared memory: each process (the first, every forked child, every
+   program a process execs, with --trace-children=yes) creates its own
+   ring file DIR/r.PID.N, maps it shared and announces it with one line
+   (one atomic write) on the FIFO DIR/ctl. The ring holds NSLOTS slots of
+   SLOT_WORDS words; the tool fills one slot through the inline code,
+   publishes it by advancing a counter in the ring's header and takes the
+   next; when all slots are full it sleeps on a futex until the reader
+   frees one. So the stream crosses with one counter update per slot (two
+   megabytes), no copy and no system call per reference. The header is
+   documented beside RING_* below; online.rs must agree.
 
    Build: see crates/trace/build.rs (or tools/vgtrace/Makefile). */
 
@@ -37,16 +54,23 @@
 #include "pub_tool_machine.h"
 #include "pub_tool_aspacemgr.h"
 #include "pub_tool_vki.h"
+#include "pub_tool_vkiscnums.h"
 
 /* ---- options ---- */
 
 static const HChar* opt_out = NULL;
+static const HChar* opt_ring = NULL;
+static Long opt_reader = 0;
 static Bool opt_ifetch = False;
+static Bool opt_icount = True;
 
 static Bool vt_option(const HChar* arg)
 {
    if VG_STR_CLO(arg, "--out", opt_out) {}
+   else if VG_STR_CLO(arg, "--ring", opt_ring) {}
+   else if VG_INT_CLO(arg, "--reader", opt_reader) {}
    else if VG_BOOL_CLO(arg, "--ifetch", opt_ifetch) {}
+   else if VG_BOOL_CLO(arg, "--icount", opt_icount) {}
    else return False;
    return True;
 }
@@ -55,25 +79,62 @@ static void vt_usage(void)
 {
    VG_(printf)(
 "    --out=PATH       where the reference stream goes (a file or FIFO) [none]\n"
-"    --ifetch=no|yes  record instruction fetches too [no]\n");
+"    --ring=DIR       write it into shared-memory rings announced on DIR/ctl\n"
+"    --reader=PID     the process reading the rings (stop when it is gone)\n"
+"    --ifetch=no|yes  record instruction fetches too [no]\n"
+"    --icount=no|yes  count guest instructions between references [yes]\n");
 }
+
+/* Core functions the tool headers do not declare (libcoregrind has them). */
+extern SysRes VG_(am_shared_mmap_file_float_valgrind)(SizeT length, UInt prot, Int fd, Off64T offset);
+extern SysRes VG_(do_syscall)(UWord sysno, UWord a1, UWord a2, UWord a3, UWord a4, UWord a5, UWord a6, UWord a7, UWord a8);
+#define SYSCALL4(n, a, b, c, d) VG_(do_syscall)((n), (UWord)(a), (UWord)(b), (UWord)(c), (UWord)(d), 0, 0, 0, 0)
 
 static void vt_debug_usage(void) {}
 
 /* ---- the buffer ---- */
 
-#define BUF_WORDS (1u << 21)     /* 16 MiB */
+#define BUF_WORDS (1u << 21)     /* 16 MiB, with --out */
+/* Words kept free at the end of every buffer for the instruction count
+   and an event's words written when it is published. */
+#define TAIL_WORDS 4
 
 static ULong* buf_start;
 static ULong* buf_next;          /* loaded and stored by the inline code */
-static ULong* buf_end;
+static ULong* buf_end;           /* loaded by the inline code */
+static ULong icount;             /* instructions since the last count word */
 static Int out_fd = -1;
-static Bool in_child = False;    /* a forked child writes nothing */
+static Bool in_child = False;    /* with --out, a forked child writes nothing */
 
 #define W_MAP   0x80ULL
 #define W_UNMAP 0x81ULL
+#define W_INSN  0x82ULL
+#define W_FORK  0x83ULL
 #define W_END   0xfeULL
 #define W_NOP   0xffULL
+
+/* ---- the shared ring (--ring) ----
+   The ring file: a header page of 64-bit words, then NSLOTS slots of
+   SLOT_WORDS words.
+     [0] magic "SPLRING1"   [1] NSLOTS   [2] SLOT_WORDS   [3] the pid
+     [4] published: slots filled so far (the tool advances it)
+     [5] consumed: slots the reader is done with (the reader advances it)
+     [6] the tool sleeps on consumed (set before it waits)
+     [7] ended: 1 once the end word is published
+     [8 + i] words in slot i (written before [4] moves past it)
+   The futexes are the low halves of [4] and [5] (little-endian). */
+#define NSLOTS     32
+#define SLOT_WORDS (1u << 18)    /* 2 MiB */
+#define RING_MAGIC 0x31474e49524c5053ULL   /* "SPLRING1" */
+#define R_PUBLISHED 4
+#define R_CONSUMED  5
+#define R_TOOL_WAITS 6
+#define R_ENDED     7
+#define R_LENS      8
+#define RING_HEADER 512          /* words: one 4 KiB page */
+
+static volatile ULong* ring;     /* the mapped ring file, or NULL */
+static ULong ring_published;
 
 enum { K_FETCH = 0, K_LOAD = 1, K_STORE = 2, K_MODIFY = 3 };
 enum { O_UNKNOWN = 0, O_ANON = 1, O_FILE = 2, O_BRK = 3, O_STACK = 4, O_IMAGE = 5 };
@@ -81,10 +142,120 @@ enum { O_UNKNOWN = 0, O_ANON = 1, O_FILE = 2, O_BRK = 3, O_STACK = 4, O_IMAGE = 
 static void ensure_buf(void)
 {
    if (buf_start == NULL) {
+      /* With --ring, the buffer before the ring is mapped (the startup
+         events) is this one too; they are copied into the first slot. */
       buf_start = VG_(malloc)("splabtrace.buf", BUF_WORDS * sizeof(ULong));
       buf_next = buf_start;
-      buf_end = buf_start + BUF_WORDS;
+      buf_end = buf_start + BUF_WORDS - TAIL_WORDS;
    }
+}
+
+static Bool reader_gone(void)
+{
+   if (opt_reader <= 0)
+      return False;
+   SysRes r = SYSCALL4(__NR_kill, opt_reader, 0, 0, 0);
+   return sr_isError(r) && sr_Err(r) == VKI_ESRCH;
+}
+
+static ULong* slot_at(ULong n)
+{
+   return (ULong*)(ring + RING_HEADER) + (n % NSLOTS) * SLOT_WORDS;
+}
+
+/* Waits until the reader has freed the slot `ring_published` will use. */
+static void ring_take_slot(void)
+{
+   for (;;) {
+      ULong consumed = __atomic_load_n(&ring[R_CONSUMED], __ATOMIC_ACQUIRE);
+      if (ring_published - consumed < NSLOTS)
+         break;
+      __atomic_store_n(&ring[R_TOOL_WAITS], 1, __ATOMIC_SEQ_CST);
+      if (__atomic_load_n(&ring[R_CONSUMED], __ATOMIC_SEQ_CST) == consumed) {
+         struct vki_timespec ts = { 0, 100 * 1000 * 1000 };
+         SYSCALL4(__NR_futex, &ring[R_CONSUMED], VKI_FUTEX_WAIT, (UInt)consumed, &ts);
+      }
+      __atomic_store_n(&ring[R_TOOL_WAITS], 0, __ATOMIC_RELAXED);
+      if (reader_gone()) {
+         VG_(umsg)("splabtrace: the reader of the reference stream is gone; stopping\n");
+         VG_(exit)(3);
+      }
+   }
+   buf_start = slot_at(ring_published);
+   buf_next = buf_start;
+   buf_end = buf_start + SLOT_WORDS - TAIL_WORDS;
+}
+
+static void ring_publish(Bool ended)
+{
+   ULong n = buf_next - buf_start;
+   ring[R_LENS + ring_published % NSLOTS] = n;
+   ring_published++;
+   if (ended)
+      ring[R_ENDED] = 1;
+   __atomic_store_n(&ring[R_PUBLISHED], ring_published, __ATOMIC_RELEASE);
+}
+
+/* Creates DIR/r.PID.N, maps it, and announces it on DIR/ctl with `how`
+   ('S' a new program, 'F' a forked child). Startup events already in the
+   private buffer move into the first slot. */
+static void ring_open(HChar how)
+{
+   Int pid = VG_(getpid)();
+   SizeT bytes = (RING_HEADER + (SizeT)NSLOTS * SLOT_WORDS) * sizeof(ULong);
+   HChar path[4096];
+   Int fd = -1, n = 0;
+   for (n = 0; n < 1000 && fd < 0; n++) {
+      VG_(snprintf)(path, sizeof path, "%s/r.%d.%d", opt_ring, pid, n);
+      fd = VG_(fd_open)(path, VKI_O_RDWR | VKI_O_CREAT | VKI_O_EXCL, 0600);
+   }
+   n--;
+   if (fd < 0) {
+      VG_(umsg)("splabtrace: cannot create a ring in %s\n", opt_ring);
+      VG_(exit)(3);
+   }
+   SysRes r = SYSCALL4(__NR_ftruncate, fd, bytes, 0, 0);
+   if (sr_isError(r)) {
+      VG_(umsg)("splabtrace: cannot size the ring %s\n", path);
+      VG_(exit)(3);
+   }
+   r = VG_(am_shared_mmap_file_float_valgrind)(bytes, VKI_PROT_READ | VKI_PROT_WRITE, fd, 0);
+   VG_(close)(fd);
+   if (sr_isError(r)) {
+      VG_(umsg)("splabtrace: cannot map the ring %s\n", path);
+      VG_(exit)(3);
+   }
+   ULong* old_start = buf_start;
+   ULong* old_next = buf_next;
+   ring = (volatile ULong*)sr_Res(r);
+   ring[1] = NSLOTS;
+   ring[2] = SLOT_WORDS;
+   ring[3] = pid;
+   ring_published = 0;
+   ring[0] = RING_MAGIC;
+   ring_take_slot();
+   if (old_start != NULL && how == 'S') {
+      SizeT k = old_next - old_start;
+      VG_(memcpy)(buf_next, old_start, k * sizeof(ULong));
+      buf_next += k;
+   }
+   HChar ctl[4096], line[64];
+   VG_(snprintf)(ctl, sizeof ctl, "%s/ctl", opt_ring);
+   /* Non-blocking: with no reader (splab gone) the open fails at once
+      instead of waiting for one forever. */
+   Int cfd = VG_(fd_open)(ctl, VKI_O_WRONLY | VKI_O_NONBLOCK, 0);
+   if (cfd < 0) {
+      VG_(umsg)("splabtrace: cannot open %s (the reader is gone?); stopping\n", ctl);
+      VG_(exit)(3);
+   }
+   /* A fixed-width line: one write below PIPE_BUF is atomic among the
+      processes that share the FIFO. */
+   VG_(memset)(line, ' ', sizeof line);
+   Int len = VG_(snprintf)(line, sizeof line, "%c %d %d %d", how, pid, VG_(getppid)(), n);
+   line[len] = ' ';
+   line[sizeof line - 1] = '\n';
+   VG_(write)(cfd, line, sizeof line);
+   VG_(close)(cfd);
 }
 
 static void write_all(const UChar* p, SizeT n)
@@ -101,11 +272,32 @@ static void write_all(const UChar* p, SizeT n)
    }
 }
 
+/* The instructions counted since the last count word, as a count word
+   (TAIL_WORDS keeps room for it). */
+static void put_icount(void)
+{
+   if (icount != 0) {
+      buf_next[0] = W_INSN;
+      buf_next[1] = icount;
+      buf_next += 2;
+      icount = 0;
+   }
+}
+
 /* Called by the inline code (guarded) and by the event hooks. */
 static void vt_flush(void)
 {
-   if (!in_child && out_fd >= 0)
+   if (ring != NULL) {
+      put_icount();
+      ring_publish(False);
+      ring_take_slot();
+      return;
+   }
+   if (!in_child && out_fd >= 0) {
+      put_icount();
       write_all((const UChar*)buf_start, (UChar*)buf_next - (UChar*)buf_start);
+   }
+   icount = 0;
    buf_next = buf_start;
 }
 
@@ -224,10 +416,63 @@ static void vt_unmap(Addr a, SizeT len)
    put_unmap(a, len);
 }
 
+/* Before a fork: everything so far goes out, so that the reader sees the
+   parent's references before the fork word (written after the fork, with
+   the child's pid, by vt_post_syscall). */
+static void vt_pre_fork(ThreadId tid)
+{
+   if (ring != NULL)
+      vt_flush();
+}
+
 static void vt_child(ThreadId tid)
 {
+   if (ring != NULL) {
+      /* The parent's ring stays the parent's: the child writes its own. */
+      ring = NULL;
+      buf_start = NULL;
+      icount = 0;
+      ensure_buf();
+      ring_open('F');
+      return;
+   }
    in_child = True;
    out_fd = -1;
+}
+
+static Bool is_fork(UInt sysno, UWord* args)
+{
+   if (sysno == __NR_fork || sysno == __NR_vfork)
+      return True;
+   /* clone without a shared address space (valgrind runs a vfork-style
+      clone as a fork); clone3 takes its flags in a structure. */
+   if (sysno == __NR_clone)
+      return (args[0] & VKI_CLONE_VM) == 0 || (args[0] & VKI_CLONE_VFORK) != 0;
+   if (sysno == 435 && args[0] != 0) {
+      ULong flags = *(ULong*)args[0];
+      return (flags & VKI_CLONE_VM) == 0 || (flags & VKI_CLONE_VFORK) != 0;
+   }
+   return False;
+}
+
+static void vt_pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs)
+{
+   /* An exec replaces this tool instance without calling vt_fini: what is
+      buffered goes out now; the new program's instance announces itself
+      with the same pid. */
+   if (ring != NULL && (sysno == __NR_execve || sysno == __NR_execveat))
+      vt_flush();
+}
+
+static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysRes res)
+{
+   if (ring == NULL || sr_isError(res) || !is_fork(sysno, args) || sr_Res(res) == 0)
+      return;
+   room_for(2);
+   put(W_FORK);
+   put(sr_Res(res));
+   /* The child's stream must not wait for the parent's next slot. */
+   vt_flush();
 }
 
 /* ---- instrumentation ---- */
@@ -241,6 +486,7 @@ typedef struct {
    Bool pending;     /* a load not yet written (it may become a modify) */
    IRAtom* p_addr;
    Int p_size;
+   Int insns;        /* instructions not yet added to icount */
 } Ctx;
 
 static IRAtom* assign(IRSB* sb, IRType ty, IRExpr* e)
@@ -346,6 +592,17 @@ static void add_store(Ctx* c, IRAtom* addr, Int size)
    emit(c, addr, size, K_STORE, NULL);
 }
 
+/* icount += the instructions since the last addition. */
+static void add_icount(Ctx* c)
+{
+   if (!opt_icount || c->insns == 0)
+      return;
+   IRAtom* old = assign(c->sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&icount)));
+   IRAtom* sum = assign(c->sb, Ity_I64, IRExpr_Binop(Iop_Add64, old, mkIRExpr_HWord(c->insns)));
+   addStmtToIRSB(c->sb, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&icount), sum));
+   c->insns = 0;
+}
+
 static void store_next(Ctx* c)
 {
    IRAtom* p = slot(c, c->k);
@@ -408,19 +665,30 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
       i++;
    }
    Int need = max_words(in, i);
+   Ctx c = { sb, IRTemp_INVALID, 0, False, NULL, 0, 0 };
    if (need == 0) {
-      for (; i < in->stmts_used; i++)
-         addStmtToIRSB(sb, in->stmts[i]);
+      for (; i < in->stmts_used; i++) {
+         IRStmt* st = in->stmts[i];
+         if (st->tag == Ist_IMark)
+            c.insns++;
+         else if (st->tag == Ist_Exit)
+            add_icount(&c);
+         addStmtToIRSB(sb, st);
+      }
+      add_icount(&c);
       return sb;
    }
-   tl_assert(need < (Int)BUF_WORDS / 2);
+   tl_assert(need < (Int)SLOT_WORDS / 2);
    ensure_buf();
 
    /* Room check: when the buffer cannot take `need` more words, write it
-      out; the block then starts at the buffer's beginning. */
-   Ctx c = { sb, IRTemp_INVALID, 0, False, NULL, 0 };
+      out (or publish the slot and take the next); the block then starts
+      at the new buffer's beginning. The buffer moves with --ring, so its
+      bounds are loaded, not constants. */
    IRAtom* cur = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&buf_next)));
-   IRAtom* full = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpLT64U, mkIRExpr_HWord((HWord)(buf_end - need)), cur));
+   IRAtom* end = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&buf_end)));
+   IRAtom* after = assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, cur, mkIRExpr_HWord(8 * (HWord)need)));
+   IRAtom* full = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpLT64U, end, after));
    IRDirty* d = unsafeIRDirty_0_N(0, "vt_flush", VG_(fnptr_to_fnentry)(&vt_flush), mkIRExprVec_0());
    d->guard = full;
    d->mFx = Ifx_Modify;
@@ -428,7 +696,7 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    d->mSize = 8;
    addStmtToIRSB(sb, IRStmt_Dirty(d));
    c.base = newIRTemp(sb->tyenv, Ity_I64);
-   addStmtToIRSB(sb, IRStmt_WrTmp(c.base, IRExpr_ITE(full, mkIRExpr_HWord((HWord)buf_start), cur)));
+   addStmtToIRSB(sb, IRStmt_WrTmp(c.base, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&buf_next))));
 
    for (; i < in->stmts_used; i++) {
       IRStmt* st = in->stmts[i];
@@ -437,6 +705,7 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
       switch (st->tag) {
          case Ist_IMark:
             flush_pending(&c);
+            c.insns++;
             if (opt_ifetch && st->Ist.IMark.len > 0)
                emit(&c, mkIRExpr_HWord((HWord)st->Ist.IMark.addr), st->Ist.IMark.len, K_FETCH, NULL);
             break;
@@ -487,6 +756,7 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
          case Ist_Exit:
             flush_pending(&c);
             store_next(&c);
+            add_icount(&c);
             break;
          default:
             break;
@@ -495,6 +765,7 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    }
    flush_pending(&c);
    store_next(&c);
+   add_icount(&c);
    tl_assert(c.k <= need);
    return sb;
 }
@@ -504,6 +775,11 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
 static void vt_post_clo_init(void)
 {
    ensure_buf();
+   if (opt_ring != NULL) {
+      ring_open('S');
+      VG_(atfork)(vt_pre_fork, NULL, vt_child);
+      return;
+   }
    if (opt_out == NULL) {
       VG_(umsg)("splabtrace: no --out=PATH given; the references are dropped\n");
       return;
@@ -521,6 +797,14 @@ static void vt_post_clo_init(void)
 
 static void vt_fini(Int exitcode)
 {
+   if (ring != NULL) {
+      room_for(1);
+      put_icount();
+      put(W_END);
+      ring_publish(True);
+      ring = NULL;
+      return;
+   }
    if (in_child)
       return;
    room_for(1);
@@ -542,6 +826,7 @@ static void vt_pre_clo_init(void)
 
    VG_(basic_tool_funcs)(vt_post_clo_init, vt_instrument, vt_fini);
    VG_(needs_command_line_options)(vt_option, vt_usage, vt_debug_usage);
+   VG_(needs_syscall_wrapper)(vt_pre_syscall, vt_post_syscall);
 
    VG_(track_new_mem_startup)(vt_startup);
    VG_(track_new_mem_mmap)(vt_mmap);

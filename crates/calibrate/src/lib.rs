@@ -19,7 +19,9 @@
 //! - `notes`: comments attached to a TOML document serde writes;
 //! - `report`: the text report of a calibration;
 //! - `validate`: the workloads run natively and in the model in the same
-//!   page layouts, paired and scored (the front end runs them).
+//!   page layouts, paired and scored (the front end runs them);
+//! - `program`: any program run natively in each page layout and online in
+//!   the model, superpages off and on (the front end runs the model).
 //!
 //! This crate sits between the native runs (splab-native, whose regions,
 //! chains and suites it uses) and the command line, which only parses
@@ -33,6 +35,7 @@ pub mod measure;
 pub mod notes;
 pub mod probe;
 pub mod profile;
+pub mod program;
 pub mod reference;
 pub mod report;
 pub mod validate;

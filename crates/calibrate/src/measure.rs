@@ -244,6 +244,9 @@ pub struct Calibration {
     pub cpuid_mhz: (u32, u32),
     /// Core clock from dependent additions, GHz over the rounds.
     pub clock_ghz: Option<Spread>,
+    /// ns per instruction of register-only integer work
+    /// (`probe::instruction_ns`) over the rounds.
+    pub instruction_ns: Option<Spread>,
     /// How the region for the latency sweep and the 2 MB TLB curves was
     /// made, and its share in 2 MB pages.
     pub huge_layout: String,
@@ -536,6 +539,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let stream_bytes = (plan.huge_bytes / 2).min(128 << 20) as usize;
 
     let mut clock = Vec::new();
+    let mut instr = Vec::new();
     let mut lat = vec![Vec::new(); sizes.len()];
     let (mut s4, mut s2, mut c4) = (vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()]);
     let (mut g2, mut g1, mut cg) = (vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()]);
@@ -557,6 +561,9 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
 
     for r in 0..plan.rounds {
+        if let Some(c) = probe::instruction_ns(plan.target_ms) {
+            instr.push(c.ns);
+        }
         if let Some(c) = probe::clock_ghz(20.0 * plan.target_ms / 3.0) {
             clock.push(c.ns);
             m.tick("clock", Sample { ns: c.ns, on_cpu: c.on_cpu });
@@ -865,6 +872,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         cpuid_tlbs: cpu::tlbs(),
         cpuid_mhz: cpu::frequency_leaf(),
         clock_ghz: Spread::of(&clock),
+        instruction_ns: Spread::of(&instr),
         huge_layout,
         huge_share,
         latency,

@@ -226,6 +226,58 @@ pub fn clock_ghz(ms: f64) -> Option<Sample> {
     }
 }
 
+/// Instructions in one pass of `mix`.
+const MIX: u64 = 16;
+
+/// `passes` x MIX register-only integer instructions: two dependence
+/// chains of additions, exclusive ors, shifts and rotations, as ordinary
+/// integer code interleaves independent work, ending in the loop's
+/// decrement and branch. No memory operand, no multiplication or
+/// division: the work of instructions apart from their memory references,
+/// which the model prices separately.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn mix(passes: u64, seed: u64) -> u64 {
+    let (mut a, mut b, mut n) = (seed, seed ^ 0x9e37, passes);
+    // SAFETY: register arithmetic only; `n` counts down to zero.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            "add {a}, {b}", "xor {b}, {a}", "rol {a}, 7", "add {b}, {a}",
+            "xor {a}, {b}", "shr {b}, 3", "add {a}, {b}", "ror {b}, 11",
+            "xor {a}, {b}", "add {b}, {a}", "shl {a}, 1", "xor {b}, {a}",
+            "add {a}, {b}", "rol {b}, 5",
+            "dec {n}", "jnz 2b",
+            a = inout(reg) a, b = inout(reg) b, n = inout(reg) n,
+            options(nomem, nostack)
+        )
+    };
+    let _ = n;
+    a ^ b
+}
+
+/// ns per instruction of register-only integer work (`mix`) over about
+/// `ms` milliseconds, or None where the loop cannot be written (not
+/// x86-64). Times the clock in GHz, it is the model's `[core]
+/// cycles_per_instruction`.
+pub fn instruction_ns(ms: f64) -> Option<Sample> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // A pass is 16 instructions: about 3 ns at 3 GHz.
+        let passes = ((ms * 1e6 / 3.0) as u64).max(10_000);
+        let mut t = Timer::default();
+        t.start();
+        black_box(mix(black_box(passes), black_box(1)));
+        t.stop();
+        Some(sample(&t, passes * MIX))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ms;
+        None
+    }
+}
+
 fn map_4k(len: usize) -> Result<*mut u8, String> {
     // SAFETY: a fresh anonymous mapping; nothing else refers to it.
     let p = unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_PRIVATE | libc::MAP_ANONYMOUS, -1, 0) };

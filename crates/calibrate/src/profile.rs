@@ -10,7 +10,7 @@ use crate::measure::{self, Calibration};
 use crate::notes::Notes;
 use splab_hw::cache::CacheConfig;
 use splab_hw::nested::VirtConfig;
-use splab_hw::profile::{default_for_arch, Caches, Costs, Memory, Overlap, Prefetch, Profile, Reference};
+use splab_hw::profile::{default_for_arch, Caches, Core, Costs, Memory, Overlap, Prefetch, Profile, Reference};
 use splab_hw::pwc::PwcLevelConfig;
 use splab_hw::size;
 use splab_hw::tlb::{TlbArrayConfig, TlbIndex};
@@ -165,6 +165,7 @@ impl Writer<'_> {
             virt: self.virt(),
             prefetch: self.prefetch(),
             reference: self.reference(),
+            core: self.core(),
         }
     }
 
@@ -530,6 +531,16 @@ impl Writer<'_> {
         self.n.note("virt.host_page", host_page);
         self.n.note("virt.ntlb_entries", "not measured: the model's nested TLB as it comes");
         Some(VirtConfig { nested: true, host_page: page, ..VirtConfig::default() })
+    }
+
+    /// The price of instructions apart from their memory references, from
+    /// the register-only loop (`probe::instruction_ns`) at the clock.
+    fn core(&mut self) -> Option<Core> {
+        let (c, g) = (self.c, clock(self.c)?);
+        let i = c.instruction_ns.as_ref()?;
+        self.n.note("core", "measured: register-only integer work, apart from memory references (real programs run online)");
+        self.n.note("core.cycles_per_instruction", format!("{:.4} ns an instruction of two chains of add/xor/shift/rotate (median of {} rounds) at {g:.2} GHz", i.median, c.plan.rounds));
+        Some(Core { cycles_per_instruction: rounded(i.median * g, 3) })
     }
 
     /// What the quick memory probes read, for validate to compare with.

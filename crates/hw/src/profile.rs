@@ -280,6 +280,26 @@ pub struct Profile {
     /// `Reference`). Absent: a profile not written by calibrate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<Reference>,
+    /// `[core]`: the price of instructions apart from their memory
+    /// references (real programs run online count them). Absent: their
+    /// instructions are counted but not priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<Core>,
+}
+
+/// `[core]`: a fixed cost per instruction for the work of a core that is
+/// not waiting on memory. The memory references of the instructions are
+/// priced by the caches and TLBs as for any workload; this is the rest
+/// (arithmetic, branches, moves between registers). A fixed cost rather
+/// than a core model because the reference stream carries no
+/// dependences, branch outcomes or instruction mix to drive one with.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Core {
+    /// Cycles per instruction of register-only integer work
+    /// (`splab calibrate` measures it on this host with a loop of
+    /// dependent and independent additions, shifts and exclusive ors).
+    pub cycles_per_instruction: f64,
 }
 
 /// `[reference]`: the host's memory as calibrate found it, by quick

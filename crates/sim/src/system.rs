@@ -148,6 +148,9 @@ pub struct System {
     pub(crate) spare_walks: Vec<u64>,
     /// Cycles of kernel work per CPU.
     pub(crate) kernel_cycles: Vec<f64>,
+    /// Per CPU, cycles of instructions apart from their memory references
+    /// (`instructions`).
+    core_cycles: Vec<f64>,
     /// Walk references of translations not yet charged to the caches.
     pub(crate) pending_walks: Vec<u64>,
     /// References of a batch awaiting the cache model.
@@ -290,6 +293,7 @@ impl System {
             spare_refs: Vec::new(),
             spare_walks: Vec::new(),
             kernel_cycles: vec![0.0; p.cpus],
+            core_cycles: vec![0.0; p.cpus],
             pending_walks: Vec::new(),
             batch: Vec::new(),
             hw: HwStats::default(),
@@ -575,7 +579,13 @@ impl System {
 
     /// Cycles CPU `cpu` has spent so far (accesses and kernel work).
     pub fn cycles(&mut self, cpu: usize) -> f64 {
-        self.timing().cycles[cpu] + self.kernel_cycles[cpu]
+        self.timing().cycles[cpu] + self.kernel_cycles[cpu] + self.core_cycles[cpu]
+    }
+
+    /// Charges `cpu` for `n` instructions' work apart from their memory
+    /// references (`timing::instruction_cycles`).
+    pub fn instructions(&mut self, cpu: usize, n: u64) {
+        self.core_cycles[cpu] += crate::timing::instruction_cycles(&self.cfg.profile, n);
     }
 
     /// Counts of what the hardware did.
@@ -612,6 +622,7 @@ impl System {
     pub fn breakdown(&mut self) -> CycleBreakdown {
         let mut b = self.timing().breakdown.clone();
         b.kernel = self.kernel_cycles.iter().sum();
+        b.core = self.core_cycles.iter().sum();
         b
     }
 

@@ -13,6 +13,16 @@ pub struct CycleBreakdown {
     pub data: f64,
     pub translation: f64,
     pub kernel: f64,
+    /// Instructions' own work apart from their memory references (real
+    /// programs run online; `instruction_cycles`).
+    pub core: f64,
+}
+
+/// Cycles `n` instructions cost apart from their memory references: the
+/// profile's `[core] cycles_per_instruction` each, or nothing where the
+/// profile has no `[core]`.
+pub fn instruction_cycles(p: &Profile, n: u64) -> f64 {
+    p.core.map_or(0.0, |c| c.cycles_per_instruction * n as f64)
 }
 
 /// A translated reference awaiting the cache model: its data address, the

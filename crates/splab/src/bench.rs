@@ -41,6 +41,20 @@ pub struct BenchArgs {
     /// report gives the median run of each and the range of its rate.
     #[arg(long, value_name = "N", default_value_t = 3)]
     pub repeat: u32,
+    /// Bytes of generated text the program part compresses with `xz -6
+    /// -T1` (natively, then online in full detail, then sampled).
+    #[arg(long, value_name = "SIZE", default_value = "8M")]
+    pub program_text: String,
+    /// The program part's `--sample`.
+    #[arg(long, value_name = "DETAIL:PERIOD", default_value = "10M:100M")]
+    pub program_sample: String,
+    /// Leave the program part out (it needs valgrind and xz, and takes
+    /// minutes).
+    #[arg(long, conflicts_with = "only_program")]
+    pub no_program: bool,
+    /// Run the program part alone.
+    #[arg(long)]
+    pub only_program: bool,
 }
 
 /// One part's result, as the child prints it and the parent reads it.
@@ -80,14 +94,42 @@ pub struct TracePart {
     pub peak_rss_bytes: Option<u64>,
 }
 
+/// A real program natively and online (`splab sim -- PROG`), in one
+/// invocation: host times and their ratios to the native time.
+#[derive(Serialize, Deserialize, Clone, Debug)]
+pub struct ProgramPart {
+    pub program_command: String,
+    pub text_bytes: u64,
+    /// Wall and CPU seconds of the native run.
+    pub native_seconds: f64,
+    pub native_cpu_seconds: f64,
+    /// Wall seconds of the online run in full detail (valgrind and the
+    /// simulator together, system setup included), and over native.
+    pub online_seconds: f64,
+    pub online_ratio: f64,
+    /// The same sampled.
+    pub sample: String,
+    pub sampled_seconds: f64,
+    pub sampled_ratio: f64,
+    pub refs: u64,
+    pub instructions: u64,
+    /// Simulated seconds in full detail, and the sampled estimate with its
+    /// 95 % half-width.
+    pub sim_seconds: f64,
+    pub sampled_sim_seconds: f64,
+    pub sampled_plus_minus: f64,
+    pub peak_rss_bytes: Option<u64>,
+}
+
 /// Each part's median run (by rate), and every run in the order made.
 #[derive(Serialize, Deserialize)]
 struct Bench {
     repeat: u32,
-    gups_off: GupsPart,
-    gups_on: GupsPart,
-    trace: TracePart,
-    footprint: FootprintPart,
+    gups_off: Option<GupsPart>,
+    gups_on: Option<GupsPart>,
+    trace: Option<TracePart>,
+    footprint: Option<FootprintPart>,
+    program: Option<ProgramPart>,
     runs: Runs,
 }
 
@@ -97,6 +139,7 @@ struct Runs {
     gups_on: Vec<GupsPart>,
     trace: Vec<TracePart>,
     footprint: Vec<FootprintPart>,
+    program: Vec<ProgramPart>,
 }
 
 impl FootprintPart {
@@ -106,10 +149,10 @@ impl FootprintPart {
 }
 
 /// The run with the median rate (the lower middle one of an even count).
-fn median<T: Clone>(runs: &[T], rate: impl Fn(&T) -> f64) -> T {
+fn median<T: Clone>(runs: &[T], rate: impl Fn(&T) -> f64) -> Option<T> {
     let mut v: Vec<&T> = runs.iter().collect();
     v.sort_by(|a, b| rate(a).total_cmp(&rate(b)));
-    v[(v.len() - 1) / 2].clone()
+    v.get(v.len().saturating_sub(1) / 2).map(|t| (*t).clone())
 }
 
 /// "min .. max" of the runs' rates.
@@ -120,7 +163,7 @@ fn range<T>(runs: &[T], rate: impl Fn(&T) -> f64) -> String {
     format!("{} .. {}", num(lo.round()), num(hi.round()))
 }
 
-const PARTS: &[&str] = &["gups-off", "gups-on", "trace", "footprint"];
+const PARTS: &[&str] = &["gups-off", "gups-on", "trace", "footprint", "program"];
 /// Each of the triad's three arrays.
 const TRIAD_ARRAY: u64 = 64 << 20;
 
@@ -128,7 +171,11 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
     let log2 = a.log2_table.to_string();
     let workload_args = crate::workload::args_from(&["--log2-table", &log2]).expect("GUPS options parse");
     RunArgs {
-        workload: "gups".into(),
+        workload: Some("gups".into()),
+        program: Vec::new(),
+        sample: None,
+        valgrind: "valgrind".into(),
+        program_io: None,
         machine: a.machine.clone(),
         memory: Some(a.gups_memory.clone()),
         swap: "0".into(),
@@ -153,6 +200,10 @@ fn validate(a: &BenchArgs) -> Result<u64, Fail> {
     let g = gups_args(a);
     let cfg = setup::config(&g.machine, &a.gups_memory)?;
     crate::workload::build("gups", &g.workload_args, &cfg)?;
+    if !a.no_program {
+        input(size::parse(&a.program_text)).map_err(|e| Fail::Input(format!("--program-text: {}", e.message())))?;
+        splab_trace::online::Sample::parse(&a.program_sample).map_err(Fail::Input)?;
+    }
     let memory = setup::config(&a.machine, &a.memory)?.memory;
     let footprint = input(size::parse(&a.footprint)).map_err(|e| Fail::Input(format!("--footprint: {}", e.message())))?;
     if footprint == 0 || footprint >= memory {
@@ -177,6 +228,10 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
         a.memory.clone(),
         "--trace-refs".into(),
         a.trace_refs.to_string(),
+        "--program-text".into(),
+        a.program_text.clone(),
+        "--program-sample".into(),
+        a.program_sample.clone(),
     ];
     if let Some(machine) = &a.machine.machine {
         v.extend(["--machine".to_string(), machine.clone()]);
@@ -212,10 +267,15 @@ pub fn cmd(a: &BenchArgs, out: &Formats) -> Result<i32, Fail> {
     let as_json = out.machine_readable();
     let mut runs = Runs::default();
     for _ in 0..a.repeat {
-        runs.gups_off.push(spawn_part(a, "gups-off", as_json)?);
-        runs.gups_on.push(spawn_part(a, "gups-on", as_json)?);
-        runs.trace.push(spawn_part(a, "trace", as_json)?);
-        runs.footprint.push(spawn_part(a, "footprint", as_json)?);
+        if !a.only_program {
+            runs.gups_off.push(spawn_part(a, "gups-off", as_json)?);
+            runs.gups_on.push(spawn_part(a, "gups-on", as_json)?);
+            runs.trace.push(spawn_part(a, "trace", as_json)?);
+            runs.footprint.push(spawn_part(a, "footprint", as_json)?);
+        }
+        if !a.no_program {
+            runs.program.push(spawn_part(a, "program", as_json)?);
+        }
     }
     let b = Bench {
         repeat: a.repeat,
@@ -223,6 +283,7 @@ pub fn cmd(a: &BenchArgs, out: &Formats) -> Result<i32, Fail> {
         gups_on: median(&runs.gups_on, |g| g.refs_per_second),
         trace: median(&runs.trace, |t| t.refs_per_second),
         footprint: median(&runs.footprint, FootprintPart::refs_per_second),
+        program: median(&runs.program, |p| -p.online_ratio),
         runs,
     };
     out.emit(&b, |b| human(a, b))?;
@@ -245,13 +306,37 @@ fn human(a: &BenchArgs, b: &Bench) -> String {
     };
     let gr = |g: &GupsPart| g.refs_per_second;
     for (name, g, all) in [("GUPS superpages off", &b.gups_off, &b.runs.gups_off), ("GUPS superpages on", &b.gups_on, &b.runs.gups_on)] {
-        row(name, g.refs, g.host_seconds, g.refs_per_second, range(all, gr), g.peak_rss_bytes);
+        if let Some(g) = g {
+            row(name, g.refs, g.host_seconds, g.refs_per_second, range(all, gr), g.peak_rss_bytes);
+        }
     }
-    let t = &b.trace;
-    row("trace replay, superpages on", t.refs, t.host_seconds, t.refs_per_second, range(&b.runs.trace, |t| t.refs_per_second), t.peak_rss_bytes);
-    let f = &b.footprint;
-    row("footprint, superpages on", f.refs, f.host_seconds, f.refs_per_second(), range(&b.runs.footprint, FootprintPart::refs_per_second), f.peak_rss_bytes);
+    if let Some(t) = &b.trace {
+        row("trace replay, superpages on", t.refs, t.host_seconds, t.refs_per_second, range(&b.runs.trace, |t| t.refs_per_second), t.peak_rss_bytes);
+    }
+    if let Some(f) = &b.footprint {
+        row("footprint, superpages on", f.refs, f.host_seconds, f.refs_per_second(), range(&b.runs.footprint, FootprintPart::refs_per_second), f.peak_rss_bytes);
+    }
+    if let Some(p) = &b.program {
+        row("program online, full detail", p.refs, p.online_seconds, p.refs as f64 / p.online_seconds.max(1e-9), range(&b.runs.program, |p| p.refs as f64 / p.online_seconds.max(1e-9)), p.peak_rss_bytes);
+    }
     let _ = writeln!(o, "(median run of {} of each part, run interleaved; peak RSS of that run)", b.repeat);
+    if let Some(p) = &b.program {
+        let _ = writeln!(o, "\nProgram: {} of {} of generated text, natively {} s wall ({} s CPU); superpages on:", p.program_command, size::show(p.text_bytes), num(p.native_seconds), num(p.native_cpu_seconds));
+        let ratios = |f: fn(&ProgramPart) -> f64| b.runs.program.iter().map(|p| format!("{:.1}", f(p))).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(o, "  online, full detail  {:>9} s  {:>6.1}x native (all runs: {})  simulated {:.4} s", num(p.online_seconds), p.online_ratio, ratios(|p| p.online_ratio), p.sim_seconds);
+        let _ = writeln!(
+            o,
+            "  online, --sample {}  {:>9} s  {:>6.1}x native (all runs: {})  simulated {:.4} ± {:.4} s",
+            p.sample,
+            num(p.sampled_seconds),
+            p.sampled_ratio,
+            ratios(|p| p.sampled_ratio),
+            p.sampled_sim_seconds,
+            p.sampled_plus_minus
+        );
+        let _ = writeln!(o, "  {} references, {} instructions", p.refs, p.instructions);
+    }
+    let (Some(t), Some(f)) = (&b.trace, &b.footprint) else { return o };
     let _ = writeln!(o, "\nTrace: {}, a {} binary trace read from a file.", t.pattern, size::show(t.trace_bytes));
     let _ = writeln!(
         o,
@@ -294,6 +379,7 @@ pub fn part(p: &PartArgs) -> Result<i32, Fail> {
         }
         "footprint" => json(&touch(a, footprint, p.quiet)?),
         "trace" => json(&trace_replay(a, p.quiet)?),
+        "program" => json(&program(a, p.quiet)?),
         other => return Err(Fail::Input(format!("unknown bench part {other:?} (known: {})", PARTS.join(", ")))),
     };
     emit(&text);
@@ -344,7 +430,7 @@ fn trace_replay(a: &BenchArgs, quiet: bool) -> Result<TracePart, Fail> {
         .map_err(|e| Fail::Run(format!("writing the bench trace {}: {e}", path.display())));
     let r = written.and_then(|_| {
         let mut args = gups_args(a);
-        args.workload = format!("trace:{}", path.display());
+        args.workload = Some(format!("trace:{}", path.display()));
         run::simulate(&args, true, quiet)
     });
     let trace_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
@@ -358,4 +444,94 @@ fn trace_replay(a: &BenchArgs, quiet: bool) -> Result<TracePart, Fail> {
         refs_per_second: a.trace_refs as f64 / r.host_seconds.max(1e-9),
         peak_rss_bytes: setup::peak_rss_bytes(),
     })
+}
+
+/// `bytes` of text in lines of 4 to 9 words drawn from 50 000 random
+/// words of 3 to 10 letters (as docs/native-programs.md makes xz's input),
+/// the same for every run.
+fn words_text(bytes: u64) -> Vec<u8> {
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut next = move |n: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % n
+    };
+    let words: Vec<Vec<u8>> = (0..50_000).map(|_| (0..3 + next(8)).map(|_| b'a' + next(26) as u8).collect()).collect();
+    let mut out = Vec::with_capacity(bytes as usize + 128);
+    while (out.len() as u64) < bytes {
+        let n = 4 + next(6);
+        for k in 0..n {
+            if k > 0 {
+                out.push(b' ');
+            }
+            out.extend_from_slice(&words[next(words.len() as u64) as usize]);
+        }
+        out.push(b'\n');
+    }
+    out.truncate(bytes as usize);
+    out
+}
+
+/// The program part: `xz -6 -T1 -c` of generated text natively, then
+/// online in full detail, then sampled, superpages on.
+fn program(a: &BenchArgs, quiet: bool) -> Result<ProgramPart, Fail> {
+    use splab_trace::online::Io;
+    let bytes = input(size::parse(&a.program_text)).map_err(|e| Fail::Input(format!("--program-text: {}", e.message())))?;
+    let path = std::env::temp_dir().join(format!("splab-bench-{}.txt", std::process::id()));
+    std::fs::write(&path, words_text(bytes)).map_err(|e| Fail::Run(format!("{}: {e}", path.display())))?;
+    let argv: Vec<String> = vec!["xz".into(), "-6".into(), "-T1".into(), "-c".into(), path.display().to_string()];
+    let r = (|| {
+        let t0 = Instant::now();
+        let native = Command::new(&argv[0]).args(&argv[1..]).stdin(Stdio::null()).stdout(Stdio::null()).status();
+        let native_seconds = t0.elapsed().as_secs_f64();
+        let native_cpu_seconds = children_cpu_seconds();
+        match native {
+            Ok(s) if s.success() => {}
+            Ok(s) => return Err(Fail::Run(format!("{} exited with {s}", argv.join(" ")))),
+            Err(e) => return Err(Fail::Input(format!("cannot run {}: {e} (Debian: apt-get install xz-utils)", argv[0]))),
+        }
+        let mut args = gups_args(a);
+        args.workload = None;
+        args.memory = None;
+        args.program = argv.iter().map(Into::into).collect();
+        args.program_io = Some((Io::Null, Io::Null));
+        let t1 = Instant::now();
+        let full = run::simulate(&args, true, quiet)?;
+        let online_seconds = t1.elapsed().as_secs_f64();
+        args.sample = Some(a.program_sample.clone());
+        let t2 = Instant::now();
+        let sampled = run::simulate(&args, true, quiet)?;
+        let sampled_seconds = t2.elapsed().as_secs_f64();
+        let get = |r: &run::SimRun, k: &str| r.program.as_ref().and_then(|p| p.get(k)).and_then(|v| v.as_u64()).unwrap_or(0);
+        let est = |k: &str| sampled.program.as_ref().and_then(|p| p.pointer(&format!("/sampled/sim_seconds/{k}"))).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
+        Ok(ProgramPart {
+            program_command: "xz -6 -T1 -c TEXT".to_string(),
+            text_bytes: bytes,
+            native_seconds,
+            native_cpu_seconds,
+            online_seconds,
+            online_ratio: online_seconds / native_seconds,
+            sample: a.program_sample.clone(),
+            sampled_seconds,
+            sampled_ratio: sampled_seconds / native_seconds,
+            refs: get(&full, "refs"),
+            instructions: get(&full, "instructions"),
+            sim_seconds: full.sim_seconds,
+            sampled_sim_seconds: est("value"),
+            sampled_plus_minus: est("plus_minus"),
+            peak_rss_bytes: setup::peak_rss_bytes(),
+        })
+    })();
+    let _ = std::fs::remove_file(&path);
+    r
+}
+
+/// User and system seconds of this process's waited-for children.
+fn children_cpu_seconds() -> f64 {
+    // SAFETY: getrusage fills the struct it is given.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+    s(u.ru_utime) + s(u.ru_stime)
 }

@@ -213,23 +213,32 @@ pub struct Bench {
     #[serde(default)]
     pub command: Option<String>,
     pub repeat: u32,
-    pub gups_off: BenchPart,
-    pub gups_on: BenchPart,
-    pub trace: BenchPart,
-    pub footprint: BenchPart,
+    /// Each part that ran (`--only-program` runs none of these).
+    #[serde(default)]
+    pub gups_off: Option<BenchPart>,
+    #[serde(default)]
+    pub gups_on: Option<BenchPart>,
+    #[serde(default)]
+    pub trace: Option<BenchPart>,
+    #[serde(default)]
+    pub footprint: Option<BenchPart>,
     #[serde(default)]
     pub runs: BenchRuns,
 }
 
 impl Bench {
-    /// Each part's name, median run and every run.
-    pub fn parts(&self) -> [(&'static str, &BenchPart, &[BenchPart]); 4] {
+    /// Each simulator part that ran: its name, median run and every run
+    /// (the program part's ratios are in the text and JSON only).
+    pub fn parts(&self) -> Vec<(&'static str, &BenchPart, &[BenchPart])> {
         [
-            ("gups_off", &self.gups_off, &self.runs.gups_off),
-            ("gups_on", &self.gups_on, &self.runs.gups_on),
-            ("trace", &self.trace, &self.runs.trace),
-            ("footprint", &self.footprint, &self.runs.footprint),
+            ("gups_off", &self.gups_off, &self.runs.gups_off[..]),
+            ("gups_on", &self.gups_on, &self.runs.gups_on[..]),
+            ("trace", &self.trace, &self.runs.trace[..]),
+            ("footprint", &self.footprint, &self.runs.footprint[..]),
         ]
+        .into_iter()
+        .filter_map(|(n, m, all)| m.as_ref().map(|m| (n, m, all)))
+        .collect()
     }
 }
 

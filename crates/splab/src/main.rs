@@ -16,6 +16,7 @@ mod doc;
 mod error;
 mod formats;
 mod native;
+mod online;
 mod output;
 mod program;
 mod plot;
@@ -27,6 +28,7 @@ mod run;
 mod setup;
 mod trace;
 mod validate;
+mod validate_program;
 mod workload;
 
 use clap::{Parser, Subcommand};
@@ -183,13 +185,24 @@ fn sysctl_cmd(names: &[String], m: &MachineArgs, memory: Option<&str>, sp: OnOff
     Ok(0)
 }
 
+/// A program run online passes its exit status on (said on stderr too).
+fn program_status(p: Option<&serde_json::Value>) -> i32 {
+    match online::exit_status(p) {
+        Some(s) => {
+            eprintln!("splab: the program exited with status {s}");
+            s
+        }
+        None => 0,
+    }
+}
+
 fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
     match cmd {
         Cmd::Sim { run, superpages, out } => {
             out.check()?;
             let r = run::simulate(&run, superpages.on(), out.machine_readable())?;
             out.emit(&r, output::sim)?;
-            Ok(0)
+            Ok(program_status(r.program.as_ref()))
         }
         Cmd::Compare { run, all, policies: Some(list), out } => {
             if out.csv || out.plot.is_some() {
@@ -204,7 +217,7 @@ fn dispatch(cmd: Cmd) -> Result<i32, Fail> {
             out.check()?;
             let c = run::compare(&run, out.machine_readable())?;
             out.emit(&c, |c| output::compare(c, all))?;
-            Ok(0)
+            Ok(program_status(c.on.program.as_ref()))
         }
         Cmd::Sysctl { names, machine, memory, superpages, tunables, policy, describe, json } => {
             sysctl_cmd(&names, &machine, memory.as_deref(), superpages, &policy, &tunables, describe, json)

@@ -25,8 +25,26 @@ use std::time::Instant;
 pub struct RunArgs {
     /// Workload to run: gups, gups-mp, lat, bw, transpose, stream, index,
     /// build, stress, realloc, sparse, arenas, requests, or trace:FILE to
-    /// replay a memory trace.
-    pub workload: String,
+    /// replay a memory trace. Or, instead, a program after `--`.
+    pub workload: Option<String>,
+    /// Any program and its arguments, after `--` (e.g. `-- xz -6 -T1 -c
+    /// FILE`): run under splab's valgrind tool with every process it
+    /// starts, its references simulated as it runs (no trace file). Its
+    /// standard input, output and exit status are splab's.
+    #[arg(last = true, value_name = "PROG ARGS")]
+    pub program: Vec<std::ffi::OsString>,
+    /// Programs: simulate DETAIL references in full in every PERIOD
+    /// (e.g. 10M:100M), the rest with functional warming only, and
+    /// estimate every figure with a 95 % confidence interval.
+    #[arg(long, value_name = "DETAIL:PERIOD")]
+    pub sample: Option<String>,
+    /// Programs: the valgrind to run them under.
+    #[arg(long, value_name = "PATH", default_value = "valgrind")]
+    pub valgrind: std::path::PathBuf,
+    /// Programs: where their standard input and output go in this run
+    /// (set by `compare`, which runs a program twice).
+    #[arg(skip)]
+    pub program_io: Option<(splab_trace::online::Io, splab_trace::online::Io)>,
     #[command(flatten)]
     pub machine: MachineArgs,
     /// Modelled physical memory (e.g. 512M, 8G, 8GiB; 16M to 256G)
@@ -126,6 +144,10 @@ pub struct SimRun {
     /// With `--pages`: the layout asked for and the one the run got.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub layout: Option<splab_workloads::layout::LayoutObtained>,
+    /// A program run online: its exit status, instructions, processes and
+    /// (with `--sample`) the estimates (`splab_trace::online::ProgramRun`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub program: Option<serde_json::Value>,
     /// The simulator's own resident memory during the run (`rss`).
     pub host_rss: Vec<RssSample>,
     /// Resident against touched memory, bytes zeroed and copied, fault
@@ -177,7 +199,7 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
     cfg.timing_thread = !a.single_thread;
     // The workload is built before the system so that its errors come
     // before the (for large memories, slow) setup.
-    let mut w = workload::build(&a.workload, &a.workload_args, &cfg)?;
+    let mut w = workload::build_run(a, &cfg)?;
     let arch = cfg.arch.name.to_string();
     let machine = cfg.profile.name.clone();
     let t0 = Instant::now();
@@ -208,7 +230,7 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
 
     let procfs = sys.policy_procfs_all();
     Ok(SimRun {
-        workload: a.workload.clone(),
+        workload: workload::label(a),
         policy: a.policy.clone(),
         workload_detail: w.name(),
         arch,
@@ -237,6 +259,7 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
         stale_samples: a.check_tlb.then(|| sys.stale_samples.clone()),
         oom_kills: sys.oom_kills().to_vec(),
         layout: w.layout().cloned(),
+        program: w.program_details(),
         host_rss: rss.samples,
         memory: sys.memory_report(),
         procfs,
@@ -264,16 +287,26 @@ pub struct Changes {
     pub tlb_misses: Option<f64>,
 }
 
-/// Runs superpages off, then on, each on a fresh system.
+/// Runs superpages off, then on, each on a fresh system. A program runs
+/// twice: its standard input is read once (into a file both runs read),
+/// and the second run's output is the one shown.
 pub fn compare(a: &RunArgs, quiet: bool) -> Result<Comparison, Fail> {
+    if !a.program.is_empty() && a.program_io.is_none() {
+        return crate::online::compare(a, quiet);
+    }
     let off = simulate(a, false, quiet)?;
     let on = simulate(a, true, quiet)?;
+    Ok(comparison(workload::label(a), off, on))
+}
+
+/// The comparison of two runs of one workload.
+pub fn comparison(workload: String, off: SimRun, on: SimRun) -> Comparison {
     let change_percent = Changes {
         figure: change_percent(off.figure.value, on.figure.value),
         sim_seconds: change_percent(off.sim_seconds, on.sim_seconds),
         tlb_misses: change_percent(off.tlb.total_misses as f64, on.tlb.total_misses as f64),
     };
-    Ok(Comparison { workload: a.workload.clone(), off, on, change_percent })
+    Comparison { workload, off, on, change_percent }
 }
 
 /// `splab compare --policies`: one run per policy, superpages on.
@@ -305,7 +338,7 @@ pub fn compare_policies(a: &RunArgs, policies: &[String], quiet: bool) -> Result
         one.tunables = tunables;
         runs.push(simulate(&one, true, quiet)?);
     }
-    Ok(PolicyComparison { workload: a.workload.clone(), policies: policies.to_vec(), runs })
+    Ok(PolicyComparison { workload: workload::label(a), policies: policies.to_vec(), runs })
 }
 
 /// One entry of `--policies`: a policy and settings for its run alone,

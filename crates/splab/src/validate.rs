@@ -47,6 +47,22 @@ pub struct ValidateArgs {
     /// streaming; `Profile::moved`).
     #[arg(long)]
     pub as_calibrated: bool,
+    /// Instead of the workloads, any program and its arguments after `--`:
+    /// run natively in --pages and online in the model, superpages off and
+    /// on (`validate_program.rs`).
+    #[arg(last = true, value_name = "PROG ARGS")]
+    pub program: Vec<String>,
+    /// Programs: native layouts, comma-separated, from 4k, thp, promote;
+    /// the first must be 4k [default: 4k,thp,promote; promote, FreeBSD's
+    /// policy on Linux, is the one the model's superpages-on run models].
+    #[arg(long, value_name = "LAYOUT,...")]
+    pub pages: Vec<String>,
+    /// Programs: standard input from this file [default: /dev/null].
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<std::path::PathBuf>,
+    /// Programs: simulate them sampled (`splab sim --sample`).
+    #[arg(long, value_name = "DETAIL:PERIOD")]
+    pub sample: Option<String>,
 }
 
 fn native_args(workload: &str, options: &[&str], repeat: u32) -> Result<NativeArgs, String> {
@@ -102,6 +118,9 @@ impl validate::Runner for Workloads {
 
 /// `splab validate`.
 pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
+    if !a.program.is_empty() {
+        return crate::validate_program::cmd(a, out);
+    }
     let setup = input(Setup::new(&a.machine, &a.workloads, &a.layouts, a.repeat, a.quick, a.as_calibrated))?;
     // Every input is checked before anything runs, the profile first.
     let probe = input(sim_args("gups", &[], &a.machine, "4k"))?;

@@ -321,6 +321,30 @@ pub fn names() -> Vec<&'static str> {
     WORKLOADS.iter().map(|(n, _)| *n).collect()
 }
 
+/// The workload or program `a` names, built for a system configured as
+/// `cfg`.
+pub fn build_run(a: &crate::run::RunArgs, cfg: &Config) -> Result<Box<dyn Workload>, Fail> {
+    match (&a.workload, a.program.is_empty()) {
+        (Some(w), false) => Err(Fail::Input(format!("give a workload ({w:?}) or a program after --, not both"))),
+        (None, true) => Err(Fail::Input(format!("give a workload ({}, trace:FILE) or a program after -- (e.g. splab sim -- xz -6 -T1 -c FILE)", names().join(", ")))),
+        (Some(w), true) => {
+            if a.sample.is_some() {
+                return Err(Fail::Input("--sample: only a program after -- is sampled".into()));
+            }
+            build(w, &a.workload_args, cfg)
+        }
+        (None, false) => crate::online::workload(a).map(|w| Box::new(w) as Box<dyn Workload>),
+    }
+}
+
+/// How a run names what it ran: the workload, or the program's command.
+pub fn label(a: &crate::run::RunArgs) -> String {
+    match &a.workload {
+        Some(w) => w.clone(),
+        None => a.program.iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>().join(" "),
+    }
+}
+
 /// The workload called `name`, built for a system configured as `cfg`.
 pub fn build(name: &str, a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, Fail> {
     if let Some(path) = name.strip_prefix("trace:") {

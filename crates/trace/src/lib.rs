@@ -30,6 +30,8 @@ pub mod input;
 pub mod lackey;
 pub mod record;
 #[cfg(feature = "replay")]
+pub mod online;
+#[cfg(feature = "replay")]
 pub mod replay;
 pub mod synth;
 pub mod vgraw;

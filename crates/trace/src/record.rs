@@ -144,7 +144,7 @@ pub fn valgrind_version(valgrind: &Path) -> Result<String, String> {
 }
 
 /// Whether `prog` names an executable file, directly or on PATH.
-fn find_program(prog: &Path) -> bool {
+pub(crate) fn find_program(prog: &Path) -> bool {
     if prog.as_os_str().as_bytes().contains(&b'/') {
         return prog.is_file();
     }
@@ -174,7 +174,7 @@ pub fn image_regions(maps: &str) -> Vec<Region> {
     v
 }
 
-fn mkfifo(path: &Path) -> Result<(), String> {
+pub(crate) fn mkfifo(path: &Path) -> Result<(), String> {
     let c = CString::new(path.as_os_str().as_bytes()).map_err(|_| format!("bad path {}", path.display()))?;
     // SAFETY: `c` is a valid NUL-terminated path that outlives the call.
     let r = unsafe { libc::mkfifo(c.as_ptr(), 0o600) };

@@ -6,7 +6,8 @@
 //! MAP_FIXED, munmap), timed like the program's own syscalls. Every region
 //! is mapped private, anonymous and read-write, file mappings included (the
 //! trace has no file contents; a page of either kind costs the same fault
-//! and zeroing here). Memory the trace touches outside any mapped region
+//! and zeroing here); a heap region (brk) is mapped to the end of its 2 MB
+//! block (`Run::map_region` says why). Memory the trace touches outside any mapped region
 //! (a trace without layout, the stack and image under valgrind) is mapped
 //! when first touched: the free parts of the 2 MB-aligned block around the
 //! address, as an anonymous mmap would place a large mapping, so touched
@@ -19,7 +20,7 @@
 //! system in batches through `System::access_batch`, which gives the same
 //! results as one access at a time.
 
-use crate::{open, Event, Format, Kind, Opened, Ref, Region, Source, Step, TraceError};
+use crate::{open, Event, Format, Kind, Opened, Origin, Ref, Region, Source, Step, TraceError};
 use serde::Serialize;
 use splab_sim::{Op, System};
 use splab_vm::map::{Backing, MmapReq};
@@ -90,7 +91,7 @@ impl Replay {
 }
 
 /// The ranges this replay has mapped, disjoint, keyed by start.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Mapped {
     ranges: BTreeMap<u64, u64>,
 }
@@ -197,9 +198,9 @@ impl Pacer {
 }
 
 /// An error of the run: the trace's fault (`input`) or the system's.
-struct Failure {
-    msg: String,
-    input: bool,
+pub(crate) struct Failure {
+    pub(crate) msg: String,
+    pub(crate) input: bool,
 }
 
 impl From<TraceError> for Failure {
@@ -208,22 +209,52 @@ impl From<TraceError> for Failure {
     }
 }
 
-/// The state of one run.
-struct Run<'a> {
-    sys: &'a mut System,
-    pid: Pid,
-    cpu: usize,
+/// The state of one process of a run: its simulated pid and CPU, what it
+/// has mapped, and the accesses not yet made. Shared by the replay and the
+/// online run (`online.rs`, one per real process).
+pub(crate) struct Run {
+    pub(crate) pid: Pid,
+    pub(crate) cpu: usize,
     mapped: Mapped,
     /// Blocks (address >> 21, plus one) known to be mapped throughout.
     ready: Box<[u64; READY]>,
     max_addr: u64,
     ops: Vec<(u64, Op)>,
     pacer: Pacer,
-    stats: ReplayStats,
+    pub(crate) stats: ReplayStats,
 }
 
-impl Run<'_> {
-    fn mmap(&mut self, start: u64, end: u64) -> Result<(), Failure> {
+impl Run {
+    /// A run of process `pid` (already spawned and put on `cpu`).
+    pub(crate) fn new(sys: &System, pid: Pid, cpu: usize) -> Run {
+        let max_addr = sys.max_user_address(pid).expect("a live process");
+        Run {
+            pid,
+            cpu,
+            mapped: Mapped::default(),
+            ready: Box::new([0; READY]),
+            max_addr,
+            ops: Vec::with_capacity(4 * BATCH),
+            pacer: Pacer::new(),
+            stats: ReplayStats::default(),
+        }
+    }
+
+    /// The run of `pid`, a fork of this run's process: the same mappings.
+    pub(crate) fn forked(&self, pid: Pid, cpu: usize) -> Run {
+        Run {
+            pid,
+            cpu,
+            mapped: self.mapped.clone(),
+            ready: self.ready.clone(),
+            max_addr: self.max_addr,
+            ops: Vec::with_capacity(4 * BATCH),
+            pacer: Pacer::new(),
+            stats: ReplayStats::default(),
+        }
+    }
+
+    fn mmap(&mut self, sys: &mut System, start: u64, end: u64) -> Result<(), Failure> {
         if end > self.max_addr {
             return Err(Failure {
                 msg: format!(
@@ -234,26 +265,41 @@ impl Run<'_> {
             });
         }
         let req = MmapReq { addr: start, len: end - start, prot: prot::RW, shared: false, fixed: true, backing: Backing::Anon, prefault: false };
-        self.sys.mmap(self.pid, req).map_err(|e| Failure { msg: format!("mmap of [{start:#x}, {end:#x}): {e}"), input: false })?;
+        sys.mmap(self.pid, req).map_err(|e| Failure { msg: format!("mmap of [{start:#x}, {end:#x}): {e}"), input: false })?;
         self.mapped.add(start, end);
         Ok(())
     }
 
     /// Maps a region of the trace (rounded out to pages).
-    fn map_region(&mut self, r: &Region) -> Result<(), Failure> {
-        let page = self.sys.page_size();
+    ///
+    /// The heap grows by brk in small steps, each reported as a region. A
+    /// kernel extends one mapping (one object) for them, so a superpage-
+    /// sized range of heap can fill one reservation; a mapping per step
+    /// would split it into objects no reservation spans. So a heap region
+    /// is mapped to the end of its 2 MB block, and a later step maps only
+    /// what is not mapped yet.
+    pub(crate) fn map_region(&mut self, sys: &mut System, r: &Region) -> Result<(), Failure> {
+        let page = sys.page_size();
         let start = r.start & !(page - 1);
         let end = r.end().checked_add(page - 1).map(|e| e & !(page - 1)).unwrap_or(!(page - 1));
-        self.mmap(start, end.max(start + page))
+        let end = end.max(start + page);
+        if r.origin == Origin::Brk {
+            let block_end = end.checked_add(BLOCK - 1).map_or(end, |e| e & !(BLOCK - 1)).min(self.max_addr).max(end);
+            for (s, e) in self.mapped.gaps(start, block_end) {
+                self.mmap(sys, s, e)?;
+            }
+            return Ok(());
+        }
+        self.mmap(sys, start, end)
     }
 
-    fn unmap(&mut self, start: u64, len: u64) -> Result<(), Failure> {
-        let page = self.sys.page_size();
+    pub(crate) fn unmap(&mut self, sys: &mut System, start: u64, len: u64) -> Result<(), Failure> {
+        let page = sys.page_size();
         let s = start & !(page - 1);
         let e = start.saturating_add(len).saturating_add(page - 1) & !(page - 1);
         let e = e.min(self.max_addr);
         if s < e {
-            self.sys.munmap(self.pid, s, e - s).map_err(|er| Failure { msg: format!("munmap of [{s:#x}, {e:#x}): {er}"), input: false })?;
+            sys.munmap(self.pid, s, e - s).map_err(|er| Failure { msg: format!("munmap of [{s:#x}, {e:#x}): {er}"), input: false })?;
             self.mapped.remove(s, e);
         }
         // A cached block may have lost part of its mapping.
@@ -264,7 +310,7 @@ impl Run<'_> {
     /// Makes sure the whole 2 MB block containing `addr` is mapped, mapping
     /// its free parts (untimed). Returns whether anything was mapped.
     #[inline(never)]
-    fn ensure_block(&mut self, addr: u64) -> Result<bool, Failure> {
+    fn ensure_block(&mut self, sys: &mut System, addr: u64) -> Result<bool, Failure> {
         let start = addr & !(BLOCK - 1);
         let end = (start + BLOCK).min(self.max_addr);
         if addr >= end {
@@ -276,35 +322,44 @@ impl Run<'_> {
         let gaps = self.mapped.gaps(start, end);
         let mapped_any = !gaps.is_empty();
         if mapped_any {
-            let c0 = self.sys.cycles(self.cpu);
+            let c0 = sys.cycles(self.cpu);
             for (s, e) in gaps {
-                self.mmap(s, e)?;
+                self.mmap(sys, s, e)?;
                 self.stats.inferred_mmaps += 1;
             }
             self.stats.inferred_blocks += 1;
-            self.stats.inferred_cycles += self.sys.cycles(self.cpu) - c0;
+            self.stats.inferred_cycles += sys.cycles(self.cpu) - c0;
         }
         self.ready[((addr >> 21) as usize) & (READY - 1)] = (addr >> 21) + 1;
         Ok(mapped_any)
     }
 
     #[inline]
-    fn push(&mut self, addr: u64, op: Op) -> Result<(), Failure> {
+    fn push(&mut self, sys: &mut System, addr: u64, op: Op) -> Result<(), Failure> {
         let block = addr >> 21;
         if self.ready[(block as usize) & (READY - 1)] != block + 1 {
-            self.ensure_block(addr)?;
+            self.ensure_block(sys, addr)?;
         }
         self.ops.push((addr, op));
         Ok(())
     }
 
     /// Turns references into loads and stores (see the module comment).
-    fn add_refs(&mut self, refs: &[Ref]) -> Result<(), Failure> {
+    fn add_refs(&mut self, sys: &mut System, refs: &[Ref]) -> Result<(), Failure> {
         for r in refs {
+            self.add_ref(sys, *r)?;
+        }
+        Ok(())
+    }
+
+    /// One reference as loads and stores (see the module comment).
+    #[inline]
+    pub(crate) fn add_ref(&mut self, sys: &mut System, r: Ref) -> Result<(), Failure> {
+        {
             let op = match r.kind {
                 Kind::Instr => {
                     self.stats.instr_skipped += 1;
-                    continue;
+                    return Ok(());
                 }
                 Kind::Load => {
                     self.stats.loads += 1;
@@ -316,18 +371,18 @@ impl Run<'_> {
                 }
                 Kind::Modify => {
                     self.stats.modifies += 1;
-                    self.push(r.addr, Op::Load)?;
+                    self.push(sys, r.addr, Op::Load)?;
                     Op::Store(0)
                 }
             };
-            self.push(r.addr, op)?;
+            self.push(sys, r.addr, op)?;
             if (r.addr & (HOST_PAGE - 1)) + r.size as u64 > HOST_PAGE {
                 if let Some(next) = (r.addr | (HOST_PAGE - 1)).checked_add(1) {
                     self.stats.page_crossing += 1;
                     if r.kind == Kind::Modify {
-                        self.push(next, Op::Load)?;
+                        self.push(sys, next, Op::Load)?;
                     }
-                    self.push(next, op)?;
+                    self.push(sys, next, op)?;
                 }
             }
         }
@@ -335,7 +390,7 @@ impl Run<'_> {
     }
 
     /// Makes the accumulated accesses.
-    fn flush(&mut self) -> Result<(), Failure> {
+    pub(crate) fn flush(&mut self, sys: &mut System) -> Result<(), Failure> {
         let t0 = Instant::now();
         let mode = self.pacer.pick();
         let piece = match mode {
@@ -345,13 +400,13 @@ impl Run<'_> {
         let mut from = 0;
         while from < self.ops.len() {
             let to = from.saturating_add(piece).min(self.ops.len());
-            match self.sys.access_batch(self.cpu, &self.ops[from..to]) {
+            match sys.access_batch(self.cpu, &self.ops[from..to]) {
                 Ok(()) => from = to,
                 Err((i, AccessError::Fault(FaultError::Unmapped(va)))) => {
                     // Only after an unmap the cache did not see (it is
                     // cleared on every unmap): map the block and go on.
                     self.ready[((va >> 21) as usize) & (READY - 1)] = 0;
-                    if !self.ensure_block(va)? {
+                    if !self.ensure_block(sys, va)? {
                         return Err(Failure { msg: format!("access {} of the batch: {}", i, FaultError::Unmapped(va)), input: false });
                     }
                     from += i;
@@ -365,16 +420,16 @@ impl Run<'_> {
         Ok(())
     }
 
-    fn event(&mut self, e: Event) -> Result<(), Failure> {
-        self.flush()?;
+    pub(crate) fn event(&mut self, sys: &mut System, e: Event) -> Result<(), Failure> {
+        self.flush(sys)?;
         match e {
             Event::Map(r) => {
                 self.stats.maps += 1;
-                self.map_region(&r)
+                self.map_region(sys, &r)
             }
             Event::Unmap { start, len } => {
                 self.stats.unmaps += 1;
-                self.unmap(start, len)
+                self.unmap(sys, start, len)
             }
         }
     }
@@ -399,43 +454,32 @@ impl Replay {
         let sysf = |what: &str, e: splab_vm::Errno| Failure { msg: format!("{what}: {e}"), input: false };
         let pid = sys.spawn().map_err(|e| sysf("spawn", e))?;
         sys.run_on(cpu, pid).map_err(|e| sysf("run", e))?;
-        let max_addr = sys.max_user_address(pid).expect("the process just spawned");
-        let mut run = Run {
-            sys,
-            pid,
-            cpu,
-            mapped: Mapped::default(),
-            ready: Box::new([0; READY]),
-            max_addr,
-            ops: Vec::with_capacity(4 * BATCH),
-            pacer: Pacer::new(),
-            stats: ReplayStats::default(),
-        };
+        let mut run = Run::new(sys, pid, cpu);
         for r in src.layout().to_vec() {
-            run.map_region(&r)?;
+            run.map_region(sys, &r)?;
             run.stats.header_regions += 1;
         }
-        let t0 = run.sys.cycles(cpu);
+        let t0 = sys.cycles(cpu);
         let mut refs = Vec::with_capacity(BATCH + 8);
         loop {
             refs.clear();
             let step = src.read(&mut refs, BATCH)?;
             run.stats.refs += refs.len() as u64;
-            run.add_refs(&refs)?;
+            run.add_refs(sys, &refs)?;
             match step {
-                Step::Full => run.flush()?,
-                Step::Event(e) => run.event(e)?,
+                Step::Full => run.flush(sys)?,
+                Step::Event(e) => run.event(sys, e)?,
                 Step::End => {
-                    run.flush()?;
+                    run.flush(sys)?;
                     break;
                 }
             }
             progress(run.stats.refs);
         }
-        let cycles = run.sys.cycles(cpu) - t0 - run.stats.inferred_cycles;
-        let timed = run.sys.cycles_to_seconds(cycles);
+        let cycles = sys.cycles(cpu) - t0 - run.stats.inferred_cycles;
+        let timed = sys.cycles_to_seconds(cycles);
         let stats = run.stats;
-        sys_exit(run.sys, pid)?;
+        sys_exit(sys, pid)?;
         let mut report = String::new();
         let s = &stats;
         let _ = writeln!(report, "Trace replay: {}", self.path.display());

@@ -14,6 +14,8 @@
 //!             name length << 16, then the name in ceil(length / 8) words
 //!             (zero-padded); origins as `Origin`
 //! 0x81        a region unmapped: start, length
+//! 0x82        instructions: the number executed since the last such word
+//! 0x83        a fork (online runs only): the child's pid
 //! 0xff        nothing (a guarded access that did not happen)
 //! 0xfe        the end: the program exited; nothing follows
 //! ```
@@ -31,6 +33,7 @@ use std::io::Read;
 pub const MAGIC: &[u8; 8] = b"SPLVT001";
 const W_MAP: u8 = 0x80;
 const W_UNMAP: u8 = 0x81;
+const W_INSN: u8 = 0x82;
 const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 const BUF: usize = 1 << 20;
@@ -39,11 +42,13 @@ pub struct Reader<R: Read> {
     w: Window<R>,
     layout: Vec<Region>,
     done: bool,
+    /// Guest instructions counted so far (the 0x82 words).
+    pub instructions: u64,
 }
 
 /// Decodes a reference word (its low byte below 0x20).
 #[inline]
-fn decode(word: u64) -> Ref {
+pub(crate) fn decode(word: u64) -> Ref {
     let tag = word as u8;
     let kind = Kind::from_bits(tag);
     let code = (tag >> 2) & 7;
@@ -58,7 +63,7 @@ impl<R: Read> Reader<R> {
     /// Checks the magic and reads the initial layout (the maps before the
     /// first reference).
     pub fn new(r: R) -> Result<Reader<R>, TraceError> {
-        let mut rd = Reader { w: Window::new(r, BUF), layout: Vec::new(), done: false };
+        let mut rd = Reader { w: Window::new(r, BUF), layout: Vec::new(), done: false, instructions: 0 };
         rd.w.ensure(8)?;
         let first = &rd.w.buf[rd.w.pos..rd.w.end.min(rd.w.pos + 8)];
         if first != MAGIC {
@@ -151,6 +156,10 @@ impl<R: Read> Source for Reader<R> {
             let tag = self.w.buf[self.w.pos];
             match tag {
                 0..=0x1f | W_NOP => {}
+                W_INSN => {
+                    self.w.pos += 8;
+                    self.instructions += self.word("an instruction count")?;
+                }
                 W_MAP => {
                     self.w.pos += 8;
                     return Ok(Step::Event(Event::Map(self.region()?)));
@@ -199,6 +208,8 @@ mod tests {
             0x7fff_1234_5678 << 8 | 1 | 3 << 2,
             0xffff_ffff_ff60_0000 << 16 | 2 << 8 | 7 << 2,
             0xff,
+            0x82,
+            1234,
             0x81,
             0x7000,
             0x2000,
@@ -206,8 +217,10 @@ mod tests {
             0xfe,
         ]);
         let mut r = Reader::new(&b[..]).unwrap();
+        assert_eq!(r.instructions, 0);
         assert_eq!(r.layout(), &[Region { start: 0x400000, len: 0x1000, prot: 5, origin: Origin::Image, name: "/bin/ls".into() }]);
         let items = crate::read_items(&mut r, 100).unwrap();
+        assert_eq!(r.instructions, 1234);
         use crate::Item;
         assert_eq!(
             items,

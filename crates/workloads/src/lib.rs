@@ -80,6 +80,12 @@ pub trait Workload {
     fn layout(&self) -> Option<&layout::LayoutObtained> {
         None
     }
+    /// What the last `run` found beyond the system's counters, for the
+    /// JSON output (a real program run online: its exit status,
+    /// instructions, processes, sampled estimates).
+    fn program_details(&self) -> Option<serde_json::Value> {
+        None
+    }
 }
 
 /// Workload names `splab sim` and `splab compare` accept.

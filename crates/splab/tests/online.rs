@@ -1,0 +1,210 @@
+//! `splab sim|compare|validate -- PROG` on short programs under valgrind:
+//! forks and execs followed, standard input, output and exit status passed
+//! through, another architecture, sampling, and bad input (a program not
+//! found, one that crashes, a stream that breaks off). Each test returns
+//! early, saying why, where valgrind or splab's tool is missing. Nothing
+//! here checks a timing.
+
+use serde_json::Value;
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+fn splab_pid(args: &[&str], stdin: &[u8]) -> (Output, u32) {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_splab")).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("run splab");
+    let pid = c.id();
+    c.stdin.take().unwrap().write_all(stdin).unwrap();
+    (c.wait_with_output().unwrap(), pid)
+}
+
+fn splab_in(args: &[&str], stdin: &[u8]) -> Output {
+    splab_pid(args, stdin).0
+}
+
+fn splab(args: &[&str]) -> Output {
+    splab_in(args, b"")
+}
+
+/// Whether valgrind and splab's tool are there; says why not.
+fn online_works(test: &str) -> bool {
+    if Command::new("valgrind").arg("--version").output().is_err() {
+        eprintln!("SKIPPED {test}: valgrind is not installed (apt-get install valgrind)");
+        return false;
+    }
+    let out = splab(&["sim", "--memory", "256M", "--", "true"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("was not built") || err.contains("is missing from") {
+        eprintln!("SKIPPED {test}: splab's valgrind tool was not built ({})", err.trim());
+        return false;
+    }
+    true
+}
+
+/// The JSON document after whatever the program printed.
+fn report(out: &Output) -> (String, Value) {
+    let s = String::from_utf8_lossy(&out.stdout).into_owned();
+    let at = s.find("{\n").unwrap_or_else(|| panic!("no JSON in {s}\nstderr: {}", String::from_utf8_lossy(&out.stderr)));
+    let v = serde_json::from_str(&s[at..]).unwrap_or_else(|e| panic!("{e}: {s}"));
+    (s[..at].to_string(), v)
+}
+
+/// What a run of splab with pid `pid` left in the shared-memory and
+/// temporary directories (its run directories, its spooled input).
+fn left_behind(pid: u32) -> Vec<String> {
+    let mut v = Vec::new();
+    for (dir, prefix) in [(std::path::PathBuf::from("/dev/shm"), format!("splab-online-{pid}-")), (std::env::temp_dir(), format!("splab-online-{pid}-")), (std::env::temp_dir(), format!("splab-stdin-{pid}"))] {
+        if let Ok(d) = std::fs::read_dir(&dir) {
+            v.extend(d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with(&prefix)));
+        }
+    }
+    v
+}
+
+#[test]
+fn a_shell_that_forks_and_execs_is_simulated_process_by_process() {
+    if !online_works("a_shell_that_forks_and_execs_is_simulated_process_by_process") {
+        return;
+    }
+    let (out, pid) = splab_pid(&["sim", "--json", "--memory", "512M", "--", "sh", "-c", "ls / > /dev/null; echo done"], b"");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (printed, v) = report(&out);
+    assert_eq!(printed, "done\n");
+    let p = &v["program"];
+    assert_eq!(p["exit_status"], 0);
+    assert!(p["forks"].as_u64().unwrap() >= 1 && p["execs"].as_u64().unwrap() >= 1, "{p}");
+    assert!(p["processes"].as_u64().unwrap() >= 3, "{p}");
+    assert!(p["refs"].as_u64().unwrap() > 10_000 && p["instructions"].as_u64().unwrap() > p["refs"].as_u64().unwrap(), "{p}");
+    assert!(v["sim_seconds"].as_f64().unwrap() > 0.0);
+    // Every simulated process has exited: all memory is free again.
+    assert_eq!(v["sysctl"]["vm.stats.vm.v_free_count"], v["sysctl"]["vm.stats.vm.v_page_count"]);
+    assert_eq!(left_behind(pid), Vec::<String>::new());
+}
+
+#[test]
+fn standard_input_output_and_exit_status_pass_through() {
+    if !online_works("standard_input_output_and_exit_status_pass_through") {
+        return;
+    }
+    let out = splab_in(&["sim", "--memory", "256M", "--", "cat"], b"one line\n");
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("one line\n"));
+    let out = splab(&["sim", "--memory", "256M", "--", "sh", "-c", "exit 3"]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("exited with status 3"));
+}
+
+#[test]
+fn compare_runs_the_program_twice_on_one_input_and_shows_its_output_once() {
+    if !online_works("compare_runs_the_program_twice_on_one_input_and_shows_its_output_once") {
+        return;
+    }
+    let out = splab_in(&["compare", "--json", "--memory", "256M", "--", "sort"], b"b\na\n");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (printed, v) = report(&out);
+    assert_eq!(printed, "a\nb\n");
+    assert_eq!(v["off"]["superpages"], false);
+    assert_eq!(v["on"]["superpages"], true);
+    // The same program on the same input; its output went to /dev/null
+    // in one run and a pipe in the other, which changes a few references.
+    let (off, on) = (v["off"]["program"]["refs"].as_f64().unwrap(), v["on"]["program"]["refs"].as_f64().unwrap());
+    assert!((off / on - 1.0).abs() < 0.01, "{off} {on}");
+}
+
+#[test]
+fn another_architecture_and_sampling() {
+    if !online_works("another_architecture_and_sampling") {
+        return;
+    }
+    let out = splab(&["sim", "--json", "--arch", "arm64", "--memory", "256M", "--sample", "20k:100k", "--", "sh", "-c", "ls /usr/bin > /dev/null"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, v) = report(&out);
+    assert_eq!(v["arch"], "arm64");
+    let s = &v["program"]["sampled"];
+    assert!(s["windows"].as_u64().unwrap() >= 2, "{s}");
+    assert!(s["measured_refs"].as_u64().unwrap() < s["total_refs"].as_u64().unwrap(), "{s}");
+    assert!(s["sim_seconds"]["value"].as_f64().unwrap() > 0.0 && s["sim_seconds"]["plus_minus"].as_f64().is_some(), "{s}");
+}
+
+#[test]
+fn bad_programs_are_reported_with_their_status_and_leave_nothing_behind() {
+    if !online_works("bad_programs_are_reported_with_their_status_and_leave_nothing_behind") {
+        return;
+    }
+    let (out, pid) = splab_pid(&["sim", "--", "no-such-program-splab"], b"");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("\"no-such-program-splab\" not found"));
+    assert_eq!(left_behind(pid), Vec::<String>::new());
+    let out = splab(&["sim", "gups", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = splab(&["sim", "--sample", "10:5", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("10:5"));
+    // A non-zero exit, in both of compare's runs: the report, then the
+    // program's status; the spooled input is gone.
+    let (out, pid) = splab_pid(&["compare", "--memory", "256M", "--", "sh", "-c", "cat > /dev/null; exit 3"], b"input\n");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(err.contains("exited with status 3") && String::from_utf8_lossy(&out.stdout).contains("superpages off"), "{err}");
+    assert_eq!(left_behind(pid), Vec::<String>::new());
+    // A crash: the program's signal is splab's status, as a shell gives it.
+    let (out, pid) = splab_pid(&["sim", "--memory", "256M", "--", "sh", "-c", "kill -SEGV $$"], b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + 11), "{err}");
+    assert_eq!(left_behind(pid), Vec::<String>::new());
+    // Killed outright from outside (valgrind turns a process's SIGKILL to
+    // itself into an orderly exit), the tool writes no end: the stream
+    // broke off, and the message says after how much.
+    let (out, pid) = splab_pid(&["sim", "--memory", "256M", "--", "sh", "-c", "sh -c 'kill -KILL $PPID'; sleep 5"], b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("broke off") && err.contains("references in"), "{err}");
+    assert_eq!(left_behind(pid), Vec::<String>::new());
+}
+
+#[test]
+fn validate_sets_a_program_beside_its_native_runs() {
+    if !online_works("validate_sets_a_program_beside_its_native_runs") {
+        return;
+    }
+    let out = splab(&["validate", "--machine", "sapphire-rapids", "--repeat", "1", "--pages", "4k", "--json", "--", "sh", "-c", "ls /usr > /dev/null"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, v) = report(&out);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{v}");
+    assert_eq!(rows[0]["layout"], "4k");
+    assert!(rows[0]["measured"]["median"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(rows[0]["predicted_seconds"].as_f64().unwrap() > 0.0, "{v}");
+    assert!(v["model_on"]["refs"].as_u64().unwrap() > 10_000, "{v}");
+    // Bad input is refused before anything runs.
+    for (args, bad) in [(&["--pages", "thp,4k"][..], "thp,4k"), (&["--input", "/nonexistent/q.sql"], "/nonexistent/q.sql"), (&["--sample", "5:1"], "5:1")] {
+        let mut a = vec!["validate", "--machine", "sapphire-rapids"];
+        a.extend_from_slice(args);
+        a.extend(["--", "true"]);
+        let out = splab(&a);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(bad), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = splab(&["validate", "--machine", "sapphire-rapids", "--", "no-such-program-splab"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn bench_runs_a_program_natively_in_full_detail_and_sampled() {
+    if !online_works("bench_runs_a_program_natively_in_full_detail_and_sampled") {
+        return;
+    }
+    if Command::new("xz").arg("--version").output().is_err() {
+        eprintln!("SKIPPED bench_runs_a_program_natively_in_full_detail_and_sampled: xz is not installed (apt-get install xz-utils)");
+        return;
+    }
+    let out = splab(&["bench", "--only-program", "--program-text", "32k", "--program-sample", "1M:4M", "--repeat", "1", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, v) = report(&out);
+    let p = &v["program"];
+    for k in ["native_seconds", "online_seconds", "online_ratio", "sampled_seconds", "sampled_ratio", "sim_seconds", "sampled_sim_seconds"] {
+        assert!(p[k].as_f64().unwrap() > 0.0, "{k}: {p}");
+    }
+    assert!(p["refs"].as_u64().unwrap() > 1_000_000, "{p}");
+    assert_eq!(v["gups_off"], Value::Null);
+    let out = splab(&["bench", "--only-program", "--program-sample", "9:3"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -1,0 +1,1116 @@
+//! A real program run online (`splab sim -- PROG ARGS`): the program runs
+//! under splab's valgrind tool (tools/vgtrace, `--ring`) and its
+//! references go straight into the simulated system as it runs; no trace
+//! file is written.
+//!
+//! The crossing: every real process (the program, each child it forks,
+//! each program a process execs, valgrind following them with
+//! `--trace-children=yes`) writes its stream of words (`vgraw.rs`
+//! documents them) into a ring of its own in shared memory: a file of 32
+//! slots of 2 MiB that the tool creates in a private directory, maps, and
+//! announces with one line on the FIFO `ctl` there. This module maps each
+//! ring as it is announced (and unlinks its file at once, so nothing is
+//! left behind however the run ends) and consumes published slots in
+//! place: one counter update and at most one futex wake per slot of 256 K
+//! references, no copy, no text. The tool fills the next slots meanwhile,
+//! so recording and simulating overlap; a full ring makes the tool wait,
+//! so the host memory used is bounded by the rings and the model, not by
+//! the program's length.
+//!
+//! One simulated process per real one: the first is spawned, a fork word
+//! in the parent's stream forks the parent's simulated process (copy on
+//! write, as the real fork), and an exec (a new ring announced under a pid
+//! already running) ends the old simulated process and spawns a new one.
+//! Processes are placed on the modelled CPUs in turn. Each stream's words
+//! become loads and stores, map and unmap events, as the replay makes them
+//! (`replay::Run`, whose comment says how x86-64 addresses land in the
+//! modelled address space); instruction counts are charged at the
+//! profile's cost per instruction (`System::instructions`).
+//!
+//! Sampling (`Sample`, SMARTS-style): in every period of references the
+//! first `detail` are measured; the rest are functional warming: TLBs,
+//! page-walk caches, page tables, caches and the kernel (faults,
+//! reservations, promotion) evolve as in full detail, but nothing is
+//! measured, and a reference to the cache line the previous one of the
+//! process touched is left out (it finds that line, and its page, most
+//! recently used already, so leaving it out changes no replacement state;
+//! a store after loads of a line is kept, for the dirty bits). Every
+//! figure is estimated from the measured windows with a 95 % confidence
+//! interval (`estimate`).
+
+use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version};
+use crate::replay::{Failure, Run};
+use crate::{vgraw, Event, Kind, Origin, Region, MAX_NAME};
+use serde::Serialize;
+use splab_sim::timing::CycleBreakdown;
+use splab_sim::System;
+use splab_vm::Pid;
+use splab_workloads::{Figure, Workload, WorkloadResult};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs::{File, OpenOptions};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+// The ring, as tools/vgtrace/vt_main.c lays it out (RING_* there).
+const RING_MAGIC: u64 = u64::from_le_bytes(*b"SPLRING1");
+const R_SLOTS: usize = 1;
+const R_SLOT_WORDS: usize = 2;
+const R_PID: usize = 3;
+const R_PUBLISHED: usize = 4;
+const R_CONSUMED: usize = 5;
+const R_TOOL_WAITS: usize = 6;
+const R_ENDED: usize = 7;
+const R_LENS: usize = 8;
+const RING_HEADER: usize = 512;
+
+const W_MAP: u8 = 0x80;
+const W_UNMAP: u8 = 0x81;
+const W_INSN: u8 = 0x82;
+const W_FORK: u8 = 0x83;
+const W_END: u8 = 0xfe;
+const W_NOP: u8 = 0xff;
+
+/// Where the program's standard input or output goes.
+#[derive(Clone, Debug)]
+pub enum Io {
+    /// splab's own.
+    Inherit,
+    /// /dev/null.
+    Null,
+    /// A file (standard input read from it).
+    File(PathBuf),
+}
+
+impl Io {
+    fn stdio(&self, write: bool) -> Result<Stdio, String> {
+        Ok(match self {
+            Io::Inherit => Stdio::inherit(),
+            Io::Null => Stdio::null(),
+            Io::File(p) => {
+                let f = if write { File::create(p) } else { File::open(p) };
+                Stdio::from(f.map_err(|e| format!("{}: {e}", p.display()))?)
+            }
+        })
+    }
+}
+
+/// `--sample DETAIL:PERIOD`, in references.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Sample {
+    pub detail: u64,
+    pub period: u64,
+}
+
+impl Sample {
+    /// Parses `DETAIL:PERIOD` with optional K, M, G suffixes (powers of
+    /// ten: reference counts).
+    pub fn parse(s: &str) -> Result<Sample, String> {
+        let count = |t: &str| -> Result<u64, String> {
+            let t = t.trim();
+            let (num, mul) = match t.char_indices().last() {
+                Some((i, 'k' | 'K')) => (&t[..i], 1_000),
+                Some((i, 'm' | 'M')) => (&t[..i], 1_000_000),
+                Some((i, 'g' | 'G')) => (&t[..i], 1_000_000_000),
+                _ => (t, 1),
+            };
+            let n: f64 = num.parse().map_err(|_| format!("{t:?} is not a count (e.g. 10M)"))?;
+            if !(n.is_finite() && n >= 1.0) {
+                return Err(format!("{t:?}: a count of at least 1"));
+            }
+            Ok((n * mul as f64) as u64)
+        };
+        let Some((d, p)) = s.split_once(':') else {
+            return Err(format!("--sample {s:?}: expected DETAIL:PERIOD, e.g. 10M:100M"));
+        };
+        let (detail, period) = (count(d).map_err(|e| format!("--sample {s:?}: {e}"))?, count(p).map_err(|e| format!("--sample {s:?}: {e}"))?);
+        if detail >= period {
+            return Err(format!("--sample {s:?}: the period must be longer than the detail"));
+        }
+        Ok(Sample { detail, period })
+    }
+}
+
+/// What a window of references was simulated with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Everything, measured.
+    Detail,
+    /// Functional warming, not measured.
+    Functional,
+}
+
+/// One measured window: its references and what they cost.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct Window {
+    pub refs: u64,
+    pub instructions: u64,
+    pub cycles: f64,
+    pub data: f64,
+    pub translation: f64,
+    pub kernel: f64,
+    pub core: f64,
+    pub tlb_misses: u64,
+    pub dram: u64,
+}
+
+/// An estimate from the measured windows: the mean and the half-width of
+/// its 95 % confidence interval.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Estimate {
+    pub value: f64,
+    pub plus_minus: f64,
+}
+
+impl std::fmt::Display for Estimate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rel = if self.value != 0.0 { 100.0 * self.plus_minus / self.value.abs() } else { 0.0 };
+        write!(f, "{} ± {} ({rel:.1} %)", sig(self.value), sig(self.plus_minus))
+    }
+}
+
+fn sig(x: f64) -> String {
+    if x == 0.0 {
+        "0".into()
+    } else if x.abs() >= 1000.0 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.4}")
+    }
+}
+
+/// Two-sided 95 % quantile of Student's t with `df` degrees of freedom.
+fn t95(df: usize) -> f64 {
+    const T: [f64; 30] = [
+        12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+        2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,
+    ];
+    match df {
+        0 => f64::INFINITY,
+        1..=30 => T[df - 1],
+        _ => 1.96 + 2.4 / df as f64,
+    }
+}
+
+/// The total over `total_refs` references of a quantity measured per
+/// window as `f(window)`: the ratio estimator (the windows' quantity over
+/// their references, times all references), with a 95 % interval from the
+/// spread of the windows about that ratio (the windows differ a little in
+/// length: they end at batch boundaries).
+pub fn estimate(windows: &[Window], total_refs: u64, f: impl Fn(&Window) -> f64) -> Estimate {
+    let w: Vec<(f64, f64)> = windows.iter().filter(|w| w.refs > 0).map(|w| (f(w), w.refs as f64)).collect();
+    let n = w.len();
+    if n == 0 {
+        return Estimate { value: 0.0, plus_minus: f64::INFINITY };
+    }
+    let (sy, sr) = w.iter().fold((0.0, 0.0), |(a, b), (y, r)| (a + y, b + r));
+    let ratio = sy / sr;
+    let mean_r = sr / n as f64;
+    let var = if n > 1 { w.iter().map(|(y, r)| (y - ratio * r).powi(2)).sum::<f64>() / (n - 1) as f64 } else { f64::INFINITY };
+    let half = t95(n - 1) * (var / n as f64).sqrt() / mean_r;
+    Estimate { value: ratio * total_refs as f64, plus_minus: half * total_refs as f64 }
+}
+
+/// The estimates `--sample` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct Sampled {
+    pub sample: Sample,
+    /// References measured in full detail, and all references.
+    pub measured_refs: u64,
+    pub total_refs: u64,
+    /// References simulated as functional warming, and those of them left
+    /// out (the same line as the one before).
+    pub warming_refs: u64,
+    pub warming_skipped: u64,
+    pub windows: usize,
+    pub sim_seconds: Estimate,
+    pub cycles: Estimate,
+    pub data_cycles: Estimate,
+    pub translation_cycles: Estimate,
+    pub kernel_cycles: Estimate,
+    pub core_cycles: Estimate,
+    pub tlb_misses: Estimate,
+    pub dram_accesses: Estimate,
+}
+
+/// What an online run did, beyond the system's own counters.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ProgramRun {
+    pub program: Vec<String>,
+    /// The program's exit status, or None when a signal ended it.
+    pub exit_status: Option<i32>,
+    /// The signal that ended it, if one did.
+    pub signal: Option<i32>,
+    /// References, memory accesses made on the system, instructions.
+    pub refs: u64,
+    pub accesses: u64,
+    pub instructions: u64,
+    /// Processes simulated (the program and every child and exec).
+    pub processes: u64,
+    pub forks: u64,
+    pub execs: u64,
+    pub maps: u64,
+    pub unmaps: u64,
+    /// 2 MB blocks mapped where a process touched memory no event mapped
+    /// (the stack and image valgrind set up), and the cycles of those
+    /// mmaps, left out of the simulated time.
+    pub inferred_blocks: u64,
+    pub inferred_cycles: f64,
+    /// Bytes of the reference stream that crossed through the rings.
+    pub stream_bytes: u64,
+    /// Slots consumed.
+    pub batches: u64,
+    /// Simulated seconds: the longest CPU's cycles, inferred mappings
+    /// left out.
+    pub sim_seconds: f64,
+    /// Whether the profile prices instructions (`[core]`).
+    pub instructions_priced: bool,
+    pub valgrind: String,
+    /// With `--sample`: the estimates.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sampled: Option<Sampled>,
+}
+
+/// The workload: a program run online.
+pub struct Online {
+    pub program: Vec<OsString>,
+    pub valgrind: PathBuf,
+    pub stdin: Io,
+    pub stdout: Io,
+    pub sample: Option<Sample>,
+    bad_input: bool,
+    pub result: Option<ProgramRun>,
+}
+
+impl Online {
+    /// Checks that the program exists and valgrind and the tool are
+    /// there, so that a bad request is reported before the system is built.
+    pub fn new(program: Vec<OsString>, valgrind: PathBuf) -> Result<Online, String> {
+        let Some(prog) = program.first() else {
+            return Err("no program after `--` (usage: splab sim [OPTIONS] -- PROG ARGS...)".into());
+        };
+        if !find_program(Path::new(prog)) {
+            return Err(format!("program {prog:?} not found"));
+        }
+        valgrind_version(&valgrind)?;
+        splabtrace_lib()?;
+        Ok(Online { program, valgrind, stdin: Io::Inherit, stdout: Io::Inherit, sample: None, bad_input: false, result: None })
+    }
+}
+
+/// A ring mapped from its file.
+struct Ring {
+    base: *mut u64,
+    bytes: usize,
+    slots: u64,
+    slot_words: usize,
+    /// Real pid, as the tool wrote it.
+    pid: u32,
+    /// Slots consumed so far.
+    next: u64,
+    ended: bool,
+}
+
+impl Ring {
+    fn open(path: &Path) -> Result<Ring, String> {
+        use std::os::fd::AsRawFd;
+        let f = OpenOptions::new().read(true).write(true).open(path).map_err(|e| format!("open {}: {e}", path.display()))?;
+        let bytes = f.metadata().map_err(|e| format!("{}: {e}", path.display()))?.len() as usize;
+        if bytes < RING_HEADER * 8 {
+            return Err(format!("ring {}: {bytes} bytes, shorter than its header", path.display()));
+        }
+        // SAFETY: a shared mapping of the whole file, which stays valid
+        // after the file is closed and unlinked; unmapped in Drop.
+        let p = unsafe { libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, f.as_raw_fd(), 0) };
+        let _ = std::fs::remove_file(path);
+        if p == libc::MAP_FAILED {
+            return Err(format!("mmap {}: {}", path.display(), std::io::Error::last_os_error()));
+        }
+        let mut r = Ring { base: p as *mut u64, bytes, slots: 0, slot_words: 0, pid: 0, next: 0, ended: false };
+        if r.word(0) != RING_MAGIC {
+            return Err(format!("ring {}: no splabtrace ring magic", path.display()));
+        }
+        r.slots = r.word(R_SLOTS);
+        r.slot_words = r.word(R_SLOT_WORDS) as usize;
+        r.pid = r.word(R_PID) as u32;
+        if r.slots == 0 || r.slots > (RING_HEADER - R_LENS) as u64 || RING_HEADER + r.slots as usize * r.slot_words > bytes / 8 {
+            return Err(format!("ring {}: {} slots of {} words do not fit its {bytes} bytes", path.display(), r.slots, r.slot_words));
+        }
+        Ok(r)
+    }
+
+    fn atomic(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: `i` is inside the header page of the live mapping; u64
+        // words are 8-aligned; the tool updates them atomically too.
+        unsafe { &*(self.base.add(i) as *const AtomicU64) }
+    }
+
+    fn word(&self, i: usize) -> u64 {
+        self.atomic(i).load(Ordering::Acquire)
+    }
+
+    fn published(&self) -> u64 {
+        self.word(R_PUBLISHED)
+    }
+
+    /// The next published slot's words, if there is one.
+    fn slot(&self) -> Option<&[u64]> {
+        if self.published() <= self.next {
+            return None;
+        }
+        let i = (self.next % self.slots) as usize;
+        let len = (self.word(R_LENS + i) as usize).min(self.slot_words);
+        // SAFETY: the slot lies inside the mapping (checked in `open`);
+        // the tool does not write it again until `release` frees it.
+        Some(unsafe { std::slice::from_raw_parts(self.base.add(RING_HEADER + i * self.slot_words), len) })
+    }
+
+    /// Hands the slot back to the tool.
+    fn release(&mut self) {
+        self.next += 1;
+        self.atomic(R_CONSUMED).store(self.next, Ordering::Release);
+        if self.atomic(R_TOOL_WAITS).load(Ordering::SeqCst) != 0 {
+            // SAFETY: a futex wake on the low half of a shared word.
+            unsafe { libc::syscall(libc::SYS_futex, self.base.add(R_CONSUMED), libc::FUTEX_WAKE, i32::MAX, 0, 0, 0) };
+        }
+    }
+
+    /// Waits up to `timeout` for the tool to publish a slot.
+    fn wait(&self, timeout: Duration) {
+        let seen = self.published();
+        if seen > self.next {
+            return;
+        }
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: timeout.as_nanos().min(999_999_999) as i64 };
+        // SAFETY: a futex wait on the low half of a shared word, with a
+        // timeout; the tool never wakes it (it does not know we wait), so
+        // the timeout bounds the wait.
+        unsafe { libc::syscall(libc::SYS_futex, self.base.add(R_PUBLISHED), libc::FUTEX_WAIT, seen as u32, &ts as *const libc::timespec, 0, 0) };
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `open`, not used after this.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.bytes) };
+    }
+}
+
+/// A simulated process and the stream that feeds it.
+struct Proc {
+    run: Run,
+    ring: Option<Ring>,
+    refs: u64,
+    instructions: u64,
+    /// The stream has ended (its end word, or an exec replaced it).
+    done: bool,
+}
+
+/// The state of one online run.
+struct State<'a> {
+    sys: &'a mut System,
+    dir: PathBuf,
+    ctl: File,
+    ctl_buf: Vec<u8>,
+    /// By real pid: the live simulated processes.
+    procs: HashMap<u32, Proc>,
+    /// Rings announced by forked children whose fork word has not been
+    /// read yet.
+    orphans: HashMap<u32, Ring>,
+    /// Simulated processes forked whose ring has not been announced yet.
+    unborn: HashMap<u32, Proc>,
+    /// Finished processes' stats.
+    out: ProgramRun,
+    next_cpu: usize,
+    /// Per CPU, cycles of mappings inferred (left out of the time).
+    inferred: Vec<f64>,
+    sample: Option<Sample>,
+    windows: Vec<Window>,
+    window: Option<(CycleBreakdown, u64, u64, u64, u64)>,
+    phase: Phase,
+    warming_refs: u64,
+    measured_refs: u64,
+    /// References left out of functional warming (same line as the last).
+    skipped: u64,
+    /// References and instructions so far, over every process.
+    total_refs: u64,
+    total_instructions: u64,
+}
+
+fn fail(msg: impl Into<String>) -> Failure {
+    Failure { msg: msg.into(), input: false }
+}
+
+impl<'a> State<'a> {
+    fn new(sys: &'a mut System, dir: &Path, ctl: File, out: ProgramRun, sample: Option<Sample>) -> State<'a> {
+        let ncpus = sys.ncpus();
+        State {
+            sys,
+            dir: dir.to_path_buf(),
+            ctl,
+            ctl_buf: Vec::new(),
+            procs: HashMap::new(),
+            orphans: HashMap::new(),
+            unborn: HashMap::new(),
+            out,
+            next_cpu: 0,
+            inferred: vec![0.0; ncpus],
+            sample,
+            windows: Vec::new(),
+            window: None,
+            phase: Phase::Detail,
+            warming_refs: 0,
+            measured_refs: 0,
+            total_refs: 0,
+            total_instructions: 0,
+            skipped: 0,
+        }
+    }
+
+    fn new_cpu(&mut self) -> usize {
+        let c = self.next_cpu % self.sys.ncpus();
+        self.next_cpu += 1;
+        c
+    }
+
+    fn spawn(&mut self) -> Result<Proc, Failure> {
+        let cpu = self.new_cpu();
+        let pid = self.sys.spawn().map_err(|e| fail(format!("spawn: {e}")))?;
+        self.sys.run_on(cpu, pid).map_err(|e| fail(format!("run: {e}")))?;
+        self.out.processes += 1;
+        Ok(Proc { run: Run::new(self.sys, pid, cpu), ring: None, refs: 0, instructions: 0, done: false })
+    }
+
+    /// Reads announcements from `ctl`.
+    fn announcements(&mut self) -> Result<(), Failure> {
+        let mut buf = [0u8; 4096];
+        loop {
+            match self.ctl.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => self.ctl_buf.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => return Err(fail(format!("reading the announcements: {e}"))),
+            }
+        }
+        while self.ctl_buf.len() >= 64 {
+            let line: Vec<u8> = self.ctl_buf.drain(..64).collect();
+            let text = String::from_utf8_lossy(&line);
+            let f: Vec<&str> = text.split_whitespace().collect();
+            let (Some(how), Some(pid), Some(n)) = (f.first(), f.get(1).and_then(|p| p.parse::<u32>().ok()), f.get(3)) else {
+                return Err(fail(format!("a malformed announcement {:?}", text.trim())));
+            };
+            let ring = Ring::open(&self.dir.join(format!("r.{pid}.{n}"))).map_err(fail)?;
+            match *how {
+                "S" => self.started(pid, ring)?,
+                "F" => match self.unborn.remove(&pid) {
+                    Some(mut p) => {
+                        p.ring = Some(ring);
+                        self.procs.insert(pid, p);
+                    }
+                    None => {
+                        self.orphans.insert(pid, ring);
+                    }
+                },
+                _ => return Err(fail(format!("a malformed announcement {:?}", text.trim()))),
+            }
+        }
+        Ok(())
+    }
+
+    /// A new program under `pid`: the first, or an exec.
+    fn started(&mut self, pid: u32, ring: Ring) -> Result<(), Failure> {
+        if let Some(mut old) = self.procs.remove(&pid) {
+            // An exec: the old program's stream was published in full
+            // before the exec call.
+            while self.step(&mut old)? {}
+            self.finish(&mut old)?;
+            self.out.execs += 1;
+        }
+        let mut p = self.spawn()?;
+        p.ring = Some(ring);
+        self.procs.insert(pid, p);
+        Ok(())
+    }
+
+    /// The process is gone: its simulated process exits.
+    fn finish(&mut self, p: &mut Proc) -> Result<(), Failure> {
+        if p.done {
+            return Ok(());
+        }
+        p.run.flush(self.sys)?;
+        p.done = true;
+        let s = &p.run.stats;
+        self.out.accesses += s.accesses;
+        self.out.maps += s.maps;
+        self.out.unmaps += s.unmaps;
+        self.out.inferred_blocks += s.inferred_blocks;
+        self.out.inferred_cycles += s.inferred_cycles;
+        self.inferred[p.run.cpu] += s.inferred_cycles;
+        self.out.refs += p.refs;
+        self.out.instructions += p.instructions;
+        p.refs = 0;
+        p.instructions = 0;
+        self.sys.exit(p.run.pid).map_err(|e| fail(format!("exit: {e}")))
+    }
+
+    /// References so far, over every process.
+    fn refs_so_far(&self) -> u64 {
+        self.total_refs
+    }
+
+    /// Consumes one slot of `p`'s ring; false when none is published.
+    fn step(&mut self, p: &mut Proc) -> Result<bool, Failure> {
+        if p.done {
+            return Ok(false);
+        }
+        let Some(mut ring) = p.ring.take() else { return Ok(false) };
+        let r = match ring.slot() {
+            None => Ok(false),
+            Some(words) => {
+                let n = words.len();
+                let r = self.words(p, ring.pid, words);
+                ring.release();
+                self.out.batches += 1;
+                self.out.stream_bytes += 8 * n as u64;
+                r.map(|_| true)
+            }
+        };
+        if ring.word(R_ENDED) != 0 && ring.published() <= ring.next {
+            ring.ended = true;
+        }
+        p.ring = Some(ring);
+        r
+    }
+
+    fn phase_at(&self, pos: u64) -> Phase {
+        match self.sample {
+            None => Phase::Detail,
+            Some(s) => {
+                let at = pos % s.period;
+                if at < s.detail {
+                    Phase::Detail
+                } else {
+                    Phase::Functional
+                }
+            }
+        }
+    }
+
+    fn snapshot(&mut self) -> (CycleBreakdown, u64, u64, u64, u64) {
+        let b = self.sys.breakdown();
+        let hw = self.sys.hw();
+        let tlb = self.sys.tlb_report().total_misses;
+        (b, hw.dram_accesses, tlb, self.total_refs, self.total_instructions)
+    }
+
+    /// Opens or closes the measured window as the phase changes (called
+    /// between slots, when every process's accesses have been made).
+    fn switch(&mut self, next: Phase) {
+        if self.sample.is_none() || next == self.phase {
+            return;
+        }
+        if self.phase == Phase::Detail {
+            self.close_window();
+        }
+        if next == Phase::Detail {
+            let (b, d, t, r, i) = self.snapshot();
+            self.window = Some((b, d, t, r, i));
+        }
+        self.phase = next;
+    }
+
+    fn close_window(&mut self) {
+        if let Some((b0, d0, t0, r0, i0)) = self.window.take() {
+            let (b, d, t, r, i) = self.snapshot();
+            let mut w = Window {
+                data: b.data - b0.data,
+                translation: b.translation - b0.translation,
+                kernel: b.kernel - b0.kernel,
+                core: b.core - b0.core,
+                dram: d - d0,
+                tlb_misses: t - t0,
+                refs: r - r0,
+                instructions: i - i0,
+                cycles: 0.0,
+            };
+            w.cycles = w.data + w.translation + w.kernel + w.core;
+            self.measured_refs += w.refs;
+            self.windows.push(w);
+        }
+    }
+
+    /// The words of one slot of the stream of real process `rpid`.
+    fn words(&mut self, p: &mut Proc, rpid: u32, w: &[u64]) -> Result<(), Failure> {
+        let sys = &mut *self.sys;
+        sys.run_on(p.run.cpu, p.run.pid).map_err(|e| fail(format!("run: {e}")))?;
+        let need = |i: usize, k: usize| -> Result<(), Failure> {
+            if i + k >= w.len() {
+                Err(Failure { msg: format!("the stream of process {rpid} breaks off inside an event (word {i} of a batch of {})", w.len()), input: true })
+            } else {
+                Ok(())
+            }
+        };
+        let mut i = 0;
+        let mut refs = 0u64;
+        let mut ended = false;
+        let functional = self.phase == Phase::Functional;
+        // Functional warming: the line of the last reference kept, and
+        // whether that one wrote it.
+        let (mut line, mut wrote) = (u64::MAX, false);
+        while i < w.len() {
+            let word = w[i];
+            let tag = word as u8;
+            if tag < 0x20 {
+                let r = vgraw::decode(word);
+                refs += 1;
+                i += 1;
+                if functional {
+                    let l = r.addr >> 6;
+                    let writes = matches!(r.kind, Kind::Store | Kind::Modify);
+                    if l == line && (wrote || !writes) {
+                        self.skipped += 1;
+                        continue;
+                    }
+                    let within = (r.addr & 63) + r.size as u64 <= 64;
+                    (line, wrote) = if within { (l, writes) } else { (u64::MAX, false) };
+                }
+                p.run.add_ref(sys, r)?;
+                continue;
+            }
+            line = u64::MAX;
+            match tag {
+                W_NOP => i += 1,
+                W_INSN => {
+                    need(i, 1)?;
+                    let n = w[i + 1];
+                    p.instructions += n;
+                    self.total_instructions += n;
+                    sys.instructions(p.run.cpu, n);
+                    i += 2;
+                }
+                W_MAP => {
+                    need(i, 3)?;
+                    let (start, len, info) = (w[i + 1], w[i + 2], w[i + 3]);
+                    let nlen = (info >> 16) as usize;
+                    if len == 0 || start.checked_add(len).is_none() || nlen > MAX_NAME {
+                        return Err(Failure { msg: format!("process {rpid}: a map of {len:#x} bytes at {start:#x} (name of {nlen} bytes)"), input: true });
+                    }
+                    let words = nlen.div_ceil(8);
+                    if words > 0 {
+                        need(i, 3 + words)?;
+                    }
+                    let name: Vec<u8> = w[i + 4..i + 4 + words].iter().flat_map(|x| x.to_le_bytes()).take(nlen).collect();
+                    let region = Region {
+                        start,
+                        len,
+                        prot: (info & 7) as u8,
+                        origin: Origin::from_u8((info >> 8) as u8).unwrap_or(Origin::Unknown),
+                        name: String::from_utf8_lossy(&name).into_owned(),
+                    };
+                    p.run.event(sys, Event::Map(region))?;
+                    i += 4 + words;
+                }
+                W_UNMAP => {
+                    need(i, 2)?;
+                    let (start, len) = (w[i + 1], w[i + 2]);
+                    if len == 0 || start.checked_add(len).is_none() {
+                        return Err(Failure { msg: format!("process {rpid}: an unmap of {len:#x} bytes at {start:#x}"), input: true });
+                    }
+                    p.run.event(sys, Event::Unmap { start, len })?;
+                    i += 3;
+                }
+                W_FORK => {
+                    need(i, 1)?;
+                    let child = w[i + 1] as u32;
+                    p.run.flush(sys)?;
+                    let cpid: Pid = sys.fork(p.run.pid).map_err(|e| fail(format!("fork: {e}")))?;
+                    let cpu = self.next_cpu % sys.ncpus();
+                    self.next_cpu += 1;
+                    self.out.forks += 1;
+                    self.out.processes += 1;
+                    let mut cp = Proc { run: p.run.forked(cpid, cpu), ring: None, refs: 0, instructions: 0, done: false };
+                    match self.orphans.remove(&child) {
+                        Some(r) => {
+                            cp.ring = Some(r);
+                            self.procs.insert(child, cp);
+                        }
+                        None => {
+                            self.unborn.insert(child, cp);
+                        }
+                    }
+                    sys.run_on(p.run.cpu, p.run.pid).map_err(|e| fail(format!("run: {e}")))?;
+                    i += 2;
+                }
+                W_END => {
+                    ended = true;
+                    break;
+                }
+                _ => return Err(Failure { msg: format!("process {rpid}: expected a splabtrace word, found low byte {tag:#04x}"), input: true }),
+            }
+        }
+        p.refs += refs;
+        self.total_refs += refs;
+        if ended {
+            return self.finish(p);
+        }
+        p.run.flush(self.sys)
+    }
+}
+
+/// The run directories' names: this prefix, the reader's pid, a dash.
+const DIR_PREFIX: &str = "splab-online-";
+
+/// Removes what runs of splab that no longer exist left in `dir` under
+/// `prefix` followed by their pid and a dash (a run killed by a signal
+/// cannot remove its own; its rings are unlinked already, its directory
+/// and FIFO are not).
+pub fn sweep(dir: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<u32>().ok()) else { continue };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let p = e.path();
+            let _ = if p.is_dir() { std::fs::remove_dir_all(&p) } else { std::fs::remove_file(&p) };
+        }
+    }
+}
+
+impl Online {
+    fn go(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, Failure> {
+        let version = valgrind_version(&self.valgrind).map_err(|e| Failure { msg: e, input: true })?;
+        let lib = splabtrace_lib().map_err(|e| Failure { msg: e, input: true })?;
+        let shm = Path::new("/dev/shm");
+        let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        sweep(&base, DIR_PREFIX);
+        let dir = base.join(format!("{DIR_PREFIX}{}-{nanos}", std::process::id()));
+        std::fs::create_dir(&dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
+        let r = self.in_dir(sys, &dir, &lib, version, progress);
+        let _ = std::fs::remove_dir_all(&dir);
+        r
+    }
+
+    fn in_dir(&mut self, sys: &mut System, dir: &Path, lib: &Path, version: String, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, Failure> {
+        let ctl_path = dir.join("ctl");
+        mkfifo(&ctl_path).map_err(fail)?;
+        // Read and write: the FIFO never reports an end while we hold it,
+        // whichever tool instances come and go.
+        let ctl = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&ctl_path)
+            .map_err(|e| fail(format!("open {}: {e}", ctl_path.display())))?;
+        let mut ring_arg = OsString::from("--ring=");
+        ring_arg.push(dir);
+        let mut cmd = Command::new(&self.valgrind);
+        cmd.env("VALGRIND_LIB", lib)
+            .args(["--tool=splabtrace", "-q", "--trace-children=yes", "--ifetch=no"])
+            .arg(ring_arg)
+            .arg(format!("--reader={}", std::process::id()))
+            .arg("--")
+            .args(&self.program)
+            .stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
+            .stdout(self.stdout.stdio(true).map_err(|e| Failure { msg: e, input: true })?);
+        let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start {}: {e}", self.valgrind.display())))?;
+        let out = ProgramRun { program: self.program.iter().map(|a| a.to_string_lossy().into_owned()).collect(), valgrind: version, ..Default::default() };
+        let mut st = State::new(sys, dir, ctl, out, self.sample);
+        let r = drive(&mut st, &mut child, progress);
+        let status = match r {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(e);
+            }
+        };
+        self.report(st, status)
+    }
+
+    fn report(&mut self, mut st: State, status: ExitStatus) -> Result<WorkloadResult, Failure> {
+        use std::os::unix::process::ExitStatusExt;
+        let ncpus = st.sys.ncpus();
+        let mut longest: f64 = 0.0;
+        for c in 0..ncpus {
+            longest = longest.max(st.sys.cycles(c) - st.inferred[c]);
+        }
+        let mut out = st.out.clone();
+        out.exit_status = status.code();
+        out.signal = status.signal();
+        out.instructions_priced = st.sys.cfg.profile.core.is_some();
+        out.sim_seconds = st.sys.cycles_to_seconds(longest);
+        if let Some(s) = st.sample {
+            st.close_window();
+            let n = out.refs;
+            let freq = st.sys.cfg.profile.freq_ghz * 1e9;
+            let w = &st.windows;
+            let cycles = estimate(w, n, |w| w.cycles);
+            out.sampled = Some(Sampled {
+                sample: s,
+                measured_refs: st.measured_refs,
+                total_refs: n,
+                warming_refs: st.warming_refs,
+                warming_skipped: st.skipped,
+                windows: w.len(),
+                sim_seconds: Estimate { value: cycles.value / freq, plus_minus: cycles.plus_minus / freq },
+                cycles,
+                data_cycles: estimate(w, n, |w| w.data),
+                translation_cycles: estimate(w, n, |w| w.translation),
+                kernel_cycles: estimate(w, n, |w| w.kernel),
+                core_cycles: estimate(w, n, |w| w.core),
+                tlb_misses: estimate(w, n, |w| w.tlb_misses as f64),
+                dram_accesses: estimate(w, n, |w| w.dram as f64),
+            });
+        }
+        let mut report = String::new();
+        let o = &out;
+        let _ = writeln!(report, "Program run online: {}", o.program.join(" "));
+        let status_text = match (o.exit_status, o.signal) {
+            (Some(c), _) => format!("exit status {c}"),
+            (None, Some(sig)) => format!("killed by signal {sig}"),
+            _ => "unknown".into(),
+        };
+        let _ = writeln!(report, "  {:<20}{status_text}", "program");
+        let _ = writeln!(report, "  {:<20}{} ({} forks, {} execs)", "processes", o.processes, o.forks, o.execs);
+        let _ = writeln!(report, "  {:<20}{} ({} memory accesses; a modify is a load and a store)", "references", o.refs, o.accesses);
+        let priced = if o.instructions_priced { "priced by the profile's [core]" } else { "not priced: the profile has no [core]" };
+        let _ = writeln!(report, "  {:<20}{} ({priced})", "instructions", o.instructions);
+        let _ = writeln!(report, "  {:<20}{} map and {} unmap events; {} 2 MB blocks mapped where memory was touched outside them (not timed)", "layout", o.maps, o.unmaps, o.inferred_blocks);
+        let _ = writeln!(report, "  {:<20}{:.1} MB in {} batches through shared-memory rings", "stream", o.stream_bytes as f64 / 1e6, o.batches);
+        let (fig, timed) = match &o.sampled {
+            Some(s) => {
+                let _ = writeln!(
+                    report,
+                    "  {:<20}{}:{} references: {} measured in {} windows ({:.1} %), {} functional warming ({} of them on the line before, left out)",
+                    "sampled",
+                    s.sample.detail,
+                    s.sample.period,
+                    s.measured_refs,
+                    s.windows,
+                    100.0 * s.measured_refs as f64 / s.total_refs.max(1) as f64,
+                    s.warming_refs,
+                    s.warming_skipped
+                );
+                let _ = writeln!(report, "  {:<20}{} s (95 % interval; CPU time summed over CPUs)", "simulated time", s.sim_seconds);
+                let _ = writeln!(report, "  {:<20}{}", "  data cycles", s.data_cycles);
+                let _ = writeln!(report, "  {:<20}{}", "  translation", s.translation_cycles);
+                let _ = writeln!(report, "  {:<20}{}", "  kernel", s.kernel_cycles);
+                let _ = writeln!(report, "  {:<20}{}", "  instructions", s.core_cycles);
+                let _ = writeln!(report, "  {:<20}{}", "  TLB misses", s.tlb_misses);
+                let _ = writeln!(report, "  {:<20}{}", "  DRAM accesses", s.dram_accesses);
+                (s.sim_seconds.value, s.sim_seconds.value)
+            }
+            None => {
+                let _ = writeln!(report, "  {:<20}{:.6} s (the longest CPU's cycles)", "simulated time", o.sim_seconds);
+                (o.sim_seconds, o.sim_seconds)
+            }
+        };
+        self.result = Some(out);
+        Ok(WorkloadResult {
+            figure: Figure { name: "simulated seconds".into(), value: fig, unit: "s".into(), higher_is_better: false },
+            report,
+            timed_seconds: timed,
+            details: Vec::new(),
+        })
+    }
+}
+
+/// Consumes every stream until the program has exited and its streams
+/// are drained; returns valgrind's exit status.
+fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Result<ExitStatus, Failure> {
+    let mut status: Option<ExitStatus> = None;
+    let mut quiet_passes = 0;
+    let mut last_progress = Instant::now();
+    loop {
+        st.announcements()?;
+        let mut progressed = false;
+        let pids: Vec<u32> = st.procs.keys().copied().collect();
+        for pid in pids {
+            let Some(mut p) = st.procs.remove(&pid) else { continue };
+            for _ in 0..8 {
+                if st.sample.is_some() {
+                    let ph = st.phase_at(st.refs_so_far());
+                    st.switch(ph);
+                }
+                let before = st.total_refs;
+                if !st.step(&mut p)? {
+                    break;
+                }
+                if st.phase == Phase::Functional {
+                    st.warming_refs += st.total_refs - before;
+                }
+                progressed = true;
+                if p.done {
+                    break;
+                }
+            }
+            if !p.done {
+                st.procs.insert(pid, p);
+            }
+        }
+        if last_progress.elapsed() > Duration::from_millis(100) {
+            progress(st.refs_so_far());
+            last_progress = Instant::now();
+        }
+        if progressed {
+            quiet_passes = 0;
+            continue;
+        }
+        if status.is_none() {
+            status = child.try_wait().map_err(|e| fail(format!("waiting for valgrind: {e}")))?;
+        }
+        if let Some(s) = status {
+            // Everything published before valgrind exited has been read
+            // once two passes find nothing more.
+            quiet_passes += 1;
+            if quiet_passes < 2 {
+                continue;
+            }
+            return ended(st, s);
+        }
+        match st.procs.values().find_map(|p| p.ring.as_ref()) {
+            Some(r) => r.wait(Duration::from_millis(2)),
+            None => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+}
+
+/// After valgrind exited: every stream must have ended; one that did not
+/// broke off (valgrind or the tool was killed, or a child outlived it).
+fn ended(st: &mut State, status: ExitStatus) -> Result<ExitStatus, Failure> {
+    let mut broken: Vec<String> = Vec::new();
+    let mut pids: Vec<u32> = st.procs.keys().copied().collect();
+    pids.sort_unstable();
+    for pid in pids {
+        let mut p = st.procs.remove(&pid).expect("listed");
+        if !p.done {
+            let batches = p.ring.as_ref().map_or(0, |r| r.next);
+            broken.push(format!("process {pid} after {} references in {batches} batches", p.refs));
+            st.finish(&mut p)?;
+        }
+    }
+    if st.out.processes == 0 {
+        return Err(fail(format!("valgrind exited ({status}) before the program started")));
+    }
+    if !broken.is_empty() {
+        return Err(fail(format!("the reference stream broke off ({status}): {}", broken.join("; "))));
+    }
+    Ok(status)
+}
+
+impl Workload for Online {
+    fn name(&self) -> String {
+        let prog = self.program.first().map(|p| Path::new(p).file_name().unwrap_or(p).to_string_lossy().into_owned()).unwrap_or_default();
+        format!("program({prog})")
+    }
+
+    fn estimated_refs(&self) -> u64 {
+        0
+    }
+
+    fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
+        self.bad_input = false;
+        self.result = None;
+        self.go(sys, progress).map_err(|f| {
+            self.bad_input = f.input;
+            f.msg
+        })
+    }
+
+    fn failed_on_input(&self) -> bool {
+        self.bad_input
+    }
+
+    fn program_details(&self) -> Option<serde_json::Value> {
+        self.result.as_ref().and_then(|r| serde_json::to_value(r).ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sample_parses_counts_and_refuses_bad_ones() {
+        assert_eq!(Sample::parse("10M:100M").unwrap(), Sample { detail: 10_000_000, period: 100_000_000 });
+        assert_eq!(Sample::parse("500k:2m").unwrap(), Sample { detail: 500_000, period: 2_000_000 });
+        assert_eq!(Sample::parse("1000:5000").unwrap(), Sample { detail: 1000, period: 5000 });
+        for bad in ["10M", "x:100M", "10M:10M", "0:10", "100M:10M", ":"] {
+            let e = Sample::parse(bad).unwrap_err();
+            assert!(e.contains(bad), "{bad}: {e}");
+        }
+    }
+
+    fn win(refs: u64, cycles: f64) -> Window {
+        Window { refs, cycles, ..Default::default() }
+    }
+
+    #[test]
+    fn the_ratio_estimate_scales_the_windows_and_narrows_with_more_of_them() {
+        // Every window at 2 cycles a reference: the estimate is exact.
+        let same: Vec<Window> = (0..10).map(|i| win(1000 + i, 2.0 * (1000 + i) as f64)).collect();
+        let e = estimate(&same, 1_000_000, |w| w.cycles);
+        assert!((e.value - 2e6).abs() < 1e-6 && e.plus_minus < 1e-6, "{e:?}");
+        // Rates 1 and 3 alternating: mean 2, and an interval that holds it
+        // and shrinks as windows are added.
+        let alt = |n: usize| -> Vec<Window> { (0..n).map(|i| win(1000, if i % 2 == 0 { 1000.0 } else { 3000.0 })).collect() };
+        let few = estimate(&alt(4), 1_000_000, |w| w.cycles);
+        let many = estimate(&alt(40), 1_000_000, |w| w.cycles);
+        assert!((few.value - 2e6).abs() < 1e-3 && (many.value - 2e6).abs() < 1e-3);
+        assert!(many.plus_minus < few.plus_minus && many.plus_minus > 0.0, "{few:?} {many:?}");
+        // One window says nothing about the spread.
+        assert!(estimate(&alt(1), 10, |w| w.cycles).plus_minus.is_infinite());
+        assert!(estimate(&[], 10, |w| w.cycles).plus_minus.is_infinite());
+    }
+
+    #[test]
+    fn a_batch_that_breaks_off_inside_an_event_says_where() {
+        use splab_hw::profile::Profile;
+        let mut c = splab_sim::Config::new(Profile::load("sapphire-rapids").unwrap());
+        c.memory = 64 << 20;
+        let mut sys = System::new(c).unwrap();
+        let ctl = File::open("/dev/null").unwrap();
+        let mut st = State::new(&mut sys, Path::new("/nonexistent"), ctl, ProgramRun::default(), None);
+        let Ok(mut p) = st.spawn() else { panic!("spawn") };
+        // Two references, then a map event that lost its last two words.
+        // A reference word: the address above the low byte, an 8-byte size
+        // (code 3) and the kind in the low bits (vgraw.rs).
+        let load = |a: u64| a << 8 | 3 << 2 | 1;
+        let batch = [load(0x1000), load(0x1008), W_MAP as u64, 0x40_0000];
+        let Err(e) = st.words(&mut p, 77, &batch) else { panic!("the batch was taken") };
+        assert!(e.input && e.msg.contains("process 77") && e.msg.contains("word 2 of a batch of 4"), "{}", e.msg);
+        // An instruction count without its count word.
+        let Err(e) = st.words(&mut p, 77, &[W_INSN as u64]) else { panic!("the batch was taken") };
+        assert!(e.msg.contains("word 0 of a batch of 1"), "{}", e.msg);
+    }
+
+    #[test]
+    fn sweeping_removes_only_what_dead_runs_left() {
+        let dir = std::env::temp_dir().join(format!("splab-sweep-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // pid_max is at most 2^22: this pid never runs.
+        let dead = dir.join("splab-online-4294967-1");
+        let mine = dir.join(format!("splab-online-{}-1", std::process::id()));
+        let other = dir.join("splab-other-4294967-1");
+        for d in [&dead, &mine, &other] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        std::fs::write(dir.join("splab-online-4294968-2"), b"").unwrap();
+        sweep(&dir, DIR_PREFIX);
+        assert!(!dead.exists() && !dir.join("splab-online-4294968-2").exists());
+        assert!(mine.exists() && other.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn student_t_falls_to_the_normal_quantile() {
+        assert!((t95(1) - 12.706).abs() < 1e-9);
+        assert!(t95(10) > t95(30) && t95(30) > t95(1000) && (t95(100_000) - 1.96).abs() < 1e-3);
+    }
+}
