@@ -269,7 +269,7 @@ impl System {
                     let before = self.kernel.ev.clone();
                     let r = self.kernel.trap(&mut self.machine, pid, va, access_prot(acc));
                     let cyc = self.charge_events(cpu, &before);
-                    self.fault_ns.push((cyc / self.cfg.profile.freq_ghz) as f32);
+                    *self.fault_ns.entry(((cyc / self.cfg.profile.freq_ghz) as f32).max(0.0).to_bits()).or_insert(0) += 1;
                     if !self.kernel.oom_kills.is_empty() {
                         self.reap_killed();
                         if self.cpus[cpu].running != Some(pid) {

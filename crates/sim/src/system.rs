@@ -14,6 +14,7 @@
 //! and later accesses fail with `FaultError::Killed`, and `oom_kills`
 //! says who was killed and why.
 
+use std::collections::BTreeMap;
 use serde::Serialize;
 use crate::timing::{BatchRef, CycleBreakdown, Timing, Worker};
 use splab_hw::machine::Machine;
@@ -158,8 +159,11 @@ pub struct System {
     pub(crate) hw: HwStats,
     /// The first few stale translations seen, for diagnosis.
     pub stale_samples: Vec<String>,
-    /// Each page fault's kernel time in simulated ns, in order.
-    pub(crate) fault_ns: Vec<f32>,
+    /// Page faults' kernel times in simulated ns, as a count per distinct
+    /// time (keyed by the f32's bits, which order as the times do): exact
+    /// percentiles in memory that does not grow with the run's length,
+    /// since the times come from a few event costs.
+    pub(crate) fault_ns: BTreeMap<u32, u64>,
     /// The most resident memory never touched so far, in pages.
     bloat_peak_pages: u64,
     /// Resident and touched pages when the last process began to exit:
@@ -298,7 +302,7 @@ impl System {
             batch: Vec::new(),
             hw: HwStats::default(),
             stale_samples: Vec::new(),
-            fault_ns: Vec::new(),
+            fault_ns: BTreeMap::new(),
             bloat_peak_pages: 0,
             end_pages: None,
             background_cycles: 0.0,
@@ -669,9 +673,19 @@ impl System {
             (resident, self.machine.mem.touched_frames().min(resident))
         });
         let e = &self.kernel.ev;
-        let mut ns: Vec<f32> = self.fault_ns.clone();
-        ns.sort_by(f32::total_cmp);
-        let pct = |q: f64| if ns.is_empty() { 0.0 } else { ns[((ns.len() - 1) as f64 * q).round() as usize] as f64 };
+        let n: u64 = self.fault_ns.values().sum();
+        // The time of the fault of rank round((n - 1) q), 0-based.
+        let pct = |q: f64| {
+            let rank = ((n.max(1) - 1) as f64 * q).round() as u64;
+            let mut seen = 0;
+            for (&bits, &c) in &self.fault_ns {
+                seen += c;
+                if seen > rank {
+                    return f32::from_bits(bits) as f64;
+                }
+            }
+            0.0
+        };
         MemoryReport {
             resident_bytes: resident * page,
             resident_peak_bytes: self.kernel.phys.object_pages_peak * page,
@@ -680,10 +694,10 @@ impl System {
             bloat_peak_bytes: self.bloat_peak_pages.max(resident - touched) * page,
             zeroed_bytes: e.zero_fills * page,
             copied_bytes: (e.cow_copies + e.collapse_copies + e.migrations) * page,
-            faults: ns.len() as u64,
+            faults: n,
             fault_p50_ns: pct(0.5),
             fault_p99_ns: pct(0.99),
-            fault_max_ns: ns.last().copied().unwrap_or(0.0) as f64,
+            fault_max_ns: self.fault_ns.keys().next_back().map_or(0.0, |&b| f32::from_bits(b) as f64),
             background_seconds: self.background_cycles / (self.cfg.profile.freq_ghz * 1e9),
         }
     }
