@@ -359,7 +359,7 @@ pub fn policies(c: &PolicyComparison, all: bool) -> String {
     o.push_str(&legend);
     o.push('\n');
     let w = heads.iter().map(|h| h.len()).max().unwrap_or(0).max(14) + 2;
-    let figure = |f: &splab_workloads::Figure| if f.unit.is_empty() || f.name.ends_with(&f.unit) || f.name.contains(&format!("({})", f.unit)) { f.name.clone() } else { format!("{} ({})", f.name, f.unit) };
+    let figure = |f: &splab_workloads::Figure| if f.unit.is_empty() || f.name.split_whitespace().any(|w| w == f.unit) || f.name.contains(&format!("({})", f.unit)) { f.name.clone() } else { format!("{} ({})", f.name, f.unit) };
     let names: BTreeSet<&String> = c.runs.iter().flat_map(|r| r.sysctl.keys()).filter(|k| is_policy_counter(k)).collect();
     let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
         Some(SysctlValue::Int(v)) => Some(*v),
