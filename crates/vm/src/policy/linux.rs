@@ -514,15 +514,19 @@ impl Policy for LinuxThp {
         out.text(&format!("{t}.defrag"), defrag.into(), "Whether a THP fault may stall to compact memory");
         out.int(&format!("{t}.shrink_underused"), self.shrink_underused as u64, "Split THPs with more than max_ptes_none zero-filled pages under memory pressure");
         let kh = format!("{t}.khugepaged");
-        out.int(&format!("{kh}.defrag"), self.khugepaged_defrag as u64, "khugepaged may compact to get a huge page");
-        out.int(&format!("{kh}.max_ptes_none"), self.max_ptes_none as u64, "Empty PTEs a range may have and still be collapsed");
-        out.int(&format!("{kh}.max_ptes_swap"), self.max_ptes_swap as u64, "PTEs on swap a range may have and still be collapsed");
-        out.int(&format!("{kh}.max_ptes_shared"), self.max_ptes_shared as u64, "Shared PTEs a range may have and still be collapsed");
-        out.int(&format!("{kh}.pages_to_scan"), self.pages_to_scan as u64, "PTEs khugepaged scans each time it wakes");
-        out.int(&format!("{kh}.scan_sleep_millisecs"), self.scan_sleep_ms as u64, "khugepaged's sleep between scans");
-        out.int(&format!("{kh}.alloc_sleep_millisecs"), self.alloc_sleep_ms as u64, "khugepaged's sleep after failing to get a huge page");
-        out.int(&format!("{kh}.full_scans"), self.full_scans, "khugepaged's complete passes over every eligible VMA");
-        out.int(&format!("{kh}.pages_collapsed"), self.pages_collapsed, "Huge pages khugepaged and MADV_COLLAPSE made");
+        for (n, x, d) in [
+            ("defrag", self.khugepaged_defrag as u64, "khugepaged may compact to get a huge page"),
+            ("max_ptes_none", self.max_ptes_none as u64, "Empty PTEs a range may have and still be collapsed"),
+            ("max_ptes_swap", self.max_ptes_swap as u64, "PTEs on swap a range may have and still be collapsed"),
+            ("max_ptes_shared", self.max_ptes_shared as u64, "Shared PTEs a range may have and still be collapsed"),
+            ("pages_to_scan", self.pages_to_scan as u64, "PTEs khugepaged scans each time it wakes"),
+            ("scan_sleep_millisecs", self.scan_sleep_ms as u64, "khugepaged's sleep between scans"),
+            ("alloc_sleep_millisecs", self.alloc_sleep_ms as u64, "khugepaged's sleep after failing to get a huge page"),
+            ("full_scans", self.full_scans, "khugepaged's complete passes over every eligible VMA"),
+            ("pages_collapsed", self.pages_collapsed, "Huge pages khugepaged and MADV_COLLAPSE made"),
+        ] {
+            out.int(&format!("{kh}.{n}"), x, d);
+        }
         let v = &self.vmstat;
         for (n, x, d) in [
             ("thp_fault_alloc", v.thp_fault_alloc, "THPs allocated at faults"),
