@@ -9,7 +9,7 @@ use splab_hw::VirtAddr;
 use splab_vm::pmap::{Advice, Pmap};
 use crate::testrig::{rw_access, Rig};
 use splab_hw::arm64::Arm64Walker;
-use splab_hw::mmu::{Access, WalkRefs, Walker};
+use splab_hw::mmu::{Access, WalkRefs, WalkReq, Walker};
 use splab_hw::tlb::TlbArrayConfig;
 use splab_vm::page::pflags;
 
@@ -43,7 +43,7 @@ fn fault_in(r: &mut Rig<PmapArm64>, pm: PmapId, range: std::ops::Range<u32>, fla
 fn walk(r: &mut Rig<PmapArm64>, pm: PmapId, va: u64, a: Access) -> (u8, u64) {
     let (root, asid) = (r.pmap.root(pm), r.pmap.asid(pm));
     let mut refs = WalkRefs::default();
-    let t = Arm64Walker.walk(&mut r.mem, &mut r.mmu[0].pwc, root, asid, VirtAddr(va), a, &mut refs).unwrap();
+    let t = Arm64Walker.walk(&mut r.mem, &mut r.mmu[0].pwc, WalkReq::new(root, asid, VirtAddr(va), a), &mut refs).unwrap();
     (t.shift, t.pa(va).0)
 }
 

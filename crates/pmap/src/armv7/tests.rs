@@ -10,7 +10,7 @@ use splab_vm::pmap::{Advice, Pmap};
 use crate::testrig::{rw_access, Rig};
 use splab_hw::armv7::pte::{L1Kind, SectionFlags};
 use splab_hw::armv7::Armv7Walker;
-use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs, Walker};
+use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs, WalkReq, Walker};
 use splab_hw::pwc::Pwc;
 
 /// A 4 MB-aligned user address.
@@ -43,7 +43,7 @@ fn leaf(r: &Rig<PmapArmv7>, pm: PmapId, va: u64) -> (SmallFlags, u8) {
 fn hw_walk(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, access: Access) -> Result<Translation, WalkFault> {
     let root = r.pmap.root(pm);
     let mut pwc = Pwc::new(&[]);
-    Armv7Walker::freebsd().walk(&mut r.mem, &mut pwc, root, 0, VirtAddr(va), access, &mut WalkRefs::default())
+    Armv7Walker::freebsd().walk(&mut r.mem, &mut pwc, WalkReq::new(root, 0, VirtAddr(va), access), &mut WalkRefs::default())
 }
 
 fn enter(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {

@@ -13,7 +13,7 @@ use splab_hw::ppc64::SEGMENT_SIZE;
 use super::*;
 use crate::refbits;
 use crate::testrig::{rw_access, Rig};
-use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs};
+use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs, WalkReq};
 use splab_hw::ppc64::hpt::{ctx_lookup, HptWalker, CTX_HTAB};
 use splab_hw::ppc64::pte::{Hpte, HpteLo};
 use splab_hw::pwc::PwcLevelConfig;
@@ -43,7 +43,7 @@ fn space(r: &mut Rig<PmapPpc64>) -> PmapId {
 fn walk(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -> Result<Translation, WalkFault> {
     let (root, asid) = (r.pmap.root(pm), r.pmap.asid(pm));
     let mut refs = WalkRefs::default();
-    HptWalker.walk(&mut r.mem, &mut r.mmu[cpu].pwc, root, asid, VirtAddr(va), acc, &mut refs)
+    HptWalker.walk(&mut r.mem, &mut r.mmu[cpu].pwc, WalkReq::new(root, asid, VirtAddr(va), acc), &mut refs)
 }
 
 /// An access by the program on `cpu`: walks, and gives faults to the
