@@ -68,6 +68,26 @@ pub fn each_resident(start: u64, end: u64, page: u64, pages: &dyn Fn(VirtAddr) -
     }
 }
 
+/// The `Core` methods of an architecture that has one tunable, `$field`,
+/// turning its superpages on and off, and its PV lists in `self.pv`.
+macro_rules! one_superpage_tunable {
+    ($field:ident) => {
+        fn superpages_enabled(&self) -> bool {
+            self.$field.on
+        }
+        fn tunables(&self) -> Vec<&$crate::base::Tunable> {
+            vec![&self.$field]
+        }
+        fn tunables_mut(&mut self) -> Vec<&mut $crate::base::Tunable> {
+            vec![&mut self.$field]
+        }
+        fn pv(&self) -> &$crate::pv::PvTable {
+            &self.pv
+        }
+    };
+}
+pub(crate) use one_superpage_tunable;
+
 /// The address spaces of an architecture and the operations that are one
 /// function each (mod.rs).
 pub trait Core: Send {
