@@ -5,7 +5,7 @@
 //! (pmap_invalidate_all), or one INVLPG for a one-page removal.
 
 use super::Amd64;
-use crate::base::Remove;
+use crate::base::{self, Remove};
 use crate::ptpage;
 use crate::pte::{self, PteFormat};
 use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
@@ -143,26 +143,18 @@ impl Remove for Amd64 {
     /// Removes every mapping of page `m` (pmap_remove_all): superpage
     /// mappings of its 2 MB frame are demoted first.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
-            self.demote_pde(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
+        base::remove_all_demoting(self, env, m, Self::demote_pde, |p, env, pm, va, free| {
+            let pa = p.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
             let old = Pte::read(env.mem, pa);
             let inv = radix::clear::<Pte>(env.mem, pa, va, PAGE_4K);
-            self.removed_pte(env, pm, va, old);
-            self.invalidate_page(env, pm, inv);
-            self.unuse(env, pm, va, PAGE_SHIFT_4K, &mut free);
-        }
-        ptpage::free_all(env, free);
+            p.removed_pte(env, pm, va, old);
+            p.invalidate_page(env, pm, inv);
+            p.unuse(env, pm, va, PAGE_SHIFT_4K, free);
+        });
     }
 
     fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
-        if pr & prot::READ == 0 {
-            return self.remove(env, pm, sva, eva);
-        }
-        if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
+        if base::protect_needs_nothing_more(self, env, pm, sva, eva, pr) {
             return;
         }
         let mut batch = Batch::new();
