@@ -2,7 +2,7 @@
 //! small TLBs and walk caches, and one pmap of any architecture.
 
 use splab_hw::machine::Mmu;
-use splab_hw::mmu::Translation;
+use splab_hw::mmu::{perm, Translation};
 use splab_hw::physmem::PhysMem;
 use splab_hw::pwc::{Pwc, PwcLevelConfig};
 use splab_hw::tlb::{Tlb, TlbArrayConfig};
@@ -212,6 +212,18 @@ impl<P: Pmap> Rig<P> {
     }
 
     /// pmap_extract of `va`.
+    /// A new address space active on both CPUs with the first `n` pages
+    /// of a fully populated reservation mapped read/write at `va`, each
+    /// entered with a read/write access: its pages and the address space.
+    pub fn mapped_on_both_cpus(&mut self, va: u64, n: usize) -> (Vec<Pfn>, PmapId) {
+        let pages = self.superpage_run();
+        let pm = self.pinit();
+        self.activate(pm, 0);
+        self.activate(pm, 1);
+        self.enter_all(pm, va, &pages[..n], |_| rw_access());
+        (pages, pm)
+    }
+
     pub fn extract(&self, pm: PmapId, va: u64) -> Option<Mapping> {
         self.pmap.extract(&self.mem, pm, VirtAddr(va))
     }
@@ -257,6 +269,11 @@ impl<P: Pmap> Rig<P> {
 }
 
 /// The flags of a mapping entered for a write fault.
+/// The translation a TLB holds for a user-readable 4 KB mapping of `m`.
+pub fn user_read_4k(m: Pfn) -> Translation {
+    Translation { pa_base: m.addr_4k().0, shift: 12, perm: perm::READ | perm::USER }
+}
+
 pub fn rw_access() -> EnterFlags {
     EnterFlags { access: prot::READ | prot::WRITE, ..Default::default() }
 }

@@ -27,6 +27,15 @@ fn new_space(r: &mut Rig<PmapArm64>) -> PmapId {
     r.pinit()
 }
 
+/// A rig of 4096 pages and a new address space with pages `range` of the
+/// rig's object faulted in read/write, as `fault_in` does.
+fn faulted(range: std::ops::Range<u32>) -> (Rig<PmapArm64>, PmapId, Vec<Pfn>) {
+    let mut r = rig(4096);
+    let pm = new_space(&mut r);
+    let pages = fault_in(&mut r, pm, range, |_| rw_access());
+    (r, pm, pages)
+}
+
 /// Faults in pages `range` of the rig's object at VA + 4 KB per page, each
 /// allocated just before it is mapped, as page faults do.
 fn fault_in(r: &mut Rig<PmapArm64>, pm: PmapId, range: std::ops::Range<u32>, flags: impl Fn(u32) -> EnterFlags) -> Vec<Pfn> {
@@ -49,9 +58,7 @@ fn walk(r: &mut Rig<PmapArm64>, pm: PmapId, va: u64, a: Access) -> (u8, u64) {
 
 #[test]
 fn full_dirty_run_promotes_every_64k_run_then_the_2m_block() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 32);
     assert_eq!(r.stat("vm.pmap.l3c.p_failures"), 0, "each run is tried once, when it is complete");
     assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
@@ -66,9 +73,7 @@ fn full_dirty_run_promotes_every_64k_run_then_the_2m_block() {
 /// before the reservation is full, and the walk gives one 64 KB page.
 #[test]
 fn a_populated_64k_run_promotes_inside_a_partial_reservation() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 16..40, |_| rw_access());
+    let (mut r, pm, pages) = faulted(16..40);
     assert_eq!((r.stat("vm.pmap.l3c.promotions"), r.stat("vm.pmap.l2.promotions")), (1, 0));
     assert_eq!(r.extract(pm, VA + 20 * 4096).unwrap().shift, 16);
     assert_eq!(r.extract(pm, VA + 33 * 4096).unwrap().shift, 12);
@@ -116,9 +121,7 @@ fn a_misaligned_first_page_fails_l3c_promotion() {
 
 #[test]
 fn demotion_reuses_the_stashed_l3_table_and_splits_one_64k_run() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, _) = faulted(0..512);
     let allocs = r.ev.pt_page_allocs;
     r.protect(pm, VA + 4096, VA + 3 * 4096, prot::READ);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
@@ -169,9 +172,7 @@ fn a_direct_64k_mapping_is_removed_whole_and_frees_its_table() {
 
 #[test]
 fn removing_a_whole_block_frees_its_stash_and_dirties_every_page() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     r.remove(pm, VA, VA + L2_SIZE);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.pmap.0.pv.live()), (0, 0));
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
@@ -242,9 +243,7 @@ fn enter_object_maps_blocks_and_runs_read_only_and_unaccessed() {
 
 #[test]
 fn madvise_dontneed_keeps_every_run_dirty_or_read_only() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     r.advise(pm, VA, VA + 0x1_0000, Advice::DontNeed);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
     assert!(r.extract(pm, VA + 0xf000).is_none(), "the range's last page is unmapped to allow repromotion");
@@ -259,9 +258,7 @@ fn madvise_dontneed_keeps_every_run_dirty_or_read_only() {
 /// access, and its modified state moves to the page.
 #[test]
 fn remove_write_demotes_what_maps_the_page_writable() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     assert!(r.is_modified(pages[3]));
     r.remove_write(pages[3]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
@@ -276,9 +273,7 @@ fn remove_write_demotes_what_maps_the_page_writable() {
 
 #[test]
 fn check_finds_a_missing_pv_entry_and_a_broken_run() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..16, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..16);
     let l3 = r.pmap.0.entry(&r.mem, pm, VA + 3 * 4096, L3_SHIFT).unwrap();
     let e = Desc::read(&r.mem, l3);
     radix::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
@@ -298,9 +293,7 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
 /// DBM kept (its next write is seen), the others stay dirty.
 #[test]
 fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     r.clear_modify(pages[5]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
     let e5 = Desc::read(&r.mem, r.pmap.0.entry(&r.mem, pm, VA + 5 * 4096, L3_SHIFT).unwrap());
@@ -320,9 +313,7 @@ fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() 
 /// referenced until all 16 are clear.
 #[test]
 fn ts_referenced_on_blocks_and_64k_runs() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     let k = (0..512).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, L2_SHIFT, 512)).unwrap();
     let other = (k + 1) % 512;
     assert_eq!(r.ts_referenced(pages[other]), 1);
@@ -334,9 +325,7 @@ fn ts_referenced_on_blocks_and_64k_runs() {
     walk(&mut r, pm, VA, Access::Read);
     assert!(r.is_referenced(pages[other]));
 
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 16..40, |_| rw_access());
+    let (mut r, _, pages) = faulted(16..40);
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 1);
     for (i, &m) in pages[..15].iter().enumerate() {
         assert_eq!(r.ts_referenced(m), 1, "page {i}");
@@ -352,9 +341,7 @@ fn ts_referenced_on_blocks_and_64k_runs() {
 /// Dropping a 2 MB run whole removes its block without demotion.
 #[test]
 fn remove_all_superpage_drops_every_mapping_without_demoting() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     r.remove_all_superpage(pages[77]);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
     assert_eq!(r.pmap.0.pv.live(), 0);

@@ -7,8 +7,7 @@
 use super::*;
 use splab_hw::VirtAddr;
 use splab_vm::pmap::{Advice, Pmap};
-use crate::testrig::{read_access, rw_access, Rig};
-use splab_hw::mmu::{perm, Translation};
+use crate::testrig::{read_access, rw_access, user_read_4k, Rig};
 use splab_hw::riscv::{L3_SHIFT, LN_ENTRIES};
 use splab_vm::page::pflags;
 
@@ -107,12 +106,8 @@ fn pmap_fault_marks_a_superpage_dirty_in_one_step() {
 #[test]
 fn removal_fences_every_cpu_running_the_space_and_a_switch_flushes() {
     let mut r = rig(4096);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.activate(pm, 0);
-    r.activate(pm, 1);
-    r.enter_all(pm, VA, &pages[..1], |_| rw_access());
-    let t = Translation { pa_base: pages[0].addr_4k().0, shift: 12, perm: perm::READ | perm::USER };
+    let (pages, pm) = r.mapped_on_both_cpus(VA, 1);
+    let t = user_read_4k(pages[0]);
     r.fill_tlbs(VA, ASID, t);
     r.remove(pm, VA, VA + 4096);
     assert!(!r.tlb_holds(VA, ASID), "stale entry left on a CPU");
