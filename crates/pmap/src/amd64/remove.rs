@@ -102,6 +102,19 @@ impl Amd64 {
     }
 }
 
+impl Amd64 {
+    /// `demote_pde` in a range operation: when the 2 MB mapping is
+    /// removed instead, its range joins `batch`, to be invalidated with
+    /// the rest. Returns whether the mapping was demoted.
+    fn demote_pde_batched(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, batch: &mut Batch) -> bool {
+        let demoted = self.demote_pde(env, pm, va);
+        if !demoted {
+            batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+        }
+        demoted
+    }
+}
+
 impl Remove for Amd64 {
     fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         let mut free = Vec::new();
@@ -116,12 +129,9 @@ impl Remove for Amd64 {
                 batch.add(p.remove_pde(env, pm, va, &mut free));
                 Next::Past
             }
-            Part::Leaf2m(_) if !p.demote_pde(env, pm, va) => {
-                // Removed instead (and its page invalidated); the flush
-                // below covers it too, as pmap_remove's anyvalid does.
-                batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
-                Next::Past
-            }
+            // Removed instead: the flush below covers it too, as
+            // pmap_remove's anyvalid does.
+            Part::Leaf2m(_) if !p.demote_pde_batched(env, pm, va, &mut batch) => Next::Past,
             Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
             Part::Table(ptp) => {
                 p.remove_ptes(env, pm, va..next_block(va, PAGE_2M).min(eva), ptp, &mut free, &mut batch);
@@ -168,10 +178,7 @@ impl Remove for Amd64 {
                 Self::protect_leaf(env, pa, va, PAGE_2M, NPTEPG as u32, pr, &mut batch);
                 Next::Past
             }
-            Part::Leaf2m(_) if !p.demote_pde(env, pm, va) => {
-                batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
-                Next::Past
-            }
+            Part::Leaf2m(_) if !p.demote_pde_batched(env, pm, va, &mut batch) => Next::Past,
             Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
             Part::Table(ptp) => {
                 pte::update_range(env, ptp, va, next_block(va, PAGE_2M).min(eva), &mut batch, |env, old| Self::protected(env, old, pr, 1));
@@ -199,8 +206,7 @@ impl Remove for Amd64 {
                 if !old.managed() {
                     return Next::Past;
                 }
-                if !p.demote_pde(env, pm, va) {
-                    batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+                if !p.demote_pde_batched(env, pm, va, &mut batch) {
                     return Next::Past;
                 }
                 if !old.wired() {
