@@ -251,6 +251,15 @@ impl<P: Pmap> Rig<P> {
         assert_eq!((self.pmap.asid(pm), self.pmap.asid(other)), (asid, asid));
     }
 
+    /// Breaks the pmap's state behind its back with `corrupt`; the checker
+    /// must then fail saying `what`.
+    pub fn assert_check_finds(&mut self, what: &str, corrupt: impl FnOnce(&mut P, &mut PmapEnv)) {
+        let (p, mut env) = self.env();
+        corrupt(p, &mut env);
+        let e = p.check(&env).unwrap_err();
+        assert!(e.contains(what), "{e}");
+    }
+
     /// Takes every free page, so that nothing more can be allocated.
     pub fn exhaust_memory(&mut self) {
         while self.phys.alloc_noobj().is_some() {}

@@ -39,8 +39,5 @@ fn check_finds_a_mapping_without_a_pv_entry() {
     let mut r = rig(4096);
     let (pages, pm) = r.mapped_first(VA, 2, |_| rw_access());
     // Corrupt: drop page 1's PV entry behind the pmap's back.
-    let (p, mut env) = r.env();
-    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
-    let e = p.check(&env).unwrap_err();
-    assert!(e.contains("no PV entry"), "{e}");
+    r.assert_check_finds("no PV entry", |p, env| assert!(p.0.pv.remove(env, pages[1], pm, VA + 4096)));
 }

@@ -27,6 +27,15 @@ fn new_space(r: &mut Rig<PmapArm64>) -> PmapId {
     r.pinit()
 }
 
+/// A rig of `npages` pages, a new address space and the first `n` pages
+/// of the rig's object, allocated but not mapped.
+fn allocated(npages: u64, n: u32) -> (Rig<PmapArm64>, PmapId, Vec<Pfn>) {
+    let mut r = rig(npages);
+    let pm = new_space(&mut r);
+    let pages: Vec<Pfn> = (0..n).map(|i| r.page(i)).collect();
+    (r, pm, pages)
+}
+
 /// A rig of 4096 pages and a new address space with pages `range` of the
 /// rig's object faulted in read/write, as `fault_in` does.
 fn faulted(range: std::ops::Range<u32>) -> (Rig<PmapArm64>, PmapId, Vec<Pfn>) {
@@ -138,9 +147,7 @@ fn demotion_reuses_the_stashed_l3_table_and_splits_one_64k_run() {
 
 #[test]
 fn a_direct_2m_mapping_without_memory_to_demote_is_removed() {
-    let mut r = rig(2048);
-    let pm = new_space(&mut r);
-    let pages: Vec<Pfn> = (0..512).map(|i| r.page(i)).collect();
+    let (mut r, pm, pages) = allocated(2048, 512);
     r.enter(pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(2), ..Default::default() }).unwrap();
     assert_eq!(r.stat("vm.pmap.l2.mappings"), 1);
     while r.phys.alloc_noobj().is_some() {}
@@ -154,9 +161,7 @@ fn a_direct_2m_mapping_without_memory_to_demote_is_removed() {
 
 #[test]
 fn a_direct_64k_mapping_is_removed_whole_and_frees_its_table() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages: Vec<Pfn> = (0..32).map(|i| r.page(i)).collect();
+    let (mut r, pm, pages) = allocated(4096, 32);
     let free0 = r.phys.buddy.free_count();
     let fl = EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() };
     r.enter(pm, VA + 0x1_0000, pages[16], prot::READ, fl).unwrap();
@@ -225,10 +230,8 @@ fn tlb_maintenance_is_broadcast_and_promotion_is_break_before_make() {
 
 #[test]
 fn enter_object_maps_blocks_and_runs_read_only_and_unaccessed() {
-    let mut r = rig(8192);
-    let pm = new_space(&mut r);
     // A full reservation at object pages 0..512 and 40 pages of the next.
-    let pages: Vec<Pfn> = (0..552).map(|i| r.page(i)).collect();
+    let (mut r, pm, pages) = allocated(8192, 552);
     let lookup = |va: VirtAddr| pages.get(((va.0 - VA) / 4096) as usize).copied();
     let (p, mut env) = r.env();
     p.enter_object(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 552 * 4096), &lookup, prot::RW);
@@ -276,16 +279,10 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
     let (mut r, pm, pages) = faulted(0..16);
     let l3 = r.pmap.0.entry(&r.mem, pm, VA + 3 * 4096, L3_SHIFT).unwrap();
     let e = Desc::read(&r.mem, l3);
-    radix::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
-    let (p, env) = r.env();
-    let err = p.check(&env).unwrap_err();
-    assert!(err.contains("L3C run"), "{err}");
+    r.assert_check_finds("L3C run", |_, env| radix::wr(env.mem, l3, e.without(DescFlags::CONTIGUOUS)));
     radix::wr(&mut r.mem, l3, e);
     r.check();
-    let (p, mut env) = r.env();
-    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
-    let err = p.check(&env).unwrap_err();
-    assert!(err.contains("no PV entry"), "{err}");
+    r.assert_check_finds("no PV entry", |p, env| assert!(p.0.pv.remove(env, pages[1], pm, VA + 4096)));
 }
 
 /// pmap_clear_modify on one page of a dirty 2 MB block demotes it, and

@@ -155,11 +155,7 @@ fn advise_clears_accessed_and_dirty_and_leaves_a_hole_for_repromotion() {
 fn check_finds_a_mapping_without_a_pv_entry() {
     let mut r = rig(4096);
     let (pages, pm) = r.mapped_first(VA, 2, |_| rw_access());
-    let (p, mut env) = r.env();
-    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
-    let (p, env) = r.env();
-    let e = p.check(&env).unwrap_err();
-    assert!(e.contains("no PV entry"), "{e}");
+    r.assert_check_finds("no PV entry", |p, env| assert!(p.0.pv.remove(env, pages[1], pm, VA + 4096)));
 }
 
 #[test]
