@@ -7,6 +7,7 @@ use splab_hw::physmem::PhysMem;
 use splab_hw::pwc::{Pwc, PwcLevelConfig};
 use splab_hw::tlb::{Tlb, TlbArrayConfig};
 use splab_hw::{Pfn, VirtAddr};
+use splab_vm::page::pflags;
 use splab_vm::physalloc::{ObjInfo, Phys};
 use splab_vm::pmap::{prot, Advice, EnterFlags, KernelEvents, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
@@ -258,6 +259,16 @@ impl<P: Pmap> Rig<P> {
         corrupt(p, &mut env);
         let e = p.check(&env).unwrap_err();
         assert!(e.contains(what), "{e}");
+    }
+
+    /// 1 GB of contiguous, 1 GB-aligned frames taken as large-page shared
+    /// memory (in use, unmanaged): the first of them.
+    pub fn large_page_memory(&mut self) -> Pfn {
+        let base = self.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
+        for i in 0..1u32 << 18 {
+            self.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
+        }
+        base
     }
 
     /// Takes every free page, so that nothing more can be allocated.

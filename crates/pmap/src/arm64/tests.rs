@@ -189,10 +189,7 @@ fn removing_a_whole_block_frees_its_stash_and_dirties_every_page() {
 #[test]
 fn a_1g_block_demotes_in_two_steps() {
     let mut r = rig(1 << 19); // 2 GiB
-    let base = r.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
-    for i in 0..1u32 << 18 {
-        r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
-    }
+    let base = r.large_page_memory();
     let pm = new_space(&mut r);
     r.enter(pm, 1 << 30, base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(3), ..Default::default() }).unwrap();
     assert_eq!(walk(&mut r, pm, (1 << 30) + 12345, Access::Write), (30, base.addr_4k().0 + 12345));

@@ -195,10 +195,7 @@ fn a_promoted_leaf_keeps_the_bits_of_its_pages() {
 #[test]
 fn unmanaged_writable_mappings_are_entered_dirty() {
     let mut r = rig(1 << 19); // 2 GiB
-    let base = r.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
-    for i in 0..1u32 << 18 {
-        r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
-    }
+    let base = r.large_page_memory();
     let pm = r.pinit();
     r.enter_psind(pm, VA, base, prot::RW, prot::READ, Psind::new(2)).unwrap();
     let (e, shift) = leaf(&r, pm, VA + 12345);
