@@ -9,7 +9,7 @@
 //! (`nested` none on a native machine); physical memory's frames are the
 //! architecture's base pages.
 
-use crate::mmu::{Access, Translation, WalkFault, WalkRefs, Walker};
+use crate::mmu::{Access, Translation, WalkFault, WalkRefs, WalkReq, Walker};
 use crate::nested::HostWalk;
 use crate::physmem::PhysMem;
 use crate::profile::Profile;
@@ -95,7 +95,7 @@ impl Machine {
     /// address the walk ends with.
     pub fn walk(&mut self, cpu: usize, root: PhysAddr, asid: u16, va: VirtAddr, acc: Access, refs: &mut Vec<u64>) -> Result<Translation, WalkFault> {
         self.refs.clear();
-        let r = self.walker.walk(&mut self.mem, &mut self.mmu[cpu].pwc, root, asid, va, acc, &mut self.refs);
+        let r = self.walker.walk(&mut self.mem, &mut self.mmu[cpu].pwc, WalkReq::new(root, asid, va, acc), &mut self.refs);
         self.walk_stats.walks += 1;
         self.walk_stats.walk_mem_refs += self.refs.n as u64;
         if let Some(host) = self.nested.get_mut(cpu) {

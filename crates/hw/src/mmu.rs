@@ -113,23 +113,29 @@ impl WalkRefs {
     }
 }
 
+/// What one walk translates: `va` for `access` in the address space rooted
+/// at `root`, tagged `asid`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkReq {
+    pub root: PhysAddr,
+    pub asid: u16,
+    pub va: VirtAddr,
+    pub access: Access,
+}
+
+impl WalkReq {
+    pub fn new(root: PhysAddr, asid: u16, va: VirtAddr, access: Access) -> WalkReq {
+        WalkReq { root, asid, va, access }
+    }
+}
+
 /// An architecture's hardware walk.
 pub trait Walker: Send {
     /// Page sizes (log2) this architecture's TLB entries can have.
     fn page_shifts(&self) -> &[u8];
-    /// Translates `va` for `access` in the address space rooted at `root`,
-    /// tagged `asid`, using and filling `pwc`.
-    #[allow(clippy::too_many_arguments)] // each is a separate input of the walk
-    fn walk(
-        &self,
-        mem: &mut PhysMem,
-        pwc: &mut Pwc,
-        root: PhysAddr,
-        asid: u16,
-        va: VirtAddr,
-        access: Access,
-        refs: &mut WalkRefs,
-    ) -> Result<Translation, WalkFault>;
+    /// Translates what `req` asks for, using and filling `pwc`, and notes
+    /// the physical addresses the walk reads in `refs`.
+    fn walk(&self, mem: &mut PhysMem, pwc: &mut Pwc, req: WalkReq, refs: &mut WalkRefs) -> Result<Translation, WalkFault>;
     /// The same walk without side effects (no A/D updates, no caches): what
     /// the page tables say now. Used by the checker to find stale TLB entries.
     fn probe(&self, mem: &PhysMem, root: PhysAddr, va: VirtAddr) -> Option<Translation>;

@@ -31,7 +31,7 @@
 //! goes through the trait.
 
 use crate::addr::{PhysAddr, VirtAddr};
-use crate::mmu::{Access, Translation, WalkFault, WalkRefs, Walker};
+use crate::mmu::{Access, Translation, WalkFault, WalkRefs, WalkReq, Walker};
 use crate::physmem::PhysMem;
 use crate::pwc::Pwc;
 
@@ -233,16 +233,8 @@ impl<F: RadixFormat> Walker for F {
         self.geometry().page_shifts
     }
 
-    fn walk(
-        &self,
-        mem: &mut PhysMem,
-        pwc: &mut Pwc,
-        root: PhysAddr,
-        asid: u16,
-        va: VirtAddr,
-        access: Access,
-        refs: &mut WalkRefs,
-    ) -> Result<Translation, WalkFault> {
+    fn walk(&self, mem: &mut PhysMem, pwc: &mut Pwc, req: WalkReq, refs: &mut WalkRefs) -> Result<Translation, WalkFault> {
+        let WalkReq { root, asid, va, access } = req;
         let va = va.0;
         if !self.geometry().range.contains(va) {
             return Err(WalkFault::BadAddress);
@@ -319,7 +311,7 @@ mod tests {
 
     fn walk(mem: &mut PhysMem, pwc: &mut Pwc, access: Access) -> (Result<Translation, WalkFault>, Vec<u64>) {
         let mut refs = WalkRefs::default();
-        let r = Amd64Walker.walk(mem, pwc, PhysAddr(PML4), 1, VirtAddr(VA), access, &mut refs);
+        let r = Amd64Walker.walk(mem, pwc, WalkReq::new(PhysAddr(PML4), 1, VirtAddr(VA), access), &mut refs);
         (r, refs.as_slice().to_vec())
     }
 

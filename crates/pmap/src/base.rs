@@ -17,7 +17,7 @@
 use crate::pv::PvTable;
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
-use splab_vm::pmap::{Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
+use splab_vm::pmap::{prot, Advice, EnterFlags, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
 
 /// An architecture's pmap as the machine-independent VM sees it.
@@ -67,6 +67,26 @@ pub fn each_resident(start: u64, end: u64, page: u64, pages: &dyn Fn(VirtAddr) -
         };
     }
 }
+
+/// The `Core` methods of an architecture that has one tunable, `$field`,
+/// turning its superpages on and off, and its PV lists in `self.pv`.
+macro_rules! one_superpage_tunable {
+    ($field:ident) => {
+        fn superpages_enabled(&self) -> bool {
+            self.$field.on
+        }
+        fn tunables(&self) -> Vec<&$crate::base::Tunable> {
+            vec![&self.$field]
+        }
+        fn tunables_mut(&mut self) -> Vec<&mut $crate::base::Tunable> {
+            vec![&mut self.$field]
+        }
+        fn pv(&self) -> &$crate::pv::PvTable {
+            &self.pv
+        }
+    };
+}
+pub(crate) use one_superpage_tunable;
 
 /// The address spaces of an architecture and the operations that are one
 /// function each (mod.rs).
@@ -129,6 +149,39 @@ pub trait Remove {
     fn remove_write(&mut self, env: &mut PmapEnv, m: Pfn);
     /// pmap_advise of [sva, eva).
     fn advise(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, advice: Advice);
+}
+
+/// pmap_remove_all as the radix pmaps do it: every superpage mapping of
+/// `m`'s frame is demoted first (`demote`), then each 4 KB mapping of `m`
+/// removed (`remove`, which gathers the page-table pages it frees), then
+/// those pages are freed.
+pub fn remove_all_demoting<P: Core>(
+    p: &mut P,
+    env: &mut PmapEnv,
+    m: Pfn,
+    mut demote: impl FnMut(&mut P, &mut PmapEnv, PmapId, u64) -> bool,
+    mut remove: impl FnMut(&mut P, &mut PmapEnv, PmapId, u64, &mut Vec<Pfn>),
+) {
+    let mut free = Vec::new();
+    for (pm, va) in p.pv().list_sp(m.addr_4k().0) {
+        demote(p, env, pm, va);
+    }
+    for (pm, va) in p.pv().list(env, m) {
+        remove(p, env, pm, va, &mut free);
+    }
+    crate::ptpage::free_all(env, free);
+}
+
+/// pmap_protect's first steps: protection is only ever reduced, so with
+/// read access gone the range is removed, and with write and execute both
+/// kept nothing changes. Returns whether that was all (nothing is left to
+/// reduce).
+pub fn protect_needs_nothing_more<P: Remove>(p: &mut P, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) -> bool {
+    if pr & prot::READ == 0 {
+        p.remove(env, pm, sva, eva);
+        return true;
+    }
+    pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC
 }
 
 /// Referenced and modified state for the page daemon (refmod.rs).

@@ -5,6 +5,20 @@
 
 use splab_vm::pmap::PmapId;
 
+/// Inside an architecture's `impl`: `pm` and `pm_mut`, the state of
+/// address space `pm` among those `self.$field` (a `Spaces<Pm>`) keeps.
+macro_rules! pm_accessors {
+    ($field:ident) => {
+        pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
+            self.$field.get(pm)
+        }
+        pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
+            self.$field.get_mut(pm)
+        }
+    };
+}
+pub(crate) use pm_accessors;
+
 pub struct Spaces<T> {
     slots: Vec<Option<T>>,
     next_asid: u16,

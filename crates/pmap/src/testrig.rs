@@ -2,11 +2,12 @@
 //! small TLBs and walk caches, and one pmap of any architecture.
 
 use splab_hw::machine::Mmu;
-use splab_hw::mmu::Translation;
+use splab_hw::mmu::{perm, Translation};
 use splab_hw::physmem::PhysMem;
 use splab_hw::pwc::{Pwc, PwcLevelConfig};
 use splab_hw::tlb::{Tlb, TlbArrayConfig};
 use splab_hw::{Pfn, VirtAddr};
+use splab_vm::page::pflags;
 use splab_vm::physalloc::{ObjInfo, Phys};
 use splab_vm::pmap::{prot, Advice, EnterFlags, KernelEvents, Mapping, Pmap, PmapEnv, PmapError, PmapId, Prot, Psind};
 use splab_vm::sysctl::Sysctls;
@@ -212,6 +213,18 @@ impl<P: Pmap> Rig<P> {
     }
 
     /// pmap_extract of `va`.
+    /// A new address space active on both CPUs with the first `n` pages
+    /// of a fully populated reservation mapped read/write at `va`, each
+    /// entered with a read/write access: its pages and the address space.
+    pub fn mapped_on_both_cpus(&mut self, va: u64, n: usize) -> (Vec<Pfn>, PmapId) {
+        let pages = self.superpage_run();
+        let pm = self.pinit();
+        self.activate(pm, 0);
+        self.activate(pm, 1);
+        self.enter_all(pm, va, &pages[..n], |_| rw_access());
+        (pages, pm)
+    }
+
     pub fn extract(&self, pm: PmapId, va: u64) -> Option<Mapping> {
         self.pmap.extract(&self.mem, pm, VirtAddr(va))
     }
@@ -239,6 +252,25 @@ impl<P: Pmap> Rig<P> {
         assert_eq!((self.pmap.asid(pm), self.pmap.asid(other)), (asid, asid));
     }
 
+    /// Breaks the pmap's state behind its back with `corrupt`; the checker
+    /// must then fail saying `what`.
+    pub fn assert_check_finds(&mut self, what: &str, corrupt: impl FnOnce(&mut P, &mut PmapEnv)) {
+        let (p, mut env) = self.env();
+        corrupt(p, &mut env);
+        let e = p.check(&env).unwrap_err();
+        assert!(e.contains(what), "{e}");
+    }
+
+    /// 1 GB of contiguous, 1 GB-aligned frames taken as large-page shared
+    /// memory (in use, unmanaged): the first of them.
+    pub fn large_page_memory(&mut self) -> Pfn {
+        let base = self.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
+        for i in 0..1u32 << 18 {
+            self.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
+        }
+        base
+    }
+
     /// Takes every free page, so that nothing more can be allocated.
     pub fn exhaust_memory(&mut self) {
         while self.phys.alloc_noobj().is_some() {}
@@ -257,6 +289,11 @@ impl<P: Pmap> Rig<P> {
 }
 
 /// The flags of a mapping entered for a write fault.
+/// The translation a TLB holds for a user-readable 4 KB mapping of `m`.
+pub fn user_read_4k(m: Pfn) -> Translation {
+    Translation { pa_base: m.addr_4k().0, shift: 12, perm: perm::READ | perm::USER }
+}
+
 pub fn rw_access() -> EnterFlags {
     EnterFlags { access: prot::READ | prot::WRITE, ..Default::default() }
 }

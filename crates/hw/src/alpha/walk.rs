@@ -151,7 +151,7 @@ mod tests {
     use super::super::pte::Gh;
     use super::*;
     use crate::addr::PhysAddr;
-    use crate::mmu::{WalkRefs, Walker};
+    use crate::mmu::{WalkRefs, WalkReq, Walker};
     use crate::pwc::{Pwc, PwcLevelConfig};
 
     const USER_RW: PteFlags = PteFlags::V.union(PteFlags::URE).union(PteFlags::UWE).union(PteFlags::KRE).union(PteFlags::KWE);
@@ -187,21 +187,21 @@ mod tests {
         mem.write_u64(PhysAddr(l2 + 0xd1 * 8), (l3 >> 13) << 32 | 0x1101);
         mem.write_u64(PhysAddr(l3 + 0x19e * 8), 0x3b_2a00u64 << 32 | 0x9901);
         let w = AlphaWalker;
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(l1), 1, VirtAddr(va), Access::Write, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 1, VirtAddr(va), Access::Write), &mut refs).unwrap();
         assert_eq!((t.pa(va), t.shift), (PhysAddr(0x7_6540_0000 | 0x179b), 13));
         assert_eq!(t.perm & (perm::READ | perm::WRITE | perm::DIRTY | perm::GLOBAL), perm::READ | perm::WRITE | perm::DIRTY);
         assert_eq!(refs.as_slice(), &[l1 + 0x123 * 8, l2 + 0xd1 * 8, l3 + 0x19e * 8]);
         // The walk cache now holds the level-3 table: one read.
         refs.clear();
-        w.walk(&mut mem, &mut pwc, PhysAddr(l1), 1, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 1, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!(refs.as_slice(), &[l3 + 0x19e * 8]);
         assert_eq!(w.probe(&mem, PhysAddr(l1), VirtAddr(va)).unwrap().pa(va), t.pa(va));
         // Translation not valid at each level.
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(l1), 1, VirtAddr(0x2000), Access::Read, &mut refs), Err(WalkFault::NotPresent { level: 0 }));
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(l1), 1, VirtAddr(va + (1 << 23)), Access::Read, &mut refs), Err(WalkFault::NotPresent { level: 1 }));
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(l1), 1, VirtAddr(va + (1 << 13)), Access::Read, &mut refs), Err(WalkFault::NotPresent { level: 2 }));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 1, VirtAddr(0x2000), Access::Read), &mut refs), Err(WalkFault::NotPresent { level: 0 }));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 1, VirtAddr(va + (1 << 23)), Access::Read), &mut refs), Err(WalkFault::NotPresent { level: 1 }));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 1, VirtAddr(va + (1 << 13)), Access::Read), &mut refs), Err(WalkFault::NotPresent { level: 2 }));
         // Bits 63:43 must copy bit 42.
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(l1), 1, VirtAddr(1 << 43), Access::Read, &mut refs), Err(WalkFault::BadAddress));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 1, VirtAddr(1 << 43), Access::Read), &mut refs), Err(WalkFault::BadAddress));
     }
 
     /// The fault-on bits emulate reference and modify: FOR faults any
@@ -214,7 +214,7 @@ mod tests {
         let w = AlphaWalker;
         let mut at = |mem: &mut PhysMem, e: Pte, a: Access| {
             mem.write_u64(PhysAddr(l3 + 8), e.0);
-            w.walk(mem, &mut pwc, PhysAddr(l1), 0, VirtAddr(0x2000), a, &mut refs)
+            w.walk(mem, &mut pwc, WalkReq::new(PhysAddr(l1), 0, VirtAddr(0x2000), a), &mut refs)
         };
         let e = Pte::new(0x8000, USER_RW | PteFlags::FAULT_ON, Gh::G8K);
         for a in [Access::Read, Access::Write, Access::Exec] {
@@ -243,18 +243,18 @@ mod tests {
             mem.write_u64(PhysAddr(l3 + i * 8), Pte::new(0x80_0000 + i * 8192, USER_RW, Gh::G4M).0);
         }
         let va = 0x12_3456;
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(l1), 0, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 0, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!((t.shift, t.pa_base, t.pa(va)), (22, 0x80_0000, PhysAddr(0x92_3456)));
         // A 64 KB block at the second 64 KB of the table: entries 8..16.
         for i in 8..16u64 {
             mem.write_u64(PhysAddr(l3 + i * 8), Pte::new(0x2_0000 + (i - 8) * 8192, USER_RW, Gh::G64K).0);
         }
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(l1), 0, VirtAddr(0x1_abcd), Access::Read, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 0, VirtAddr(0x1_abcd), Access::Read), &mut refs).unwrap();
         assert_eq!((t.shift, t.pa(0x1_abcd)), (16, PhysAddr(0x2_abcd)));
         // A 512 KB hint on an entry whose frame is not where its position
         // in the block puts it.
         mem.write_u64(PhysAddr(l3 + 64 * 8), Pte::new(0x10_2000, USER_RW, Gh::G512K).0);
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(l1), 0, VirtAddr(64 * 8192), Access::Read, &mut refs), Err(WalkFault::Reserved { level: 2 }));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(l1), 0, VirtAddr(64 * 8192), Access::Read), &mut refs), Err(WalkFault::Reserved { level: 2 }));
         assert_eq!(w.page_shifts(), &[13, 16, 19, 22]);
     }
 }

@@ -133,7 +133,7 @@ mod tests {
     use crate::VirtAddr;
     use super::super::index;
     use super::*;
-    use crate::mmu::{WalkRefs, Walker};
+    use crate::mmu::{WalkRefs, WalkReq, Walker};
     use crate::pwc::{Pwc, PwcLevelConfig};
 
     /// Builds, by hand, the tables for one 4 KB page and one 2 MB page and
@@ -153,31 +153,31 @@ mod tests {
         let mut pwc = Pwc::new(&[PwcLevelConfig { shift: 21, entries: 4 }]);
         let mut refs = WalkRefs::default();
         let w = Amd64Walker;
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(pml4), 1, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(pml4), 1, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!(t.pa(va), PhysAddr(0x9_9abc));
         assert_eq!((t.shift, t.perm & perm::WRITE), (12, 0));
         assert_eq!(refs.as_slice(), &[pml4 + 254 * 8, pdpt + 72 * 8, pd + 418 * 8, pt + 359 * 8]);
         assert!(Pte(mem.read_u64(PhysAddr(pt + 359 * 8))).has(PteFlags::A), "A set by the walk");
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(pml4), 1, VirtAddr(va), Access::Write, &mut refs), Err(WalkFault::Protection));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(pml4), 1, VirtAddr(va), Access::Write), &mut refs), Err(WalkFault::Protection));
         // Second walk starts at the PT thanks to the PDE cache.
         refs.clear();
-        w.walk(&mut mem, &mut pwc, PhysAddr(pml4), 1, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(pml4), 1, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!(refs.as_slice(), &[pt + 359 * 8]);
 
         // A 2 MB page: PDE with PS at index 419.
         let va2 = (va & !((1 << 30) - 1)) | (419 << 21) | 0x1_2345;
         mem.write_u64(PhysAddr(pd + 419 * 8), Pte::new(0x4060_0000, user | PteFlags::PS).0);
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(pml4), 1, VirtAddr(va2), Access::Write, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(pml4), 1, VirtAddr(va2), Access::Write), &mut refs).unwrap();
         assert_eq!((t.shift, t.pa(va2)), (21, PhysAddr(0x4061_2345)));
         let pde = Pte(mem.read_u64(PhysAddr(pd + 419 * 8)));
         assert!(pde.has(PteFlags::A | PteFlags::D), "A and D set on the 2 MB leaf");
         assert_eq!(w.probe(&mem, PhysAddr(pml4), VirtAddr(va2)).unwrap().pa_base, 0x4060_0000);
         assert_eq!(
-            w.walk(&mut mem, &mut pwc, PhysAddr(pml4), 1, VirtAddr(0x8000_0000_0000), Access::Read, &mut refs),
+            w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(pml4), 1, VirtAddr(0x8000_0000_0000), Access::Read), &mut refs),
             Err(WalkFault::BadAddress)
         );
         assert!(matches!(
-            w.walk(&mut mem, &mut pwc, PhysAddr(pml4), 1, VirtAddr(0x1000), Access::Read, &mut refs),
+            w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(pml4), 1, VirtAddr(0x1000), Access::Read), &mut refs),
             Err(WalkFault::NotPresent { level: 0 })
         ));
     }

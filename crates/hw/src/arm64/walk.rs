@@ -175,7 +175,7 @@ mod tests {
     use super::super::pte::{ATTR_IDX_WRITE_BACK, SH_INNER};
     use super::super::index;
     use super::*;
-    use crate::mmu::{WalkRefs, Walker};
+    use crate::mmu::{WalkRefs, WalkReq, Walker};
     use crate::pwc::{Pwc, PwcLevelConfig};
 
     const L0: u64 = 0x1000;
@@ -205,7 +205,7 @@ mod tests {
 
     fn walk(mem: &mut PhysMem, pwc: &mut Pwc, va: u64, a: Access, refs: &mut WalkRefs) -> Result<Translation, WalkFault> {
         refs.clear();
-        Arm64Walker.walk(mem, pwc, PhysAddr(L0), 7, VirtAddr(va), a, refs)
+        Arm64Walker.walk(mem, pwc, WalkReq::new(PhysAddr(L0), 7, VirtAddr(va), a), refs)
     }
 
     /// One page by hand: the four reads, AF set by the walk, a write

@@ -205,7 +205,7 @@ mod tests {
     use crate::VirtAddr;
     use crate::addr::PhysAddr;
     use crate::armv7::pte::LargeFlags;
-    use crate::mmu::{WalkRefs, Walker};
+    use crate::mmu::{WalkRefs, WalkReq, Walker};
     use crate::pwc::{Pwc, PwcLevelConfig};
 
     /// User read/write, accessed, not global: what FreeBSD writes for a
@@ -217,7 +217,7 @@ mod tests {
     }
 
     fn walk(w: &Armv7Walker, mem: &mut PhysMem, pwc: &mut Pwc, root: u64, va: u64, a: Access) -> Result<Translation, WalkFault> {
-        w.walk(mem, pwc, PhysAddr(root), 7, VirtAddr(va), a, &mut WalkRefs::default())
+        w.walk(mem, pwc, WalkReq::new(PhysAddr(root), 7, VirtAddr(va), a), &mut WalkRefs::default())
     }
 
     /// Builds, by hand, an L1 table with a page-table pointer, a section
@@ -231,14 +231,14 @@ mod tests {
         // L1 index 0x123, L2 index 0x45.
         mem.write_u32(PhysAddr(root + 0x123 * 4), L1Desc::table(l2t, 0).0);
         mem.write_u32(PhysAddr(l2t + 0x45 * 4), L2Desc::small(0x9_9000, URW | SmallFlags::AP2).0);
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(root), 7, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 7, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!((t.pa(va), t.shift), (PhysAddr(0x9_9678), 12));
         assert_eq!(t.perm & (perm::WRITE | perm::GLOBAL), 0, "read-only, not global");
         assert_eq!(refs.as_slice(), &[root + 0x123 * 4, l2t + 0x45 * 4]);
         assert_eq!(walk(&w, &mut mem, &mut pwc, root, va, Access::Write), Err(WalkFault::Protection));
         // The walk cache now holds the L1 descriptor: one read.
         refs.clear();
-        w.walk(&mut mem, &mut pwc, PhysAddr(root), 7, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 7, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!(refs.as_slice(), &[l2t + 0x45 * 4]);
 
         // A section at L1 index 0x200, writable, executable.

@@ -42,7 +42,7 @@ use super::pte::{Hpte, HpteLo};
 use super::slb::{SlbE, SlbV, SlbVFlags};
 use super::{esid, segment_offset, PTEG_BYTES, PTEG_ENTRIES, HPTE_BYTES, SEGMENT_SHIFT, USER_VA_LIMIT};
 use crate::addr::{PhysAddr, VirtAddr};
-use crate::mmu::{perm, Access, Translation, WalkFault, WalkRefs, Walker};
+use crate::mmu::{perm, Access, Translation, WalkFault, WalkRefs, WalkReq, Walker};
 use crate::physmem::PhysMem;
 use crate::pwc::Pwc;
 
@@ -267,16 +267,8 @@ impl Walker for HptWalker {
         &SHIFTS
     }
 
-    fn walk(
-        &self,
-        mem: &mut PhysMem,
-        pwc: &mut Pwc,
-        root: PhysAddr,
-        asid: u16,
-        va: VirtAddr,
-        access: Access,
-        refs: &mut WalkRefs,
-    ) -> Result<Translation, WalkFault> {
+    fn walk(&self, mem: &mut PhysMem, pwc: &mut Pwc, req: WalkReq, refs: &mut WalkRefs) -> Result<Translation, WalkFault> {
+        let WalkReq { root, asid, va, access } = req;
         let va = va.0;
         if va >= USER_VA_LIMIT {
             return Err(WalkFault::BadAddress);
@@ -377,35 +369,35 @@ mod tests {
         }
         let slot_pa = geom.pteg_pa(s) + 5 * 16;
         put(&mut mem, slot_pa, Hpte::new(vsid, ea, 0x9000, false, true, HpteHi::empty(), HpteLo::PP_RW | HpteLo::M));
-        let t = HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Read, &mut refs).unwrap();
+        let t = HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Read), &mut refs).unwrap();
         assert_eq!((t.pa(ea), t.shift, t.perm & perm::DIRTY), (PhysAddr(0x9010), 12, 0));
         assert_eq!(refs.as_slice(), &[geom.pteg_pa(p), geom.pteg_pa(s)]);
         let lo = HpteLo::from_bits_truncate(mem.read_u64(PhysAddr(slot_pa + 8)));
         assert!(lo.contains(HpteLo::R) && !lo.contains(HpteLo::C));
-        let t = HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Write, &mut refs).unwrap();
+        let t = HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Write), &mut refs).unwrap();
         assert_ne!(t.perm & perm::DIRTY, 0);
         assert!(HpteLo::from_bits_truncate(mem.read_u64(PhysAddr(slot_pa + 8))).contains(HpteLo::C));
         // An entry in the secondary PTEG without H is not a match.
         put(&mut mem, slot_pa, Hpte::new(vsid, ea, 0x9000, false, false, HpteHi::empty(), HpteLo::PP_RW));
-        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Read, &mut refs), Err(WalkFault::NotPresent { level: 0 }));
+        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Read), &mut refs), Err(WalkFault::NotPresent { level: 0 }));
     }
 
     #[test]
     fn segment_miss_protection_and_bad_addresses() {
         let (mut mem, mut pwc, mut refs, geom) = setup();
         let (vsid, ea) = (0x77u64, 0x2000_3000u64);
-        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Read, &mut refs), Err(WalkFault::Segment));
+        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Read), &mut refs), Err(WalkFault::Segment));
         pwc.fill(ea, 1, SEGMENT_SHIFT as u8, SlbV::user(vsid).0);
-        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 2, VirtAddr(ea), Access::Read, &mut refs), Err(WalkFault::Segment), "another address space");
+        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 2, VirtAddr(ea), Access::Read), &mut refs), Err(WalkFault::Segment), "another address space");
         let pa = geom.pteg_pa(geom.groups(vsid, ea, 12)[0]);
         put(&mut mem, pa, Hpte::new(vsid, ea, 0x5000, false, false, HpteHi::empty(), HpteLo::PP_RO | HpteLo::N));
-        assert!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Read, &mut refs).is_ok());
-        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Write, &mut refs), Err(WalkFault::Protection));
-        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Exec, &mut refs), Err(WalkFault::Protection));
+        assert!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Read), &mut refs).is_ok());
+        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Write), &mut refs), Err(WalkFault::Protection));
+        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Exec), &mut refs), Err(WalkFault::Protection));
         // PP = 0b00 with Kp set: no user access at all.
         put(&mut mem, pa, Hpte::new(vsid, ea, 0x5000, false, false, HpteHi::empty(), HpteLo::empty()));
-        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Read, &mut refs), Err(WalkFault::Protection));
-        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(USER_VA_LIMIT), Access::Read, &mut refs), Err(WalkFault::BadAddress));
+        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Read), &mut refs), Err(WalkFault::Protection));
+        assert_eq!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(USER_VA_LIMIT), Access::Read), &mut refs), Err(WalkFault::BadAddress));
     }
 
     /// A 16 MB page in a 4 KB base-page segment is found through the hash
@@ -420,10 +412,10 @@ mod tests {
         let ea = sp + 0x45_6789;
         let g = geom.groups(vsid, ea, 12)[0];
         put(&mut mem, geom.pteg_pa(g) + 32, Hpte::new(vsid, ea, 0x200_0000, true, false, HpteHi::empty(), HpteLo::PP_RW));
-        let t = HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea), Access::Read, &mut refs).unwrap();
+        let t = HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea), Access::Read), &mut refs).unwrap();
         assert_eq!((t.shift as u32, t.pa_base, t.pa(ea)), (LARGE_SHIFT, 0x200_0000, PhysAddr(0x200_0000 + 0x45_6789)));
         // Another 4 KB page of the same 16 MB page hashes elsewhere: no entry there.
-        assert!(HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(sp + 0x80_0000), Access::Read, &mut refs).is_err());
+        assert!(HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(sp + 0x80_0000), Access::Read), &mut refs).is_err());
 
         let big_seg = 0x5000_0000u64;
         pwc.fill(big_seg, 1, SEGMENT_SHIFT as u8, SlbV::large(vsid + 1).0);
@@ -432,7 +424,7 @@ mod tests {
         let mut e = Hpte::new(vsid + 1, ea, 0x400_0000, true, false, HpteHi::empty(), HpteLo::PP_RW);
         e.lo = (e.lo & !super::super::pte::LP_MASK) | super::super::pte::LP_16M_16M;
         put(&mut mem, geom.pteg_pa(g), e);
-        let t = HptWalker.walk(&mut mem, &mut pwc, PhysAddr(CTX), 1, VirtAddr(ea + 0xff_0000), Access::Read, &mut refs).unwrap();
+        let t = HptWalker.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(CTX), 1, VirtAddr(ea + 0xff_0000), Access::Read), &mut refs).unwrap();
         assert_eq!(t.pa_base, 0x400_0000);
     }
 

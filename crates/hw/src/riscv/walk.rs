@@ -144,7 +144,7 @@ mod tests {
     use super::super::index;
     use super::*;
     use crate::addr::PhysAddr;
-    use crate::mmu::{WalkRefs, Walker};
+    use crate::mmu::{WalkRefs, WalkReq, Walker};
     use crate::pwc::{Pwc, PwcLevelConfig};
 
     const USER_RW: PteFlags = PteFlags::V.union(PteFlags::R).union(PteFlags::W).union(PteFlags::U);
@@ -166,25 +166,25 @@ mod tests {
         mem.write_u64(PhysAddr(l2t + 418 * 8), Pte::table(l3t).0);
         mem.write_u64(PhysAddr(l3t + 359 * 8), Pte::new(0x9_9000, PteFlags::V | PteFlags::R | PteFlags::U | PteFlags::A).0);
         let w = RiscvWalker::new(Mode::Sv39, AdUpdate::Fault);
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!((t.pa(va), t.shift, t.perm & perm::WRITE), (PhysAddr(0x9_9abc), 12, 0));
         assert_eq!(refs.as_slice(), &[root + 72 * 8, l2t + 418 * 8, l3t + 359 * 8]);
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Write, &mut refs), Err(WalkFault::Protection));
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Exec, &mut refs), Err(WalkFault::Protection));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Write), &mut refs), Err(WalkFault::Protection));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Exec), &mut refs), Err(WalkFault::Protection));
         // The walk cache holds the pointer to the L3 table: one read.
         refs.clear();
-        w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!(refs.as_slice(), &[l3t + 359 * 8]);
 
         // A megapage leaf at level 1, index 419.
         let va2 = (va & !((1 << 30) - 1)) | (419 << 21) | 0x1_2345;
         mem.write_u64(PhysAddr(l2t + 419 * 8), Pte::new(0x4060_0000, USER_RW | PteFlags::A | PteFlags::D).0);
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va2), Access::Write, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va2), Access::Write), &mut refs).unwrap();
         assert_eq!((t.shift, t.pa(va2)), (21, PhysAddr(0x4061_2345)));
         assert_eq!(w.probe(&mem, PhysAddr(root), VirtAddr(va2)).unwrap().pa_base, 0x4060_0000);
         // Non-canonical and not-present addresses.
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(1 << 38), Access::Read, &mut refs), Err(WalkFault::BadAddress));
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(0x1000), Access::Read, &mut refs), Err(WalkFault::NotPresent { level: 0 }));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(1 << 38), Access::Read), &mut refs), Err(WalkFault::BadAddress));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(0x1000), Access::Read), &mut refs), Err(WalkFault::NotPresent { level: 0 }));
     }
 
     #[test]
@@ -196,18 +196,18 @@ mod tests {
         mem.write_u64(leaf_pa, Pte::new(0x4000_0000, USER_RW).0);
         let va = (2u64 << 30) + 0x5678;
         let svade = RiscvWalker::new(Mode::Sv39, AdUpdate::Fault);
-        assert_eq!(svade.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Read, &mut refs), Err(WalkFault::AccessedDirty));
+        assert_eq!(svade.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Read), &mut refs), Err(WalkFault::AccessedDirty));
         assert_eq!(mem.read_u64(leaf_pa), Pte::new(0x4000_0000, USER_RW).0, "Svade leaves the PTE alone");
         mem.write_u64(leaf_pa, Pte::new(0x4000_0000, USER_RW | PteFlags::A).0);
-        let t = svade.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        let t = svade.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert_eq!((t.shift, t.perm & perm::DIRTY), (30, 0));
-        assert_eq!(svade.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Write, &mut refs), Err(WalkFault::AccessedDirty), "a store needs D");
+        assert_eq!(svade.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Write), &mut refs), Err(WalkFault::AccessedDirty), "a store needs D");
 
         let svadu = RiscvWalker::new(Mode::Sv39, AdUpdate::Hardware);
         mem.write_u64(leaf_pa, Pte::new(0x4000_0000, USER_RW).0);
-        svadu.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Read, &mut refs).unwrap();
+        svadu.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Read), &mut refs).unwrap();
         assert!(Pte(mem.read_u64(leaf_pa)).has(PteFlags::A) && !Pte(mem.read_u64(leaf_pa)).has(PteFlags::D));
-        let t = svadu.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Write, &mut refs).unwrap();
+        let t = svadu.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Write), &mut refs).unwrap();
         assert!(Pte(mem.read_u64(leaf_pa)).has(PteFlags::A | PteFlags::D));
         assert_ne!(t.perm & perm::DIRTY, 0);
     }
@@ -220,18 +220,18 @@ mod tests {
         mem.write_u64(PhysAddr(root), Pte::table(l2t).0);
         // A megapage whose frame is 4 KB- but not 2 MB-aligned.
         mem.write_u64(PhysAddr(l2t), Pte::new(0x20_1000, USER_RW).0);
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(0x10), Access::Read, &mut refs), Err(WalkFault::Reserved { level: 1 }));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(0x10), Access::Read), &mut refs), Err(WalkFault::Reserved { level: 1 }));
         // W without R.
         mem.write_u64(PhysAddr(l2t + 8), Pte::new(0x40_0000, PteFlags::V | PteFlags::W | PteFlags::U).0);
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(0x20_0000), Access::Write, &mut refs), Err(WalkFault::Reserved { level: 1 }));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(0x20_0000), Access::Write), &mut refs), Err(WalkFault::Reserved { level: 1 }));
         // A pointer at level 0.
         let l3t = 0x3000u64;
         mem.write_u64(PhysAddr(l2t + 16), Pte::table(l3t).0);
         mem.write_u64(PhysAddr(l3t), Pte::table(0x5000).0);
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(0x40_0000), Access::Read, &mut refs), Err(WalkFault::Reserved { level: 2 }));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(0x40_0000), Access::Read), &mut refs), Err(WalkFault::Reserved { level: 2 }));
         // A user access to a supervisor page.
         mem.write_u64(PhysAddr(l3t + 8), Pte::new(0x9000, PteFlags::V | PteFlags::R | PteFlags::A).0);
-        assert_eq!(w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(0x40_1000), Access::Read, &mut refs), Err(WalkFault::Protection));
+        assert_eq!(w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(0x40_1000), Access::Read), &mut refs), Err(WalkFault::Protection));
     }
 
     #[test]
@@ -244,12 +244,12 @@ mod tests {
         mem.write_u64(PhysAddr(l1t + index(va, 30) * 8), Pte::table(l2t).0);
         mem.write_u64(PhysAddr(l2t + index(va, 21) * 8), Pte::table(l3t).0);
         mem.write_u64(PhysAddr(l3t + index(va, 12) * 8), Pte::new(0x7000, USER_RW).0);
-        let t = w.walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Write, &mut refs).unwrap();
+        let t = w.walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Write), &mut refs).unwrap();
         assert_eq!(t.pa(va), PhysAddr(0x7abc));
         assert_eq!(refs.n, 4);
         assert_eq!(w.page_shifts(), &[12, 21, 30, 39]);
         assert_eq!(
-            RiscvWalker::new(Mode::Sv39, AdUpdate::Hardware).walk(&mut mem, &mut pwc, PhysAddr(root), 0, VirtAddr(va), Access::Read, &mut refs),
+            RiscvWalker::new(Mode::Sv39, AdUpdate::Hardware).walk(&mut mem, &mut pwc, WalkReq::new(PhysAddr(root), 0, VirtAddr(va), Access::Read), &mut refs),
             Err(WalkFault::BadAddress),
             "not canonical under Sv39"
         );

@@ -47,7 +47,7 @@ use crate::base::{Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::pv::PvTable;
 use crate::shootdown::{self, Batch, Invalidate};
-use crate::spaces::Spaces;
+use crate::spaces::{pm_accessors, Spaces};
 use splab_hw::alpha::{index, Gh, Pte, PteFlags, L1_SHIFT, L2_SHIFT, L3_SHIFT, MAX_USER_ADDRESS, PAGE_SIZE};
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr};
@@ -139,12 +139,7 @@ impl Alpha {
         self.gh[g as usize - 1].on
     }
 
-    pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.spaces.get(pm)
-    }
-    pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.spaces.get_mut(pm)
-    }
+    pm_accessors!(spaces);
 
     #[inline]
     pub(crate) fn rd(mem: &PhysMem, pa: PhysAddr) -> Pte {

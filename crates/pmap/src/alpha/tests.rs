@@ -4,7 +4,7 @@ use super::PmapAlpha;
 use splab_hw::VirtAddr;
 use crate::testrig::{rw_access, Rig};
 use splab_hw::alpha::{AlphaWalker, PteFlags};
-use splab_hw::mmu::{Access, Translation, WalkFault, WalkRefs, Walker};
+use splab_hw::mmu::{Access, Translation, WalkFault, WalkRefs, WalkReq, Walker};
 use splab_hw::pwc::PwcLevelConfig;
 use splab_hw::tlb::TlbArrayConfig;
 use splab_vm::pmap::{prot, EnterFlags, Pmap, PmapId};
@@ -20,7 +20,7 @@ fn rig() -> Rig<PmapAlpha> {
 fn walk(r: &mut Rig<PmapAlpha>, pm: PmapId, va: u64, a: Access) -> Result<Translation, WalkFault> {
     let root = r.pmap.root(pm);
     let asn = r.pmap.asid(pm);
-    AlphaWalker.walk(&mut r.mem, &mut r.mmu[0].pwc, root, asn, VirtAddr(va), a, &mut WalkRefs::default())
+    AlphaWalker.walk(&mut r.mem, &mut r.mmu[0].pwc, WalkReq::new(root, asn, VirtAddr(va), a), &mut WalkRefs::default())
 }
 
 /// Filling a reservation promotes every 64 KB block as its 8th page

@@ -25,13 +25,13 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::base::{Core, Md, Params, Tunable};
+use crate::base::{one_superpage_tunable, Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
 use crate::radix::{self, Format, Tables};
 use crate::shootdown::{self, Batch, Invalidate};
-use crate::spaces::Spaces;
+use crate::spaces::{pm_accessors, Spaces};
 use splab_hw::amd64::pte::{Pte, PteFlags};
 use splab_hw::amd64::{PAGE_1G, PAGE_2M, PAGE_SHIFT_4K, PDPSHIFT, PDRSHIFT, PML4SHIFT, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
@@ -98,12 +98,7 @@ pub struct Amd64 {
 }
 
 impl Amd64 {
-    pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps.get(pm)
-    }
-    pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps.get_mut(pm)
-    }
+    pm_accessors!(pmaps);
 
     /// Address of the PDE for `va`, if its page directory exists (pmap_pde).
     pub(crate) fn pde_pa(&self, mem: &PhysMem, pm: PmapId, va: u64) -> Option<PhysAddr> {
@@ -218,18 +213,7 @@ impl Core for Amd64 {
     fn params(&self) -> Params {
         PARAMS
     }
-    fn superpages_enabled(&self) -> bool {
-        self.pg_ps_enabled.on
-    }
-    fn tunables(&self) -> Vec<&Tunable> {
-        vec![&self.pg_ps_enabled]
-    }
-    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
-        vec![&mut self.pg_ps_enabled]
-    }
-    fn pv(&self) -> &PvTable {
-        &self.pv
-    }
+    one_superpage_tunable!(pg_ps_enabled);
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let pml4 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;

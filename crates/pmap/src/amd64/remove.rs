@@ -5,7 +5,7 @@
 //! (pmap_invalidate_all), or one INVLPG for a one-page removal.
 
 use super::Amd64;
-use crate::base::Remove;
+use crate::base::{self, Remove};
 use crate::ptpage;
 use crate::pte::{self, PteFormat};
 use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
@@ -102,6 +102,19 @@ impl Amd64 {
     }
 }
 
+impl Amd64 {
+    /// `demote_pde` in a range operation: when the 2 MB mapping is
+    /// removed instead, its range joins `batch`, to be invalidated with
+    /// the rest. Returns whether the mapping was demoted.
+    fn demote_pde_batched(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64, batch: &mut Batch) -> bool {
+        let demoted = self.demote_pde(env, pm, va);
+        if !demoted {
+            batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+        }
+        demoted
+    }
+}
+
 impl Remove for Amd64 {
     fn remove(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64) {
         let mut free = Vec::new();
@@ -116,12 +129,9 @@ impl Remove for Amd64 {
                 batch.add(p.remove_pde(env, pm, va, &mut free));
                 Next::Past
             }
-            Part::Leaf2m(_) if !p.demote_pde(env, pm, va) => {
-                // Removed instead (and its page invalidated); the flush
-                // below covers it too, as pmap_remove's anyvalid does.
-                batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
-                Next::Past
-            }
+            // Removed instead: the flush below covers it too, as
+            // pmap_remove's anyvalid does.
+            Part::Leaf2m(_) if !p.demote_pde_batched(env, pm, va, &mut batch) => Next::Past,
             Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
             Part::Table(ptp) => {
                 p.remove_ptes(env, pm, va..next_block(va, PAGE_2M).min(eva), ptp, &mut free, &mut batch);
@@ -143,26 +153,18 @@ impl Remove for Amd64 {
     /// Removes every mapping of page `m` (pmap_remove_all): superpage
     /// mappings of its 2 MB frame are demoted first.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
-            self.demote_pde(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
+        base::remove_all_demoting(self, env, m, Self::demote_pde, |p, env, pm, va, free| {
+            let pa = p.pte_pa(env.mem, pm, va).expect("PV entry without a PTE");
             let old = Pte::read(env.mem, pa);
             let inv = radix::clear::<Pte>(env.mem, pa, va, PAGE_4K);
-            self.removed_pte(env, pm, va, old);
-            self.invalidate_page(env, pm, inv);
-            self.unuse(env, pm, va, PAGE_SHIFT_4K, &mut free);
-        }
-        ptpage::free_all(env, free);
+            p.removed_pte(env, pm, va, old);
+            p.invalidate_page(env, pm, inv);
+            p.unuse(env, pm, va, PAGE_SHIFT_4K, free);
+        });
     }
 
     fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
-        if pr & prot::READ == 0 {
-            return self.remove(env, pm, sva, eva);
-        }
-        if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
+        if base::protect_needs_nothing_more(self, env, pm, sva, eva, pr) {
             return;
         }
         let mut batch = Batch::new();
@@ -176,10 +178,7 @@ impl Remove for Amd64 {
                 Self::protect_leaf(env, pa, va, PAGE_2M, NPTEPG as u32, pr, &mut batch);
                 Next::Past
             }
-            Part::Leaf2m(_) if !p.demote_pde(env, pm, va) => {
-                batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
-                Next::Past
-            }
+            Part::Leaf2m(_) if !p.demote_pde_batched(env, pm, va, &mut batch) => Next::Past,
             Part::Leaf1g(_) | Part::Leaf2m(_) => Next::Again,
             Part::Table(ptp) => {
                 pte::update_range(env, ptp, va, next_block(va, PAGE_2M).min(eva), &mut batch, |env, old| Self::protected(env, old, pr, 1));
@@ -207,8 +206,7 @@ impl Remove for Amd64 {
                 if !old.managed() {
                     return Next::Past;
                 }
-                if !p.demote_pde(env, pm, va) {
-                    batch.add(Invalidate::new(va & !(PAGE_2M - 1), PAGE_2M));
+                if !p.demote_pde_batched(env, pm, va, &mut batch) {
                     return Next::Past;
                 }
                 if !old.wired() {

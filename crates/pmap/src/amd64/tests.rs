@@ -4,8 +4,7 @@
 //! tested on both in `crate::pte`'s tests.
 
 use super::*;
-use crate::testrig::{rw_access, Rig};
-use splab_hw::mmu::{perm, Translation};
+use crate::testrig::{rw_access, user_read_4k, Rig};
 use splab_vm::pmap::Pmap;
 
 const VA: u64 = 0x40_0000_0000;
@@ -26,13 +25,9 @@ fn promotion_needs_every_page_accessed() {
 #[test]
 fn removal_invalidates_every_cpu_running_the_space() {
     let mut r = rig(4096);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.activate(pm, 0);
-    r.activate(pm, 1);
-    r.enter_all(pm, VA, &pages[..1], |_| rw_access());
+    let (pages, pm) = r.mapped_on_both_cpus(VA, 1);
     let asid = r.pmap.asid(pm);
-    let t = Translation { pa_base: pages[0].addr_4k().0, shift: 12, perm: perm::READ | perm::USER };
+    let t = user_read_4k(pages[0]);
     r.fill_tlbs(VA, asid, t);
     r.remove(pm, VA, VA + 4096);
     assert!(!r.tlb_holds(VA, asid), "stale entry left on a CPU");
@@ -44,8 +39,5 @@ fn check_finds_a_mapping_without_a_pv_entry() {
     let mut r = rig(4096);
     let (pages, pm) = r.mapped_first(VA, 2, |_| rw_access());
     // Corrupt: drop page 1's PV entry behind the pmap's back.
-    let (p, mut env) = r.env();
-    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
-    let e = p.check(&env).unwrap_err();
-    assert!(e.contains("no PV entry"), "{e}");
+    r.assert_check_finds("no PV entry", |p, env| assert!(p.0.pv.remove(env, pages[1], pm, VA + 4096)));
 }

@@ -27,6 +27,20 @@ impl Arm64 {
         Ok(radix::slot(l0e.oa(), va, L1_SHIFT))
     }
 
+    /// The entry `e` at `pa` in a page-table page below the root; if it is
+    /// invalid, a new table is allocated and linked there, one more
+    /// reference of the page holding `pa`.
+    fn linked_table(env: &mut PmapEnv, pa: PhysAddr, e: Desc) -> Result<Desc, PmapError> {
+        if e.valid() {
+            return Ok(e);
+        }
+        let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
+        let e = Desc::table(p.addr_4k().0);
+        radix::wr(env.mem, pa, e);
+        ptpage::adjust_ref(env, pa.0 & !0xfff, 1);
+        Ok(e)
+    }
+
     /// The L2 entry's address for `va`, allocating the L1 and L2 tables;
     /// an L1 block in the way is demoted (pmap_alloc_l2).
     pub(crate) fn alloc_l2(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<PhysAddr, PmapError> {
@@ -36,12 +50,7 @@ impl Arm64 {
             self.demote_l1(env, pm, va)?;
             l1e = Desc::read(env.mem, l1e_pa);
         }
-        if !l1e.valid() {
-            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            l1e = Desc::table(p.addr_4k().0);
-            radix::wr(env.mem, l1e_pa, l1e);
-            ptpage::adjust_ref(env, l1e_pa.0 & !0xfff, 1);
-        }
+        let l1e = Self::linked_table(env, l1e_pa, l1e)?;
         Ok(radix::slot(l1e.oa(), va, L2_SHIFT))
     }
 
@@ -50,19 +59,12 @@ impl Arm64 {
     /// fails (pmap_alloc_l3 and the demotion in pmap_enter).
     pub(crate) fn alloc_l3(&mut self, env: &mut PmapEnv, pm: PmapId, va: u64) -> Result<(PhysAddr, u64), PmapError> {
         let l2e_pa = self.alloc_l2(env, pm, va)?;
-        let mut l2e = Desc::read(env.mem, l2e_pa);
-        if l2e.is_block() {
+        if Desc::read(env.mem, l2e_pa).is_block() {
             self.demote_l2(env, pm, va);
         }
         // Demotion, or its failure, may have changed the tables above.
         let l2e_pa = self.alloc_l2(env, pm, va)?;
-        l2e = Desc::read(env.mem, l2e_pa);
-        if !l2e.valid() {
-            let p = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;
-            l2e = Desc::table(p.addr_4k().0);
-            radix::wr(env.mem, l2e_pa, l2e);
-            ptpage::adjust_ref(env, l2e_pa.0 & !0xfff, 1);
-        }
+        let l2e = Self::linked_table(env, l2e_pa, Desc::read(env.mem, l2e_pa))?;
         Ok((radix::slot(l2e.oa(), va, L3_SHIFT), l2e.oa()))
     }
 

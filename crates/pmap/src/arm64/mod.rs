@@ -38,13 +38,13 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::base::{Core, Md, Params, Tunable};
+use crate::base::{one_superpage_tunable, Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
 use crate::radix::{self, Format, Tables};
 use crate::shootdown::{self, Batch, Invalidate};
-use crate::spaces::Spaces;
+use crate::spaces::{pm_accessors, Spaces};
 use splab_hw::arm64::pte::{Desc, DescFlags, ATTR_IDX_WRITE_BACK, SH_INNER};
 use splab_hw::arm64::{L0_SHIFT, L1_SHIFT, L1_SIZE, L2_SHIFT, L2_SIZE, L3C_ENTRIES, L3C_SIZE, L3_SHIFT, L3_SIZE, VM_MAXUSER_ADDRESS};
 use splab_hw::physmem::PhysMem;
@@ -118,12 +118,7 @@ pub struct Arm64 {
 }
 
 impl Arm64 {
-    pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps.get(pm)
-    }
-    pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps.get_mut(pm)
-    }
+    pm_accessors!(pmaps);
 
     /// Runs `f` on every CPU's MMU for this address space: a broadcast
     /// TLBI reaches every core of the inner-shareable domain.
@@ -317,18 +312,7 @@ impl Core for Arm64 {
     fn params(&self) -> Params {
         PARAMS
     }
-    fn superpages_enabled(&self) -> bool {
-        self.superpages_enabled.on
-    }
-    fn tunables(&self) -> Vec<&Tunable> {
-        vec![&self.superpages_enabled]
-    }
-    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
-        vec![&mut self.superpages_enabled]
-    }
-    fn pv(&self) -> &PvTable {
-        &self.pv
-    }
+    one_superpage_tunable!(superpages_enabled);
 
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {
         let l0 = ptpage::alloc(env).ok_or(PmapError::NoMemory)?;

@@ -8,7 +8,7 @@
 //! TLBI per page) when the run ends.
 
 use super::Arm64;
-use crate::base::Remove;
+use crate::base::{self, Remove};
 use crate::ptpage;
 use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
 use crate::shootdown::{Batch, Invalidate};
@@ -282,27 +282,22 @@ impl Remove for Arm64 {
     /// Removes every mapping of page `m` (pmap_remove_all): 2 MB blocks of
     /// its frame are demoted first, 64 KB runs holding it too.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
-            self.demote_l2(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
+        base::remove_all_demoting(self, env, m, Self::demote_l2, |p, env, pm, va, free| {
+            let pa = p.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 entry");
             if Desc::read(env.mem, pa).has(DescFlags::CONTIGUOUS) {
-                self.demote_l3c(env, pm, pa, va);
+                p.demote_l3c(env, pm, pa, va);
             }
             let old = Desc::read(env.mem, pa);
             let inv = radix::clear::<Desc>(env.mem, pa, va, L3_SIZE);
             if old.has(DescFlags::AF) {
-                self.invalidate_page(env, pm, inv, true);
+                p.invalidate_page(env, pm, inv, true);
             } else {
                 // Never accessed: no TLB holds it.
                 inv.unneeded();
             }
-            self.removed_l3(env, pm, va, old);
-            self.unwire(env, pm, va, 3, 1, &mut free);
-        }
-        ptpage::free_all(env, free);
+            p.removed_l3(env, pm, va, old);
+            p.unwire(env, pm, va, 3, 1, free);
+        });
     }
 
     /// pmap_protect: removing write access sets AP[2] and clears DBM;

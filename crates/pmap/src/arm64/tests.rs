@@ -9,7 +9,7 @@ use splab_hw::VirtAddr;
 use splab_vm::pmap::{Advice, Pmap};
 use crate::testrig::{rw_access, Rig};
 use splab_hw::arm64::Arm64Walker;
-use splab_hw::mmu::{Access, WalkRefs, Walker};
+use splab_hw::mmu::{Access, WalkRefs, WalkReq, Walker};
 use splab_hw::tlb::TlbArrayConfig;
 use splab_vm::page::pflags;
 
@@ -25,6 +25,24 @@ fn rig(npages: u64) -> Rig<PmapArm64> {
 
 fn new_space(r: &mut Rig<PmapArm64>) -> PmapId {
     r.pinit()
+}
+
+/// A rig of `npages` pages, a new address space and the first `n` pages
+/// of the rig's object, allocated but not mapped.
+fn allocated(npages: u64, n: u32) -> (Rig<PmapArm64>, PmapId, Vec<Pfn>) {
+    let mut r = rig(npages);
+    let pm = new_space(&mut r);
+    let pages: Vec<Pfn> = (0..n).map(|i| r.page(i)).collect();
+    (r, pm, pages)
+}
+
+/// A rig of 4096 pages and a new address space with pages `range` of the
+/// rig's object faulted in read/write, as `fault_in` does.
+fn faulted(range: std::ops::Range<u32>) -> (Rig<PmapArm64>, PmapId, Vec<Pfn>) {
+    let mut r = rig(4096);
+    let pm = new_space(&mut r);
+    let pages = fault_in(&mut r, pm, range, |_| rw_access());
+    (r, pm, pages)
 }
 
 /// Faults in pages `range` of the rig's object at VA + 4 KB per page, each
@@ -43,15 +61,13 @@ fn fault_in(r: &mut Rig<PmapArm64>, pm: PmapId, range: std::ops::Range<u32>, fla
 fn walk(r: &mut Rig<PmapArm64>, pm: PmapId, va: u64, a: Access) -> (u8, u64) {
     let (root, asid) = (r.pmap.root(pm), r.pmap.asid(pm));
     let mut refs = WalkRefs::default();
-    let t = Arm64Walker.walk(&mut r.mem, &mut r.mmu[0].pwc, root, asid, VirtAddr(va), a, &mut refs).unwrap();
+    let t = Arm64Walker.walk(&mut r.mem, &mut r.mmu[0].pwc, WalkReq::new(root, asid, VirtAddr(va), a), &mut refs).unwrap();
     (t.shift, t.pa(va).0)
 }
 
 #[test]
 fn full_dirty_run_promotes_every_64k_run_then_the_2m_block() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 32);
     assert_eq!(r.stat("vm.pmap.l3c.p_failures"), 0, "each run is tried once, when it is complete");
     assert_eq!(r.stat("vm.pmap.l2.promotions"), 1);
@@ -66,9 +82,7 @@ fn full_dirty_run_promotes_every_64k_run_then_the_2m_block() {
 /// before the reservation is full, and the walk gives one 64 KB page.
 #[test]
 fn a_populated_64k_run_promotes_inside_a_partial_reservation() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 16..40, |_| rw_access());
+    let (mut r, pm, pages) = faulted(16..40);
     assert_eq!((r.stat("vm.pmap.l3c.promotions"), r.stat("vm.pmap.l2.promotions")), (1, 0));
     assert_eq!(r.extract(pm, VA + 20 * 4096).unwrap().shift, 16);
     assert_eq!(r.extract(pm, VA + 33 * 4096).unwrap().shift, 12);
@@ -116,9 +130,7 @@ fn a_misaligned_first_page_fails_l3c_promotion() {
 
 #[test]
 fn demotion_reuses_the_stashed_l3_table_and_splits_one_64k_run() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, _) = faulted(0..512);
     let allocs = r.ev.pt_page_allocs;
     r.protect(pm, VA + 4096, VA + 3 * 4096, prot::READ);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
@@ -135,9 +147,7 @@ fn demotion_reuses_the_stashed_l3_table_and_splits_one_64k_run() {
 
 #[test]
 fn a_direct_2m_mapping_without_memory_to_demote_is_removed() {
-    let mut r = rig(2048);
-    let pm = new_space(&mut r);
-    let pages: Vec<Pfn> = (0..512).map(|i| r.page(i)).collect();
+    let (mut r, pm, pages) = allocated(2048, 512);
     r.enter(pm, VA, pages[0], prot::RW, EnterFlags { access: prot::RW, psind: Psind::new(2), ..Default::default() }).unwrap();
     assert_eq!(r.stat("vm.pmap.l2.mappings"), 1);
     while r.phys.alloc_noobj().is_some() {}
@@ -151,9 +161,7 @@ fn a_direct_2m_mapping_without_memory_to_demote_is_removed() {
 
 #[test]
 fn a_direct_64k_mapping_is_removed_whole_and_frees_its_table() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages: Vec<Pfn> = (0..32).map(|i| r.page(i)).collect();
+    let (mut r, pm, pages) = allocated(4096, 32);
     let free0 = r.phys.buddy.free_count();
     let fl = EnterFlags { access: prot::READ, psind: Psind::new(1), ..Default::default() };
     r.enter(pm, VA + 0x1_0000, pages[16], prot::READ, fl).unwrap();
@@ -169,9 +177,7 @@ fn a_direct_64k_mapping_is_removed_whole_and_frees_its_table() {
 
 #[test]
 fn removing_a_whole_block_frees_its_stash_and_dirties_every_page() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     r.remove(pm, VA, VA + L2_SIZE);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.pmap.0.pv.live()), (0, 0));
     assert!(pages.iter().all(|&m| r.phys.pages.get(m).has(pflags::DIRTY | pflags::REFERENCED)));
@@ -183,10 +189,7 @@ fn removing_a_whole_block_frees_its_stash_and_dirties_every_page() {
 #[test]
 fn a_1g_block_demotes_in_two_steps() {
     let mut r = rig(1 << 19); // 2 GiB
-    let base = r.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
-    for i in 0..1u32 << 18 {
-        r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
-    }
+    let base = r.large_page_memory();
     let pm = new_space(&mut r);
     r.enter(pm, 1 << 30, base, prot::RW, EnterFlags { access: prot::READ, psind: Psind::new(3), ..Default::default() }).unwrap();
     assert_eq!(walk(&mut r, pm, (1 << 30) + 12345, Access::Write), (30, base.addr_4k().0 + 12345));
@@ -224,10 +227,8 @@ fn tlb_maintenance_is_broadcast_and_promotion_is_break_before_make() {
 
 #[test]
 fn enter_object_maps_blocks_and_runs_read_only_and_unaccessed() {
-    let mut r = rig(8192);
-    let pm = new_space(&mut r);
     // A full reservation at object pages 0..512 and 40 pages of the next.
-    let pages: Vec<Pfn> = (0..552).map(|i| r.page(i)).collect();
+    let (mut r, pm, pages) = allocated(8192, 552);
     let lookup = |va: VirtAddr| pages.get(((va.0 - VA) / 4096) as usize).copied();
     let (p, mut env) = r.env();
     p.enter_object(&mut env, pm, VirtAddr(VA), VirtAddr(VA + 552 * 4096), &lookup, prot::RW);
@@ -242,9 +243,7 @@ fn enter_object_maps_blocks_and_runs_read_only_and_unaccessed() {
 
 #[test]
 fn madvise_dontneed_keeps_every_run_dirty_or_read_only() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     r.advise(pm, VA, VA + 0x1_0000, Advice::DontNeed);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 1);
     assert!(r.extract(pm, VA + 0xf000).is_none(), "the range's last page is unmapped to allow repromotion");
@@ -259,9 +258,7 @@ fn madvise_dontneed_keeps_every_run_dirty_or_read_only() {
 /// access, and its modified state moves to the page.
 #[test]
 fn remove_write_demotes_what_maps_the_page_writable() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     assert!(r.is_modified(pages[3]));
     r.remove_write(pages[3]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
@@ -276,21 +273,13 @@ fn remove_write_demotes_what_maps_the_page_writable() {
 
 #[test]
 fn check_finds_a_missing_pv_entry_and_a_broken_run() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..16, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..16);
     let l3 = r.pmap.0.entry(&r.mem, pm, VA + 3 * 4096, L3_SHIFT).unwrap();
     let e = Desc::read(&r.mem, l3);
-    radix::wr(&mut r.mem, l3, e.without(DescFlags::CONTIGUOUS));
-    let (p, env) = r.env();
-    let err = p.check(&env).unwrap_err();
-    assert!(err.contains("L3C run"), "{err}");
+    r.assert_check_finds("L3C run", |_, env| radix::wr(env.mem, l3, e.without(DescFlags::CONTIGUOUS)));
     radix::wr(&mut r.mem, l3, e);
     r.check();
-    let (p, mut env) = r.env();
-    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
-    let err = p.check(&env).unwrap_err();
-    assert!(err.contains("no PV entry"), "{err}");
+    r.assert_check_finds("no PV entry", |p, env| assert!(p.0.pv.remove(env, pages[1], pm, VA + 4096)));
 }
 
 /// pmap_clear_modify on one page of a dirty 2 MB block demotes it, and
@@ -298,9 +287,7 @@ fn check_finds_a_missing_pv_entry_and_a_broken_run() {
 /// DBM kept (its next write is seen), the others stay dirty.
 #[test]
 fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     r.clear_modify(pages[5]);
     assert_eq!((r.stat("vm.pmap.l2.demotions"), r.stat("vm.pmap.l3c.demotions")), (1, 1));
     let e5 = Desc::read(&r.mem, r.pmap.0.entry(&r.mem, pm, VA + 5 * 4096, L3_SHIFT).unwrap());
@@ -320,9 +307,7 @@ fn clear_modify_demotes_a_dirty_block_and_the_run_and_write_protects_the_page() 
 /// referenced until all 16 are clear.
 #[test]
 fn ts_referenced_on_blocks_and_64k_runs() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     let k = (0..512).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, L2_SHIFT, 512)).unwrap();
     let other = (k + 1) % 512;
     assert_eq!(r.ts_referenced(pages[other]), 1);
@@ -334,9 +319,7 @@ fn ts_referenced_on_blocks_and_64k_runs() {
     walk(&mut r, pm, VA, Access::Read);
     assert!(r.is_referenced(pages[other]));
 
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 16..40, |_| rw_access());
+    let (mut r, _, pages) = faulted(16..40);
     assert_eq!(r.stat("vm.pmap.l3c.promotions"), 1);
     for (i, &m) in pages[..15].iter().enumerate() {
         assert_eq!(r.ts_referenced(m), 1, "page {i}");
@@ -352,9 +335,7 @@ fn ts_referenced_on_blocks_and_64k_runs() {
 /// Dropping a 2 MB run whole removes its block without demotion.
 #[test]
 fn remove_all_superpage_drops_every_mapping_without_demoting() {
-    let mut r = rig(4096);
-    let pm = new_space(&mut r);
-    let pages = fault_in(&mut r, pm, 0..512, |_| rw_access());
+    let (mut r, pm, pages) = faulted(0..512);
     r.remove_all_superpage(pages[77]);
     assert_eq!(r.stat("vm.pmap.l2.demotions"), 0);
     assert_eq!(r.pmap.0.pv.live(), 0);

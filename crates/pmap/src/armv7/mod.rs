@@ -73,7 +73,7 @@ use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage;
 use crate::pv::PvTable;
 use crate::shootdown::{self, Invalidate};
-use crate::spaces::Spaces;
+use crate::spaces::{pm_accessors, Spaces};
 use splab_hw::armv7::pte::{L1Desc, L2Desc, SmallFlags};
 use splab_hw::armv7::{l1_index, l2_index, L1_ENTRIES, L2_TABLE_SIZE, LARGE_SIZE, SECTION_SHIFT, SECTION_SIZE};
 use splab_hw::physmem::PhysMem;
@@ -226,12 +226,7 @@ impl PmapArmv7 {
 
 impl Armv7 {
 
-    pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps.get(pm)
-    }
-    pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps.get_mut(pm)
-    }
+    pm_accessors!(pmaps);
 
     #[inline]
     pub(crate) fn rd1(mem: &PhysMem, pa: PhysAddr) -> L1Desc {

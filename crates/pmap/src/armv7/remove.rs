@@ -3,7 +3,7 @@
 //! pmap_remove_write and pmap_advise. A large page is changed whole when
 //! the range covers all of it, and demoted first otherwise.
 
-use crate::base::Remove;
+use crate::base::{self, Remove};
 use super::{is_dirty, Leaf, Armv7, PTE2_A, PTE2_NM, PTE2_NX, PTE2_RO, PTE2_W};
 use crate::ptpage;
 use crate::radix::{covers, next_block, Next};
@@ -222,22 +222,14 @@ impl Remove for Armv7 {
     /// Removes every mapping of page `m` (pmap_remove_all): sections of its
     /// 1 MB frame and large pages holding it are demoted first.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
-            self.demote_pte1(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            self.remove_page(env, pm, va, &mut free);
-        }
-        ptpage::free_all(env, free);
+        base::remove_all_demoting(self, env, m, Self::demote_pte1, |p, env, pm, va, free| {
+            p.remove_page(env, pm, va, free);
+        });
     }
 
     /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
     fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
-        if pr & prot::READ == 0 {
-            return self.remove(env, pm, sva, eva);
-        }
-        if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
+        if base::protect_needs_nothing_more(self, env, pm, sva, eva, pr) {
             return;
         }
         self.walk(env, pm, sva, eva, |p, env, va, part| match part {

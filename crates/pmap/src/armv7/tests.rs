@@ -7,10 +7,10 @@
 use super::*;
 use splab_hw::VirtAddr;
 use splab_vm::pmap::{Advice, Pmap};
-use crate::testrig::{rw_access, Rig};
+use crate::testrig::{rw_access, user_read_4k, Rig};
 use splab_hw::armv7::pte::{L1Kind, SectionFlags};
 use splab_hw::armv7::Armv7Walker;
-use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs, Walker};
+use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs, WalkReq, Walker};
 use splab_hw::pwc::Pwc;
 
 /// A 4 MB-aligned user address.
@@ -25,6 +25,17 @@ fn rig_lp(npages: u64) -> Rig<PmapArmv7> {
     let mut r = rig(npages);
     r.pmap.set_tunable("vm.pmap.lp_enabled", 1).unwrap();
     r
+}
+
+/// A rig with large pages enabled and a new address space with 16 pages
+/// mapped read/write at VA, each entered with a read/write access (which
+/// promotes them to a 64 KB large page): its pages and the address space.
+fn large_page_mapped() -> (Rig<PmapArmv7>, Vec<Pfn>, PmapId) {
+    let mut r = rig_lp(2048);
+    let pm = r.pinit();
+    let pages: Vec<Pfn> = (0..16).map(|i| r.page(i)).collect();
+    r.enter_all(pm, VA, &pages, |_| rw_access());
+    (r, pages, pm)
 }
 
 fn read_access() -> EnterFlags {
@@ -43,7 +54,7 @@ fn leaf(r: &Rig<PmapArmv7>, pm: PmapId, va: u64) -> (SmallFlags, u8) {
 fn hw_walk(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, access: Access) -> Result<Translation, WalkFault> {
     let root = r.pmap.root(pm);
     let mut pwc = Pwc::new(&[]);
-    Armv7Walker::freebsd().walk(&mut r.mem, &mut pwc, root, 0, VirtAddr(va), access, &mut WalkRefs::default())
+    Armv7Walker::freebsd().walk(&mut r.mem, &mut pwc, WalkReq::new(root, 0, VirtAddr(va), access), &mut WalkRefs::default())
 }
 
 fn enter(r: &mut Rig<PmapArmv7>, pm: PmapId, va: u64, m: Pfn, pr: Prot, flags: EnterFlags) -> Result<(), PmapError> {
@@ -404,13 +415,9 @@ fn the_vectors_page_and_kernel_addresses_are_never_promoted() {
 #[test]
 fn promotion_flushes_every_cpu_by_broadcast_and_a_switch_flushes_the_rest() {
     let mut r = rig(2048);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.activate(pm, 0);
-    r.activate(pm, 1);
-    r.enter_all(pm, VA, &pages[..255], |_| rw_access());
+    let (pages, pm) = r.mapped_on_both_cpus(VA, 255);
     // Both CPUs have used 4 KB translations of the MB.
-    let t = Translation { pa_base: pages[7].addr_4k().0, shift: 12, perm: perm::READ | perm::USER };
+    let t = user_read_4k(pages[7]);
     r.fill_tlbs(VA + 7 * 4096, ASID, t);
     r.enter_all(pm, VA + 255 * 4096, &pages[255..], |_| rw_access());
     assert_eq!(r.stat("vm.pmap.section.promotions"), 1);
@@ -457,10 +464,7 @@ fn check_finds_a_large_page_with_unequal_entries() {
     let (_, pm) = r.mapped_first(VA, 16, |_| rw_access());
     let Some(Leaf::Pte2(p2, e)) = r.pmap.0.find(&r.mem, pm, VA + 5 * 4096) else { panic!("mapped") };
     assert!(e.is_large(), "{e:?}");
-    Armv7::wr2(&mut r.mem, p2, e.without(PTE2_NX));
-    let (p, env) = r.env();
-    let err = p.check(&env).unwrap_err();
-    assert!(err.contains("16 identical"), "{err}");
+    r.assert_check_finds("16 identical", |_, env| Armv7::wr2(env.mem, p2, e.without(PTE2_NX)));
 }
 
 #[test]
@@ -506,10 +510,7 @@ fn clear_modify_demotes_a_modified_section_and_marks_the_page_unmodified() {
 /// A modified 64 KB large page: clearing one page demotes it.
 #[test]
 fn clear_modify_demotes_a_modified_large_page() {
-    let mut r = rig_lp(2048);
-    let pm = r.pinit();
-    let pages: Vec<Pfn> = (0..16).map(|i| r.page(i)).collect();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (mut r, pages, _) = large_page_mapped();
     assert_eq!(r.stat("vm.pmap.largepage.promotions"), 1);
     r.clear_modify(pages[3]);
     assert_eq!(r.stat("vm.pmap.largepage.demotions"), 1);
@@ -531,10 +532,7 @@ fn ts_referenced_clears_shared_bits_once() {
     assert_eq!(r.ts_referenced(pages[other]), 0);
     assert!(hw_walk(&mut r, pm, VA, Access::Read).is_err(), "an access flag fault follows");
 
-    let mut r = rig_lp(2048);
-    let pm = r.pinit();
-    let pages: Vec<Pfn> = (0..16).map(|i| r.page(i)).collect();
-    r.enter_all(pm, VA, &pages, |_| rw_access());
+    let (mut r, pages, pm) = large_page_mapped();
     let k = (0..16).find(|&i| crate::refbits::selected_for_clearing(pages[i], pm, VA, 16, 16)).unwrap();
     let other = (k + 1) % 16;
     assert_eq!(r.ts_referenced(pages[other]), 1);

@@ -52,11 +52,11 @@ mod refmod;
 mod remove;
 mod slb;
 
-use crate::base::{Core, Md, Params, Tunable};
+use crate::base::{one_superpage_tunable, Core, Md, Params, Tunable};
 use crate::counters::{PromoteFail, SizeCounters, SizeNames};
 use crate::ptpage;
 use crate::pv::PvTable;
-use crate::spaces::Spaces;
+use crate::spaces::{pm_accessors, Spaces};
 use splab_hw::mmu::{AdUpdate, Walker};
 use splab_hw::physmem::PhysMem;
 use splab_hw::ppc64::hpt::{HptGeometry, HptWalker};
@@ -228,12 +228,7 @@ impl PmapPpc64 {
 
 impl Ppc64 {
 
-    pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps.get(pm)
-    }
-    pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps.get_mut(pm)
-    }
+    pm_accessors!(pmaps);
     pub(crate) fn pvo(&self, pm: PmapId, va: u64) -> Option<&Pvo> {
         self.pm(pm).pvos.get(&(va & !0xfff))
     }
@@ -293,18 +288,7 @@ impl Core for Ppc64 {
     fn params(&self) -> Params {
         PARAMS
     }
-    fn superpages_enabled(&self) -> bool {
-        self.superpages_enabled.on
-    }
-    fn tunables(&self) -> Vec<&Tunable> {
-        vec![&self.superpages_enabled]
-    }
-    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
-        vec![&mut self.superpages_enabled]
-    }
-    fn pv(&self) -> &PvTable {
-        &self.pv
-    }
+    one_superpage_tunable!(superpages_enabled);
     fn host_bytes(&self) -> u64 {
         let pvos: u64 = self.pmaps.iter().map(|(_, p)| p.pvos.len() as u64).sum();
         self.pv.host_bytes() + pvos * (std::mem::size_of::<Pvo>() as u64 + 16)

@@ -13,7 +13,7 @@ use splab_hw::ppc64::SEGMENT_SIZE;
 use super::*;
 use crate::refbits;
 use crate::testrig::{rw_access, Rig};
-use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs};
+use splab_hw::mmu::{perm, Access, Translation, WalkFault, WalkRefs, WalkReq};
 use splab_hw::ppc64::hpt::{ctx_lookup, HptWalker, CTX_HTAB};
 use splab_hw::ppc64::pte::{Hpte, HpteLo};
 use splab_hw::pwc::PwcLevelConfig;
@@ -43,7 +43,7 @@ fn space(r: &mut Rig<PmapPpc64>) -> PmapId {
 fn walk(r: &mut Rig<PmapPpc64>, cpu: usize, pm: PmapId, va: u64, acc: Access) -> Result<Translation, WalkFault> {
     let (root, asid) = (r.pmap.root(pm), r.pmap.asid(pm));
     let mut refs = WalkRefs::default();
-    HptWalker.walk(&mut r.mem, &mut r.mmu[cpu].pwc, root, asid, VirtAddr(va), acc, &mut refs)
+    HptWalker.walk(&mut r.mem, &mut r.mmu[cpu].pwc, WalkReq::new(root, asid, VirtAddr(va), acc), &mut refs)
 }
 
 /// An access by the program on `cpu`: walks, and gives faults to the
@@ -95,6 +95,15 @@ fn promoted(r: &mut Rig<PmapPpc64>, pm: PmapId) -> Vec<Pfn> {
     r.enter_all(pm, VA, &pages, |_| rw_access());
     assert_eq!(r.stat("vm.pmap.sp.promotions"), 1);
     pages
+}
+
+/// A rig of 32768 pages and an address space active on CPU 0 with a
+/// promoted superpage at VA: the rig, the address space and its pages.
+fn promoted_space() -> (Rig<PmapPpc64>, PmapId, Vec<Pfn>) {
+    let mut r = rig(32768);
+    let pm = space(&mut r);
+    let pages = promoted(&mut r, pm);
+    (r, pm, pages)
 }
 
 #[test]
@@ -244,9 +253,7 @@ fn wired_entries_are_never_evicted() {
 
 #[test]
 fn a_full_reservation_promotes_to_16mb_entries() {
-    let mut r = rig(32768);
-    let pm = space(&mut r);
-    let pages = promoted(&mut r, pm);
+    let (mut r, pm, pages) = promoted_space();
     // Every enter before the last found some page unmapped.
     assert_eq!(r.stat("vm.pmap.sp.p_failures"), 4095);
     assert_eq!(r.stat("splab.pmap.sp.p_fail_unmapped"), 4095);
@@ -315,9 +322,7 @@ fn promotion_fails_on_other_frames_protection_flags_and_wimg() {
 
 #[test]
 fn a_partial_protect_demotes_and_keeps_every_page_mapped() {
-    let mut r = rig(32768);
-    let pm = space(&mut r);
-    let pages = promoted(&mut r, pm);
+    let (mut r, pm, pages) = promoted_space();
     r.activate(pm, 1);
     touch(&mut r, 0, pm, VA + 4096, Access::Read);
     touch(&mut r, 1, pm, VA + 4096, Access::Read);
@@ -341,9 +346,7 @@ fn a_partial_protect_demotes_and_keeps_every_page_mapped() {
 
 #[test]
 fn removal_of_whole_and_partial_superpages() {
-    let mut r = rig(32768);
-    let pm = space(&mut r);
-    promoted(&mut r, pm);
+    let (mut r, pm, _) = promoted_space();
     // A page in the middle: demote, then remove it alone.
     r.remove(pm, VA + 40 * 4096, VA + 41 * 4096);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 1);
@@ -400,9 +403,7 @@ fn direct_16mb_mapping_then_remove_write_and_remove_all_demote() {
 
 #[test]
 fn whole_superpage_protect_keeps_it_and_entering_inside_demotes() {
-    let mut r = rig(32768);
-    let pm = space(&mut r);
-    let pages = promoted(&mut r, pm);
+    let (mut r, pm, pages) = promoted_space();
     r.protect(pm, VA, VA + SP_SIZE, prot::READ);
     assert_eq!(r.stat("vm.pmap.sp.demotions"), 0);
     assert!((0..SP_PAGES).step_by(511).all(|i| pvo(&r, pm, VA + i * 4096).large()));
@@ -422,9 +423,7 @@ fn whole_superpage_protect_keeps_it_and_entering_inside_demotes() {
 
 #[test]
 fn a_superpage_entry_evicted_comes_back_as_a_16mb_entry() {
-    let mut r = rig(32768);
-    let pm = space(&mut r);
-    let pages = promoted(&mut r, pm);
+    let (mut r, pm, pages) = promoted_space();
     // Evict the entry of page 6 by hand, as a crowded PTEG pair would.
     let slot = pvo(&r, pm, VA + 6 * 4096).slot as u64;
     let (p, mut env) = r.env();
@@ -535,9 +534,7 @@ fn the_walker_needs_the_slb_and_hardware_reference_recording() {
 /// sets C again. A superpage with no C set anywhere is left whole.
 #[test]
 fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
-    let mut r = rig(32768);
-    let pm = space(&mut r);
-    let pages = promoted(&mut r, pm);
+    let (mut r, pm, pages) = promoted_space();
     assert!(modified(&mut r, pages[5]) && modified(&mut r, pages[4000]));
     for &m in &pages {
         r.phys.pages.get_mut(m).flags &= !pflags::DIRTY;
@@ -593,9 +590,7 @@ fn clear_modify_demotes_a_changed_superpage_and_write_protects_the_page() {
 /// mappings count one reference each.
 #[test]
 fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
-    let mut r = rig(32768);
-    let pm = space(&mut r);
-    let pages = promoted(&mut r, pm);
+    let (mut r, pm, pages) = promoted_space();
     let selected: Vec<usize> = (0..SP_PAGES as usize).filter(|&i| refbits::selected_for_clearing(pages[i], pm, VA, SP_SHIFT, SP_PAGES)).collect();
     assert_eq!(selected.len(), 1, "one page in 4096 clears the bits");
     let k = selected[0];
@@ -642,9 +637,7 @@ fn ts_referenced_counts_a_superpage_for_each_page_and_clears_it_once() {
 /// 4 KB pages only goes page by page.
 #[test]
 fn remove_all_superpage_drops_every_mapping_without_demoting() {
-    let mut r = rig(32768);
-    let a = space(&mut r);
-    let pages = promoted(&mut r, a);
+    let (mut r, a, pages) = promoted_space();
     for &m in &pages {
         r.phys.pages.get_mut(m).flags &= !(pflags::DIRTY | pflags::REFERENCED);
     }

@@ -170,10 +170,7 @@ fn unmapping_part_of_a_superpage_demotes_it() {
 
 /// A 1 GB page of large-page memory, mapped at VA.
 fn gigabyte<P: Pmap>(c: &mut Case<P>) -> PmapId {
-    let base = c.r.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
-    for i in 0..1u32 << 18 {
-        c.r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
-    }
+    let base = c.r.large_page_memory();
     let pm = c.r.pinit();
     c.r.enter_psind(pm, VA, base, prot::RW, prot::READ, Psind::new(2)).unwrap();
     pm

@@ -38,13 +38,13 @@ mod promote;
 mod refmod;
 mod remove;
 
-use crate::base::{Core, Md, Params, Tunable};
+use crate::base::{one_superpage_tunable, Core, Md, Params, Tunable};
 use crate::counters::{size_names, SizeCounters, SizeNames};
 use crate::ptpage::{self, Stashes};
 use crate::pv::PvTable;
 use crate::radix::{self, Format, Tables};
 use crate::shootdown::{self, Batch, Invalidate};
-use crate::spaces::Spaces;
+use crate::spaces::{pm_accessors, Spaces};
 use splab_hw::physmem::PhysMem;
 use splab_hw::riscv::pte::{Pte, PteFlags};
 use splab_hw::riscv::{Mode, L1_SIZE, L2_SHIFT, L2_SIZE};
@@ -111,12 +111,7 @@ pub struct Riscv {
 }
 
 impl Riscv {
-    pub(crate) fn pm(&self, pm: PmapId) -> &Pm {
-        self.pmaps.get(pm)
-    }
-    pub(crate) fn pm_mut(&mut self, pm: PmapId) -> &mut Pm {
-        self.pmaps.get_mut(pm)
-    }
+    pm_accessors!(pmaps);
 
     /// Returns the address of the entry for `va` among those mapping
     /// 2^shift bytes, allocating the tables above it as needed
@@ -256,18 +251,7 @@ impl Core for Riscv {
         };
         Params { arch, pagesizes: &PAGESIZES, reserv_psind: PSIND_L2, max_user_address: self.mode.max_user_address() }
     }
-    fn superpages_enabled(&self) -> bool {
-        self.superpages_enabled.on
-    }
-    fn tunables(&self) -> Vec<&Tunable> {
-        vec![&self.superpages_enabled]
-    }
-    fn tunables_mut(&mut self) -> Vec<&mut Tunable> {
-        vec![&mut self.superpages_enabled]
-    }
-    fn pv(&self) -> &PvTable {
-        &self.pv
-    }
+    one_superpage_tunable!(superpages_enabled);
 
     /// pmap_pinit: a zeroed root table.
     fn pinit(&mut self, env: &mut PmapEnv) -> Result<PmapId, PmapError> {

@@ -8,7 +8,7 @@
 //! fence after a superpage is removed.
 
 use super::Riscv;
-use crate::base::Remove;
+use crate::base::{self, Remove};
 use crate::ptpage;
 use crate::pte::{self, PteFormat};
 use crate::radix::{self, Format, Next, Part, Tables, covers, next_block};
@@ -135,23 +135,15 @@ impl Remove for Riscv {
     /// Removes every mapping of page `m` (pmap_remove_all): superpage
     /// mappings of its 2 MB frame are demoted first.
     fn remove_all(&mut self, env: &mut PmapEnv, m: Pfn) {
-        let mut free = Vec::new();
-        for (pm, va) in self.pv.list_sp(m.addr_4k().0) {
-            self.demote_l2(env, pm, va);
-        }
-        for (pm, va) in self.pv.list(env, m) {
-            let pa = self.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 table");
-            self.remove_l3(env, pm, va, pa, &mut free);
-        }
-        ptpage::free_all(env, free);
+        base::remove_all_demoting(self, env, m, Self::demote_l2, |p, env, pm, va, free| {
+            let pa = p.entry(env.mem, pm, va, L3_SHIFT).expect("PV entry without an L3 table");
+            p.remove_l3(env, pm, va, pa, free);
+        });
     }
 
     /// pmap_protect: reduces the protection of [sva, eva) to `pr`.
     fn protect(&mut self, env: &mut PmapEnv, pm: PmapId, sva: u64, eva: u64, pr: Prot) {
-        if pr & prot::READ == 0 {
-            return self.remove(env, pm, sva, eva);
-        }
-        if pr & (prot::WRITE | prot::EXEC) == prot::WRITE | prot::EXEC {
+        if base::protect_needs_nothing_more(self, env, pm, sva, eva, pr) {
             return;
         }
         let mut mask = PteFlags::empty();

@@ -7,8 +7,7 @@
 use super::*;
 use splab_hw::VirtAddr;
 use splab_vm::pmap::{Advice, Pmap};
-use crate::testrig::{read_access, rw_access, Rig};
-use splab_hw::mmu::{perm, Translation};
+use crate::testrig::{read_access, rw_access, user_read_4k, Rig};
 use splab_hw::riscv::{L3_SHIFT, LN_ENTRIES};
 use splab_vm::page::pflags;
 
@@ -107,12 +106,8 @@ fn pmap_fault_marks_a_superpage_dirty_in_one_step() {
 #[test]
 fn removal_fences_every_cpu_running_the_space_and_a_switch_flushes() {
     let mut r = rig(4096);
-    let pages = r.superpage_run();
-    let pm = r.pinit();
-    r.activate(pm, 0);
-    r.activate(pm, 1);
-    r.enter_all(pm, VA, &pages[..1], |_| rw_access());
-    let t = Translation { pa_base: pages[0].addr_4k().0, shift: 12, perm: perm::READ | perm::USER };
+    let (pages, pm) = r.mapped_on_both_cpus(VA, 1);
+    let t = user_read_4k(pages[0]);
     r.fill_tlbs(VA, ASID, t);
     r.remove(pm, VA, VA + 4096);
     assert!(!r.tlb_holds(VA, ASID), "stale entry left on a CPU");
@@ -160,11 +155,7 @@ fn advise_clears_accessed_and_dirty_and_leaves_a_hole_for_repromotion() {
 fn check_finds_a_mapping_without_a_pv_entry() {
     let mut r = rig(4096);
     let (pages, pm) = r.mapped_first(VA, 2, |_| rw_access());
-    let (p, mut env) = r.env();
-    assert!(p.0.pv.remove(&mut env, pages[1], pm, VA + 4096));
-    let (p, env) = r.env();
-    let e = p.check(&env).unwrap_err();
-    assert!(e.contains("no PV entry"), "{e}");
+    r.assert_check_finds("no PV entry", |p, env| assert!(p.0.pv.remove(env, pages[1], pm, VA + 4096)));
 }
 
 #[test]
@@ -204,10 +195,7 @@ fn a_promoted_leaf_keeps_the_bits_of_its_pages() {
 #[test]
 fn unmanaged_writable_mappings_are_entered_dirty() {
     let mut r = rig(1 << 19); // 2 GiB
-    let base = r.phys.buddy.alloc_contig(1 << 18, 1 << 18).unwrap();
-    for i in 0..1u32 << 18 {
-        r.phys.pages.get_mut(Pfn(base.0 + i)).flags = pflags::INUSE | pflags::UNMANAGED | pflags::LARGEPAGE;
-    }
+    let base = r.large_page_memory();
     let pm = r.pinit();
     r.enter_psind(pm, VA, base, prot::RW, prot::READ, Psind::new(2)).unwrap();
     let (e, shift) = leaf(&r, pm, VA + 12345);
