@@ -55,6 +55,12 @@ pub struct BenchArgs {
     /// Run the program part alone.
     #[arg(long)]
     pub only_program: bool,
+    /// Another splab binary (an older build) to run the same parts with,
+    /// interleaved with this one's (this, that, this, that...): the report
+    /// sets the two medians side by side with the median of the runs'
+    /// ratios. The program part is not run for it.
+    #[arg(long, value_name = "SPLAB")]
+    pub baseline: Option<std::path::PathBuf>,
 }
 
 /// One part's result, as the child prints it and the parent reads it.
@@ -131,6 +137,39 @@ struct Bench {
     footprint: Option<FootprintPart>,
     program: Option<ProgramPart>,
     runs: Runs,
+    /// With `--baseline`: the other binary, its runs, and per part the
+    /// two medians and the median of this run's rate over the baseline's
+    /// run next to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    baseline: Option<Baseline>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Baseline {
+    binary: String,
+    runs: Runs,
+    parts: Vec<PartVsBaseline>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PartVsBaseline {
+    part: String,
+    refs_per_second: f64,
+    baseline_refs_per_second: f64,
+    /// Median over the interleaved pairs of this rate / the baseline's.
+    median_ratio: f64,
+}
+
+/// The medians of two lists of rates and the median of their pairwise
+/// ratios.
+fn versus(part: &str, this: &[f64], that: &[f64]) -> PartVsBaseline {
+    let med = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v.get(v.len().saturating_sub(1) / 2).copied().unwrap_or(0.0)
+    };
+    let ratios: Vec<f64> = this.iter().zip(that).map(|(a, b)| a / b.max(1e-9)).collect();
+    PartVsBaseline { part: part.into(), refs_per_second: med(this), baseline_refs_per_second: med(that), median_ratio: med(&ratios) }
 }
 
 #[derive(Serialize, Deserialize, Default)]
@@ -197,6 +236,11 @@ fn validate(a: &BenchArgs) -> Result<u64, Fail> {
     if a.repeat == 0 {
         return Err(Fail::Input("--repeat 0: at least one run of each part is needed".into()));
     }
+    if let Some(b) = &a.baseline {
+        if !b.is_file() {
+            return Err(Fail::Input(format!("--baseline {}: no such file (the path of another splab binary)", b.display())));
+        }
+    }
     let g = gups_args(a);
     let cfg = setup::config(&g.machine, &a.gups_memory)?;
     crate::workload::build("gups", &g.workload_args, &cfg)?;
@@ -245,8 +289,20 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
 /// Runs one part in a child process and parses what it prints.
 fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bool) -> Result<T, Fail> {
     let exe = std::env::current_exe().map_err(|e| Fail::Run(format!("cannot find this executable to re-run it: {e}")))?;
+    spawn_part_of(&exe, a, part, quiet, true)
+}
+
+/// Runs one part with the splab binary `exe`; the program part's options
+/// are passed only when `program_args` (a baseline may predate them).
+fn spawn_part_of<T: for<'de> Deserialize<'de>>(exe: &std::path::Path, a: &BenchArgs, part: &str, quiet: bool, program_args: bool) -> Result<T, Fail> {
     let mut cmd = Command::new(exe);
-    cmd.arg("bench-part").arg(part).args(child_args(a));
+    let mut args = child_args(a);
+    if !program_args {
+        if let Some(i) = args.iter().position(|x| x == "--program-text") {
+            args.drain(i..i + 4);
+        }
+    }
+    cmd.arg("bench-part").arg(part).args(args);
     if quiet {
         cmd.arg("--quiet");
     }
@@ -266,12 +322,26 @@ pub fn cmd(a: &BenchArgs, out: &Formats) -> Result<i32, Fail> {
     out.check()?;
     let as_json = out.machine_readable();
     let mut runs = Runs::default();
+    let mut base = Runs::default();
+    let baseline = if a.only_program { None } else { a.baseline.as_deref() };
     for _ in 0..a.repeat {
         if !a.only_program {
             runs.gups_off.push(spawn_part(a, "gups-off", as_json)?);
+            if let Some(b) = baseline {
+                base.gups_off.push(spawn_part_of(b, a, "gups-off", as_json, false)?);
+            }
             runs.gups_on.push(spawn_part(a, "gups-on", as_json)?);
+            if let Some(b) = baseline {
+                base.gups_on.push(spawn_part_of(b, a, "gups-on", as_json, false)?);
+            }
             runs.trace.push(spawn_part(a, "trace", as_json)?);
+            if let Some(b) = baseline {
+                base.trace.push(spawn_part_of(b, a, "trace", as_json, false)?);
+            }
             runs.footprint.push(spawn_part(a, "footprint", as_json)?);
+            if let Some(b) = baseline {
+                base.footprint.push(spawn_part_of(b, a, "footprint", as_json, false)?);
+            }
         }
         if !a.no_program {
             runs.program.push(spawn_part(a, "program", as_json)?);
@@ -284,6 +354,20 @@ pub fn cmd(a: &BenchArgs, out: &Formats) -> Result<i32, Fail> {
         trace: median(&runs.trace, |t| t.refs_per_second),
         footprint: median(&runs.footprint, FootprintPart::refs_per_second),
         program: median(&runs.program, |p| -p.online_ratio),
+        baseline: baseline.map(|path| {
+            let rates = |r: &Runs| -> [Vec<f64>; 4] {
+                [
+                    r.gups_off.iter().map(|g| g.refs_per_second).collect(),
+                    r.gups_on.iter().map(|g| g.refs_per_second).collect(),
+                    r.trace.iter().map(|t| t.refs_per_second).collect(),
+                    r.footprint.iter().map(FootprintPart::refs_per_second).collect(),
+                ]
+            };
+            let (this, that) = (rates(&runs), rates(&base));
+            let names = ["GUPS superpages off", "GUPS superpages on", "trace replay", "footprint"];
+            let parts = (0..4).map(|i| versus(names[i], &this[i], &that[i])).collect();
+            Baseline { binary: path.display().to_string(), runs: base, parts }
+        }),
         runs,
     };
     out.emit(&b, |b| human(a, b))?;
@@ -320,6 +404,13 @@ fn human(a: &BenchArgs, b: &Bench) -> String {
         row("program online, full detail", p.refs, p.online_seconds, p.refs as f64 / p.online_seconds.max(1e-9), range(&b.runs.program, |p| p.refs as f64 / p.online_seconds.max(1e-9)), p.peak_rss_bytes);
     }
     let _ = writeln!(o, "(median run of {} of each part, run interleaved; peak RSS of that run)", b.repeat);
+    if let Some(base) = &b.baseline {
+        let _ = writeln!(o, "\nAgainst {} (its runs interleaved with these):", base.binary);
+        let _ = writeln!(o, "{:<28}{:>14}{:>14}{:>22}", "part", "refs/s", "baseline", "median of ratios");
+        for p in &base.parts {
+            let _ = writeln!(o, "{:<28}{:>14}{:>14}{:>22}", p.part, num(p.refs_per_second.round()), num(p.baseline_refs_per_second.round()), format!("{:.3}", p.median_ratio));
+        }
+    }
     if let Some(p) = &b.program {
         let _ = writeln!(o, "\nProgram: {} of {} of generated text, natively {} s wall ({} s CPU); superpages on:", p.program_command, size::show(p.text_bytes), num(p.native_seconds), num(p.native_cpu_seconds));
         let ratios = |f: fn(&ProgramPart) -> f64| b.runs.program.iter().map(|p| format!("{:.1}", f(p))).collect::<Vec<_>>().join(", ");

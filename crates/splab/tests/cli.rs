@@ -176,6 +176,7 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["sim", "gups", "--arch", "riscv", "--machine", "sapphire-rapids"], "sapphire-rapids"),
         (&["sim", "gups", "--arch", "amd64", "--machine", "sifive-u74"], "sifive-u74"),
         (&["bench", "--footprint", "30G"], "30G"),
+        (&["bench", "--baseline", "/no/such/splab", "--no-program"], "/no/such/splab"),
         (&["sim", "gups", "--policy", "solaris"], "solaris"),
         (&["sim", "gups", "--policy", "linux-thp:sometimes"], "sometimes"),
         (&["sim", "gups", "--policy", "freebsd:always"], "freebsd:always"),
@@ -272,6 +273,21 @@ fn bench_small_runs_each_part_in_a_child() {
     if cfg!(target_os = "linux") {
         assert!(v["footprint"]["peak_rss_bytes"].as_u64().unwrap() > 0);
     }
+}
+
+/// `--baseline` runs another binary's parts interleaved with these (here
+/// the same binary) and sets the medians side by side.
+#[test]
+fn bench_against_a_baseline_binary() {
+    let me = env!("CARGO_BIN_EXE_splab");
+    let v = json(&["bench", "--log2-table", "14", "--footprint", "32M", "--memory", "128M", "--trace-refs", "50000", "--repeat", "1", "--no-program", "--baseline", me, "--json"]);
+    let parts = v["baseline"]["parts"].as_array().unwrap();
+    assert_eq!(parts.len(), 4, "{v}");
+    for p in parts {
+        assert!(p["baseline_refs_per_second"].as_f64().unwrap() > 0.0, "{v}");
+        assert!(p["median_ratio"].as_f64().unwrap() > 0.0, "{v}");
+    }
+    assert_eq!(v["baseline"]["runs"]["trace"].as_array().unwrap().len(), 1);
 }
 
 // The benchmark workloads (gups-mp, lat, bw, transpose, stream, index,
