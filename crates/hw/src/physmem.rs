@@ -74,7 +74,7 @@ impl PhysMem {
     }
 
     /// Notes a program's access to `pa` (a store when `write`).
-    #[inline]
+    #[inline(always)]
     pub fn note_access(&mut self, pa: u64, write: bool) {
         let f = (pa >> self.page_shift) as usize;
         let (w, bit) = (f / 64, 1u64 << (f % 64));
@@ -88,7 +88,7 @@ impl PhysMem {
     }
 
     /// Notes a program's store to `pa` whose frame is already touched.
-    #[inline]
+    #[inline(always)]
     pub fn note_write(&mut self, pa: u64) {
         let f = (pa >> self.page_shift) as usize;
         self.written[f / 64] |= 1 << (f % 64);

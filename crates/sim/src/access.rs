@@ -294,7 +294,7 @@ impl System {
     }
 
     /// Performs the load or store itself on modelled memory.
-    #[inline]
+    #[inline(always)]
     fn do_op(&mut self, pa: u64, op: Op) -> u64 {
         let word = PhysAddr(pa & !7);
         match op {
