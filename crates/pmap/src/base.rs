@@ -14,6 +14,7 @@
 //! Inside a pmap, virtual addresses are plain `u64`s, as the descriptor
 //! arithmetic wants them.
 
+use crate::counters::SizeCounters;
 use crate::pv::PvTable;
 use splab_hw::physmem::PhysMem;
 use splab_hw::{Pfn, PhysAddr, VirtAddr};
@@ -100,6 +101,10 @@ pub trait Core: Send {
     fn tunables_mut(&mut self) -> Vec<&mut Tunable>;
     /// Adds the counters (everything but the tunables) to `out`.
     fn counters(&self, out: &mut Sysctls);
+    /// The counters of superpage size `psind`, where it has them.
+    fn size_counters(&self, _psind: Psind) -> Option<&SizeCounters> {
+        None
+    }
     /// The PV lists.
     fn pv(&self) -> &PvTable;
     /// Host bytes used by the pmap's own structures.
@@ -295,6 +300,9 @@ impl<A: Core + Enter + Remove + RefMod + Check> Pmap for Md<A> {
             out.int(t.name, t.on as u64, t.descr);
         }
         self.0.counters(out);
+    }
+    fn demotions(&self, psind: Psind) -> Option<u64> {
+        self.0.size_counters(psind).map(|c| c.demotions)
     }
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String> {
         let arch = self.0.params().arch;

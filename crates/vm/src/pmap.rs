@@ -276,6 +276,11 @@ pub trait Pmap: Send {
     fn extract(&self, mem: &PhysMem, pm: PmapId, va: VirtAddr) -> Option<Mapping>;
     /// Adds this pmap's tunables and counters.
     fn sysctls(&self, out: &mut Sysctls);
+    /// Demotions of mappings of size `psind` so far, where the pmap counts
+    /// them for that size (FreeBSD's `vm.pmap.<level>.demotions`).
+    fn demotions(&self, _psind: Psind) -> Option<u64> {
+        None
+    }
     /// Sets a tunable by its sysctl name; Err names what was wrong.
     fn set_tunable(&mut self, name: &str, value: i64) -> Result<(), String>;
     /// Verifies the pmap's invariants (PV lists agree with the page tables,

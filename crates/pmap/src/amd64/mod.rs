@@ -260,6 +260,9 @@ impl Core for Amd64 {
         Some(Mapping { pa: PhysAddr(base + off), shift: shift as u8, prot: Self::leaf_prot(e), dirty: e.has(PteFlags::D) })
     }
 
+    fn size_counters(&self, psind: Psind) -> Option<&SizeCounters> {
+        (psind == PSIND_2M).then_some(&self.st.pde)
+    }
     fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
         s.pde.sysctls(&PDE, out);

@@ -353,6 +353,13 @@ impl Core for Arm64 {
         Some(Mapping { pa: PhysAddr(base + off), shift: shown as u8, prot: Self::leaf_prot(e), dirty })
     }
 
+    fn size_counters(&self, psind: Psind) -> Option<&SizeCounters> {
+        match psind {
+            PSIND_L3C => Some(&self.st.l3c),
+            PSIND_L2 => Some(&self.st.l2),
+            _ => None,
+        }
+    }
     fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
         s.l2.sysctls(&L2, out);

@@ -295,6 +295,9 @@ impl Core for Riscv {
         Some(Mapping { pa: PhysAddr(e.frame() + off), shift: shift as u8, prot: Self::leaf_prot(e), dirty: e.has(PteFlags::D) })
     }
 
+    fn size_counters(&self, psind: Psind) -> Option<&SizeCounters> {
+        (psind == PSIND_L2).then_some(&self.st.l2)
+    }
     fn counters(&self, out: &mut Sysctls) {
         let s = &self.st;
         out.int("vm.pmap.mode", self.mode.sysctl_value(), "translation mode, 0 = SV39, 1 = SV48");

@@ -545,10 +545,8 @@ impl Policy for LinuxThp {
             out.int(&format!("vmstat.{n}"), x, d);
         }
         // thp_split_pmd: the pmap's demotions of PMD-size mappings.
-        let mut pm = Sysctls::default();
-        k.pmap.sysctls(&mut pm);
-        let split_pmd: i64 = pm.values.keys().filter(|n| n.starts_with("vm.pmap.") && n.ends_with(".demotions") && !n.contains("pdpe") && !n.contains("l1.")).filter_map(|n| pm.get_int(n)).sum();
-        out.int("vmstat.thp_split_pmd", split_pmd.max(0) as u64, "PMD mappings split into PTEs (the pmap's demotions)");
+        let split_pmd = Self::pmd(k).and_then(|pmd| k.pmap.demotions(pmd.psind)).unwrap_or(0);
+        out.int("vmstat.thp_split_pmd", split_pmd, "PMD mappings split into PTEs (the pmap's demotions)");
         for (&order, st) in &self.size_stats {
             let kb = Self::size_kb(k, order);
             let p = format!("{t}.hugepages-{kb}kB.stats");
