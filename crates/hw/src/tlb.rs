@@ -421,20 +421,23 @@ struct Memo {
     size: usize,
     array: u32,
     way: u32,
+    /// The clock of the entry's latest hit, which the entry's own stamp
+    /// gets when the memo is settled (`Tlb::settle`).
+    stamp: u32,
 }
 
-const NO_MEMO: Memo = Memo { base: INVALID, mask: 0, asid: 0, t: Translation { pa_base: 0, shift: 0, perm: 0 }, size: 0, array: 0, way: 0 };
+const NO_MEMO: Memo = Memo { base: INVALID, mask: 0, asid: 0, t: Translation { pa_base: 0, shift: 0, perm: 0 }, size: 0, array: 0, way: 0, stamp: 0 };
 
 impl Memo {
     #[inline(always)]
-    fn new(va: u64, asid: u16, t: Translation, size: usize, array: usize, way: usize) -> Memo {
+    fn new(va: u64, asid: u16, t: Translation, size: usize, array: usize, way: usize, stamp: u32) -> Memo {
         let mask = !((1u64 << t.shift) - 1);
-        Memo { base: va & mask, mask, asid, t, size, array: array as u32, way: way as u32 }
+        Memo { base: va & mask, mask, asid, t, size, array: array as u32, way: way as u32, stamp }
     }
 }
 
 /// Recent first-level hits remembered.
-const MEMOS: usize = 4;
+const MEMOS: usize = 8;
 
 pub struct Tlb {
     /// Recent first-level hits. Until the next fill or invalidation (which
@@ -442,8 +445,13 @@ pub struct Tlb {
     /// entry: the plan probes sizes in a fixed order, and no larger page
     /// can have appeared. A hit through a memo does what the lookup would
     /// have done, stamping the entry most recently used, without the probes.
+    /// The stamp is kept in the memo until something compares stamps (a
+    /// first-level fill's choice of victim, which forgets the memos) or the
+    /// memo is replaced: the entry's most recent use is the memo's.
     memos: [Memo; MEMOS],
     next_memo: usize,
+    /// The memo of the latest hit through one.
+    last_memo: usize,
     arrays: Vec<Array>,
     /// The lookup order: first-level arrays, then second-level ones, and
     /// within a level the largest page size first. (When entries of two
@@ -530,6 +538,7 @@ impl Tlb {
             plan,
             fill_target,
             memos: [NO_MEMO; MEMOS],
+            last_memo: 0,
             next_memo: 0,
             arrays,
             shifts,
@@ -599,12 +608,13 @@ impl Tlb {
                 self.stats.l1_hits[p.size] += 1;
                 // Until the next fill or invalidation, this page's lookups
                 // end at this same entry.
-                let m = Memo::new(va, asid, t, p.size, p.array, i);
+                let m = Memo::new(va, asid, t, p.size, p.array, i, self.clock);
                 let slot = match self.memos.iter().position(|x| x.array == m.array && x.way == m.way && x.base != INVALID) {
                     Some(j) => j,
                     None => {
                         let j = self.next_memo;
                         self.next_memo = (j + 1) % MEMOS;
+                        self.settle(j);
                         j
                     }
                 };
@@ -625,23 +635,44 @@ impl Tlb {
     /// first-level hit (see `memos`), with which one; counts nothing.
     #[inline(always)]
     pub fn memo(&self, va: u64, asid: u16) -> Option<(Translation, usize)> {
-        for (j, m) in self.memos.iter().enumerate() {
-            if va & m.mask == m.base && m.asid == asid {
-                return Some((m.t, j));
-            }
+        // At most one memo matches (a lookup answers with the largest
+        // page, and a fill forgets them all). Most often it is the one
+        // that answered last; else every memo is compared, without a
+        // branch on which one matches (an address stream moves between
+        // pages unpredictably).
+        let m = &self.memos[self.last_memo];
+        if va & m.mask == m.base && m.asid == asid {
+            return Some((m.t, self.last_memo));
         }
-        None
+        let mut hits = 0u32;
+        for (j, m) in self.memos.iter().enumerate() {
+            hits |= u32::from((va & m.mask == m.base) & (m.asid == asid)) << j;
+        }
+        if hits == 0 {
+            return None;
+        }
+        let j = hits.trailing_zeros() as usize;
+        Some((self.memos[j].t, j))
     }
 
     /// Counts a lookup answered by `memo` (a first-level hit) and marks
     /// its entry most recently used, as the lookup would have.
     #[inline(always)]
     pub fn count_memo_hit(&mut self, m: usize) {
-        let (size, array, way) = (self.memos[m].size, self.memos[m].array as usize, self.memos[m].way as usize);
         self.stats.lookups += 1;
-        self.stats.l1_hits[size] += 1;
+        self.stats.l1_hits[self.memos[m].size] += 1;
         self.clock = self.clock.wrapping_add(1);
-        self.arrays[array].lru[way] = self.clock;
+        self.memos[m].stamp = self.clock;
+        self.last_memo = m;
+    }
+
+    /// Gives memo `j`'s entry the stamp of its latest hit.
+    #[inline(always)]
+    fn settle(&mut self, j: usize) {
+        let m = &self.memos[j];
+        if m.base != INVALID {
+            self.arrays[m.array as usize].lru[m.way as usize] = m.stamp;
+        }
     }
 
     /// Forgets the recent hits (after a fill or an invalidation): a base
@@ -649,8 +680,9 @@ impl Tlb {
     /// has its low bits clear).
     #[inline(always)]
     fn forget(&mut self) {
-        for m in &mut self.memos {
-            m.base = INVALID;
+        for j in 0..MEMOS {
+            self.settle(j);
+            self.memos[j].base = INVALID;
         }
     }
 
@@ -803,7 +835,8 @@ impl Tlb {
     #[inline]
     fn remember_fill(&mut self, va: u64, asid: u16, t: Translation, size: usize, at: Option<(usize, usize)>) {
         let Some((ai, way)) = at else { return };
-        self.memos[0] = Memo::new(va, asid, t, size, ai, way);
+        debug_assert!(self.memos.iter().all(|m| m.base == INVALID), "a first-level fill forgets the memos");
+        self.memos[0] = Memo::new(va, asid, t, size, ai, way, self.arrays[ai].lru[way]);
         self.next_memo = 1;
     }
 
