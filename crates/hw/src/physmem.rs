@@ -82,9 +82,8 @@ impl PhysMem {
             self.touched[w] |= bit;
             self.touched_frames += 1;
         }
-        if write {
-            self.written[w] |= bit;
-        }
+        // Without a branch: loads and stores come mixed.
+        self.written[w] |= bit & 0u64.wrapping_sub(u64::from(write));
     }
 
     /// Notes a program's store to `pa` whose frame is already touched.

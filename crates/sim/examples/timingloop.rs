@@ -28,8 +28,8 @@ fn main() {
             x ^= x >> 7;
             x ^= x << 17;
             let pa = (1 << 30) + ((x % (table_mb << 20)) & !7);
-            refs.push(BatchRef { pa, xlat: 1, walks_start: 0, walks_end: 0, write: false });
-            refs.push(BatchRef { pa, xlat: 1, walks_start: 0, walks_end: 0, write: true });
+            refs.push(BatchRef { pa, xlat: 1, walks_start: 0, walks_end: 0, write: false, repeats: 0 });
+            refs.push(BatchRef { pa, xlat: 1, walks_start: 0, walks_end: 0, write: true, repeats: 0 });
         }
         t.run_batch(0, &refs, &[]);
     }

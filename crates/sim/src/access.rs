@@ -14,6 +14,7 @@
 
 use crate::system::System;
 use crate::timing::{BatchRef, Job, Worker};
+use splab_hw::cache::LINE_SHIFT;
 use splab_hw::mmu::{perm, Access, Translation, WalkFault};
 use splab_hw::tlb::{size_name, TlbHit};
 use splab_hw::{PhysAddr, VirtAddr};
@@ -49,6 +50,7 @@ pub enum Op {
 
 /// The TLB permission bits an access needs to use an entry as it is (a
 /// write through an entry whose dirty bit is clear needs an assist).
+#[inline(always)]
 fn need(acc: Access) -> u8 {
     match acc {
         Access::Read => perm::READ,
@@ -339,8 +341,8 @@ impl System {
         self.pending_walks.clear();
         self.batch.clear();
         for &(va, x) in ops {
-            self.batch_one(cpu, va, Access::Read, |_| None)?;
-            self.batch_one(cpu, va, Access::Write, |old| Some(old ^ x))?;
+            self.batch_one(cpu, va, false, |_| 0)?;
+            self.batch_one(cpu, va, true, |old| old ^ x)?;
         }
         self.finish_batch(cpu);
         Ok(())
@@ -355,21 +357,23 @@ impl System {
         self.pending_walks.clear();
         self.batch.clear();
         for (i, &(va, op)) in ops.iter().enumerate() {
-            let r = match op {
-                Op::Load => self.batch_one(cpu, va, Access::Read, |_| None),
-                Op::Store(v) => self.batch_one(cpu, va, Access::Write, |_| Some(v)),
+            let (write, v) = match op {
+                Op::Load => (false, 0),
+                Op::Store(v) => (true, v),
             };
-            r.map_err(|e| (i, e))?;
+            self.batch_one(cpu, va, write, |_| v).map_err(|e| (i, e))?;
         }
         self.finish_batch(cpu);
         Ok(())
     }
 
     /// One access of a batch: translated now, timed when the batch ends.
-    /// `store` gets the word's old value and returns the value to store,
-    /// or None for a load.
-    #[inline]
-    fn batch_one(&mut self, cpu: usize, va: u64, acc: Access, store: impl Fn(u64) -> Option<u64>) -> Result<(), AccessError> {
+    /// A store (`write`) stores `value` of the word's old value. Loads and
+    /// stores take one path, told apart by flags rather than branches: a
+    /// trace mixes them unpredictably.
+    #[inline(always)]
+    fn batch_one(&mut self, cpu: usize, va: u64, write: bool, value: impl Fn(u64) -> u64) -> Result<(), AccessError> {
+        let acc = if write { Access::Write } else { Access::Read };
         self.hw.refs += 1;
         let w0 = self.pending_walks.len();
         let (t, xlat) = match self.translate(cpu, va, acc) {
@@ -380,12 +384,25 @@ impl System {
             }
         };
         let pa = t.pa(va).0;
-        self.batch.push(BatchRef { pa, xlat, walks_end: self.pending_walks.len() as u32, walks_start: w0 as u32, write: acc == Access::Write });
-        let op = match store(self.read_word(pa)) {
-            Some(v) => Op::Store(v),
-            None => Op::Load,
-        };
-        self.do_op(pa, op);
+        self.hw.loads += u64::from(!write);
+        self.hw.stores += u64::from(write);
+        if self.machine.mem.tracks_data() && write {
+            let v = value(self.read_word(pa));
+            self.machine.mem.store_data(PhysAddr(pa & !7), v);
+        }
+        // The line of the access before, through a permitting first-level
+        // entry with no walk, a store only after a store: a repeat of it
+        // (`BatchRef::repeats`), whose frame is touched (and written)
+        // already.
+        let walks_end = self.pending_walks.len() as u32;
+        if let Some(last) = self.batch.last_mut() {
+            if xlat == 0 && walks_end == w0 as u32 && last.pa >> LINE_SHIFT == pa >> LINE_SHIFT && (last.write || !write) && last.repeats < u16::MAX {
+                last.repeats += 1;
+                return Ok(());
+            }
+        }
+        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, repeats: 0 });
+        self.machine.mem.note_access(pa, write);
         Ok(())
     }
 

@@ -36,6 +36,11 @@ pub struct BatchRef {
     pub walks_end: u32,
     /// A store: its line becomes dirty.
     pub write: bool,
+    /// Accesses that followed this one on its line with nothing between
+    /// them, translated through the same first-level TLB entry without an
+    /// assist, and stores only after a store: each a first-level hit that
+    /// changes no cache state (the line is the cache's last), timed as one.
+    pub repeats: u16,
 }
 
 pub struct Timing {
@@ -404,12 +409,17 @@ impl Timing {
         to_l2.clear();
         to_l3.clear();
         acc.reserve(refs.len() + walks.len());
+        let mut repeats = 0u64;
         for r in refs {
             if r.walks_start != r.walks_end {
                 acc.extend(walks[r.walks_start as usize..r.walks_end as usize].iter().map(|&w| (w, 0)));
             }
             acc.push((r.pa, 0));
+            repeats += u64::from(r.repeats);
         }
+        // The repeats: first-level hits on the line of the access before.
+        self.l1[cpu].hits += repeats;
+        self.cache_hits[0] += repeats;
         if self.walk_level == 1 || walks.is_empty() {
             self.l1[cpu].pass(&mut acc, None, &mut to_l2, 0);
             self.cache_hits[0] += (acc.len() - to_l2.len()) as u64;
@@ -494,6 +504,7 @@ impl Timing {
         let (mut cycles, mut tr, mut da) = (self.cycles[cpu], self.breakdown.translation, self.breakdown.data);
         let (mut k, mut e) = (0, 0);
         let share = self.share[cpu];
+        let (rc, rx) = self.overlapped(share, 0, self.l1[cpu].latency, false);
         for r in refs {
             let mut xlat = r.xlat;
             let nw = (r.walks_end - r.walks_start) as usize;
@@ -511,6 +522,11 @@ impl Timing {
             cycles += cyc;
             tr += xc;
             da += cyc - xc;
+            for _ in 0..r.repeats {
+                cycles += rc;
+                tr += rx;
+                da += rc - rx;
+            }
         }
         self.cycles[cpu] = cycles;
         self.breakdown.translation = tr;
@@ -824,7 +840,7 @@ mod tests {
             } else {
                 x % (512 << 20)
             };
-            refs.push(BatchRef { pa, xlat: i % 11, walks_start: start, walks_end: walks.len() as u32, write: i % 4 == 1 });
+            refs.push(BatchRef { pa, xlat: i % 11, walks_start: start, walks_end: walks.len() as u32, write: i % 4 == 1, repeats: 0 });
         }
         for chunk in refs.chunks(300) {
             a.run_batch(1, chunk, &walks);
@@ -873,7 +889,7 @@ mod tests {
         w.prefetch = None;
         let lines = 8 * 1024 * 1024 / 64;
         let refs = |write: bool| -> Vec<BatchRef> {
-            (0..lines).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write }).collect()
+            (0..lines).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write, repeats: 0 }).collect()
         };
         let run = |write: bool| {
             let mut t = Timing::new(&w).unwrap();
@@ -906,7 +922,7 @@ mod tests {
         s.overlap.store_mlp = Some(s.overlap.data_mlp / 2.0);
         let cycles = |pa: &dyn Fn(u64) -> u64, write: bool| -> f64 {
             let mut t = Timing::new(&s).unwrap();
-            let refs: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: pa(i), xlat: 0, walks_start: 0, walks_end: 0, write }).collect();
+            let refs: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: pa(i), xlat: 0, walks_start: 0, walks_end: 0, write, repeats: 0 }).collect();
             t.run_batch(0, &refs, &[]);
             t.cycles[0]
         };
@@ -1002,7 +1018,7 @@ mod tests {
         q.prefetch.as_mut().unwrap().line_cycles_by_streams = vec![30.0, 20.0, 10.0];
         let line = |n: u64, at: &dyn Fn(u64) -> u64, batch: bool| -> f64 {
             let mut t = Timing::new(&q).unwrap();
-            let refs: Vec<BatchRef> = (0..n).map(|i| BatchRef { pa: at(i), xlat: 0, walks_start: 0, walks_end: 0, write: false }).collect();
+            let refs: Vec<BatchRef> = (0..n).map(|i| BatchRef { pa: at(i), xlat: 0, walks_start: 0, walks_end: 0, write: false, repeats: 0 }).collect();
             if batch {
                 t.run_batch(0, &refs, &[]);
             } else {
@@ -1029,7 +1045,7 @@ mod tests {
         let ps = profiles();
         let q = &ps[1];
         let mut t = Timing::new(q).unwrap();
-        let seq: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write: false }).collect();
+        let seq: Vec<BatchRef> = (0..4096u64).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write: false, repeats: 0 }).collect();
         t.run_batch(0, &seq, &[]);
         let streamed = t.cycles[0];
         assert!(t.prefetched >= 4096 - 2 * 64, "{}", t.prefetched);

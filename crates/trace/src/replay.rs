@@ -221,6 +221,9 @@ pub(crate) struct Run {
     max_addr: u64,
     ops: Vec<(u64, Op)>,
     pacer: Pacer,
+    /// References by kind (`Kind as usize`) since the last flush, which
+    /// adds them to `stats`.
+    kinds: [u64; 4],
     pub(crate) stats: ReplayStats,
 }
 
@@ -236,6 +239,7 @@ impl Run {
             max_addr,
             ops: Vec::with_capacity(4 * BATCH),
             pacer: Pacer::new(),
+            kinds: [0; 4],
             stats: ReplayStats::default(),
         }
     }
@@ -250,6 +254,7 @@ impl Run {
             max_addr: self.max_addr,
             ops: Vec::with_capacity(4 * BATCH),
             pacer: Pacer::new(),
+            kinds: [0; 4],
             stats: ReplayStats::default(),
         }
     }
@@ -355,35 +360,26 @@ impl Run {
     /// One reference as loads and stores (see the module comment).
     #[inline]
     pub(crate) fn add_ref(&mut self, sys: &mut System, r: Ref) -> Result<(), Failure> {
-        {
-            let op = match r.kind {
-                Kind::Instr => {
-                    self.stats.instr_skipped += 1;
-                    return Ok(());
+        // Loads, stores and modifies come mixed in no predictable order:
+        // they are told apart by flags, not by a branch on the kind.
+        let k = r.kind as u8;
+        self.kinds[k as usize & 3] += 1;
+        if k == Kind::Instr as u8 {
+            return Ok(());
+        }
+        let (store, modify) = (k >= Kind::Store as u8, k == Kind::Modify as u8);
+        let op = if store { Op::Store(0) } else { Op::Load };
+        if modify {
+            self.push(sys, r.addr, Op::Load)?;
+        }
+        self.push(sys, r.addr, op)?;
+        if (r.addr & (HOST_PAGE - 1)) + r.size as u64 > HOST_PAGE {
+            if let Some(next) = (r.addr | (HOST_PAGE - 1)).checked_add(1) {
+                self.stats.page_crossing += 1;
+                if modify {
+                    self.push(sys, next, Op::Load)?;
                 }
-                Kind::Load => {
-                    self.stats.loads += 1;
-                    Op::Load
-                }
-                Kind::Store => {
-                    self.stats.stores += 1;
-                    Op::Store(0)
-                }
-                Kind::Modify => {
-                    self.stats.modifies += 1;
-                    self.push(sys, r.addr, Op::Load)?;
-                    Op::Store(0)
-                }
-            };
-            self.push(sys, r.addr, op)?;
-            if (r.addr & (HOST_PAGE - 1)) + r.size as u64 > HOST_PAGE {
-                if let Some(next) = (r.addr | (HOST_PAGE - 1)).checked_add(1) {
-                    self.stats.page_crossing += 1;
-                    if r.kind == Kind::Modify {
-                        self.push(sys, next, Op::Load)?;
-                    }
-                    self.push(sys, next, op)?;
-                }
+                self.push(sys, next, op)?;
             }
         }
         Ok(())
@@ -417,6 +413,11 @@ impl Run {
         self.pacer.record(mode, t0.elapsed().as_secs_f64(), self.ops.len());
         self.stats.accesses += self.ops.len() as u64;
         self.ops.clear();
+        let [i, l, st, m] = std::mem::take(&mut self.kinds);
+        self.stats.instr_skipped += i;
+        self.stats.loads += l;
+        self.stats.stores += st;
+        self.stats.modifies += m;
         Ok(())
     }
 
