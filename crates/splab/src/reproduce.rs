@@ -184,7 +184,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         quick: &["build", "--units", "4", "--jobs", "4"],
         policy: "freebsd",
         models: BUILD_MODELS,
-        scaled: "128 compilation units on the profile's 4 CPUs, not a world on 32 threads",
+        scaled: "128 compilation units on the profile's 8 CPUs, not a world on 32 threads",
     },
     Experiment {
         name: "alpha-transpose-freebsd",
