@@ -592,6 +592,15 @@ impl System {
         self.core_cycles[cpu] += crate::timing::instruction_cycles(&self.cfg.profile, n);
     }
 
+    /// Charges `cpu` for `n` system calls that change no memory (a
+    /// socket's send, receive or poll, an lseek): each is counted with the
+    /// others and costs the profile's `[costs] syscall`.
+    pub fn syscalls(&mut self, cpu: usize, n: u64) {
+        let before = self.kernel.ev.clone();
+        self.kernel.ev.syscalls += n;
+        self.charge_events(cpu, &before);
+    }
+
     /// Counts of what the hardware did.
     pub fn hw(&mut self) -> HwStats {
         let t = self.timing();

@@ -62,7 +62,7 @@ pub struct Experiment {
 
 const GUPS_MODELS: &str = "HPCC RandomAccess's update loop (XOR of a random word), the table in one anonymous mapping";
 const BW_MODELS: &str = "lmbench bw_mem's loop over the buffer; the instruction work of the copy loops is not timed";
-const BUILD_MODELS: &str = "make -jN forking compilers that map text, data, heap and files, then a threaded link; a compile's instruction work and the compiler's real footprint are not modelled (one compiler model for GCC and clang)";
+const BUILD_MODELS: &str = "make -jN forking compilers that map text, data, heap and files, then a threaded link; each compile does GCC's measured instructions, but the compiler's real footprint and memory references are not modelled (one compiler model for GCC and clang)";
 const TRANSPOSE_MODELS: &str = "the naive double loop B = A^T, strided loads (load) or strided stores (store); MB/s of 2 x 8 x N^2 bytes";
 
 /// An lmbench bandwidth test on the Armada XP, at its full size (`args`)
@@ -173,7 +173,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         args: &["index", "--scale", "150", "--clients", "1", "--transactions", "20000"],
         quick: &["index", "--scale", "1", "--clients", "1", "--transactions", "100"],
         policy: "freebsd",
-        models: "the index lookup of a select-only transaction (B-tree descent and heap fetch through shared buffers); parsing, planning, the executor's instruction work and the client round trip are not modelled, so tps is far above a real server's and its change larger",
+        models: "a select-only transaction: the index lookup's memory references (B-tree descent and heap fetch through shared buffers), the backend's and pgbench's instructions and the round trip's system calls as measured on PostgreSQL 15; the memory references and code fetches of that work are not modelled",
         scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
     },
     Experiment {

@@ -86,6 +86,16 @@ fn sim_args(workload: &str, options: &[&str], machine: &str, pages: &str) -> Res
     Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())
 }
 
+/// Options of the model's side beyond those both sides share: the native
+/// index runs the lookups alone, without a server's other work or a
+/// client, so the modelled transactions are the lookups alone too.
+fn sim_only(workload: &str) -> &'static [&'static str] {
+    match workload {
+        "index" => &["--insns-per-txn", "0", "--round-trip", "false"],
+        _ => &[],
+    }
+}
+
 /// Each workload's options for `splab native` and, by layout, for
 /// `splab sim`: all parsed before anything runs.
 struct Workloads(BTreeMap<String, (NativeArgs, BTreeMap<String, RunArgs>)>);
@@ -95,7 +105,8 @@ impl Workloads {
         let mut m = BTreeMap::new();
         for w in &s.workloads {
             let o = validate::options(w, s.quick)?;
-            let sims = s.layouts.iter().map(|l| Ok((l.name.clone(), sim_args(w, &o, &s.machine, &l.sim)?))).collect::<Result<_, String>>()?;
+            let so: Vec<&str> = o.iter().chain(sim_only(w)).copied().collect();
+            let sims = s.layouts.iter().map(|l| Ok((l.name.clone(), sim_args(w, &so, &s.machine, &l.sim)?))).collect::<Result<_, String>>()?;
             m.insert(w.clone(), (native_args(w, &o, s.repeat)?, sims));
         }
         Ok(Workloads(m))
@@ -153,5 +164,14 @@ mod tests {
             assert_eq!(w.0.len(), all.len());
             assert!(w.0.values().all(|(_, sims)| sims.len() == layouts.len()));
         }
+    }
+
+    /// The modelled index does what the native one does: lookups alone.
+    #[test]
+    fn the_modelled_index_is_the_lookups_alone_as_natively() {
+        let s = Setup::new("sapphire-rapids", &["index".to_string()], &["4k".to_string()], 1, true, false).unwrap();
+        let w = Workloads::new(&s).unwrap();
+        let a = &w.0["index"].1["4k"].workload_args;
+        assert_eq!((a.insns_per_txn, a.round_trip), (Some(0), false));
     }
 }

@@ -79,6 +79,22 @@ pub struct WorkloadArgs {
     /// index: transactions per client (pgbench -t).
     #[arg(long, value_name = "N", default_value_t = 20_000)]
     pub transactions: u64,
+    /// index: the backend's instructions per transaction beside the
+    /// lookup's memory references (parsing, planning, the executor),
+    /// priced at the profile's `[core] cycles_per_instruction`; 0: none
+    /// [default: 101713, measured on a PostgreSQL 15 backend].
+    #[arg(long, value_name = "N")]
+    pub insns_per_txn: Option<u64>,
+    /// index: the round trip to pgbench: its instructions, the system calls
+    /// on both sides and, where pgbench shares a backend's CPU, the switches
+    /// to it and back (false: the backends alone).
+    #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
+    pub round_trip: bool,
+    /// build: compiler instructions (gcc, cc1 and as) per byte of a unit's
+    /// source, priced at the profile's `[core] cycles_per_instruction`; 0:
+    /// none [default: 36879, measured with GCC 12 at -O2].
+    #[arg(long, value_name = "N")]
+    pub insns_per_source_byte: Option<u64>,
     /// build: compilation units (source files), one compiler process each.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub units: usize,
@@ -287,12 +303,19 @@ fn stream(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
 fn index(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
     let mut i = Index::new(a.scale, a.clients, a.transactions)?;
     i.pages.asked = pages(a)?;
+    if let Some(n) = a.insns_per_txn {
+        i.set_insns_per_txn(n)?;
+    }
+    i.round_trip = a.round_trip;
     fits(&format!("--scale {}: the shared buffers", a.scale), i.shared_bytes(), cfg)?;
     Ok(Box::new(i))
 }
 
 fn build_tree(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
-    let b = Build::new(a.units, a.jobs)?;
+    let mut b = Build::new(a.units, a.jobs)?;
+    if let Some(n) = a.insns_per_source_byte {
+        b.set_insns_per_source_byte(n)?;
+    }
     fits(&format!("--units {} with {} jobs: the tree and the compilers", a.units, a.jobs.unwrap_or(cfg.profile.cpus)), b.footprint(cfg.profile.cpus), cfg)?;
     Ok(Box::new(b))
 }

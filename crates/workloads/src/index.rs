@@ -30,14 +30,37 @@
 //!
 //! The tree's shape and the keys are computed on the host (they follow
 //! from the bottom-up build), so the values need not be kept in modelled
-//! memory; the references are those of the real structure. Parsing,
-//! planning and the executor's own work are not modelled: only memory
-//! references are timed, so tps is far above a real server's, and the
-//! change with superpages is the change of the memory part alone.
+//! memory; the references are those of the real structure.
+//!
+//! The rest of the transaction is work measured on a real PostgreSQL 15
+//! backend and pgbench client (`BACKEND_INSNS_PER_TXN` and the constants
+//! after it say how): the backend's instructions (parsing, planning, the
+//! executor, the protocol; the lookup's own instructions among them) are
+//! charged at the profile's `[core] cycles_per_instruction`, and the round
+//! trip is what it is on the real system: the backend's and the client's
+//! system calls (recv, send, poll; the planner's lseeks), each at the
+//! profile's `syscall` cost, and, where the client shares the backend's
+//! CPU, a switch to the client and back (`System::run_on`, with its TLB
+//! effects). The client's instructions are charged to its backend's CPU
+//! too: the round trip is synchronous, so a backend waits while its client
+//! works whichever CPU that runs on. Not modelled: the memory references
+//! of that work (the measured backend makes some 47600 a transaction,
+//! against the lookup's hundred or so here), the instruction fetches of
+//! its code, and the idle switches and wake-ups of a backend and client on
+//! CPUs of their own. What those references cover, from the `Referenced:`
+//! lines of a warmed-up backend's /proc/PID/smaps after `echo 1 >
+//! /proc/PID/clear_refs` and one `SELECT abalance FROM pgbench_accounts
+//! WHERE aid = N` (psql, same server): 1604 kB of the postgres binary,
+//! 1076 kB of shared libraries, 204 kB of heap, 116 kB of other anonymous
+//! memory, 16 kB of stack, 120 kB of shared memory; 3204 kB in all, most
+//! of it code.
+//! `--insns-per-txn 0 --round-trip false` times the lookup alone.
 //!
 //! pgbench's clients are backends forked from the postmaster, each on a
 //! CPU of its own (more clients than CPUs share them). Long-lived backends
-//! have touched all of shared memory; so do these, before timing.
+//! have touched all of shared memory; so do these, before timing. pgbench
+//! itself is one process on the CPU after the backends' (the first one's
+//! when every CPU has a backend).
 
 use crate::common::{between, exit, fault, map, spawn_on, touch_pages, Batch, Rng};
 use crate::sched::{Quanta, Sched, Spawn, Step, Task};
@@ -61,6 +84,39 @@ const HEAP_PER_PAGE: u64 = 61;
 const PARTITIONS: u64 = 128;
 const DESC: u64 = 64;
 const HASH_ENTRY: u64 = 32;
+
+/// Instructions a PostgreSQL 15 backend executes per pgbench -S
+/// transaction, with every page in shared buffers (Debian's postgresql-15
+/// on x86-64, scale 1, autovacuum off, the pages read beforehand by an
+/// index scan of each table). A backend's count for `pgbench -S -t 2001`
+/// less that for `-t 1`, so that connection set-up cancels, over 2000;
+/// the postmaster run as `valgrind --tool=callgrind --cache-sim=yes
+/// --callgrind-out-file=cg/be.%p postgres -D data` (forked backends stay
+/// under valgrind). The backends' `totals:` lines: Ir 245390487 and
+/// 41963474, so (245390487 - 41963474) / 2000 = 101713; their data
+/// references (Dr + Dw) differ by 47579 a transaction.
+pub const BACKEND_INSNS_PER_TXN: u64 = 101_713;
+
+/// Instructions pgbench executes per select-only transaction (one client,
+/// one thread), from `valgrind --tool=callgrind --cache-sim=yes pgbench -S
+/// -t N` against the same server: "I refs: 24,230,820" at N = 2001 and
+/// "10,417,160" at N = 1, so (24230820 - 10417160) / 2000 = 6906 (and
+/// 2878 data references).
+pub const CLIENT_INSNS_PER_TXN: u64 = 6_906;
+
+/// System calls of the backend per thousand transactions: the postmaster
+/// run under `strace -f -ff -o st/s`, the backend's file for `pgbench -S
+/// -t 2001` against that for `-t 1`, over 2000: recvfrom 1.923 (0.923 of
+/// them EAGAIN), epoll_wait 0.923, sendto 1, lseek 2 (the planner asks the
+/// heap's and the index's size), 5.846 in all.
+pub const BACKEND_SYSCALLS_PER_KTXN: u64 = 5_846;
+
+/// System calls of pgbench per thousand transactions: `strace -f -c
+/// pgbench -S -t N` at N = 2001 against N = 1, over 2000: sendto 1,
+/// recvfrom 1.5285 (0.5285 of them EAGAIN), ppoll 0.5285, 3.057 in all.
+/// Whether a recv finds the answer there or must wait and poll depends on
+/// the timing of the host that was measured (two CPUs, strace attached).
+pub const CLIENT_SYSCALLS_PER_KTXN: u64 = 3_057;
 
 /// The database: the index levels, the heap, and where the buffers are:
 /// the native index's layout, computed once for both (offsets into the
@@ -95,6 +151,15 @@ struct Backend {
     left: u64,
     /// References made so far.
     refs: u64,
+    /// The backend's instructions per transaction beside the lookup's
+    /// references.
+    insns: u64,
+    /// The client's process when the round trip is modelled, and whether
+    /// it shares this backend's CPU.
+    client: Option<(Pid, bool)>,
+    /// Thousandths of a system call owed to the backend and the client
+    /// (their counts per transaction are means).
+    owed: (u64, u64),
 }
 
 impl Backend {
@@ -134,8 +199,31 @@ impl Backend {
         self.access(sys, cpu, desc, Op::Store(0))
     }
 
+    /// The work of a transaction beside the lookup: the client's query and
+    /// the backend's parsing, planning and reply.
+    fn round_trip(&mut self, sys: &mut System, cpu: usize) -> Result<(), String> {
+        if let Some((client, shared)) = self.client {
+            if shared {
+                sys.run_on(cpu, client).map_err(|e| format!("switching CPU {cpu} to pgbench: {e}"))?;
+            }
+            sys.instructions(cpu, CLIENT_INSNS_PER_TXN);
+            self.owed.1 += CLIENT_SYSCALLS_PER_KTXN;
+            sys.syscalls(cpu, self.owed.1 / 1000);
+            self.owed.1 %= 1000;
+            if shared {
+                sys.run_on(cpu, self.pid).map_err(|e| format!("switching CPU {cpu} back to backend {}: {e}", self.pid))?;
+            }
+            self.owed.0 += BACKEND_SYSCALLS_PER_KTXN;
+            sys.syscalls(cpu, self.owed.0 / 1000);
+            self.owed.0 %= 1000;
+        }
+        sys.instructions(cpu, self.insns);
+        Ok(())
+    }
+
     /// One select-only transaction.
     fn transaction(&mut self, sys: &mut System, cpu: usize) -> Result<(), String> {
+        self.round_trip(sys, cpu)?;
         let db = self.db.clone();
         let aid = between(&mut self.rng, 1, db.rows);
         let key = aid - 1;
@@ -210,6 +298,12 @@ pub struct Index {
     /// `--pages`: the shared buffers laid out as asked (the advice is
     /// made in the postmaster and inherited by the backends).
     pub pages: Layout,
+    /// `--insns-per-txn`: the backend's instructions per transaction
+    /// (`BACKEND_INSNS_PER_TXN`; 0: none).
+    pub insns_per_txn: u64,
+    /// `--round-trip`: the client's work, the system calls and the switches
+    /// of the round trip (false: none).
+    pub round_trip: bool,
 }
 
 impl Index {
@@ -223,12 +317,45 @@ impl Index {
         if !(1..=1_000_000_000).contains(&transactions) {
             return Err(format!("--transactions {transactions} is out of range (1 to 1000000000)"));
         }
-        Ok(Index { scale, clients, transactions, quanta: Quanta::default(), pages: Layout::default() })
+        Ok(Index { scale, clients, transactions, quanta: Quanta::default(), pages: Layout::default(), insns_per_txn: BACKEND_INSNS_PER_TXN, round_trip: true })
     }
 
     /// Bytes of the shared segment.
     pub fn shared_bytes(&self) -> u64 {
         Db::new(self.scale).segment
+    }
+
+    /// `--insns-per-txn`, checked.
+    pub fn set_insns_per_txn(&mut self, n: u64) -> Result<(), String> {
+        if n > 1_000_000_000 {
+            return Err(format!("--insns-per-txn {n} is out of range (0 to 1000000000)"));
+        }
+        self.insns_per_txn = n;
+        Ok(())
+    }
+
+    /// What a transaction's time is made of, for the report.
+    fn timed(&self, sys: &System, ncpus: usize) -> String {
+        let mut t = String::from("the lookup's memory references");
+        let priced = if sys.cfg.profile.core.is_some() { "" } else { " (counted, not priced: the profile has no [core])" };
+        if self.insns_per_txn > 0 {
+            let _ = write!(t, ", {} backend instructions{priced}", self.insns_per_txn);
+        }
+        if self.round_trip {
+            let ms = |k: u64| format!("{}.{:03}", k / 1000, k % 1000);
+            let _ = write!(
+                t,
+                ", {} client instructions and the round trip's system calls ({} backend, {} client)",
+                CLIENT_INSNS_PER_TXN,
+                ms(BACKEND_SYSCALLS_PER_KTXN),
+                ms(CLIENT_SYSCALLS_PER_KTXN)
+            );
+            let shared = (0..self.clients).filter(|c| c % ncpus == self.clients % ncpus).count();
+            if shared > 0 {
+                let _ = write!(t, " and 2 context switches for each of the {shared} backends on pgbench's CPU");
+            }
+        }
+        t + " per transaction"
     }
 }
 
@@ -264,6 +391,12 @@ impl Workload for Index {
         let mut done = b.refs;
         progress(done);
         let db = Rc::new(db);
+        // pgbench, on the CPU after the backends'.
+        let client_cpu = self.clients % ncpus;
+        let client = match self.round_trip {
+            true => Some(spawn_on(sys, client_cpu)?),
+            false => None,
+        };
         // The backends, each having touched all of shared memory.
         let mut sched = Sched::new(ncpus, self.quanta)?;
         let mut pids = Vec::new();
@@ -277,12 +410,14 @@ impl Workload for Index {
             done += b.refs;
             progress(done);
             let rng = Rng::new(0xB7EE ^ c as u64);
-            sched.add(Some(cpu), Box::new(Backend { pid, db: db.clone(), rng, left: self.transactions, refs: 0 }))?;
+            let client = client.map(|p| (p, cpu == client_cpu));
+            let backend = Backend { pid, db: db.clone(), rng, left: self.transactions, refs: 0, insns: self.insns_per_txn, client, owed: (0, 0) };
+            sched.add(Some(cpu), Box::new(backend))?;
             pids.push(pid);
         }
         let ph = sched.run(sys, done, progress)?;
         self.pages.obtained = region.map(|r| r.obtained(sys, postmaster));
-        for pid in pids {
+        for pid in pids.into_iter().chain(client) {
             exit(sys, pid)?;
         }
         exit(sys, postmaster)?;
@@ -304,14 +439,15 @@ impl Workload for Index {
         let leaves = db.levels[0].pages;
         let _ = writeln!(
             r,
-            "# simulated: {} rows in {} heap blocks; index height {}, {} leaf blocks; {} buffers of 8 KB in {:.1} MiB of shared memory; {} memory references per transaction on average; only memory references are timed",
+            "# simulated: {} rows in {} heap blocks; index height {}, {} leaf blocks; {} buffers of 8 KB in {:.1} MiB of shared memory; {} memory references per transaction on average; timed: {}",
             db.rows,
             db.heap_pages,
             db.height(),
             leaves,
             db.nbuffers,
             db.segment as f64 / (1u64 << 20) as f64,
-            ph.refs / total.max(1)
+            ph.refs / total.max(1),
+            self.timed(sys, ncpus)
         );
         Ok(WorkloadResult {
             details: Vec::new(),

@@ -47,6 +47,9 @@ pub enum Act {
     /// `count` loads of random lines of the listed pages of a region (the
     /// hot part of a program's text).
     Hot { slot: usize, pages: Rc<Vec<u32>>, count: u64 },
+    /// Instructions of the program's own work beside the references the
+    /// other actions make (`System::instructions`).
+    Work { instructions: u64 },
     Call(Call),
 }
 
@@ -172,6 +175,10 @@ impl Script {
                         b.load(sys, va).map_err(fault("script text access"))?;
                     }
                     (n, self.pos + n == *count)
+                }
+                Act::Work { instructions } => {
+                    sys.instructions(cpu, *instructions);
+                    (0, true)
                 }
                 Act::Call(_) => {
                     let Some(Act::Call(f)) = self.acts.pop_front() else { unreachable!("the head is a call") };
