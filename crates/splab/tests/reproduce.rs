@@ -46,3 +46,15 @@ fn a_quick_experiment_reports_its_figure_off_and_on_with_counters() {
     assert_eq!(o["counters_on"]["vm.pmap.section.promotions"], 2, "{o}");
     assert!(o["command"].as_str().unwrap().starts_with("splab compare gups --log2-table 18"));
 }
+
+#[test]
+fn the_forkbomb_experiment_runs_the_forkbomb_workload() {
+    let out = splab(&["reproduce", "--quick", "--json", "armada-forkbomb"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let o = &v["outcomes"][0];
+    assert!(o["command"].as_str().unwrap().starts_with("splab compare forkbomb --procs 16"), "{o}");
+    let row = &o["rows"][0];
+    assert_eq!((row["figure"].as_str(), row["unit"].as_str()), (Some("completion time (s)"), Some("s")), "{row}");
+    assert!(row["off"].as_f64().unwrap() > 0.0 && row["on"].as_f64().unwrap() > 0.0, "{row}");
+}
