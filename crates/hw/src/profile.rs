@@ -55,9 +55,10 @@ pub struct Memory {
     /// and writebacks runs at the interface's rate, and one that waits on
     /// latency (fewer misses in flight than the interface could carry)
     /// hides its writebacks in the interface's idle time. A dependent
-    /// reference waits its latency, which is longer. Absent: the
-    /// interface bounds nothing, and lines are not tracked as dirty for
-    /// it.
+    /// reference waits its latency, which is longer. The bound is per
+    /// CPU: several CPUs' streams do not yet share one interface. Absent:
+    /// the interface bounds nothing, and lines are not tracked as dirty
+    /// for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel_gbs: Option<f64>,
     /// The state of the host's free memory rather than its hardware: the
