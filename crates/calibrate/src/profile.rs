@@ -317,7 +317,7 @@ impl Writer<'_> {
                 (None, None)
             }
         };
-        Memory { dram_latency_ns, writeback_ns, aged, aged_run }
+        Memory { dram_latency_ns, writeback_ns, channel_gbs: None, aged, aged_run }
     }
 
     fn overlap(&mut self) -> Overlap {

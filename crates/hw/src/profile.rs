@@ -44,6 +44,23 @@ pub struct Memory {
     /// writebacks are not charged, and lines are not tracked as dirty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub writeback_ns: Option<f64>,
+    /// Peak bandwidth of the memory interface in GB/s (10^9 bytes a
+    /// second): its transfer rate times its width, from the memory
+    /// controller's datasheet (DDR3-1600 on a 64-bit bus: 12.8). Every
+    /// line a reference moves between the last-level cache and memory
+    /// (its fill, and the writeback of a dirty line the fill evicts)
+    /// holds the interface for a line's time at this rate, so an
+    /// independent reference costs at least that time for each: a stream
+    /// whose misses overlap faster than the interface carries its fills
+    /// and writebacks runs at the interface's rate, and one that waits on
+    /// latency (fewer misses in flight than the interface could carry)
+    /// hides its writebacks in the interface's idle time. A dependent
+    /// reference waits its latency, which is longer. The bound is per
+    /// CPU: several CPUs' streams do not yet share one interface. Absent:
+    /// the interface bounds nothing, and lines are not tracked as dirty
+    /// for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_gbs: Option<f64>,
     /// The state of the host's free memory rather than its hardware: the
     /// fraction of free 2 MB blocks the model ages at boot (half their
     /// frames held by others, the rest free runs of `aged_run` frames
@@ -449,6 +466,11 @@ impl Profile {
                 return Err(format!("memory.writeback_ns = {w} is out of range (0 to 10000 ns)"));
             }
         }
+        if let Some(c) = self.memory.channel_gbs {
+            if !(0.1..=10000.0).contains(&c) {
+                return Err(format!("memory.channel_gbs = {c} is out of range (0.1 to 10000 GB/s)"));
+            }
+        }
         if let Some(a) = self.memory.aged {
             if !(0.0..=1.0).contains(&a) {
                 return Err(format!("memory.aged = {a} is out of range (0 to 1)"));
@@ -512,6 +534,12 @@ impl Profile {
     /// one).
     pub fn store_scale(&self) -> f64 {
         self.overlap.store_mlp.map_or(1.0, |s| self.overlap.data_mlp / s)
+    }
+
+    /// Core cycles a line holds the memory interface
+    /// (`memory.channel_gbs`), if the profile gives its bandwidth.
+    pub fn channel_line_cycles(&self) -> Option<f64> {
+        self.memory.channel_gbs.map(|gbs| (1u64 << crate::cache::LINE_SHIFT) as f64 / gbs * self.freq_ghz)
     }
 
     /// `memory.writeback_ns` in core cycles, if the profile charges
@@ -667,6 +695,15 @@ mod tests {
         assert_eq!(w.writeback_cycles(), Some(2.5 * w.freq_ghz));
         let e = Profile::parse(&wb.replace("writeback_ns = 2.5", "writeback_ns = -1.0"), "wb").unwrap_err();
         assert!(e.contains("memory.writeback_ns = -1"), "{e}");
+        // A memory interface's bandwidth is read as a line's time in
+        // cycles (64 bytes at 12.8 GB/s: 5 ns), and one out of range
+        // refused by name.
+        assert_eq!(p.channel_line_cycles(), None);
+        let ch = base.replace("dram_latency_ns =", "channel_gbs = 12.8\ndram_latency_ns =");
+        let c = Profile::parse(&ch, "ch").unwrap();
+        assert!((c.channel_line_cycles().unwrap() - 5.0 * c.freq_ghz).abs() < 1e-9);
+        let e = Profile::parse(&ch.replace("channel_gbs = 12.8", "channel_gbs = 0.0"), "ch").unwrap_err();
+        assert!(e.contains("memory.channel_gbs = 0"), "{e}");
         for (bad, name) in [("streams = 0", "prefetch.streams = 0"), ("line_cycles = -1.0", "prefetch.line_cycles = -1"), ("line_cycles = 14.5\nline_cycles_by_streams = [3.0, 0.0]", "line_cycles_by_streams holds 0")] {
             let t = with.replace(if bad.starts_with("streams") { "streams = 32" } else { "line_cycles = 14.5" }, bad);
             let e = Profile::parse(&t, "bad").unwrap_err();

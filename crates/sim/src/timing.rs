@@ -73,8 +73,17 @@ pub struct Timing {
     prefetched_dependent_lat: Vec<u32>,
     /// Second-level misses the prefetcher covered.
     pub prefetched: u64,
-    /// Dirty lines, where the profile charges writebacks.
+    /// Dirty lines, where the profile charges writebacks or bounds the
+    /// memory interface.
     dirty: Option<Dirty>,
+    /// Cycles a line holds the memory interface (`Memory::channel_gbs`;
+    /// 0: it bounds nothing).
+    channel: f64,
+    /// Lines the reference being charged moved to or from memory (its
+    /// walk's and its data's fills, and the writebacks they caused).
+    moved: u32,
+    /// Scratch for batches: the same, by access.
+    moved_by: Vec<u8>,
     /// Dirty lines the last level evicted (written back to memory).
     pub writebacks: u64,
     /// Cycles per CPU of translation and data access (kernel work is
@@ -98,7 +107,8 @@ pub struct Timing {
 }
 
 /// The lines written since they last left the last-level cache, one bit
-/// each by physical line number, and what writing one back costs. The
+/// each by physical line number, and what writing one back costs (beyond
+/// the memory interface's time for it, `Timing::channel`). The
 /// last level stands for the whole hierarchy here: a line is dirty from
 /// the store that writes it, whichever level it hit in, until the last
 /// level evicts it (the model's levels are not inclusive, so a line a
@@ -110,6 +120,7 @@ struct Dirty {
     /// line: the profile's writeback time, scaled up by data_mlp as the
     /// cost divides it back down (as a prefetched line's is). A dependent
     /// access adds nothing: the write is buffered and nothing waits for it.
+    /// 0 where the profile has no `writeback_ns`.
     lat: u32,
 }
 
@@ -166,7 +177,11 @@ impl Timing {
             prefetched_lat: by_streams(p, |c| (c * p.overlap.data_mlp).round() as u32),
             prefetched_dependent_lat: by_streams(p, |c| (c.round() as u32).max(p.cache.l2.latency)),
             prefetched: 0,
-            dirty: p.writeback_cycles().map(|c| Dirty { bits: Vec::new(), lat: (c * p.overlap.data_mlp).round() as u32 }),
+            dirty: (p.writeback_cycles().is_some() || p.channel_line_cycles().is_some())
+                .then(|| Dirty { bits: Vec::new(), lat: p.writeback_cycles().map_or(0, |c| (c * p.overlap.data_mlp).round() as u32) }),
+            channel: p.channel_line_cycles().unwrap_or(0.0),
+            moved: 0,
+            moved_by: Vec::new(),
             writebacks: 0,
             cycles: vec![0.0; p.cpus],
             breakdown: CycleBreakdown::default(),
@@ -224,6 +239,7 @@ impl Timing {
                 let (hit, victim) = self.l3.access_evicting(pa);
                 let wb = victim.is_some_and(|v| d.take(v));
                 self.writebacks += wb as u64;
+                self.moved += wb as u32;
                 (hit, if wb && !dependent { d.lat } else { 0 })
             }
         };
@@ -232,6 +248,7 @@ impl Timing {
             self.l3.latency
         } else {
             self.dram_accesses += 1;
+            self.moved += 1;
             self.dram
         };
         if covered > 0 {
@@ -252,6 +269,18 @@ impl Timing {
     #[inline]
     fn store_extra(&self, lat: u32) -> u32 {
         (lat as f64 * self.store_scale).round() as u32 - lat
+    }
+
+    /// An independent reference's cycles `cyc`, at least the memory
+    /// interface's time for the `moved` lines it moved
+    /// (`Memory::channel_gbs`).
+    #[inline(always)]
+    fn channel_bound(&self, cyc: f64, moved: u32) -> f64 {
+        if moved == 0 {
+            cyc
+        } else {
+            cyc.max(moved as f64 * self.channel)
+        }
     }
 
     /// A store to `pa` made its line dirty.
@@ -307,6 +336,7 @@ impl Timing {
     #[inline]
     pub fn charge(&mut self, cpu: usize, xlat: u32, walks: &[u64], pa: u64, dependent: bool, write: bool) {
         let mut xlat = xlat;
+        self.moved = 0;
         for &w in walks {
             xlat += self.walk_latency(cpu, w, dependent);
         }
@@ -320,7 +350,7 @@ impl Timing {
             ((xc + dc).max(1.0), xc)
         } else {
             let (cyc, xc) = self.overlapped(self.share[cpu], xlat, data, !walks.is_empty());
-            (cyc + extra as f64 * self.inv_data_mlp, xc)
+            (self.channel_bound(cyc + extra as f64 * self.inv_data_mlp, self.moved), xc)
         };
         self.cycles[cpu] += cyc;
         self.breakdown.translation += xc;
@@ -452,6 +482,16 @@ impl Timing {
         for &i in &dram {
             acc[i as usize].1 = self.dram;
         }
+        // Lines each access moved to or from memory, where the interface
+        // bounds the references' cost.
+        let mut moved = std::mem::take(&mut self.moved_by);
+        moved.clear();
+        if self.channel > 0.0 {
+            moved.resize(acc.len(), 0);
+            for &i in &dram {
+                moved[i as usize] += 1;
+            }
+        }
         for &(i, k) in &covered {
             acc[i as usize].1 = self.prefetched_latency(acc[i as usize].1, false, k);
         }
@@ -484,6 +524,9 @@ impl Timing {
                         if d.take(line) {
                             self.writebacks += 1;
                             acc[v as usize].1 += d.lat;
+                            if let Some(m) = moved.get_mut(v as usize) {
+                                *m += 1;
+                            }
                         }
                         e += 1;
                     }
@@ -508,6 +551,7 @@ impl Timing {
         for r in refs {
             let mut xlat = r.xlat;
             let nw = (r.walks_end - r.walks_start) as usize;
+            let first = k;
             if nw > 0 {
                 xlat += acc[k..k + nw].iter().map(|a| a.1).sum::<u32>();
                 k += nw;
@@ -519,6 +563,9 @@ impl Timing {
                 e += 1;
             }
             k += 1;
+            if !moved.is_empty() {
+                cyc = self.channel_bound(cyc, moved[first..k].iter().map(|&m| m as u32).sum());
+            }
             cycles += cyc;
             tr += xc;
             da += cyc - xc;
@@ -532,6 +579,7 @@ impl Timing {
         self.breakdown.translation = tr;
         self.breakdown.data = da;
         self.scratch = acc;
+        self.moved_by = moved;
         self.to_l2 = to_l2;
         self.to_l3 = to_l3;
         self.extras = extras;
@@ -803,7 +851,12 @@ mod tests {
         let (mut w2, mut w3) = (s.clone(), s.clone());
         w2.cache.walk_level = Some(2);
         w3.cache.walk_level = Some(3);
-        vec![p, q, w, s, w2, w3]
+        // And a memory interface that bounds streams (a line in 20
+        // cycles), without a writeback cost of its own.
+        let mut c = w3.clone();
+        c.memory.writeback_ns = None;
+        c.memory.channel_gbs = Some(64.0 * c.freq_ghz / 20.0);
+        vec![p, q, w, s, w2, w3, c]
     }
 
     /// Running a batch level by level gives exactly the state and cycles of
@@ -852,7 +905,7 @@ mod tests {
         assert_eq!((a.cache_hits, a.dram_accesses, a.prefetched), (b.cache_hits, b.dram_accesses, b.prefetched));
         assert_eq!(a.prefetched > 0, p.prefetch.is_some(), "{}", a.prefetched);
         assert_eq!(a.writebacks, b.writebacks);
-        assert_eq!(a.writebacks > 0, p.memory.writeback_ns.is_some(), "{}", a.writebacks);
+        assert_eq!(a.writebacks > 0, p.memory.writeback_ns.is_some() || p.memory.channel_gbs.is_some(), "{}", a.writebacks);
         assert_eq!(a.breakdown.data, b.breakdown.data);
         // And the caches hold the same lines: the same accesses hit or miss next.
         for r in &refs[..500] {
@@ -910,6 +963,53 @@ mod tests {
             b.charge(0, 0, &[], r.pa, true, false);
         }
         assert_eq!((a.writebacks, b.writebacks), (st.writebacks, 0));
+        assert_eq!(a.cycles, b.cycles);
+    }
+
+    /// With a memory interface, a stream of stores whose fills evict dirty
+    /// lines moves two lines a store: where the interface carries two in
+    /// less than the stream's overlapped miss time, the writebacks hide in
+    /// its idle time and stores cost what loads do; where it does not,
+    /// each such store costs the interface's time for both lines. Loads
+    /// alone never reach it here, and dependent stores wait their latency.
+    #[test]
+    fn the_memory_interface_bounds_fills_and_writebacks_together() {
+        let mut p = profiles()[0].clone();
+        p.cache.l3 = splab_hw::cache::CacheConfig { size_kb: 128, ways: 16, latency: 40 };
+        let per_line = p.dram_cycles() as f64 / p.overlap.data_mlp;
+        let lines = 8 * 1024 * 1024 / 64;
+        let held = p.cache.l3.size_kb * 1024 / 64;
+        let run = |p: &Profile, write: bool, batch: bool| {
+            let mut t = Timing::new(p).unwrap();
+            let refs: Vec<BatchRef> = (0..lines).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write }).collect();
+            if batch {
+                t.run_batch(0, &refs, &[]);
+            } else {
+                refs.iter().for_each(|r| t.charge(0, 0, &[], r.pa, false, r.write));
+            }
+            t
+        };
+        for (line, bound) in [(0.4 * per_line, false), (0.75 * per_line, true)] {
+            let mut c = p.clone();
+            c.memory.channel_gbs = Some(64.0 * c.freq_ghz / line);
+            assert!((c.channel_line_cycles().unwrap() - line).abs() < 1e-9);
+            for batch in [false, true] {
+                let (st, ld) = (run(&c, true, batch), run(&c, false, batch));
+                assert_eq!(st.writebacks, lines - held);
+                assert_eq!(ld.cycles, run(&p, false, batch).cycles, "loads alone are below the bound");
+                let want = if bound { (lines - held) as f64 * (2.0 * line - per_line) } else { 0.0 };
+                let got = st.cycles[0] - ld.cycles[0];
+                assert!((got - want).abs() < 1e-6 * st.cycles[0], "line {line}: {got} vs {want}");
+            }
+        }
+        // Dependent stores wait their latency, above any bound.
+        let mut c = p.clone();
+        c.memory.channel_gbs = Some(64.0 * c.freq_ghz / (0.75 * per_line));
+        let (mut a, mut b) = (Timing::new(&c).unwrap(), Timing::new(&p).unwrap());
+        for i in 0..lines {
+            a.charge(0, 0, &[], (1 << 30) + i * 64, true, true);
+            b.charge(0, 0, &[], (1 << 30) + i * 64, true, true);
+        }
         assert_eq!(a.cycles, b.cycles);
     }
 

@@ -24,7 +24,7 @@ use std::time::Instant;
 #[derive(Args, Clone, Debug)]
 pub struct RunArgs {
     /// Workload to run: gups, gups-mp, lat, bw, transpose, stream, index,
-    /// build, stress, realloc, sparse, arenas, requests, or trace:FILE to
+    /// build, forkbomb, stress, realloc, sparse, arenas, requests, or trace:FILE to
     /// replay a memory trace. Or, instead, a program after `--`.
     pub workload: Option<String>,
     /// Any program and its arguments, after `--` (e.g. `-- xz -6 -T1 -c

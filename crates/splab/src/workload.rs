@@ -8,6 +8,7 @@ use clap::{Args, Parser};
 use splab_sim::Config;
 use splab_workloads::build::Build;
 use splab_workloads::bw::Bw;
+use splab_workloads::forkbomb::Forkbomb;
 use splab_workloads::gups::Gups;
 use splab_workloads::gups_mp::GupsMp;
 use splab_workloads::index::Index;
@@ -35,9 +36,21 @@ pub struct WorkloadArgs {
     #[arg(long)]
     pub verify: bool,
     /// gups-mp: processes, each with a table of its own [default: one per
-    /// CPU of the machine].
+    /// CPU of the machine]; forkbomb: processes the tree grows to, the
+    /// first included [default: 256].
     #[arg(long, value_name = "N")]
     pub procs: Option<usize>,
+    /// forkbomb: children each process forks (the shell's fork bomb
+    /// forks two).
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub fanout: usize,
+    /// forkbomb: bytes each process maps and writes of its own.
+    #[arg(long, value_name = "SIZE", default_value = "128K")]
+    pub touch: String,
+    /// forkbomb: bytes of data the first process writes and every other
+    /// inherits copy-on-write (each writes every fourth page of it).
+    #[arg(long, value_name = "SIZE", default_value = "1M")]
+    pub inherited: String,
     /// lat: largest array of the size sweep (which starts at 4K).
     #[arg(long, value_name = "SIZE", default_value = "256M")]
     pub max_size: String,
@@ -185,6 +198,7 @@ const WORKLOADS: &[(&str, Builder)] = &[
     ("gups", gups), ("gups-mp", gups_mp), ("lat", lat), ("bw", bw), ("transpose", transpose), ("stream", stream),
     ("index", index),
     ("build", build_tree),
+    ("forkbomb", forkbomb),
     ("stress", stress),
     ("realloc", realloc),
     ("sparse", sparse),
@@ -318,6 +332,14 @@ fn build_tree(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, Strin
     }
     fits(&format!("--units {} with {} jobs: the tree and the compilers", a.units, a.jobs.unwrap_or(cfg.profile.cpus)), b.footprint(cfg.profile.cpus), cfg)?;
     Ok(Box::new(b))
+}
+
+fn forkbomb(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {
+    let touch = size_arg(&a.touch, "--touch", Forkbomb::check_size)?;
+    let inherited = size_arg(&a.inherited, "--inherited", Forkbomb::check_size)?;
+    let f = Forkbomb::new(a.procs.unwrap_or(256), a.fanout, touch, inherited)?;
+    fits(&format!("--procs {} --touch {} --inherited {}: the tree's memory", f.procs, a.touch, a.inherited), f.footprint(), cfg)?;
+    Ok(Box::new(f))
 }
 
 fn stress(a: &WorkloadArgs, cfg: &Config) -> Result<Box<dyn Workload>, String> {

@@ -291,7 +291,7 @@ fn bench_against_a_baseline_binary() {
 }
 
 // The benchmark workloads (gups-mp, lat, bw, transpose, stream, index,
-// build, stress, realloc) at small sizes.
+// build, stress, forkbomb, realloc) at small sizes.
 
 #[test]
 fn every_workload_runs_small_from_the_command_line() {
@@ -305,6 +305,7 @@ fn every_workload_runs_small_from_the_command_line() {
         (&["index", "--scale", "1", "--transactions", "100", "--clients", "2"], "64M", "tps", "number of transactions actually processed: 200/200"),
         (&["build", "--units", "3", "--jobs", "2"], "256M", "build time (s)", " real "),
         (&["stress", "--vm", "2", "--vm-bytes", "2M", "--loops", "2"], "64M", "completion time (s)", "successful run completed in"),
+        (&["forkbomb", "--procs", "7", "--touch", "16K", "--inherited", "64K"], "64M", "completion time (s)", "forks 6, exits 7"),
         (&["realloc"], "64M", "fill rate MB/s", "stopped: out of memory"),
     ];
     for (args, memory, figure, in_report) in cases {
@@ -350,6 +351,11 @@ fn bad_workload_options_exit_2_and_name_the_value() {
         (&["sim", "index", "--scale", "9000"], "9000"),
         (&["sim", "build", "--jobs", "0"], "0"),
         (&["sim", "stress", "--vm-bytes", "100G"], "100G"),
+        (&["sim", "forkbomb", "--procs", "0"], "--procs 0"),
+        (&["sim", "forkbomb", "--fanout", "65"], "--fanout 65"),
+        (&["sim", "forkbomb", "--touch", "5K"], "5K"),
+        (&["sim", "forkbomb", "--inherited", "lots"], "lots"),
+        (&["sim", "forkbomb", "--procs", "65536", "--touch", "1M", "--memory", "64M"], "--procs 65536"),
         (&["sim", "realloc", "--start-size", "3K"], "3K"),
         (&["sim", "gups-mp", "--procs", "999"], "999"),
     ];

@@ -32,17 +32,32 @@ fn an_unknown_experiment_exits_2_naming_it_and_the_known_ones() {
     assert!(out.stdout.is_empty());
 }
 
-#[test]
-fn a_quick_experiment_reports_its_figure_off_and_on_with_counters() {
-    let out = splab(&["reproduce", "--quick", "--json", "armada-gups"]);
+/// The outcome of one experiment run `--quick --json`, whose first row
+/// has a positive figure off and on.
+fn quick(name: &str) -> Value {
+    let out = splab(&["reproduce", "--quick", "--json", name]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
-    let o = &v["outcomes"][0];
-    assert_eq!(o["experiment"]["name"], "armada-gups");
+    let o = v["outcomes"][0].clone();
     let row = &o["rows"][0];
-    assert_eq!(row["unit"], "GUP/s");
     assert!(row["off"].as_f64().unwrap() > 0.0 && row["on"].as_f64().unwrap() > 0.0, "{row}");
+    o
+}
+
+#[test]
+fn a_quick_experiment_reports_its_figure_off_and_on_with_counters() {
+    let o = quick("armada-gups");
+    assert_eq!(o["experiment"]["name"], "armada-gups");
+    assert_eq!(o["rows"][0]["unit"], "GUP/s");
     // The 2 MiB table fills two 1 MB sections, which are promoted.
     assert_eq!(o["counters_on"]["vm.pmap.section.promotions"], 2, "{o}");
     assert!(o["command"].as_str().unwrap().starts_with("splab compare gups --log2-table 18"));
+}
+
+#[test]
+fn the_forkbomb_experiment_runs_the_forkbomb_workload() {
+    let o = quick("armada-forkbomb");
+    assert!(o["command"].as_str().unwrap().starts_with("splab compare forkbomb --procs 16"), "{o}");
+    let row = &o["rows"][0];
+    assert_eq!((row["figure"].as_str(), row["unit"].as_str()), (Some("completion time (s)"), Some("s")), "{row}");
 }

@@ -5,7 +5,8 @@
 //! One module per benchmark: `gups` and `gups_mp` (HPCC RandomAccess, one
 //! and many processes), `lat` and `bw` (lmbench's lat_mem_rd, bw_mem and
 //! bw_mmap_rd), `transpose`, `stream`, `index` (pgbench select-only),
-//! `build` (make -j), `stress` (stress --vm), `realloc`, `sparse` (a
+//! `build` (make -j), `forkbomb` (a process tree grown by fork to a
+//! limit), `stress` (stress --vm), `realloc`, `sparse` (a
 //! slab allocator's partly used 2 MB slabs, the native `sparse`'s twin),
 //! `arenas` (a many-threaded allocator with an arena per thread) and
 //! `requests` (a key-value server's request loop timing each request). What they
@@ -17,6 +18,7 @@ pub mod arenas;
 pub mod build;
 pub mod bw;
 pub mod common;
+pub mod forkbomb;
 pub mod gups;
 pub mod gups_mp;
 pub mod index;
@@ -89,4 +91,4 @@ pub trait Workload {
 }
 
 /// Workload names `splab sim` and `splab compare` accept.
-pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "stress", "realloc", "sparse", "arenas", "requests"];
+pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "forkbomb", "stress", "realloc", "sparse", "arenas", "requests"];
