@@ -644,15 +644,12 @@ impl Tlb {
         if va & m.mask == m.base && m.asid == asid {
             return Some((m.t, self.last_memo));
         }
-        let mut hits = 0u32;
         for (j, m) in self.memos.iter().enumerate() {
-            hits |= u32::from((va & m.mask == m.base) & (m.asid == asid)) << j;
+            if va & m.mask == m.base && m.asid == asid {
+                return Some((m.t, j));
+            }
         }
-        if hits == 0 {
-            return None;
-        }
-        let j = hits.trailing_zeros() as usize;
-        Some((self.memos[j].t, j))
+        None
     }
 
     /// Counts a lookup answered by `memo` (a first-level hit) and marks
