@@ -357,14 +357,19 @@ impl System {
         self.pending_walks.clear();
         self.batch.clear();
         for (i, &(va, op)) in ops.iter().enumerate() {
-            let (write, v) = match op {
-                Op::Load => (false, 0),
-                Op::Store(v) => (true, v),
-            };
-            self.batch_one(cpu, va, write, |_| v).map_err(|e| (i, e))?;
+            self.batch_op(cpu, va, op).map_err(|e| (i, e))?;
         }
         self.finish_batch(cpu);
         Ok(())
+    }
+
+    #[inline(always)]
+    fn batch_op(&mut self, cpu: usize, va: u64, op: Op) -> Result<(), AccessError> {
+        let (write, v) = match op {
+            Op::Load => (false, 0),
+            Op::Store(v) => (true, v),
+        };
+        self.batch_one(cpu, va, write, |_| v)
     }
 
     /// One access of a batch: translated now, timed when the batch ends.
@@ -406,12 +411,43 @@ impl System {
         Ok(())
     }
 
+    /// `access_batch` over `ops` cut into batches of `piece` accesses,
+    /// with the background work due (`maybe_background`) done once, before
+    /// the first: the same results for any `piece`, which only changes
+    /// the host time (small batches stay on this thread, large ones go to
+    /// the timing thread). On a fault the error gives its index in `ops`.
+    pub fn access_pieces(&mut self, cpu: usize, ops: &[(u64, Op)], piece: usize) -> Result<(), (usize, AccessError)> {
+        if self.next_background_ns.is_some() {
+            // Waits for the batch in flight: the background work needs the
+            // time it brings.
+            self.sync();
+            self.maybe_background();
+        }
+        let piece = piece.max(1);
+        for (k, chunk) in ops.chunks(piece).enumerate() {
+            self.pending_walks.clear();
+            self.batch.clear();
+            for (i, &(va, op)) in chunk.iter().enumerate() {
+                self.batch_op(cpu, va, op).map_err(|e| (k * piece + i, e))?;
+            }
+            self.time_batch(cpu);
+        }
+        Ok(())
+    }
+
     /// The second pass of a batch: the cache model over the references in
-    /// order, on the timing thread when the batch is large enough to be
-    /// worth it (the caller goes on translating the next batch meanwhile).
+    /// order, after any background work due.
     fn finish_batch(&mut self, cpu: usize) {
         self.sync();
         self.maybe_background();
+        self.time_batch(cpu);
+    }
+
+    /// The cache model over the batch's references in order, on the
+    /// timing thread when the batch is large enough to be worth it (the
+    /// caller goes on translating the next batch meanwhile).
+    fn time_batch(&mut self, cpu: usize) {
+        self.sync();
         if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
             let t = self.timing.as_mut().unwrap();
             t.run_batch(cpu, &self.batch, &self.pending_walks);

@@ -173,7 +173,7 @@ pub struct System {
     /// program's CPU.
     background_cycles: f64,
     /// When the policy's background work is next due, in simulated ns.
-    next_background_ns: Option<f64>,
+    pub(crate) next_background_ns: Option<f64>,
 }
 
 /// What a run did with memory, whatever the policy.

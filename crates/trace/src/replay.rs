@@ -17,8 +17,10 @@
 //! store; instruction fetches are counted and skipped (the model has no
 //! instruction TLB); a reference that crosses into the next 4 KB page also
 //! touches that page (a second access of the same kind). They go to the
-//! system in batches through `System::access_batch`, which gives the same
-//! results as one access at a time.
+//! system in batches through `System::access_pieces`, which gives the same
+//! results as one access at a time, however the batches are cut (a
+//! policy's background work, khugepaged's, is done at the start of each
+//! batch of a flush, a point the trace alone decides).
 
 use crate::{open, Event, Format, Kind, Opened, Origin, Ref, Region, Source, Step, TraceError};
 use serde::Serialize;
@@ -141,7 +143,7 @@ impl Mapped {
     }
 }
 
-/// How a batch goes to the system. `access_batch` gives the same results
+/// How a batch goes to the system. `access_pieces` gives the same results
 /// for any split of the references into batches; what differs is the host
 /// time. Whole batches (thousands of accesses) go through the system's
 /// timing thread, which overlaps the cache model of one batch with the
@@ -164,20 +166,30 @@ struct Pacer {
     /// Seconds per access, smoothed, per mode; 0 until measured.
     cost: [f64; 2],
     batches: u64,
+    /// Whether the batch now running is one of the first of a stretch in
+    /// the other mode, whose time is not recorded: it pays for the switch
+    /// (waking the parked timing thread, refilling the caches).
+    settling: bool,
 }
+
+/// Of every this many batches (about a million references), the first
+/// `TRY` run in the mode not picked, the first `SETTLE` of them unrecorded.
+const PERIOD: u64 = 256;
+const TRY: u64 = 8;
+const SETTLE: u64 = 2;
 
 impl Pacer {
     fn new() -> Pacer {
-        Pacer { cost: [0.0; 2], batches: 0 }
+        Pacer { cost: [0.0; 2], batches: 0, settling: false }
     }
 
     fn pick(&mut self) -> Mode {
         self.batches += 1;
         let [one, two] = self.cost;
         let best = if one == 0.0 || (two != 0.0 && one <= two) { Mode::OneThread } else { Mode::TwoThreads };
-        // Two batches in 256 (about a million references) re-measure the
-        // other mode: little lost when it is much slower.
-        if self.batches % 256 < 2 {
+        let at = self.batches % PERIOD;
+        self.settling = at < SETTLE;
+        if at < TRY {
             match best {
                 Mode::OneThread => Mode::TwoThreads,
                 Mode::TwoThreads => Mode::OneThread,
@@ -188,7 +200,7 @@ impl Pacer {
     }
 
     fn record(&mut self, mode: Mode, seconds: f64, accesses: usize) {
-        if accesses < 1024 {
+        if accesses < 1024 || self.settling {
             return;
         }
         let c = &mut self.cost[mode as usize];
@@ -395,9 +407,8 @@ impl Run {
         };
         let mut from = 0;
         while from < self.ops.len() {
-            let to = from.saturating_add(piece).min(self.ops.len());
-            match sys.access_batch(self.cpu, &self.ops[from..to]) {
-                Ok(()) => from = to,
+            match sys.access_pieces(self.cpu, &self.ops[from..], piece) {
+                Ok(()) => from = self.ops.len(),
                 Err((i, AccessError::Fault(FaultError::Unmapped(va)))) => {
                     // Only after an unmap the cache did not see (it is
                     // cleared on every unmap): map the block and go on.
