@@ -981,7 +981,7 @@ mod tests {
         let held = p.cache.l3.size_kb * 1024 / 64;
         let run = |p: &Profile, write: bool, batch: bool| {
             let mut t = Timing::new(p).unwrap();
-            let refs: Vec<BatchRef> = (0..lines).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write }).collect();
+            let refs: Vec<BatchRef> = (0..lines).map(|i| BatchRef { pa: (1 << 30) + i * 64, xlat: 0, walks_start: 0, walks_end: 0, write, repeats: 0 }).collect();
             if batch {
                 t.run_batch(0, &refs, &[]);
             } else {

@@ -220,11 +220,11 @@ fn batched_updates_match_single_loads_and_stores() {
     assert_eq!(run(true, false), single);
 }
 
-/// Loads and stores in batches (as a trace replay makes them) leave the
-/// same counters, cycles and memory contents as one access at a time.
-#[test]
-fn access_batches_match_single_accesses() {
-    let run = |batched: bool| {
+/// The counters, cycles and memory contents of `ops(va, len)` on a 16 MB
+/// mapping at va, made in batches of 700 (as a trace replay makes them)
+/// and one access at a time.
+fn batched_and_single(ops: impl Fn(u64, u64) -> Vec<(u64, Op)>) -> [(u64, f64, u64, u64, u64, u64, [u64; 3], u64, Vec<u64>, Vec<u64>, Vec<u64>); 2] {
+    [true, false].map(|batched| {
         let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
         c.memory = 512 << 20;
         c.track_contents = true;
@@ -233,17 +233,7 @@ fn access_batches_match_single_accesses() {
         s.run_on(0, pid).unwrap();
         let len = 16u64 << 20;
         let va = s.mmap(pid, MmapReq::anon(len, prot::RW)).unwrap().0;
-        let mut x = 11u64;
-        let ops: Vec<(u64, Op)> = (0..30_000)
-            .map(|i| {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                // Runs of neighbouring words, as streams make.
-                let a = (va + ((x >> 8) % len)) & !7;
-                (va + (a - va + 8 * (i % 4)) % len, if x & 3 == 0 { Op::Store(x) } else { Op::Load })
-            })
-            .collect();
+        let ops = ops(va, len);
         let mut seen = 0u64;
         for chunk in ops.chunks(700) {
             if batched {
@@ -260,8 +250,44 @@ fn access_batches_match_single_accesses() {
         let t = s.tlb_report();
         let h = s.hw();
         (seen, s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses)
-    };
-    let (a, b) = (run(true), run(false));
+    })
+}
+
+/// A xorshift stream of 30 000 (address, value) pairs in [va, va + len).
+fn random_words(va: u64, len: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut x = 11u64;
+    (0..30_000u64).map(move |i| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        // Runs of neighbouring words, as streams make.
+        let a = (va + ((x >> 8) % len)) & !7;
+        (va + (a - va + 8 * (i % 4)) % len, x)
+    })
+}
+
+/// Loads and stores in batches leave the same counters, cycles and memory
+/// contents as one access at a time.
+#[test]
+fn access_batches_match_single_accesses() {
+    let [a, b] = batched_and_single(|va, len| random_words(va, len).map(|(a, x)| (a, if x & 3 == 0 { Op::Store(x) } else { Op::Load })).collect());
+    assert_ne!(a.0, 0, "stores were kept");
+    assert_eq!(a, b);
+}
+
+/// Runs of accesses on one line, loads and stores mixed (which a batch
+/// times as repeats of the first where it can), as one access at a time.
+#[test]
+fn same_line_runs_in_batches_match_single_accesses() {
+    let [a, b] = batched_and_single(|va, len| {
+        random_words(va, len)
+            .take(5000)
+            .flat_map(|(a, x)| {
+                let line = a & !63;
+                (0..6u64).map(move |k| (line + 8 * ((x >> k) & 7), if (x >> (8 + k)) & 3 == 0 { Op::Store(x ^ k) } else { Op::Load }))
+            })
+            .collect()
+    });
     assert_ne!(a.0, 0, "stores were kept");
     assert_eq!(a, b);
 }
