@@ -220,10 +220,14 @@ fn batched_updates_match_single_loads_and_stores() {
     assert_eq!(run(true, false), single);
 }
 
+/// What a run leaves: a digest of memory, cycles, the hardware counters
+/// and the TLB's hits and misses by size.
+type Outcome = (u64, f64, u64, u64, u64, u64, [u64; 3], u64, Vec<u64>, Vec<u64>, Vec<u64>);
+
 /// The counters, cycles and memory contents of `ops(va, len)` on a 16 MB
 /// mapping at va, made in batches of 700 (as a trace replay makes them)
 /// and one access at a time.
-fn batched_and_single(ops: impl Fn(u64, u64) -> Vec<(u64, Op)>) -> [(u64, f64, u64, u64, u64, u64, [u64; 3], u64, Vec<u64>, Vec<u64>, Vec<u64>); 2] {
+fn batched_and_single(ops: impl Fn(u64, u64) -> Vec<(u64, Op)>) -> [Outcome; 2] {
     [true, false].map(|batched| {
         let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
         c.memory = 512 << 20;
