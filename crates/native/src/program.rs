@@ -432,9 +432,11 @@ pub fn run(prog: &Program, setup: &Setup, round: u32, opts: &RunOpts, pool: &mut
     let monitor = if setup.monitor { Some(Monitor::start(Target::Descendants(std::process::id() as i32), opts.monitor)?) } else { None };
     let allocs0 = fault_allocs();
     let t0 = now();
+    sysstate::starting();
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
+            sysstate::forward_to(0);
             stop.store(true, Ordering::SeqCst);
             drop(monitor);
             let _ = samp.join();
@@ -455,7 +457,7 @@ pub fn run(prog: &Program, setup: &Setup, round: u32, opts: &RunOpts, pool: &mut
                 stderr_tail: String::new(),
                 thp_fault_alloc: BTreeMap::new(),
                 promote: None,
-                interrupted_by: None,
+                interrupted_by: sysstate::received(),
             });
         }
     };

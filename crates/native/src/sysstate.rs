@@ -399,6 +399,10 @@ pub fn install_signals() {
                     unsafe { libc::kill(-pg, if first { sig } else { libc::SIGKILL }) };
                     continue;
                 }
+                if pg == STARTING {
+                    // Kept in RECEIVED: `forward_to` passes it on.
+                    continue;
+                }
                 die_by(sig);
             })
             .ok();
@@ -424,10 +428,28 @@ pub fn die_by(sig: libc::c_int) -> ! {
     std::process::exit(128 + sig)
 }
 
+/// `FORWARD` while a program is being started.
+const STARTING: i32 = -1;
+
+/// A program is about to be started: a signal that comes from now until
+/// `forward_to` names its process group is kept for it, not acted on at
+/// once (splab would end and the program, started a moment later, would
+/// outlive it with the run's output still open).
+pub fn starting() {
+    FORWARD.store(STARTING, Ordering::SeqCst);
+}
+
 /// Passes the signals splab receives to process group `pgid` from now on
-/// (0: stop passing them on).
+/// (0: stop passing them on), starting with one that came while it was
+/// being started.
 pub fn forward_to(pgid: i32) {
-    FORWARD.store(pgid, Ordering::SeqCst);
+    let was = FORWARD.swap(pgid, Ordering::SeqCst);
+    if pgid > 0 && was == STARTING {
+        if let Some(sig) = received() {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(-pgid, sig) };
+        }
+    }
 }
 
 /// The first of the caught signals received since the start, if any.
