@@ -8,6 +8,7 @@
 //! each checks that what it changed is back. Nothing here checks a timing.
 
 use serde_json::Value;
+use std::os::unix::process::CommandExt;
 use std::process::{Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -127,13 +128,20 @@ fn thp_run_under_way(repeat: &str, stdout: Stdio) -> Option<(std::process::Child
         eprintln!("skipped: THP mode is already always, so a thp run changes nothing");
         return None;
     }
-    let child = Command::new(env!("CARGO_BIN_EXE_splab"))
-        .args(["native", "--pages", "thp", "--repeat", repeat, "--", "sleep", "30"])
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_splab"));
+    cmd.args(["native", "--pages", "thp", "--repeat", repeat, "--", "sleep", "30"]).stdin(Stdio::null()).stdout(stdout).stderr(Stdio::null());
+    // A test run started in the background by a non-interactive shell
+    // inherits SIGINT ignored, and an ignored signal never reaches splab:
+    // the run under test gets the default disposition, as from a terminal.
+    // SAFETY: signal() is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            libc::signal(libc::SIGQUIT, libc::SIG_DFL);
+            Ok(())
+        })
+    };
+    let child = cmd.spawn().unwrap();
     let t = Instant::now();
     while mode().as_deref() != Some("always") && t.elapsed() < Duration::from_secs(20) {
         std::thread::sleep(Duration::from_millis(20));
