@@ -67,8 +67,21 @@ const TRANSPOSE_MODELS: &str = "the naive double loop B = A^T, strided loads (lo
 
 /// An lmbench bandwidth test on the Armada XP, at its full size (`args`)
 /// and `quick`.
-const fn bw(name: &'static str, published: &'static str, args: &'static [&'static str], quick: &'static [&'static str], models: &'static str) -> Experiment {
-    Experiment { name, published, machine: "armada-xp", args, quick, policy: "freebsd", models, scaled: "" }
+/// An lmbench bw_mem (or bw_mmap_rd) test on the Armada XP: `bw --tests
+/// TEST` over 128 MB, 2 MB for `--quick`.
+macro_rules! bw {
+    ($name:literal, $published:literal, $test:literal, $models:expr) => {
+        Experiment {
+            name: $name,
+            published: $published,
+            machine: "armada-xp",
+            args: &["bw", "--tests", $test, "--size", "128M"],
+            quick: &["bw", "--tests", $test, "--size", "2M"],
+            policy: "freebsd",
+            models: $models,
+            scaled: "",
+        }
+    };
 }
 
 /// Every experiment of the publications, in the order they are printed.
@@ -93,29 +106,11 @@ pub const EXPERIMENTS: &[Experiment] = &[
         models: "lat_mem_rd's dependent pointer chase in one random cycle; figure: ns a load at the largest size",
         scaled: "20000 timed loads a size (lat_mem_rd times more): the figure is a mean latency",
     },
-    bw("armada-bw-rd", "FreeBSD armv7 on Armada XP: lmbench bw_mem rd", &["bw", "--tests", "rd", "--size", "128M"], &["bw", "--tests", "rd", "--size", "2M"], BW_MODELS),
-    bw("armada-bw-wr", "FreeBSD armv7 on Armada XP: lmbench bw_mem wr", &["bw", "--tests", "wr", "--size", "128M"], &["bw", "--tests", "wr", "--size", "2M"], BW_MODELS),
-    bw(
-        "armada-bw-bcopy-libc",
-        "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (libc)",
-        &["bw", "--tests", "bcopy_libc", "--size", "128M"],
-        &["bw", "--tests", "bcopy_libc", "--size", "2M"],
-        BW_MODELS,
-    ),
-    bw(
-        "armada-bw-bcopy-hand",
-        "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (hand-unrolled)",
-        &["bw", "--tests", "bcopy_hand", "--size", "128M"],
-        &["bw", "--tests", "bcopy_hand", "--size", "2M"],
-        BW_MODELS,
-    ),
-    bw(
-        "armada-bw-mmap-rd",
-        "FreeBSD armv7 on Armada XP: lmbench bw_mmap_rd (re-read of a mapped file)",
-        &["bw", "--tests", "mmap_rd", "--size", "128M"],
-        &["bw", "--tests", "mmap_rd", "--size", "2M"],
-        "bw_mmap_rd: a file in the page cache mapped and read",
-    ),
+    bw!("armada-bw-rd", "FreeBSD armv7 on Armada XP: lmbench bw_mem rd", "rd", BW_MODELS),
+    bw!("armada-bw-wr", "FreeBSD armv7 on Armada XP: lmbench bw_mem wr", "wr", BW_MODELS),
+    bw!("armada-bw-bcopy-libc", "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (libc)", "bcopy_libc", BW_MODELS),
+    bw!("armada-bw-bcopy-hand", "FreeBSD armv7 on Armada XP: lmbench bw_mem bcopy (hand-unrolled)", "bcopy_hand", BW_MODELS),
+    bw!("armada-bw-mmap-rd", "FreeBSD armv7 on Armada XP: lmbench bw_mmap_rd (re-read of a mapped file)", "mmap_rd", "bw_mmap_rd: a file in the page cache mapped and read"),
     Experiment {
         name: "armada-buildworld",
         published: "FreeBSD armv7 on Armada XP: self-hosted buildworld, with GCC and with clang",
