@@ -272,15 +272,6 @@ pub struct Reproduction {
     pub outcomes: Vec<Outcome>,
 }
 
-/// Whether a sysctl is a superpage counter worth printing.
-fn superpage_counter(name: &str) -> bool {
-    let tail = name.rsplit('.').next().unwrap_or("");
-    (name.starts_with("vm.pmap.") && ["promotions", "p_failures", "mappings", "demotions"].contains(&tail))
-        || name.starts_with("vm.superpages.alloc.")
-        || name.starts_with("vm.superpages.fallback.")
-        || name == "thp_fault_alloc"
-}
-
 fn figure_rows(off: &[Figure], on: &[Figure]) -> Vec<Row> {
     off.iter()
         .zip(on)
@@ -308,7 +299,7 @@ fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
         .on
         .sysctl
         .iter()
-        .filter(|(k, _)| superpage_counter(k))
+        .filter(|(k, _)| splab_vm::sysctl::is_superpage_counter(k))
         .filter_map(|(k, v)| match v {
             SysctlValue::Int(n) if *n != 0 => Some((k.clone(), *n)),
             _ => None,

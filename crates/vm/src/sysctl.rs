@@ -19,6 +19,18 @@ impl std::fmt::Display for SysctlValue {
     }
 }
 
+/// Whether a sysctl counts superpage events: a pmap's promotions, failed
+/// promotions, demotions and direct mappings of any size, or a policy's
+/// superpages allocated at fault (and its fallbacks), or Linux's
+/// `thp_fault_alloc`.
+pub fn is_superpage_counter(name: &str) -> bool {
+    let tail = name.rsplit('.').next().unwrap_or("");
+    (name.starts_with("vm.pmap.") && ["promotions", "p_failures", "mappings", "demotions"].contains(&tail))
+        || name.starts_with("vm.superpages.alloc.")
+        || name.starts_with("vm.superpages.fallback.")
+        || name == "thp_fault_alloc"
+}
+
 /// An ordered set of sysctls with a one-line description each.
 #[derive(Clone, Debug, Default)]
 pub struct Sysctls {

@@ -159,15 +159,13 @@ impl Task for Node {
     }
 }
 
-/// The superpage counters (promotions, failed promotions, demotions,
-/// direct mappings, superpages a policy allocated) that moved between
+/// The superpage counters (`is_superpage_counter`) that moved between
 /// `before` and `after`.
 fn superpage_counters(before: &splab_vm::sysctl::Sysctls, after: &splab_vm::sysctl::Sysctls) -> BTreeMap<String, i64> {
-    let kinds = [".promotions", ".p_failures", ".demotions", ".mappings"];
     after
         .values
         .keys()
-        .filter(|k| kinds.iter().any(|s| k.ends_with(s)) || k.starts_with("vm.superpages.alloc."))
+        .filter(|k| splab_vm::sysctl::is_superpage_counter(k))
         .filter_map(|k| {
             let d = after.get_int(k)? - before.get_int(k).unwrap_or(0);
             (d != 0).then(|| (k.clone(), d))
