@@ -31,12 +31,22 @@
 //! first `detail` are measured; the rest are functional warming: TLBs,
 //! page-walk caches, page tables, caches and the kernel (faults,
 //! reservations, promotion) evolve as in full detail, but nothing is
-//! measured, and a reference to the cache line the previous one of the
-//! process touched is left out (it finds that line, and its page, most
-//! recently used already, so leaving it out changes no replacement state;
-//! a store after loads of a line is kept, for the dirty bits). Every
+//! measured, and a reference is left out when it finds its line where a
+//! cache of `WarmFilter::sets` direct-mapped lines (keyed by virtual line,
+//! a set of the first-level data cache or fewer) found it: the last
+//! reference to that filter set touched the same line, so the line is the
+//! most recently used of its first-level set, and the access would hit
+//! there and change no replacement state at any level (the filter has no
+//! more sets than the first-level cache and no more than a page has lines,
+//! so its sets split the cache's physically indexed sets the same way).
+//! A store to a line last only loaded is kept, for the dirty bits; the
+//! filter starts empty in every slot and after every map, unmap and fork.
+//! What stays approximate: the TLB's recency order (the line's page was
+//! used recently, not necessarily last in its TLB set), and page-walk or
+//! kernel accesses to the cache between two references to a line. Every
 //! figure is estimated from the measured windows with a 95 % confidence
-//! interval (`estimate`).
+//! interval (`estimate`); `splab bench --only-program` prints the
+//! full-detail figure beside it.
 
 use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version};
 use crate::replay::{Failure, Run};
@@ -136,6 +146,49 @@ impl Sample {
     }
 }
 
+/// Functional warming's filter: `sets` direct-mapped entries, each the
+/// virtual line last referenced in its set and whether that reference
+/// wrote it (`line << 1 | wrote`), `u64::MAX` when empty.
+#[derive(Clone, Debug)]
+struct WarmFilter {
+    entries: Vec<u64>,
+}
+
+impl WarmFilter {
+    /// As many sets as the first-level data cache has, but no more than a
+    /// page has lines (`page` bytes), rounded down to a power of two: each
+    /// filter set then covers whole sets of the physically indexed cache.
+    fn sets(l1d: &splab_hw::cache::CacheConfig, page: u64) -> usize {
+        let line = 1u64 << splab_hw::cache::LINE_SHIFT;
+        let cache_sets = (l1d.size_kb * 1024 / line / l1d.ways.max(1) as u64).max(1);
+        let s = cache_sets.min((page / line).max(1));
+        1 << (63 - s.leading_zeros())
+    }
+
+    fn new(sets: usize) -> WarmFilter {
+        WarmFilter { entries: vec![u64::MAX; sets] }
+    }
+
+    fn clear(&mut self) {
+        self.entries.fill(u64::MAX);
+    }
+
+    /// Whether a reference of `size` bytes at `addr` can be left out; if
+    /// not, the filter records it.
+    #[inline(always)]
+    fn skips(&mut self, addr: u64, size: u64, writes: bool) -> bool {
+        let line = addr >> splab_hw::cache::LINE_SHIFT;
+        let mask = self.entries.len() - 1;
+        let e = &mut self.entries[line as usize & mask];
+        let within = (addr & 63) + size <= 64;
+        if within && *e >> 1 == line && (*e & 1 == 1 || !writes) {
+            return true;
+        }
+        *e = if within { line << 1 | u64::from(writes) } else { u64::MAX };
+        false
+    }
+}
+
 /// What a window of references was simulated with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Phase {
@@ -223,10 +276,11 @@ pub struct Sampled {
     /// References measured in full detail, and all references.
     pub measured_refs: u64,
     pub total_refs: u64,
-    /// References simulated as functional warming, and those of them left
-    /// out (the same line as the one before).
+    /// References simulated as functional warming, those of them left out
+    /// (`WarmFilter`), and the filter's sets.
     pub warming_refs: u64,
     pub warming_skipped: u64,
+    pub warming_filter_sets: usize,
     pub windows: usize,
     pub sim_seconds: Estimate,
     pub cycles: Estimate,
@@ -435,8 +489,9 @@ struct State<'a> {
     phase: Phase,
     warming_refs: u64,
     measured_refs: u64,
-    /// References left out of functional warming (same line as the last).
+    /// References left out of functional warming (`WarmFilter`).
     skipped: u64,
+    filter: WarmFilter,
     /// References and instructions so far, over every process.
     total_refs: u64,
     total_instructions: u64,
@@ -449,6 +504,7 @@ fn fail(msg: impl Into<String>) -> Failure {
 impl<'a> State<'a> {
     fn new(sys: &'a mut System, dir: &Path, ctl: File, out: ProgramRun, sample: Option<Sample>) -> State<'a> {
         let ncpus = sys.ncpus();
+        let filter = WarmFilter::new(WarmFilter::sets(&sys.cfg.profile.cache.l1d, sys.page_size()));
         State {
             sys,
             dir: dir.to_path_buf(),
@@ -469,6 +525,7 @@ impl<'a> State<'a> {
             total_refs: 0,
             total_instructions: 0,
             skipped: 0,
+            filter,
         }
     }
 
@@ -659,9 +716,8 @@ impl<'a> State<'a> {
         let mut refs = 0u64;
         let mut ended = false;
         let functional = self.phase == Phase::Functional;
-        // Functional warming: the line of the last reference kept, and
-        // whether that one wrote it.
-        let (mut line, mut wrote) = (u64::MAX, false);
+        let filter = &mut self.filter;
+        filter.clear();
         while i < w.len() {
             let word = w[i];
             let tag = word as u8;
@@ -669,20 +725,16 @@ impl<'a> State<'a> {
                 let r = vgraw::decode(word);
                 refs += 1;
                 i += 1;
-                if functional {
-                    let l = r.addr >> 6;
-                    let writes = matches!(r.kind, Kind::Store | Kind::Modify);
-                    if l == line && (wrote || !writes) {
-                        self.skipped += 1;
-                        continue;
-                    }
-                    let within = (r.addr & 63) + r.size as u64 <= 64;
-                    (line, wrote) = if within { (l, writes) } else { (u64::MAX, false) };
+                if functional && filter.skips(r.addr, r.size as u64, matches!(r.kind, Kind::Store | Kind::Modify)) {
+                    self.skipped += 1;
+                    continue;
                 }
                 p.run.add_ref(sys, r)?;
                 continue;
             }
-            line = u64::MAX;
+            if tag != W_NOP && tag != W_INSN {
+                filter.clear();
+            }
             match tag {
                 W_NOP => i += 1,
                 W_INSN => {
@@ -857,6 +909,7 @@ impl Online {
                 total_refs: n,
                 warming_refs: st.warming_refs,
                 warming_skipped: st.skipped,
+                warming_filter_sets: st.filter.entries.len(),
                 windows: w.len(),
                 sim_seconds: Estimate { value: cycles.value / freq, plus_minus: cycles.plus_minus / freq },
                 cycles,
@@ -887,7 +940,7 @@ impl Online {
             Some(s) => {
                 let _ = writeln!(
                     report,
-                    "  {:<20}{}:{} references: {} measured in {} windows ({:.1} %), {} functional warming ({} of them on the line before, left out)",
+                    "  {:<20}{}:{} references: {} measured in {} windows ({:.1} %), {} functional warming ({} of them left out by a {}-set line filter)",
                     "sampled",
                     s.sample.detail,
                     s.sample.period,
@@ -895,7 +948,8 @@ impl Online {
                     s.windows,
                     100.0 * s.measured_refs as f64 / s.total_refs.max(1) as f64,
                     s.warming_refs,
-                    s.warming_skipped
+                    s.warming_skipped,
+                    s.warming_filter_sets
                 );
                 let _ = writeln!(report, "  {:<20}{} s (95 % interval; CPU time summed over CPUs)", "simulated time", s.sim_seconds);
                 let _ = writeln!(report, "  {:<20}{}", "  data cycles", s.data_cycles);
@@ -1035,6 +1089,36 @@ impl Workload for Online {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_warming_filter_has_the_first_level_sets_a_page_can_cover() {
+        use splab_hw::cache::CacheConfig;
+        let c = |size_kb, ways| CacheConfig { size_kb, ways, latency: 4 };
+        // 48 KB, 12 ways: 64 sets of 64-byte lines, a 4 KB page's 64 lines.
+        assert_eq!(WarmFilter::sets(&c(48, 12), 4096), 64);
+        // 64 KB, 2 ways: 512 sets; an 8 KB page has 128 lines.
+        assert_eq!(WarmFilter::sets(&c(64, 2), 8192), 128);
+        // 32 KB, 8 ways, 64 KB pages: the cache's 64 sets.
+        assert_eq!(WarmFilter::sets(&c(32, 8), 65536), 64);
+        // 24 KB, 4 ways: 96 sets, rounded down.
+        assert_eq!(WarmFilter::sets(&c(24, 4), 4096), 64);
+    }
+
+    #[test]
+    fn the_warming_filter_leaves_out_only_the_last_line_of_its_set() {
+        let mut f = WarmFilter::new(4);
+        assert!(!f.skips(0x1000, 8, false));
+        assert!(f.skips(0x1008, 8, false), "the same line");
+        assert!(!f.skips(0x1008, 8, true), "a store after loads is kept");
+        assert!(f.skips(0x1010, 4, true) && f.skips(0x1020, 8, false), "loads and stores after a store");
+        assert!(!f.skips(0x1040, 8, false), "the next line, another set");
+        assert!(!f.skips(0x1100, 8, false), "the same set, another line");
+        assert!(!f.skips(0x1000, 8, false), "evicted from the filter by it");
+        assert!(!f.skips(0x103c, 8, false), "across two lines: kept, not recorded");
+        assert!(!f.skips(0x1000, 8, false));
+        f.clear();
+        assert!(!f.skips(0x1000, 8, false), "cleared");
+    }
 
     #[test]
     fn sample_parses_counts_and_refuses_bad_ones() {
