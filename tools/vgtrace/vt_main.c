@@ -24,7 +24,23 @@
    the end (the program exited), 0x82 instructions (then the number of
    guest instructions executed since the last such word), 0x83 fork (then
    the child's pid: the program forked a process that shares nothing with
-   it but a copy of its memory). The stream starts with "SPLVT001".
+   it but a copy of its memory), 0x84 references left out (then how many
+   since the last such word), 0x85 the slot's mode (then 0 detail, 1
+   warming). The stream starts with "SPLVT001".
+
+   Sampling (--detail=N --period=N --filter-sets=S, with --ring only):
+   each process's references are counted in periods; a slot that starts
+   in the first N of a period is in detail, the others are warming, and
+   every slot begins with its mode word. While warming, a reference is
+   left out (counted in the 0x84 words, not written) when a direct-mapped
+   filter of S lines finds it: the last reference to the filter's set was
+   to the same line and, for a store, wrote it. splab chooses S as the
+   first-level data cache's sets, at most a page's lines, so such a
+   reference would change no cache's replacement state
+   (crates/trace/src/online.rs says what stays approximate). The filter
+   is emptied when warming starts and at every map, unmap and fork. Each
+   filtered reference is a few more inline statements: the line, its
+   filter entry, a compare, and the buffer pointer advanced by 0 or 8.
 
    Two ways out. --out=PATH writes the stream into a file or FIFO (the
    `splab trace record` path; a forked child writes nothing). --ring=DIR
@@ -63,6 +79,9 @@ static const HChar* opt_ring = NULL;
 static Long opt_reader = 0;
 static Bool opt_ifetch = False;
 static Bool opt_icount = True;
+static Long opt_detail = 0;
+static Long opt_period = 0;
+static Long opt_filter_sets = 0;
 
 static Bool vt_option(const HChar* arg)
 {
@@ -71,6 +90,9 @@ static Bool vt_option(const HChar* arg)
    else if VG_INT_CLO(arg, "--reader", opt_reader) {}
    else if VG_BOOL_CLO(arg, "--ifetch", opt_ifetch) {}
    else if VG_BOOL_CLO(arg, "--icount", opt_icount) {}
+   else if VG_INT_CLO(arg, "--detail", opt_detail) {}
+   else if VG_INT_CLO(arg, "--period", opt_period) {}
+   else if VG_INT_CLO(arg, "--filter-sets", opt_filter_sets) {}
    else return False;
    return True;
 }
@@ -82,7 +104,8 @@ static void vt_usage(void)
 "    --ring=DIR       write it into shared-memory rings announced on DIR/ctl\n"
 "    --reader=PID     the process reading the rings (stop when it is gone)\n"
 "    --ifetch=no|yes  record instruction fetches too [no]\n"
-"    --icount=no|yes  count guest instructions between references [yes]\n");
+"    --icount=no|yes  count guest instructions between references [yes]\n"
+"    --detail=N --period=N --filter-sets=S  with --ring: sample (above) [off]\n");
 }
 
 /* Core functions the tool headers do not declare (libcoregrind has them). */
@@ -97,7 +120,7 @@ static void vt_debug_usage(void) {}
 #define BUF_WORDS (1u << 21)     /* 16 MiB, with --out */
 /* Words kept free at the end of every buffer for the instruction count
    and an event's words written when it is published. */
-#define TAIL_WORDS 4
+#define TAIL_WORDS 6
 
 static ULong* buf_start;
 static ULong* buf_next;          /* loaded and stored by the inline code */
@@ -110,6 +133,8 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
 #define W_UNMAP 0x81ULL
 #define W_INSN  0x82ULL
 #define W_FORK  0x83ULL
+#define W_SKIP  0x84ULL
+#define W_MODE  0x85ULL
 #define W_END   0xfeULL
 #define W_NOP   0xffULL
 
@@ -135,6 +160,28 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
 
 static volatile ULong* ring;     /* the mapped ring file, or NULL */
 static ULong ring_published;
+
+/* ---- sampling ---- */
+#define MAX_FILTER_SETS 4096
+/* The bias the inline code xors into its probe: with FILTER_OFF no entry
+   can match (a line key is below 2^59), so nothing is left out. */
+#define FILTER_OFF (1ULL << 62)
+static ULong filt[MAX_FILTER_SETS];   /* line << 1 | wrote, ~0 empty */
+static ULong filt_bias = FILTER_OFF;  /* loaded by the inline code */
+static ULong skipped;                 /* left out since the last 0x84 word */
+static ULong seen;                    /* references so far (approximately) */
+static Bool warming = False;
+
+static Bool sampling(void)
+{
+   return opt_period > 0 && opt_filter_sets > 0 && opt_ring != NULL;
+}
+
+static void filter_clear(void)
+{
+   if (sampling())
+      VG_(memset)(filt, 0xff, sizeof filt);
+}
 
 enum { K_FETCH = 0, K_LOAD = 1, K_STORE = 2, K_MODIFY = 3 };
 enum { O_UNKNOWN = 0, O_ANON = 1, O_FILE = 2, O_BRK = 3, O_STACK = 4, O_IMAGE = 5 };
@@ -184,11 +231,21 @@ static void ring_take_slot(void)
    buf_start = slot_at(ring_published);
    buf_next = buf_start;
    buf_end = buf_start + SLOT_WORDS - TAIL_WORDS;
+   if (sampling()) {
+      Bool warm = (seen % (ULong)opt_period) >= (ULong)opt_detail;
+      if (warm && !warming)
+         filter_clear();
+      warming = warm;
+      filt_bias = warm ? 0 : FILTER_OFF;
+      *buf_next++ = W_MODE;
+      *buf_next++ = warm ? 1 : 0;
+   }
 }
 
 static void ring_publish(Bool ended)
 {
    ULong n = buf_next - buf_start;
+   seen += n;
    ring[R_LENS + ring_published % NSLOTS] = n;
    ring_published++;
    if (ended)
@@ -284,11 +341,24 @@ static void put_icount(void)
    }
 }
 
+/* The references left out since the last count (TAIL_WORDS keeps room). */
+static void put_skipped(void)
+{
+   if (skipped != 0) {
+      buf_next[0] = W_SKIP;
+      buf_next[1] = skipped;
+      buf_next += 2;
+      seen += skipped;
+      skipped = 0;
+   }
+}
+
 /* Called by the inline code (guarded) and by the event hooks. */
 static void vt_flush(void)
 {
    if (ring != NULL) {
       put_icount();
+      put_skipped();
       ring_publish(False);
       ring_take_slot();
       return;
@@ -320,6 +390,7 @@ static void put_map(Addr a, SizeT len, Bool r, Bool w, Bool x, UInt origin, cons
    SizeT nwords = (nlen + 7) / 8;
    if (len == 0)
       return;
+   filter_clear();
    room_for(4 + nwords);
    put(W_MAP);
    put(a);
@@ -336,6 +407,7 @@ static void put_unmap(Addr a, SizeT len)
 {
    if (len == 0)
       return;
+   filter_clear();
    room_for(3);
    put(W_UNMAP);
    put(a);
@@ -432,6 +504,10 @@ static void vt_child(ThreadId tid)
       ring = NULL;
       buf_start = NULL;
       icount = 0;
+      skipped = 0;
+      seen = 0;
+      warming = False;
+      filter_clear();
       ensure_buf();
       ring_open('F');
       return;
@@ -468,6 +544,7 @@ static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, S
 {
    if (ring == NULL || sr_isError(res) || !is_fork(sysno, args) || sr_Res(res) == 0)
       return;
+   filter_clear();
    room_for(2);
    put(W_FORK);
    put(sr_Res(res));
@@ -487,6 +564,12 @@ typedef struct {
    IRAtom* p_addr;
    Int p_size;
    Int insns;        /* instructions not yet added to icount */
+   /* Sampling: the words go where `cur` points, not at fixed offsets. */
+   Bool filt;
+   IRAtom* cur;      /* the buffer pointer now */
+   IRAtom* bias;     /* filt_bias, loaded at the block's start */
+   IRAtom* mark;     /* the pointer when `skipped` was last brought up */
+   Int mark_k;       /* and `k` then */
 } Ctx;
 
 static IRAtom* assign(IRSB* sb, IRType ty, IRExpr* e)
@@ -524,6 +607,37 @@ static Int log2i(Int size)
    return c;
 }
 
+/* While warming: `rec`, the word of a load or store of `size` bytes at
+   `addr`, goes out unless the filter finds its line (see the top). */
+static void emit_filtered(Ctx* c, IRAtom* addr, Int size, Int kind, IRAtom* rec)
+{
+   IRSB* sb = c->sb;
+   Bool writes = kind != K_LOAD;
+   IRAtom* line = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, addr, IRExpr_Const(IRConst_U8(6))));
+   IRAtom* key0 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shl64, line, IRExpr_Const(IRConst_U8(1))));
+   IRAtom* key1 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Or64, key0, mkIRExpr_HWord(1)));
+   IRAtom* idx = assign(sb, Ity_I64, IRExpr_Binop(Iop_And64, line, mkIRExpr_HWord((HWord)opt_filter_sets - 1)));
+   IRAtom* off = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shl64, idx, IRExpr_Const(IRConst_U8(3))));
+   IRAtom* ea = assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, off, mkIRExpr_HWord((HWord)filt)));
+   IRAtom* old = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, ea));
+   /* A load finds a line loaded or stored; a store only one stored. */
+   IRAtom* have = writes ? old : assign(sb, Ity_I64, IRExpr_Binop(Iop_Or64, old, mkIRExpr_HWord(1)));
+   IRAtom* probe = assign(sb, Ity_I64, IRExpr_Binop(Iop_Xor64, key1, c->bias));
+   IRAtom* hit = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpEQ64, have, probe));
+   if (size > 1) {
+      /* Across two lines: always written. */
+      IRAtom* last = assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, addr, mkIRExpr_HWord(size - 1)));
+      IRAtom* lline = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last, IRExpr_Const(IRConst_U8(6))));
+      IRAtom* within = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpEQ64, lline, line));
+      hit = assign(sb, Ity_I1, IRExpr_Binop(Iop_And1, hit, within));
+   }
+   IRAtom* entry = writes ? key1 : assign(sb, Ity_I64, IRExpr_ITE(hit, old, key0));
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, ea, entry));
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, c->cur, rec));
+   IRAtom* step = assign(sb, Ity_I64, IRExpr_ITE(hit, mkIRExpr_HWord(0), mkIRExpr_HWord(8)));
+   c->cur = assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, c->cur, step));
+}
+
 /* One word: kind, size (1..256) at `addr` (an atom). */
 static void emit_one(Ctx* c, IRAtom* addr, Int size, Int kind, IRAtom* guard)
 {
@@ -545,8 +659,15 @@ static void emit_one(Ctx* c, IRAtom* addr, Int size, Int kind, IRAtom* guard)
    }
    if (guard != NULL)
       rec = assign(c->sb, Ity_I64, IRExpr_ITE(guard, rec, mkIRExpr_HWord(W_NOP)));
-   addStmtToIRSB(c->sb, IRStmt_Store(Iend_LE, slot(c, c->k), rec));
    c->k++;
+   if (!c->filt) {
+      addStmtToIRSB(c->sb, IRStmt_Store(Iend_LE, slot(c, c->k - 1), rec));
+   } else if (guard == NULL && small_pow2(size) && kind != K_FETCH && addr->tag != Iex_Const) {
+      emit_filtered(c, addr, size, kind, rec);
+   } else {
+      addStmtToIRSB(c->sb, IRStmt_Store(Iend_LE, c->cur, rec));
+      c->cur = assign(c->sb, Ity_I64, IRExpr_Binop(Iop_Add64, c->cur, mkIRExpr_HWord(8)));
+   }
 }
 
 static void emit(Ctx* c, IRAtom* addr, Int size, Int kind, IRAtom* guard)
@@ -605,8 +726,25 @@ static void add_icount(Ctx* c)
 
 static void store_next(Ctx* c)
 {
-   IRAtom* p = slot(c, c->k);
+   IRAtom* p = c->filt ? c->cur : slot(c, c->k);
    addStmtToIRSB(c->sb, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&buf_next), p));
+}
+
+/* skipped += the words the filter left out since the last addition: those
+   the block would have written less those it wrote. */
+static void add_skipped(Ctx* c)
+{
+   if (!c->filt || c->k == c->mark_k)
+      return;
+   IRSB* sb = c->sb;
+   IRAtom* bytes = assign(sb, Ity_I64, IRExpr_Binop(Iop_Sub64, c->cur, c->mark));
+   IRAtom* wrote = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, bytes, IRExpr_Const(IRConst_U8(3))));
+   IRAtom* left = assign(sb, Ity_I64, IRExpr_Binop(Iop_Sub64, mkIRExpr_HWord(c->k - c->mark_k), wrote));
+   IRAtom* old = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&skipped)));
+   IRAtom* sum = assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, old, left));
+   addStmtToIRSB(sb, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&skipped), sum));
+   c->mark = c->cur;
+   c->mark_k = c->k;
 }
 
 static Int cas_size(IRSB* sb, IRCAS* cas)
@@ -665,7 +803,7 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
       i++;
    }
    Int need = max_words(in, i);
-   Ctx c = { sb, IRTemp_INVALID, 0, False, NULL, 0, 0 };
+   Ctx c = { sb, IRTemp_INVALID, 0, False, NULL, 0, 0, sampling(), NULL, NULL, NULL, 0 };
    if (need == 0) {
       for (; i < in->stmts_used; i++) {
          IRStmt* st = in->stmts[i];
@@ -697,6 +835,10 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    addStmtToIRSB(sb, IRStmt_Dirty(d));
    c.base = newIRTemp(sb->tyenv, Ity_I64);
    addStmtToIRSB(sb, IRStmt_WrTmp(c.base, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&buf_next))));
+   if (c.filt) {
+      c.cur = c.mark = IRExpr_RdTmp(c.base);
+      c.bias = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&filt_bias)));
+   }
 
    for (; i < in->stmts_used; i++) {
       IRStmt* st = in->stmts[i];
@@ -756,6 +898,7 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
          case Ist_Exit:
             flush_pending(&c);
             store_next(&c);
+            add_skipped(&c);
             add_icount(&c);
             break;
          default:
@@ -765,6 +908,7 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    }
    flush_pending(&c);
    store_next(&c);
+   add_skipped(&c);
    add_icount(&c);
    tl_assert(c.k <= need);
    return sb;
@@ -774,6 +918,14 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
 
 static void vt_post_clo_init(void)
 {
+   if (opt_period > 0 || opt_filter_sets > 0) {
+      Long f = opt_filter_sets;
+      if (opt_ring == NULL || f < 1 || f > MAX_FILTER_SETS || (f & (f - 1)) != 0 || opt_detail < 1 || opt_detail >= opt_period) {
+         VG_(umsg)("splabtrace: sampling needs --ring, --filter-sets a power of two up to %d, and 0 < --detail < --period\n", MAX_FILTER_SETS);
+         VG_(exit)(2);
+      }
+      filter_clear();
+   }
    ensure_buf();
    if (opt_ring != NULL) {
       ring_open('S');
@@ -800,6 +952,7 @@ static void vt_fini(Int exitcode)
    if (ring != NULL) {
       room_for(1);
       put_icount();
+      put_skipped();
       put(W_END);
       ring_publish(True);
       ring = NULL;

@@ -27,30 +27,34 @@
 //! modelled address space); instruction counts are charged at the
 //! profile's cost per instruction (`System::instructions`).
 //!
-//! Sampling (`Sample`, SMARTS-style): in every period of references the
-//! first `detail` are measured; the rest are functional warming: TLBs,
-//! page-walk caches, page tables, caches and the kernel (faults,
-//! reservations, promotion) evolve as in full detail, but nothing is
-//! measured, and a reference is left out when it finds its line where a
-//! cache of `WarmFilter::sets` direct-mapped lines (keyed by virtual line,
-//! a set of the first-level data cache or fewer) found it: the last
-//! reference to that filter set touched the same line, so the line is the
-//! most recently used of its first-level set, and the access would hit
-//! there and change no replacement state at any level (the filter has no
-//! more sets than the first-level cache and no more than a page has lines,
-//! so its sets split the cache's physically indexed sets the same way).
-//! A store to a line last only loaded is kept, for the dirty bits; the
-//! filter starts empty in every slot and after every map, unmap and fork.
-//! What stays approximate: the TLB's recency order (the line's page was
-//! used recently, not necessarily last in its TLB set), and page-walk or
-//! kernel accesses to the cache between two references to a line. Every
-//! figure is estimated from the measured windows with a 95 % confidence
-//! interval (`estimate`); `splab bench --only-program` prints the
-//! full-detail figure beside it.
+//! Sampling (`Sample`, SMARTS-style): each process's references are
+//! counted in periods; the tool puts the slots that start in the first
+//! `detail` of a period in detail and the others in functional warming,
+//! and begins every slot with a word that says which. A slot in detail is
+//! measured: what the system's counters gained over it goes to the
+//! process's current window. In warming, TLBs, page-walk caches, page
+//! tables, caches and the kernel (faults, reservations, promotion) evolve
+//! as in full detail but nothing is measured, and the tool leaves out (and
+//! counts) a reference that a direct-mapped filter of `warm_filter_sets`
+//! virtual lines finds: the last reference to that filter set touched the
+//! same line, so the line is the most recently used of its first-level
+//! set and the access would hit there, changing no replacement state at
+//! any level (the filter has no more sets than the first-level cache and
+//! no more than a page has lines, so its sets split the physically indexed
+//! cache's sets the same way). A store to a line last only loaded is kept,
+//! for the dirty bits; the filter starts empty when warming starts and
+//! after every map, unmap and fork. What stays approximate: the TLB's
+//! recency order (the line's page was used recently, not necessarily last
+//! in its TLB set), and page-walk or kernel accesses to the cache between
+//! two references to a line. Every figure is estimated from the measured
+//! windows with a 95 % confidence interval (`estimate`); a process's first
+//! window holds its start (cold caches, first-touch faults), part of what
+//! the interval covers. `splab bench --only-program` prints the
+//! full-detail figure beside the sampled one.
 
 use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version};
 use crate::replay::{Failure, Run};
-use crate::{vgraw, Event, Kind, Origin, Region, MAX_NAME};
+use crate::{vgraw, Event, Origin, Region, MAX_NAME};
 use serde::Serialize;
 use splab_sim::timing::CycleBreakdown;
 use splab_sim::System;
@@ -83,6 +87,8 @@ const W_MAP: u8 = 0x80;
 const W_UNMAP: u8 = 0x81;
 const W_INSN: u8 = 0x82;
 const W_FORK: u8 = 0x83;
+const W_SKIP: u8 = 0x84;
+const W_MODE: u8 = 0x85;
 const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 
@@ -146,56 +152,15 @@ impl Sample {
     }
 }
 
-/// Functional warming's filter: `sets` direct-mapped entries, each the
-/// virtual line last referenced in its set and whether that reference
-/// wrote it (`line << 1 | wrote`), `u64::MAX` when empty.
-#[derive(Clone, Debug)]
-struct WarmFilter {
-    entries: Vec<u64>,
-}
-
-impl WarmFilter {
-    /// As many sets as the first-level data cache has, but no more than a
-    /// page has lines (`page` bytes), rounded down to a power of two: each
-    /// filter set then covers whole sets of the physically indexed cache.
-    fn sets(l1d: &splab_hw::cache::CacheConfig, page: u64) -> usize {
-        let line = 1u64 << splab_hw::cache::LINE_SHIFT;
-        let cache_sets = (l1d.size_kb * 1024 / line / l1d.ways.max(1) as u64).max(1);
-        let s = cache_sets.min((page / line).max(1));
-        1 << (63 - s.leading_zeros())
-    }
-
-    fn new(sets: usize) -> WarmFilter {
-        WarmFilter { entries: vec![u64::MAX; sets] }
-    }
-
-    fn clear(&mut self) {
-        self.entries.fill(u64::MAX);
-    }
-
-    /// Whether a reference of `size` bytes at `addr` can be left out; if
-    /// not, the filter records it.
-    #[inline(always)]
-    fn skips(&mut self, addr: u64, size: u64, writes: bool) -> bool {
-        let line = addr >> splab_hw::cache::LINE_SHIFT;
-        let mask = self.entries.len() - 1;
-        let e = &mut self.entries[line as usize & mask];
-        let within = (addr & 63) + size <= 64;
-        if within && *e >> 1 == line && (*e & 1 == 1 || !writes) {
-            return true;
-        }
-        *e = if within { line << 1 | u64::from(writes) } else { u64::MAX };
-        false
-    }
-}
-
-/// What a window of references was simulated with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Phase {
-    /// Everything, measured.
-    Detail,
-    /// Functional warming, not measured.
-    Functional,
+/// Functional warming's line filter (the tool's, `--filter-sets`): as
+/// many sets as the first-level data cache has, but no more than a page
+/// has lines (`page` bytes), rounded down to a power of two, so that each
+/// filter set covers whole sets of the physically indexed cache.
+pub fn warm_filter_sets(l1d: &splab_hw::cache::CacheConfig, page: u64) -> usize {
+    let line = 1u64 << splab_hw::cache::LINE_SHIFT;
+    let cache_sets = (l1d.size_kb * 1024 / line / l1d.ways.max(1) as u64).max(1);
+    let s = cache_sets.min((page / line).max(1));
+    1 << (63 - s.leading_zeros())
 }
 
 /// One measured window: its references and what they cost.
@@ -463,6 +428,8 @@ struct Proc {
     instructions: u64,
     /// The stream has ended (its end word, or an exec replaced it).
     done: bool,
+    /// With `--sample`: the measured window this process is in.
+    window: Option<Window>,
 }
 
 /// The state of one online run.
@@ -485,13 +452,11 @@ struct State<'a> {
     inferred: Vec<f64>,
     sample: Option<Sample>,
     windows: Vec<Window>,
-    window: Option<(CycleBreakdown, u64, u64, u64, u64)>,
-    phase: Phase,
     warming_refs: u64,
     measured_refs: u64,
-    /// References left out of functional warming (`WarmFilter`).
+    /// References the tool left out of functional warming.
     skipped: u64,
-    filter: WarmFilter,
+    filter_sets: usize,
     /// References and instructions so far, over every process.
     total_refs: u64,
     total_instructions: u64,
@@ -504,7 +469,7 @@ fn fail(msg: impl Into<String>) -> Failure {
 impl<'a> State<'a> {
     fn new(sys: &'a mut System, dir: &Path, ctl: File, out: ProgramRun, sample: Option<Sample>) -> State<'a> {
         let ncpus = sys.ncpus();
-        let filter = WarmFilter::new(WarmFilter::sets(&sys.cfg.profile.cache.l1d, sys.page_size()));
+        let filter_sets = warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size());
         State {
             sys,
             dir: dir.to_path_buf(),
@@ -518,14 +483,12 @@ impl<'a> State<'a> {
             inferred: vec![0.0; ncpus],
             sample,
             windows: Vec::new(),
-            window: None,
-            phase: Phase::Detail,
             warming_refs: 0,
             measured_refs: 0,
             total_refs: 0,
             total_instructions: 0,
             skipped: 0,
-            filter,
+            filter_sets,
         }
     }
 
@@ -540,7 +503,7 @@ impl<'a> State<'a> {
         let pid = self.sys.spawn().map_err(|e| fail(format!("spawn: {e}")))?;
         self.sys.run_on(cpu, pid).map_err(|e| fail(format!("run: {e}")))?;
         self.out.processes += 1;
-        Ok(Proc { run: Run::new(self.sys, pid, cpu), ring: None, refs: 0, instructions: 0, done: false })
+        Ok(Proc { run: Run::new(self.sys, pid, cpu), ring: None, refs: 0, instructions: 0, done: false, window: None })
     }
 
     /// Reads announcements from `ctl`.
@@ -601,6 +564,7 @@ impl<'a> State<'a> {
         }
         p.run.flush(self.sys)?;
         p.done = true;
+        self.close_window(p);
         let s = &p.run.stats;
         self.out.accesses += s.accesses;
         self.out.maps += s.maps;
@@ -630,7 +594,7 @@ impl<'a> State<'a> {
             None => Ok(false),
             Some(words) => {
                 let n = words.len();
-                let r = self.words(p, ring.pid, words);
+                let r = self.slot(p, ring.pid, words);
                 ring.release();
                 self.out.batches += 1;
                 self.out.stream_bytes += 8 * n as u64;
@@ -644,20 +608,6 @@ impl<'a> State<'a> {
         r
     }
 
-    fn phase_at(&self, pos: u64) -> Phase {
-        match self.sample {
-            None => Phase::Detail,
-            Some(s) => {
-                let at = pos % s.period;
-                if at < s.detail {
-                    Phase::Detail
-                } else {
-                    Phase::Functional
-                }
-            }
-        }
-    }
-
     fn snapshot(&mut self) -> (CycleBreakdown, u64, u64, u64, u64) {
         let b = self.sys.breakdown();
         let hw = self.sys.hw();
@@ -665,44 +615,52 @@ impl<'a> State<'a> {
         (b, hw.dram_accesses, tlb, self.total_refs, self.total_instructions)
     }
 
-    /// Opens or closes the measured window as the phase changes (called
-    /// between slots, when every process's accesses have been made).
-    fn switch(&mut self, next: Phase) {
-        if self.sample.is_none() || next == self.phase {
-            return;
+    /// One slot: its words, and with `--sample` what they cost when the
+    /// slot is in detail (its mode word says which), added to the
+    /// process's window; a slot of warming closes that window.
+    fn slot(&mut self, p: &mut Proc, rpid: u32, w: &[u64]) -> Result<(), Failure> {
+        if self.sample.is_none() {
+            return self.words(p, rpid, w).and_then(|end| if end { self.finish(p) } else { Ok(()) });
         }
-        if self.phase == Phase::Detail {
-            self.close_window();
-        }
-        if next == Phase::Detail {
+        let warming = w.len() >= 2 && w[0] as u8 == W_MODE && w[1] == 1;
+        let end = if warming {
+            self.close_window(p);
+            let before = self.total_refs;
+            let end = self.words(p, rpid, w)?;
+            self.warming_refs += self.total_refs - before;
+            end
+        } else {
+            let (b0, d0, t0, r0, i0) = self.snapshot();
+            let end = self.words(p, rpid, w)?;
             let (b, d, t, r, i) = self.snapshot();
-            self.window = Some((b, d, t, r, i));
+            let x = p.window.get_or_insert_with(Window::default);
+            x.data += b.data - b0.data;
+            x.translation += b.translation - b0.translation;
+            x.kernel += b.kernel - b0.kernel;
+            x.core += b.core - b0.core;
+            x.dram += d - d0;
+            x.tlb_misses += t - t0;
+            x.refs += r - r0;
+            x.instructions += i - i0;
+            end
+        };
+        if end {
+            self.finish(p)?;
         }
-        self.phase = next;
+        Ok(())
     }
 
-    fn close_window(&mut self) {
-        if let Some((b0, d0, t0, r0, i0)) = self.window.take() {
-            let (b, d, t, r, i) = self.snapshot();
-            let mut w = Window {
-                data: b.data - b0.data,
-                translation: b.translation - b0.translation,
-                kernel: b.kernel - b0.kernel,
-                core: b.core - b0.core,
-                dram: d - d0,
-                tlb_misses: t - t0,
-                refs: r - r0,
-                instructions: i - i0,
-                cycles: 0.0,
-            };
+    fn close_window(&mut self, p: &mut Proc) {
+        if let Some(mut w) = p.window.take() {
             w.cycles = w.data + w.translation + w.kernel + w.core;
             self.measured_refs += w.refs;
             self.windows.push(w);
         }
     }
 
-    /// The words of one slot of the stream of real process `rpid`.
-    fn words(&mut self, p: &mut Proc, rpid: u32, w: &[u64]) -> Result<(), Failure> {
+    /// The words of one slot of the stream of real process `rpid`; true
+    /// when they end the stream (the accesses are made either way).
+    fn words(&mut self, p: &mut Proc, rpid: u32, w: &[u64]) -> Result<bool, Failure> {
         let sys = &mut *self.sys;
         sys.run_on(p.run.cpu, p.run.pid).map_err(|e| fail(format!("run: {e}")))?;
         let need = |i: usize, k: usize| -> Result<(), Failure> {
@@ -715,9 +673,6 @@ impl<'a> State<'a> {
         let mut i = 0;
         let mut refs = 0u64;
         let mut ended = false;
-        let functional = self.phase == Phase::Functional;
-        let filter = &mut self.filter;
-        filter.clear();
         while i < w.len() {
             let word = w[i];
             let tag = word as u8;
@@ -725,15 +680,8 @@ impl<'a> State<'a> {
                 let r = vgraw::decode(word);
                 refs += 1;
                 i += 1;
-                if functional && filter.skips(r.addr, r.size as u64, matches!(r.kind, Kind::Store | Kind::Modify)) {
-                    self.skipped += 1;
-                    continue;
-                }
                 p.run.add_ref(sys, r)?;
                 continue;
-            }
-            if tag != W_NOP && tag != W_INSN {
-                filter.clear();
             }
             match tag {
                 W_NOP => i += 1,
@@ -785,7 +733,7 @@ impl<'a> State<'a> {
                     self.next_cpu += 1;
                     self.out.forks += 1;
                     self.out.processes += 1;
-                    let mut cp = Proc { run: p.run.forked(cpid, cpu), ring: None, refs: 0, instructions: 0, done: false };
+                    let mut cp = Proc { run: p.run.forked(cpid, cpu), ring: None, refs: 0, instructions: 0, done: false, window: None };
                     match self.orphans.remove(&child) {
                         Some(r) => {
                             cp.ring = Some(r);
@@ -798,6 +746,16 @@ impl<'a> State<'a> {
                     sys.run_on(p.run.cpu, p.run.pid).map_err(|e| fail(format!("run: {e}")))?;
                     i += 2;
                 }
+                W_SKIP => {
+                    need(i, 1)?;
+                    refs += w[i + 1];
+                    self.skipped += w[i + 1];
+                    i += 2;
+                }
+                W_MODE => {
+                    need(i, 1)?;
+                    i += 2;
+                }
                 W_END => {
                     ended = true;
                     break;
@@ -807,10 +765,8 @@ impl<'a> State<'a> {
         }
         p.refs += refs;
         self.total_refs += refs;
-        if ended {
-            return self.finish(p);
-        }
-        p.run.flush(self.sys)
+        p.run.flush(self.sys)?;
+        Ok(ended)
     }
 }
 
@@ -866,6 +822,10 @@ impl Online {
             .args(["--tool=splabtrace", "-q", "--trace-children=yes", "--ifetch=no"])
             .arg(ring_arg)
             .arg(format!("--reader={}", std::process::id()))
+            .args(self.sample.map(|s| {
+                let sets = warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size());
+                [format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--filter-sets={sets}")]
+            }).into_iter().flatten())
             .arg("--")
             .args(&self.program)
             .stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
@@ -885,7 +845,7 @@ impl Online {
         self.report(st, status)
     }
 
-    fn report(&mut self, mut st: State, status: ExitStatus) -> Result<WorkloadResult, Failure> {
+    fn report(&mut self, st: State, status: ExitStatus) -> Result<WorkloadResult, Failure> {
         use std::os::unix::process::ExitStatusExt;
         let ncpus = st.sys.ncpus();
         let mut longest: f64 = 0.0;
@@ -898,7 +858,6 @@ impl Online {
         out.instructions_priced = st.sys.cfg.profile.core.is_some();
         out.sim_seconds = st.sys.cycles_to_seconds(longest);
         if let Some(s) = st.sample {
-            st.close_window();
             let n = out.refs;
             let freq = st.sys.cfg.profile.freq_ghz * 1e9;
             let w = &st.windows;
@@ -909,7 +868,7 @@ impl Online {
                 total_refs: n,
                 warming_refs: st.warming_refs,
                 warming_skipped: st.skipped,
-                warming_filter_sets: st.filter.entries.len(),
+                warming_filter_sets: st.filter_sets,
                 windows: w.len(),
                 sim_seconds: Estimate { value: cycles.value / freq, plus_minus: cycles.plus_minus / freq },
                 cycles,
@@ -988,16 +947,8 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
         for pid in pids {
             let Some(mut p) = st.procs.remove(&pid) else { continue };
             for _ in 0..8 {
-                if st.sample.is_some() {
-                    let ph = st.phase_at(st.refs_so_far());
-                    st.switch(ph);
-                }
-                let before = st.total_refs;
                 if !st.step(&mut p)? {
                     break;
-                }
-                if st.phase == Phase::Functional {
-                    st.warming_refs += st.total_refs - before;
                 }
                 progressed = true;
                 if p.done {
@@ -1095,29 +1046,13 @@ mod tests {
         use splab_hw::cache::CacheConfig;
         let c = |size_kb, ways| CacheConfig { size_kb, ways, latency: 4 };
         // 48 KB, 12 ways: 64 sets of 64-byte lines, a 4 KB page's 64 lines.
-        assert_eq!(WarmFilter::sets(&c(48, 12), 4096), 64);
+        assert_eq!(warm_filter_sets(&c(48, 12), 4096), 64);
         // 64 KB, 2 ways: 512 sets; an 8 KB page has 128 lines.
-        assert_eq!(WarmFilter::sets(&c(64, 2), 8192), 128);
+        assert_eq!(warm_filter_sets(&c(64, 2), 8192), 128);
         // 32 KB, 8 ways, 64 KB pages: the cache's 64 sets.
-        assert_eq!(WarmFilter::sets(&c(32, 8), 65536), 64);
+        assert_eq!(warm_filter_sets(&c(32, 8), 65536), 64);
         // 24 KB, 4 ways: 96 sets, rounded down.
-        assert_eq!(WarmFilter::sets(&c(24, 4), 4096), 64);
-    }
-
-    #[test]
-    fn the_warming_filter_leaves_out_only_the_last_line_of_its_set() {
-        let mut f = WarmFilter::new(4);
-        assert!(!f.skips(0x1000, 8, false));
-        assert!(f.skips(0x1008, 8, false), "the same line");
-        assert!(!f.skips(0x1008, 8, true), "a store after loads is kept");
-        assert!(f.skips(0x1010, 4, true) && f.skips(0x1020, 8, false), "loads and stores after a store");
-        assert!(!f.skips(0x1040, 8, false), "the next line, another set");
-        assert!(!f.skips(0x1100, 8, false), "the same set, another line");
-        assert!(!f.skips(0x1000, 8, false), "evicted from the filter by it");
-        assert!(!f.skips(0x103c, 8, false), "across two lines: kept, not recorded");
-        assert!(!f.skips(0x1000, 8, false));
-        f.clear();
-        assert!(!f.skips(0x1000, 8, false), "cleared");
+        assert_eq!(warm_filter_sets(&c(24, 4), 4096), 64);
     }
 
     #[test]

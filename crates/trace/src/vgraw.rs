@@ -16,6 +16,10 @@
 //! 0x81        a region unmapped: start, length
 //! 0x82        instructions: the number executed since the last such word
 //! 0x83        a fork (online runs only): the child's pid
+//! 0x84        references left out (online sampled runs only): how many
+//!             since the last such word
+//! 0x85        the slot's mode (online sampled runs only): 0 detail, 1
+//!             warming
 //! 0xff        nothing (a guarded access that did not happen)
 //! 0xfe        the end: the program exited; nothing follows
 //! ```
