@@ -613,25 +613,28 @@ static void emit_filtered(Ctx* c, IRAtom* addr, Int size, Int kind, IRAtom* rec)
 {
    IRSB* sb = c->sb;
    Bool writes = kind != K_LOAD;
-   IRAtom* line = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, addr, IRExpr_Const(IRConst_U8(6))));
-   IRAtom* key0 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shl64, line, IRExpr_Const(IRConst_U8(1))));
-   IRAtom* key1 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Or64, key0, mkIRExpr_HWord(1)));
-   IRAtom* idx = assign(sb, Ity_I64, IRExpr_Binop(Iop_And64, line, mkIRExpr_HWord((HWord)opt_filter_sets - 1)));
-   IRAtom* off = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shl64, idx, IRExpr_Const(IRConst_U8(3))));
+   /* The entry of the first byte's line, at filt + (addr >> 3) with the
+      low three bits masked: (line & (sets - 1)) * 8. */
+   IRAtom* a3 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, addr, IRExpr_Const(IRConst_U8(3))));
+   IRAtom* off = assign(sb, Ity_I64, IRExpr_Binop(Iop_And64, a3, mkIRExpr_HWord(((HWord)opt_filter_sets - 1) << 3)));
    IRAtom* ea = assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, off, mkIRExpr_HWord((HWord)filt)));
    IRAtom* old = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, ea));
+   /* The key of the last byte's line as a store would leave it:
+      (addr + size - 1) >> 5 | 1 is line << 1 | 1. A reference across two
+      lines looks up the first line's entry with the second line's key,
+      which no entry of that set can hold: never left out. */
+   IRAtom* last = size > 1 ? assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, addr, mkIRExpr_HWord(size - 1))) : addr;
+   IRAtom* l5 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last, IRExpr_Const(IRConst_U8(5))));
+   IRAtom* key1 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Or64, l5, mkIRExpr_HWord(1)));
    /* A load finds a line loaded or stored; a store only one stored. */
    IRAtom* have = writes ? old : assign(sb, Ity_I64, IRExpr_Binop(Iop_Or64, old, mkIRExpr_HWord(1)));
    IRAtom* probe = assign(sb, Ity_I64, IRExpr_Binop(Iop_Xor64, key1, c->bias));
    IRAtom* hit = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpEQ64, have, probe));
-   if (size > 1) {
-      /* Across two lines: always written. */
-      IRAtom* last = assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, addr, mkIRExpr_HWord(size - 1)));
-      IRAtom* lline = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last, IRExpr_Const(IRConst_U8(6))));
-      IRAtom* within = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpEQ64, lline, line));
-      hit = assign(sb, Ity_I1, IRExpr_Binop(Iop_And1, hit, within));
+   IRAtom* entry = key1;
+   if (!writes) {
+      IRAtom* key0 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Xor64, key1, mkIRExpr_HWord(1)));
+      entry = assign(sb, Ity_I64, IRExpr_ITE(hit, old, key0));
    }
-   IRAtom* entry = writes ? key1 : assign(sb, Ity_I64, IRExpr_ITE(hit, old, key0));
    addStmtToIRSB(sb, IRStmt_Store(Iend_LE, ea, entry));
    addStmtToIRSB(sb, IRStmt_Store(Iend_LE, c->cur, rec));
    IRAtom* step = assign(sb, Ity_I64, IRExpr_ITE(hit, mkIRExpr_HWord(0), mkIRExpr_HWord(8)));
