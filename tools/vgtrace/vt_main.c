@@ -29,9 +29,10 @@
    warming). The stream starts with "SPLVT001".
 
    Sampling (--detail=N --period=N --filter-sets=S, with --ring only):
-   each process's references are counted in periods; a slot that starts
-   in the first N of a period is in detail, the others are warming, and
-   every slot begins with its mode word. While warming, a reference is
+   each process's references are counted; at the first slot that starts
+   at or past the start of a period a window opens, and its slots are in
+   detail until N references have gone; the others are warming. Every
+   slot begins with its mode word. While warming, a reference is
    left out (counted in the 0x84 words, not written) when a direct-mapped
    filter of S lines finds it: the last reference to the filter's set was
    to the same line and, for a store, wrote it. splab chooses S as the
@@ -171,6 +172,8 @@ static ULong filt_bias = FILTER_OFF;  /* loaded by the inline code */
 static ULong skipped;                 /* left out since the last 0x84 word */
 static ULong seen;                    /* references so far (approximately) */
 static Bool warming = False;
+static ULong next_start;              /* where the next window may open */
+static ULong detail_end;              /* where the open window ends */
 
 static Bool sampling(void)
 {
@@ -232,7 +235,14 @@ static void ring_take_slot(void)
    buf_next = buf_start;
    buf_end = buf_start + SLOT_WORDS - TAIL_WORDS;
    if (sampling()) {
-      Bool warm = (seen % (ULong)opt_period) >= (ULong)opt_detail;
+      /* A window opens at the first slot at or past the next period's
+         start and stays open for --detail references. */
+      if (seen >= detail_end && seen >= next_start) {
+         detail_end = seen + (ULong)opt_detail;
+         while (next_start <= seen)
+            next_start += (ULong)opt_period;
+      }
+      Bool warm = seen >= detail_end;
       if (warm && !warming)
          filter_clear();
       warming = warm;
@@ -506,6 +516,7 @@ static void vt_child(ThreadId tid)
       icount = 0;
       skipped = 0;
       seen = 0;
+      next_start = detail_end = 0;
       warming = False;
       filter_clear();
       ensure_buf();

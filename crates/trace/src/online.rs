@@ -166,6 +166,8 @@ pub fn warm_filter_sets(l1d: &splab_hw::cache::CacheConfig, page: u64) -> usize 
 /// One measured window: its references and what they cost.
 #[derive(Clone, Copy, Debug, Default, Serialize)]
 pub struct Window {
+    /// The process's first window: its start, measured whole.
+    pub first: bool,
     pub refs: u64,
     pub instructions: u64,
     pub cycles: f64,
@@ -216,22 +218,36 @@ fn t95(df: usize) -> f64 {
 }
 
 /// The total over `total_refs` references of a quantity measured per
-/// window as `f(window)`: the ratio estimator (the windows' quantity over
-/// their references, times all references), with a 95 % interval from the
-/// spread of the windows about that ratio (the windows differ a little in
-/// length: they end at batch boundaries).
+/// window as `f(window)`, in two strata. Each process's first window (its
+/// start: cold caches, first-touch faults, which happen once) is measured
+/// whole and counts as itself. The rest of the references are estimated
+/// from the other windows by the ratio estimator (their quantity over
+/// their references, times the references they stand for), with a 95 %
+/// interval from the spread of those windows about that ratio (they
+/// differ a little in length: they end at slot boundaries). With fewer
+/// than two later windows, every window is taken alike; with every
+/// reference measured, the estimate is their total.
 pub fn estimate(windows: &[Window], total_refs: u64, f: impl Fn(&Window) -> f64) -> Estimate {
-    let w: Vec<(f64, f64)> = windows.iter().filter(|w| w.refs > 0).map(|w| (f(w), w.refs as f64)).collect();
+    if !windows.is_empty() && windows.iter().map(|w| w.refs).sum::<u64>() >= total_refs {
+        // Everything measured.
+        return Estimate { value: windows.iter().map(&f).sum(), plus_minus: 0.0 };
+    }
+    let later = windows.iter().filter(|w| !w.first && w.refs > 0).count();
+    let (census, rest): (Vec<&Window>, Vec<&Window>) = if later >= 2 { windows.iter().partition(|w| w.first) } else { (Vec::new(), windows.iter().collect()) };
+    let known: f64 = census.iter().map(|w| f(w)).sum();
+    let known_refs: u64 = census.iter().map(|w| w.refs).sum();
+    let left = total_refs.saturating_sub(known_refs) as f64;
+    let w: Vec<(f64, f64)> = rest.iter().filter(|w| w.refs > 0).map(|w| (f(w), w.refs as f64)).collect();
     let n = w.len();
     if n == 0 {
-        return Estimate { value: 0.0, plus_minus: f64::INFINITY };
+        return Estimate { value: known, plus_minus: if left == 0.0 { 0.0 } else { f64::INFINITY } };
     }
     let (sy, sr) = w.iter().fold((0.0, 0.0), |(a, b), (y, r)| (a + y, b + r));
     let ratio = sy / sr;
     let mean_r = sr / n as f64;
     let var = if n > 1 { w.iter().map(|(y, r)| (y - ratio * r).powi(2)).sum::<f64>() / (n - 1) as f64 } else { f64::INFINITY };
     let half = t95(n - 1) * (var / n as f64).sqrt() / mean_r;
-    Estimate { value: ratio * total_refs as f64, plus_minus: half * total_refs as f64 }
+    Estimate { value: known + ratio * left, plus_minus: half * left }
 }
 
 /// The estimates `--sample` reports.
@@ -428,8 +444,10 @@ struct Proc {
     instructions: u64,
     /// The stream has ended (its end word, or an exec replaced it).
     done: bool,
-    /// With `--sample`: the measured window this process is in.
+    /// With `--sample`: the measured window this process is in, and
+    /// whether one has been closed before.
     window: Option<Window>,
+    measured: bool,
 }
 
 /// The state of one online run.
@@ -503,7 +521,7 @@ impl<'a> State<'a> {
         let pid = self.sys.spawn().map_err(|e| fail(format!("spawn: {e}")))?;
         self.sys.run_on(cpu, pid).map_err(|e| fail(format!("run: {e}")))?;
         self.out.processes += 1;
-        Ok(Proc { run: Run::new(self.sys, pid, cpu), ring: None, refs: 0, instructions: 0, done: false, window: None })
+        Ok(Proc { run: Run::new(self.sys, pid, cpu), ring: None, refs: 0, instructions: 0, done: false, window: None, measured: false })
     }
 
     /// Reads announcements from `ctl`.
@@ -633,7 +651,8 @@ impl<'a> State<'a> {
             let (b0, d0, t0, r0, i0) = self.snapshot();
             let end = self.words(p, rpid, w)?;
             let (b, d, t, r, i) = self.snapshot();
-            let x = p.window.get_or_insert_with(Window::default);
+            let first = !p.measured;
+            let x = p.window.get_or_insert_with(|| Window { first, ..Default::default() });
             x.data += b.data - b0.data;
             x.translation += b.translation - b0.translation;
             x.kernel += b.kernel - b0.kernel;
@@ -652,6 +671,7 @@ impl<'a> State<'a> {
 
     fn close_window(&mut self, p: &mut Proc) {
         if let Some(mut w) = p.window.take() {
+            p.measured = true;
             w.cycles = w.data + w.translation + w.kernel + w.core;
             self.measured_refs += w.refs;
             self.windows.push(w);
@@ -733,7 +753,7 @@ impl<'a> State<'a> {
                     self.next_cpu += 1;
                     self.out.forks += 1;
                     self.out.processes += 1;
-                    let mut cp = Proc { run: p.run.forked(cpid, cpu), ring: None, refs: 0, instructions: 0, done: false, window: None };
+                    let mut cp = Proc { run: p.run.forked(cpid, cpu), ring: None, refs: 0, instructions: 0, done: false, window: None, measured: false };
                     match self.orphans.remove(&child) {
                         Some(r) => {
                             cp.ring = Some(r);
@@ -1084,8 +1104,26 @@ mod tests {
         assert!((few.value - 2e6).abs() < 1e-3 && (many.value - 2e6).abs() < 1e-3);
         assert!(many.plus_minus < few.plus_minus && many.plus_minus > 0.0, "{few:?} {many:?}");
         // One window says nothing about the spread.
-        assert!(estimate(&alt(1), 10, |w| w.cycles).plus_minus.is_infinite());
+        assert!(estimate(&alt(1), 1_000_000, |w| w.cycles).plus_minus.is_infinite());
         assert!(estimate(&[], 10, |w| w.cycles).plus_minus.is_infinite());
+    }
+
+    #[test]
+    fn a_process_start_counts_once_and_the_later_windows_stand_for_the_rest() {
+        // A start of 1000 references at 10 cycles each, then windows at 2:
+        // the start is not spread over the references it does not cover.
+        let mut w = vec![Window { first: true, ..win(1000, 10_000.0) }];
+        w.extend((0..5).map(|_| win(1000, 2000.0)));
+        let e = estimate(&w, 100_000, |w| w.cycles);
+        assert!((e.value - (10_000.0 + 2.0 * 99_000.0)).abs() < 1e-6 && e.plus_minus < 1e-6, "{e:?}");
+        // All of a short process measured: exact.
+        let short = [Window { first: true, ..win(500, 900.0) }];
+        let e = estimate(&short, 500, |w| w.cycles);
+        assert!(e.value == 900.0 && e.plus_minus == 0.0, "{e:?}");
+        // With one later window only, all windows are taken alike.
+        let two = [Window { first: true, ..win(1000, 1000.0) }, win(1000, 3000.0)];
+        let e = estimate(&two, 10_000, |w| w.cycles);
+        assert!((e.value - 20_000.0).abs() < 1e-6 && e.plus_minus > 0.0, "{e:?}");
     }
 
     #[test]
