@@ -250,6 +250,10 @@ pub fn estimate(windows: &[Window], total_refs: u64, f: impl Fn(&Window) -> f64)
     Estimate { value: known + ratio * left, plus_minus: half * left }
 }
 
+/// Below this many later windows the report warns that the interval may
+/// not hold.
+const FEW_WINDOWS: usize = 10;
+
 /// The estimates `--sample` reports.
 #[derive(Clone, Debug, Serialize)]
 pub struct Sampled {
@@ -263,6 +267,9 @@ pub struct Sampled {
     pub warming_skipped: u64,
     pub warming_filter_sets: usize,
     pub windows: usize,
+    /// Windows after each process's first: those the rest is estimated
+    /// from.
+    pub later_windows: usize,
     pub sim_seconds: Estimate,
     pub cycles: Estimate,
     pub data_cycles: Estimate,
@@ -890,6 +897,7 @@ impl Online {
                 warming_skipped: st.skipped,
                 warming_filter_sets: st.filter_sets,
                 windows: w.len(),
+                later_windows: w.iter().filter(|w| !w.first).count(),
                 sim_seconds: Estimate { value: cycles.value / freq, plus_minus: cycles.plus_minus / freq },
                 cycles,
                 data_cycles: estimate(w, n, |w| w.data),
@@ -930,6 +938,14 @@ impl Online {
                     s.warming_skipped,
                     s.warming_filter_sets
                 );
+                if s.later_windows < FEW_WINDOWS && s.measured_refs < s.total_refs {
+                    let _ = writeln!(
+                        report,
+                        "  {:<20}only {} windows after the processes' first: the intervals take them as a random sample of the rest, which so few may miss (a phase between them); a shorter PERIOD (e.g. 1M:10M) gives more",
+                        "note",
+                        s.later_windows
+                    );
+                }
                 let _ = writeln!(report, "  {:<20}{} s (95 % interval; CPU time summed over CPUs)", "simulated time", s.sim_seconds);
                 let _ = writeln!(report, "  {:<20}{}", "  data cycles", s.data_cycles);
                 let _ = writeln!(report, "  {:<20}{}", "  translation", s.translation_cycles);
