@@ -34,7 +34,7 @@ pub struct RunArgs {
     #[arg(last = true, value_name = "PROG ARGS")]
     pub program: Vec<std::ffi::OsString>,
     /// Programs: simulate DETAIL references in full in every PERIOD of
-    /// each process's (e.g. 10M:100M), the rest with functional warming
+    /// each process's (e.g. 1M:10M), the rest with functional warming
     /// only, and estimate every figure with a 95 % confidence interval.
     #[arg(long, value_name = "DETAIL:PERIOD")]
     pub sample: Option<String>,

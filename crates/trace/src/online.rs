@@ -142,7 +142,7 @@ impl Sample {
             Ok((n * mul as f64) as u64)
         };
         let Some((d, p)) = s.split_once(':') else {
-            return Err(format!("--sample {s:?}: expected DETAIL:PERIOD, e.g. 10M:100M"));
+            return Err(format!("--sample {s:?}: expected DETAIL:PERIOD, e.g. 1M:10M"));
         };
         let (detail, period) = (count(d).map_err(|e| format!("--sample {s:?}: {e}"))?, count(p).map_err(|e| format!("--sample {s:?}: {e}"))?);
         if detail >= period {
