@@ -60,7 +60,7 @@ use splab_sim::timing::CycleBreakdown;
 use splab_sim::System;
 use splab_vm::Pid;
 use splab_workloads::{Figure, Workload, WorkloadResult};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
@@ -468,6 +468,9 @@ struct State<'a> {
     /// Rings announced by forked children whose fork word has not been
     /// read yet.
     orphans: HashMap<u32, Ring>,
+    /// Programs that such a child exec'd: their rings wait, in order,
+    /// until the fork word makes the child a process (`adopt_execs`).
+    execs: HashMap<u32, VecDeque<Ring>>,
     /// Simulated processes forked whose ring has not been announced yet.
     unborn: HashMap<u32, Proc>,
     /// Finished processes' stats.
@@ -502,6 +505,7 @@ impl<'a> State<'a> {
             ctl_buf: Vec::new(),
             procs: HashMap::new(),
             orphans: HashMap::new(),
+            execs: HashMap::new(),
             unborn: HashMap::new(),
             out,
             next_cpu: 0,
@@ -569,6 +573,12 @@ impl<'a> State<'a> {
 
     /// A new program under `pid`: the first, or an exec.
     fn started(&mut self, pid: u32, ring: Ring) -> Result<(), Failure> {
+        if self.orphans.contains_key(&pid) || self.execs.contains_key(&pid) {
+            // A forked child exec'd before its parent's fork word was
+            // read: the child's own stream comes first.
+            self.execs.entry(pid).or_default().push_back(ring);
+            return Ok(());
+        }
         if let Some(mut old) = self.procs.remove(&pid) {
             // An exec: the old program's stream was published in full
             // before the exec call.
@@ -580,6 +590,18 @@ impl<'a> State<'a> {
         p.ring = Some(ring);
         self.procs.insert(pid, p);
         Ok(())
+    }
+
+    /// Starts the programs waiting in `execs` whose child is a process
+    /// now; true if any.
+    fn adopt_execs(&mut self) -> Result<bool, Failure> {
+        let ready: Vec<u32> = self.execs.keys().filter(|pid| self.procs.contains_key(pid)).copied().collect();
+        for &pid in &ready {
+            for ring in self.execs.remove(&pid).unwrap_or_default() {
+                self.started(pid, ring)?;
+            }
+        }
+        Ok(!ready.is_empty())
     }
 
     /// The process is gone: its simulated process exits.
@@ -978,7 +1000,7 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
     let mut last_progress = Instant::now();
     loop {
         st.announcements()?;
-        let mut progressed = false;
+        let mut progressed = st.adopt_execs()?;
         let pids: Vec<u32> = st.procs.keys().copied().collect();
         for pid in pids {
             let Some(mut p) = st.procs.remove(&pid) else { continue };
@@ -1035,6 +1057,12 @@ fn ended(st: &mut State, status: ExitStatus) -> Result<ExitStatus, Failure> {
             broken.push(format!("process {pid} after {} references in {batches} batches", p.refs));
             st.finish(&mut p)?;
         }
+    }
+    let mut waiting: Vec<u32> = st.execs.keys().chain(st.orphans.keys()).copied().collect();
+    waiting.sort_unstable();
+    waiting.dedup();
+    for pid in waiting {
+        broken.push(format!("process {pid}, forked by a process whose fork was never read"));
     }
     if st.out.processes == 0 {
         return Err(fail(format!("valgrind exited ({status}) before the program started")));
@@ -1161,6 +1189,66 @@ mod tests {
         // An instruction count without its count word.
         let Err(e) = st.words(&mut p, 77, &[W_INSN as u64]) else { panic!("the batch was taken") };
         assert!(e.msg.contains("word 0 of a batch of 1"), "{}", e.msg);
+    }
+
+    /// A ring file as the tool leaves it: `slots` published, and ended.
+    fn ring_file(path: &Path, pid: u32, slots: &[&[u64]]) -> Ring {
+        const W: usize = 16;
+        let mut words = vec![0u64; RING_HEADER + slots.len() * W];
+        words[0] = RING_MAGIC;
+        words[R_SLOTS] = slots.len() as u64;
+        words[R_SLOT_WORDS] = W as u64;
+        words[R_PID] = pid as u64;
+        words[R_PUBLISHED] = slots.len() as u64;
+        words[R_ENDED] = 1;
+        for (i, s) in slots.iter().enumerate() {
+            words[R_LENS + i] = s.len() as u64;
+            words[RING_HEADER + i * W..RING_HEADER + i * W + s.len()].copy_from_slice(s);
+        }
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        std::fs::write(path, bytes).unwrap();
+        Ring::open(path).unwrap()
+    }
+
+    #[test]
+    fn a_child_that_execs_before_its_fork_is_read_runs_after_it() {
+        use splab_hw::profile::Profile;
+        let dir = std::env::temp_dir().join(format!("splab-exec-order-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut c = splab_sim::Config::new(Profile::load("sapphire-rapids").unwrap());
+        c.memory = 64 << 20;
+        let mut sys = System::new(c).unwrap();
+        let ctl = File::open("/dev/null").unwrap();
+        let mut st = State::new(&mut sys, &dir, ctl, ProgramRun::default(), None);
+        let map = |a: u64| [W_MAP as u64, a, 0x10000, 3 | 1 << 8];
+        let load = |a: u64| a << 8 | 3 << 2 | 1;
+        // The parent maps, loads and forks 101; the child loads (its
+        // stream stops at the exec); the program it execs maps, loads
+        // twice and ends. All three rings are announced before the
+        // parent's slot is read.
+        let m = map(0x40_0000);
+        let parent: Vec<u64> = m.iter().copied().chain([load(0x40_0000), W_FORK as u64, 101, W_END as u64]).collect();
+        let child = [load(0x40_0008)];
+        let m2 = map(0x50_0000);
+        let exec: Vec<u64> = m2.iter().copied().chain([load(0x50_0000), load(0x50_0040), W_END as u64]).collect();
+        let r = ring_file(&dir.join("p"), 100, &[&parent]);
+        assert!(st.started(100, r).is_ok());
+        st.orphans.insert(101, ring_file(&dir.join("c"), 101, &[&child]));
+        assert!(st.started(101, ring_file(&dir.join("e"), 101, &[&exec])).is_ok());
+        assert!(st.execs.contains_key(&101), "the exec waits for the fork");
+        for _ in 0..4 {
+            assert!(st.adopt_execs().is_ok());
+            for pid in st.procs.keys().copied().collect::<Vec<_>>() {
+                let mut p = st.procs.remove(&pid).unwrap();
+                while let Ok(true) = st.step(&mut p) {}
+                if !p.done {
+                    st.procs.insert(pid, p);
+                }
+            }
+        }
+        assert!(st.procs.is_empty() && st.execs.is_empty() && st.orphans.is_empty());
+        assert_eq!((st.out.processes, st.out.forks, st.out.execs, st.out.refs), (3, 1, 1, 4));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
