@@ -20,7 +20,9 @@
 //! One simulated process per real one: the first is spawned, a fork word
 //! in the parent's stream forks the parent's simulated process (copy on
 //! write, as the real fork), and an exec (a new ring announced under a pid
-//! already running) ends the old simulated process and spawns a new one.
+//! already running) ends the old simulated process and spawns a new one
+//! (a child that execs before its parent's fork word is read waits for
+//! it: its own stream comes first).
 //! Processes are placed on the modelled CPUs in turn. Each stream's words
 //! become loads and stores, map and unmap events, as the replay makes them
 //! (`replay::Run`, whose comment says how x86-64 addresses land in the
