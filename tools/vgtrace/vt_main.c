@@ -119,8 +119,9 @@ static void vt_debug_usage(void) {}
 /* ---- the buffer ---- */
 
 #define BUF_WORDS (1u << 21)     /* 16 MiB, with --out */
-/* Words kept free at the end of every buffer for the instruction count
-   and an event's words written when it is published. */
+/* Words kept free at the end of every buffer for the instruction count,
+   the count of references left out and an event's words written when it
+   is published. */
 #define TAIL_WORDS 6
 
 static ULong* buf_start;

@@ -29,10 +29,11 @@
 //! modelled address space); instruction counts are charged at the
 //! profile's cost per instruction (`System::instructions`).
 //!
-//! Sampling (`Sample`, SMARTS-style): each process's references are
-//! counted in periods; the tool puts the slots that start in the first
-//! `detail` of a period in detail and the others in functional warming,
-//! and begins every slot with a word that says which. A slot in detail is
+//! Sampling (`Sample`, SMARTS-style): the tool counts each process's
+//! references, opens a window at the first slot that starts at or past
+//! the start of each period, keeps its slots in detail for `detail`
+//! references and the others in functional warming, and begins every slot
+//! with a word that says which. A slot in detail is
 //! measured: what the system's counters gained over it goes to the
 //! process's current window. In warming, TLBs, page-walk caches, page
 //! tables, caches and the kernel (faults, reservations, promotion) evolve
@@ -49,10 +50,10 @@
 //! recency order (the line's page was used recently, not necessarily last
 //! in its TLB set), and page-walk or kernel accesses to the cache between
 //! two references to a line. Every figure is estimated from the measured
-//! windows with a 95 % confidence interval (`estimate`); a process's first
-//! window holds its start (cold caches, first-touch faults), part of what
-//! the interval covers. `splab bench --only-program` prints the
-//! full-detail figure beside the sampled one.
+//! windows with a 95 % confidence interval (`estimate`: a process's first
+//! window, its start, counts once; the later windows stand for the rest).
+//! `splab bench --only-program` prints the full-detail figure beside the
+//! sampled one.
 
 use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version};
 use crate::replay::{Failure, Run};
@@ -263,8 +264,8 @@ pub struct Sampled {
     /// References measured in full detail, and all references.
     pub measured_refs: u64,
     pub total_refs: u64,
-    /// References simulated as functional warming, those of them left out
-    /// (`WarmFilter`), and the filter's sets.
+    /// References simulated as functional warming, those of them the tool
+    /// left out, and its filter's sets (`warm_filter_sets`).
     pub warming_refs: u64,
     pub warming_skipped: u64,
     pub warming_filter_sets: usize,
