@@ -23,12 +23,12 @@ pub fn second_level(c: &mut Calibration, b: &Base) {
     let ways = tlb_ways(l2.entries, l2, &c.cpuid_tlbs, b).0.max(1);
     let l1_entries = t.l1_4k_entries.map_or(l1.entries, |e| e as usize);
     let l1_ways = if l1.ways > 0 && l1_entries.is_multiple_of(l1.ways) { l1.ways } else { l1_entries };
-    let l1_cfg = TlbArrayConfig { sizes: vec!["4K".into()], entries: l1_entries, ways: l1_ways, level: 1, index: TlbIndex::Modulo };
+    let l1_cfg = TlbArrayConfig { sizes: vec!["4K".into()], entries: l1_entries, ways: l1_ways, level: 1, index: TlbIndex::Modulo, side: None };
     let step = ways * 8;
     let cands: Vec<(u64, bool)> = (1..).map(|k| k * step).skip_while(|&e| e < 256).take_while(|&e| e <= 4096).flat_map(|e| [(e as u64, false), (e as u64, true)]).collect();
     let shares = |entries: u64, hashed: bool, pages: u64| -> (f64, f64) {
         let index = if hashed { TlbIndex::Hashed } else { TlbIndex::Modulo };
-        let cfgs = [l1_cfg.clone(), TlbArrayConfig { sizes: vec!["4K".into()], entries: entries as usize, ways, level: 2, index }];
+        let cfgs = [l1_cfg.clone(), TlbArrayConfig { sizes: vec!["4K".into()], entries: entries as usize, ways, level: 2, index, side: None }];
         tlb::sweep(&cfgs, pages, pages).map_or((f64::NAN, f64::NAN), |s| (s.l2, s.miss))
     };
     let Some(mut fit) = infer::fit_stlb(&t.pages_4k, 4.0 * first, 8192.0, &cands, shares) else { return };

@@ -244,9 +244,9 @@ pub struct Calibration {
     pub cpuid_mhz: (u32, u32),
     /// Core clock from dependent additions, GHz over the rounds.
     pub clock_ghz: Option<Spread>,
-    /// ns per instruction of register-only integer work
-    /// (`probe::instruction_ns`) over the rounds.
-    pub instruction_ns: Option<Spread>,
+    /// What the core probes measured (`CoreProbes`).
+    #[serde(default)]
+    pub core: CoreProbes,
     /// How the region for the latency sweep and the 2 MB TLB curves was
     /// made, and its share in 2 MB pages.
     pub huge_layout: String,
@@ -271,6 +271,36 @@ pub struct Calibration {
 
 /// The progress of a calibration: points measured so far, of how many, and
 /// the phase.
+/// What the core probes measured, medians over the rounds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct CoreProbes {
+    /// Instructions a cycle of the best loop of independent chains of
+    /// additions (`probe::width_ns`), at the measured clock.
+    pub width: Option<f64>,
+    /// ns a 64-bit multiply and a 64-bit divide of a dependent chain (the
+    /// divide's one-cycle `or` taken off).
+    pub mul_ns: Option<f64>,
+    pub div_ns: Option<f64>,
+    /// ns a branch on random bits costs beyond one on clear bits
+    /// (`probe::mispredict_ns`): half a misprediction.
+    pub mispredict_ns: Option<f64>,
+}
+
+impl CoreProbes {
+    fn of(clock_ghz: &[f64], width_per_ns: &[f64], mul: &[f64], div: &[f64], missed: &[f64], predicted: &[f64]) -> CoreProbes {
+        let med = |v: &[f64]| Spread::of(v).map(|s| s.median);
+        let ghz = med(clock_ghz).filter(|g| *g > 0.1);
+        let cycle = ghz.map(|g| 1.0 / g);
+        let extra: Vec<f64> = missed.iter().zip(predicted).map(|(m, p)| m - p).collect();
+        CoreProbes {
+            width: med(width_per_ns).zip(ghz).map(|(w, g)| w / g),
+            mul_ns: med(mul),
+            div_ns: med(div).zip(cycle).map(|(d, c)| (d - c).max(c)),
+            mispredict_ns: med(&extra).filter(|x| *x > 0.0),
+        }
+    }
+}
+
 pub type ProgressFn<'a> = dyn FnMut(u64, u64, &str) + 'a;
 
 /// Counts probes for the progress bar and keeps their on-CPU shares.
@@ -539,7 +569,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let stream_bytes = (plan.huge_bytes / 2).min(128 << 20) as usize;
 
     let mut clock = Vec::new();
-    let mut instr = Vec::new();
+    let (mut width, mut mul, mut div, mut missed, mut predicted) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut lat = vec![Vec::new(); sizes.len()];
     let (mut s4, mut s2, mut c4) = (vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()], vec![Vec::new(); pages.len()]);
     let (mut g2, mut g1, mut cg) = (vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()], vec![Vec::new(); frames_2m.len()]);
@@ -561,8 +591,17 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     let seed = |r: usize, i: usize| (r as u64) << 32 | i as u64;
 
     for r in 0..plan.rounds {
-        if let Some(c) = probe::instruction_ns(plan.target_ms) {
-            instr.push(c.ns);
+        if let Some(w) = probe::width_ns(plan.target_ms / 3.0) {
+            // Instructions a ns: the best of the loops.
+            width.push(w.iter().map(|(_, s)| 1.0 / s.ns).fold(0.0, f64::max));
+        }
+        if let Some((m, d)) = probe::long_ops_ns(plan.target_ms / 2.0) {
+            mul.push(m.ns);
+            div.push(d.ns);
+        }
+        if let Some((r, z)) = probe::mispredict_ns(plan.target_ms / 2.0) {
+            missed.push(r.ns);
+            predicted.push(z.ns);
         }
         if let Some(c) = probe::clock_ghz(20.0 * plan.target_ms / 3.0) {
             clock.push(c.ns);
@@ -872,7 +911,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
         cpuid_tlbs: cpu::tlbs(),
         cpuid_mhz: cpu::frequency_leaf(),
         clock_ghz: Spread::of(&clock),
-        instruction_ns: Spread::of(&instr),
+        core: CoreProbes::of(&clock, &width, &mul, &div, &missed, &predicted),
         huge_layout,
         huge_share,
         latency,

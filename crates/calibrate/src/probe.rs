@@ -226,50 +226,209 @@ pub fn clock_ghz(ms: f64) -> Option<Sample> {
     }
 }
 
-/// Instructions in one pass of `mix`.
-const MIX: u64 = 16;
+/// Independent chains in `chains`' loop: the loop's additions a pass.
+const CHAIN_ADDS: u64 = 12;
 
-/// `passes` x MIX register-only integer instructions: two dependence
-/// chains of additions, exclusive ors, shifts and rotations, as ordinary
-/// integer code interleaves independent work, ending in the loop's
-/// decrement and branch. No memory operand, no multiplication or
-/// division: the work of instructions apart from their memory references,
-/// which the model prices separately.
+/// `passes` x 12 additions in `k` independent register chains (k of 4, 6
+/// or 12), and the loop's decrement and branch: with enough chains the
+/// core dispatches as many a cycle as its width (or its integer ALUs)
+/// allows. Register-to-register, not immediate (Golden Cove folds
+/// immediate chains).
 #[cfg(target_arch = "x86_64")]
 #[inline(never)]
-fn mix(passes: u64, seed: u64) -> u64 {
-    let (mut a, mut b, mut n) = (seed, seed ^ 0x9e37, passes);
+fn chains(k: usize, passes: u64) -> u64 {
+    let (mut a, mut b, mut c, mut d, mut e, mut f) = (1u64, 2u64, 3u64, 4u64, 5u64, 6u64);
+    let (mut g, mut h, mut i, mut j, mut l, mut m) = (7u64, 8u64, 9u64, 10u64, 11u64, 12u64);
+    let one = 1u64;
+    let mut n = passes;
     // SAFETY: register arithmetic only; `n` counts down to zero.
+    unsafe {
+        match k {
+            4 => std::arch::asm!(
+                "2:",
+                "add {a}, {o}", "add {b}, {o}", "add {c}, {o}", "add {d}, {o}",
+                "add {a}, {o}", "add {b}, {o}", "add {c}, {o}", "add {d}, {o}",
+                "add {a}, {o}", "add {b}, {o}", "add {c}, {o}", "add {d}, {o}",
+                "dec {n}", "jnz 2b",
+                a = inout(reg) a, b = inout(reg) b, c = inout(reg) c, d = inout(reg) d, o = in(reg) one, n = inout(reg) n,
+                options(nomem, nostack)
+            ),
+            6 => std::arch::asm!(
+                "2:",
+                "add {a}, {o}", "add {b}, {o}", "add {c}, {o}", "add {d}, {o}", "add {e}, {o}", "add {f}, {o}",
+                "add {a}, {o}", "add {b}, {o}", "add {c}, {o}", "add {d}, {o}", "add {e}, {o}", "add {f}, {o}",
+                "dec {n}", "jnz 2b",
+                a = inout(reg) a, b = inout(reg) b, c = inout(reg) c, d = inout(reg) d, e = inout(reg) e, f = inout(reg) f,
+                o = in(reg) one, n = inout(reg) n,
+                options(nomem, nostack)
+            ),
+            _ => std::arch::asm!(
+                "2:",
+                "add {a}, {o}", "add {b}, {o}", "add {c}, {o}", "add {d}, {o}", "add {e}, {o}", "add {f}, {o}",
+                "add {g}, {o}", "add {h}, {o}", "add {i}, {o}", "add {j}, {o}", "add {l}, {o}", "add {m}, {o}",
+                "dec {n}", "jnz 2b",
+                a = inout(reg) a, b = inout(reg) b, c = inout(reg) c, d = inout(reg) d, e = inout(reg) e, f = inout(reg) f,
+                g = inout(reg) g, h = inout(reg) h, i = inout(reg) i, j = inout(reg) j, l = inout(reg) l, m = inout(reg) m,
+                o = in(reg) one, n = inout(reg) n,
+                options(nomem, nostack)
+            ),
+        }
+    };
+    let _ = n;
+    a ^ b ^ c ^ d ^ e ^ f ^ g ^ h ^ i ^ j ^ l ^ m
+}
+
+/// ns per instruction of loops of 4, 6 and 12 independent chains of
+/// additions (`chains`; 14 instructions a pass, the loop's own two
+/// included), each over about `ms` milliseconds: at the clock, the most
+/// instructions a cycle the core dispatches and executes. None where the
+/// loops cannot be written (not x86-64).
+pub fn width_ns(ms: f64) -> Option<Vec<(usize, Sample)>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // A pass is 14 instructions: under 2 ns at 3 GHz.
+        let passes = ((ms * 1e6 / 2.0) as u64).max(10_000);
+        let mut out = Vec::new();
+        for k in [4usize, 6, 12] {
+            let mut t = Timer::default();
+            t.start();
+            black_box(chains(black_box(k), black_box(passes)));
+            t.stop();
+            out.push((k, sample(&t, passes * (CHAIN_ADDS + 2))));
+        }
+        Some(out)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ms;
+        None
+    }
+}
+
+/// `passes` x 16 dependent 64-bit multiplies (`imul`), or with `div`
+/// dependent 64-bit divides (`div` of a 62-bit dividend by 3, the
+/// quotient's high bit set again by an `or` each time, which the caller
+/// subtracts: one cycle).
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn long_chain(div: bool, passes: u64) -> u64 {
+    let mut x = 0x3000_0000_0000_0001u64;
+    let mut n = passes;
+    // SAFETY: register arithmetic only (the divisor is 3, never zero; the
+    // quotient fits: rdx is zeroed before each divide).
+    unsafe {
+        if div {
+            std::arch::asm!(
+                "2:",
+                ".rept 16",
+                "xor edx, edx", "div {d}", "or rax, {hi}",
+                ".endr",
+                "dec {n}", "jnz 2b",
+                inout("rax") x, out("rdx") _, d = in(reg) 3u64, hi = in(reg) 0x3000_0000_0000_0000u64, n = inout(reg) n,
+                options(nomem, nostack)
+            );
+        } else {
+            std::arch::asm!(
+                "2:",
+                ".rept 16",
+                "imul {x}, {x}",
+                ".endr",
+                "dec {n}", "jnz 2b",
+                x = inout(reg) x, n = inout(reg) n,
+                options(nomem, nostack)
+            );
+        }
+    }
+    let _ = n;
+    x
+}
+
+/// ns per multiply and per divide of `long_chain`'s chains (the divide's
+/// `or` included), over about `ms` milliseconds each.
+pub fn long_ops_ns(ms: f64) -> Option<(Sample, Sample)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let passes = |ns_pass: f64| ((ms * 1e6 / ns_pass) as u64).max(1000);
+        let time = |div: bool, p: u64| {
+            let mut t = Timer::default();
+            t.start();
+            black_box(long_chain(black_box(div), black_box(p)));
+            t.stop();
+            sample(&t, p * 16)
+        };
+        // Multiplies about 1 ns each, divides about 5 ns.
+        Some((time(false, passes(16.0)), time(true, passes(80.0))))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = ms;
+        None
+    }
+}
+
+/// `passes` x 64 branches on the bits of words of `bits` (one word a pass,
+/// loaded well before its branches are reached): each tests one bit and
+/// skips an addition where it is set. The branches' operand is ready
+/// when they dispatch, so a mispredicted one costs the front end's refill.
+#[cfg(target_arch = "x86_64")]
+#[inline(never)]
+fn bit_branches(bits: &[u64], passes: u64) -> u64 {
+    let mut acc = 0u64;
+    let mut n = passes;
+    let mut p = bits.as_ptr();
+    let len = bits.len() as u64;
+    let mut left = len;
+    // SAFETY: reads `bits[0..len]`, wrapping back to its start; `n`
+    // counts down to zero.
     unsafe {
         std::arch::asm!(
             "2:",
-            "add {a}, {b}", "xor {b}, {a}", "rol {a}, 7", "add {b}, {a}",
-            "xor {a}, {b}", "shr {b}, 3", "add {a}, {b}", "ror {b}, 11",
-            "xor {a}, {b}", "add {b}, {a}", "shl {a}, 1", "xor {b}, {a}",
-            "add {a}, {b}", "rol {b}, 5",
+            "mov {w}, [{p}]",
+            "add {p}, 8",
+            "dec {left}",
+            "jnz 3f",
+            "mov {p}, {base}",
+            "mov {left}, {len}",
+            "3:",
+            ".set k, 0",
+            ".rept 64",
+            "bt {w}, k",
+            "jc 4f",
+            "add {acc}, 1",
+            "4:",
+            ".set k, k+1",
+            ".endr",
             "dec {n}", "jnz 2b",
-            a = inout(reg) a, b = inout(reg) b, n = inout(reg) n,
-            options(nomem, nostack)
-        )
-    };
-    let _ = n;
-    a ^ b
+            w = out(reg) _, p = inout(reg) p, left = inout(reg) left, base = in(reg) bits.as_ptr(), len = in(reg) len,
+            acc = inout(reg) acc, n = inout(reg) n,
+            options(nostack, readonly)
+        );
+    }
+    let _ = (n, p, left);
+    acc
 }
 
-/// ns per instruction of register-only integer work (`mix`) over about
-/// `ms` milliseconds, or None where the loop cannot be written (not
-/// x86-64). Times the clock in GHz, it is the model's `[core]
-/// cycles_per_instruction`.
-pub fn instruction_ns(ms: f64) -> Option<Sample> {
+/// ns a branch of `bit_branches` over random bits, less over bits all
+/// clear (always predicted), over about `ms` milliseconds each: half the
+/// random ones are mispredicted, so twice it is the penalty.
+pub fn mispredict_ns(ms: f64) -> Option<(Sample, Sample)> {
     #[cfg(target_arch = "x86_64")]
     {
-        // A pass is 16 instructions: about 3 ns at 3 GHz.
-        let passes = ((ms * 1e6 / 3.0) as u64).max(10_000);
-        let mut t = Timer::default();
-        t.start();
-        black_box(mix(black_box(passes), black_box(1)));
-        t.stop();
-        Some(sample(&t, passes * MIX))
+        let mut rng = splab_native::Rng::new(0xb1a5);
+        // 64 KB of random words: in the first-level cache or the second,
+        // ahead of the branches either way; too many for a predictor to
+        // learn.
+        let random: Vec<u64> = (0..8192).map(|_| rng.next_u64()).collect();
+        let zero = vec![0u64; random.len()];
+        let passes = ((ms * 1e6 / 100.0) as u64).max(1000);
+        let time = |bits: &[u64]| {
+            let mut t = Timer::default();
+            t.start();
+            black_box(bit_branches(black_box(bits), black_box(passes)));
+            t.stop();
+            sample(&t, passes * 64)
+        };
+        Some((time(&random), time(&zero)))
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

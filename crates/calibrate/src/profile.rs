@@ -4,13 +4,13 @@
 //! `splab_hw::profile` parses.
 
 use crate::cpu;
-use crate::figures::{cycles, frames, host_page_choice, less_tlb, next_page, stores, taken_again, writeback};
+use crate::figures::{cycles, frames, host_page_choice, less_tlb, next_page, taken_again, writeback};
 use crate::fit::tlb_ways;
 use crate::measure::{self, Calibration};
 use crate::notes::Notes;
 use splab_hw::cache::CacheConfig;
 use splab_hw::nested::VirtConfig;
-use splab_hw::profile::{default_for_arch, Caches, Core, Costs, Memory, Overlap, Prefetch, Profile, Reference};
+use splab_hw::profile::{default_for_arch, Caches, Core, Costs, Memory, Prefetch, Profile, Reference};
 use splab_hw::pwc::PwcLevelConfig;
 use splab_hw::size;
 use splab_hw::tlb::{TlbArrayConfig, TlbIndex};
@@ -160,7 +160,6 @@ impl Writer<'_> {
             pwc: self.pwc(),
             cache: self.caches(),
             memory: self.memory(),
-            overlap: self.overlap(),
             costs: self.costs(),
             virt: self.virt(),
             prefetch: self.prefetch(),
@@ -228,7 +227,7 @@ impl Writer<'_> {
                     (arr.entries, arr.ways, TlbIndex::Modulo)
                 }
             };
-            out.push(TlbArrayConfig { sizes: arr.sizes.clone(), entries, ways, level: arr.level, index });
+            out.push(TlbArrayConfig { sizes: arr.sizes.clone(), entries, ways, level: arr.level, index, side: arr.side });
         }
         out
     }
@@ -278,7 +277,25 @@ impl Writer<'_> {
             });
         }
         let [l1d, l2, l3]: [CacheConfig; 3] = levels.try_into().expect("three levels");
-        Caches { l1d, l2, l3, walk_level: None }
+        // The instruction cache: its size and ways from CPUID, its
+        // latency the base's (a fetch that hits costs the front end
+        // nothing the model times).
+        let l1i = match c.cpuid_caches.iter().find(|l| l.level == 1 && l.kind == "instruction") {
+            Some(l) if l.ways <= 64 && l.ways > 0 => {
+                let kb = fit_ways((l.size_bytes / 1024).max(1), l.ways as usize);
+                self.n.note("cache.l1i.size_kb", "CPUID leaf 4");
+                self.n.note("cache.l1i.ways", "CPUID leaf 4");
+                self.n.note("cache.l1i.latency", b.not_measured());
+                CacheConfig { size_kb: kb, ways: l.ways as usize, latency: b.profile.cache.l1i.latency }
+            }
+            _ => {
+                for key in ["size_kb", "ways", "latency"] {
+                    self.n.note(&format!("cache.l1i.{key}"), b.not_measured());
+                }
+                b.profile.cache.l1i.clone()
+            }
+        };
+        Caches { l1i, l1d, l2, l3, walk_level: None }
     }
 
     fn memory(&mut self) -> Memory {
@@ -318,104 +335,6 @@ impl Writer<'_> {
             }
         };
         Memory { dram_latency_ns, writeback_ns, channel_gbs: None, aged, aged_run }
-    }
-
-    fn overlap(&mut self) -> Overlap {
-        let (c, b) = (self.c, self.b);
-        let (ov, bo) = (&c.overlap, &b.profile.overlap);
-        let data_mlp = match ov.data_mlp {
-            Some(m) => {
-                self.n.note("overlap.data_mlp", "measured: best speedup of k independent chases over memory over one");
-                rounded(m, 2)
-            }
-            None => {
-                self.n.note("overlap.data_mlp", b.not_measured());
-                bo.data_mlp
-            }
-        };
-        let walk_mlp = match ov.walk_mlp {
-            Some(m) => {
-                let one = ov.walk.first().map_or(0.0, |p| p.y);
-                let why = match ov.walk_loads_ns {
-                    Some(x) if ov.walk_mlp_from_loads => format!("a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add to independent loads of the same lines, {x:.2} ns"),
-                    _ => format!("a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add with {} chases at once", ov.walk.last().map_or(0.0, |p| p.x)),
-                };
-                self.n.note("overlap.walk_mlp", format!("measured: {why}"));
-                rounded(m, 2)
-            }
-            None => {
-                self.n.note("overlap.walk_mlp", b.not_measured());
-                bo.walk_mlp
-            }
-        };
-        let mut last = "overlap.walk_mlp";
-        let walk_holds_slot = match (&ov.slot_fit, ov.walk_holds_slot) {
-            (Some(fit), Some(h)) => {
-                self.n.note(
-                    "overlap.walk_holds_slot",
-                    format!(
-                        "measured: {} chases over every line of {} of 4 KB pages (walks and misses) took {:.2} ns a load; walks adding to data predict {:.2}, walks holding a miss slot {:.2}",
-                        fit.chases,
-                        size::show(c.plan.small_bytes),
-                        fit.measured_ns,
-                        fit.adding_ns,
-                        fit.holding_ns
-                    ),
-                );
-                Some(h)
-            }
-            _ => {
-                bo.walk_holds_slot.inspect(|_| self.n.note("overlap.walk_holds_slot", b.not_measured()))
-            }
-        };
-        if walk_holds_slot.is_some() {
-            last = "overlap.walk_holds_slot";
-        }
-        let store_mlp = stores(c, ov.data_mlp.unwrap_or(bo.data_mlp)).and_then(|st| {
-            let why = format!("measured: independent stores to random lines over {} took {:.2} ns each, loads {:.2}", size::show(2 * c.costs.stream_bytes), st.store_ns, st.load_ns);
-            match st.mlp {
-                Some(m) => {
-                    self.n.note("overlap.store_mlp", format!("{why}: data_mlp scaled by loads / stores"));
-                    Some(rounded(m, 2))
-                }
-                None => {
-                    self.n.lines_after(last, vec![format!("# store_mlp not written: {why}, so stores overlap as loads do")]);
-                    None
-                }
-            }
-        });
-        let (window, window_per_miss, window_per_store) = match &ov.window_fit {
-            Some(w) => {
-                let loops: Vec<String> = ov.window.iter().map(|p| format!("{} {:.2}", p.shape, p.ns.median)).collect();
-                self.n.note(
-                    "overlap.window",
-                    format!(
-                        "measured: loops of independent misses over {} (2 MB pages), ns a miss: {}; instructions one chase's latency over the same lines ({:.1} ns) holds, from the nop loops' slope",
-                        size::show(2 * c.costs.stream_bytes),
-                        loops.join(", "),
-                        w.latency_ns
-                    ),
-                );
-                self.n.note("overlap.window_per_miss", "measured: what the nop loops took beyond their instructions");
-                self.n.note("overlap.window_per_store", "measured: what the store loops took beyond that and their instructions, a store (the mean of the two)");
-                (Some(rounded(w.entries, 1)), rounded(w.per_miss, 2), rounded(w.per_store, 2))
-            }
-            None => match bo.window {
-                Some(w) => {
-                    for k in ["window", "window_per_miss", "window_per_store"] {
-                        self.n.note(&format!("overlap.{k}"), b.not_measured());
-                    }
-                    (Some(w), bo.window_per_miss, bo.window_per_store)
-                }
-                None => (None, 0.0, 0.0),
-            },
-        };
-        // Written as measured even where they are the default (0).
-        if window.is_some() {
-            self.n.keep("overlap.window_per_miss", window_per_miss);
-            self.n.keep("overlap.window_per_store", window_per_store);
-        }
-        Overlap { data_mlp, walk_mlp, walk_holds_slot, store_mlp, window, window_per_miss, window_per_store }
     }
 
     fn costs(&mut self) -> Costs {
@@ -533,14 +452,87 @@ impl Writer<'_> {
         Some(VirtConfig { nested: true, host_page: page, ..VirtConfig::default() })
     }
 
-    /// The price of instructions apart from their memory references, from
-    /// the register-only loop (`probe::instruction_ns`) at the clock.
-    fn core(&mut self) -> Option<Core> {
-        let (c, g) = (self.c, clock(self.c)?);
-        let i = c.instruction_ns.as_ref()?;
-        self.n.note("core", "measured: register-only integer work, apart from memory references (real programs run online)");
-        self.n.note("core.cycles_per_instruction", format!("{:.4} ns an instruction of two chains of add/xor/shift/rotate (median of {} rounds) at {g:.2} GHz", i.median, c.plan.rounds));
-        Some(Core { cycles_per_instruction: rounded(i.median * g, 3) })
+    /// The core: what the probes measured of it (its width, window,
+    /// misses and walks in flight, misprediction penalty, the long
+    /// operations' latencies), the rest (queues, the predictor) from the
+    /// base profile.
+    fn core(&mut self) -> Core {
+        let (c, b, f) = (self.c, self.b, self.f);
+        let (ov, bc) = (&c.overlap, &b.profile.core);
+        let mut k = bc.clone();
+        let co = &c.core;
+        match co.width {
+            Some(w) => {
+                self.n.note("core.width", format!("measured: {w:.2} instructions a cycle, the best of loops of 4 to 12 independent chains of additions (one cycle each)"));
+                k.width = rounded(w, 1).max(1.0);
+            }
+            None => self.n.note("core.width", b.not_measured()),
+        }
+        match &ov.window_fit {
+            Some(w) => {
+                let loops: Vec<String> = ov.window.iter().map(|p| format!("{} {:.2}", p.shape, p.ns.median)).collect();
+                self.n.note(
+                    "core.rob",
+                    format!(
+                        "measured: loops of independent misses over {} (2 MB pages), ns a miss: {}; instructions one chase's latency over the same lines ({:.1} ns) holds, from the nop loops' slope",
+                        size::show(2 * c.costs.stream_bytes),
+                        loops.join(", "),
+                        w.latency_ns
+                    ),
+                );
+                k.rob = (w.entries.round() as u32).max(1);
+            }
+            None => self.n.note("core.rob", b.not_measured()),
+        }
+        self.n.note("core.load_queue", b.not_measured());
+        self.n.note("core.store_queue", b.not_measured());
+        match ov.data_mlp {
+            Some(m) => {
+                self.n.note("core.mshrs", format!("measured: best speedup of k independent chases over memory over one, {m:.2}, to the nearest whole"));
+                k.mshrs = (m.round() as u32).max(1);
+            }
+            None => self.n.note("core.mshrs", b.not_measured()),
+        }
+        match ov.walk_mlp {
+            Some(m) => {
+                let one = ov.walk.first().map_or(0.0, |p| p.y);
+                let why = match ov.walk_loads_ns {
+                    Some(x) if ov.walk_mlp_from_loads => format!("a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add to independent loads of the same lines, {x:.2} ns"),
+                    _ => format!("a walk alone (one chase over 8192 4 KB pages, data in L2) {one:.2} ns, over what walks add with {} chases at once", ov.walk.last().map_or(0.0, |p| p.x)),
+                };
+                self.n.note("core.walkers", format!("measured: {why}: {m:.2} at once, to the nearest whole"));
+                k.walkers = (m.round() as u32).max(1);
+            }
+            None => self.n.note("core.walkers", b.not_measured()),
+        }
+        match co.mispredict_ns {
+            Some(ns) => {
+                self.n.note("core.mispredict", format!("measured: a loop of a branch on random bits took {ns:.2} ns more a branch than the same loop on constant bits, at half of them mispredicted: twice that"));
+                k.mispredict = rounded(2.0 * ns * f, 1);
+            }
+            None => self.n.note("core.mispredict", b.not_measured()),
+        }
+        let lat = [("mul", co.mul_ns), ("div", co.div_ns)];
+        for (key, ns) in lat {
+            match ns {
+                Some(ns) => {
+                    let what = if key == "mul" { "64-bit multiplies (imul)" } else { "64-bit divides (div)" };
+                    self.n.note(&format!("core.latency.{key}"), format!("measured: a chain of dependent {what}, {ns:.2} ns each"));
+                    let cyc = rounded(ns * f, 1);
+                    if key == "mul" {
+                        k.latency.mul = cyc;
+                    } else {
+                        k.latency.div = cyc;
+                    }
+                }
+                None => self.n.note(&format!("core.latency.{key}"), b.not_measured()),
+            }
+        }
+        for key in ["alu", "fp_add", "fp_mul", "fp_div"] {
+            self.n.note(&format!("core.latency.{key}"), b.not_measured());
+        }
+        self.n.note("core.predictor", format!("{} (a predictor's kind and size cannot be measured from user space)", b.not_measured()));
+        k
     }
 
     /// What the quick memory probes read, for validate to compare with.

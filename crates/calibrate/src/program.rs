@@ -125,8 +125,6 @@ pub struct Report {
     /// The model's runs, superpages off and on.
     pub model_off: Prediction,
     pub model_on: Prediction,
-    /// Whether the profile prices instructions (`[core]`).
-    pub instructions_priced: bool,
     /// The native runs in full.
     pub native: ProgramsReport,
 }
@@ -162,7 +160,6 @@ pub fn predict<R: Runner>(setup: &Setup, native: ProgramsReport, profile: &Profi
         rows,
         model_off: off,
         model_on: on,
-        instructions_priced: profile.core.is_some(),
         native,
     })
 }
@@ -240,9 +237,6 @@ pub fn text(v: &Report) -> String {
             "model, superpages {name}: {:.3} s simulated ({} references, {} instructions, {} TLB misses, {} promotions) in {:.1} s of host time",
             s.seconds, s.refs, s.instructions, s.tlb_misses, s.promotions, s.host_seconds
         );
-    }
-    if !v.instructions_priced {
-        let _ = writeln!(o, "The profile has no [core]: the predicted times leave the instructions' own work out (splab calibrate measures it).");
     }
     o
 }

@@ -6,6 +6,7 @@
 //! objects, reservations or the pmap's bookkeeping.
 
 pub mod addr;
+pub mod bpred;
 pub mod alpha;
 pub mod amd64;
 pub mod arm64;

@@ -124,6 +124,13 @@ impl Machine {
         self.mmu[cpu].tlb.fill_missed_splintered(va.0, asid, t, host);
     }
 
+    /// `fill_walked` for an instruction fetch: the translation goes into
+    /// the instruction side of the TLB.
+    pub fn fill_fetched(&mut self, cpu: usize, va: VirtAddr, asid: u16, t: Translation) {
+        let host = self.nested.get(cpu).map_or(t.shift, |h| h.page_shift());
+        self.mmu[cpu].tlb.fill_fetch_missed_splintered(va.0, asid, t, host);
+    }
+
     /// What the page tables say of `va` now, without side effects.
     pub fn probe(&self, root: PhysAddr, va: VirtAddr) -> Option<Translation> {
         self.walker.probe(&self.mem, root, va)

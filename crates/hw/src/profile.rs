@@ -13,6 +13,9 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Caches {
+    /// The first-level instruction cache: the core fetches each block's
+    /// code lines through it (and the second-level TLB's instruction side).
+    pub l1i: CacheConfig,
     pub l1d: CacheConfig,
     pub l2: CacheConfig,
     pub l3: CacheConfig,
@@ -79,71 +82,6 @@ pub struct Memory {
     /// places. Absent: 1, single frames, never two adjacent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aged_run: Option<u32>,
-}
-
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Overlap {
-    /// How many independent data misses overlap on average.
-    pub data_mlp: f64,
-    /// How many page walks proceed at once.
-    pub walk_mlp: f64,
-    /// How a reference's translation and data access overlap with other
-    /// references'. Absent or false: they add, each divided by its own
-    /// overlap (xlat / walk_mlp + data / data_mlp). True: a reference
-    /// holds one of the data_mlp miss slots from the start of its walk to
-    /// the end of its data access, and walks are further limited to
-    /// walk_mlp at once, so by Little's law an independent reference that
-    /// walks costs max(xlat / walk_mlp, (xlat + data) / data_mlp): a walk
-    /// hides under other references' memory misses when data misses
-    /// dominate (GUPS), and bounds the rate when data hit in the caches (a
-    /// transpose's strided side). One whose translation the TLBs gave (an
-    /// L2 TLB hit, pipelined as a cache access is) takes no walker and
-    /// costs (xlat + data) / data_mlp. Dependent references (a pointer
-    /// chase) pay xlat + data either way.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub walk_holds_slot: Option<bool>,
-    /// How many independent stores that miss the first-level cache
-    /// overlap, where fewer than loads do (a store's line must be owned
-    /// before the store leaves the store buffer, in program order): such
-    /// a store costs its latency times (data_mlp / store_mlp - 1) over
-    /// data_mlp on top of its overlapped cost, the store buffer draining
-    /// apart from the walkers and the load miss slots. Absent: as many as
-    /// loads. Stores the prefetcher covered stream as loads do.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub store_mlp: Option<f64>,
-    /// The core's window, in instructions it holds while one miss's
-    /// latency passes (a reorder buffer and the queues beside it, as they
-    /// bound a loop of independent misses; calibrate measures it against
-    /// one chase's latency over the lines its loops miss). A loop whose iteration takes
-    /// `window_per_miss` + its instructions + `window_per_store` x its
-    /// stores of it (`LoopShape`) keeps window / that many iterations in
-    /// flight, so an independent reference of such a loop costs at least
-    /// its latency times that share over window, however many miss slots
-    /// there are (`Profile::window_share`). Absent: no bound but
-    /// data_mlp's.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub window: Option<f64>,
-    /// What an iteration's miss takes of the window besides its
-    /// instructions.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub window_per_miss: f64,
-    /// What a store takes of it besides its instruction (a store holds a
-    /// store-queue entry until it retires, behind the oldest miss).
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub window_per_store: f64,
-}
-
-fn is_zero(x: &f64) -> bool {
-    *x == 0.0
-}
-
-/// A loop's iteration as the core's window sees it (`Overlap::window`):
-/// instructions and stores an iteration, as its machine code has them.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LoopShape {
-    pub instructions: f64,
-    pub stores: f64,
 }
 
 /// `[prefetch]`: a hardware stream prefetcher of the kind that watches
@@ -284,7 +222,6 @@ pub struct Profile {
     pub pwc: Vec<PwcLevelConfig>,
     pub cache: Caches,
     pub memory: Memory,
-    pub overlap: Overlap,
     pub costs: Costs,
     /// `[virt]`: the machine is a guest under a hypervisor (nested
     /// paging, the host page size). Absent means native.
@@ -297,26 +234,96 @@ pub struct Profile {
     /// `Reference`). Absent: a profile not written by calibrate.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference: Option<Reference>,
-    /// `[core]`: the price of instructions apart from their memory
-    /// references (real programs run online count them). Absent: their
-    /// instructions are counted but not priced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub core: Option<Core>,
+    /// `[core]`: the core the interval model runs instruction streams on.
+    pub core: Core,
 }
 
-/// `[core]`: a fixed cost per instruction for the work of a core that is
-/// not waiting on memory. The memory references of the instructions are
-/// priced by the caches and TLBs as for any workload; this is the rest
-/// (arithmetic, branches, moves between registers). A fixed cost rather
-/// than a core model because the reference stream carries no
-/// dependences, branch outcomes or instruction mix to drive one with.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+/// `[core]`: the core's microarchitecture, as the interval model
+/// (`splab_sim::core`) runs every instruction stream on it: between miss
+/// events instructions dispatch at `width` a cycle into a window of `rob`
+/// entries, slowed by the dependences the stream states; a mispredicted
+/// branch, a fetch that misses, and a long load or walk at the window's
+/// head cost what they cost there, and misses within the window's reach
+/// of each other overlap, up to `mshrs` (and `walkers`) at once.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Core {
-    /// Cycles per instruction of register-only integer work
-    /// (`splab calibrate` measures it on this host with a loop of
-    /// dependent and independent additions, shifts and exclusive ors).
-    pub cycles_per_instruction: f64,
+    /// Instructions dispatched into the window a cycle, at most.
+    pub width: f64,
+    /// Reorder-buffer entries: instructions in flight.
+    pub rob: u32,
+    /// Loads in flight (load-queue entries): a load holds one from
+    /// dispatch until it retires.
+    pub load_queue: u32,
+    /// Stores not yet written to the first-level cache: a store holds
+    /// one from dispatch until it drains, in program order, after it
+    /// retires and once its line is owned.
+    pub store_queue: u32,
+    /// First-level data-cache misses in flight (line-fill buffers): a
+    /// miss holds one from its issue until its line arrives.
+    pub mshrs: u32,
+    /// Hardware page walks in flight (1 where software walks).
+    pub walkers: u32,
+    /// Cycles a mispredicted branch costs once its operands are ready:
+    /// the front end's refill, as published measurements give it. A
+    /// branch that waits on a slow operand resolves later and costs more.
+    pub mispredict: f64,
+    /// Latencies of the operations whose chains the stream states.
+    pub latency: Latency,
+    /// The branch predictor.
+    pub predictor: crate::bpred::PredictorConfig,
+}
+
+/// `[core.latency]`: cycles from operands ready to result.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Latency {
+    pub alu: f64,
+    pub mul: f64,
+    pub div: f64,
+    pub fp_add: f64,
+    pub fp_mul: f64,
+    pub fp_div: f64,
+}
+
+/// The operations a dependence chain counts, in the order of
+/// `Latency::by_class` (and of the class counts the instruction streams
+/// carry, `splab_sim::block`).
+pub const OP_CLASSES: [&str; 6] = ["alu", "mul", "div", "fp_add", "fp_mul", "fp_div"];
+
+impl Latency {
+    /// The latencies by class, in the order of `OP_CLASSES`.
+    pub fn by_class(&self) -> [f64; 6] {
+        [self.alu, self.mul, self.div, self.fp_add, self.fp_mul, self.fp_div]
+    }
+}
+
+impl Core {
+    fn validate(&self) -> Result<(), String> {
+        if !(self.width >= 1.0 && self.width <= 64.0) {
+            return Err(format!("core.width = {} is out of range (1 to 64 instructions a cycle)", self.width));
+        }
+        for (k, v, lo, hi) in [
+            ("rob", self.rob, 1, 65536),
+            ("load_queue", self.load_queue, 1, 65536),
+            ("store_queue", self.store_queue, 1, 65536),
+            ("mshrs", self.mshrs, 1, 1024),
+            ("walkers", self.walkers, 1, 64),
+        ] {
+            if !(lo..=hi).contains(&v) {
+                return Err(format!("core.{k} = {v} is out of range ({lo} to {hi})"));
+            }
+        }
+        if !(0.0..=1000.0).contains(&self.mispredict) {
+            return Err(format!("core.mispredict = {} is out of range (0 to 1000 cycles)", self.mispredict));
+        }
+        for (k, v) in OP_CLASSES.iter().zip(self.latency.by_class()) {
+            if !(0.0..=1000.0).contains(&v) {
+                return Err(format!("core.latency.{k} = {v} is out of range (0 to 1000 cycles)"));
+            }
+        }
+        self.predictor.validate()
+    }
 }
 
 /// `[reference]`: the host's memory as calibrate found it, by quick
@@ -406,22 +413,19 @@ impl Profile {
     /// This profile with its memory moved as the reference probes found
     /// the host's moved (`Reference::ratios`: memory latency, overlapped
     /// random loads, streaming, each now over then): memory latency
-    /// scaled by the first; the overlap of data misses (and of stores, and
-    /// the window) by the first over the second, so that an overlapped miss costs the
-    /// second ratio; the prefetcher's line times and the writeback by the
-    /// third. Caches, TLBs, walks and kernel costs stay as they are.
+    /// scaled by the first; the misses in flight (`core.mshrs`) by the
+    /// first over the second (rounded, at least one), so that an
+    /// overlapped miss costs about the second ratio; the prefetcher's line
+    /// times and the writeback by the third. Caches, TLBs, walks, the rest
+    /// of the core and kernel costs stay as they are.
     pub fn moved(&self, [latency, overlapped, streaming]: [f64; 3]) -> Result<Profile, String> {
         let mut p = self.clone();
         p.memory.dram_latency_ns *= latency;
-        let mlp = latency / overlapped;
-        p.overlap.data_mlp *= mlp;
-        if let Some(s) = p.overlap.store_mlp.as_mut() {
-            *s *= mlp;
+        let mshrs = (p.core.mshrs as f64 * latency / overlapped).round();
+        if !(1.0..=1024.0).contains(&mshrs) {
+            return Err(format!("machine profile {:?} with its memory moved by {latency:.3}, {overlapped:.3}, {streaming:.3}: core.mshrs would be {mshrs} (1 to 1024)", p.name));
         }
-        // A loop the window bounds overlaps its misses too.
-        if let Some(w) = p.overlap.window.as_mut() {
-            *w *= mlp;
-        }
+        p.core.mshrs = mshrs as u32;
         if let Some(w) = p.memory.writeback_ns.as_mut() {
             *w *= streaming;
         }
@@ -443,24 +447,7 @@ impl Profile {
         if self.cpus == 0 || self.cpus > 256 {
             return Err(format!("cpus = {} is out of range (1..=256)", self.cpus));
         }
-        if self.overlap.data_mlp < 1.0 || self.overlap.walk_mlp < 1.0 {
-            return Err("overlap factors must be at least 1".into());
-        }
-        if let Some(s) = self.overlap.store_mlp {
-            if !(s >= 1.0 && s <= self.overlap.data_mlp) {
-                return Err(format!("overlap.store_mlp = {s} is out of range (1 to data_mlp, {})", self.overlap.data_mlp));
-            }
-        }
-        if let Some(w) = self.overlap.window {
-            if !(1.0..=1e5).contains(&w) {
-                return Err(format!("overlap.window = {w} is out of range (1 to 100000 instructions)"));
-            }
-        }
-        for (k, v) in [("window_per_miss", self.overlap.window_per_miss), ("window_per_store", self.overlap.window_per_store)] {
-            if !(0.0..=1e4).contains(&v) {
-                return Err(format!("overlap.{k} = {v} is out of range (0 to 10000)"));
-            }
-        }
+        self.core.validate()?;
         if let Some(w) = self.memory.writeback_ns {
             if !(0.0..10000.0).contains(&w) {
                 return Err(format!("memory.writeback_ns = {w} is out of range (0 to 10000 ns)"));
@@ -481,7 +468,7 @@ impl Profile {
                 return Err(format!("memory.aged_run = {r} is not a power of two from 1 to 256 pages"));
             }
         }
-        for c in [&self.cache.l1d, &self.cache.l2, &self.cache.l3] {
+        for c in [&self.cache.l1i, &self.cache.l1d, &self.cache.l2, &self.cache.l3] {
             crate::cache::Cache::new(c)?;
         }
         if let Some(v) = &self.virt {
@@ -516,26 +503,6 @@ impl Profile {
         (self.memory.dram_latency_ns * self.freq_ghz).round() as u32
     }
 
-    /// The least share of an independent reference's latency that one
-    /// iteration of `l` costs, by the window (`Overlap::window`): 1 /
-    /// data_mlp, or more where the window holds fewer iterations than
-    /// there are miss slots.
-    pub fn window_share(&self, l: &LoopShape) -> f64 {
-        let o = &self.overlap;
-        let slots = 1.0 / o.data_mlp;
-        match o.window {
-            Some(w) => slots.max((o.window_per_miss + l.instructions + o.window_per_store * l.stores) / w),
-            None => slots,
-        }
-    }
-
-    /// data_mlp / store_mlp: how much longer a store that misses the first
-    /// level holds its place than a load (`Overlap::store_mlp`; 1 without
-    /// one).
-    pub fn store_scale(&self) -> f64 {
-        self.overlap.store_mlp.map_or(1.0, |s| self.overlap.data_mlp / s)
-    }
-
     /// Core cycles a line holds the memory interface
     /// (`memory.channel_gbs`), if the profile gives its bandwidth.
     pub fn channel_line_cycles(&self) -> Option<f64> {
@@ -553,18 +520,17 @@ impl Profile {
 mod tests {
     use super::*;
 
-    /// Moving the memory scales latency, the misses' overlap (so that an
-    /// overlapped miss moves by the second ratio) and the streams' line
-    /// times, and leaves the rest; a move that would take the overlap
-    /// below one is refused, naming the ratios.
+    /// Moving the memory scales latency, the misses in flight (so that an
+    /// overlapped miss moves by about the second ratio) and the streams'
+    /// line times, and leaves the rest; a move that would take the misses
+    /// in flight below one is refused, naming the ratios.
     #[test]
-    fn moving_the_memory_scales_latency_overlap_and_streams() {
+    fn moving_the_memory_scales_latency_misses_in_flight_and_streams() {
         let mut p = Profile::load("sapphire-rapids").unwrap();
         p.prefetch = Some(Prefetch { streams: 32, distance: 20, line_cycles: 8.0, line_cycles_by_streams: vec![8.0, 6.5], next_page: true });
         let m = p.moved([0.8, 1.1, 1.25]).unwrap();
         assert!((m.memory.dram_latency_ns - 0.8 * p.memory.dram_latency_ns).abs() < 1e-9);
-        let per_miss = |q: &Profile| q.memory.dram_latency_ns / q.overlap.data_mlp;
-        assert!((per_miss(&m) / per_miss(&p) - 1.1).abs() < 1e-9);
+        assert_eq!(m.core.mshrs as f64, (p.core.mshrs as f64 * 0.8 / 1.1).round());
         let (pf, mf) = (p.prefetch.as_ref().unwrap(), m.prefetch.as_ref().unwrap());
         assert!((mf.line_cycles - 1.25 * pf.line_cycles).abs() < 1e-9);
         assert_eq!(mf.line_cycles_by_streams, vec![10.0, 8.125]);
@@ -572,31 +538,26 @@ mod tests {
         assert_eq!(m.tlb, p.tlb);
         assert_eq!(p.moved([1.0, 1.0, 1.0]).unwrap(), p);
         let e = p.moved([0.01, 100.0, 1.0]).unwrap_err();
-        assert!(e.contains("0.010, 100.000, 1.000") && e.contains("overlap"), "{e}");
+        assert!(e.contains("0.010, 100.000, 1.000") && e.contains("core.mshrs"), "{e}");
     }
 
-    /// The window's share of a loop: 1 / data_mlp without a window or for
-    /// a loop it holds more of than there are miss slots; else what the
-    /// loop takes of it over its size. It moves with the misses' overlap,
-    /// and values out of range are refused by name.
+    /// `[core]` is read whole, and values out of range are refused by name.
     #[test]
-    fn the_window_gives_a_loop_its_share() {
-        let mut p = Profile::load("sapphire-rapids").unwrap();
-        let hpcc = LoopShape { instructions: 10.5, stores: 2.0 };
-        let slots = 1.0 / p.overlap.data_mlp;
-        assert_eq!(p.window_share(&hpcc), slots);
-        (p.overlap.window, p.overlap.window_per_miss, p.overlap.window_per_store) = (Some(100.0), 6.0, 2.5);
-        assert!((p.window_share(&hpcc) - 21.5 / 100.0).abs() < 1e-12);
-        assert_eq!(p.window_share(&LoopShape { instructions: 1.0, stores: 0.0 }), slots);
-        let m = p.moved([1.0, 1.25, 1.0]).unwrap();
-        assert!((m.window_share(&hpcc) - 1.25 * 21.5 / 100.0).abs() < 1e-12);
+    fn the_core_is_read_and_checked() {
+        let base = BUILTIN.iter().find(|(n, _)| *n == "sapphire-rapids").unwrap().1;
+        let p = Profile::parse(base, "sr").unwrap();
+        assert!(p.core.width >= 1.0 && p.core.rob > p.core.width as u32 && p.core.mshrs >= 1);
         let text = toml::to_string(&p).unwrap();
-        assert!(text.contains("window = 100.0") && text.contains("window_per_store = 2.5"), "{text}");
-        assert_eq!(Profile::parse(&text, "w").unwrap().overlap, p.overlap);
-        let e = Profile::parse(&text.replace("window = 100.0", "window = 0.5"), "w").unwrap_err();
-        assert!(e.contains("overlap.window = 0.5"), "{e}");
-        let e = Profile::parse(&text.replace("window_per_store = 2.5", "window_per_store = -1.0"), "w").unwrap_err();
-        assert!(e.contains("overlap.window_per_store = -1"), "{e}");
+        assert_eq!(Profile::parse(&text, "again").unwrap(), p);
+        for (from, to, want) in [
+            (format!("rob = {}", p.core.rob), "rob = 0".to_string(), "core.rob = 0"),
+            (format!("mshrs = {}", p.core.mshrs), "mshrs = 5000".to_string(), "core.mshrs = 5000"),
+            (format!("width = {:?}", p.core.width), "width = 0.5".to_string(), "core.width = 0.5"),
+        ] {
+            assert!(text.contains(&from), "{from}");
+            let e = Profile::parse(&text.replacen(&from, &to, 1), "bad").unwrap_err();
+            assert!(e.contains(want), "{e}");
+        }
     }
 
     #[test]
@@ -620,8 +581,9 @@ mod tests {
     #[test]
     fn alpha_profile_has_a_pal_trap_and_one_tlb_of_every_size() {
         let p = Profile::load("alpha-21264").unwrap();
-        assert_eq!((p.arch.as_str(), p.costs.walk, p.tlb.len(), p.tlb[0].entries), ("alpha", Some(30), 1, 128));
-        assert_eq!(p.tlb[0].sizes, ["8K", "64K", "512K", "4M"]);
+        let data: Vec<_> = p.tlb.iter().filter(|t| t.side() != crate::tlb::TlbSide::Inst).collect();
+        assert_eq!((p.arch.as_str(), p.costs.walk, data.len(), data[0].entries), ("alpha", Some(30), 1, 128));
+        assert_eq!(data[0].sizes, ["8K", "64K", "512K", "4M"]);
         assert_eq!(Profile::load("sapphire-rapids").unwrap().costs.walk, None);
     }
 
@@ -661,32 +623,24 @@ mod tests {
         assert!(e.contains("y.toml"), "{e}");
     }
 
-    /// `[prefetch]`, `walk` and `walk_holds_slot` are read, and a
-    /// prefetcher out of range is refused by name.
+    /// `[prefetch]` and `walk` are read, and a prefetcher out of range is
+    /// refused by name.
     #[test]
     fn prefetch_and_walk_costs() {
         let base = BUILTIN.iter().find(|(n, _)| *n == "sapphire-rapids").unwrap().1;
         let p = Profile::parse(base, "sr").unwrap();
-        assert_eq!((p.prefetch.as_ref(), p.costs.walk, p.overlap.walk_holds_slot), (None, None, None));
-        let with = base.replace("walk_mlp =", "walk_holds_slot = true\nwalk_mlp =").replace("stlb_hit =", "walk = 40\nstlb_hit =")
-            + "\n[prefetch]\nstreams = 32\nline_cycles = 14.5\n";
+        assert_eq!((p.prefetch.as_ref(), p.costs.walk), (None, None));
+        let with = base.replace("stlb_hit =", "walk = 40\nstlb_hit =") + "\n[prefetch]\nstreams = 32\nline_cycles = 14.5\n";
         let q = Profile::parse(&with, "with").unwrap();
         assert_eq!(q.prefetch, Some(Prefetch { streams: 32, distance: 16, line_cycles: 14.5, line_cycles_by_streams: vec![], next_page: false }));
         let r = Profile::parse(&(base.to_string() + "\n[prefetch]\nstreams = 32\nline_cycles = 14.5\nline_cycles_by_streams = [24.0, 13.0, 11.0]\n"), "t").unwrap();
         let pf = r.prefetch.unwrap();
         assert_eq!([1, 2, 3, 4, 9].map(|k| pf.line_cycles_at(k)), [24.0, 13.0, 11.0, 11.0, 11.0]);
         assert_eq!(q.prefetch.as_ref().unwrap().line_cycles_at(3), 14.5);
-        assert_eq!((q.costs.walk, q.overlap.walk_holds_slot), (Some(40), Some(true)));
+        assert_eq!(q.costs.walk, Some(40));
         // The name older profiles give the cost.
         let old = base.replace("stlb_hit =", "walk_trap = 30\nstlb_hit =");
         assert_eq!(Profile::parse(&old, "old").unwrap().costs.walk, Some(30));
-        // A store overlap is read, and one above data_mlp refused by name.
-        assert_eq!(p.store_scale(), 1.0);
-        let st = base.replace("walk_mlp =", "store_mlp = 2.0\nwalk_mlp =");
-        let sp = Profile::parse(&st, "st").unwrap();
-        assert_eq!(sp.store_scale(), sp.overlap.data_mlp / 2.0);
-        let e = Profile::parse(&st.replace("store_mlp = 2.0", "store_mlp = 1000.0"), "st").unwrap_err();
-        assert!(e.contains("overlap.store_mlp = 1000"), "{e}");
         // A writeback cost is read, in cycles at the profile's clock, and
         // one out of range refused by name.
         assert_eq!(p.writeback_cycles(), None);

@@ -108,13 +108,20 @@ mod tests {
         text.lines().position(|l| l.contains(what)).unwrap() + 1
     }
 
+    /// Which [[tlb]] of the profile's text holds `what` (1 for the first).
+    fn tlb_holding(text: &str, what: &str) -> usize {
+        text[..text.find(what).unwrap()].matches("[[tlb]]").count()
+    }
+
     #[test]
     fn a_missing_field_names_the_file_the_line_and_the_field() {
-        // The second [[tlb]] loses its sizes.
-        let text = with("[[tlb]]\nlevel = 1\nsizes = [\"2M\"]\n", "[[tlb]]\nlevel = 1\n");
+        // The 2 MB array loses its sizes.
+        let from = "sizes = [\"2M\"]\n";
+        let n = tlb_holding(include_str!("../../../profiles/sapphire-rapids.toml"), from);
+        let text = with(from, "");
         let e = Profile::parse(&text, "host.toml").unwrap_err();
         assert!(e.starts_with("machine profile host.toml, line "), "{e}");
-        assert!(e.contains("field `tlb.sizes` (in the 2nd [[tlb]])") && e.contains("missing field `sizes`"), "{e}");
+        assert!(e.contains(&format!("field `tlb.sizes` (in the {} [[tlb]])", super::ordinal(n))) && e.contains("missing field `sizes`"), "{e}");
     }
 
     #[test]
@@ -128,11 +135,11 @@ mod tests {
 
     #[test]
     fn a_value_of_the_wrong_type_names_the_table_and_key() {
-        let text = with("data_mlp = ", "data_mlp = \"many\" #");
+        let text = with("mshrs = ", "mshrs = \"many\" #");
         let e = Profile::parse(&text, "p.toml").unwrap_err();
-        let n = line_of(&text, "data_mlp = \"many\"");
-        assert!(e.contains(&format!("p.toml, line {n}, ")) && e.contains("field `overlap.data_mlp`"), "{e}");
-        let text = with("entries = 64", "entries = 64\nentires = 3");
+        let n = line_of(&text, "mshrs = \"many\"");
+        assert!(e.contains(&format!("p.toml, line {n}, ")) && e.contains("field `core.mshrs`"), "{e}");
+        let text = with("entries = ", "entires = 3\nentries = ");
         let e = Profile::parse(&text, "p.toml").unwrap_err();
         assert!(e.contains("field `tlb.entires` (in the 1st [[tlb]])") && e.contains("unknown field `entires`"), "{e}");
     }

@@ -27,6 +27,36 @@ pub struct TlbArrayConfig {
     /// How a page number picks its set (see `TlbIndex`).
     #[serde(default, skip_serializing_if = "TlbIndex::is_modulo")]
     pub index: TlbIndex,
+    /// Which accesses the array translates: data (a first level's
+    /// default), instruction fetches, or both (a second level's default,
+    /// the unified STLB most cores have).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side: Option<TlbSide>,
+}
+
+/// Which accesses a TLB array translates (`TlbArrayConfig::side`).
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TlbSide {
+    Data,
+    Inst,
+    Unified,
+}
+
+impl TlbArrayConfig {
+    /// The side, where the profile names none: data at the first level,
+    /// both at the second.
+    pub fn side(&self) -> TlbSide {
+        self.side.unwrap_or(if self.level == 1 { TlbSide::Data } else { TlbSide::Unified })
+    }
+
+    fn serves(&self, fetch: bool) -> bool {
+        match self.side() {
+            TlbSide::Unified => true,
+            TlbSide::Data => !fetch,
+            TlbSide::Inst => fetch,
+        }
+    }
 }
 
 /// How an array's set is chosen from a page number.
@@ -464,6 +494,18 @@ pub struct Tlb {
     live: u64,
     /// For each level (1, 2) and page shift, the array that holds that size.
     fill_target: [[Option<usize>; 32]; 2],
+    /// The instruction side's probes, live probes and fill targets (as
+    /// `plan`, `live` and `fill_target` are the data side's): its own
+    /// first-level arrays, and the second level it shares with data where
+    /// that is unified.
+    iplan: Vec<Probe>,
+    ilive: u64,
+    ifill_target: [[Option<usize>; 32]; 2],
+    /// The instruction side's latest hit (as `memos` are the data side's),
+    /// forgotten at every first-level fill of that side and invalidation.
+    fetch_memo: Memo,
+    /// The instruction side's hits and misses.
+    pub istats: TlbStats,
     /// All page sizes any array holds, ascending.
     shifts: Vec<u8>,
     clock: u32,
@@ -475,6 +517,7 @@ impl Tlb {
     /// has; an array naming a size the architecture lacks is ignored.
     pub fn new(cfgs: &[TlbArrayConfig], arch_shifts: &[u8]) -> Result<Tlb, String> {
         let mut arrays = Vec::new();
+        let mut sides = Vec::new();
         for c in cfgs {
             let mut shifts = Vec::new();
             for s in &c.sizes {
@@ -493,6 +536,7 @@ impl Tlb {
                 return Err(format!("TLB array level {} (must be 1 or 2)", c.level));
             }
             shifts.sort_unstable();
+            sides.push((c.level, c.serves(false), c.serves(true)));
             let sets = c.entries / c.ways;
             arrays.push(Array {
                 shifts,
@@ -515,28 +559,50 @@ impl Tlb {
             });
         }
         // First-level arrays first, so lookups probe them first.
-        arrays.sort_by_key(|a| a.level);
+        let mut order: Vec<usize> = (0..arrays.len()).collect();
+        order.sort_by_key(|&i| arrays[i].level);
+        let mut taken: Vec<Option<Array>> = arrays.into_iter().map(Some).collect();
+        let arrays: Vec<Array> = order.iter().map(|&i| taken[i].take().expect("each array once")).collect();
+        let sides: Vec<(u8, bool, bool)> = order.iter().map(|&i| sides[i]).collect();
         let mut shifts: Vec<u8> = arch_shifts.to_vec();
         shifts.sort_unstable();
         shifts.dedup();
         let n = shifts.len();
-        let mut plan = Vec::new();
-        for (ai, a) in arrays.iter().enumerate() {
-            for &sh in &a.shifts {
-                let size = shifts.iter().position(|&s| s == sh).unwrap_or(0);
-                plan.push(Probe { array: ai, shift: sh, size, level: a.level });
+        // The probes and fill targets of each side: the data side's
+        // arrays, and the instruction side's (which share the unified
+        // second level).
+        let plan_of = |fetch: bool| -> Vec<Probe> {
+            let mut plan = Vec::new();
+            for (ai, a) in arrays.iter().enumerate() {
+                if !(if fetch { sides[ai].2 } else { sides[ai].1 }) {
+                    continue;
+                }
+                for &sh in &a.shifts {
+                    let size = shifts.iter().position(|&s| s == sh).unwrap_or(0);
+                    plan.push(Probe { array: ai, shift: sh, size, level: a.level });
+                }
             }
-        }
-        plan.sort_by_key(|p| (p.level, std::cmp::Reverse(p.shift)));
-        let target = |level: u8| -> [Option<usize>; 32] {
-            std::array::from_fn(|sh| arrays.iter().position(|a| a.level == level && a.shifts.contains(&(sh as u8))))
+            plan.sort_by_key(|p| (p.level, std::cmp::Reverse(p.shift)));
+            plan
         };
-        let fill_target = [target(1), target(2)];
-        assert!(plan.len() <= 64, "at most 64 (array, size) probes");
+        let target = |level: u8, fetch: bool| -> [Option<usize>; 32] {
+            std::array::from_fn(|sh| {
+                arrays.iter().enumerate().position(|(ai, a)| a.level == level && a.shifts.contains(&(sh as u8)) && if fetch { sides[ai].2 } else { sides[ai].1 })
+            })
+        };
+        let (plan, iplan) = (plan_of(false), plan_of(true));
+        let fill_target = [target(1, false), target(2, false)];
+        let ifill_target = [target(1, true), target(2, true)];
+        assert!(plan.len() <= 64 && iplan.len() <= 64, "at most 64 (array, size) probes a side");
         Ok(Tlb {
             live: 0,
             plan,
             fill_target,
+            ilive: 0,
+            iplan,
+            ifill_target,
+            fetch_memo: NO_MEMO,
+            istats: TlbStats { l1_hits: vec![0; n], l2_hits: vec![0; n], misses: vec![0; n], ..Default::default() },
             memos: [NO_MEMO; MEMOS],
             last_memo: 0,
             next_memo: 0,
@@ -553,12 +619,11 @@ impl Tlb {
 
     /// Recomputes `live` after entries were removed or a size appeared.
     fn refresh_live(&mut self) {
-        self.live = 0;
-        for (k, p) in self.plan.iter().enumerate() {
-            if self.arrays[p.array].valid[p.shift as usize] != 0 {
-                self.live |= 1 << k;
-            }
-        }
+        let live = |plan: &[Probe], arrays: &[Array]| -> u64 {
+            plan.iter().enumerate().filter(|(_, p)| arrays[p.array].valid[p.shift as usize] != 0).fold(0, |m, (k, _)| m | 1 << k)
+        };
+        self.live = live(&self.plan, &self.arrays);
+        self.ilive = live(&self.iplan, &self.arrays);
     }
 
     fn size_idx(&self, shift: u8) -> usize {
@@ -681,6 +746,7 @@ impl Tlb {
             self.settle(j);
             self.memos[j].base = INVALID;
         }
+        self.forget_fetch();
     }
 
     pub fn count_miss(&mut self, shift: u8) {
@@ -701,6 +767,14 @@ impl Tlb {
     /// `t` is a splinter of, or 0.
     #[inline]
     fn fill_level(&mut self, level: u8, va: u64, asid: u16, t: Translation, absent: bool, span: u8) -> Option<(usize, usize)> {
+        self.fill_side(level, false, va, asid, t, absent, span)
+    }
+
+    /// `fill_level` on the data side or, with `fetch`, the instruction
+    /// side.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn fill_side(&mut self, level: u8, fetch: bool, va: u64, asid: u16, t: Translation, absent: bool, span: u8) -> Option<(usize, usize)> {
         if level == 1 {
             self.forget();
         }
@@ -708,7 +782,7 @@ impl Tlb {
         let clock = self.clock;
         let global = t.perm & perm::GLOBAL != 0;
         let tag_asid = if global { GLOBAL_ASID } else { asid };
-        let ai = self.fill_target[level as usize - 1][t.shift as usize]?;
+        let ai = if fetch { self.ifill_target[level as usize - 1][t.shift as usize]? } else { self.fill_target[level as usize - 1][t.shift as usize]? };
         let a = &mut self.arrays[ai];
         let vpn = va >> t.shift;
         let base = a.set_base(vpn);
@@ -776,18 +850,24 @@ impl Tlb {
     /// entries). Where the TLB holds no size at or below `host_shift`, `t`
     /// is entered whole.
     pub fn fill_missed_splintered(&mut self, va: u64, asid: u16, t: Translation, host_shift: u8) {
+        let (t, span) = self.splinter(va, t, host_shift);
+        let at = self.fill_level(1, va, asid, t, false, span);
+        self.fill_level(2, va, asid, t, false, span);
+        let size = self.size_idx(t.shift);
+        self.remember_fill(va, asid, t, size, at);
+    }
+
+    /// The piece of `t` holding `va` that the TLB holds under host pages
+    /// of `host_shift` bits, and the span it is a splinter of (0: whole).
+    fn splinter(&self, va: u64, t: Translation, host_shift: u8) -> (Translation, u8) {
         let piece = if host_shift < t.shift { self.shifts.iter().copied().filter(|&s| s <= host_shift).max() } else { None };
-        let (t, span) = match piece {
+        match piece {
             Some(sh) => {
                 let mask = (1u64 << sh) - 1;
                 (Translation { pa_base: t.pa_base + (va & ((1u64 << t.shift) - 1) & !mask), shift: sh, perm: t.perm }, t.shift)
             }
             None => (t, 0),
-        };
-        let at = self.fill_level(1, va, asid, t, false, span);
-        self.fill_level(2, va, asid, t, false, span);
-        let size = self.size_idx(t.shift);
-        self.remember_fill(va, asid, t, size, at);
+        }
     }
 
     /// Clears the splintered entries of `asid` (and global ones) whose
@@ -835,6 +915,80 @@ impl Tlb {
         debug_assert!(self.memos.iter().all(|m| m.base == INVALID), "a first-level fill forgets the memos");
         self.memos[0] = Memo::new(va, asid, t, size, ai, way, self.arrays[ai].lru[way]);
         self.next_memo = 1;
+    }
+
+    /// Looks an instruction fetch's `va` up in the instruction side's
+    /// arrays (its first level, then the second level it shares with
+    /// data where that is unified), as `lookup` does the data side's; a
+    /// second-level hit fills the instruction side's first level. Counts
+    /// in `istats`; the caller counts a miss with `count_fetch_miss`.
+    #[inline]
+    pub fn lookup_fetch(&mut self, va: u64, asid: u16) -> Option<(Translation, TlbHit)> {
+        self.istats.lookups += 1;
+        let m = &self.fetch_memo;
+        if va & m.mask == m.base && m.asid == asid {
+            let (t, size, a, w) = (m.t, m.size, m.array as usize, m.way as usize);
+            self.clock = self.clock.wrapping_add(1);
+            self.arrays[a].lru[w] = self.clock;
+            self.istats.l1_hits[size] += 1;
+            return Some((t, TlbHit::L1));
+        }
+        self.clock = self.clock.wrapping_add(1);
+        let mut live = self.ilive;
+        let region = region_bucket(va);
+        while live != 0 {
+            let p = self.iplan[live.trailing_zeros() as usize];
+            live &= live - 1;
+            let a = &mut self.arrays[p.array];
+            if p.shift < REGION_SHIFT && a.small_in[region] == 0 {
+                continue;
+            }
+            let Some(i) = a.find(va >> p.shift, asid, p.shift) else { continue };
+            a.lru[i] = self.clock;
+            let e = a.ent[i];
+            let t = Translation { pa_base: e.pa_base(), shift: p.shift, perm: e.perm() };
+            if p.level == 1 {
+                self.istats.l1_hits[p.size] += 1;
+                self.fetch_memo = Memo::new(va, asid, t, p.size, p.array, i, self.clock);
+                return Some((t, TlbHit::L1));
+            }
+            self.istats.l2_hits[p.size] += 1;
+            let span = a.span[i];
+            if let Some((ai, way)) = self.fill_side(1, true, va, asid, t, true, span) {
+                self.fetch_memo = Memo::new(va, asid, t, p.size, ai, way, self.clock);
+            }
+            return Some((t, TlbHit::L2));
+        }
+        None
+    }
+
+    /// Counts an instruction-side miss of a page of `shift` bits.
+    pub fn count_fetch_miss(&mut self, shift: u8) {
+        let i = self.size_idx(shift);
+        self.istats.misses[i] += 1;
+    }
+
+    /// `fill_missed_splintered` for an instruction fetch: the translation
+    /// goes into the instruction side's first level and the second level
+    /// it uses.
+    pub fn fill_fetch_missed_splintered(&mut self, va: u64, asid: u16, t: Translation, host_shift: u8) {
+        let (t, span) = self.splinter(va, t, host_shift);
+        let at = self.fill_side(1, true, va, asid, t, false, span);
+        self.fill_side(2, true, va, asid, t, false, span);
+        if let Some((ai, way)) = at {
+            let size = self.size_idx(t.shift);
+            self.fetch_memo = Memo::new(va, asid, t, size, ai, way, self.arrays[ai].lru[way]);
+        }
+    }
+
+    /// Whether the instruction side has arrays of its own or shared.
+    pub fn has_fetch_side(&self) -> bool {
+        !self.iplan.is_empty()
+    }
+
+    #[inline(always)]
+    fn forget_fetch(&mut self) {
+        self.fetch_memo.base = INVALID;
     }
 
     /// Invalidates every entry of any size that translates `va` in `asid`
@@ -994,9 +1148,9 @@ mod tests {
 
     fn cfg() -> Vec<TlbArrayConfig> {
         vec![
-            TlbArrayConfig { sizes: vec!["4K".into()], entries: 8, ways: 2, level: 1, index: TlbIndex::Modulo },
-            TlbArrayConfig { sizes: vec!["2M".into()], entries: 4, ways: 4, level: 1, index: TlbIndex::Modulo },
-            TlbArrayConfig { sizes: vec!["4K".into(), "2M".into()], entries: 32, ways: 4, level: 2, index: TlbIndex::Modulo },
+            TlbArrayConfig { sizes: vec!["4K".into()], entries: 8, ways: 2, level: 1, index: TlbIndex::Modulo, side: None },
+            TlbArrayConfig { sizes: vec!["2M".into()], entries: 4, ways: 4, level: 1, index: TlbIndex::Modulo, side: None },
+            TlbArrayConfig { sizes: vec!["4K".into(), "2M".into()], entries: 32, ways: 4, level: 2, index: TlbIndex::Modulo, side: None },
         ]
     }
 
@@ -1102,8 +1256,8 @@ mod tests {
     #[test]
     fn range_invalidation_removes_overlapping_entries_of_every_size() {
         let cfgs = vec![
-            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 48, ways: 48, level: 1, index: TlbIndex::Modulo },
-            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 1280, ways: 5, level: 2, index: TlbIndex::Modulo },
+            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 48, ways: 48, level: 1, index: TlbIndex::Modulo, side: None },
+            TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 1280, ways: 5, level: 2, index: TlbIndex::Modulo, side: None },
         ];
         for long in [false, true] {
             let mut tlb = Tlb::new(&cfgs, &[12, 16, 21]).unwrap();
@@ -1188,8 +1342,8 @@ mod tests {
     fn a_sweep_steps_at_the_capacity_or_rises_around_it() {
         let shares = |index: TlbIndex, pages: u64| {
             let cfgs = [
-                TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1, index: TlbIndex::Modulo },
-                TlbArrayConfig { sizes: vec!["4K".into(), "2M".into()], entries: 2048, ways: 16, level: 2, index },
+                TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1, index: TlbIndex::Modulo, side: None },
+                TlbArrayConfig { sizes: vec!["4K".into(), "2M".into()], entries: 2048, ways: 16, level: 2, index, side: None },
             ];
             sweep(&cfgs, pages, 42).unwrap()
         };
@@ -1224,7 +1378,7 @@ mod tests {
     #[test]
     fn wide_sets_search_and_replace_like_a_linear_scan() {
         for (entries, ways) in [(64, 64), (40, 20), (24, 24), (16, 4), (32, 8), (64, 16)] {
-            let cfgs = [TlbArrayConfig { sizes: vec!["4K".into(), "16M".into()], entries, ways, level: 1, index: TlbIndex::Modulo }];
+            let cfgs = [TlbArrayConfig { sizes: vec!["4K".into(), "16M".into()], entries, ways, level: 1, index: TlbIndex::Modulo, side: None }];
             let mut tlb = Tlb::new(&cfgs, &[12, 24]).unwrap();
             let mut x = 0x9e37_79b9_7f4a_7c15u64;
             for n in 0..20_000u64 {

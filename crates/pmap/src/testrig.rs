@@ -37,8 +37,8 @@ impl<P: Pmap> Rig<P> {
     /// page size any architecture has.
     pub fn with_reservations(pmap: P, npages: u64, order: u32, pwc_shift: u8) -> Rig<P> {
         let tlb = vec![
-            TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1, index: Default::default() },
-            TlbArrayConfig { sizes: ["64K", "1M", "2M", "16M", "1G"].map(String::from).to_vec(), entries: 32, ways: 4, level: 1, index: Default::default() },
+            TlbArrayConfig { sizes: vec!["4K".into()], entries: 64, ways: 4, level: 1, index: Default::default(), side: None },
+            TlbArrayConfig { sizes: ["64K", "1M", "2M", "16M", "1G"].map(String::from).to_vec(), entries: 32, ways: 4, level: 1, index: Default::default(), side: None },
         ];
         Rig::build(pmap, npages, &tlb, &[12, 16, 20, 21, 24, 30], &[PwcLevelConfig { shift: pwc_shift, entries: 4 }], order)
     }

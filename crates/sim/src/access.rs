@@ -13,7 +13,7 @@
 //! there, and each computes exactly what the slow path would.
 
 use crate::system::System;
-use crate::timing::{BatchRef, Job, Worker};
+use crate::timing::{BatchRef, Job, Mark, Worker, NO_PLACE};
 use splab_hw::cache::LINE_SHIFT;
 use splab_hw::mmu::{perm, Access, Translation, WalkFault};
 use splab_hw::tlb::{size_name, TlbHit};
@@ -46,6 +46,9 @@ pub const BATCH_THREAD_MIN: usize = 512;
 pub enum Op {
     Load,
     Store(u64),
+    /// An instruction fetch of the code line at the address (through the
+    /// instruction TLB and cache).
+    Fetch,
 }
 
 /// The TLB permission bits an access needs to use an entry as it is (a
@@ -63,6 +66,7 @@ fn op_access(op: Op) -> Access {
     match op {
         Op::Load => Access::Read,
         Op::Store(_) => Access::Write,
+        Op::Fetch => Access::Exec,
     }
 }
 
@@ -133,7 +137,7 @@ impl System {
         // Fast path: the same page as the last TLB hit, permitted without a
         // dirty-bit assist, on the line of the last cache access. Its result
         // is what the general path would compute.
-        if let (false, false, Some(timing)) = (self.cfg.check_tlb, self.machine.mem.tracks_data(), self.timing.as_mut()) {
+        if let (false, false, false, Some(timing)) = (self.cfg.check_tlb, self.machine.mem.tracks_data(), op == Op::Fetch, self.timing.as_mut()) {
             let asid = self.cpus[cpu].space.1;
             let tlb = &mut self.machine.mmu[cpu].tlb;
             if let Some((t, m)) = tlb.memo(va, asid) {
@@ -143,14 +147,14 @@ impl System {
                     tlb.count_memo_hit(m);
                     self.hw.refs += 1;
                     return Ok(match op {
-                        Op::Load => {
-                            self.hw.loads += 1;
-                            0
-                        }
                         Op::Store(v) => {
                             self.hw.stores += 1;
                             self.machine.mem.note_write(pa);
                             v
+                        }
+                        _ => {
+                            self.hw.loads += 1;
+                            0
                         }
                     });
                 }
@@ -165,6 +169,9 @@ impl System {
     /// TLB lookups and assists; walk references are left in `pending_walks`.
     #[inline(always)]
     fn translate(&mut self, cpu: usize, va: u64, acc: Access) -> Result<(Translation, u32), AccessError> {
+        if acc == Access::Exec {
+            return self.translate_fetch(cpu, va);
+        }
         // The most common case, inline: the page of a recent first-level
         // hit (see `Tlb::memo`), permitted as it is. `lookup` makes the same
         // check first, so the outcome and the counts are its own.
@@ -199,8 +206,24 @@ impl System {
         self.translate_slow(cpu, va, acc, hit)
     }
 
+    /// `translate` of an instruction fetch, through the instruction side
+    /// of the TLBs (`Tlb::lookup_fetch`).
+    #[inline(never)]
+    fn translate_fetch(&mut self, cpu: usize, va: u64) -> Result<(Translation, u32), AccessError> {
+        let asid = self.cpus[cpu].space.1;
+        let hit = self.machine.mmu[cpu].tlb.lookup_fetch(va, asid);
+        if let Some((t, lvl)) = hit {
+            if t.perm & perm::EXEC != 0 && !self.cfg.check_tlb {
+                let x = if lvl == TlbHit::L2 { self.cfg.profile.costs.stlb_hit } else { 0 };
+                return Ok((t, x));
+            }
+        }
+        self.translate_slow(cpu, va, Access::Exec, hit)
+    }
+
     #[inline(never)]
     fn translate_slow(&mut self, cpu: usize, va: u64, acc: Access, first: Option<(Translation, TlbHit)>) -> Result<(Translation, u32), AccessError> {
+        let fetch = acc == Access::Exec;
         let Some(pid) = self.cpus[cpu].running else {
             return Err(AccessError::Fault(match self.cpus[cpu].killed {
                 Some(k) => FaultError::Killed(k),
@@ -215,6 +238,7 @@ impl System {
             tries += 1;
             let hit = match first.take() {
                 Some(h) => h,
+                None if fetch => self.machine.mmu[cpu].tlb.lookup_fetch(va, asid),
                 None => self.machine.mmu[cpu].tlb.lookup(va, asid),
             };
             let res = match hit {
@@ -249,8 +273,13 @@ impl System {
                     xlat += c.stlb_hit + c.walk.unwrap_or(0);
                     let r = self.walk(cpu, root, asid, va, acc);
                     if let Ok(t) = r {
-                        self.machine.mmu[cpu].tlb.count_miss(t.shift);
-                        self.machine.fill_walked(cpu, VirtAddr(va), asid, t);
+                        if fetch {
+                            self.machine.mmu[cpu].tlb.count_fetch_miss(t.shift);
+                            self.machine.fill_fetched(cpu, VirtAddr(va), asid, t);
+                        } else {
+                            self.machine.mmu[cpu].tlb.count_miss(t.shift);
+                            self.machine.fill_walked(cpu, VirtAddr(va), asid, t);
+                        }
                     }
                     r
                 }
@@ -305,6 +334,10 @@ impl System {
                 self.machine.mem.note_access(pa, false);
                 self.read_word(pa)
             }
+            Op::Fetch => {
+                self.hw.fetches += 1;
+                0
+            }
             Op::Store(v) => {
                 self.hw.stores += 1;
                 self.machine.mem.note_access(pa, true);
@@ -317,7 +350,7 @@ impl System {
     #[inline(never)]
     fn access_general(&mut self, cpu: usize, va: u64, op: Op, dependent: bool) -> Result<u64, AccessError> {
         let acc = op_access(op);
-        self.hw.refs += 1;
+        self.hw.refs += (op != Op::Fetch) as u64;
         self.pending_walks.clear();
         let (t, xlat) = self.translate(cpu, va, acc)?;
         let pa = t.pa(va).0;
@@ -338,11 +371,10 @@ impl System {
     /// batches). Neither model reads the other's state, so the outcome is
     /// the same as one access at a time.
     pub fn xor_batch(&mut self, cpu: usize, ops: &[(u64, u64)]) -> Result<(), AccessError> {
-        self.pending_walks.clear();
-        self.batch.clear();
+        self.begin_batch();
         for &(va, x) in ops {
-            self.batch_one(cpu, va, false, |_| 0)?;
-            self.batch_one(cpu, va, true, |old| old ^ x)?;
+            self.batch_one(cpu, va, false, false, NO_PLACE, |_| 0)?;
+            self.batch_one(cpu, va, true, false, NO_PLACE, |old| old ^ x)?;
         }
         self.finish_batch(cpu);
         Ok(())
@@ -354,32 +386,45 @@ impl System {
     /// `dependent` false for each. On a fault the accesses before it have
     /// been made and timed; the error tells which failed.
     pub fn access_batch(&mut self, cpu: usize, ops: &[(u64, Op)]) -> Result<(), (usize, AccessError)> {
-        self.pending_walks.clear();
-        self.batch.clear();
+        self.begin_batch();
         for (i, &(va, op)) in ops.iter().enumerate() {
-            self.batch_op(cpu, va, op).map_err(|e| (i, e))?;
+            self.batch_op(cpu, va, op, NO_PLACE).map_err(|e| (i, e))?;
         }
         self.finish_batch(cpu);
         Ok(())
     }
 
+    fn begin_batch(&mut self) {
+        self.pending_walks.clear();
+        self.batch.clear();
+        self.marks.clear();
+    }
+
     #[inline(always)]
-    fn batch_op(&mut self, cpu: usize, va: u64, op: Op) -> Result<(), AccessError> {
-        let (write, v) = match op {
-            Op::Load => (false, 0),
-            Op::Store(v) => (true, v),
+    fn batch_op(&mut self, cpu: usize, va: u64, op: Op, place: u16) -> Result<(), AccessError> {
+        let (write, fetch, v) = match op {
+            Op::Load => (false, false, 0),
+            Op::Store(v) => (true, false, v),
+            Op::Fetch => (false, true, 0),
         };
-        self.batch_one(cpu, va, write, |_| v)
+        self.batch_one(cpu, va, write, fetch, place, |_| v)
     }
 
     /// One access of a batch: translated now, timed when the batch ends.
-    /// A store (`write`) stores `value` of the word's old value. Loads and
-    /// stores take one path, told apart by flags rather than branches: a
-    /// trace mixes them unpredictably.
+    /// A store (`write`) stores `value` of the word's old value; a `fetch`
+    /// is an instruction fetch. `place` is its place in the current block
+    /// (`NO_PLACE`: none). Loads and stores take one path, told apart by
+    /// flags rather than branches: a trace mixes them unpredictably.
     #[inline(always)]
-    fn batch_one(&mut self, cpu: usize, va: u64, write: bool, value: impl Fn(u64) -> u64) -> Result<(), AccessError> {
-        let acc = if write { Access::Write } else { Access::Read };
-        self.hw.refs += 1;
+    fn batch_one(&mut self, cpu: usize, va: u64, write: bool, fetch: bool, place: u16, value: impl Fn(u64) -> u64) -> Result<(), AccessError> {
+        let acc = if write {
+            Access::Write
+        } else if fetch {
+            Access::Exec
+        } else {
+            Access::Read
+        };
+        self.hw.refs += u64::from(!fetch);
         let w0 = self.pending_walks.len();
         let (t, xlat) = match self.translate(cpu, va, acc) {
             Ok(r) => r,
@@ -389,25 +434,39 @@ impl System {
             }
         };
         let pa = t.pa(va).0;
-        self.hw.loads += u64::from(!write);
+        self.hw.loads += u64::from(!write & !fetch);
         self.hw.stores += u64::from(write);
+        self.hw.fetches += u64::from(fetch);
         if self.machine.mem.tracks_data() && write {
             let v = value(self.read_word(pa));
             self.machine.mem.store_data(PhysAddr(pa & !7), v);
         }
         // The line of the access before, through a permitting first-level
-        // entry with no walk, a store only after a store: a repeat of it
-        // (`BatchRef::repeats`), whose frame is touched (and written)
-        // already.
+        // entry with no walk, of the same kind (the core tells loads from
+        // stores), with no mark between them and at the next place: a
+        // repeat of it (`BatchRef::repeats`), whose frame is touched (and
+        // written) already.
         let walks_end = self.pending_walks.len() as u32;
+        let marked = self.marks.last().is_some_and(|m| m.at as usize == self.batch.len());
         if let Some(last) = self.batch.last_mut() {
-            if xlat == 0 && walks_end == w0 as u32 && last.pa >> LINE_SHIFT == pa >> LINE_SHIFT && (last.write || !write) && last.repeats < u16::MAX {
+            if xlat == 0
+                && walks_end == w0 as u32
+                && last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
+                && last.write == write
+                && !fetch
+                && !last.fetch
+                && !marked
+                && last.repeats < u16::MAX
+                && (place == NO_PLACE && last.place == NO_PLACE || place != NO_PLACE && last.place != NO_PLACE && last.place.wrapping_add(last.repeats + 1) == place)
+            {
                 last.repeats += 1;
                 return Ok(());
             }
         }
-        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, repeats: 0 });
-        self.machine.mem.note_access(pa, write);
+        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, fetch, place, repeats: 0 });
+        if !fetch {
+            self.machine.mem.note_access(pa, write);
+        }
         Ok(())
     }
 
@@ -417,6 +476,14 @@ impl System {
     /// the host time (small batches stay on this thread, large ones go to
     /// the timing thread). On a fault the error gives its index in `ops`.
     pub fn access_pieces(&mut self, cpu: usize, ops: &[(u64, Op)], piece: usize) -> Result<(), (usize, AccessError)> {
+        self.stream_pieces(cpu, ops, &[], &[], piece)
+    }
+
+    /// `access_pieces` of a stream whose references have places in its
+    /// blocks (`places`, one per op, or empty for none) and `marks` between
+    /// them (`Mark::at` an index into `ops`, in order): a real program's,
+    /// whose blocks the system has defined (`define_block`).
+    pub fn stream_pieces(&mut self, cpu: usize, ops: &[(u64, Op)], places: &[u16], marks: &[Mark], piece: usize) -> Result<(), (usize, AccessError)> {
         if self.next_background_ns.is_some() {
             // Waits for the batch in flight: the background work needs the
             // time it brings.
@@ -424,13 +491,31 @@ impl System {
             self.maybe_background();
         }
         let piece = piece.max(1);
-        for (k, chunk) in ops.chunks(piece).enumerate() {
-            self.pending_walks.clear();
-            self.batch.clear();
-            for (i, &(va, op)) in chunk.iter().enumerate() {
-                self.batch_op(cpu, va, op).map_err(|e| (k * piece + i, e))?;
+        let mut m = 0;
+        let mut start = 0;
+        while start < ops.len() || m < marks.len() {
+            let end = (start + piece).min(ops.len());
+            self.begin_batch();
+            for i in start..end {
+                while let Some(mk) = marks.get(m).filter(|mk| mk.at as usize <= i) {
+                    self.marks.push(Mark { at: self.batch.len() as u32, what: mk.what });
+                    m += 1;
+                }
+                let place = places.get(i).copied().unwrap_or(NO_PLACE);
+                self.batch_op(cpu, ops[i].0, ops[i].1, place).map_err(|e| (i, e))?;
+            }
+            if end == ops.len() {
+                // Marks after the last reference.
+                while let Some(mk) = marks.get(m) {
+                    self.marks.push(Mark { at: self.batch.len() as u32, what: mk.what });
+                    m += 1;
+                }
             }
             self.time_batch(cpu);
+            start = end;
+            if start == ops.len() && m == marks.len() {
+                break;
+            }
         }
         Ok(())
     }
@@ -448,20 +533,26 @@ impl System {
     /// caller goes on translating the next batch meanwhile).
     fn time_batch(&mut self, cpu: usize) {
         self.sync();
+        let blocks = std::mem::take(&mut self.new_blocks);
         if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
             let t = self.timing.as_mut().unwrap();
-            t.run_batch(cpu, &self.batch, &self.pending_walks);
+            t.add_blocks(blocks);
+            t.run_batch(cpu, &self.batch, &self.pending_walks, &self.marks);
             self.batch.clear();
             self.pending_walks.clear();
+            self.marks.clear();
             return;
         }
         let worker = self.worker.get_or_insert_with(Worker::spawn);
         let refs = std::mem::replace(&mut self.batch, std::mem::take(&mut self.spare_refs));
         let walks = std::mem::replace(&mut self.pending_walks, std::mem::take(&mut self.spare_walks));
-        let timing = self.timing.take().unwrap();
-        worker.send(Job { timing, cpu, refs, walks });
+        let marks = std::mem::replace(&mut self.marks, std::mem::take(&mut self.spare_marks));
+        let mut timing = self.timing.take().unwrap();
+        timing.add_blocks(blocks);
+        worker.send(Job { timing, cpu, refs, walks, marks });
         self.batch.clear();
         self.pending_walks.clear();
+        self.marks.clear();
     }
 
     pub fn load(&mut self, cpu: usize, va: u64) -> Result<u64, AccessError> {

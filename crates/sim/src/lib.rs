@@ -3,6 +3,8 @@
 //! (`check`).
 
 pub mod access;
+pub mod block;
+pub mod core;
 pub mod check;
 pub mod refmodel;
 pub mod system;

@@ -16,12 +16,15 @@
 
 use std::collections::BTreeMap;
 use serde::Serialize;
-use crate::timing::{BatchRef, CycleBreakdown, Timing, Worker};
+use crate::block::{Block, BlockSpec};
+use crate::core::{CoreParts, CoreStats};
+use crate::timing::{BatchRef, CycleBreakdown, Mark, Timing, Worker};
+use std::sync::Arc;
 use splab_hw::machine::Machine;
 use splab_pmap::Arch;
 use splab_hw::nested::HostWalk;
 use splab_hw::physmem::PhysMem;
-use splab_hw::profile::{LoopShape, Profile};
+use splab_hw::profile::Profile;
 use splab_hw::tlb::size_name;
 use splab_hw::{PhysAddr, VirtAddr};
 use splab_vm::kernel::Pid;
@@ -62,6 +65,8 @@ pub struct Config {
     /// the next batch is translated (the results are the same either way).
     /// Off, the simulation uses one host core, for running many at once.
     pub timing_thread: bool,
+    /// The parts of the core model in use (all but for `--core-off`).
+    pub core_parts: CoreParts,
 }
 
 impl Config {
@@ -79,6 +84,7 @@ impl Config {
             seed: 1,
             domains: 1,
             timing_thread: true,
+            core_parts: CoreParts::default(),
             policy: "freebsd".into(),
             tunables: Vec::new(),
         }
@@ -97,6 +103,9 @@ pub struct HwStats {
     pub refs: u64,
     pub loads: u64,
     pub stores: u64,
+    /// Instruction fetches of code lines (not counted in `refs`).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub fetches: u64,
     pub walks: u64,
     /// Memory references of walks, host table references of nested walks
     /// included.
@@ -147,11 +156,18 @@ pub struct System {
     /// Buffers of the batch being built, and spares returned by the worker.
     pub(crate) spare_refs: Vec<BatchRef>,
     pub(crate) spare_walks: Vec<u64>,
+    pub(crate) spare_marks: Vec<Mark>,
+    /// The stream's marks between the batch's references.
+    pub(crate) marks: Vec<Mark>,
+    /// The blocks defined (`define_block`), and those the timing model
+    /// has not been given yet.
+    blocks: Vec<Arc<Block>>,
+    pub(crate) new_blocks: Vec<Arc<Block>>,
+    /// Blocks defined by name (`named_block`), and the loop each CPU runs.
+    named: std::collections::HashMap<&'static str, u32>,
+    loops: Vec<Option<u32>>,
     /// Cycles of kernel work per CPU.
     pub(crate) kernel_cycles: Vec<f64>,
-    /// Per CPU, cycles of instructions apart from their memory references
-    /// (`instructions`).
-    core_cycles: Vec<f64>,
     /// Walk references of translations not yet charged to the caches.
     pub(crate) pending_walks: Vec<u64>,
     /// References of a batch awaiting the cache model.
@@ -267,7 +283,7 @@ impl System {
         let page_shift = sizes[0].trailing_zeros();
         let mut machine = Machine::new(p, walker, cfg.memory, page_shift, cfg.track_contents)?;
         let phys = Phys::with_reservation_order(npages, cfg.domains.max(1), order);
-        let timing = Box::new(Timing::new(p)?);
+        let timing = Box::new(Timing::with_parts(p, cfg.core_parts)?);
         let mut kernel = Kernel::new(phys, p.cpus, pmap);
         kernel.set_policy(policy);
         let next_background_ns = kernel.policy().and_then(|p| p.next_background_ns());
@@ -296,8 +312,13 @@ impl System {
             worker: None,
             spare_refs: Vec::new(),
             spare_walks: Vec::new(),
+            spare_marks: Vec::new(),
+            marks: Vec::new(),
+            blocks: Vec::new(),
+            new_blocks: Vec::new(),
+            named: std::collections::HashMap::new(),
+            loops: vec![None; p.cpus],
             kernel_cycles: vec![0.0; p.cpus],
-            core_cycles: vec![0.0; p.cpus],
             pending_walks: Vec::new(),
             batch: Vec::new(),
             hw: HwStats::default(),
@@ -333,7 +354,7 @@ impl System {
     pub(crate) fn maybe_background(&mut self) {
         let Some(next) = self.next_background_ns else { return };
         let Some(t) = self.timing.as_ref() else { return };
-        let busiest = (0..self.cpus.len()).map(|i| t.cycles[i] + self.kernel_cycles[i]).fold(0.0, f64::max);
+        let busiest = (0..self.cpus.len()).map(|i| t.cycles(i) + self.kernel_cycles[i]).fold(0.0, f64::max);
         let now = busiest / self.cfg.profile.freq_ghz;
         if now < next {
             return;
@@ -559,6 +580,7 @@ impl System {
             self.timing = Some(job.timing);
             self.spare_refs = job.refs;
             self.spare_walks = job.walks;
+            self.spare_marks = job.marks;
         }
     }
 
@@ -568,28 +590,67 @@ impl System {
         if self.timing.is_none() {
             self.sync();
         }
-        self.timing.as_mut().unwrap()
+        let t = self.timing.as_mut().unwrap();
+        if !self.new_blocks.is_empty() {
+            t.add_blocks(self.new_blocks.drain(..));
+        }
+        t
     }
 
-    /// Tells the timing model the loop `cpu` runs from now on (None: no
-    /// loop in particular), so that its independent references cost at
-    /// least the share of their latency the core's window allows it
-    /// (`Profile::window_share`; nothing changes where the profile has no
-    /// window).
-    pub fn set_loop(&mut self, cpu: usize, l: Option<LoopShape>) {
-        let share = l.map_or(0.0, |l| self.cfg.profile.window_share(&l));
-        self.timing().set_share(cpu, share);
+    /// Defines a block of the instruction stream (`block.rs`), compiled
+    /// for the profile's core; returns its index, which marks and loops
+    /// name.
+    pub fn define_block(&mut self, spec: &BlockSpec) -> Result<u32, String> {
+        let b = Arc::new(Block::compile(spec, &self.cfg.profile.core.latency)?);
+        let id = u32::try_from(self.blocks.len()).map_err(|_| "more than 2^32 blocks".to_string())?;
+        self.blocks.push(b.clone());
+        self.new_blocks.push(b);
+        Ok(id)
     }
 
-    /// Cycles CPU `cpu` has spent so far (accesses and kernel work).
+    /// The block defined under `name`, defining it from `make` the first
+    /// time (a workload's loop, `splab_workloads::kernels`).
+    pub fn named_block(&mut self, name: &'static str, make: impl FnOnce() -> BlockSpec) -> Result<u32, String> {
+        if let Some(&id) = self.named.get(name) {
+            return Ok(id);
+        }
+        let id = self.define_block(&make())?;
+        self.named.insert(name, id);
+        Ok(id)
+    }
+
+    /// A block defined by `define_block`.
+    pub fn block(&self, id: u32) -> Option<&Arc<Block>> {
+        self.blocks.get(id as usize)
+    }
+
+    /// Tells the timing model the loop `cpu` runs from now on (a block
+    /// defined by `define_block`, one iteration of it; None: no loop in
+    /// particular): each reference it issues outside any block is the
+    /// loop's next, in turn.
+    pub fn set_loop(&mut self, cpu: usize, block: Option<u32>) {
+        if self.loops[cpu] != block {
+            self.loops[cpu] = block;
+            self.timing().set_loop(cpu, block);
+        }
+    }
+
+    /// Cycles CPU `cpu` has spent so far (instructions, their accesses and
+    /// kernel work).
     pub fn cycles(&mut self, cpu: usize) -> f64 {
-        self.timing().cycles[cpu] + self.kernel_cycles[cpu] + self.core_cycles[cpu]
+        self.timing().cycles(cpu) + self.kernel_cycles[cpu]
     }
 
-    /// Charges `cpu` for `n` instructions' work apart from their memory
-    /// references (`timing::instruction_cycles`).
+    /// Runs `n` instructions on `cpu` that the stream describes no further
+    /// (dispatched at the core's width, after the references before them).
     pub fn instructions(&mut self, cpu: usize, n: u64) {
-        self.core_cycles[cpu] += crate::timing::instruction_cycles(&self.cfg.profile, n);
+        self.timing().instructions(cpu, n);
+    }
+
+    /// What the cores counted: instructions, blocks, branches predicted
+    /// and missed, instruction fetches that missed.
+    pub fn core_stats(&mut self) -> CoreStats {
+        self.timing().core_stats()
     }
 
     /// Charges `cpu` for `n` system calls that change no memory (a
@@ -633,9 +694,8 @@ impl System {
 
     /// Where the cycles went.
     pub fn breakdown(&mut self) -> CycleBreakdown {
-        let mut b = self.timing().breakdown.clone();
+        let mut b = self.timing().breakdown();
         b.kernel = self.kernel_cycles.iter().sum();
-        b.core = self.core_cycles.iter().sum();
         b
     }
 

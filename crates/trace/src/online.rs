@@ -313,8 +313,6 @@ pub struct ProgramRun {
     /// Simulated seconds: the longest CPU's cycles, inferred mappings
     /// left out.
     pub sim_seconds: f64,
-    /// Whether the profile prices instructions (`[core]`).
-    pub instructions_priced: bool,
     pub valgrind: String,
     /// With `--sample`: the estimates.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -907,7 +905,6 @@ impl Online {
         let mut out = st.out.clone();
         out.exit_status = status.code();
         out.signal = status.signal();
-        out.instructions_priced = st.sys.cfg.profile.core.is_some();
         out.sim_seconds = st.sys.cycles_to_seconds(longest);
         if let Some(s) = st.sample {
             let n = out.refs;
@@ -944,8 +941,7 @@ impl Online {
         let _ = writeln!(report, "  {:<20}{status_text}", "program");
         let _ = writeln!(report, "  {:<20}{} ({} forks, {} execs)", "processes", o.processes, o.forks, o.execs);
         let _ = writeln!(report, "  {:<20}{} ({} memory accesses; a modify is a load and a store)", "references", o.refs, o.accesses);
-        let priced = if o.instructions_priced { "priced by the profile's [core]" } else { "not priced: the profile has no [core]" };
-        let _ = writeln!(report, "  {:<20}{} ({priced})", "instructions", o.instructions);
+        let _ = writeln!(report, "  {:<20}{}", "instructions", o.instructions);
         let _ = writeln!(report, "  {:<20}{} map and {} unmap events; {} 2 MB blocks mapped where memory was touched outside them (not timed)", "layout", o.maps, o.unmaps, o.inferred_blocks);
         let _ = writeln!(report, "  {:<20}{:.1} MB in {} batches through shared-memory rings", "stream", o.stream_bytes as f64 / 1e6, o.batches);
         let (fig, timed) = match &o.sampled {

@@ -19,6 +19,7 @@
 //! lmbench repeats each test and reports the median; the simulation is
 //! deterministic, so one timed pass (after the zeroing pass) is reported.
 
+use crate::kernels::Kernel;
 use crate::common::{exit, fault, file_req, map, mib, size_text, spawn_on, touch_pages, unmap, Batch, LINE};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -84,6 +85,16 @@ enum Kind {
 /// `step` bytes.
 fn pass(sys: &mut System, b: &mut Batch, kind: Kind, src: u64, dst: u64, len: u64, step: u64) -> Result<(), String> {
     let err = fault("bandwidth pass");
+    // lmbench's loops (`kernels`); zeroing is a line at a time.
+    let kernel = match (kind, step) {
+        (Kind::Read, _) => Kernel::BwRead,
+        (Kind::Write, LINE) => Kernel::Sweep,
+        (Kind::Write, _) => Kernel::BwWrite,
+        (Kind::ReadWrite, _) => Kernel::BwReadWrite,
+        (Kind::Copy, LINE) => Kernel::CopyLine,
+        (Kind::Copy, _) => Kernel::CopyWord,
+    };
+    b.switch(sys, kernel).map_err(&err)?;
     let mut off = 0;
     while off < len {
         match kind {

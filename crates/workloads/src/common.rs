@@ -3,6 +3,7 @@
 //! touching pages, a deterministic random generator, and error text that
 //! names what failed.
 
+use crate::kernels::Kernel;
 use splab_sim::access::BATCH_THREAD_MIN;
 use splab_sim::{Op, System};
 use splab_vm::kernel::Pid;
@@ -69,6 +70,9 @@ pub fn fault(what: &str) -> impl Fn(AccessError) -> String + '_ {
 pub struct Batch {
     ops: Vec<(u64, Op)>,
     pub cpu: usize,
+    /// The loop whose references these are (`kernels`): it is the CPU's
+    /// loop while they are made.
+    pub kernel: Kernel,
     /// References made so far, for progress reports.
     pub refs: u64,
 }
@@ -76,8 +80,22 @@ pub struct Batch {
 impl Batch {
     pub const LEN: usize = BATCH_THREAD_MIN - 1;
 
+    /// A batch of a loop that touches memory a reference at a time
+    /// (`Kernel::Sweep`).
     pub fn new(cpu: usize) -> Batch {
-        Batch { ops: Vec::with_capacity(Self::LEN), cpu, refs: 0 }
+        Batch::of(cpu, Kernel::Sweep)
+    }
+
+    /// A batch of `kernel`'s references.
+    pub fn of(cpu: usize, kernel: Kernel) -> Batch {
+        Batch { ops: Vec::with_capacity(Self::LEN), cpu, kernel, refs: 0 }
+    }
+
+    /// Makes the pending accesses, and from now on those of `kernel`.
+    pub fn switch(&mut self, sys: &mut System, kernel: Kernel) -> Result<(), AccessError> {
+        self.flush(sys)?;
+        self.kernel = kernel;
+        Ok(())
     }
 
     #[inline]
@@ -110,6 +128,7 @@ impl Batch {
         if self.ops.is_empty() {
             return Ok(());
         }
+        self.kernel.set(sys, self.cpu);
         let r = sys.access_batch(self.cpu, &self.ops);
         self.refs += match r {
             Ok(()) => self.ops.len() as u64,

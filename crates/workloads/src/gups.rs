@@ -7,7 +7,7 @@
 use crate::common::{fault, map, spawn_on, Batch};
 use crate::{Figure, Workload, WorkloadResult};
 use crate::layout::{Layout, LayoutObtained, Region};
-use splab_hw::profile::LoopShape;
+use crate::kernels::Kernel;
 use splab_sim::System;
 use splab_sim::AccessError;
 use splab_vm::map::MmapReq;
@@ -16,15 +16,6 @@ use splab_vm::prot;
 /// The HPCC random stream, defined once for the simulated and the native
 /// runs.
 pub use splab_native::gups::{next, starts, PERIOD, POLY};
-
-/// HPCC's update as the core's window sees it (`Overlap::window` in the
-/// profile), as `splab_native::gups::update_n` compiles for x86-64
-/// (rustc 1.95, release): each update loads its stream's word, steps it
-/// (lea, sar, and, xor), stores it back, masks a copy (mov, and) and xors
-/// it into the table word (one instruction that loads and stores): 9
-/// instructions, and the inner loop, unrolled twice, adds a step, a
-/// compare and a branch every two updates. Two stores an update.
-pub const HPCC_LOOP: LoopShape = LoopShape { instructions: 10.5, stores: 2.0 };
 
 /// HPCC's update loop over one table, resumable so that a scheduler can
 /// run it a quantum at a time: 128 streams, started at equally spaced
@@ -71,10 +62,8 @@ impl Updater {
     /// are independent and go to the system as one batch, in HPCC's order.
     /// Returns the updates made.
     pub fn run(&mut self, sys: &mut System, cpu: usize, max_rounds: u64, per_batch: usize) -> Result<u64, AccessError> {
-        sys.set_loop(cpu, Some(HPCC_LOOP));
-        let r = self.rounds_of(sys, cpu, max_rounds, per_batch);
-        sys.set_loop(cpu, None);
-        r
+        Kernel::Gups.set(sys, cpu);
+        self.rounds_of(sys, cpu, max_rounds, per_batch)
     }
 
     fn rounds_of(&mut self, sys: &mut System, cpu: usize, max_rounds: u64, per_batch: usize) -> Result<u64, AccessError> {

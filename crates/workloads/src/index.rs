@@ -335,11 +335,10 @@ impl Index {
     }
 
     /// What a transaction's time is made of, for the report.
-    fn timed(&self, sys: &System, ncpus: usize) -> String {
+    fn timed(&self, ncpus: usize) -> String {
         let mut t = String::from("the lookup's memory references");
-        let priced = if sys.cfg.profile.core.is_some() { "" } else { " (counted, not priced: the profile has no [core])" };
         if self.insns_per_txn > 0 {
-            let _ = write!(t, ", {} backend instructions{priced}", self.insns_per_txn);
+            let _ = write!(t, ", {} backend instructions", self.insns_per_txn);
         }
         if self.round_trip {
             let ms = |k: u64| format!("{}.{:03}", k / 1000, k % 1000);
@@ -447,7 +446,7 @@ impl Workload for Index {
             db.nbuffers,
             db.segment as f64 / (1u64 << 20) as f64,
             ph.refs / total.max(1),
-            self.timed(sys, ncpus)
+            self.timed(ncpus)
         );
         Ok(WorkloadResult {
             details: Vec::new(),

@@ -10,7 +10,8 @@
 //! slab allocator's partly used 2 MB slabs, the native `sparse`'s twin),
 //! `arenas` (a many-threaded allocator with an arena per thread) and
 //! `requests` (a key-value server's request loop timing each request). What they
-//! share: `common` (processes, mappings, batched accesses), `sched` (several
+//! share: `common` (processes, mappings, batched accesses), `kernels`
+//! (the instruction streams of their loops, for the core model), `sched` (several
 //! processes on several CPUs, interleaved deterministically) and `script`
 //! (processes described as lists of actions, and a forking parent).
 
@@ -22,6 +23,7 @@ pub mod forkbomb;
 pub mod gups;
 pub mod gups_mp;
 pub mod index;
+pub mod kernels;
 pub mod lat;
 pub mod layout;
 pub mod realloc;

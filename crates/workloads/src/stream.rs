@@ -15,6 +15,7 @@
 //! faults them in. Values are not modelled, so STREAM's check of the
 //! results is not made.
 
+use crate::kernels::Kernel;
 use crate::common::{exit, fault, map, since, spawn_on, Batch, LINE};
 use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
@@ -85,6 +86,7 @@ impl Workload for Stream {
                 b.store(sys, a + l * LINE, 0).map_err(&err)?;
             }
         }
+        b.switch(sys, Kernel::StreamScale).map_err(&err)?;
         for l in 0..lines {
             b.load(sys, arrays[0] + l * LINE).map_err(&err)?;
             b.store(sys, arrays[0] + l * LINE, 0).map_err(&err)?;
@@ -95,6 +97,7 @@ impl Workload for Stream {
         let mut times = vec![[0.0f64; 4]; self.ntimes as usize];
         for t in times.iter_mut() {
             for (k, (_, reads, write, _)) in KERNELS.iter().enumerate() {
+                b.switch(sys, [Kernel::StreamCopy, Kernel::StreamScale, Kernel::StreamAdd, Kernel::StreamTriad][k]).map_err(&err)?;
                 let t0 = sys.cycles(cpu);
                 for l in 0..lines {
                     for &r in reads.iter() {

@@ -15,6 +15,7 @@
 //! faults them in). The rate counts the bytes read and written,
 //! 2 x 8 x N^2, in MB of 10^6 bytes per second.
 
+use crate::kernels::Kernel;
 use crate::common::{exit, fault, map, page_round, spawn_on, unmap, Batch, LINE};
 use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
@@ -56,6 +57,7 @@ impl Transpose {
 /// One transpose; `strided_loads` picks the `load` variant.
 fn transpose(sys: &mut System, b: &mut Batch, a: u64, bm: u64, n: u64, strided_loads: bool) -> Result<(), String> {
     let err = fault("transpose");
+    b.switch(sys, Kernel::Transpose).map_err(&err)?;
     for i in 0..n {
         for j in 0..n {
             let (from, to) = if strided_loads { (a + (j * n + i) * 8, bm + (i * n + j) * 8) } else { (a + (i * n + j) * 8, bm + (j * n + i) * 8) };
@@ -63,7 +65,7 @@ fn transpose(sys: &mut System, b: &mut Batch, a: u64, bm: u64, n: u64, strided_l
             b.store(sys, to, 0).map_err(&err)?;
         }
     }
-    b.flush(sys).map_err(&err)
+    b.switch(sys, Kernel::Sweep).map_err(&err)
 }
 
 impl Workload for Transpose {

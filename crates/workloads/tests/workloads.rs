@@ -214,39 +214,28 @@ fn page_layouts_promote_the_chunks_asked_for() {
     assert!(g.layout().is_none());
 }
 
-/// The core's window (`Overlap::window`): a profile with one bounds
-/// GUPS's update loop, the one workload that declares its loop
-/// (`gups::HPCC_LOOP`), by the window's share of each reference's latency
-/// instead of 1 / data_mlp, and leaves a loop that declares none (STREAM)
-/// as it was.
+/// The core's window bounds GUPS's misses in flight (`kernels::Kernel::
+/// Gups`, 21 instructions for two updates): a window of 42 entries holds
+/// four updates, so each update's miss overlaps with three others instead
+/// of the sixteen line-fill buffers' worth a 512-entry window allows; a
+/// window that small slows GUPS about fourfold, and STREAM, whose
+/// prefetched lines stream at the prefetcher's rate, far less.
 #[test]
-fn the_window_bounds_gups_loop_and_nothing_else() {
-    use splab_workloads::gups::{Gups, HPCC_LOOP};
-    let timed = |window: Option<f64>, w: &mut dyn Workload| {
+fn the_window_bounds_gups_misses_in_flight() {
+    use splab_workloads::gups::Gups;
+    let timed = |rob: u32, w: &mut dyn Workload| {
         let mut p = splab_hw::profile::Profile::load("sapphire-rapids").unwrap();
-        p.overlap.walk_holds_slot = Some(true);
-        p.overlap.window = window;
-        p.overlap.window_per_miss = 6.0;
-        p.overlap.window_per_store = 2.5;
-        let share = p.window_share(&HPCC_LOOP);
+        p.core.rob = rob;
+        p.core.mshrs = 16;
         let mut c = Config::new(p);
         c.memory = 256 << 20;
         let mut sys = System::new(c).unwrap();
-        (run(w, &mut sys).timed_seconds, share)
+        run(w, &mut sys).timed_seconds
     };
-    let (plain, slots) = timed(None, &mut Gups::new(21).unwrap());
-    // A window that holds 4 updates of HPCC's loop (the profile has 8
-    // miss slots).
-    let entries = 4.0 * (6.0 + HPCC_LOOP.instructions + 2.5 * HPCC_LOOP.stores);
-    let (bound, share) = timed(Some(entries), &mut Gups::new(21).unwrap());
-    assert!((share - 0.25).abs() < 1e-12 && slots == 0.125, "{share} {slots}");
-    // Every update's miss costs share x its latency in place of
-    // slots x its latency; the stores that hit add little either way.
-    let ratio = bound / plain;
-    assert!(ratio > 0.8 * share / slots && ratio < 1.05 * share / slots, "{ratio} against {}", share / slots);
-    let (a, _) = timed(None, &mut Stream::new(1 << 20, 2).unwrap());
-    let (b, _) = timed(Some(entries), &mut Stream::new(1 << 20, 2).unwrap());
-    assert_eq!(a, b, "STREAM declares no loop");
+    let (wide, narrow) = (timed(512, &mut Gups::new(21).unwrap()), timed(42, &mut Gups::new(21).unwrap()));
+    assert!(narrow > 2.5 * wide && narrow < 5.0 * wide, "window 42: {narrow} s, 512: {wide} s");
+    let (a, b) = (timed(512, &mut Stream::new(1 << 20, 2).unwrap()), timed(42, &mut Stream::new(1 << 20, 2).unwrap()));
+    assert!(b < 2.0 * a, "STREAM: window 42: {b} s, 512: {a} s");
 }
 
 /// Nested paging: GUPS's walks cost more with 4 KB host pages than with
@@ -288,7 +277,7 @@ fn nested_walks_cost_more_with_small_host_pages_and_superpages_help_only_over_la
     let (n2m_off, n2m_walk) = run_gups(Some("2M"), false);
     let (n2m_on, _) = run_gups(Some("2M"), true);
     assert!(n4k_walk > n2m_walk && n2m_walk > native_walk, "refs per walk: host 4K {n4k_walk}, host 2M {n2m_walk}, native {native_walk}");
-    assert!(n4k_off < n2m_off && n2m_off <= native_off, "GUP/s with 4 KB guest pages: host 4K {n4k_off}, host 2M {n2m_off}, native {native_off}");
+    assert!(n4k_off < n2m_off && n2m_off <= native_off * (1.0 + 1e-9), "GUP/s with 4 KB guest pages: host 4K {n4k_off}, host 2M {n2m_off}, native {native_off}");
     let (gain_native, gain_2m, gain_4k) = (native_on / native_off, n2m_on / n2m_off, n4k_on / n4k_off);
     assert!(gain_2m >= gain_native, "superpage gain: nested over 2 MB host pages {gain_2m}, native {gain_native}");
     assert!(gain_4k > 1.0 && gain_4k < 0.5 * (1.0 + gain_native), "superpage gain: nested over 4 KB host pages {gain_4k} (shorter walks only), native {gain_native}");

@@ -13,7 +13,7 @@ const VA: u64 = 0x1_0000_0000;
 const PAGE: u64 = 8192;
 
 fn rig() -> Rig<PmapAlpha> {
-    let tlb = [TlbArrayConfig { sizes: ["8K", "64K", "512K", "4M"].map(String::from).to_vec(), entries: 128, ways: 128, level: 1, index: Default::default() }];
+    let tlb = [TlbArrayConfig { sizes: ["8K", "64K", "512K", "4M"].map(String::from).to_vec(), entries: 128, ways: 128, level: 1, index: Default::default(), side: None }];
     Rig::with_mmu(PmapAlpha::new(4096, true), 4096, &tlb, &[13, 16, 19, 22], &[PwcLevelConfig { shift: 23, entries: 4 }], 9)
 }
 

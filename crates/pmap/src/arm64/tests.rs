@@ -17,8 +17,8 @@ const VA: u64 = 0x40_0000_0000;
 
 fn rig(npages: u64) -> Rig<PmapArm64> {
     let tlb = vec![
-        TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 48, ways: 48, level: 1, index: Default::default() },
-        TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into(), "1G".into()], entries: 1280, ways: 5, level: 2, index: Default::default() },
+        TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into()], entries: 48, ways: 48, level: 1, index: Default::default(), side: None },
+        TlbArrayConfig { sizes: vec!["4K".into(), "64K".into(), "2M".into(), "1G".into()], entries: 1280, ways: 5, level: 2, index: Default::default(), side: None },
     ];
     Rig::with_tlb(PmapArm64::new(npages, true), npages, &tlb, &[12, 16, 21, 30])
 }

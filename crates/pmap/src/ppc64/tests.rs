@@ -27,7 +27,7 @@ const VA: u64 = 0x10_0000_0000;
 /// A machine of `npages` with 16 MB reservations, an ERAT-like TLB for
 /// 4 KB and 16 MB pages, and an 8-entry SLB.
 fn rig(npages: u64) -> Rig<PmapPpc64> {
-    let tlb = [TlbArrayConfig { sizes: vec!["4K".into(), "16M".into()], entries: 64, ways: 64, level: 1, index: Default::default() }];
+    let tlb = [TlbArrayConfig { sizes: vec!["4K".into(), "16M".into()], entries: 64, ways: 64, level: 1, index: Default::default(), side: None }];
     let slb = [PwcLevelConfig { shift: SEGMENT_SHIFT as u8, entries: 8 }];
     Rig::with_mmu(PmapPpc64::new(npages, true), npages, &tlb, &[12, 24], &slb, 12)
 }

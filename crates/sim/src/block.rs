@@ -1,0 +1,359 @@
+//! What the interval core (`core.rs`) knows of an instruction stream: its
+//! blocks. A block is a straight run of instructions with one entry and
+//! possibly several exits (a superblock, as valgrind translates code, or
+//! one iteration of a synthetic workload's loop). Its static description
+//! (`BlockSpec`) says, once for every time it runs:
+//! - how many instructions it has, and at which instruction each memory
+//!   reference, each side exit (a conditional branch out) and its end lie;
+//! - what each reference's address (and a store's data), each branch's
+//!   condition and each register it writes depend on: registers as the
+//!   block found them, values the block loaded, or nothing but the
+//!   instruction's own dispatch, each with the operations on the longest
+//!   path from that source counted by class (`OP_CLASSES`);
+//! - how it ends (a jump, a call, a return, an indirect branch) and the
+//!   code lines it is fetched from.
+//!
+//! The profile turns the operation counts into cycles once, when the
+//! block is defined (`Block::compile`); what changes from run to run (the
+//! exit taken, the references' latencies) comes with each execution.
+//! Register "slots" are the guest state in 8-byte units (valgrind's
+//! offsets divided by eight), at most `REGS` of them.
+
+use splab_hw::profile::Latency;
+
+/// Operation classes a path counts (`splab_hw::profile::OP_CLASSES`).
+pub const OPS: usize = 6;
+/// Register slots a block's dependences name.
+pub const REGS: usize = 128;
+
+/// Operations along a dependence path, by class, saturating at 255.
+pub type Ops = [u8; OPS];
+
+/// One ALU operation.
+pub const ALU: Ops = [1, 0, 0, 0, 0, 0];
+/// No operation.
+pub const NONE: Ops = [0; OPS];
+
+/// Where a value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Src {
+    /// A register slot as the block found it.
+    Reg(u8),
+    /// The value loaded by the block's reference of this index.
+    Ref(u16),
+    /// Nothing the block waits for: constants, from its instruction's
+    /// dispatch.
+    Dispatch,
+}
+
+/// A source and the operations on the longest path from it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dep {
+    pub src: Src,
+    pub ops: Ops,
+}
+
+impl Dep {
+    pub fn new(src: Src, ops: Ops) -> Dep {
+        Dep { src, ops }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefKind {
+    Load,
+    Store,
+    /// A load and a store of the same bytes (one reference in the stream).
+    Modify,
+}
+
+/// A memory reference of the block, in the order the stream has them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RefSpec {
+    /// The instruction it belongs to (0 the block's first).
+    pub insn: u16,
+    pub kind: RefKind,
+    pub addr: Vec<Dep>,
+    /// A store's data.
+    pub data: Vec<Dep>,
+}
+
+/// A side exit: a conditional branch out of the block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExitSpec {
+    /// The branch's instruction.
+    pub insn: u16,
+    pub pc: u64,
+    pub cond: Vec<Dep>,
+}
+
+/// A register the block writes, and what its value depends on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PutSpec {
+    pub slot: u8,
+    pub insn: u16,
+    /// Side exits before the write: it is done when the block leaves by
+    /// a later exit or runs to its end.
+    pub exits: u8,
+    pub deps: Vec<Dep>,
+}
+
+/// How a block that runs to its end leaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    /// Into the next block, or by a direct jump: the target is known.
+    Jump,
+    /// A direct call (the return address goes on the return stack), or
+    /// an indirect one (its target predicted as well).
+    Call { ret: u64, indirect: bool },
+    /// A return: predicted by the return stack.
+    Ret,
+    /// An indirect jump: predicted by the indirect-target predictor.
+    Indirect,
+    /// A synthetic loop's back edge, taken every time: always predicted.
+    Loop,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct BlockSpec {
+    /// The first instruction's address.
+    pub pc: u64,
+    /// Instructions when it runs to its end.
+    pub insns: u16,
+    pub refs: Vec<RefSpec>,
+    /// Side exits, in order.
+    pub exits: Vec<ExitSpec>,
+    pub puts: Vec<PutSpec>,
+    pub end: End,
+    /// The last instruction's address (the branch that ends it).
+    pub end_pc: u64,
+    /// What the end's target depends on (an indirect jump's or a
+    /// return's address).
+    pub end_deps: Vec<Dep>,
+    /// The code lines it is fetched from, with the first instruction in
+    /// each, in order.
+    pub lines: Vec<(u64, u16)>,
+    /// Loads and stores of the block that the stream does not carry
+    /// (first-level hits a synthetic loop leaves out): they hold load- and
+    /// store-queue entries.
+    pub other_loads: u16,
+    pub other_stores: u16,
+}
+
+impl BlockSpec {
+    /// A block of `insns` instructions at `pc` with nothing in it yet,
+    /// ending in a loop's back edge.
+    pub fn looped(pc: u64, insns: u16) -> BlockSpec {
+        BlockSpec { pc, insns, refs: Vec::new(), exits: Vec::new(), puts: Vec::new(), end: End::Loop, end_pc: pc, end_deps: Vec::new(), lines: Vec::new(), other_loads: 0, other_stores: 0 }
+    }
+
+    /// Appends a reference; returns its index.
+    pub fn reference(&mut self, insn: u16, kind: RefKind, addr: &[Dep], data: &[Dep]) -> u16 {
+        self.refs.push(RefSpec { insn, kind, addr: addr.to_vec(), data: data.to_vec() });
+        (self.refs.len() - 1) as u16
+    }
+
+    pub fn put(&mut self, slot: u8, insn: u16, deps: &[Dep]) {
+        self.puts.push(PutSpec { slot, insn, exits: self.exits.len() as u8, deps: deps.to_vec() });
+    }
+
+    /// Checks what the core relies on: instructions in order and within
+    /// the block, sources that exist, slots in range.
+    pub fn check(&self) -> Result<(), String> {
+        let bad = |what: String| Err(format!("block at {:#x}: {what}", self.pc));
+        if self.insns == 0 {
+            return bad("no instructions".into());
+        }
+        let deps_ok = |deps: &[Dep], before: usize| {
+            deps.iter().all(|d| match d.src {
+                Src::Reg(r) => (r as usize) < REGS,
+                Src::Ref(i) => (i as usize) < before && self.refs[i as usize].kind != RefKind::Store,
+                Src::Dispatch => true,
+            })
+        };
+        let mut last = 0;
+        for (i, r) in self.refs.iter().enumerate() {
+            if r.insn < last || r.insn >= self.insns {
+                return bad(format!("reference {i} at instruction {} (after {last}, of {})", r.insn, self.insns));
+            }
+            last = r.insn;
+            if !deps_ok(&r.addr, i) || !deps_ok(&r.data, i) {
+                return bad(format!("reference {i} depends on a value not loaded before it"));
+            }
+        }
+        let mut last = 0;
+        for (i, e) in self.exits.iter().enumerate() {
+            if e.insn < last || e.insn >= self.insns {
+                return bad(format!("exit {i} at instruction {} (after {last}, of {})", e.insn, self.insns));
+            }
+            last = e.insn;
+            if !deps_ok(&e.cond, self.refs.len()) {
+                return bad(format!("exit {i} depends on a value the block does not load"));
+            }
+        }
+        for p in &self.puts {
+            if p.insn >= self.insns || p.exits as usize > self.exits.len() || (p.slot as usize) >= REGS || !deps_ok(&p.deps, self.refs.len()) {
+                return bad(format!("a write of slot {} at instruction {}", p.slot, p.insn));
+            }
+        }
+        if !deps_ok(&self.end_deps, self.refs.len()) {
+            return bad("its end depends on a value the block does not load".into());
+        }
+        if self.lines.iter().any(|l| l.1 >= self.insns) {
+            return bad("a code line starts past its last instruction".into());
+        }
+        Ok(())
+    }
+}
+
+/// Where a compiled dependence comes from: a register slot (below
+/// `REGS`), a reference's value (`FROM_REF` + its index) or dispatch.
+pub(crate) const FROM_REF: u16 = 0x8000;
+pub(crate) const FROM_DISPATCH: u16 = 0xffff;
+
+/// A dependence with its path in cycles.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CDep {
+    pub src: u16,
+    pub lat: f32,
+}
+
+pub(crate) type Span = (u32, u32);
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CRef {
+    pub insn: u32,
+    pub addr: Span,
+    pub data: Span,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CExit {
+    pub insn: u32,
+    pub pc: u64,
+    pub cond: Span,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CPut {
+    pub slot: u8,
+    pub insn: u32,
+    pub exits: u8,
+    pub deps: Span,
+}
+
+/// A block compiled for a profile: its dependences in cycles.
+#[derive(Debug)]
+pub struct Block {
+    pub pc: u64,
+    pub insns: u32,
+    pub(crate) refs: Vec<CRef>,
+    pub(crate) exits: Vec<CExit>,
+    pub(crate) puts: Vec<CPut>,
+    pub end: End,
+    pub(crate) end_pc: u64,
+    pub(crate) end_deps: Span,
+    pub(crate) deps: Vec<CDep>,
+    /// Code lines, with the first instruction in each.
+    pub lines: Vec<(u64, u32)>,
+    pub(crate) other_loads: u32,
+    pub(crate) other_stores: u32,
+}
+
+impl Block {
+    /// `spec` with its paths priced by `lat`.
+    pub fn compile(spec: &BlockSpec, lat: &Latency) -> Result<Block, String> {
+        spec.check()?;
+        let by = lat.by_class();
+        let mut deps = Vec::new();
+        let mut span = |ds: &[Dep]| -> Span {
+            let start = deps.len() as u32;
+            for d in ds {
+                let src = match d.src {
+                    Src::Reg(r) => r as u16,
+                    Src::Ref(i) => FROM_REF + i,
+                    Src::Dispatch => FROM_DISPATCH,
+                };
+                let cycles: f64 = d.ops.iter().zip(by).map(|(&n, l)| n as f64 * l).sum();
+                deps.push(CDep { src, lat: cycles as f32 });
+            }
+            (start, deps.len() as u32)
+        };
+        let refs = spec
+            .refs
+            .iter()
+            .map(|r| CRef { insn: r.insn as u32, addr: span(&r.addr), data: span(&r.data) })
+            .collect();
+        let exits = spec.exits.iter().map(|e| CExit { insn: e.insn as u32, pc: e.pc, cond: span(&e.cond) }).collect();
+        let puts = spec.puts.iter().map(|p| CPut { slot: p.slot, insn: p.insn as u32, exits: p.exits, deps: span(&p.deps) }).collect();
+        let end_deps = span(&spec.end_deps);
+        Ok(Block {
+            pc: spec.pc,
+            insns: spec.insns as u32,
+            refs,
+            exits,
+            puts,
+            end: spec.end,
+            end_pc: spec.end_pc,
+            end_deps,
+            deps,
+            lines: spec.lines.iter().map(|&(a, i)| (a, i as u32)).collect(),
+            other_loads: spec.other_loads as u32,
+            other_stores: spec.other_stores as u32,
+        })
+    }
+
+    /// Instructions when the block leaves by side exit `exit` (its
+    /// branch included), or runs to its end (`exit` = the number of side
+    /// exits).
+    pub fn insns_to(&self, exit: usize) -> u32 {
+        self.exits.get(exit).map_or(self.insns, |e| e.insn + 1)
+    }
+
+    pub fn refs(&self) -> usize {
+        self.refs.len()
+    }
+
+    pub fn side_exits(&self) -> usize {
+        self.exits.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lat() -> Latency {
+        Latency { alu: 1.0, mul: 3.0, div: 20.0, fp_add: 4.0, fp_mul: 4.0, fp_div: 15.0 }
+    }
+
+    /// A pointer chase's block: its load's address is the register it
+    /// writes, and the paths are priced by class.
+    #[test]
+    fn a_block_compiles_with_its_paths_priced() {
+        let mut b = BlockSpec::looped(0x1000, 3);
+        let l = b.reference(0, RefKind::Load, &[Dep::new(Src::Reg(2), NONE)], &[]);
+        b.put(2, 0, &[Dep::new(Src::Ref(l), NONE)]);
+        b.put(3, 1, &[Dep::new(Src::Reg(3), [1, 1, 0, 0, 0, 0])]);
+        let c = Block::compile(&b, &lat()).unwrap();
+        assert_eq!((c.insns, c.refs.len(), c.puts.len()), (3, 1, 2));
+        assert_eq!(c.deps[c.puts[1].deps.0 as usize].lat, 4.0);
+        assert_eq!(c.deps[c.puts[0].deps.0 as usize].src, FROM_REF);
+        assert_eq!(c.insns_to(0), 3);
+    }
+
+    /// What the core relies on is checked, naming the block.
+    #[test]
+    fn bad_blocks_are_refused() {
+        let mut b = BlockSpec::looped(0x2000, 2);
+        b.reference(1, RefKind::Load, &[Dep::new(Src::Ref(0), NONE)], &[]);
+        assert!(b.check().unwrap_err().contains("0x2000: reference 0 depends"));
+        let mut b = BlockSpec::looped(0x2000, 2);
+        b.reference(2, RefKind::Load, &[], &[]);
+        assert!(b.check().unwrap_err().contains("reference 0 at instruction 2"));
+        let mut b = BlockSpec::looped(0x2000, 2);
+        let s = b.reference(0, RefKind::Store, &[], &[]);
+        b.reference(1, RefKind::Load, &[Dep::new(Src::Ref(s), NONE)], &[]);
+        assert!(b.check().is_err(), "a store's value is not loaded");
+    }
+}

@@ -1,0 +1,794 @@
+//! The core's time: an interval model (Genbrugge, Eyerman and Eeckhout,
+//! "Interval simulation", HPCA 2010; Sniper's default core) that runs
+//! every instruction stream on the profile's `[core]`.
+//!
+//! Instructions dispatch in program order at `width` a cycle into a
+//! window of `rob` entries and retire in order once complete. Between
+//! miss events nothing else holds them up. The events:
+//! - a memory reference issues once its address is ready (the block
+//!   states what it depends on: registers as the block found them, values
+//!   loaded before it) and its translation is done (a walk waits for one
+//!   of `walkers`); it completes after its latency, a first-level miss
+//!   holding one of `mshrs` line-fill buffers until its line arrives. A
+//!   long miss at the window's head stops dispatch once the window is
+//!   full, so misses within `rob` instructions of each other overlap and
+//!   a dependent one waits: memory-level parallelism follows from where
+//!   the misses fall, not from a factor. Loads hold load-queue entries
+//!   until they retire, stores store-queue entries until they drain to
+//!   the cache in program order;
+//! - a mispredicted branch (the profile's predictor, told what the branch
+//!   did) stops dispatch until it resolves (its operands ready) and the
+//!   front end refills (`mispredict` cycles);
+//! - an instruction fetch that misses the first-level instruction cache
+//!   or TLB stops dispatch for its latency.
+//!
+//! Register values carry the time they are ready from block to block
+//! (`ready`), so a chain through registers (a pointer chase, a checksum
+//! loop) runs at its latency whatever the width. The time a CPU has spent
+//! is when its last instruction retired or its next dispatches, whichever
+//! is later; every cycle the dispatch clock waits is put down to the event
+//! that held it (`Stack`), so the stack sums to the time.
+//!
+//! Timing only consumes what the access path produced (the latencies of
+//! each reference, the blocks and exits the stream named): nothing here
+//! changes what is translated, cached or faulted.
+
+use crate::block::{Block, FROM_DISPATCH, FROM_REF, REGS};
+use serde::Serialize;
+use splab_hw::bpred::{Predictor, PredictorStats};
+use splab_hw::profile::Core;
+use std::collections::VecDeque;
+
+/// The parts of the core model that can be switched off to see what each
+/// moves (`--core-off`); all on is the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct CoreParts {
+    /// Dependences through registers and loaded values (off: every
+    /// address and result is ready when its instruction dispatches).
+    pub deps: bool,
+    /// Branch mispredictions (off: every branch predicted).
+    pub branches: bool,
+    /// Instruction fetch through the instruction TLB and cache (off: a
+    /// fetch never stops dispatch).
+    pub fetch: bool,
+    /// The window and the load and store queues (off: unbounded).
+    pub window: bool,
+    /// Line-fill buffers and walkers (off: unbounded).
+    pub mshrs: bool,
+}
+
+impl Default for CoreParts {
+    fn default() -> CoreParts {
+        CoreParts { deps: true, branches: true, fetch: true, window: true, mshrs: true }
+    }
+}
+
+/// The names `--core-off` takes.
+pub const PART_NAMES: [&str; 5] = ["deps", "branches", "fetch", "window", "mshrs"];
+
+impl CoreParts {
+    /// All parts but those named (comma-separated).
+    pub fn without(names: &str) -> Result<CoreParts, String> {
+        let mut p = CoreParts::default();
+        for n in names.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match n {
+                "deps" => p.deps = false,
+                "branches" => p.branches = false,
+                "fetch" => p.fetch = false,
+                "window" => p.window = false,
+                "mshrs" => p.mshrs = false,
+                _ => return Err(format!("--core-off {n:?}: not a part of the core model (parts: {})", PART_NAMES.join(", "))),
+            }
+        }
+        Ok(p)
+    }
+
+    /// The parts switched off, comma-separated ("" for none).
+    pub fn off(&self) -> String {
+        let on = [self.deps, self.branches, self.fetch, self.window, self.mshrs];
+        PART_NAMES.iter().zip(on).filter(|(_, o)| !o).map(|(n, _)| *n).collect::<Vec<_>>().join(",")
+    }
+}
+
+/// Where a CPU's cycles went, as the dispatch clock waited.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct Stack {
+    /// Dispatching instructions at the core's width.
+    pub base: f64,
+    /// Waiting for mispredicted branches to resolve and the front end to
+    /// refill.
+    pub branch: f64,
+    /// Waiting for instruction fetches that missed.
+    pub fetch: f64,
+    /// Waiting on data: a full window behind a data access, full load or
+    /// store queues.
+    pub data: f64,
+    /// Waiting on translation: a full window behind an access's TLB miss
+    /// and walk.
+    pub translation: f64,
+}
+
+impl Stack {
+    pub fn total(&self) -> f64 {
+        self.base + self.branch + self.fetch + self.data + self.translation
+    }
+}
+
+/// What the core counted.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq)]
+pub struct CoreStats {
+    pub instructions: u64,
+    pub blocks: u64,
+    pub predictor: PredictorStats,
+    /// Instruction fetches that missed the first-level instruction cache.
+    pub fetch_misses: u64,
+}
+
+impl CoreStats {
+    pub fn add(&mut self, o: &CoreStats) {
+        self.instructions += o.instructions;
+        self.blocks += o.blocks;
+        self.predictor.add(&o.predictor);
+        self.fetch_misses += o.fetch_misses;
+    }
+}
+
+/// What the caches and the TLB made of one reference, for the core.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RefTime {
+    /// TLB cycles beyond the first level (second-level lookup, assists,
+    /// a walk's own cost) and the walk's references in sequence.
+    pub xlat: u32,
+    pub walked: bool,
+    /// The data access's latency, and whether it missed the first level
+    /// (and so holds a line-fill buffer).
+    pub data: u32,
+    pub missed: bool,
+    /// The stream prefetcher covered the miss (the line time it delivers
+    /// lines at), or 0.
+    pub stream_line: f32,
+    /// Lines it read from memory (its walk's and its data's).
+    pub dram_lines: u8,
+    /// Dirty lines its fills evicted to memory.
+    pub writebacks: u8,
+}
+
+/// What the stream says of a reference beyond its latency: its place in
+/// the block and whether it loads or stores.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum RefPlace {
+    /// The `i`-th reference of the current block (loop or entered).
+    Block(u16),
+    /// No block: one instruction, its address ready at dispatch or, if
+    /// `dependent`, when the previous load's value is.
+    Free { dependent: bool },
+}
+
+/// A control transfer whose target the next block's entry tells.
+#[derive(Clone, Copy, Debug)]
+enum Pending {
+    None,
+    Ret { resolve: f64 },
+    Indirect { pc: u64, resolve: f64 },
+}
+
+#[derive(Clone, Copy)]
+enum Cause {
+    Branch,
+    Fetch,
+    /// Memory, with the share of it due to translation.
+    Mem(f32),
+}
+
+/// The memory system's numbers the core needs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct MemCfg {
+    pub l1: u32,
+    pub l1i: u32,
+    pub l2: u32,
+    /// Cycles the memory interface is held by a line read, and by a
+    /// writeback (0: it bounds nothing).
+    pub chan_read: f64,
+    pub chan_wb: f64,
+}
+
+/// A queue of entries held until a time: a ring of the times its entries
+/// free, oldest at `head` (0 before any use: free from the start).
+struct Queue {
+    ring: Vec<f64>,
+    head: usize,
+}
+
+impl Queue {
+    fn new(n: u32) -> Queue {
+        Queue { ring: vec![0.0; n.max(1) as usize], head: 0 }
+    }
+
+    /// When the entry a new one replaces is free.
+    #[inline(always)]
+    fn oldest(&self) -> f64 {
+        self.ring[self.head]
+    }
+
+    /// A new entry, held until `until`.
+    #[inline(always)]
+    fn push(&mut self, until: f64) {
+        self.ring[self.head] = until;
+        self.head += 1;
+        if self.head == self.ring.len() {
+            self.head = 0;
+        }
+    }
+}
+
+/// One CPU's core.
+pub(crate) struct CoreState {
+    inv_w: f64,
+    rob: u64,
+    mispredict: f64,
+    parts: CoreParts,
+    mem: MemCfg,
+    /// Position of the next instruction to dispatch, and when it can.
+    pos: u64,
+    t: f64,
+    /// When everything dispatched so far has completed (in-order retire),
+    /// and the translation share of what set it.
+    r: f64,
+    r_x: f32,
+    /// (position, retire time, translation share) after references and
+    /// blocks, oldest first; those a window's length behind the next
+    /// dispatch are popped into `rob_bound`.
+    rob_q: VecDeque<(u64, f64, f32)>,
+    rob_bound: f64,
+    rob_x: f32,
+    /// When the load queue's and the store queue's oldest entries free
+    /// (the last loads' retires, the last stores' drains).
+    lq: Queue,
+    sq: Queue,
+    drain: f64,
+    /// When each line-fill buffer and walker is free.
+    mshr: Vec<f64>,
+    walker: Vec<f64>,
+    /// When the prefetcher's stream delivers its next line, and when the
+    /// memory interface is next free.
+    stream: f64,
+    chan: f64,
+    /// When each register slot's value is ready.
+    ready: Box<[f64; REGS]>,
+    /// The current block (an index into the timing's blocks), where it
+    /// started, its side exits already passed, its references' values.
+    block: Option<u32>,
+    base: u64,
+    block_t0: f64,
+    exits_done: usize,
+    ref_done: Vec<f64>,
+    /// Scratch: the registers a block's end writes.
+    out: Vec<(u8, f64)>,
+    /// The loop a synthetic workload runs (`Timing::set_loop`), and how
+    /// far into an iteration its references are.
+    pub(crate) looped: Option<u32>,
+    loop_ref: usize,
+    /// A free reference's value (for the next dependent one).
+    last_load: f64,
+    pending: Pending,
+    pred: Predictor,
+    acc: Stack,
+    pub(crate) stats: CoreStats,
+}
+
+impl CoreState {
+    pub fn new(c: &Core, mem: MemCfg, parts: CoreParts) -> CoreState {
+        let big = |on: bool, n: u32| if on { n as usize } else { 1 << 20 };
+        CoreState {
+            inv_w: 1.0 / c.width,
+            rob: if parts.window { c.rob as u64 } else { u64::MAX / 4 },
+            mispredict: c.mispredict,
+            parts,
+            mem,
+            pos: 0,
+            t: 0.0,
+            r: 0.0,
+            r_x: 0.0,
+            rob_q: VecDeque::new(),
+            rob_bound: 0.0,
+            rob_x: 0.0,
+            lq: Queue::new(if parts.window { c.load_queue } else { 1 }),
+            sq: Queue::new(if parts.window { c.store_queue } else { 1 }),
+            drain: 0.0,
+            mshr: vec![0.0; big(parts.mshrs, c.mshrs).min(4096)],
+            walker: vec![0.0; big(parts.mshrs, c.walkers).min(4096)],
+            stream: 0.0,
+            chan: 0.0,
+            ready: Box::new([0.0; REGS]),
+            block: None,
+            base: 0,
+            block_t0: 0.0,
+            exits_done: 0,
+            ref_done: Vec::new(),
+            out: Vec::new(),
+            looped: None,
+            loop_ref: 0,
+            last_load: 0.0,
+            pending: Pending::None,
+            pred: Predictor::new(&c.predictor),
+            acc: Stack::default(),
+            stats: CoreStats::default(),
+        }
+    }
+
+    /// The cycles the CPU has spent: its last retire or its next
+    /// dispatch, whichever is later.
+    pub fn time(&self) -> f64 {
+        self.t.max(self.r)
+    }
+
+    /// Where they went: the stack so far, and what the last retire is
+    /// past the dispatch clock put down to what held it.
+    pub fn stack(&self) -> Stack {
+        let mut s = self.acc;
+        if self.r > self.t {
+            let d = self.r - self.t;
+            s.translation += d * self.r_x as f64;
+            s.data += d * (1.0 - self.r_x as f64);
+        }
+        s
+    }
+
+    pub fn stats(&self) -> CoreStats {
+        let mut s = self.stats;
+        s.predictor = self.pred.stats;
+        s
+    }
+
+    #[inline(always)]
+    fn stall_to(&mut self, at: f64, why: Cause) {
+        if at > self.t {
+            let d = at - self.t;
+            match why {
+                Cause::Branch => self.acc.branch += d,
+                Cause::Fetch => self.acc.fetch += d,
+                Cause::Mem(x) => {
+                    self.acc.translation += d * x as f64;
+                    self.acc.data += d * (1.0 - x as f64);
+                }
+            }
+            self.t = at;
+        }
+    }
+
+    /// Dispatches the instructions before position `p` (`t` is then when
+    /// `p` dispatches), no earlier than the window allows.
+    #[inline(always)]
+    fn advance_to(&mut self, p: u64) {
+        if p > self.pos {
+            let n = p - self.pos;
+            self.t += n as f64 * self.inv_w;
+            self.acc.base += n as f64 * self.inv_w;
+            self.stats.instructions += n;
+            self.pos = p;
+            // The last of them waited for the window's oldest to retire.
+            if let Some(limit) = (p - 1).checked_sub(self.rob) {
+                while let Some(&(q, r, x)) = self.rob_q.front() {
+                    if q > limit {
+                        break;
+                    }
+                    (self.rob_bound, self.rob_x) = (r, x);
+                    self.rob_q.pop_front();
+                }
+                // Dispatching p - 1 needs the entry of p - 1 - rob free:
+                // p dispatches a slot after that.
+                self.stall_to(self.rob_bound + self.inv_w, Cause::Mem(self.rob_x));
+            }
+        }
+    }
+
+    /// Everything dispatched so far retires no earlier than `done`, of an
+    /// access that issued at `issue` and was translated by `at` (the share
+    /// of its time that translation took is what holds the window behind
+    /// it on translation).
+    #[inline(always)]
+    fn completes(&mut self, done: f64, issue: f64, at: f64) {
+        if done > self.r {
+            self.r = done;
+            self.r_x = if at > issue { ((at - issue) / (done - issue)) as f32 } else { 0.0 };
+        }
+        if self.parts.window {
+            self.rob_q.push_back((self.pos, self.r, self.r_x));
+        }
+    }
+
+    /// The earliest free unit of `units` at or after `at`, taken until
+    /// `until(start)`.
+    #[inline(always)]
+    fn take(units: &mut [f64], at: f64, mut hold: impl FnMut(f64) -> f64) -> f64 {
+        let (mut k, mut free) = (0, units[0]);
+        for (i, &u) in units.iter().enumerate().skip(1) {
+            if u < free {
+                (k, free) = (i, u);
+            }
+        }
+        let start = at.max(free);
+        let end = hold(start);
+        units[k] = end;
+        end
+    }
+
+    /// When a reference issued at `issue` (its address ready) is
+    /// translated: at once from the first-level TLB, else after the
+    /// second level's lookup or a walk (which waits for a walker).
+    #[inline(always)]
+    fn translate(&mut self, issue: f64, a: &RefTime) -> f64 {
+        if a.xlat == 0 {
+            issue
+        } else if a.walked {
+            Self::take(&mut self.walker, issue, |s| s + a.xlat as f64)
+        } else {
+            issue + a.xlat as f64
+        }
+    }
+
+    /// When the data of an access translated at `at` is there: a
+    /// first-level hit after its latency, a miss once a line-fill buffer
+    /// takes it and its line arrives (from the prefetcher's stream, or
+    /// from memory through the interface).
+    #[inline(always)]
+    fn data(&mut self, at: f64, a: &RefTime) -> f64 {
+        let data = a.data as f64;
+        if !a.missed {
+            return at + data;
+        }
+        let mem = self.mem;
+        let (stream, chan) = (&mut self.stream, &mut self.chan);
+        let line = a.stream_line as f64;
+        Self::take(&mut self.mshr, at, |s| {
+            let mut d = s + data;
+            if line > 0.0 {
+                // The prefetcher's streams deliver their lines one line
+                // time apart, into the second level ahead of the demand
+                // where the demand is slower.
+                d = (*stream + line).max(s + mem.l2 as f64);
+                *stream = d;
+            } else if a.dram_lines > 0 && mem.chan_wb > 0.0 {
+                d = d.max(*chan + mem.chan_read * a.dram_lines as f64);
+                *chan = d;
+            }
+            if a.writebacks > 0 && mem.chan_wb > 0.0 {
+                *chan = chan.max(d - data) + mem.chan_wb * a.writebacks as f64;
+            }
+            d
+        })
+    }
+
+    /// The time a dependence list is ready: the latest of its sources
+    /// plus the path from each (the instruction's dispatch where none).
+    #[inline(always)]
+    fn deps_ready(&self, b: &Block, span: (u32, u32), dispatch: f64) -> f64 {
+        let mut at = dispatch;
+        if !self.parts.deps {
+            return at;
+        }
+        for d in &b.deps[span.0 as usize..span.1 as usize] {
+            let from = match d.src {
+                FROM_DISPATCH => dispatch,
+                s if s >= FROM_REF => self.ref_done.get((s - FROM_REF) as usize).copied().unwrap_or(0.0),
+                s => self.ready[s as usize],
+            };
+            at = at.max(from + d.lat as f64);
+        }
+        at
+    }
+
+    /// A reference with its latencies. `write`: the access stores (the
+    /// store of a modify comes as its own reference, at the same place).
+    pub fn reference(&mut self, blocks: &[std::sync::Arc<Block>], place: RefPlace, a: &RefTime, write: bool) {
+        let (addr_ready, data_ready, idx) = match place {
+            RefPlace::Free { dependent } => {
+                let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
+                (self.t.max(dep), self.t, None)
+            }
+            RefPlace::Block(i) => {
+                let Some(bi) = self.current() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write) };
+                let b = &blocks[bi as usize];
+                let Some(r) = b.refs.get(i as usize).copied() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write) };
+                self.pass_exits(b, r.insn);
+                self.advance_to(self.base + r.insn as u64);
+                let d = self.t;
+                let addr = self.deps_ready(b, r.addr, d);
+                let data = if write { self.deps_ready(b, r.data, d) } else { d };
+                (addr, data, Some(i as usize))
+            }
+        };
+        if write {
+            if self.parts.window {
+                self.stall_to(self.sq.oldest(), Cause::Mem(0.0));
+            }
+            let issue = addr_ready.max(self.t);
+            let addressed = self.translate(issue, a);
+            // The line is owned once its fill (if it missed) is done.
+            let owned = self.data(addressed, a);
+            self.completes(addressed.max(data_ready), issue, addressed);
+            self.drain = self.drain.max(self.r).max(owned);
+            self.sq.push(self.drain);
+        } else {
+            if self.parts.window {
+                self.stall_to(self.lq.oldest(), Cause::Mem(0.0));
+            }
+            let issue = addr_ready.max(self.t);
+            let at = self.translate(issue, a);
+            let done = self.data(at, a);
+            self.completes(done, issue, at);
+            self.lq.push(self.r);
+            match idx {
+                Some(i) => {
+                    if let Some(v) = self.ref_done.get_mut(i) {
+                        *v = done;
+                    }
+                }
+                None => self.last_load = done,
+            }
+        }
+        if idx.is_none() {
+            // A free reference is its own instruction.
+            let p = self.pos;
+            self.advance_to(p + 1);
+        }
+    }
+
+    /// The block a reference belongs to: the one entered, or the loop's
+    /// (entered again at each iteration's first reference).
+    #[inline(always)]
+    fn current(&self) -> Option<u32> {
+        self.block
+    }
+
+    /// The next reference of a synthetic loop: its place, entering the
+    /// next iteration where the last one's references are done.
+    pub fn loop_place(&mut self, blocks: &[std::sync::Arc<Block>]) -> Option<RefPlace> {
+        let l = self.looped?;
+        let n = blocks[l as usize].refs.len();
+        if n == 0 {
+            return None;
+        }
+        if self.loop_ref == 0 || self.block != Some(l) {
+            self.enter(blocks, l);
+            self.loop_ref = 0;
+        }
+        // After the iteration's last reference the next enters again.
+        let i = self.loop_ref;
+        self.loop_ref = if i + 1 == n { 0 } else { i + 1 };
+        Some(RefPlace::Block(i as u16))
+    }
+
+    /// Side exits of the current block before instruction `insn` were not
+    /// taken.
+    #[inline(always)]
+    fn pass_exits(&mut self, b: &Block, insn: u32) {
+        while let Some(e) = b.exits.get(self.exits_done).copied() {
+            if e.insn >= insn {
+                break;
+            }
+            self.exits_done += 1;
+            self.branch(b, e.pc, e.insn, e.cond, false);
+        }
+    }
+
+    /// The conditional branch at `insn` of block `b` went `taken`; on a
+    /// misprediction dispatch resumes once it resolves and the front end
+    /// refills.
+    fn branch(&mut self, b: &Block, pc: u64, insn: u32, cond: (u32, u32), taken: bool) {
+        let missed = self.pred.conditional(pc, taken);
+        self.advance_to(self.base + insn as u64 + 1);
+        if missed && self.parts.branches {
+            let d = self.t - self.inv_w;
+            let resolve = self.deps_ready(b, cond, d);
+            self.stall_to(resolve + self.mispredict, Cause::Branch);
+        }
+    }
+
+    /// The stream enters block `bi`: the transfer that led here is checked
+    /// against the predictor, and the block's state starts.
+    pub fn enter(&mut self, blocks: &[std::sync::Arc<Block>], bi: u32) {
+        self.finish(blocks, None);
+        let b = &blocks[bi as usize];
+        match std::mem::replace(&mut self.pending, Pending::None) {
+            Pending::None => {}
+            Pending::Ret { resolve } => {
+                if self.pred.ret(b.pc) && self.parts.branches {
+                    self.stall_to(resolve + self.mispredict, Cause::Branch);
+                }
+            }
+            Pending::Indirect { pc, resolve } => {
+                if self.pred.indirect(pc, b.pc) && self.parts.branches {
+                    self.stall_to(resolve + self.mispredict, Cause::Branch);
+                }
+            }
+        }
+        self.block = Some(bi);
+        self.base = self.pos;
+        self.block_t0 = self.t;
+        self.exits_done = 0;
+        self.ref_done.clear();
+        self.ref_done.resize(b.refs.len(), 0.0);
+        self.stats.blocks += 1;
+        if self.parts.window && b.other_loads + b.other_stores > 0 {
+            // The loop's loads and stores the stream leaves out take
+            // queue entries too.
+            for _ in 0..b.other_loads {
+                self.stall_to(self.lq.oldest(), Cause::Mem(0.0));
+                self.lq.push(self.r.max(self.t + self.mem.l1 as f64));
+            }
+            for _ in 0..b.other_stores {
+                self.stall_to(self.sq.oldest(), Cause::Mem(0.0));
+                self.drain = self.drain.max(self.r);
+                self.sq.push(self.drain);
+            }
+        }
+    }
+
+    /// The stream leaves the current block by side exit `k` (taken), or
+    /// by its end (None): the exits before were not taken, the registers
+    /// it wrote by then are ready when their sources are, and a transfer
+    /// whose target the next block tells is left pending.
+    pub fn finish(&mut self, blocks: &[std::sync::Arc<Block>], k: Option<usize>) {
+        let Some(bi) = self.block.take() else { return };
+        let b = &blocks[bi as usize];
+        let exits = k.unwrap_or(b.exits.len()).min(b.exits.len());
+        let end_insn = b.insns_to(exits);
+        // Not-taken exits before the one taken (or the end).
+        while self.exits_done < exits {
+            let e = b.exits[self.exits_done];
+            self.exits_done += 1;
+            self.branch(b, e.pc, e.insn, e.cond, false);
+        }
+        if k.is_some() && exits < b.exits.len() {
+            let e = b.exits[exits];
+            self.branch(b, e.pc, e.insn, e.cond, true);
+        }
+        self.advance_to(self.base + end_insn as u64);
+        let end_dispatch = self.t - self.inv_w;
+        // Registers, all computed from the entry values before any is set.
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let mut latest = 0.0f64;
+        for p in &b.puts {
+            if p.exits as usize > exits {
+                break;
+            }
+            // Its instruction dispatched no later than the clock less the
+            // instructions after it, no earlier than the block began.
+            let dispatch = (self.t - (self.pos - (self.base + p.insn as u64)) as f64 * self.inv_w).max(self.block_t0);
+            let v = self.deps_ready(b, p.deps, dispatch);
+            latest = latest.max(v);
+            out.push((p.slot, v));
+        }
+        for &(s, v) in &out {
+            self.ready[s as usize] = v;
+        }
+        self.out = out;
+        self.completes(latest, 0.0, 0.0);
+        if k.is_none() {
+            match b.end {
+                crate::block::End::Jump | crate::block::End::Loop => {}
+                crate::block::End::Call { ret, indirect } => {
+                    self.pred.call(ret);
+                    if indirect {
+                        self.pending = Pending::Indirect { pc: b.end_pc, resolve: self.deps_ready(b, b.end_deps, end_dispatch) };
+                    }
+                }
+                crate::block::End::Ret => self.pending = Pending::Ret { resolve: self.deps_ready(b, b.end_deps, end_dispatch) },
+                crate::block::End::Indirect => self.pending = Pending::Indirect { pc: b.end_pc, resolve: self.deps_ready(b, b.end_deps, end_dispatch) },
+            }
+        }
+    }
+
+    /// An instruction fetch of a code line with its translation and
+    /// latency: one that missed holds dispatch for the time beyond a hit.
+    pub fn fetch(&mut self, a: &RefTime) {
+        let extra = (a.xlat + a.data.saturating_sub(self.mem.l1i)) as f64;
+        if a.data > self.mem.l1i {
+            self.stats.fetch_misses += 1;
+        }
+        if extra > 0.0 && self.parts.fetch {
+            let at = self.t + extra;
+            self.stall_to(at, Cause::Fetch);
+        }
+    }
+
+    /// `n` instructions with no references the stream describes.
+    pub fn instructions(&mut self, blocks: &[std::sync::Arc<Block>], n: u64) {
+        self.finish(blocks, None);
+        let p = self.pos + n;
+        self.advance_to(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::{BlockSpec, Dep, RefKind, Src, ALU, NONE};
+    use splab_hw::profile::Profile;
+
+    fn core(p: &Profile) -> CoreState {
+        let mem = MemCfg { l1: p.cache.l1d.latency, l1i: p.cache.l1i.latency, l2: p.cache.l2.latency, chan_read: 0.0, chan_wb: 0.0 };
+        CoreState::new(&p.core, mem, CoreParts::default())
+    }
+
+    fn miss(lat: u32) -> RefTime {
+        RefTime { data: lat, missed: true, ..RefTime::default() }
+    }
+
+    /// A chase (each load's address the last one's value) pays every
+    /// latency in full; the same loads independent overlap up to the
+    /// line-fill buffers.
+    #[test]
+    fn a_chase_waits_and_independent_misses_overlap() {
+        let p = Profile::load("sapphire-rapids").unwrap();
+        let mut chase = BlockSpec::looped(0x1000, 1);
+        let l = chase.reference(0, RefKind::Load, &[Dep::new(Src::Reg(0), NONE)], &[]);
+        chase.put(0, 0, &[Dep::new(Src::Ref(l), NONE)]);
+        let mut indep = BlockSpec::looped(0x2000, 4);
+        indep.reference(0, RefKind::Load, &[Dep::new(Src::Reg(0), ALU)], &[]);
+        indep.put(0, 1, &[Dep::new(Src::Reg(0), ALU)]);
+        for (spec, want) in [(chase, 300.0), (indep, 300.0 / p.core.mshrs as f64)] {
+            let blocks = vec![std::sync::Arc::new(Block::compile(&spec, &p.core.latency).unwrap())];
+            let mut c = core(&p);
+            c.looped = Some(0);
+            for _ in 0..10000 {
+                let place = c.loop_place(&blocks).unwrap();
+                c.reference(&blocks, place, &miss(300), false);
+            }
+            c.finish(&blocks, None);
+            let per = c.time() / 10000.0;
+            assert!((per - want).abs() < 0.05 * want, "{per} vs {want}");
+            let s = c.stack();
+            assert!((s.total() - c.time()).abs() < 1e-6 * c.time(), "{s:?} {}", c.time());
+        }
+    }
+
+    /// Instructions alone run at the width; a dependent chain of
+    /// multiplies through a register runs at its latency.
+    #[test]
+    fn width_and_chains() {
+        let p = Profile::load("sapphire-rapids").unwrap();
+        let mut c = core(&p);
+        c.instructions(&[], 6000);
+        assert!((c.time() - 6000.0 / p.core.width).abs() < 1.0, "{}", c.time());
+        let mut mul = BlockSpec::looped(0x3000, 1);
+        mul.put(1, 0, &[Dep::new(Src::Reg(1), [0, 1, 0, 0, 0, 0])]);
+        let blocks = vec![std::sync::Arc::new(Block::compile(&mul, &p.core.latency).unwrap())];
+        let mut c = core(&p);
+        for _ in 0..1000 {
+            c.enter(&blocks, 0);
+        }
+        c.finish(&blocks, None);
+        assert!((c.time() / 1000.0 - p.core.latency.mul).abs() < 0.1, "{}", c.time());
+    }
+
+    /// A branch that goes either way at random costs about half a
+    /// misprediction each time; the same branch always taken costs
+    /// nothing once learnt.
+    #[test]
+    fn random_branches_cost_mispredictions() {
+        let p = Profile::load("sapphire-rapids").unwrap();
+        let mut b = BlockSpec::looped(0x4000, 4);
+        b.exits.push(crate::block::ExitSpec { insn: 2, pc: 0x4008, cond: vec![] });
+        b.end = crate::block::End::Jump;
+        let blocks = vec![std::sync::Arc::new(Block::compile(&b, &p.core.latency).unwrap())];
+        let run = |random: bool| {
+            let mut c = core(&p);
+            let mut x = 88172645463325252u64;
+            for _ in 0..20000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                c.enter(&blocks, 0);
+                let taken = if random { x & 1 == 1 } else { true };
+                c.finish(&blocks, if taken { Some(0) } else { None });
+            }
+            c.time() / 20000.0
+        };
+        let (r, s) = (run(true), run(false));
+        assert!(s < 1.0, "{s}");
+        assert!((r - s - p.core.mispredict / 2.0).abs() < 0.15 * p.core.mispredict, "{r} {s}");
+    }
+}
