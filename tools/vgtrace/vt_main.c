@@ -80,6 +80,7 @@ static const HChar* opt_ring = NULL;
 static Long opt_reader = 0;
 static Bool opt_ifetch = False;
 static Bool opt_icount = True;
+static Bool opt_blocks = True;
 static Long opt_detail = 0;
 static Long opt_period = 0;
 static Long opt_filter_sets = 0;
@@ -91,6 +92,7 @@ static Bool vt_option(const HChar* arg)
    else if VG_INT_CLO(arg, "--reader", opt_reader) {}
    else if VG_BOOL_CLO(arg, "--ifetch", opt_ifetch) {}
    else if VG_BOOL_CLO(arg, "--icount", opt_icount) {}
+   else if VG_BOOL_CLO(arg, "--blocks", opt_blocks) {}
    else if VG_INT_CLO(arg, "--detail", opt_detail) {}
    else if VG_INT_CLO(arg, "--period", opt_period) {}
    else if VG_INT_CLO(arg, "--filter-sets", opt_filter_sets) {}
@@ -106,6 +108,8 @@ static void vt_usage(void)
 "    --reader=PID     the process reading the rings (stop when it is gone)\n"
 "    --ifetch=no|yes  record instruction fetches too [no]\n"
 "    --icount=no|yes  count guest instructions between references [yes]\n"
+"    --blocks=no|yes  each block's table, entry and exit words (instead of\n"
+"                     counts of instructions) [yes]\n"
 "    --detail=N --period=N --filter-sets=S  with --ring: sample (above) [off]\n");
 }
 
@@ -564,6 +568,531 @@ static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, S
    vt_flush();
 }
 
+/* ---- the block table ----
+   Every superblock the tool instruments gets an id and a table, written
+   into the stream once, before any word that names it (W_BLOCK, then the
+   table's words; crates/trace/src/block.rs reads them). At run time the
+   block's first word says it was entered (W_ENTER | id << 8) and a side
+   exit taken writes W_EXIT | k << 8 (k the exit's index): the simulator's
+   core places each reference in its block and knows every branch's
+   outcome. The table is the block's dataflow as the interval core needs
+   it: for each reference (in the order the stream has them), each side
+   exit's condition and each guest register the block writes, the
+   sources it depends on: a register as the block found it (its guest
+   state offset / 8, REG_SLOTS of them), a value a reference of the block
+   loaded, or nothing but the instruction's dispatch; and the operations
+   on the longest path from each, counted by class (alu, mul, div,
+   fp_add, fp_mul, fp_div). Its words, after the header word
+   W_BLOCK | n << 8 (n the words that follow):
+     id; the first instruction's address;
+     instructions | refs << 16 | side exits << 32 | writes << 48;
+     code lines | inner calls << 16 | end kind << 32 | end sources << 40;
+     the last instruction's address; a call's return address (or 0);
+     per reference: instruction | kind << 16 | address sources << 24 |
+       data sources << 32;
+     per side exit: its instruction's address, then instruction |
+       condition sources << 16 | branch << 24 (1 a conditional branch);
+     per write: slot | instruction << 8 | side exits before << 24 |
+       sources << 32;
+     per inner call (a call valgrind followed into its callee within the
+       block): instruction, return address;
+     per code line: (line address >> 6) << 16 | first instruction;
+     then every source in that order: slot or FROM_REF + reference or
+       FROM_DISPATCH, | counts << 16 (a byte a class).
+   End kinds: 0 a jump or fall-through, 1 a call, 2 an indirect call,
+   3 a return, 4 an indirect jump. */
+
+#define W_BLOCK 0x86ULL
+#define W_ENTER 0x87ULL
+#define W_EXIT  0x88ULL
+
+#define REG_SLOTS 128
+#define FROM_REF 0x8000
+#define FROM_DISPATCH 0xffff
+#define MAXD 6        /* sources kept per value */
+#define NCLS 6
+enum { C_ALU, C_MUL, C_DIV, C_FADD, C_FMUL, C_FDIV, C_FREE };
+
+typedef struct {
+   UShort src[MAXD];
+   UChar ops[MAXD][NCLS];
+   Int n;
+} Deps;
+
+/* The canonical weight of a path, to choose the longer of two from one
+   source and the ones to keep when there are too many: latencies of a
+   typical core. */
+static Int weight(const UChar* ops)
+{
+   static const Int w[NCLS] = { 1, 3, 20, 4, 4, 15 };
+   Int t = 0;
+   for (Int c = 0; c < NCLS; c++)
+      t += w[c] * ops[c];
+   return t;
+}
+
+static void deps_add(Deps* d, UShort src, const UChar* ops)
+{
+   for (Int i = 0; i < d->n; i++) {
+      if (d->src[i] == src) {
+         if (weight(ops) > weight(d->ops[i]))
+            VG_(memcpy)(d->ops[i], ops, NCLS);
+         return;
+      }
+   }
+   if (d->n < MAXD) {
+      d->src[d->n] = src;
+      VG_(memcpy)(d->ops[d->n], ops, NCLS);
+      d->n++;
+      return;
+   }
+   /* Full: replace the lightest if this one is heavier. */
+   Int lo = 0;
+   for (Int i = 1; i < d->n; i++)
+      if (weight(d->ops[i]) < weight(d->ops[lo]))
+         lo = i;
+   if (weight(ops) > weight(d->ops[lo])) {
+      d->src[lo] = src;
+      VG_(memcpy)(d->ops[lo], ops, NCLS);
+   }
+}
+
+static void deps_union(Deps* d, const Deps* o)
+{
+   for (Int i = 0; i < o->n; i++)
+      deps_add(d, o->src[i], o->ops[i]);
+}
+
+/* Every path one operation of class `c` longer. */
+static void deps_op(Deps* d, Int c)
+{
+   if (c == C_FREE)
+      return;
+   for (Int i = 0; i < d->n; i++)
+      if (d->ops[i][c] < 255)
+         d->ops[i][c]++;
+}
+
+static Int op_class(IROp op)
+{
+   switch (op) {
+      case Iop_Mul8: case Iop_Mul16: case Iop_Mul32: case Iop_Mul64:
+      case Iop_MullS8: case Iop_MullS16: case Iop_MullS32: case Iop_MullS64:
+      case Iop_MullU8: case Iop_MullU16: case Iop_MullU32: case Iop_MullU64:
+         return C_MUL;
+      case Iop_DivU32: case Iop_DivS32: case Iop_DivU64: case Iop_DivS64:
+      case Iop_DivU32E: case Iop_DivS32E: case Iop_DivU64E: case Iop_DivS64E:
+      case Iop_DivModU64to32: case Iop_DivModS64to32: case Iop_DivModU128to64: case Iop_DivModS128to64:
+      case Iop_DivModS64to64: case Iop_DivModU64to64: case Iop_DivModS32to32: case Iop_DivModU32to32:
+         return C_DIV;
+      case Iop_AddF64: case Iop_SubF64: case Iop_AddF32: case Iop_SubF32:
+      case Iop_AddF64r32: case Iop_SubF64r32:
+      case Iop_Add32Fx4: case Iop_Sub32Fx4: case Iop_Add32F0x4: case Iop_Sub32F0x4:
+      case Iop_Add64Fx2: case Iop_Sub64Fx2: case Iop_Add64F0x2: case Iop_Sub64F0x2:
+      case Iop_Add64Fx4: case Iop_Sub64Fx4: case Iop_Add32Fx8: case Iop_Sub32Fx8:
+      case Iop_F64toI64S: case Iop_I64StoF64: case Iop_F64toI32S: case Iop_I32StoF64:
+         return C_FADD;
+      case Iop_MulF64: case Iop_MulF32: case Iop_MulF64r32:
+      case Iop_Mul32Fx4: case Iop_Mul32F0x4: case Iop_Mul64Fx2: case Iop_Mul64F0x2:
+      case Iop_Mul64Fx4: case Iop_Mul32Fx8:
+      case Iop_MAddF64: case Iop_MSubF64: case Iop_MAddF32: case Iop_MSubF32:
+         return C_FMUL;
+      case Iop_DivF64: case Iop_DivF32: case Iop_DivF64r32:
+      case Iop_Div32Fx4: case Iop_Div32F0x4: case Iop_Div64Fx2: case Iop_Div64F0x2:
+      case Iop_Div64Fx4: case Iop_Div32Fx8:
+      case Iop_SqrtF64: case Iop_SqrtF32: case Iop_Sqrt64Fx2: case Iop_Sqrt64F0x2: case Iop_Sqrt32Fx4: case Iop_Sqrt32F0x4:
+         return C_FDIV;
+      /* Register views: widening, narrowing, halves, reinterpretation. */
+      case Iop_8Uto16: case Iop_8Uto32: case Iop_8Uto64: case Iop_16Uto32: case Iop_16Uto64: case Iop_32Uto64:
+      case Iop_8Sto16: case Iop_8Sto32: case Iop_8Sto64: case Iop_16Sto32: case Iop_16Sto64: case Iop_32Sto64:
+      case Iop_64to8: case Iop_32to8: case Iop_64to16: case Iop_16to8: case Iop_32to16: case Iop_64to32:
+      case Iop_16HIto8: case Iop_32HIto16: case Iop_64HIto32: case Iop_128to64: case Iop_128HIto64:
+      case Iop_8HLto16: case Iop_16HLto32: case Iop_32HLto64: case Iop_64HLto128:
+      case Iop_32to1: case Iop_64to1: case Iop_1Uto8: case Iop_1Uto32: case Iop_1Uto64:
+      case Iop_ReinterpF64asI64: case Iop_ReinterpI64asF64: case Iop_ReinterpF32asI32: case Iop_ReinterpI32asF32:
+      case Iop_V128to64: case Iop_V128HIto64: case Iop_64HLtoV128: case Iop_64UtoV128: case Iop_32UtoV128:
+      case Iop_V128to32: case Iop_SetV128lo64: case Iop_V256toV128_0: case Iop_V256toV128_1: case Iop_V128HLtoV256:
+         return C_FREE;
+      default:
+         return C_ALU;
+   }
+}
+
+static Int slot_of(Int offset)
+{
+   Int s = offset / 8;
+   return s < REG_SLOTS - 1 ? s : REG_SLOTS - 1;
+}
+
+/* The table being built for one superblock. */
+#define MAX_TREFS 512
+#define MAX_TEXITS 64
+#define MAX_TPUTS 256
+#define MAX_TCALLS 16
+#define MAX_TLINES 64
+typedef struct {
+   Deps* tmp;                 /* per IRTemp */
+   Deps reg[REG_SLOTS];       /* what each slot holds now */
+   Int insn;                  /* the current instruction (-1 before the first) */
+   Addr insn_addr;
+   Int insn_len;
+   Addr first_addr;
+   ULong id;
+   Int nrefs, nexits, nputs, ncalls, nlines;
+   ULong ref_word[MAX_TREFS];
+   Deps ref_addr[MAX_TREFS], ref_data[MAX_TREFS];
+   ULong exit_pc[MAX_TEXITS], exit_word[MAX_TEXITS];
+   Deps exit_cond[MAX_TEXITS];
+   Int put_slot[MAX_TPUTS], put_insn[MAX_TPUTS], put_exits[MAX_TPUTS];
+   Deps put_deps[MAX_TPUTS];
+   ULong call_insn[MAX_TCALLS], call_ret[MAX_TCALLS];
+   ULong line[MAX_TLINES];
+   Addr last_line;
+   /* The reference being emitted now: its sources. */
+   Deps cur_addr, cur_data;
+   Bool overflow;
+} Table;
+
+static Table* tb;             /* one, reused: instrumentation is single-threaded */
+static ULong next_block_id;
+
+static void deps_of(const IRExpr* e, Deps* out);
+
+static void deps_of_atom(const IRExpr* e, Deps* out)
+{
+   if (e == NULL)
+      return;
+   if (e->tag == Iex_RdTmp)
+      deps_union(out, &tb->tmp[e->Iex.RdTmp.tmp]);
+   /* A constant adds nothing: it is there at dispatch. */
+}
+
+static void deps_of(const IRExpr* e, Deps* out)
+{
+   out->n = 0;
+   if (e == NULL)
+      return;
+   switch (e->tag) {
+      case Iex_RdTmp:
+      case Iex_Const:
+         deps_of_atom(e, out);
+         break;
+      case Iex_Get:
+         *out = tb->reg[slot_of(e->Iex.Get.offset)];
+         break;
+      case Iex_GetI:
+         *out = tb->reg[REG_SLOTS - 1];
+         deps_of_atom(e->Iex.GetI.ix, out);
+         break;
+      case Iex_Unop:
+         deps_of_atom(e->Iex.Unop.arg, out);
+         deps_op(out, op_class(e->Iex.Unop.op));
+         break;
+      case Iex_Binop:
+         deps_of_atom(e->Iex.Binop.arg1, out);
+         deps_of_atom(e->Iex.Binop.arg2, out);
+         deps_op(out, op_class(e->Iex.Binop.op));
+         break;
+      case Iex_Triop:
+         deps_of_atom(e->Iex.Triop.details->arg2, out);
+         deps_of_atom(e->Iex.Triop.details->arg3, out);
+         deps_op(out, op_class(e->Iex.Triop.details->op));
+         break;
+      case Iex_Qop:
+         deps_of_atom(e->Iex.Qop.details->arg2, out);
+         deps_of_atom(e->Iex.Qop.details->arg3, out);
+         deps_of_atom(e->Iex.Qop.details->arg4, out);
+         deps_op(out, op_class(e->Iex.Qop.details->op));
+         break;
+      case Iex_ITE:
+         deps_of_atom(e->Iex.ITE.cond, out);
+         deps_of_atom(e->Iex.ITE.iftrue, out);
+         deps_of_atom(e->Iex.ITE.iffalse, out);
+         deps_op(out, C_ALU);
+         break;
+      case Iex_CCall:
+         for (Int i = 0; e->Iex.CCall.args[i] != NULL; i++)
+            deps_of_atom(e->Iex.CCall.args[i], out);
+         deps_op(out, C_ALU);
+         break;
+      default:
+         break;
+   }
+}
+
+static void table_start(IRSB* in)
+{
+   if (tb == NULL)
+      tb = VG_(malloc)("splabtrace.table", sizeof(Table));
+   Int temps = in->tyenv->types_used;
+   tb->tmp = VG_(calloc)("splabtrace.tmpdeps", temps > 0 ? temps : 1, sizeof(Deps));
+   static const UChar none[NCLS] = { 0 };
+   for (Int s = 0; s < REG_SLOTS; s++) {
+      tb->reg[s].n = 0;
+      deps_add(&tb->reg[s], (UShort)s, none);
+   }
+   tb->insn = -1;
+   tb->insn_addr = 0;
+   tb->insn_len = 0;
+   tb->nrefs = tb->nexits = tb->nputs = tb->ncalls = tb->nlines = 0;
+   tb->last_line = (Addr)-1;
+   tb->first_addr = 0;
+   tb->cur_addr.n = tb->cur_data.n = 0;
+   tb->overflow = False;
+   tb->id = next_block_id++;
+}
+
+/* One word the stream will carry for this block, a reference of `kind`
+   with the sources set in cur_addr and cur_data. */
+static void table_ref(Int kind)
+{
+   if (tb->nrefs >= MAX_TREFS) {
+      tb->overflow = True;
+      return;
+   }
+   Int i = tb->nrefs++;
+   tb->ref_word[i] = (ULong)(tb->insn < 0 ? 0 : tb->insn) | (ULong)kind << 16;
+   tb->ref_addr[i] = tb->cur_addr;
+   tb->ref_data[i] = kind == K_LOAD ? (Deps){ .n = 0 } : tb->cur_data;
+}
+
+static void table_imark(Addr a, Int len)
+{
+   if (tb->insn < 0)
+      tb->first_addr = a;
+   tb->insn++;
+   tb->insn_addr = a;
+   tb->insn_len = len;
+   for (Addr l = a >> 6; len > 0 && l <= (a + len - 1) >> 6; l++) {
+      if (l == tb->last_line)
+         continue;
+      tb->last_line = l;
+      if (tb->nlines < MAX_TLINES)
+         tb->line[tb->nlines++] = (ULong)l << 16 | (ULong)tb->insn;
+   }
+}
+
+static void table_put(Int offset, const IRExpr* data)
+{
+   Int s = slot_of(offset);
+   Deps d;
+   deps_of(data, &d);
+   tb->reg[s] = d;
+   /* The instruction pointer is written all the time and read by no
+      address: left out. */
+   if (offset >= 184 && offset < 192)
+      return;
+   /* A later write to the slot with no exit between replaces this one. */
+   for (Int i = tb->nputs - 1; i >= 0 && tb->put_exits[i] == tb->nexits; i--) {
+      if (tb->put_slot[i] == s) {
+         tb->put_insn[i] = tb->insn < 0 ? 0 : tb->insn;
+         tb->put_deps[i] = d;
+         return;
+      }
+   }
+   if (tb->nputs >= MAX_TPUTS) {
+      tb->overflow = True;
+      return;
+   }
+   Int i = tb->nputs++;
+   tb->put_slot[i] = s;
+   tb->put_insn[i] = tb->insn < 0 ? 0 : tb->insn;
+   tb->put_exits[i] = tb->nexits;
+   tb->put_deps[i] = d;
+}
+
+/* What a statement does to the dataflow, before its words are emitted:
+   a temporary's sources, a register written; the sources of the
+   reference it makes go to cur_addr and cur_data. */
+static void table_stmt(IRStmt* st, Bool pending)
+{
+   /* A load's value is the word the stream gives it next: after the
+      load still pending, if there is one. */
+   UShort next_ref = (UShort)(FROM_REF + tb->nrefs + (pending ? 1 : 0));
+   static const UChar none[NCLS] = { 0 };
+   switch (st->tag) {
+      case Ist_IMark:
+         table_imark((Addr)st->Ist.IMark.addr, st->Ist.IMark.len);
+         break;
+      case Ist_AbiHint:
+         /* A call valgrind followed into its callee: its return address
+            goes on the return stack where the block gets that far. */
+         if (st->Ist.AbiHint.nia->tag == Iex_Const && tb->ncalls < MAX_TCALLS && tb->insn >= 0) {
+            tb->call_insn[tb->ncalls] = tb->insn;
+            tb->call_ret[tb->ncalls] = tb->insn_addr + tb->insn_len;
+            tb->ncalls++;
+         }
+         break;
+      case Ist_Put:
+         table_put(st->Ist.Put.offset, st->Ist.Put.data);
+         break;
+      case Ist_PutI: {
+         Deps d;
+         deps_of(st->Ist.PutI.details->data, &d);
+         tb->reg[REG_SLOTS - 1] = d;
+         break;
+      }
+      case Ist_WrTmp: {
+         IRTemp t = st->Ist.WrTmp.tmp;
+         IRExpr* e = st->Ist.WrTmp.data;
+         if (e->tag == Iex_Load) {
+            deps_of(e->Iex.Load.addr, &tb->cur_addr);
+            tb->cur_data.n = 0;
+            tb->tmp[t].n = 0;
+            /* Its value: the word the stream gives it next. */
+            deps_add(&tb->tmp[t], next_ref, none);
+         } else {
+            deps_of(e, &tb->tmp[t]);
+         }
+         break;
+      }
+      case Ist_Store:
+         deps_of(st->Ist.Store.addr, &tb->cur_addr);
+         deps_of(st->Ist.Store.data, &tb->cur_data);
+         break;
+      case Ist_StoreG:
+         deps_of(st->Ist.StoreG.details->addr, &tb->cur_addr);
+         deps_of(st->Ist.StoreG.details->data, &tb->cur_data);
+         break;
+      case Ist_LoadG: {
+         IRLoadG* g = st->Ist.LoadG.details;
+         deps_of(g->addr, &tb->cur_addr);
+         tb->cur_data.n = 0;
+         tb->tmp[g->dst].n = 0;
+         deps_add(&tb->tmp[g->dst], next_ref, none);
+         deps_of_atom(g->alt, &tb->tmp[g->dst]);
+         break;
+      }
+      case Ist_CAS: {
+         IRCAS* c = st->Ist.CAS.details;
+         deps_of(c->addr, &tb->cur_addr);
+         deps_of(c->dataLo, &tb->cur_data);
+         tb->tmp[c->oldLo].n = 0;
+         deps_add(&tb->tmp[c->oldLo], next_ref, none);
+         if (c->oldHi != IRTemp_INVALID)
+            tb->tmp[c->oldHi] = tb->tmp[c->oldLo];
+         break;
+      }
+      case Ist_LLSC:
+         deps_of(st->Ist.LLSC.addr, &tb->cur_addr);
+         if (st->Ist.LLSC.storedata == NULL) {
+            tb->cur_data.n = 0;
+            tb->tmp[st->Ist.LLSC.result].n = 0;
+            deps_add(&tb->tmp[st->Ist.LLSC.result], next_ref, none);
+         } else {
+            deps_of(st->Ist.LLSC.storedata, &tb->cur_data);
+            tb->tmp[st->Ist.LLSC.result].n = 0;
+         }
+         break;
+      case Ist_Dirty: {
+         IRDirty* d = st->Ist.Dirty.details;
+         Deps args = { .n = 0 };
+         for (Int i = 0; d->args[i] != NULL; i++)
+            if (d->args[i]->tag == Iex_RdTmp || d->args[i]->tag == Iex_Const)
+               deps_of_atom(d->args[i], &args);
+         deps_of(d->mAddr, &tb->cur_addr);
+         tb->cur_data = args;
+         if (d->tmp != IRTemp_INVALID) {
+            tb->tmp[d->tmp] = args;
+            deps_op(&tb->tmp[d->tmp], C_ALU);
+         }
+         break;
+      }
+      case Ist_Exit:
+         if (tb->nexits >= MAX_TEXITS) {
+            tb->overflow = True;
+            break;
+         }
+         deps_of(st->Ist.Exit.guard, &tb->exit_cond[tb->nexits]);
+         tb->exit_pc[tb->nexits] = tb->insn_addr;
+         tb->exit_word[tb->nexits] = (ULong)(tb->insn < 0 ? 0 : tb->insn)
+            | (ULong)(st->Ist.Exit.jk == Ijk_Boring ? 1 : 0) << 24;
+         tb->nexits++;
+         break;
+      default:
+         break;
+   }
+}
+
+static Int deps_words(const Deps* d)
+{
+   return d->n;
+}
+
+static void put_deps(const Deps* d)
+{
+   for (Int i = 0; i < d->n; i++) {
+      ULong w = d->src[i];
+      for (Int c = 0; c < NCLS; c++)
+         w |= (ULong)d->ops[i][c] << (16 + 8 * c);
+      put(w);
+   }
+}
+
+/* Writes the table of the block just instrumented (whose end is `in`'s
+   jump kind and next) into the stream. A block too large for the table's
+   arrays is written with no references, exits or writes: the simulator
+   then places its references nowhere in particular. */
+static void table_emit(IRSB* in)
+{
+   Int kind = 0;
+   ULong ret = 0;
+   Deps end = { .n = 0 };
+   Bool direct = in->next->tag == Iex_Const;
+   if (in->jumpkind == Ijk_Call) {
+      kind = direct ? 1 : 2;
+      ret = tb->insn_addr + tb->insn_len;
+   } else if (in->jumpkind == Ijk_Ret) {
+      kind = 3;
+   } else if (in->jumpkind == Ijk_Boring && !direct) {
+      kind = 4;
+   }
+   if (kind >= 2)
+      deps_of(in->next, &end);
+   if (tb->overflow)
+      tb->nrefs = tb->nexits = tb->nputs = tb->ncalls = 0;
+   Int words = 6 + tb->nrefs + 2 * tb->nexits + tb->nputs + 2 * tb->ncalls + tb->nlines + deps_words(&end);
+   for (Int i = 0; i < tb->nrefs; i++)
+      words += deps_words(&tb->ref_addr[i]) + deps_words(&tb->ref_data[i]);
+   for (Int i = 0; i < tb->nexits; i++)
+      words += deps_words(&tb->exit_cond[i]);
+   for (Int i = 0; i < tb->nputs; i++)
+      words += deps_words(&tb->put_deps[i]);
+   room_for(1 + words);
+   put(W_BLOCK | (ULong)words << 8);
+   put(tb->id);
+   put(tb->first_addr);
+   put((ULong)(tb->insn + 1) | (ULong)tb->nrefs << 16 | (ULong)tb->nexits << 32 | (ULong)tb->nputs << 48);
+   put((ULong)tb->nlines | (ULong)tb->ncalls << 16 | (ULong)kind << 32 | (ULong)end.n << 40);
+   put(tb->insn_addr);
+   put(ret);
+   for (Int i = 0; i < tb->nrefs; i++)
+      put(tb->ref_word[i] | (ULong)tb->ref_addr[i].n << 24 | (ULong)tb->ref_data[i].n << 32);
+   for (Int i = 0; i < tb->nexits; i++) {
+      put(tb->exit_pc[i]);
+      put(tb->exit_word[i] | (ULong)tb->exit_cond[i].n << 16);
+   }
+   for (Int i = 0; i < tb->nputs; i++)
+      put((ULong)tb->put_slot[i] | (ULong)tb->put_insn[i] << 8 | (ULong)tb->put_exits[i] << 24 | (ULong)tb->put_deps[i].n << 32);
+   for (Int i = 0; i < tb->ncalls; i++) {
+      put(tb->call_insn[i]);
+      put(tb->call_ret[i]);
+   }
+   for (Int i = 0; i < tb->nlines; i++)
+      put(tb->line[i]);
+   for (Int i = 0; i < tb->nrefs; i++) {
+      put_deps(&tb->ref_addr[i]);
+      put_deps(&tb->ref_data[i]);
+   }
+   for (Int i = 0; i < tb->nexits; i++)
+      put_deps(&tb->exit_cond[i]);
+   for (Int i = 0; i < tb->nputs; i++)
+      put_deps(&tb->put_deps[i]);
+   put_deps(&end);
+   VG_(free)(tb->tmp);
+   tb->tmp = NULL;
+}
+
 /* ---- instrumentation ---- */
 
 typedef IRExpr IRAtom;   /* an IRExpr that is a temporary or a constant */
@@ -575,6 +1104,7 @@ typedef struct {
    Bool pending;     /* a load not yet written (it may become a modify) */
    IRAtom* p_addr;
    Int p_size;
+   Deps p_deps;      /* its address's sources (for the block table) */
    Int insns;        /* instructions not yet added to icount */
    /* Sampling: the words go where `cur` points, not at fixed offsets. */
    Bool filt;
@@ -674,6 +1204,8 @@ static void emit_one(Ctx* c, IRAtom* addr, Int size, Int kind, IRAtom* guard)
    }
    if (guard != NULL)
       rec = assign(c->sb, Ity_I64, IRExpr_ITE(guard, rec, mkIRExpr_HWord(W_NOP)));
+   if (opt_blocks && kind != K_FETCH)
+      table_ref(kind);
    c->k++;
    if (!c->filt) {
       addStmtToIRSB(c->sb, IRStmt_Store(Iend_LE, slot(c, c->k - 1), rec));
@@ -703,6 +1235,15 @@ static void flush_pending(Ctx* c)
 {
    if (c->pending) {
       c->pending = False;
+      if (opt_blocks) {
+         /* The load's own sources, not the statement's at hand. */
+         Deps a = tb->cur_addr, d = tb->cur_data;
+         tb->cur_addr = c->p_deps;
+         emit(c, c->p_addr, c->p_size, K_LOAD, NULL);
+         tb->cur_addr = a;
+         tb->cur_data = d;
+         return;
+      }
       emit(c, c->p_addr, c->p_size, K_LOAD, NULL);
    }
 }
@@ -713,6 +1254,8 @@ static void add_load(Ctx* c, IRAtom* addr, Int size)
    c->pending = True;
    c->p_addr = addr;
    c->p_size = size;
+   if (opt_blocks)
+      c->p_deps = tb->cur_addr;
 }
 
 /* A store right after a load of the same bytes is one modify, as lackey
@@ -731,7 +1274,7 @@ static void add_store(Ctx* c, IRAtom* addr, Int size)
 /* icount += the instructions since the last addition. */
 static void add_icount(Ctx* c)
 {
-   if (!opt_icount || c->insns == 0)
+   if (!opt_icount || opt_blocks || c->insns == 0)
       return;
    IRAtom* old = assign(c->sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&icount)));
    IRAtom* sum = assign(c->sb, Ity_I64, IRExpr_Binop(Iop_Add64, old, mkIRExpr_HWord(c->insns)));
@@ -805,6 +1348,25 @@ static Int max_words(IRSB* in, Int first)
    return n;
 }
 
+/* The word of a block's entry or side exit at the buffer's current
+   position: an entry takes its place; a side exit's is written where the
+   next word would go and counted only if the exit is taken (the pointer
+   stored before the exit includes it; past the exit the next word
+   overwrites it). */
+static void put_marker(Ctx* c, ULong w, Bool advance)
+{
+   IRAtom* at = c->filt ? c->cur : slot(c, c->k);
+   addStmtToIRSB(c->sb, IRStmt_Store(Iend_LE, at, mkIRExpr_HWord(w)));
+   if (advance) {
+      if (c->filt)
+         c->cur = assign(c->sb, Ity_I64, IRExpr_Binop(Iop_Add64, c->cur, mkIRExpr_HWord(8)));
+      c->k++;
+      return;
+   }
+   IRAtom* after = assign(c->sb, Ity_I64, IRExpr_Binop(Iop_Add64, at, mkIRExpr_HWord(8)));
+   addStmtToIRSB(c->sb, IRStmt_Store(Iend_LE, mkIRExpr_HWord((HWord)&buf_next), after));
+}
+
 static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestLayout* layout,
                            const VexGuestExtents* vge, const VexArchInfo* archinfo_host,
                            IRType gWordTy, IRType hWordTy)
@@ -817,8 +1379,10 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
       addStmtToIRSB(sb, in->stmts[i]);
       i++;
    }
-   Int need = max_words(in, i);
-   Ctx c = { sb, IRTemp_INVALID, 0, False, NULL, 0, 0, sampling(), NULL, NULL, NULL, 0 };
+   /* The block's entry word and at most one exit word beside its
+      references. */
+   Int need = max_words(in, i) + (opt_blocks ? 2 : 0);
+   Ctx c = { sb, IRTemp_INVALID, 0, False, NULL, 0, { .n = 0 }, 0, sampling(), NULL, NULL, NULL, 0 };
    if (need == 0) {
       for (; i < in->stmts_used; i++) {
          IRStmt* st = in->stmts[i];
@@ -833,6 +1397,8 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    }
    tl_assert(need < (Int)SLOT_WORDS / 2);
    ensure_buf();
+   if (opt_blocks)
+      table_start(in);
 
    /* Room check: when the buffer cannot take `need` more words, write it
       out (or publish the slot and take the next); the block then starts
@@ -854,11 +1420,16 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
       c.cur = c.mark = IRExpr_RdTmp(c.base);
       c.bias = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, mkIRExpr_HWord((HWord)&filt_bias)));
    }
+   if (opt_blocks)
+      put_marker(&c, W_ENTER | tb->id << 8, True);
 
+   Int exits = 0;
    for (; i < in->stmts_used; i++) {
       IRStmt* st = in->stmts[i];
       if (st == NULL)
          continue;
+      if (opt_blocks)
+         table_stmt(st, c.pending);
       switch (st->tag) {
          case Ist_IMark:
             flush_pending(&c);
@@ -915,6 +1486,10 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
             store_next(&c);
             add_skipped(&c);
             add_icount(&c);
+            /* The exit's word last: the pointer it stores counts it. */
+            if (opt_blocks)
+               put_marker(&c, W_EXIT | (ULong)exits << 8, False);
+            exits++;
             break;
          default:
             break;
@@ -926,6 +1501,8 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
    add_skipped(&c);
    add_icount(&c);
    tl_assert(c.k <= need);
+   if (opt_blocks)
+      table_emit(in);
    return sb;
 }
 

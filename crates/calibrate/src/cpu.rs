@@ -37,14 +37,20 @@ pub struct CacheLeaf {
     pub line: u32,
 }
 
-/// The caches of leaf 4, in subleaf order.
+/// The caches of leaf 4 (Intel) or of leaf 0x8000001D (AMD, the same
+/// layout: AMD's manual reserves leaf 4), in subleaf order.
 pub fn caches() -> Vec<CacheLeaf> {
     let mut v = Vec::new();
-    if !cfg!(target_arch = "x86_64") || max_basic_leaf() < 4 {
+    if !cfg!(target_arch = "x86_64") {
+        return v;
+    }
+    let amd = signature().is_some_and(|s| s.0 == "AuthenticAMD");
+    let leaf = if amd { 0x8000_001d } else { 4 };
+    if (amd && cpuid(0x8000_0000, 0).0 < leaf) || (!amd && max_basic_leaf() < 4) {
         return v;
     }
     for sub in 0..16 {
-        let (a, b, c, _) = cpuid(4, sub);
+        let (a, b, c, _) = cpuid(leaf, sub);
         let kind = match a & 0x1f {
             0 => break,
             1 => "data",
@@ -98,6 +104,38 @@ pub fn tlbs() -> Vec<TlbLeaf> {
         v.push(TlbLeaf { level: ((d >> 5) & 7) as u8, kind: kind.into(), sizes, entries: ways * c, ways, fully_associative: full });
     }
     v
+}
+
+/// The processor's vendor string (leaf 0) and its display family and
+/// model (leaf 1, the extended fields folded in as the vendors' manuals
+/// say), or None where there is no CPUID.
+pub fn signature() -> Option<(String, u32, u32)> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    let (_, b, c, d) = cpuid(0, 0);
+    let vendor: String = [b, d, c].iter().flat_map(|r| r.to_le_bytes()).map(char::from).collect();
+    let (a, _, _, _) = cpuid(1, 0);
+    let base_family = (a >> 8) & 0xf;
+    let family = if base_family == 0xf { base_family + ((a >> 20) & 0xff) } else { base_family };
+    let model = if base_family == 0xf || base_family == 6 { ((a >> 16) & 0xf) << 4 | ((a >> 4) & 0xf) } else { (a >> 4) & 0xf };
+    Some((vendor, family, model))
+}
+
+/// The built-in profile of the machines most like a processor of this
+/// signature (vendor, family, model), for the values calibrate cannot
+/// measure; None where none is known.
+pub fn closest_profile(vendor: &str, family: u32, model: u32) -> Option<&'static str> {
+    match (vendor, family, model) {
+        // Zen 3 and Zen 4 (family 0x19): Zen 4's, the nearer of the two.
+        ("AuthenticAMD", 0x19, _) => Some("amd-zen4"),
+        ("GenuineIntel", 6, 207) => Some("intel-emerald-rapids"),
+        ("GenuineIntel", 6, 143) => Some("sapphire-rapids"),
+        // Skylake-SP and Cascade Lake share model 85.
+        ("GenuineIntel", 6, 85) => Some("intel-cascade-lake"),
+        ("GenuineIntel", 6, 63) => Some("intel-haswell-ex"),
+        _ => None,
+    }
 }
 
 /// Base and maximum frequency in MHz from leaf 0x16 (zeros when the leaf

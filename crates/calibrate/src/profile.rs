@@ -31,6 +31,16 @@ impl Base {
         Base::named(name)
     }
 
+    /// The built-in profile of the machines most like this host
+    /// (`cpu::closest_profile` by its CPUID signature), else the one for
+    /// its architecture.
+    pub fn for_host(arch: &str) -> Result<Base, String> {
+        match crate::cpu::signature().and_then(|(v, f, m)| crate::cpu::closest_profile(&v, f, m)) {
+            Some(name) => Base::named(name),
+            None => Base::for_arch(arch),
+        }
+    }
+
     /// The built-in profile `name`.
     pub fn named(name: &str) -> Result<Base, String> {
         Ok(Base { name: name.to_string(), profile: Profile::load(name)? })
@@ -189,15 +199,17 @@ impl Writer<'_> {
         for (i, arr) in b.profile.tlb.iter().enumerate() {
             let at = |k: &str| format!("tlb.{i}.{k}");
             let has = |s: &str| arr.sizes.iter().any(|x| x == s);
+            // The probes load data: they measure the data side only.
+            let data = arr.side() != splab_hw::tlb::TlbSide::Inst;
             let measured = match (arr.level, arr.sizes.len()) {
-                (1, 1) if has("4K") => t.l1_4k_entries.map(|e| (e, "4K")),
-                (1, 1) if has("2M") && !host4k => t.l1_2m_entries.map(|e| (e, "2M")),
-                (2, _) if has("4K") => t.l2_entries.map(|e| (e, "4K")),
+                (1, 1) if data && has("4K") => t.l1_4k_entries.map(|e| (e, "4K")),
+                (1, 1) if data && has("2M") && !host4k => t.l1_2m_entries.map(|e| (e, "2M")),
+                (2, _) if data && has("4K") => t.l2_entries.map(|e| (e, "4K")),
                 _ => None,
             };
             self.n.note(&at("level"), b.not_measured());
             self.n.note(&at("sizes"), b.not_measured());
-            let fit = t.stlb_fit.as_ref().filter(|_| arr.level == 2 && has("4K"));
+            let fit = t.stlb_fit.as_ref().filter(|_| data && arr.level == 2 && has("4K"));
             let (entries, ways, index) = match (measured, fit) {
                 (Some(_), Some(f)) => {
                     self.n.note(&at("entries"), format!("measured: the model's TLB fitted to the 4 KB curve from {} to {} pages ({} points): {:.2} ns rms", f.from_pages, f.to_pages, f.points, f.rms_ns));

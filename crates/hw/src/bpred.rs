@@ -55,7 +55,9 @@ pub struct PredictorConfig {
     /// counters as those histories have values).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub local: u32,
-    /// Branch target buffer entries.
+    /// Branch target buffer entries (0: none; where a core computes
+    /// direct targets in fetch, an indirect branch is predicted only by
+    /// the indirect-target predictor, or not at all).
     pub btb: u32,
     /// Indirect-target predictor entries (0: an indirect branch is
     /// predicted to go where it went last, from the BTB).
@@ -79,8 +81,8 @@ impl PredictorConfig {
         };
         pow2("entries", self.entries, 16, 1 << 24)?;
         for (k, v) in [("btb", self.btb), ("indirect", self.indirect)] {
-            if v > 1 << 24 || (k == "btb" && v == 0) {
-                return Err(format!("core.predictor.{k} = {v} is out of range ({} to 16777216)", if k == "btb" { 1 } else { 0 }));
+            if v > 1 << 24 {
+                return Err(format!("core.predictor.{k} = {v} is out of range (0 to 16777216)"));
             }
         }
         if self.ras > 1024 {
@@ -315,7 +317,15 @@ impl Tage {
         // Allocate on a misprediction in a longer table.
         let start = provider.map_or(0, |p| p + 1);
         if pred != taken && start < n {
-            let free: Vec<usize> = (start..n).filter(|&t| self.tables[t][idx[t]].u == 0).collect();
+            let mut free = [0usize; MAX_TABLES];
+            let mut nfree = 0;
+            for t in start..n {
+                if self.tables[t][idx[t]].u == 0 {
+                    free[nfree] = t;
+                    nfree += 1;
+                }
+            }
+            let free = &free[..nfree];
             if free.is_empty() {
                 for t in start..n {
                     let e = &mut self.tables[t][idx[t]];
@@ -475,8 +485,8 @@ impl Predictor {
     /// predicted target was another.
     pub fn indirect(&mut self, pc: u64, target: u64) -> bool {
         let h = hash_pc(pc);
-        let b = (h % self.btb.len() as u64) as usize;
-        let mut pred = if self.btb[b].0 == pc { Some(self.btb[b].1) } else { None };
+        let b = if self.btb.is_empty() { 0 } else { (h % self.btb.len() as u64) as usize };
+        let mut pred = self.btb.get(b).filter(|e| e.0 == pc).map(|e| e.1);
         if !self.indirect.is_empty() {
             let i = ((h ^ self.path ^ (self.recent & 0xff) << 3) % self.indirect.len() as u64) as usize;
             if self.indirect[i].0 == pc {
@@ -484,7 +494,9 @@ impl Predictor {
             }
             self.indirect[i] = (pc, target);
         }
-        self.btb[b] = (pc, target);
+        if let Some(e) = self.btb.get_mut(b) {
+            *e = (pc, target);
+        }
         self.path = (self.path << 3) ^ (target >> 2) ^ (target >> 9);
         self.path &= 0xffff;
         self.stats.indirect += 1;

@@ -367,6 +367,12 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("power8", include_str!("../../../profiles/power8.toml")),
     ("power9", include_str!("../../../profiles/power9.toml")),
     ("alpha-21264", include_str!("../../../profiles/alpha-21264.toml")),
+    ("intel-haswell-ex", include_str!("../../../profiles/intel-haswell-ex.toml")),
+    ("intel-cascade-lake", include_str!("../../../profiles/intel-cascade-lake.toml")),
+    ("intel-emerald-rapids", include_str!("../../../profiles/intel-emerald-rapids.toml")),
+    ("cortex-a53", include_str!("../../../profiles/cortex-a53.toml")),
+    ("ampere-altra", include_str!("../../../profiles/ampere-altra.toml")),
+    ("amd-zen4", include_str!("../../../profiles/amd-zen4.toml")),
 ];
 
 /// The profile used when neither a profile nor an architecture is named.

@@ -78,13 +78,15 @@ pub struct RefSpec {
     pub data: Vec<Dep>,
 }
 
-/// A side exit: a conditional branch out of the block.
+/// A side exit: a conditional branch out of the block (or, where
+/// `branch` is false, another way out that no predictor sees).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ExitSpec {
     /// The branch's instruction.
     pub insn: u16,
     pub pc: u64,
     pub cond: Vec<Dep>,
+    pub branch: bool,
 }
 
 /// A register the block writes, and what its value depends on.
@@ -138,13 +140,17 @@ pub struct BlockSpec {
     /// store-queue entries.
     pub other_loads: u16,
     pub other_stores: u16,
+    /// Direct calls inside the block (valgrind follows a call into its
+    /// callee within one superblock): their instructions and return
+    /// addresses, which go on the return stack.
+    pub calls: Vec<(u16, u64)>,
 }
 
 impl BlockSpec {
     /// A block of `insns` instructions at `pc` with nothing in it yet,
     /// ending in a loop's back edge.
     pub fn looped(pc: u64, insns: u16) -> BlockSpec {
-        BlockSpec { pc, insns, refs: Vec::new(), exits: Vec::new(), puts: Vec::new(), end: End::Loop, end_pc: pc, end_deps: Vec::new(), lines: Vec::new(), other_loads: 0, other_stores: 0 }
+        BlockSpec { pc, insns, refs: Vec::new(), exits: Vec::new(), puts: Vec::new(), end: End::Loop, end_pc: pc, end_deps: Vec::new(), lines: Vec::new(), other_loads: 0, other_stores: 0, calls: Vec::new() }
     }
 
     /// Appends a reference; returns its index.
@@ -177,7 +183,9 @@ impl BlockSpec {
                 return bad(format!("reference {i} at instruction {} (after {last}, of {})", r.insn, self.insns));
             }
             last = r.insn;
-            if !deps_ok(&r.addr, i) || !deps_ok(&r.data, i) {
+            // A modify's store may use what its own load read.
+            let data_before = if r.kind == RefKind::Modify { i + 1 } else { i };
+            if !deps_ok(&r.addr, i) || !deps_ok(&r.data, data_before) {
                 return bad(format!("reference {i} depends on a value not loaded before it"));
             }
         }
@@ -232,6 +240,7 @@ pub(crate) struct CExit {
     pub insn: u32,
     pub pc: u64,
     pub cond: Span,
+    pub branch: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -258,6 +267,7 @@ pub struct Block {
     pub lines: Vec<(u64, u32)>,
     pub(crate) other_loads: u32,
     pub(crate) other_stores: u32,
+    pub(crate) calls: Vec<(u32, u64)>,
 }
 
 impl Block {
@@ -284,7 +294,7 @@ impl Block {
             .iter()
             .map(|r| CRef { insn: r.insn as u32, addr: span(&r.addr), data: span(&r.data) })
             .collect();
-        let exits = spec.exits.iter().map(|e| CExit { insn: e.insn as u32, pc: e.pc, cond: span(&e.cond) }).collect();
+        let exits = spec.exits.iter().map(|e| CExit { insn: e.insn as u32, pc: e.pc, cond: span(&e.cond), branch: e.branch }).collect();
         let puts = spec.puts.iter().map(|p| CPut { slot: p.slot, insn: p.insn as u32, exits: p.exits, deps: span(&p.deps) }).collect();
         let end_deps = span(&spec.end_deps);
         Ok(Block {
@@ -300,6 +310,7 @@ impl Block {
             lines: spec.lines.iter().map(|&(a, i)| (a, i as u32)).collect(),
             other_loads: spec.other_loads as u32,
             other_stores: spec.other_stores as u32,
+            calls: spec.calls.iter().map(|&(i, r)| (i as u32, r)).collect(),
         })
     }
 

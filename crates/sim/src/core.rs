@@ -568,7 +568,9 @@ impl CoreState {
                 break;
             }
             self.exits_done += 1;
-            self.branch(b, e.pc, e.insn, e.cond, false);
+            if e.branch {
+                self.branch(b, e.pc, e.insn, e.cond, false);
+            }
         }
     }
 
@@ -638,13 +640,21 @@ impl CoreState {
         while self.exits_done < exits {
             let e = b.exits[self.exits_done];
             self.exits_done += 1;
-            self.branch(b, e.pc, e.insn, e.cond, false);
+            if e.branch {
+                self.branch(b, e.pc, e.insn, e.cond, false);
+            }
         }
-        if k.is_some() && exits < b.exits.len() {
+        if k.is_some() && exits < b.exits.len() && b.exits[exits].branch {
             let e = b.exits[exits];
             self.branch(b, e.pc, e.insn, e.cond, true);
         }
         self.advance_to(self.base + end_insn as u64);
+        // Calls followed within the block push their return addresses.
+        for &(insn, ret) in &b.calls {
+            if insn < end_insn {
+                self.pred.call(ret);
+            }
+        }
         let end_dispatch = self.t - self.inv_w;
         // Registers, all computed from the entry values before any is set.
         let mut out = std::mem::take(&mut self.out);
@@ -771,7 +781,7 @@ mod tests {
     fn random_branches_cost_mispredictions() {
         let p = Profile::load("sapphire-rapids").unwrap();
         let mut b = BlockSpec::looped(0x4000, 4);
-        b.exits.push(crate::block::ExitSpec { insn: 2, pc: 0x4008, cond: vec![] });
+        b.exits.push(crate::block::ExitSpec { insn: 2, pc: 0x4008, cond: vec![], branch: true });
         b.end = crate::block::End::Jump;
         let blocks = vec![std::sync::Arc::new(Block::compile(&b, &p.core.latency).unwrap())];
         let run = |random: bool| {

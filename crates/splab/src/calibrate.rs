@@ -59,7 +59,7 @@ pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
             return Err(Fail::Input(format!("--name {n:?}: give a non-empty name without quotes, backslashes or newlines")));
         }
     }
-    let base = input(Base::for_arch(splab_pmap::arch::host_machine()))?;
+    let base = input(Base::for_host(splab_pmap::arch::host_machine()))?;
     // Open the output first, so that a bad path fails before two minutes
     // of measuring, not after.
     let mut file = match &a.output {

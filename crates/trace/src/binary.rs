@@ -1,4 +1,5 @@
-//! splab's compact binary trace format, version 1.
+//! splab's compact binary trace format, version 2 (version 1, the same
+//! without the instruction stream's records 0x82 to 0x85, is read too).
 //!
 //! All multi-byte fixed-width integers are little-endian. A *varint* is
 //! unsigned LEB128 (7 bits a byte, low first, high bit set on every byte
@@ -8,7 +9,7 @@
 //! ```text
 //! header
 //!   0   8   magic "SPLTRACE"
-//!   8   2   version, 1
+//!   8   2   version, 2 (or 1)
 //!   10  2   flags, 0 (no flag is defined; a reader rejects others)
 //!   12  8   number of references in the body; all ones when the writer
 //!           could not seek back to fill it in
@@ -33,26 +34,37 @@
 //!             heap, 4 stack, 5 program image), varint name length (at most
 //!             4096), name bytes (UTF-8, a file's path or empty)
 //!   0x81      a region unmapped: varint start, varint length (> 0)
+//!   0x82      a block's table (splabtrace's, `block.rs`): varint n (at
+//!             most 2^14), then n little-endian 64-bit words
+//!   0x83      the instruction stream enters a block: varint its id
+//!   0x84      it leaves its block by a side exit: varint the exit
+//!   0x85      a reference of the block that did nothing (a guarded
+//!             access whose guard was false)
 //!   0xff      end of trace; nothing may follow it
 //!   other     invalid
 //! ```
 //!
 //! Delta coding against two streams keeps a typical reference to 2 or 3
 //! bytes (lackey's text spends about 18). The end marker and the count in
-//! the header make a truncated file an error instead of a shorter trace.
+//! the header (of references, not of the instruction stream's marks) make
+//! a truncated file an error instead of a shorter trace.
 
 use crate::{show_bytes, Event, Format, Kind, Origin, Ref, Region, Source, Step, TraceError, MAX_NAME};
 use crate::window::Window;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 
 pub const MAGIC: &[u8; 8] = b"SPLTRACE";
-pub const VERSION: u16 = 1;
+pub const VERSION: u16 = 2;
 /// Byte offset of the reference count in the header.
 pub const COUNT_OFFSET: u64 = 12;
 /// The count of a writer that could not seek back.
 pub const UNKNOWN_COUNT: u64 = u64::MAX;
 const TAG_MAP: u8 = 0x80;
 const TAG_UNMAP: u8 = 0x81;
+const TAG_BLOCK: u8 = 0x82;
+const TAG_ENTER: u8 = 0x83;
+const TAG_EXIT: u8 = 0x84;
+const TAG_SKIP: u8 = 0x85;
 const TAG_END: u8 = 0xff;
 /// Most regions a header may list (a bound, so a corrupt count is caught
 /// before a loop over it).
@@ -165,9 +177,17 @@ impl<W: Write> Writer<W> {
         Ok(())
     }
 
-    /// Appends one reference.
+    /// Appends one reference, or a mark of the instruction stream.
     #[inline]
     pub fn write_ref(&mut self, r: &Ref) -> io::Result<()> {
+        if r.kind.is_mark() {
+            let mut b = Vec::with_capacity(11);
+            b.push([TAG_ENTER, TAG_EXIT, TAG_SKIP][r.kind as usize - Kind::Enter as usize]);
+            if r.kind != Kind::Skip {
+                put_varint(&mut b, r.addr);
+            }
+            return self.put(&b);
+        }
         let stream = (r.kind != Kind::Instr) as usize;
         let code = size_code(r.size);
         let b: &mut [u8; 2 * MAX_REF_BYTES] = (&mut self.buf[self.len..self.len + 2 * MAX_REF_BYTES]).try_into().unwrap();
@@ -226,6 +246,13 @@ impl<W: Write> Writer<W> {
                 b.push(TAG_UNMAP);
                 put_varint(&mut b, *start);
                 put_varint(&mut b, *len);
+            }
+            Event::Block(words) => {
+                b.push(TAG_BLOCK);
+                put_varint(&mut b, words.len() as u64);
+                for w in words {
+                    b.extend_from_slice(&w.to_le_bytes());
+                }
             }
         }
         self.put(&b)
@@ -319,8 +346,8 @@ impl<R: Read> Reader<R> {
         let version = u16::from_le_bytes([h[8], h[9]]);
         let flags = u16::from_le_bytes([h[10], h[11]]);
         let count = u64::from_le_bytes(h[12..20].try_into().unwrap());
-        if version != VERSION {
-            return Err(TraceError::at_byte(8, format!("expected format version {VERSION}, found {version}")));
+        if version != VERSION && version != 1 {
+            return Err(TraceError::at_byte(8, format!("expected format version 1 or {VERSION}, found {version}")));
         }
         if flags != 0 {
             return Err(TraceError::at_byte(10, format!("expected flags 0, found {flags:#x}")));
@@ -501,8 +528,28 @@ impl<R: Read> Source for Reader<R> {
                     }
                     return Ok(Step::Event(Event::Unmap { start, len }));
                 }
+                TAG_BLOCK => {
+                    let at = self.offset();
+                    self.w.pos += 1;
+                    let n = self.varint("a block table's length")?;
+                    if n > crate::vgraw::MAX_TABLE_WORDS as u64 {
+                        return Err(TraceError::at_byte(at, format!("expected a block table of at most {} words, found {n}", crate::vgraw::MAX_TABLE_WORDS)));
+                    }
+                    let b = self.take(8 * n as usize, "a block table")?;
+                    let words = b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect();
+                    return Ok(Step::Event(Event::Block(words)));
+                }
+                TAG_ENTER | TAG_EXIT => {
+                    self.w.pos += 1;
+                    let v = self.varint("a block mark")?;
+                    out.push(Ref { addr: v, size: 0, kind: if tag == TAG_ENTER { Kind::Enter } else { Kind::Exit } });
+                }
+                TAG_SKIP => {
+                    self.w.pos += 1;
+                    out.push(Ref { addr: 0, size: 0, kind: Kind::Skip });
+                }
                 TAG_END => return self.end_of_trace(),
-                _ => return Err(self.err(format!("expected a record tag (0x00-0x7f reference, 0x80 map, 0x81 unmap, 0xff end), found {tag:#04x}"))),
+                _ => return Err(self.err(format!("expected a record tag (0x00-0x7f reference, 0x80 map, 0x81 unmap, 0x82 block, 0x83 enter, 0x84 exit, 0x85 skip, 0xff end), found {tag:#04x}"))),
             }
         }
     }

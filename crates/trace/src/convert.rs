@@ -15,6 +15,9 @@ pub struct Converted {
     pub layout_regions: u64,
     pub maps: u64,
     pub unmaps: u64,
+    /// Block tables of the instruction stream (splabtrace's).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub block_tables: u64,
     /// Size of the binary trace written.
     pub bytes: u64,
 }
@@ -39,6 +42,10 @@ impl From<std::io::Error> for ConvertError {
     }
 }
 
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
 /// Writes everything `src` holds to `out` in the binary format, with the
 /// reference count filled in. `progress` gets the references so far.
 pub fn convert<W: Write + Seek>(src: &mut dyn Source, out: W, progress: &mut dyn FnMut(u64)) -> Result<Converted, ConvertError> {
@@ -61,6 +68,7 @@ pub fn convert<W: Write + Seek>(src: &mut dyn Source, out: W, progress: &mut dyn
                 match e {
                     Event::Map(_) => c.maps += 1,
                     Event::Unmap { .. } => c.unmaps += 1,
+                    Event::Block(_) => c.block_tables += 1,
                 }
             }
             Step::End => break,

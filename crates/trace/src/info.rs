@@ -57,6 +57,13 @@ pub struct KindCounts {
     pub load: u64,
     pub store: u64,
     pub modify: u64,
+    /// Blocks of the instruction stream entered (splabtrace's blocks).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub blocks: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl KindCounts {
@@ -67,6 +74,8 @@ impl KindCounts {
             Kind::Load => self.load += 1,
             Kind::Store => self.store += 1,
             Kind::Modify => self.modify += 1,
+            Kind::Enter => self.blocks += 1,
+            Kind::Exit | Kind::Skip => {}
         }
     }
 }
@@ -90,6 +99,9 @@ pub struct Info {
     pub layout: Vec<Region>,
     pub maps: u64,
     pub unmaps: u64,
+    /// Block tables of the instruction stream (splabtrace's).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub block_tables: u64,
     /// The first mapped regions of the events (up to 64).
     pub mapped: Vec<Region>,
 }
@@ -110,6 +122,7 @@ pub fn scan(src: &mut crate::Opened, progress: &mut dyn FnMut(u64)) -> Result<In
         layout: src.layout().to_vec(),
         maps: 0,
         unmaps: 0,
+        block_tables: 0,
         mapped: Vec::new(),
     };
     let (mut data, mut code) = (Footprint::default(), Footprint::default());
@@ -118,9 +131,12 @@ pub fn scan(src: &mut crate::Opened, progress: &mut dyn FnMut(u64)) -> Result<In
     loop {
         refs.clear();
         let step = src.read(&mut refs, 8192)?;
+        let mut marks = 0;
         for r in &refs {
             info.by_kind.count(r.kind);
-            if r.kind == Kind::Instr {
+            if r.kind.is_mark() {
+                marks += 1;
+            } else if r.kind == Kind::Instr {
                 code.touch(r.addr);
             } else {
                 data.touch(r.addr);
@@ -128,7 +144,7 @@ pub fn scan(src: &mut crate::Opened, progress: &mut dyn FnMut(u64)) -> Result<In
                 hi = hi.max(r.addr);
             }
         }
-        info.refs += refs.len() as u64;
+        info.refs += (refs.len() - marks) as u64;
         progress(info.refs);
         match step {
             Step::Full => {}
@@ -140,6 +156,7 @@ pub fn scan(src: &mut crate::Opened, progress: &mut dyn FnMut(u64)) -> Result<In
                 }
             }
             Step::Event(Event::Unmap { .. }) => info.unmaps += 1,
+            Step::Event(Event::Block(_)) => info.block_tables += 1,
         }
     }
     info.data_pages_4k = data.pages();

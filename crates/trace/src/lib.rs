@@ -23,6 +23,8 @@
 //! and what was expected there.
 
 pub mod binary;
+#[cfg(feature = "replay")]
+pub mod block;
 pub mod champsim;
 pub mod convert;
 pub mod info;
@@ -53,18 +55,33 @@ pub enum Kind {
     /// A read-modify-write of one location (x86 `add [m], r`): a load then a
     /// store of the same bytes.
     Modify = 3,
+    /// Not references but marks of the instruction stream (splabtrace's
+    /// blocks, `block.rs`), in order among them: the stream enters block
+    /// `addr` (the tool's id of it), leaves the current block by side exit
+    /// `addr`, or has a reference of the block that did nothing (a
+    /// guarded access whose guard was false) where `Skip` stands.
+    Enter = 4,
+    Exit = 5,
+    Skip = 6,
 }
 
 impl Kind {
+    /// The kinds of memory reference.
     pub const ALL: [Kind; 4] = [Kind::Instr, Kind::Load, Kind::Store, Kind::Modify];
+
+    /// A mark of the instruction stream, not a reference.
+    pub fn is_mark(self) -> bool {
+        self as u8 >= Kind::Enter as u8
+    }
 
     pub fn from_bits(b: u8) -> Kind {
         Kind::ALL[(b & 3) as usize]
     }
 
-    /// The letter lackey uses.
+    /// The letter lackey uses (a mark's own letter for marks, which
+    /// lackey does not have).
     pub fn letter(self) -> char {
-        ['I', 'L', 'S', 'M'][self as usize]
+        ['I', 'L', 'S', 'M', 'E', 'X', '-'][self as usize]
     }
 }
 
@@ -154,6 +171,10 @@ impl Region {
 pub enum Event {
     Map(Region),
     Unmap { start: u64, len: u64 },
+    /// The table of a block of the instruction stream, as the splabtrace
+    /// tool writes it (its words; `block.rs` decodes them), before any
+    /// mark enters the block.
+    Block(Vec<u64>),
 }
 
 /// Why `Source::read` returned.

@@ -57,7 +57,7 @@
 
 use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version};
 use crate::replay::{Failure, Run};
-use crate::{vgraw, Event, Origin, Region, MAX_NAME};
+use crate::{vgraw, Event, Kind, Origin, Ref, Region, MAX_NAME};
 use serde::Serialize;
 use splab_sim::timing::CycleBreakdown;
 use splab_sim::System;
@@ -92,6 +92,9 @@ const W_INSN: u8 = 0x82;
 const W_FORK: u8 = 0x83;
 const W_SKIP: u8 = 0x84;
 const W_MODE: u8 = 0x85;
+const W_BLOCK: u8 = 0x86;
+const W_ENTER: u8 = 0x87;
+const W_EXIT: u8 = 0x88;
 const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 
@@ -178,6 +181,8 @@ pub struct Window {
     pub translation: f64,
     pub kernel: f64,
     pub core: f64,
+    pub branch: f64,
+    pub fetch: f64,
     pub tlb_misses: u64,
     pub dram: u64,
 }
@@ -279,6 +284,8 @@ pub struct Sampled {
     pub translation_cycles: Estimate,
     pub kernel_cycles: Estimate,
     pub core_cycles: Estimate,
+    pub branch_cycles: Estimate,
+    pub fetch_cycles: Estimate,
     pub tlb_misses: Estimate,
     pub dram_accesses: Estimate,
 }
@@ -294,7 +301,12 @@ pub struct ProgramRun {
     /// References, memory accesses made on the system, instructions.
     pub refs: u64,
     pub accesses: u64,
+    /// Instructions, blocks entered, branches predicted (conditional,
+    /// indirect, returns) and mispredicted, as the core counted them.
     pub instructions: u64,
+    pub blocks: u64,
+    pub branches: u64,
+    pub mispredicted: u64,
     /// Processes simulated (the program and every child and exec).
     pub processes: u64,
     pub forks: u64,
@@ -449,7 +461,6 @@ struct Proc {
     run: Run,
     ring: Option<Ring>,
     refs: u64,
-    instructions: u64,
     /// The stream has ended (its end word, or an exec replaced it).
     done: bool,
     /// With `--sample`: the measured window this process is in, and
@@ -486,9 +497,8 @@ struct State<'a> {
     /// References the tool left out of functional warming.
     skipped: u64,
     filter_sets: usize,
-    /// References and instructions so far, over every process.
+    /// References so far, over every process.
     total_refs: u64,
-    total_instructions: u64,
 }
 
 fn fail(msg: impl Into<String>) -> Failure {
@@ -516,7 +526,6 @@ impl<'a> State<'a> {
             warming_refs: 0,
             measured_refs: 0,
             total_refs: 0,
-            total_instructions: 0,
             skipped: 0,
             filter_sets,
         }
@@ -533,7 +542,7 @@ impl<'a> State<'a> {
         let pid = self.sys.spawn().map_err(|e| fail(format!("spawn: {e}")))?;
         self.sys.run_on(cpu, pid).map_err(|e| fail(format!("run: {e}")))?;
         self.out.processes += 1;
-        Ok(Proc { run: Run::new(self.sys, pid, cpu), ring: None, refs: 0, instructions: 0, done: false, window: None, measured: false })
+        Ok(Proc { run: Run::new(self.sys, pid, cpu), ring: None, refs: 0, done: false, window: None, measured: false })
     }
 
     /// Reads announcements from `ctl`.
@@ -621,9 +630,7 @@ impl<'a> State<'a> {
         self.out.inferred_cycles += s.inferred_cycles;
         self.inferred[p.run.cpu] += s.inferred_cycles;
         self.out.refs += p.refs;
-        self.out.instructions += p.instructions;
         p.refs = 0;
-        p.instructions = 0;
         self.sys.exit(p.run.pid).map_err(|e| fail(format!("exit: {e}")))
     }
 
@@ -660,7 +667,8 @@ impl<'a> State<'a> {
         let b = self.sys.breakdown();
         let hw = self.sys.hw();
         let tlb = self.sys.tlb_report().total_misses;
-        (b, hw.dram_accesses, tlb, self.total_refs, self.total_instructions)
+        let insns = self.sys.core_stats().instructions;
+        (b, hw.dram_accesses, tlb, self.total_refs, insns)
     }
 
     /// One slot: its words, and with `--sample` what they cost when the
@@ -671,6 +679,9 @@ impl<'a> State<'a> {
             return self.words(p, rpid, w).and_then(|end| if end { self.finish(p) } else { Ok(()) });
         }
         let warming = w.len() >= 2 && w[0] as u8 == W_MODE && w[1] == 1;
+        // Warming's filter leaves references out: their places in their
+        // blocks are not the stream's.
+        p.run.placing = !warming;
         let end = if warming {
             self.close_window(p);
             let before = self.total_refs;
@@ -687,6 +698,8 @@ impl<'a> State<'a> {
             x.translation += b.translation - b0.translation;
             x.kernel += b.kernel - b0.kernel;
             x.core += b.core - b0.core;
+            x.branch += b.branch - b0.branch;
+            x.fetch += b.fetch - b0.fetch;
             x.dram += d - d0;
             x.tlb_misses += t - t0;
             x.refs += r - r0;
@@ -702,7 +715,7 @@ impl<'a> State<'a> {
     fn close_window(&mut self, p: &mut Proc) {
         if let Some(mut w) = p.window.take() {
             p.measured = true;
-            w.cycles = w.data + w.translation + w.kernel + w.core;
+            w.cycles = w.data + w.translation + w.kernel + w.core + w.branch + w.fetch;
             self.measured_refs += w.refs;
             self.windows.push(w);
         }
@@ -734,13 +747,28 @@ impl<'a> State<'a> {
                 continue;
             }
             match tag {
-                W_NOP => i += 1,
+                W_NOP | W_ENTER | W_EXIT => {
+                    let kind = match tag {
+                        W_NOP => Kind::Skip,
+                        W_ENTER => Kind::Enter,
+                        _ => Kind::Exit,
+                    };
+                    p.run.mark(sys, Ref { addr: word >> 8, size: 0, kind })?;
+                    i += 1;
+                }
+                W_BLOCK => {
+                    let n = (word >> 8) as usize;
+                    if n > vgraw::MAX_TABLE_WORDS {
+                        return Err(Failure { msg: format!("process {rpid}: a block table of {n} words (at most {})", vgraw::MAX_TABLE_WORDS), input: true });
+                    }
+                    need(i, n)?;
+                    p.run.define(sys, &w[i + 1..i + 1 + n])?;
+                    i += 1 + n;
+                }
                 W_INSN => {
                     need(i, 1)?;
                     let n = w[i + 1];
-                    p.instructions += n;
-                    self.total_instructions += n;
-                    sys.instructions(p.run.cpu, n);
+                    p.run.instructions(n);
                     i += 2;
                 }
                 W_MAP => {
@@ -783,7 +811,7 @@ impl<'a> State<'a> {
                     self.next_cpu += 1;
                     self.out.forks += 1;
                     self.out.processes += 1;
-                    let mut cp = Proc { run: p.run.forked(cpid, cpu), ring: None, refs: 0, instructions: 0, done: false, window: None, measured: false };
+                    let mut cp = Proc { run: p.run.forked(cpid, cpu), ring: None, refs: 0, done: false, window: None, measured: false };
                     match self.orphans.remove(&child) {
                         Some(r) => {
                             cp.ring = Some(r);
@@ -903,6 +931,11 @@ impl Online {
             longest = longest.max(st.sys.cycles(c) - st.inferred[c]);
         }
         let mut out = st.out.clone();
+        let core = st.sys.core_stats();
+        out.instructions = core.instructions;
+        out.blocks = core.blocks;
+        out.mispredicted = core.predictor.mispredicted();
+        out.branches = core.predictor.conditional + core.predictor.indirect + core.predictor.returns;
         out.exit_status = status.code();
         out.signal = status.signal();
         out.sim_seconds = st.sys.cycles_to_seconds(longest);
@@ -926,6 +959,8 @@ impl Online {
                 translation_cycles: estimate(w, n, |w| w.translation),
                 kernel_cycles: estimate(w, n, |w| w.kernel),
                 core_cycles: estimate(w, n, |w| w.core),
+                branch_cycles: estimate(w, n, |w| w.branch),
+                fetch_cycles: estimate(w, n, |w| w.fetch),
                 tlb_misses: estimate(w, n, |w| w.tlb_misses as f64),
                 dram_accesses: estimate(w, n, |w| w.dram as f64),
             });
@@ -941,7 +976,7 @@ impl Online {
         let _ = writeln!(report, "  {:<20}{status_text}", "program");
         let _ = writeln!(report, "  {:<20}{} ({} forks, {} execs)", "processes", o.processes, o.forks, o.execs);
         let _ = writeln!(report, "  {:<20}{} ({} memory accesses; a modify is a load and a store)", "references", o.refs, o.accesses);
-        let _ = writeln!(report, "  {:<20}{}", "instructions", o.instructions);
+        let _ = writeln!(report, "  {:<20}{} in {} blocks; {} branches, {} mispredicted", "instructions", o.instructions, o.blocks, o.branches, o.mispredicted);
         let _ = writeln!(report, "  {:<20}{} map and {} unmap events; {} 2 MB blocks mapped where memory was touched outside them (not timed)", "layout", o.maps, o.unmaps, o.inferred_blocks);
         let _ = writeln!(report, "  {:<20}{:.1} MB in {} batches through shared-memory rings", "stream", o.stream_bytes as f64 / 1e6, o.batches);
         let (fig, timed) = match &o.sampled {
@@ -971,7 +1006,9 @@ impl Online {
                 let _ = writeln!(report, "  {:<20}{}", "  data cycles", s.data_cycles);
                 let _ = writeln!(report, "  {:<20}{}", "  translation", s.translation_cycles);
                 let _ = writeln!(report, "  {:<20}{}", "  kernel", s.kernel_cycles);
-                let _ = writeln!(report, "  {:<20}{}", "  instructions", s.core_cycles);
+                let _ = writeln!(report, "  {:<20}{}", "  dispatch", s.core_cycles);
+                let _ = writeln!(report, "  {:<20}{}", "  branches", s.branch_cycles);
+                let _ = writeln!(report, "  {:<20}{}", "  fetch", s.fetch_cycles);
                 let _ = writeln!(report, "  {:<20}{}", "  TLB misses", s.tlb_misses);
                 let _ = writeln!(report, "  {:<20}{}", "  DRAM accesses", s.dram_accesses);
                 (s.sim_seconds.value, s.sim_seconds.value)

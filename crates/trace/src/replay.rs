@@ -4,7 +4,8 @@
 //! Address space: the header's layout is mapped before the timed part; the
 //! trace's map and unmap events are replayed where they occur (mmap with
 //! MAP_FIXED, munmap), timed like the program's own syscalls. Every region
-//! is mapped private, anonymous and read-write, file mappings included (the
+//! is mapped private, anonymous, readable, writable and executable (the
+//! core fetches code from any of them), file mappings included (the
 //! trace has no file contents; a page of either kind costs the same fault
 //! and zeroing here); a heap region (brk) is mapped to the end of its 2 MB
 //! block (`Run::map_region` says why). Memory the trace touches outside any mapped region
@@ -14,16 +15,24 @@
 //! pages that fill a block can be promoted; these mmap calls are not timed.
 //!
 //! References: loads and stores as they are; a modify is a load then a
-//! store; instruction fetches are counted and skipped (the model has no
-//! instruction TLB); a reference that crosses into the next 4 KB page also
-//! touches that page (a second access of the same kind). They go to the
-//! system in batches through `System::access_pieces`, which gives the same
-//! results as one access at a time, however the batches are cut (a
+//! store; recorded instruction fetches are counted and skipped; a
+//! reference that crosses into the next 4 KB page also touches that page
+//! (a second access of the same kind). Where the trace has splabtrace's
+//! instruction stream (its blocks' tables and their entries and exits,
+//! `block.rs`), each table becomes a block of the system's core model
+//! (`System::define_block`), each entry a mark before the block's
+//! references and the fetches of its code lines (through the instruction
+//! TLB and cache; a line fetched by the block just before is not fetched
+//! again), and each data reference gets its place in its block; without
+//! them, each reference is an instruction of its own. They go to the
+//! system in batches through `System::stream_pieces`, which gives the
+//! same results as one access at a time, however the batches are cut (a
 //! policy's background work, khugepaged's, is done at the start of each
 //! batch of a flush, a point the trace alone decides).
 
 use crate::{open, Event, Format, Kind, Opened, Origin, Ref, Region, Source, Step, TraceError};
 use serde::Serialize;
+use splab_sim::timing::{Mark, MarkKind, NO_PLACE};
 use splab_sim::{Op, System};
 use splab_vm::map::{Backing, MmapReq};
 use splab_sim::AccessError;
@@ -64,6 +73,11 @@ pub struct ReplayStats {
     pub inferred_mmaps: u64,
     /// Simulated cycles of those calls, left out of the timed part.
     pub inferred_cycles: f64,
+    /// Blocks of the instruction stream defined and entered, and the
+    /// instruction fetches of their code lines made.
+    pub blocks: u64,
+    pub block_entries: u64,
+    pub fetches: u64,
 }
 
 pub struct Replay {
@@ -232,6 +246,23 @@ pub(crate) struct Run {
     ready: Box<[u64; READY]>,
     max_addr: u64,
     ops: Vec<(u64, Op)>,
+    /// Each op's place in its block (`NO_PLACE`: none), and the marks of
+    /// the instruction stream between the ops (`Mark::at` an op index).
+    places: Vec<u16>,
+    marks: Vec<Mark>,
+    /// The system's index of each block the stream defined, by the tool's
+    /// id (u32::MAX: none).
+    blocks: Vec<u32>,
+    /// The block the stream is in (its references, counted) and the place
+    /// of its next reference; none outside blocks.
+    block_refs: Option<u16>,
+    place: u16,
+    /// Whether references get their places: false while an online stream
+    /// warms (its filter leaves references out, so their places are not
+    /// the stream's).
+    pub(crate) placing: bool,
+    /// The code line fetched last.
+    last_fetch: u64,
     pacer: Pacer,
     /// References by kind (`Kind as usize`) since the last flush, which
     /// adds them to `stats`.
@@ -250,13 +281,21 @@ impl Run {
             ready: Box::new([0; READY]),
             max_addr,
             ops: Vec::with_capacity(4 * BATCH),
+            places: Vec::with_capacity(4 * BATCH),
+            marks: Vec::new(),
+            blocks: Vec::new(),
+            block_refs: None,
+            place: 0,
+            placing: true,
+            last_fetch: u64::MAX,
             pacer: Pacer::new(),
             kinds: [0; 4],
             stats: ReplayStats::default(),
         }
     }
 
-    /// The run of `pid`, a fork of this run's process: the same mappings.
+    /// The run of `pid`, a fork of this run's process: the same mappings
+    /// and the blocks defined so far.
     pub(crate) fn forked(&self, pid: Pid, cpu: usize) -> Run {
         Run {
             pid,
@@ -265,6 +304,13 @@ impl Run {
             ready: self.ready.clone(),
             max_addr: self.max_addr,
             ops: Vec::with_capacity(4 * BATCH),
+            places: Vec::with_capacity(4 * BATCH),
+            marks: Vec::new(),
+            blocks: self.blocks.clone(),
+            block_refs: None,
+            place: 0,
+            placing: self.placing,
+            last_fetch: u64::MAX,
             pacer: Pacer::new(),
             kinds: [0; 4],
             stats: ReplayStats::default(),
@@ -281,7 +327,7 @@ impl Run {
                 input: true,
             });
         }
-        let req = MmapReq { addr: start, len: end - start, prot: prot::RW, shared: false, fixed: true, backing: Backing::Anon, prefault: false };
+        let req = MmapReq { addr: start, len: end - start, prot: prot::ALL, shared: false, fixed: true, backing: Backing::Anon, prefault: false };
         sys.mmap(self.pid, req).map_err(|e| Failure { msg: format!("mmap of [{start:#x}, {end:#x}): {e}"), input: false })?;
         self.mapped.add(start, end);
         Ok(())
@@ -352,12 +398,48 @@ impl Run {
     }
 
     #[inline]
-    fn push(&mut self, sys: &mut System, addr: u64, op: Op) -> Result<(), Failure> {
+    fn push(&mut self, sys: &mut System, addr: u64, op: Op, place: u16) -> Result<(), Failure> {
         let block = addr >> 21;
         if self.ready[(block as usize) & (READY - 1)] != block + 1 {
             self.ensure_block(sys, addr)?;
         }
         self.ops.push((addr, op));
+        self.places.push(place);
+        Ok(())
+    }
+
+    /// A block table of the stream (the tool's words): the block becomes
+    /// one of the system's.
+    pub(crate) fn define(&mut self, sys: &mut System, words: &[u64]) -> Result<(), Failure> {
+        let (id, spec) = crate::block::decode(words).map_err(|e| Failure { msg: e, input: true })?;
+        let sysid = sys.define_block(&spec).map_err(|e| Failure { msg: e, input: true })?;
+        let i = usize::try_from(id).ok().filter(|&i| i < 1 << 26).ok_or_else(|| Failure { msg: format!("a block id {id} (at most 2^26)"), input: true })?;
+        if self.blocks.len() <= i {
+            self.blocks.resize(i + 1, u32::MAX);
+        }
+        self.blocks[i] = sysid;
+        self.stats.blocks += 1;
+        Ok(())
+    }
+
+    /// The stream enters the block the tool calls `id`: a mark, and the
+    /// fetches of its code lines.
+    fn enter(&mut self, sys: &mut System, id: u64) -> Result<(), Failure> {
+        let sysid = self.blocks.get(id as usize).copied().filter(|&b| b != u32::MAX).ok_or_else(|| Failure { msg: format!("the stream enters block {id} before its table"), input: true })?;
+        self.marks.push(Mark { at: self.ops.len() as u32, what: MarkKind::Enter(sysid) });
+        self.stats.block_entries += 1;
+        let b = sys.block(sysid).expect("a defined block");
+        let (n, refs) = (b.lines.len(), b.refs().min(u16::MAX as usize) as u16);
+        for k in 0..n {
+            let line = sys.block(sysid).expect("a defined block").lines[k].0;
+            if line != self.last_fetch {
+                self.last_fetch = line;
+                self.push(sys, line, Op::Fetch, NO_PLACE)?;
+                self.stats.fetches += 1;
+            }
+        }
+        self.block_refs = Some(refs);
+        self.place = 0;
         Ok(())
     }
 
@@ -369,9 +451,31 @@ impl Run {
         Ok(())
     }
 
+    /// A mark of the instruction stream (see the module comment).
+    #[inline(never)]
+    pub(crate) fn mark(&mut self, sys: &mut System, r: Ref) -> Result<(), Failure> {
+        match r.kind {
+            Kind::Enter => self.enter(sys, r.addr)?,
+            Kind::Exit => {
+                self.marks.push(Mark { at: self.ops.len() as u32, what: MarkKind::Exit(r.addr.min(255) as u8) });
+                self.block_refs = None;
+            }
+            _ => self.place = self.place.saturating_add(1),
+        }
+        Ok(())
+    }
+
+    /// `n` instructions the stream counted (with no blocks to say more).
+    pub(crate) fn instructions(&mut self, n: u64) {
+        self.marks.push(Mark { at: self.ops.len() as u32, what: MarkKind::Instructions(n) });
+    }
+
     /// One reference as loads and stores (see the module comment).
     #[inline]
     pub(crate) fn add_ref(&mut self, sys: &mut System, r: Ref) -> Result<(), Failure> {
+        if r.kind.is_mark() {
+            return self.mark(sys, r);
+        }
         // Loads, stores and modifies come mixed in no predictable order:
         // they are told apart by flags, not by a branch on the kind.
         let k = r.kind as u8;
@@ -379,19 +483,24 @@ impl Run {
         if k == Kind::Instr as u8 {
             return Ok(());
         }
+        let place = match self.block_refs {
+            Some(n) if self.placing && self.place < n => self.place,
+            _ => NO_PLACE,
+        };
+        self.place = self.place.saturating_add(1);
         let (store, modify) = (k >= Kind::Store as u8, k == Kind::Modify as u8);
         let op = if store { Op::Store(0) } else { Op::Load };
         if modify {
-            self.push(sys, r.addr, Op::Load)?;
+            self.push(sys, r.addr, Op::Load, place)?;
         }
-        self.push(sys, r.addr, op)?;
+        self.push(sys, r.addr, op, place)?;
         if (r.addr & (HOST_PAGE - 1)) + r.size as u64 > HOST_PAGE {
             if let Some(next) = (r.addr | (HOST_PAGE - 1)).checked_add(1) {
                 self.stats.page_crossing += 1;
                 if modify {
-                    self.push(sys, next, Op::Load)?;
+                    self.push(sys, next, Op::Load, place)?;
                 }
-                self.push(sys, next, op)?;
+                self.push(sys, next, op, place)?;
             }
         }
         Ok(())
@@ -406,9 +515,13 @@ impl Run {
             Mode::TwoThreads => usize::MAX,
         };
         let mut from = 0;
-        while from < self.ops.len() {
-            match sys.access_pieces(self.cpu, &self.ops[from..], piece) {
-                Ok(()) => from = self.ops.len(),
+        let mut marks = std::mem::take(&mut self.marks);
+        while from < self.ops.len() || !marks.is_empty() {
+            match sys.stream_pieces(self.cpu, &self.ops[from..], &self.places[from..], &marks, piece) {
+                Ok(()) => {
+                    from = self.ops.len();
+                    marks.clear();
+                }
                 Err((i, AccessError::Fault(FaultError::Unmapped(va)))) => {
                     // Only after an unmap the cache did not see (it is
                     // cleared on every unmap): map the block and go on.
@@ -416,11 +529,17 @@ impl Run {
                     if !self.ensure_block(sys, va)? {
                         return Err(Failure { msg: format!("access {} of the batch: {}", i, FaultError::Unmapped(va)), input: false });
                     }
+                    // The marks up to the failed access were made.
+                    marks.retain(|m| m.at as usize > i);
+                    marks.iter_mut().for_each(|m| m.at -= i as u32);
                     from += i;
                 }
                 Err((_, e)) => return Err(Failure { msg: e.to_string(), input: false }),
             }
         }
+        marks.clear();
+        self.marks = marks;
+        self.places.clear();
         self.pacer.record(mode, t0.elapsed().as_secs_f64(), self.ops.len());
         self.stats.accesses += self.ops.len() as u64;
         self.ops.clear();
@@ -433,8 +552,13 @@ impl Run {
     }
 
     pub(crate) fn event(&mut self, sys: &mut System, e: Event) -> Result<(), Failure> {
+        if let Event::Block(words) = &e {
+            // Only later marks name it: nothing waits.
+            return self.define(sys, words);
+        }
         self.flush(sys)?;
         match e {
+            Event::Block(_) => Ok(()),
             Event::Map(r) => {
                 self.stats.maps += 1;
                 self.map_region(sys, &r)
@@ -504,7 +628,7 @@ impl Replay {
         let _ = writeln!(report, "  {:<20}{} ({} page-crossing references touched the next page too)", "memory accesses", s.accesses, s.page_crossing);
         let _ = writeln!(
             report,
-            "  {:<20}{} regions from the header, {} map and {} unmap events replayed; all mapped anonymous read-write",
+            "  {:<20}{} regions from the header, {} map and {} unmap events replayed; all mapped anonymous, readable, writable and executable",
             "layout", s.header_regions, s.maps, s.unmaps
         );
         let _ = writeln!(

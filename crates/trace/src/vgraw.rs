@@ -20,7 +20,13 @@
 //!             since the last such word
 //! 0x85        the slot's mode (online sampled runs only): 0 detail, 1
 //!             warming
-//! 0xff        nothing (a guarded access that did not happen)
+//! 0x86        a block's table: the word's bits 8.. say how many words
+//!             follow (the tool's "block table" comment documents them;
+//!             `block.rs` decodes them)
+//! 0x87        the stream enters the block of id word >> 8
+//! 0x88        the stream leaves its block by side exit word >> 8
+//! 0xff        nothing (a guarded access that did not happen: its place
+//!             among the block's references is kept, as a `Skip` mark)
 //! 0xfe        the end: the program exited; nothing follows
 //! ```
 //!
@@ -38,6 +44,11 @@ pub const MAGIC: &[u8; 8] = b"SPLVT001";
 const W_MAP: u8 = 0x80;
 const W_UNMAP: u8 = 0x81;
 const W_INSN: u8 = 0x82;
+const W_BLOCK: u8 = 0x86;
+const W_ENTER: u8 = 0x87;
+const W_EXIT: u8 = 0x88;
+/// Most words a block table may have.
+pub const MAX_TABLE_WORDS: usize = 1 << 14;
 const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 const BUF: usize = 1 << 20;
@@ -141,11 +152,15 @@ impl<R: Read> Source for Reader<R> {
                 let word = u64::from_le_bytes(self.w.buf[pos..pos + 8].try_into().unwrap());
                 let tag = word as u8;
                 if tag >= 0x20 {
-                    if tag == W_NOP {
-                        pos += 8;
-                        continue;
-                    }
-                    break;
+                    let kind = match tag {
+                        W_NOP => Kind::Skip,
+                        W_ENTER => Kind::Enter,
+                        W_EXIT => Kind::Exit,
+                        _ => break,
+                    };
+                    out.push(Ref { addr: word >> 8, size: 0, kind });
+                    pos += 8;
+                    continue;
                 }
                 out.push(decode(word));
                 pos += 8;
@@ -159,7 +174,15 @@ impl<R: Read> Source for Reader<R> {
             }
             let tag = self.w.buf[self.w.pos];
             match tag {
-                0..=0x1f | W_NOP => {}
+                0..=0x1f | W_NOP | W_ENTER | W_EXIT => {}
+                W_BLOCK => {
+                    let n = (self.word("a block table's header")? >> 8) as usize;
+                    if n > MAX_TABLE_WORDS {
+                        return Err(self.err(format!("a block table of {n} words (at most {MAX_TABLE_WORDS})")));
+                    }
+                    let table = (0..n).map(|_| self.word("a block table")).collect::<Result<Vec<u64>, _>>()?;
+                    return Ok(Step::Event(Event::Block(table)));
+                }
                 W_INSN => {
                     self.w.pos += 8;
                     self.instructions += self.word("an instruction count")?;
