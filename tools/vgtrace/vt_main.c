@@ -878,9 +878,10 @@ static void table_put(Int offset, const IRExpr* data)
    Deps d;
    deps_of(data, &d);
    tb->reg[s] = d;
-   /* The instruction pointer is written all the time and read by no
-      address: left out. */
-   if (offset >= 184 && offset < 192)
+   /* The instruction pointer, the flag thunk's operation and its extra
+      operand, and the direction flag are written all the time and feed no
+      address or condition the core times: left out (amd64 offsets). */
+   if (offset == 144 || (offset >= 168 && offset < 192))
       return;
    /* A later write to the slot with no exit between replaces this one. */
    for (Int i = tb->nputs - 1; i >= 0 && tb->put_exits[i] == tb->nexits; i--) {

@@ -388,6 +388,25 @@ pub fn hierarchy_at(points: &[Point], reported: [f64; 3]) -> Option<Hierarchy> {
     Some(Hierarchy { size_bytes: c, latency_ns: [l[0], l[1], l[2]], memory_ns: l[3], rms_rel_error: err.sqrt(), method: "reported sizes".into(), step_seen: seen, less_first_tlb_miss_ns: None })
 }
 
+/// The hierarchy of a latency curve, given the sizes CPUID reports where
+/// it does (`hierarchy_at`, else `hierarchy`). A last level the curve
+/// leaves well before its reported size (its steps place it below half of
+/// it, the memory's plateau more than twice its latency) is a shared one
+/// of which this machine gets only part (a guest beside other tenants):
+/// the levels are then read from the curve's steps, so that the last
+/// level's latency is the one inside what this machine gets and what lies
+/// past it is memory.
+pub fn hierarchy_of(points: &[Point], reported: Option<[f64; 3]>) -> Option<Hierarchy> {
+    let Some(r) = reported else { return hierarchy(points) };
+    let steps = hierarchy(points);
+    if let Some(h) = &steps {
+        if h.method == "plateaus" && h.size_bytes[2] < r[2] / 2.0 && h.memory_ns > 2.0 * h.latency_ns[2] && h.size_bytes[1] < h.size_bytes[2] {
+            return Some(Hierarchy { method: "plateaus, a shared last level".into(), ..h.clone() });
+        }
+    }
+    hierarchy_at(points, r).or(steps)
+}
+
 /// A latency curve (x bytes, y ns) less what its chase pays for missing
 /// the first TLB level, where a guest's 2 MB pages are cached as 4 KB
 /// pieces (4 KB host pages): a random chase over n 4 KB pages misses an
@@ -1112,4 +1131,28 @@ mod tests {
         // neighbourhoods, between 150.3 and 153.9.
         assert!(h.memory_ns > 150.0 && h.memory_ns < 154.0, "{h:?}");
     }
+
+    /// A guest's curve whose last level ends near 5 MB of the 32 MB CPUID
+    /// reports (other tenants take the rest; the points of an AMD EPYC
+    /// guest's calibration): the levels come from the curve's steps, the
+    /// last at about 16 ns, memory past it.
+    #[test]
+    fn a_shared_last_level_is_read_from_the_curves_steps() {
+        let pts: Vec<Point> = [
+            (4.0, 1.14), (8.0, 1.12), (16.0, 1.13), (32.0, 1.32), (38.1, 4.0), (64.0, 3.86), (128.0, 3.98), (256.0, 3.88), (430.6, 4.82), (512.0, 5.63), (724.1, 7.02),
+            (1024.0, 10.77), (1433.6, 12.8), (2048.0, 15.28), (2867.0, 15.3), (4096.0, 16.58), (4915.0, 17.8), (5836.0, 53.5), (6860.0, 111.9), (8192.0, 133.9),
+            (11571.0, 141.7), (16384.0, 147.3), (23142.0, 154.3), (32768.0, 159.2), (65536.0, 165.5), (131072.0, 172.6), (262144.0, 181.1), (524288.0, 209.9),
+        ]
+        .iter()
+        .map(|&(kb, ns)| Point { x: kb * 1024.0, y: ns, iqr: 0.0 })
+        .collect();
+        let h = hierarchy_of(&pts, Some([32768.0, 1048576.0, 33554432.0])).unwrap();
+        assert_eq!(h.method, "plateaus, a shared last level");
+        assert!(h.size_bytes[2] < 8e6 && (13.0..18.0).contains(&h.latency_ns[2]), "{h:?}");
+        assert!(h.memory_ns > 130.0, "{h:?}");
+        // Where the last level holds its reported size, CPUID's sizes stand.
+        let whole: Vec<Point> = pts.iter().map(|p| Point { y: if p.x > 4096.0 * 1024.0 && p.x <= 33554432.0 { 17.0 } else { p.y }, ..*p }).collect();
+        assert_eq!(hierarchy_of(&whole, Some([32768.0, 1048576.0, 33554432.0])).unwrap().method, "reported sizes");
+    }
+
 }

@@ -790,11 +790,11 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             less = Some(hit);
         }
     }
-    let hierarchy = match reported[..] {
-        [a, b, c] => infer::hierarchy_at(&curve, [a, b, c]).or_else(|| infer::hierarchy(&curve)),
-        _ => infer::hierarchy(&curve),
-    }
-    .map(|h| infer::Hierarchy { less_first_tlb_miss_ns: less, ..h });
+    let reported3 = match reported[..] {
+        [a, b, c] => Some([a, b, c]),
+        _ => None,
+    };
+    let hierarchy = infer::hierarchy_of(&curve, reported3).map(|h| infer::Hierarchy { less_first_tlb_miss_ns: less, ..h });
     if hierarchy.is_none() {
         notes.push("the latency curve could not be fitted to three cache levels and memory".into());
     }

@@ -209,6 +209,9 @@ impl Writer<'_> {
             };
             self.n.note(&at("level"), b.not_measured());
             self.n.note(&at("sizes"), b.not_measured());
+            if arr.side.is_some() {
+                self.n.note(&at("side"), b.not_measured());
+            }
             let fit = t.stlb_fit.as_ref().filter(|_| data && arr.level == 2 && has("4K"));
             let (entries, ways, index) = match (measured, fit) {
                 (Some(_), Some(f)) => {
@@ -572,6 +575,8 @@ fn method(h: &crate::infer::Hierarchy, memory: bool) -> String {
         ("reported sizes", true) => "median of the latency curve past the last level",
         ("plateaus", false) => "median of the latency curve inside the level, the levels placed by its steps",
         ("plateaus", true) => "plateau of the latency curve past its last step",
+        ("plateaus, a shared last level", false) => "median of the latency curve inside the level, the levels placed by its steps (the last one well below the size CPUID reports: a shared cache of which this machine gets that much)",
+        ("plateaus, a shared last level", true) => "plateau of the latency curve past its last step (well below the last level's reported size: a shared cache of which this machine gets part)",
         _ => "least-squares fit to the latency curve",
     };
     format!("{how}{}", less_tlb(h))
@@ -632,8 +637,8 @@ mod tests {
     }
 
     /// The window's loops run (on x86-64, where they are written), and a
-    /// fitted window goes into the profile with the loops it came from; a
-    /// calibration without one keeps the base profile's (none here).
+    /// fitted window is the core's reorder buffer with the loops it came
+    /// from; a calibration without one keeps the base profile's.
     #[test]
     fn the_window_goes_into_the_profile_with_its_loops() {
         use crate::infer::WindowFit;
@@ -645,18 +650,32 @@ mod tests {
         }
         c.overlap.window_fit = None;
         let text = toml(&c, &base, "t", false);
-        assert!(!text.contains("window"), "{text}");
+        assert!(text.contains(&format!("rob = {}   # not measured: from sapphire-rapids.toml", base.profile.core.rob)), "{text}");
         c.overlap.window_fit = Some(WindowFit { latency_ns: 177.8, entries: 438.25, per_miss: 6.59, per_store: 2.4 });
         let text = toml(&c, &base, "t", false);
-        assert!(text.contains("window = 438.2   # measured: loops of independent misses") && text.contains("(177.8 ns)"), "{text}");
-        assert!(text.contains("window_per_miss = 6.59   # measured") && text.contains("window_per_store = 2.4   # measured"), "{text}");
+        assert!(text.contains("rob = 438   # measured: loops of independent misses") && text.contains("(177.8 ns)"), "{text}");
         let p = Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
-        assert_eq!((p.overlap.window, p.overlap.window_per_miss, p.overlap.window_per_store), (Some(438.2), 6.59, 2.4));
+        assert_eq!(p.core.rob, 438);
         assert!(report::text(&c, &base).contains("the core's window: 438 instructions over one chase's latency (177.8 ns); a miss takes 6.6 more, a store 2.4 more"));
     }
 
-    /// walk_mlp's comment says which loads it came from, with the two
-    /// extras, and the profile takes the value.
+    /// The core probes go into `[core]` in cycles at the measured clock:
+    /// the width, the misprediction penalty (twice the half the random
+    /// branches cost), the multiply and divide latencies.
+    #[test]
+    fn the_core_probes_go_into_the_core() {
+        let (mut c, base) = tiny();
+        c.clock_ghz = splab_native::suite::Spread::of(&[2.0]);
+        c.core = measure::CoreProbes { width: Some(3.96), mul_ns: Some(1.5), div_ns: Some(7.0), mispredict_ns: Some(4.5) };
+        let text = toml(&c, &base, "t", false);
+        let p = Profile::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
+        assert_eq!((p.core.width, p.core.mispredict, p.core.latency.mul, p.core.latency.div), (4.0, 18.0, 3.0, 14.0));
+        assert!(text.contains("mispredict = 18.0   # measured: a loop of a branch on random bits"), "{text}");
+        assert_eq!(p.core.predictor, base.profile.core.predictor);
+    }
+
+    /// The walkers' comment says which loads they came from, with the two
+    /// extras, and the profile takes the value to the nearest whole.
     #[test]
     fn walk_mlp_says_which_loads_it_came_from() {
         use crate::infer::Point;
@@ -665,12 +684,12 @@ mod tests {
         ov.walk = vec![Point { x: 1.0, y: 19.2, iqr: 0.0 }, Point { x: 16.0, y: 6.0, iqr: 0.0 }];
         (ov.walk_loads_ns, ov.walk_mlp, ov.walk_mlp_chases, ov.walk_mlp_from_loads) = (Some(9.6), Some(2.0), Some(3.2), true);
         let text = toml(&c, &base, "t", false);
-        let line = "walk_mlp = 2.0   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add to independent loads of the same lines, 9.60 ns";
+        let line = "walkers = 2   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add to independent loads of the same lines, 9.60 ns: 2.00 at once";
         assert!(text.contains(line), "{text}");
-        assert_eq!(Profile::parse(&text, "t").unwrap().overlap.walk_mlp, 2.0);
+        assert_eq!(Profile::parse(&text, "t").unwrap().core.walkers, 2);
         (c.overlap.walk_mlp, c.overlap.walk_mlp_from_loads) = (Some(3.2), false);
         let text = toml(&c, &base, "t", false);
-        assert!(text.contains("walk_mlp = 3.2   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add with 16 chases at once"), "{text}");
+        assert!(text.contains("walkers = 3   # measured: a walk alone (one chase over 8192 4 KB pages, data in L2) 19.20 ns, over what walks add with 16 chases at once"), "{text}");
     }
 
     /// The profile's header and the report say how many chases and loads
@@ -824,22 +843,17 @@ mod tests {
         assert!(!toml(&c, &base, "t", false).contains("writeback_ns"));
     }
 
-    /// store_mlp is data_mlp scaled by loads over stores where stores are
-    /// the slower, and is left out (said why) where they are not.
+    /// The stores' overlap the report gives is the misses' scaled by loads
+    /// over stores where stores are the slower (the core's store queue,
+    /// not a factor, bounds them in the model).
     #[test]
-    fn store_mlp_is_data_mlp_scaled_by_loads_over_stores() {
+    fn stores_overlap_is_data_overlap_scaled_by_loads_over_stores() {
+        use crate::figures::stores;
         use splab_native::suite::Spread;
-        let (mut c, base) = tiny();
-        c.overlap.data_mlp = Some(10.0);
+        let (mut c, _) = tiny();
         c.costs.random_load_ns = Spread::of(&[16.0]);
         c.costs.random_store_ns = Spread::of(&[32.0]);
         assert_eq!(stores(&c, 10.0), Some(Stores { load_ns: 16.0, store_ns: 32.0, mlp: Some(5.0) }));
-        let text = toml(&c, &base, "t", false);
-        assert!(text.contains("store_mlp = 5.0   # measured"), "{text}");
-        assert_eq!(Profile::parse(&text, "t").unwrap().overlap.store_mlp, Some(5.0));
-        c.costs.random_store_ns = Spread::of(&[15.0]);
-        let text = toml(&c, &base, "t", false);
-        assert!(text.contains("# store_mlp not written") && Profile::parse(&text, "t").unwrap().overlap.store_mlp.is_none(), "{text}");
         c.costs.random_store_ns = None;
         assert_eq!(stores(&c, 10.0), None);
     }

@@ -43,6 +43,7 @@ pub fn text(c: &Calibration, b: &Base) -> String {
             let how = match h.method.as_str() {
                 "reported sizes" => "from the curve's plateaus between the sizes CPUID reports",
                 "plateaus" => "placed by the curve's steps, each latency the median inside its level (memory the plateau past the last step)",
+                "plateaus, a shared last level" => "placed by the curve's steps, each latency the median inside its level (memory the plateau past the last step): the curve leaves the last level well before the size CPUID reports, a shared cache of which this machine gets that much",
                 _ => "fitted to a model of gradual steps",
             };
             let _ = writeln!(o, "  memory        {:.1} ns ({} cycles); levels {how}{}, which miss the curve by {:.1}% rms (the points on the steps between levels)", h.memory_ns, cycles(h.memory_ns, ghz), less_tlb(h), 100.0 * h.rms_rel_error);

@@ -77,10 +77,21 @@ fn keys(text: &str) -> BTreeMap<String, Option<String>> {
     out
 }
 
+/// With SPLAB_WRITE_FIXTURES=1, the test writes the writer's text into
+/// each fixture instead of comparing (after a change of the profile's
+/// schema; the diff of the fixtures shows what changed).
 #[test]
 fn the_serde_profile_reads_back_as_the_plain_one_with_every_comment() {
+    let rewrite = std::env::var_os("SPLAB_WRITE_FIXTURES").is_some();
     for c in cases() {
         let w = write(&c.calibration, &c.base, &c.profile_name, c.virt_section).unwrap_or_else(|e| panic!("{}: {e}", c.name));
+        if rewrite {
+            let path = format!("{}/tests/fixtures/profiles/{}.json", env!("CARGO_MANIFEST_DIR"), c.name);
+            let mut j: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            j["profile"] = serde_json::Value::String(w.text.clone());
+            std::fs::write(&path, serde_json::to_string_pretty(&j).unwrap() + "\n").unwrap();
+            continue;
+        }
         let (new, old) = (&w.text, &c.text);
         let want = Profile::parse(old, &c.name).unwrap();
         assert_eq!(Profile::parse(new, &c.name).unwrap(), want, "{}:\n{new}", c.name);

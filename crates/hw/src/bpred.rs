@@ -180,10 +180,9 @@ impl Folded {
         Folded { value: 0, len, bits, out_at: (len as u32) % bits }
     }
 
+    /// The newest outcome comes in, the one `len` ago goes out.
     #[inline(always)]
-    fn update(&mut self, hist: &History) {
-        let incoming = hist.bit(0) as u32;
-        let outgoing = hist.bit(self.len) as u32;
+    fn update(&mut self, incoming: u32, outgoing: u32) {
         let mut v = (self.value << 1) | incoming;
         v ^= outgoing << self.out_at;
         v ^= v >> self.bits;
@@ -191,32 +190,29 @@ impl Folded {
     }
 }
 
-/// Global history of conditional outcomes, newest at 0.
+/// Global history of conditional outcomes, a byte each, newest at 0.
 struct History {
-    bits: Vec<u64>,
+    bits: Vec<u8>,
     head: usize,
+    mask: usize,
 }
 
 impl History {
     fn new(len: usize) -> History {
-        let words = (len + 64).next_power_of_two() / 64 + 1;
-        History { bits: vec![0; words.next_power_of_two()], head: 0 }
+        let n = (len + 2).next_power_of_two();
+        History { bits: vec![0; n], head: 0, mask: n - 1 }
     }
 
     /// The outcome `age` branches ago.
     #[inline(always)]
     fn bit(&self, age: usize) -> bool {
-        let n = self.bits.len() * 64;
-        let i = (self.head + n - age) & (n - 1);
-        self.bits[i >> 6] >> (i & 63) & 1 != 0
+        self.bits[self.head.wrapping_sub(age) & self.mask] != 0
     }
 
     #[inline(always)]
     fn push(&mut self, taken: bool) {
-        let n = self.bits.len() * 64;
-        self.head = (self.head + 1) & (n - 1);
-        let (w, b) = (self.head >> 6, self.head & 63);
-        self.bits[w] = (self.bits[w] & !(1 << b)) | ((taken as u64) << b);
+        self.head = (self.head + 1) & self.mask;
+        self.bits[self.head] = taken as u8;
     }
 }
 
@@ -367,10 +363,12 @@ impl Tage {
     }
 
     fn push_history(&mut self, hist: &History) {
+        let incoming = hist.bit(0) as u32;
         for t in 0..self.tables.len() {
-            self.idx[t].update(hist);
-            self.tag1[t].update(hist);
-            self.tag2[t].update(hist);
+            let outgoing = hist.bit(self.idx[t].len) as u32;
+            self.idx[t].update(incoming, outgoing);
+            self.tag1[t].update(incoming, outgoing);
+            self.tag2[t].update(incoming, outgoing);
         }
     }
 }

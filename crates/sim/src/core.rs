@@ -221,6 +221,10 @@ impl Queue {
     }
 }
 
+/// Recent stores whose data a load may wait for (`CoreState::stored`): a
+/// direct-mapped table of 8-byte words, more than a store queue holds.
+const STORED: usize = 512;
+
 /// One CPU's core.
 pub(crate) struct CoreState {
     inv_w: f64,
@@ -264,6 +268,9 @@ pub(crate) struct CoreState {
     ref_done: Vec<f64>,
     /// Scratch: the registers a block's end writes.
     out: Vec<(u8, f64)>,
+    /// Recent stores by the word they wrote (physical address >> 3), with
+    /// when their data was ready.
+    stored: Box<[(u64, f64); STORED]>,
     /// The loop a synthetic workload runs (`Timing::set_loop`), and how
     /// far into an iteration its references are.
     pub(crate) looped: Option<u32>,
@@ -306,6 +313,7 @@ impl CoreState {
             exits_done: 0,
             ref_done: Vec::new(),
             out: Vec::new(),
+            stored: Box::new([(u64::MAX, 0.0); STORED]),
             looped: None,
             loop_ref: 0,
             last_load: 0.0,
@@ -392,7 +400,14 @@ impl CoreState {
             self.r = done;
             self.r_x = if at > issue { ((at - issue) / (done - issue)) as f32 } else { 0.0 };
         }
-        if self.parts.window {
+    }
+
+    /// Notes for the window that everything up to the current position
+    /// retires no earlier than `r` (once a block, and after a reference
+    /// outside blocks: the window is tracked a block at a time).
+    #[inline(always)]
+    fn checkpoint(&mut self) {
+        if self.parts.window && self.rob_q.back().is_none_or(|b| b.1 < self.r) {
             self.rob_q.push_back((self.pos, self.r, self.r_x));
         }
     }
@@ -480,16 +495,16 @@ impl CoreState {
 
     /// A reference with its latencies. `write`: the access stores (the
     /// store of a modify comes as its own reference, at the same place).
-    pub fn reference(&mut self, blocks: &[std::sync::Arc<Block>], place: RefPlace, a: &RefTime, write: bool) {
+    pub fn reference(&mut self, blocks: &[std::sync::Arc<Block>], place: RefPlace, a: &RefTime, write: bool, pa: u64) {
         let (addr_ready, data_ready, idx) = match place {
             RefPlace::Free { dependent } => {
                 let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
                 (self.t.max(dep), self.t, None)
             }
             RefPlace::Block(i) => {
-                let Some(bi) = self.current() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write) };
+                let Some(bi) = self.current() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write, pa) };
                 let b = &blocks[bi as usize];
-                let Some(r) = b.refs.get(i as usize).copied() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write) };
+                let Some(r) = b.refs.get(i as usize).copied() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write, pa) };
                 self.pass_exits(b, r.insn);
                 self.advance_to(self.base + r.insn as u64);
                 let d = self.t;
@@ -509,13 +524,24 @@ impl CoreState {
             self.completes(addressed.max(data_ready), issue, addressed);
             self.drain = self.drain.max(self.r).max(owned);
             self.sq.push(self.drain);
+            // A later load of the word reads this store's data.
+            let w = pa >> 3;
+            self.stored[(w as usize) & (STORED - 1)] = (w, data_ready.max(addressed));
         } else {
             if self.parts.window {
                 self.stall_to(self.lq.oldest(), Cause::Mem(0.0));
             }
             let issue = addr_ready.max(self.t);
             let at = self.translate(issue, a);
-            let done = self.data(at, a);
+            let mut done = self.data(at, a);
+            // A load of a word a recent store wrote waits for that store's
+            // data (forwarded from the store queue, or read from the cache
+            // after the store): a dependence through memory.
+            let w = pa >> 3;
+            let (sw, ready) = self.stored[(w as usize) & (STORED - 1)];
+            if sw == w && self.parts.deps {
+                done = done.max(ready + self.mem.l1 as f64);
+            }
             self.completes(done, issue, at);
             self.lq.push(self.r);
             match idx {
@@ -529,6 +555,7 @@ impl CoreState {
         }
         if idx.is_none() {
             // A free reference is its own instruction.
+            self.checkpoint();
             let p = self.pos;
             self.advance_to(p + 1);
         }
@@ -609,8 +636,11 @@ impl CoreState {
         self.base = self.pos;
         self.block_t0 = self.t;
         self.exits_done = 0;
-        self.ref_done.clear();
-        self.ref_done.resize(b.refs.len(), 0.0);
+        // Every reference's value is set before a later one reads it (a
+        // guarded one that did nothing leaves an older, earlier time).
+        if self.ref_done.len() < b.refs.len() {
+            self.ref_done.resize(b.refs.len(), 0.0);
+        }
         self.stats.blocks += 1;
         if self.parts.window && b.other_loads + b.other_stores > 0 {
             // The loop's loads and stores the stream leaves out take
@@ -664,9 +694,9 @@ impl CoreState {
             if p.exits as usize > exits {
                 break;
             }
-            // Its instruction dispatched no later than the clock less the
-            // instructions after it, no earlier than the block began.
-            let dispatch = (self.t - (self.pos - (self.base + p.insn as u64)) as f64 * self.inv_w).max(self.block_t0);
+            // Its instruction dispatched no earlier than its place at the
+            // width from the block's start.
+            let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
             let v = self.deps_ready(b, p.deps, dispatch);
             latest = latest.max(v);
             out.push((p.slot, v));
@@ -676,6 +706,7 @@ impl CoreState {
         }
         self.out = out;
         self.completes(latest, 0.0, 0.0);
+        self.checkpoint();
         if k.is_none() {
             match b.end {
                 crate::block::End::Jump | crate::block::End::Loop => {}
@@ -745,7 +776,7 @@ mod tests {
             c.looped = Some(0);
             for _ in 0..10000 {
                 let place = c.loop_place(&blocks).unwrap();
-                c.reference(&blocks, place, &miss(300), false);
+                c.reference(&blocks, place, &miss(300), false, 0);
             }
             c.finish(&blocks, None);
             let per = c.time() / 10000.0;

@@ -362,7 +362,7 @@ impl Timing {
             Some(_) if !dependent => c.loop_place(&self.blocks).unwrap_or(RefPlace::Free { dependent }),
             _ => RefPlace::Free { dependent },
         };
-        c.reference(&self.blocks, place, &a, write);
+        c.reference(&self.blocks, place, &a, write, pa);
     }
 
     /// The cheap case of `charge`: no translation cycles, no walk, and the
@@ -385,7 +385,7 @@ impl Timing {
             Some(_) if !dependent => c.loop_place(&self.blocks).unwrap_or(RefPlace::Free { dependent }),
             _ => RefPlace::Free { dependent },
         };
-        c.reference(&self.blocks, place, &a, write);
+        c.reference(&self.blocks, place, &a, write, pa);
         true
     }
 
@@ -594,7 +594,7 @@ impl Timing {
                 } else {
                     RefPlace::Free { dependent: false }
                 };
-                core.reference(blocks, place, if n == 0 { &a } else { &hit }, r.write);
+                core.reference(blocks, place, if n == 0 { &a } else { &hit }, r.write, r.pa);
             }
         }
         for mk in &marks[m..] {

@@ -28,6 +28,13 @@ pub struct MachineArgs {
     pub machine: Option<String>,
     #[arg(long, value_name = "ARCH", help = arch_help())]
     pub arch: Option<String>,
+    /// Switch parts of the core model off, to see what each moves:
+    /// deps (dependences through registers and loaded values), branches
+    /// (mispredictions), fetch (instruction fetches that miss), window
+    /// (the reorder buffer and load and store queues), mshrs (line-fill
+    /// buffers and walkers), comma-separated
+    #[arg(long, value_name = "PARTS")]
+    pub core_off: Option<String>,
 }
 
 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -150,6 +157,9 @@ fn machine_config(m: &MachineArgs) -> Result<Config, Fail> {
     }
     let mut cfg = Config::new(profile);
     cfg.arch = arch;
+    if let Some(off) = &m.core_off {
+        cfg.core_parts = splab_sim::core::CoreParts::without(off).map_err(Fail::Input)?;
+    }
     Ok(cfg)
 }
 

@@ -21,6 +21,10 @@ pub struct ValidateArgs {
     /// `splab calibrate -o FILE` writes it (or a built-in name).
     #[arg(long, value_name = "PROFILE")]
     pub machine: String,
+    /// Switch parts of the core model off in the model's runs (as
+    /// `sim --core-off`)
+    #[arg(long, value_name = "PARTS")]
+    pub core_off: Option<String>,
     /// Workloads, comma-separated, from gups, lat, stream, index,
     /// transpose.
     #[arg(long, value_name = "W,...", value_delimiter = ',', default_value = "gups,lat,stream,index,transpose")]

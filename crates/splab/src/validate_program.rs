@@ -25,6 +25,10 @@ fn sim_args(a: &ValidateArgs) -> Result<RunArgs, String> {
         argv.push("--sample".into());
         argv.push(s.into());
     }
+    if let Some(o) = &a.core_off {
+        argv.push("--core-off".into());
+        argv.push(o.into());
+    }
     argv.push("--".into());
     argv.extend(a.program.iter().map(Into::into));
     let mut r = Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())?;
