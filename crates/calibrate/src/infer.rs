@@ -743,6 +743,12 @@ pub fn window(mem_ns: f64, data_mlp: f64, nops: [(f64, f64); 2], stores: &[(f64,
         return Err(format!("loops of {u1} and {u2} instructions a miss took {t1:.2} and {t2:.2} ns: no slower with more instructions"));
     }
     let per_miss = (t1 / q - u1).max(0.0);
+    // A miss takes an entry or a few of the window beyond its own
+    // instruction; a fit that gives it more than the loop's instructions
+    // is of loops whose time hardly grows with them, bounded elsewhere.
+    if per_miss > u1 {
+        return Err(format!("loops of {u1} and {u2} instructions a miss took {t1:.2} and {t2:.2} ns: their time hardly grows with their instructions, so the window is not what bounds them"));
+    }
     let k: Vec<f64> = stores.iter().filter(|x| x.1 > 0.0).map(|&(u, s, t)| ((t / q - per_miss - u) / s).max(0.0)).collect();
     let per_store = if k.is_empty() { 0.0 } else { k.iter().sum::<f64>() / k.len() as f64 };
     Ok(WindowFit { latency_ns: mem_ns, entries: mem_ns / q, per_miss, per_store })
@@ -775,6 +781,9 @@ mod tests {
         assert!((w.per_store - k).abs() < 1e-9 && w.per_store > 2.0 && w.per_store < 3.0, "{w:?}");
         let hpcc = 155.0 * (w.per_miss + 10.5 + 2.0 * w.per_store) / w.entries;
         assert!((hpcc / 9.18 - 1.0).abs() < 0.10, "{hpcc}");
+        // Loops whose time hardly grows with their instructions neither.
+        let e = window(184.3, 21.54, [(21.0, 9.58), (37.0, 10.40)], &[]).unwrap_err();
+        assert!(e.contains("hardly grows"), "{e}");
         // Loops at the miss slots' pace say nothing of the window.
         let e = window(155.0, 30.0, [(21.0, 5.3), (37.0, 17.14)], &[]).unwrap_err();
         assert!(e.contains("5.30") && e.contains("5.17"), "{e}");
