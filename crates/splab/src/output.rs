@@ -10,6 +10,13 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+/// The build: the git commit splab was built from, `-dirty` when its
+/// files differed from it (build.rs).
+pub const BUILD: &str = env!("SPLAB_BUILD");
+
+/// `splab -V`.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (build ", env!("SPLAB_BUILD"), ")");
+
 /// Writes text to stdout, ignoring a closed pipe.
 pub fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
