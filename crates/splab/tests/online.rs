@@ -1,9 +1,11 @@
 //! `splab sim|compare|validate -- PROG` on short programs under valgrind:
 //! forks and execs followed, standard input, output and exit status passed
 //! through, another architecture, sampling, and bad input (a program not
-//! found, one that crashes, a stream that breaks off). Each test returns
-//! early, saying why, where valgrind or splab's tool is missing. Nothing
-//! here checks a timing.
+//! found, one that crashes, a stream that breaks off). Each test fails,
+//! saying what is missing, where valgrind or splab's tool is (`needs`).
+//! Nothing here checks a timing.
+
+mod needs;
 
 use serde_json::Value;
 use std::io::Write;
@@ -24,20 +26,6 @@ fn splab(args: &[&str]) -> Output {
     splab_in(args, b"")
 }
 
-/// Whether valgrind and splab's tool are there; says why not.
-fn online_works(test: &str) -> bool {
-    if Command::new("valgrind").arg("--version").output().is_err() {
-        eprintln!("SKIPPED {test}: valgrind is not installed (apt-get install valgrind)");
-        return false;
-    }
-    let out = splab(&["sim", "--memory", "256M", "--", "true"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    if err.contains("was not built") || err.contains("is missing from") {
-        eprintln!("SKIPPED {test}: splab's valgrind tool was not built ({})", err.trim());
-        return false;
-    }
-    true
-}
 
 /// The JSON document after whatever the program printed.
 fn report(out: &Output) -> (String, Value) {
@@ -61,9 +49,7 @@ fn left_behind(pid: u32) -> Vec<String> {
 
 #[test]
 fn a_shell_that_forks_and_execs_is_simulated_process_by_process() {
-    if !online_works("a_shell_that_forks_and_execs_is_simulated_process_by_process") {
-        return;
-    }
+    needs::online();
     let (out, pid) = splab_pid(&["sim", "--json", "--memory", "512M", "--", "sh", "-c", "ls / > /dev/null; echo done"], b"");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (printed, v) = report(&out);
@@ -81,9 +67,7 @@ fn a_shell_that_forks_and_execs_is_simulated_process_by_process() {
 
 #[test]
 fn standard_input_output_and_exit_status_pass_through() {
-    if !online_works("standard_input_output_and_exit_status_pass_through") {
-        return;
-    }
+    needs::online();
     let out = splab_in(&["sim", "--memory", "256M", "--", "cat"], b"one line\n");
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("one line\n"));
@@ -94,9 +78,7 @@ fn standard_input_output_and_exit_status_pass_through() {
 
 #[test]
 fn compare_runs_the_program_twice_on_one_input_and_shows_its_output_once() {
-    if !online_works("compare_runs_the_program_twice_on_one_input_and_shows_its_output_once") {
-        return;
-    }
+    needs::online();
     let out = splab_in(&["compare", "--json", "--memory", "256M", "--", "sort"], b"b\na\n");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (printed, v) = report(&out);
@@ -111,9 +93,7 @@ fn compare_runs_the_program_twice_on_one_input_and_shows_its_output_once() {
 
 #[test]
 fn another_architecture_and_sampling() {
-    if !online_works("another_architecture_and_sampling") {
-        return;
-    }
+    needs::online();
     let out = splab(&["sim", "--json", "--arch", "arm64", "--memory", "256M", "--sample", "20k:100k", "--", "sh", "-c", "ls /usr/bin > /dev/null"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (_, v) = report(&out);
@@ -138,9 +118,7 @@ fn another_architecture_and_sampling() {
 
 #[test]
 fn bad_programs_are_reported_with_their_status_and_leave_nothing_behind() {
-    if !online_works("bad_programs_are_reported_with_their_status_and_leave_nothing_behind") {
-        return;
-    }
+    needs::online();
     let (out, pid) = splab_pid(&["sim", "--", "no-such-program-splab"], b"");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"no-such-program-splab\" not found"));
@@ -174,9 +152,7 @@ fn bad_programs_are_reported_with_their_status_and_leave_nothing_behind() {
 
 #[test]
 fn validate_sets_a_program_beside_its_native_runs() {
-    if !online_works("validate_sets_a_program_beside_its_native_runs") {
-        return;
-    }
+    needs::online();
     let out = splab(&["validate", "--machine", "sapphire-rapids", "--repeat", "1", "--pages", "4k", "--json", "--", "sh", "-c", "ls /usr > /dev/null"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (_, v) = report(&out);
@@ -201,13 +177,8 @@ fn validate_sets_a_program_beside_its_native_runs() {
 
 #[test]
 fn bench_runs_a_program_natively_in_full_detail_and_sampled() {
-    if !online_works("bench_runs_a_program_natively_in_full_detail_and_sampled") {
-        return;
-    }
-    if Command::new("xz").arg("--version").output().is_err() {
-        eprintln!("SKIPPED bench_runs_a_program_natively_in_full_detail_and_sampled: xz is not installed (apt-get install xz-utils)");
-        return;
-    }
+    needs::online();
+    needs::program("xz", "xz-utils");
     let out = splab(&["bench", "--only-program", "--program-text", "32k", "--program-sample", "1M:4M", "--repeat", "1", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let (_, v) = report(&out);

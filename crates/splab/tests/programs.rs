@@ -3,9 +3,12 @@
 //! layouts, programs that fail or cannot be found, bad input, and the
 //! system settings put back, also after splab is killed in the middle of a
 //! `thp` run. Tests that change system settings need root and a kernel
-//! with THP; they say so and return where either is missing. They hold one
+//! with THP (and the kernel's multi-size THP and hugetlb pages); they fail,
+//! saying so, where one is missing. They hold one
 //! lock (`serial`) so that no two of them change settings at once, and
 //! each checks that what it changed is back. Nothing here checks a timing.
+
+mod needs;
 
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
@@ -40,18 +43,6 @@ fn mode() -> Option<String> {
     Some(t[a + 1..a + b].to_string())
 }
 
-/// Why a test that changes system settings cannot run here, if it cannot.
-fn cannot_change_settings() -> Option<&'static str> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root: system THP settings cannot be changed");
-    }
-    if mode().is_none() {
-        return Some("this kernel has no transparent huge pages");
-    }
-    None
-}
-
 fn nr_hugepages() -> Option<u64> {
     std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").ok()?.trim().parse().ok()
 }
@@ -67,22 +58,14 @@ fn layout<'a>(v: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn every_layout_on_a_short_program() {
     let _s = serial();
-    if let Some(why) = cannot_change_settings() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    needs::root_and_thp();
     let (mode0, pool0) = (mode(), nr_hugepages());
     let v = json(&["native", "--pages", "4k,thp,promote,mthp:64k,hugetlb-2m", "--repeat", "1", "--json", "--", "perl", "-e", PERL_64M]);
     assert_eq!(mode(), mode0, "THP mode put back");
     assert_eq!(nr_hugepages(), pool0, "hugetlb pool put back");
     assert!(v["flags"].as_array().unwrap().is_empty(), "{}", v["flags"]);
     for l in v["layouts"].as_array().unwrap() {
-        if l["status"] == "skipped" {
-            // Only a kernel without the feature may skip, and it says why.
-            eprintln!("{} skipped: {}", l["pages"], l["skip_reason"]);
-            assert!(l["skip_reason"].as_str().is_some_and(|s| !s.is_empty()));
-            continue;
-        }
+        assert_eq!(l["status"], "ran", "{} was not run: {}", l["pages"], l["skip_reason"]);
         let r = &l["runs"][0];
         assert_eq!(r["exit"]["code"], 0, "{}: {r}", l["pages"]);
         assert_eq!(r["stdout_bytes"], 9, "{}: 67108864 and a newline", l["pages"]);
@@ -103,31 +86,21 @@ fn every_layout_on_a_short_program() {
     assert!(pro["runs"][0]["sampled"]["anon_huge"].as_u64().unwrap() > 0, "{}", pro["runs"][0]);
     assert!(c["cpu_seconds"].as_f64().unwrap() > 0.0);
     let m = layout(&v, "mthp:64k");
-    if m["status"] == "ran" {
-        assert!(m["thp_fault_alloc"]["64kB"].as_u64().unwrap_or(0) > 0, "64 KB THPs at fault: {}", m["thp_fault_alloc"]);
-        assert_eq!(m["runs"][0]["sampled"]["anon_huge"], 0, "no 2 MB THP when only 64 KB is on");
-    }
+    assert!(m["thp_fault_alloc"]["64kB"].as_u64().unwrap_or(0) > 0, "64 KB THPs at fault: {}", m["thp_fault_alloc"]);
+    assert_eq!(m["runs"][0]["sampled"]["anon_huge"], 0, "no 2 MB THP when only 64 KB is on");
     let h = layout(&v, "hugetlb-2m");
-    if h["status"] == "ran" {
-        assert!(h["runs"][0]["sampled"]["hugetlb"].as_u64().unwrap() >= 64 << 20, "glibc's malloc from the pool: {}", h["runs"][0]);
-    }
+    assert!(h["runs"][0]["sampled"]["hugetlb"].as_u64().unwrap() >= 64 << 20, "glibc's malloc from the pool: {}", h["runs"][0]);
     assert!(v["promote_target"]["rss_ratio"].as_f64().unwrap() > 0.5);
 }
 
 /// Starts `splab native --pages thp -- sleep 30` and waits until it has
-/// set the THP mode to always; None (having said why) where a thp run
-/// would change nothing or cannot change anything. Returns the child
-/// and the mode found before.
-fn thp_run_under_way(repeat: &str, stdout: Stdio) -> Option<(std::process::Child, String)> {
-    if let Some(why) = cannot_change_settings() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
+/// set the THP mode to always; fails where a thp run would change
+/// nothing or cannot change anything. Returns the child and the mode
+/// found before.
+fn thp_run_under_way(repeat: &str, stdout: Stdio) -> (std::process::Child, String) {
+    needs::root_and_thp();
     let mode0 = mode().unwrap();
-    if mode0 == "always" {
-        eprintln!("skipped: THP mode is already always, so a thp run changes nothing");
-        return None;
-    }
+    assert_ne!(mode0, "always", "this test needs the system THP mode to be madvise or never (a thp run then changes it to always and back); it is always here");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_splab"));
     cmd.args(["native", "--pages", "thp", "--repeat", repeat, "--", "sleep", "30"]).stdin(Stdio::null()).stdout(stdout).stderr(Stdio::null());
     // A test run started in the background by a non-interactive shell
@@ -147,13 +120,13 @@ fn thp_run_under_way(repeat: &str, stdout: Stdio) -> Option<(std::process::Child
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(mode().as_deref(), Some("always"), "the thp run set the mode");
-    Some((child, mode0))
+    (child, mode0)
 }
 
 #[test]
 fn killed_mid_thp_run_the_next_splab_restores_the_mode() {
     let _s = serial();
-    let Some((mut child, mode0)) = thp_run_under_way("1", Stdio::null()) else { return };
+    let (mut child, mode0) = thp_run_under_way("1", Stdio::null());
     // The program is running under it: find the sleep.
     let sleeper = || {
         std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find(|p| {
@@ -184,10 +157,7 @@ fn killed_mid_thp_run_the_next_splab_restores_the_mode() {
 #[test]
 fn output_that_differs_between_layouts_is_flagged() {
     let _s = serial();
-    if mode().is_none() {
-        eprintln!("skipped: this kernel has no transparent huge pages");
-        return;
-    }
+    needs::thp();
     let mode0 = mode();
     // /proc/self/status says whether THP is disabled for the process: 0
     // under PR_SET_THP_DISABLE (4k), 1 otherwise.
@@ -281,10 +251,7 @@ fn bad_input_exits_2_naming_the_value() {
 #[test]
 fn promote_runs_a_program_under_the_monitor() {
     let _s = serial();
-    if let Some(why) = cannot_change_settings() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    needs::root_and_thp();
     let out = Command::new(env!("CARGO_BIN_EXE_splab"))
         // The shell is watched before it execs perl, which gets a new
         // address space: the monitor must follow it.
@@ -302,7 +269,7 @@ fn promote_runs_a_program_under_the_monitor() {
 #[test]
 fn interrupted_thp_run_restores_the_mode_and_passes_the_signal_on() {
     let _s = serial();
-    let Some((child, mode0)) = thp_run_under_way("3", Stdio::piped()) else { return };
+    let (child, mode0) = thp_run_under_way("3", Stdio::piped());
     let t = Instant::now();
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: kill has no memory-safety preconditions.
