@@ -188,6 +188,12 @@ pub struct SuiteReport {
     pub host: Host,
     pub layouts: Vec<LayoutReport>,
     pub hugetlb_pools: Vec<PoolChange>,
+    /// The signal that stopped the runs early (`sysstate::defer_signals`),
+    /// and the run it came during, left out of every figure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_run: Option<String>,
 }
 
 /// The hugetlb pools' counters now, by page size.
@@ -336,11 +342,16 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
         .collect();
     let total = repeat as u64 * layouts.len() as u64;
     let mut done = 0;
-    for round in 0..repeat {
+    let (mut interrupted_by, mut interrupted_run) = (None, None);
+    'rounds: for round in 0..repeat {
         for rep in reps.iter_mut() {
             if rep.skip_reason.is_some() {
                 done += 1;
                 continue;
+            }
+            if let Some(sig) = crate::sysstate::received() {
+                interrupted_by = Some(crate::sysstate::signal_name(sig));
+                break 'rounds;
             }
             progress(done, total, &rep.pages.to_string());
             done += 1;
@@ -376,6 +387,12 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
             let (outcome, taken_again) = most_on_cpu(first, on_cpu, attempt)?;
             let promote = region.stop_monitor();
             drop(region);
+            if let Some(sig) = crate::sysstate::received() {
+                // A run that a signal came during did not finish as asked.
+                interrupted_by = Some(crate::sysstate::signal_name(sig));
+                interrupted_run = Some(format!("--pages {} round {}: splab got {} during it; left out of every figure", rep.pages, round + 1, crate::sysstate::signal_name(sig)));
+                break 'rounds;
+            }
             rep.runs.push(Run { round, obtained, outcome, taken_again, promote });
         }
     }
@@ -417,7 +434,7 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
             }
         }
     }
-    Ok(SuiteReport { workload: workload.into(), detail: w.name(), working_set_bytes: bytes, repeat, host, layouts: reps, hugetlb_pools })
+    Ok(SuiteReport { workload: workload.into(), detail: w.name(), working_set_bytes: bytes, repeat, host, layouts: reps, hugetlb_pools, interrupted_by, interrupted_run })
 }
 
 #[cfg(test)]

@@ -171,10 +171,14 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     let total = plan.layouts.len() as u64 * plan.repeat as u64;
     let mut bar = Progress::new(total, &w.name(), "runs", out.machine_readable());
     splab_native::sysstate::install_signals();
+    splab_native::sysstate::defer_signals();
     let r = suite::run(a.workload.as_deref().unwrap_or(""), w.as_ref(), &plan, &mut |done, _, _| bar.update(done));
     bar.finish();
     let r = r.map_err(Fail::Run)?;
     out.emit(&r, text)?;
+    if let Some(sig) = splab_native::sysstate::received() {
+        splab_native::sysstate::die_by(sig);
+    }
     if r.layouts.iter().all(|l| l.runs.is_empty()) {
         return Err(Fail::Run("no layout could be set up (see the reasons above)".into()));
     }
@@ -287,6 +291,12 @@ fn summary_table(o: &mut String, r: &SuiteReport) {
     let skipped: Vec<String> = r.layouts.iter().filter(|l| l.runs.is_empty()).map(|l| l.pages.to_string()).collect();
     if !skipped.is_empty() {
         let _ = writeln!(o, "  skipped: {} (reasons above)", skipped.join(", "));
+    }
+    if let Some(s) = &r.interrupted_by {
+        let _ = writeln!(o, "  interrupted by {s}: the runs stopped early; the figures are of the runs that finished");
+    }
+    if let Some(x) = &r.interrupted_run {
+        let _ = writeln!(o, "  interrupted: {x}");
     }
 }
 
