@@ -215,6 +215,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
         sample: None,
         valgrind: "valgrind".into(),
         program_io: None,
+        output: splab_trace::online::Io::Null,
         machine: a.machine.clone(),
         memory: Some(a.gups_memory.clone()),
         swap: "0".into(),
