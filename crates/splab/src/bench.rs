@@ -381,6 +381,7 @@ fn mib(b: Option<u64>) -> String {
 
 fn human(a: &BenchArgs, b: &Bench) -> String {
     let mut o = String::new();
+    let _ = writeln!(o, "splab bench: the simulator's speed on this host; splab build {}\n", crate::output::BUILD);
     let _ = writeln!(
         o,
         "{:<28}{:>12}{:>10}{:>12}{:>24}{:>10}",

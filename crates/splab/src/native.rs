@@ -306,14 +306,15 @@ pub fn text(r: &SuiteReport) -> String {
     let h = &r.host;
     let _ = writeln!(
         o,
-        "{} natively on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs); working set {}; {} runs per layout, interleaved\n",
+        "{} natively on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs); working set {}; {} runs per layout, interleaved; splab build {}\n",
         r.detail,
         h.kernel,
         h.thp_enabled.as_deref().unwrap_or("none"),
         h.thp_defrag.as_deref().unwrap_or("none"),
         h.cpus,
         size::show(r.working_set_bytes),
-        r.repeat
+        r.repeat,
+        crate::output::BUILD
     );
     layout_table(&mut o, r);
     for p in &r.hugetlb_pools {

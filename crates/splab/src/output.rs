@@ -40,19 +40,28 @@ fn shell_word(a: &str) -> String {
 }
 
 /// A command's document: the command line that made it first (so that
-/// `splab report` can title its plots with it), then the document's own
-/// fields.
+/// `splab report` can title its plots with it), the build that made it,
+/// then the document's own fields.
 #[derive(Serialize)]
 pub struct Document<'a, T: Serialize> {
     pub command: String,
+    pub build: &'static str,
     #[serde(flatten)]
     pub body: &'a T,
 }
 
 impl<'a, T: Serialize> Document<'a, T> {
     pub fn new(body: &'a T) -> Document<'a, T> {
-        Document { command: command_line(), body }
+        Document { command: command_line(), build: BUILD, body }
     }
+}
+
+/// A text report with the build named at the end of its first line (its
+/// header).
+pub fn with_build(mut text: String) -> String {
+    let at = text.find('\n').unwrap_or(text.len());
+    text.insert_str(at, &format!("; splab build {BUILD}"));
+    text
 }
 
 /// One pretty-printed JSON document, the only thing `--json` puts on
@@ -108,7 +117,7 @@ pub fn sim(r: &SimRun) -> String {
     let sp = if r.superpages { "on" } else { "off" };
     let _ = writeln!(
         o,
-        "\nSummary: {}, superpages {sp}, {} on {}, {} memory",
+        "\nSummary: {}, superpages {sp}, {} on {}, {} memory; splab build {BUILD}",
         r.workload_detail,
         r.arch,
         r.machine,
@@ -164,9 +173,32 @@ pub fn sim(r: &SimRun) -> String {
         }
     }
     o.push('\n');
-    let all = Sysctls { values: r.sysctl.clone(), ..Default::default() };
-    o.push_str(&all.render());
+    for (k, v) in listed(&r.sysctl) {
+        let _ = writeln!(o, "{k}: {v}");
+    }
     o
+}
+
+/// Sysctls in the order they are listed: the real system's names (FreeBSD's
+/// `vm.*`, Linux's `transparent_hugepage.*` and `vmstat.*`) first, then
+/// splab's own (`splab.*`), each group by name.
+pub fn listed<V>(m: &std::collections::BTreeMap<String, V>) -> Vec<(&String, &V)> {
+    let (own, real): (Vec<_>, Vec<_>) = m.iter().partition(|(k, _)| k.starts_with("splab."));
+    real.into_iter().chain(own).collect()
+}
+
+/// A map serialised in a given order of its entries.
+struct Ordered<'a, V>(Vec<(&'a String, V)>);
+
+impl<V: Serialize> Serialize for Ordered<'_, V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 /// Sysctls that describe how the system was set up rather than what the
@@ -213,7 +245,7 @@ fn table_is_empty(text: &str) -> bool {
 pub fn compare(c: &Comparison, all: bool) -> String {
     let (off, on) = (&c.off, &c.on);
     let mut o = String::new();
-    let _ = writeln!(o, "{} on {} ({}), {} memory", off.workload_detail, off.machine, off.arch, size::show(off.memory_bytes));
+    let _ = writeln!(o, "{} on {} ({}), {} memory; splab build {BUILD}", off.workload_detail, off.machine, off.arch, size::show(off.memory_bytes));
     if let Some(l) = &on.layout {
         // The off run has no superpages whatever the layout; the on run's
         // layout is the one asked for.
@@ -348,7 +380,7 @@ fn is_policy_counter(name: &str) -> bool {
 pub fn policies(c: &PolicyComparison, all: bool) -> String {
     let mut o = String::new();
     let first = &c.runs[0];
-    let _ = writeln!(o, "{} on {} ({}), {} memory", first.workload_detail, first.machine, first.arch, size::show(first.memory_bytes));
+    let _ = writeln!(o, "{} on {} ({}), {} memory; splab build {BUILD}", first.workload_detail, first.machine, first.arch, size::show(first.memory_bytes));
     // An entry with settings of its own is headed by its policy and a
     // number, spelled out under the title.
     let mut heads = Vec::new();
@@ -429,13 +461,12 @@ policy counters");
 /// `splab sysctl`: `name: value` lines; with `describe`, each followed by
 /// its one-line description, indented, so multi-line values stay readable.
 pub fn sysctls(s: &Sysctls, describe: bool) -> String {
-    if !describe {
-        return s.render();
-    }
     let mut o = String::new();
-    for (k, v) in &s.values {
-        let d = s.descr.get(k).copied().unwrap_or("");
-        let _ = writeln!(o, "{k}: {v}\n\t{d}");
+    for (k, v) in listed(&s.values) {
+        let _ = writeln!(o, "{k}: {v}");
+        if describe {
+            let _ = writeln!(o, "\t{}", s.descr.get(k).copied().unwrap_or(""));
+        }
     }
     o
 }
@@ -443,18 +474,14 @@ pub fn sysctls(s: &Sysctls, describe: bool) -> String {
 /// `splab sysctl --json`: keyed by name; with `describe`, each value
 /// becomes `{"value": ..., "description": ...}`.
 pub fn sysctls_json(s: &Sysctls, describe: bool) -> String {
-    if !describe {
-        return plain_json(&s.values);
-    }
-    let m: serde_json::Map<String, serde_json::Value> = s
-        .values
-        .iter()
+    let m = listed(&s.values)
+        .into_iter()
         .map(|(k, v)| {
-            let d = s.descr.get(k).copied().unwrap_or("");
-            (k.clone(), serde_json::json!({ "value": v, "description": d }))
+            let v = if describe { serde_json::json!({ "value": v, "description": s.descr.get(k).copied().unwrap_or("") }) } else { serde_json::json!(v) };
+            (k, v)
         })
         .collect();
-    plain_json(&m)
+    json(&Ordered(m))
 }
 
 #[cfg(test)]

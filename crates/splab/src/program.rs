@@ -123,14 +123,15 @@ pub fn text(r: &ProgramsReport) -> String {
     let h = &r.host;
     let _ = writeln!(
         o,
-        "{}: {} runs per layout, interleaved{}, on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs)\n",
+        "{}: {} runs per layout, interleaved{}, on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs); splab build {}\n",
         r.command,
         r.repeat,
         if r.warmup > 0 { format!(", after {} warm-up run(s) of each", r.warmup) } else { String::new() },
         h.kernel,
         h.thp_enabled.as_deref().unwrap_or("none"),
         h.thp_defrag.as_deref().unwrap_or("none"),
-        h.cpus
+        h.cpus,
+        crate::output::BUILD
     );
     for l in &r.layouts {
         layout_block(&mut o, l);
