@@ -179,6 +179,45 @@ pub fn sim(r: &SimRun) -> String {
     o
 }
 
+/// Superpages made in a run: promotions, direct superpage mappings and
+/// superpage allocations, over every size.
+fn superpages_made(r: &SimRun) -> i64 {
+    r.sysctl
+        .iter()
+        .filter(|(k, _)| {
+            let tail = k.rsplit('.').next().unwrap_or("");
+            (k.starts_with("vm.pmap.") && ["promotions", "mappings"].contains(&tail)) || k.starts_with("vm.superpages.alloc.") || ["vmstat.thp_fault_alloc", "vmstat.thp_collapse_alloc"].contains(&k.as_str())
+        })
+        .map(|(_, v)| if let SysctlValue::Int(n) = v { *n } else { 0 })
+        .sum()
+}
+
+/// When superpages on changed nothing, one line saying why: none was
+/// made, because promotion failed or because the memory never fills a
+/// reservation; or some were and the TLB misses did not move.
+fn unchanged(off: &SimRun, on: &SimRun) -> Option<String> {
+    if !on.superpages || off.figure.value != on.figure.value {
+        return None;
+    }
+    let made = superpages_made(on);
+    if made > 0 {
+        return Some(format!("(superpages changed nothing: {made} were made, yet the TLB misses went from {} to {})", off.tlb.total_misses, on.tlb.total_misses));
+    }
+    let failures: i64 = on.sysctl.iter().filter(|(k, _)| k.starts_with("vm.pmap.") && k.ends_with(".p_failures")).map(|(_, v)| if let SysctlValue::Int(n) = v { *n } else { 0 }).sum();
+    if failures > 0 {
+        return Some(format!("(superpages changed nothing: none was made; promotion was tried and failed {failures} times, --all shows the reasons)"));
+    }
+    let reserv = splab_pmap::arch::lookup(&on.arch).ok().map(|a| a.page_sizes[a.reserv_psind.index()]);
+    match reserv {
+        Some(r) if on.memory.resident_peak_bytes < r => Some(format!(
+            "(superpages changed nothing: none was made; the workload's {} of memory never fills one {} reservation)",
+            size::show(on.memory.resident_peak_bytes),
+            size::show(r)
+        )),
+        _ => Some("(superpages changed nothing: none was made; no reservation was ever fully populated)".into()),
+    }
+}
+
 /// Sysctls in the order they are listed: the real system's names (FreeBSD's
 /// `vm.*`, Linux's `transparent_hugepage.*` and `vmstat.*`) first, then
 /// splab's own (`splab.*`), each group by name.
@@ -287,6 +326,9 @@ pub fn compare(c: &Comparison, all: bool) -> String {
         row(&mut o, "writebacks", off.hw.writebacks as f64, on.hw.writebacks as f64);
     }
     row(&mut o, "host seconds", off.host_seconds, on.host_seconds);
+    if let Some(why) = unchanged(off, on) {
+        let _ = writeln!(o, "{why}");
+    }
 
     // The integer sysctls worth reading; a name missing from one run
     // counts as 0 there.
@@ -304,6 +346,9 @@ pub fn compare(c: &Comparison, all: bool) -> String {
             all || a != b || is_superpage_event(k) || (!is_setting(k) && (a != 0 || b != 0))
         })
         .collect();
+    // The real system's names first, then splab's own.
+    let (own, real): (Vec<&String>, Vec<&String>) = shown.into_iter().partition(|k| k.starts_with("splab."));
+    let shown: Vec<&String> = real.into_iter().chain(own).collect();
     let w = shown.iter().map(|k| k.len()).max().unwrap_or(0).max(6) + 2;
     let _ = writeln!(o, "\n{:<w$}{:>14}{:>14}{:>10}", "sysctl", "off", "on", "change");
     for k in &shown {

@@ -460,3 +460,15 @@ fn calibrate_bad_input_exits_2_and_names_the_value() {
         assert!(!err.contains("panicked"), "{err}");
     }
 }
+
+/// A compare in which superpages changed nothing says why in one line:
+/// ppc64-hpt's 8 MiB table never fills a 16 MB reservation.
+#[test]
+fn a_compare_that_superpages_did_not_change_says_why() {
+    let out = splab(&["compare", "gups", "--arch", "ppc64-hpt", "--log2-table", "20"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\n(superpages changed nothing: none was made; the workload's 8 MiB of memory never fills one 16 MiB reservation)\n"), "{text}");
+    let out = splab(&["compare", "gups", "--log2-table", "18", "--memory", "256M"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("changed nothing"));
+}
