@@ -4,7 +4,7 @@
 
 use crate::error::{input, Fail};
 use crate::formats::Formats;
-use crate::output::num;
+use crate::output::{labelled, num};
 use crate::progress::Progress;
 use crate::size;
 use clap::{Args, ValueEnum};
@@ -258,7 +258,7 @@ fn summary_table(o: &mut String, r: &SuiteReport) {
         "  {:<12}{:>34}{:>34}{:>10}{:>8}",
         "layout",
         "timed seconds",
-        format!("{} ({})", head.name, head.unit),
+        crate::output::labelled(&head.name, &head.unit),
         if has_base { "vs 4k" } else { "" },
         "on CPU"
     );
@@ -328,8 +328,21 @@ pub fn text(r: &SuiteReport) -> String {
         );
     }
     for l in &r.layouts {
-        if let Some(run) = l.median_run() {
-            let _ = writeln!(o, "\n== --pages {} (the median run, round {}) ==", l.pages, run.round + 1);
+        if let (Some(run), Some(f)) = (l.median_run(), l.figures.first()) {
+            let mine = run.outcome.figures.first().map_or(f64::NAN, |g| g.value);
+            let which = if l.runs.len() % 2 == 1 {
+                format!("the median run: round {}, {} {}", run.round + 1, labelled(&f.name, &f.unit), num(mine))
+            } else {
+                format!(
+                    "round {}, {} {}, the lower middle one of {} runs, whose median {} is the mean of the two middle ones",
+                    run.round + 1,
+                    labelled(&f.name, &f.unit),
+                    num(mine),
+                    l.runs.len(),
+                    num(f.spread.median)
+                )
+            };
+            let _ = writeln!(o, "\n== --pages {} ({which}) ==", l.pages);
             o.push_str(&run.outcome.report);
         }
     }

@@ -179,6 +179,16 @@ pub fn sim(r: &SimRun) -> String {
     o
 }
 
+/// A figure's name with its unit, unless the name already says it
+/// ("GUP/s", "tps (s)" never doubled into "GUP/s (GUP/s)").
+pub fn labelled(name: &str, unit: &str) -> String {
+    if unit.is_empty() || name.split_whitespace().any(|w| w == unit) || name.contains(&format!("({unit})")) {
+        name.to_string()
+    } else {
+        format!("{name} ({unit})")
+    }
+}
+
 /// Superpages made in a run: promotions, direct superpage mappings and
 /// superpage allocations, over every size.
 fn superpages_made(r: &SimRun) -> i64 {
@@ -443,7 +453,7 @@ pub fn policies(c: &PolicyComparison, all: bool) -> String {
     o.push_str(&legend);
     o.push('\n');
     let w = heads.iter().map(|h| h.len()).max().unwrap_or(0).max(14) + 2;
-    let figure = |f: &splab_workloads::Figure| if f.unit.is_empty() || f.name.split_whitespace().any(|w| w == f.unit) || f.name.contains(&format!("({})", f.unit)) { f.name.clone() } else { format!("{} ({})", f.name, f.unit) };
+    let figure = |f: &splab_workloads::Figure| labelled(&f.name, &f.unit);
     let names: BTreeSet<&String> = c.runs.iter().flat_map(|r| r.sysctl.keys()).filter(|k| is_policy_counter(k)).collect();
     let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
         Some(SysctlValue::Int(v)) => Some(*v),

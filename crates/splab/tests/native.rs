@@ -124,3 +124,17 @@ fn native_bad_input_exits_2_and_names_the_value() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// The text report: the run shown as the median run has the summary's
+/// median figure, and the figure's unit is not doubled.
+#[test]
+fn the_median_run_shown_is_the_one_whose_figure_is_the_median() {
+    let out = splab(&["native", "gups", "--log2-table", "16", "--pages", "4k", "--repeat", "3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = text.lines().find(|l| l.starts_with("== --pages 4k (the median run: round ")).unwrap_or_else(|| panic!("{text}"));
+    let figure = head.rsplit("GUP/s ").next().unwrap().trim_end_matches(") ==");
+    let row = text.lines().filter(|l| l.trim_start().starts_with("4k ")).last().unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains(&format!(" {figure} [")), "the median run's GUP/s {figure} is the summary's median: {row}");
+    assert!(!text.contains("GUP/s (GUP/s)"), "{text}");
+}
