@@ -134,7 +134,7 @@ fn the_median_run_shown_is_the_one_whose_figure_is_the_median() {
     let text = String::from_utf8_lossy(&out.stdout);
     let head = text.lines().find(|l| l.starts_with("== --pages 4k (the median run: round ")).unwrap_or_else(|| panic!("{text}"));
     let figure = head.rsplit("GUP/s ").next().unwrap().trim_end_matches(") ==");
-    let row = text.lines().filter(|l| l.trim_start().starts_with("4k ")).last().unwrap_or_else(|| panic!("{text}"));
+    let row = text.lines().rfind(|l| l.trim_start().starts_with("4k ")).unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains(&format!(" {figure} [")), "the median run's GUP/s {figure} is the summary's median: {row}");
     assert!(!text.contains("GUP/s (GUP/s)"), "{text}");
 }
