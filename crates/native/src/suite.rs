@@ -301,6 +301,47 @@ fn summarise(runs: &[Run]) -> Vec<FigureSummary> {
         .collect()
 }
 
+/// Each layout's spreads, notes and figures from its runs, and the
+/// figures' speedups over 4k.
+fn summarise_layouts(reps: &mut [LayoutReport]) {
+    for rep in reps.iter_mut() {
+        if rep.runs.is_empty() {
+            rep.status = "skipped";
+            rep.as_asked = false;
+            continue;
+        }
+        let secs: Vec<f64> = rep.runs.iter().map(|r| r.outcome.seconds).collect();
+        rep.seconds = Spread::of(&secs);
+        let shares: Vec<f64> = rep.runs.iter().map(|r| on_cpu(&r.outcome)).collect();
+        rep.on_cpu = Spread::of(&shares);
+        let again: Vec<&Run> = rep.runs.iter().filter(|r| !r.taken_again.is_empty()).collect();
+        if !again.is_empty() {
+            let attempts: usize = again.iter().map(|r| r.taken_again.len()).sum();
+            let low = again.iter().flat_map(|r| r.taken_again.iter()).fold(1.0f64, |a, &b| a.min(b));
+            rep.notes.push(format!(
+                "{} of {} runs taken again ({attempts} attempt{} set aside, on a CPU for as little as {:.0}% of their time, under the {:.0}% a run must have)",
+                again.len(),
+                rep.runs.len(),
+                if attempts == 1 { "" } else { "s" },
+                100.0 * low,
+                100.0 * ON_CPU_MIN
+            ));
+        }
+        let huge: Vec<f64> = rep.runs.iter().map(|r| r.obtained.huge_fraction()).collect();
+        rep.huge_fraction = Spread::of(&huge);
+        rep.figures = summarise(&rep.runs);
+    }
+    let base: Option<Vec<Run>> = reps.iter().find(|r| r.pages == Pages::FourK && !r.runs.is_empty()).map(|r| r.runs.clone());
+    if let Some(base) = base {
+        for rep in reps.iter_mut() {
+            for (k, f) in rep.figures.iter_mut().enumerate() {
+                let rounds = round_speedups(&base, &rep.runs, |r| r.outcome.figures.get(k).map(|g| g.value), f.higher_is_better);
+                f.speedup_vs_4k = Spread::of(&rounds).map(|s| s.median);
+            }
+        }
+    }
+}
+
 /// What to run.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -316,6 +357,13 @@ pub struct Plan {
 /// is a run that failed (a check of the workload's results); layouts that
 /// cannot be set up are skipped, not errors.
 pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)) -> Result<SuiteReport, String> {
+    run_with(workload, w, plan, progress, &mut |_| {})
+}
+
+/// `run`, handing `snapshot` before each run the report of the runs that
+/// finished so far, with `interrupted_run` naming the one about to start:
+/// what to print if splab is stopped during it (`sysstate::on_interrupt`).
+pub fn run_with(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str), snapshot: &mut dyn FnMut(SuiteReport)) -> Result<SuiteReport, String> {
     let (layouts, repeat) = (&plan.layouts, plan.repeat);
     let host = Host::read();
     let bytes = w.bytes();
@@ -344,8 +392,8 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
     let mut done = 0;
     let (mut interrupted_by, mut interrupted_run) = (None, None);
     'rounds: for round in 0..repeat {
-        for rep in reps.iter_mut() {
-            if rep.skip_reason.is_some() {
+        for k in 0..reps.len() {
+            if reps[k].skip_reason.is_some() {
                 done += 1;
                 continue;
             }
@@ -353,8 +401,25 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
                 interrupted_by = Some(crate::sysstate::signal_name(sig));
                 break 'rounds;
             }
-            progress(done, total, &rep.pages.to_string());
+            progress(done, total, &reps[k].pages.to_string());
             done += 1;
+            let mut layouts = reps.clone();
+            for l in layouts.iter_mut().filter(|l| l.runs.is_empty() && l.skip_reason.is_none()) {
+                l.skip_reason = Some("no run of it finished before splab was stopped".into());
+            }
+            summarise_layouts(&mut layouts);
+            snapshot(SuiteReport {
+                workload: workload.into(),
+                detail: w.name(),
+                working_set_bytes: bytes,
+                repeat,
+                host: host.clone(),
+                layouts,
+                hugetlb_pools: Vec::new(),
+                interrupted_by: None,
+                interrupted_run: Some(format!("--pages {} round {}: stopped by the signal; left out of every figure", reps[k].pages, round + 1)),
+            });
+            let rep = &mut reps[k];
             let mut region = match Region::new(bytes, rep.pages, &mut pool) {
                 Ok(r) => r,
                 Err(reason) => {
@@ -398,42 +463,7 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
     }
     progress(total, total, "");
     let hugetlb_pools = pools_put_back(pool, &before)?;
-    for rep in reps.iter_mut() {
-        if rep.runs.is_empty() {
-            rep.status = "skipped";
-            rep.as_asked = false;
-            continue;
-        }
-        let secs: Vec<f64> = rep.runs.iter().map(|r| r.outcome.seconds).collect();
-        rep.seconds = Spread::of(&secs);
-        let shares: Vec<f64> = rep.runs.iter().map(|r| on_cpu(&r.outcome)).collect();
-        rep.on_cpu = Spread::of(&shares);
-        let again: Vec<&Run> = rep.runs.iter().filter(|r| !r.taken_again.is_empty()).collect();
-        if !again.is_empty() {
-            let attempts: usize = again.iter().map(|r| r.taken_again.len()).sum();
-            let low = again.iter().flat_map(|r| r.taken_again.iter()).fold(1.0f64, |a, &b| a.min(b));
-            rep.notes.push(format!(
-                "{} of {} runs taken again ({attempts} attempt{} set aside, on a CPU for as little as {:.0}% of their time, under the {:.0}% a run must have)",
-                again.len(),
-                rep.runs.len(),
-                if attempts == 1 { "" } else { "s" },
-                100.0 * low,
-                100.0 * ON_CPU_MIN
-            ));
-        }
-        let huge: Vec<f64> = rep.runs.iter().map(|r| r.obtained.huge_fraction()).collect();
-        rep.huge_fraction = Spread::of(&huge);
-        rep.figures = summarise(&rep.runs);
-    }
-    let base: Option<Vec<Run>> = reps.iter().find(|r| r.pages == Pages::FourK && !r.runs.is_empty()).map(|r| r.runs.clone());
-    if let Some(base) = base {
-        for rep in reps.iter_mut() {
-            for (k, f) in rep.figures.iter_mut().enumerate() {
-                let rounds = round_speedups(&base, &rep.runs, |r| r.outcome.figures.get(k).map(|g| g.value), f.higher_is_better);
-                f.speedup_vs_4k = Spread::of(&rounds).map(|s| s.median);
-            }
-        }
-    }
+    summarise_layouts(&mut reps);
     Ok(SuiteReport { workload: workload.into(), detail: w.name(), working_set_bytes: bytes, repeat, host, layouts: reps, hugetlb_pools, interrupted_by, interrupted_run })
 }
 
@@ -520,6 +550,23 @@ mod tests {
         let note = r.layouts[0].notes.iter().find(|n| n.contains("taken again")).expect("a note");
         assert!(note.starts_with("2 of 3 runs taken again (4 attempts"), "{note}");
         assert!(note.contains("as little as 25%"), "{note}");
+    }
+
+    /// Before each run the snapshot holds the runs that finished, summed
+    /// up, and names the run about to start: what an interrupted splab
+    /// prints.
+    #[test]
+    fn snapshots_hold_the_finished_runs_and_name_the_next() {
+        let w = Scripted(std::cell::RefCell::new(vec![(1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]));
+        let plan = Plan { layouts: vec![Pages::FourK], repeat: 3, grow_hugetlb: false };
+        let mut snaps = Vec::new();
+        run_with("scripted", &w, &plan, &mut |_, _, _| {}, &mut |s| snaps.push(s)).unwrap();
+        assert_eq!(snaps.len(), 3);
+        assert!(snaps[0].layouts[0].runs.is_empty() && snaps[0].layouts[0].skip_reason.as_deref().unwrap().contains("before splab was stopped"));
+        let last = &snaps[2];
+        assert_eq!(last.layouts[0].runs.len(), 2);
+        assert_eq!(last.layouts[0].seconds.as_ref().unwrap().max, 2.0, "only the finished runs");
+        assert_eq!(last.interrupted_run.as_deref(), Some("--pages 4k round 3: stopped by the signal; left out of every figure"));
     }
 
     #[test]

@@ -362,6 +362,10 @@ static SIGNALS: Once = Once::new();
 /// Whether a first signal that comes while no program runs is only kept
 /// (`defer_signals`).
 static DEFER: AtomicBool = AtomicBool::new(false);
+/// Called with a first signal that ends splab, before the settings are put
+/// back (`on_interrupt`).
+type Hook = Box<dyn Fn(libc::c_int) + Send>;
+static ON_INTERRUPT: Mutex<Option<Hook>> = Mutex::new(None);
 const CAUGHT: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 fn caught_set() -> libc::sigset_t {
@@ -407,6 +411,11 @@ pub fn install_signals() {
                     // runs stop at their next look at `received`.
                     continue;
                 }
+                if first {
+                    if let Some(hook) = ON_INTERRUPT.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                        hook(sig);
+                    }
+                }
                 die_by(sig);
             })
             .ok();
@@ -420,6 +429,14 @@ pub fn install_signals() {
 /// settings restored.
 pub fn defer_signals() {
     DEFER.store(true, Ordering::SeqCst);
+}
+
+/// Sets what a first signal that ends splab does first (while a built-in
+/// workload runs in splab's own process, which a signal cannot stop
+/// otherwise): the front end writes the report of the runs that finished.
+/// A second signal ends splab at once.
+pub fn on_interrupt(hook: impl Fn(libc::c_int) + Send + 'static) {
+    *ON_INTERRUPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
 }
 
 /// Restores every setting, then ends the process by `sig` with its default

@@ -12,6 +12,7 @@ use splab_native::pages::Pages;
 use splab_native::suite::{self, LayoutReport, Plan, Spread, SuiteReport};
 use splab_native::Native;
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PoolMode {
@@ -170,9 +171,22 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     let plan = Plan { layouts, repeat: a.repeat, grow_hugetlb: matches!(a.hugetlb_pool, PoolMode::Grow) };
     let total = plan.layouts.len() as u64 * plan.repeat as u64;
     let mut bar = Progress::new(total, &w.name(), "runs", out.machine_readable());
+    // A signal during a run stops splab at once; first the report of the
+    // runs that finished is written, the one in progress named.
+    let latest: Arc<Mutex<Option<SuiteReport>>> = Arc::default();
+    {
+        let (latest, out) = (latest.clone(), out.clone());
+        splab_native::sysstate::on_interrupt(move |sig| {
+            if let Some(mut r) = latest.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                r.interrupted_by = Some(splab_native::sysstate::signal_name(sig));
+                let _ = out.emit(&r, text);
+            }
+        });
+    }
     splab_native::sysstate::install_signals();
-    splab_native::sysstate::defer_signals();
-    let r = suite::run(a.workload.as_deref().unwrap_or(""), w.as_ref(), &plan, &mut |done, _, _| bar.update(done));
+    let r = suite::run_with(a.workload.as_deref().unwrap_or(""), w.as_ref(), &plan, &mut |done, _, _| bar.update(done), &mut |s| {
+        *latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+    });
     bar.finish();
     let r = r.map_err(Fail::Run)?;
     out.emit(&r, text)?;
@@ -250,7 +264,9 @@ fn layout_table(o: &mut String, r: &SuiteReport) {
 fn summary_table(o: &mut String, r: &SuiteReport) {
     let ran: Vec<&LayoutReport> = r.layouts.iter().filter(|l| !l.runs.is_empty()).collect();
     let Some(first) = ran.first() else { return };
-    let _ = writeln!(o, "Summary: median [min .. max] of {} runs per layout (interleaved), CLOCK_MONOTONIC:", r.repeat);
+    let most = ran.iter().map(|l| l.runs.len()).max().unwrap_or(0);
+    let runs = if most == r.repeat as usize { format!("{most}") } else { format!("the finished {most} of {}", r.repeat) };
+    let _ = writeln!(o, "Summary: median [min .. max] of {runs} runs per layout (interleaved), CLOCK_MONOTONIC:");
     let has_base = r.layouts.iter().any(|l| l.pages == Pages::FourK && !l.runs.is_empty());
     let head = &first.figures[0];
     let _ = writeln!(
@@ -292,12 +308,7 @@ fn summary_table(o: &mut String, r: &SuiteReport) {
     if !skipped.is_empty() {
         let _ = writeln!(o, "  skipped: {} (reasons above)", skipped.join(", "));
     }
-    if let Some(s) = &r.interrupted_by {
-        let _ = writeln!(o, "  interrupted by {s}: the runs stopped early; the figures are of the runs that finished");
-    }
-    if let Some(x) = &r.interrupted_run {
-        let _ = writeln!(o, "  interrupted: {x}");
-    }
+
 }
 
 /// The text report.
@@ -348,5 +359,11 @@ pub fn text(r: &SuiteReport) -> String {
     }
     o.push('\n');
     summary_table(&mut o, r);
+    if let Some(s) = &r.interrupted_by {
+        let _ = writeln!(o, "  interrupted by {s}: the runs stopped early; the figures are of the runs that finished");
+        if let Some(x) = &r.interrupted_run {
+            let _ = writeln!(o, "  interrupted: {x}");
+        }
+    }
     o
 }
