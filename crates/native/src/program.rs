@@ -266,6 +266,9 @@ pub struct RunRecord {
     /// The signal that interrupted splab during the run, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub interrupted_by: Option<i32>,
+    /// Why the run is left out of the figures, if it is (`programs`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
 }
 
 /// Options of a run.
@@ -458,6 +461,7 @@ pub fn run(prog: &Program, setup: &Setup, round: u32, opts: &RunOpts, pool: &mut
                 thp_fault_alloc: BTreeMap::new(),
                 promote: None,
                 interrupted_by: sysstate::received(),
+                failed: None,
             });
         }
     };
@@ -552,5 +556,6 @@ pub fn run(prog: &Program, setup: &Setup, round: u32, opts: &RunOpts, pool: &mut
         thp_fault_alloc,
         promote,
         interrupted_by: sysstate::received(),
+        failed: None,
     })
 }

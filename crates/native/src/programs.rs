@@ -6,8 +6,16 @@
 //! over `4k` (the median over the rounds of the ratio within a round, as
 //! `suite::round_speedups`, ± the standard deviation of those ratios), its
 //! peak resident memory, and, for `promote`, the monitor's counters and
-//! its CPU time. Runs whose exit status or standard-output checksum
-//! differ from the first run's are flagged.
+//! its CPU time.
+//!
+//! Figures come from finished runs only. A run is failed, with its reason,
+//! and left out of every figure (times, speedups, memory, the monitor's
+//! counters) when it was interrupted (splab got SIGINT or SIGTERM during
+//! it), was killed by a signal, or exited with another status or wrote
+//! another standard output (CRC-32) than the reference: what most of
+//! 4k's finished runs did (of all layouts' where 4k did not run). A layout
+//! with a run failed for any reason but an interruption has an `error`
+//! naming the runs, and `splab native` exits 1.
 
 use crate::hugetlb::Pool;
 use crate::pages::Pages;
@@ -86,6 +94,14 @@ pub struct LayoutResult {
     pub cpu_speedup_vs_4k: Option<Stat>,
     /// Peak RSS over 4k's: per-round ratios.
     pub rss_vs_4k: Option<Stat>,
+    /// Runs counted in the figures (finished as the reference did), and
+    /// runs failed (their `failed` says why).
+    pub counted: u32,
+    pub failed: u32,
+    /// Runs of this layout that failed other than by an interruption: the
+    /// layout's output or exit differs from the reference, or it was killed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Exit statuses seen, in words, with how many runs had each.
     pub exits: BTreeMap<String, u32>,
     /// Standard-output checksums seen (CRC-32, hex), with counts.
@@ -127,7 +143,11 @@ pub struct ProgramsReport {
     pub repeat: u32,
     pub warmup: u32,
     pub layouts: Vec<LayoutResult>,
-    /// Differences in exit status or output between runs, in words.
+    /// The reference the runs are judged against: the exit status and
+    /// standard output most of 4k's finished runs had, in words.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
+    /// Each failed run, with why, in words.
     pub flags: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub promote_target: Option<PromoteTarget>,
@@ -167,6 +187,11 @@ pub fn run(prog: &Program, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)
         for (k, setup) in setups.iter_mut().enumerate() {
             done += 1;
             let Ok(s) = setup.as_ref() else { continue };
+            // A signal between two runs (`sysstate::defer_signals`).
+            if let Some(sig) = sysstate::received() {
+                interrupted = Some(sysstate::signal_name(sig));
+                break 'rounds;
+            }
             progress(done - 1, total, &s.pages.to_string());
             // hugetlb pages for the largest resident set seen so far, with
             // a quarter more (1 GB before any run has been seen).
@@ -197,6 +222,7 @@ pub fn run(prog: &Program, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)
         eprintln!("splab: {e}");
         Vec::new()
     });
+    let (reference, flags) = judge(&plan.layouts, &mut runs);
     let layouts = plan.layouts.iter().zip(setups).zip(runs).map(|((&p, s), r)| summarise(p, s, r)).collect::<Vec<_>>();
     let mut rep = ProgramsReport {
         command: prog.command_line(),
@@ -205,7 +231,8 @@ pub fn run(prog: &Program, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)
         repeat: plan.repeat,
         warmup: plan.warmup,
         layouts,
-        flags: Vec::new(),
+        reference,
+        flags,
         promote_target: None,
         hugetlb_pools,
         interrupted_by: interrupted,
@@ -214,12 +241,89 @@ pub fn run(prog: &Program, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)
     rep
 }
 
+/// What a run did that the reference is made of: its exit and its output.
+type Outcome = (Exit, u32, u64);
+
+fn outcome(r: &RunRecord) -> Outcome {
+    (r.exit.clone(), r.stdout_crc32, r.stdout_bytes)
+}
+
+/// Whether a run ran to its own end: started, not interrupted, not
+/// killed by a signal.
+fn finished(r: &RunRecord) -> bool {
+    r.interrupted_by.is_none() && matches!(r.exit, Exit::Code(_))
+}
+
+/// Marks each run that is not to be counted with why (`failed`), and
+/// returns the reference in words and a line per failed run. The
+/// reference is the outcome most of 4k's finished runs had (the earliest
+/// of equally common ones), or of every layout's where 4k has none.
+fn judge(layouts: &[Pages], runs: &mut [Vec<RunRecord>]) -> (Option<String>, Vec<String>) {
+    let base = layouts.iter().position(|&p| p == Pages::FourK).filter(|&k| runs[k].iter().any(finished));
+    let pool: Vec<&RunRecord> = match base {
+        Some(k) => runs[k].iter().filter(|r| finished(r)).collect(),
+        None => runs.iter().flatten().filter(|r| finished(r)).collect(),
+    };
+    let mut counts: Vec<(Outcome, usize)> = Vec::new();
+    for r in &pool {
+        let o = outcome(r);
+        match counts.iter_mut().find(|(x, _)| *x == o) {
+            Some(c) => c.1 += 1,
+            None => counts.push((o, 1)),
+        }
+    }
+    let best = counts.iter().map(|c| c.1).max().unwrap_or(0);
+    let reference = counts.into_iter().find(|c| c.1 == best).map(|c| c.0);
+    let whose = if base.is_some() { "4k's runs" } else { "most runs" };
+    let mut flags = Vec::new();
+    for (k, rs) in runs.iter_mut().enumerate() {
+        for r in rs.iter_mut() {
+            let why = if let Exit::NotStarted(e) = &r.exit {
+                Some(format!("not started: {e}"))
+            } else if let Some(sig) = r.interrupted_by {
+                Some(format!("interrupted: splab got {} during this run ({})", sysstate::signal_name(sig), r.exit.text()))
+            } else if let Exit::Signal(_) = r.exit {
+                Some(r.exit.text())
+            } else {
+                match &reference {
+                    Some((e, _, _)) if r.exit != *e => Some(format!("{} where {whose} had {}", r.exit.text(), e.text())),
+                    Some((_, c, n)) if r.stdout_crc32 != *c => Some(format!(
+                        "standard output differs: CRC-32 {} ({} bytes) where {whose} wrote {} ({n} bytes)",
+                        crc_text(r.stdout_crc32),
+                        r.stdout_bytes,
+                        crc_text(*c)
+                    )),
+                    _ => None,
+                }
+            };
+            if let Some(w) = &why {
+                flags.push(format!("--pages {} round {}: {w}; left out of every figure", layouts[k], r.round + 1));
+            }
+            r.failed = why;
+        }
+    }
+    let words = reference.map(|(e, c, n)| format!("{}, standard output CRC-32 {} ({n} bytes), as {whose} had", e.text(), crc_text(c)));
+    (words, flags)
+}
+
+/// Runs of a layout that failed other than by an interruption or a
+/// program that could not start, in words: the layout's error.
+fn layout_error(runs: &[RunRecord]) -> Option<String> {
+    let bad: Vec<String> = runs
+        .iter()
+        .filter(|r| r.failed.is_some() && r.interrupted_by.is_none() && !matches!(r.exit, Exit::NotStarted(_)))
+        .map(|r| format!("round {}: {}", r.round + 1, r.failed.as_deref().unwrap_or("")))
+        .collect();
+    (!bad.is_empty()).then(|| format!("{} of {} runs failed ({})", bad.len(), runs.len(), bad.join("; ")))
+}
+
 fn summarise(pages: Pages, setup: Result<Setup, String>, runs: Vec<RunRecord>) -> LayoutResult {
     let (method, skip_reason) = match setup {
         Ok(s) => (s.method, None),
         Err(e) => (String::new(), Some(e)),
     };
-    let stat = |f: &dyn Fn(&RunRecord) -> f64| Stat::of(&runs.iter().filter(|r| !matches!(r.exit, Exit::NotStarted(_))).map(f).collect::<Vec<_>>());
+    let counted: Vec<&RunRecord> = runs.iter().filter(|r| r.failed.is_none()).collect();
+    let stat = |f: &dyn Fn(&RunRecord) -> f64| Stat::of(&counted.iter().map(|r| f(r)).collect::<Vec<_>>());
     let mut exits = BTreeMap::new();
     let mut crcs = BTreeMap::new();
     let mut allocs: BTreeMap<String, u64> = BTreeMap::new();
@@ -231,7 +335,7 @@ fn summarise(pages: Pages, setup: Result<Setup, String>, runs: Vec<RunRecord>) -
         }
     }
     let promote = {
-        let ps: Vec<(&RunRecord, &crate::promote::Counters)> = runs.iter().filter_map(|r| Some((r, r.promote.as_ref()?))).collect();
+        let ps: Vec<(&RunRecord, &crate::promote::Counters)> = counted.iter().filter_map(|r| Some((*r, r.promote.as_ref()?))).collect();
         (!ps.is_empty()).then(|| {
             let med = |f: &dyn Fn(&(&RunRecord, &crate::promote::Counters)) -> f64| Spread::of(&ps.iter().map(f).collect::<Vec<_>>()).map_or(0.0, |s| s.median);
             let mut reasons = BTreeMap::new();
@@ -269,6 +373,9 @@ fn summarise(pages: Pages, setup: Result<Setup, String>, runs: Vec<RunRecord>) -
         speedup_vs_4k: None,
         cpu_speedup_vs_4k: None,
         rss_vs_4k: None,
+        counted: counted.len() as u32,
+        failed: (runs.len() - counted.len()) as u32,
+        error: layout_error(&runs),
         exits,
         stdout_crc32: crcs,
         thp_fault_alloc: allocs,
@@ -277,19 +384,21 @@ fn summarise(pages: Pages, setup: Result<Setup, String>, runs: Vec<RunRecord>) -
     }
 }
 
-/// Per-round ratios `f(base) / f(other)` over the rounds both ran.
+/// Per-round ratios `f(base) / f(other)` over the rounds in which both
+/// have a counted run.
 fn round_ratios(base: &[RunRecord], other: &[RunRecord], f: impl Fn(&RunRecord) -> f64) -> Vec<f64> {
     other
         .iter()
+        .filter(|o| o.failed.is_none())
         .filter_map(|o| {
-            let b = base.iter().find(|b| b.round == o.round)?;
+            let b = base.iter().find(|b| b.round == o.round && b.failed.is_none())?;
             let r = f(b) / f(o);
             r.is_finite().then_some(r)
         })
         .collect()
 }
 
-/// Speedups and RSS ratios over 4k, the promote target, and the flags.
+/// Speedups and RSS ratios over 4k, and the promote target.
 fn compare(rep: &mut ProgramsReport) {
     let base: Option<Vec<RunRecord>> = rep.layouts.iter().find(|l| l.pages == Pages::FourK && !l.runs.is_empty()).map(|l| l.runs.clone());
     if let Some(base) = &base {
@@ -317,30 +426,6 @@ fn compare(rep: &mut ProgramsReport) {
                 rss_met: rss.median <= 1.05,
                 cpu_met: ps.cpu_share <= 0.02,
             });
-        }
-    }
-    // Exit status and output against the first run of all.
-    let first = rep.layouts.iter().find_map(|l| l.runs.first().map(|r| (l.pages, r.exit.clone(), r.stdout_crc32)));
-    if let Some((p0, e0, c0)) = first {
-        for l in &rep.layouts {
-            let odd_exit: Vec<&RunRecord> = l.runs.iter().filter(|r| r.exit != e0).collect();
-            if let Some(r) = odd_exit.first() {
-                rep.flags.push(format!("exit status differs: --pages {} round {}: {} where the first run ({p0}) had {}", l.pages, r.round + 1, r.exit.text(), e0.text()));
-            }
-            let odd_out: Vec<&RunRecord> = l.runs.iter().filter(|r| r.stdout_crc32 != c0).collect();
-            if let Some(r) = odd_out.first() {
-                rep.flags.push(format!(
-                    "standard output differs: --pages {} round {}: CRC-32 {} ({} bytes) where the first run ({p0}) had {} ({} of {} runs of {} differ)",
-                    l.pages,
-                    r.round + 1,
-                    crc_text(r.stdout_crc32),
-                    r.stdout_bytes,
-                    crc_text(c0),
-                    odd_out.len(),
-                    l.runs.len(),
-                    l.pages
-                ));
-            }
         }
     }
 }

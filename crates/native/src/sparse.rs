@@ -106,13 +106,13 @@ impl Sparse {
     }
 }
 
-fn mb(b: u64) -> f64 {
+fn mib(b: u64) -> f64 {
     b as f64 / (1u64 << 20) as f64
 }
 
 impl Native for Sparse {
     fn name(&self) -> String {
-        format!("sparse({}, {:.0}% of each 2 MB slab live, {} rounds)", crate::size_text(self.size), self.fraction * 100.0, self.rounds)
+        format!("sparse({}, {:.0}% of each 2 MB slab live, {} rounds)", splab_hw::size::show(self.size), self.fraction * 100.0, self.rounds)
     }
 
     fn bytes(&self) -> u64 {
@@ -175,18 +175,18 @@ impl Native for Sparse {
         }
         let live = slabs * sch.live() as u64 * SIZE_4K;
         let mut r = String::new();
-        let _ = writeln!(r, "sparse: {slabs} slabs of 2 MB, {} of 512 pages live in each ({} live of {} mapped)", sch.live(), crate::size_text(live), crate::size_text(self.size));
-        let _ = writeln!(r, "{:>6} {:>14} {:>14} {:>10}", "round", "resident MB", "in 2 MB pages", "vs live");
+        let _ = writeln!(r, "sparse: {slabs} slabs of 2 MB, {} of 512 pages live in each ({} live of {} mapped)", sch.live(), splab_hw::size::show(live), splab_hw::size::show(self.size));
+        let _ = writeln!(r, "{:>6} {:>14} {:>14} {:>10}", "round", "resident MiB", "in 2 MB pages", "vs live");
         for (round, res, huge) in &lines {
-            let _ = writeln!(r, "{round:>6} {:>14.1} {:>14.1} {:>9.2}x", mb(*res), mb(*huge), *res as f64 / live as f64);
+            let _ = writeln!(r, "{round:>6} {:>14.1} {:>14.1} {:>9.2}x", mib(*res), mib(*huge), *res as f64 / live as f64);
         }
-        let _ = writeln!(r, "peak resident {:.1} MB ({:.2}x the live pages), {:.1} MB of it in 2 MB pages; {writes} page writes, {frees} pages freed with MADV_DONTNEED", mb(peak), peak as f64 / live as f64, mb(peak_huge));
+        let _ = writeln!(r, "peak resident {:.1} MiB ({:.2}x the live pages), {:.1} MiB of it in 2 MB pages; {writes} page writes, {frees} pages freed with MADV_DONTNEED", mib(peak), peak as f64 / live as f64, mib(peak_huge));
         let _ = last;
         let ops = (writes + frees) as f64 / timer.wall.max(1e-9);
         Ok(Outcome {
             seconds: timer.wall,
             cpu_seconds: timer.cpu,
-            figures: vec![Figure::new("peak resident", mb(peak), "MB", false), Figure::new("page writes and frees per second", ops, "ops/s", true)],
+            figures: vec![Figure::new("peak resident", mib(peak), "MiB", false), Figure::new("page writes and frees per second", ops, "ops/s", true)],
             report: r,
         })
     }

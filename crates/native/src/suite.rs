@@ -188,6 +188,12 @@ pub struct SuiteReport {
     pub host: Host,
     pub layouts: Vec<LayoutReport>,
     pub hugetlb_pools: Vec<PoolChange>,
+    /// The signal that stopped the runs early (`sysstate::defer_signals`),
+    /// and the run it came during, left out of every figure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_by: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interrupted_run: Option<String>,
 }
 
 /// The hugetlb pools' counters now, by page size.
@@ -295,92 +301,9 @@ fn summarise(runs: &[Run]) -> Vec<FigureSummary> {
         .collect()
 }
 
-/// What to run.
-#[derive(Clone, Debug)]
-pub struct Plan {
-    pub layouts: Vec<Pages>,
-    /// Runs per layout.
-    pub repeat: u32,
-    /// Whether the hugetlb pools may be grown (as root) for the run.
-    pub grow_hugetlb: bool,
-}
-
-/// Runs `w` `plan.repeat` times in each layout, round robin. `progress` is
-/// called before each run with (runs done, runs in all, layout). An error
-/// is a run that failed (a check of the workload's results); layouts that
-/// cannot be set up are skipped, not errors.
-pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)) -> Result<SuiteReport, String> {
-    let (layouts, repeat) = (&plan.layouts, plan.repeat);
-    let host = Host::read();
-    let bytes = w.bytes();
-    let mut pool = Pool::new(plan.grow_hugetlb);
-    let before = pools_now();
-    let mut reps: Vec<LayoutReport> = layouts
-        .iter()
-        .map(|&p| LayoutReport {
-            pages: p,
-            status: "ran",
-            skip_reason: None,
-            region_bytes: bytes.max(1).div_ceil(p.granule()) * p.granule(),
-            huge_fraction_asked: p.huge_fraction_asked(),
-            as_asked: true,
-            shortfall: None,
-            notes: Vec::new(),
-            runs: Vec::new(),
-            seconds: None,
-            on_cpu: None,
-            huge_fraction: None,
-            runs_short: 0,
-            figures: Vec::new(),
-        })
-        .collect();
-    let total = repeat as u64 * layouts.len() as u64;
-    let mut done = 0;
-    for round in 0..repeat {
-        for rep in reps.iter_mut() {
-            if rep.skip_reason.is_some() {
-                done += 1;
-                continue;
-            }
-            progress(done, total, &rep.pages.to_string());
-            done += 1;
-            let mut region = match Region::new(bytes, rep.pages, &mut pool) {
-                Ok(r) => r,
-                Err(reason) => {
-                    rep.skip_reason = Some(if rep.runs.is_empty() { reason } else { format!("after {} runs: {reason}", rep.runs.len()) });
-                    continue;
-                }
-            };
-            for n in region.notes.drain(..) {
-                if !rep.notes.contains(&n) {
-                    rep.notes.push(n);
-                }
-            }
-            let obtained = region.obtained()?;
-            if obtained.spills_over {
-                let n = "a VMA of the region reaches outside it: the smaps counts include another mapping".to_string();
-                if !rep.notes.contains(&n) {
-                    rep.notes.push(n);
-                }
-            }
-            if let Err(why) = judge(rep.pages, &obtained, region.len() as u64, &host) {
-                rep.as_asked = false;
-                rep.runs_short += 1;
-                // The first shortfall; `runs_short` counts them all.
-                if rep.shortfall.is_none() {
-                    rep.shortfall = Some(format!("round {}: {why}", round + 1));
-                }
-            }
-            let mut attempt = || w.run(&mut region).map_err(|e| format!("{} with --pages {}: {e}", w.name(), rep.pages));
-            let first = attempt()?;
-            let (outcome, taken_again) = most_on_cpu(first, on_cpu, attempt)?;
-            let promote = region.stop_monitor();
-            drop(region);
-            rep.runs.push(Run { round, obtained, outcome, taken_again, promote });
-        }
-    }
-    progress(total, total, "");
-    let hugetlb_pools = pools_put_back(pool, &before)?;
+/// Each layout's spreads, notes and figures from its runs, and the
+/// figures' speedups over 4k.
+fn summarise_layouts(reps: &mut [LayoutReport]) {
     for rep in reps.iter_mut() {
         if rep.runs.is_empty() {
             rep.status = "skipped";
@@ -417,7 +340,131 @@ pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut
             }
         }
     }
-    Ok(SuiteReport { workload: workload.into(), detail: w.name(), working_set_bytes: bytes, repeat, host, layouts: reps, hugetlb_pools })
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub layouts: Vec<Pages>,
+    /// Runs per layout.
+    pub repeat: u32,
+    /// Whether the hugetlb pools may be grown (as root) for the run.
+    pub grow_hugetlb: bool,
+}
+
+/// Runs `w` `plan.repeat` times in each layout, round robin. `progress` is
+/// called before each run with (runs done, runs in all, layout). An error
+/// is a run that failed (a check of the workload's results); layouts that
+/// cannot be set up are skipped, not errors.
+pub fn run(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str)) -> Result<SuiteReport, String> {
+    run_with(workload, w, plan, progress, &mut |_| {})
+}
+
+/// `run`, handing `snapshot` before each run the report of the runs that
+/// finished so far, with `interrupted_run` naming the one about to start:
+/// what to print if splab is stopped during it (`sysstate::on_interrupt`).
+pub fn run_with(workload: &str, w: &dyn Native, plan: &Plan, progress: &mut dyn FnMut(u64, u64, &str), snapshot: &mut dyn FnMut(SuiteReport)) -> Result<SuiteReport, String> {
+    let (layouts, repeat) = (&plan.layouts, plan.repeat);
+    let host = Host::read();
+    let bytes = w.bytes();
+    let mut pool = Pool::new(plan.grow_hugetlb);
+    let before = pools_now();
+    let mut reps: Vec<LayoutReport> = layouts
+        .iter()
+        .map(|&p| LayoutReport {
+            pages: p,
+            status: "ran",
+            skip_reason: None,
+            region_bytes: bytes.max(1).div_ceil(p.granule()) * p.granule(),
+            huge_fraction_asked: p.huge_fraction_asked(),
+            as_asked: true,
+            shortfall: None,
+            notes: Vec::new(),
+            runs: Vec::new(),
+            seconds: None,
+            on_cpu: None,
+            huge_fraction: None,
+            runs_short: 0,
+            figures: Vec::new(),
+        })
+        .collect();
+    let total = repeat as u64 * layouts.len() as u64;
+    let mut done = 0;
+    let (mut interrupted_by, mut interrupted_run) = (None, None);
+    'rounds: for round in 0..repeat {
+        for k in 0..reps.len() {
+            if reps[k].skip_reason.is_some() {
+                done += 1;
+                continue;
+            }
+            if let Some(sig) = crate::sysstate::received() {
+                interrupted_by = Some(crate::sysstate::signal_name(sig));
+                break 'rounds;
+            }
+            progress(done, total, &reps[k].pages.to_string());
+            done += 1;
+            let mut layouts = reps.clone();
+            for l in layouts.iter_mut().filter(|l| l.runs.is_empty() && l.skip_reason.is_none()) {
+                l.skip_reason = Some("no run of it finished before splab was stopped".into());
+            }
+            summarise_layouts(&mut layouts);
+            snapshot(SuiteReport {
+                workload: workload.into(),
+                detail: w.name(),
+                working_set_bytes: bytes,
+                repeat,
+                host: host.clone(),
+                layouts,
+                hugetlb_pools: Vec::new(),
+                interrupted_by: None,
+                interrupted_run: Some(format!("--pages {} round {}: stopped by the signal; left out of every figure", reps[k].pages, round + 1)),
+            });
+            let rep = &mut reps[k];
+            let mut region = match Region::new(bytes, rep.pages, &mut pool) {
+                Ok(r) => r,
+                Err(reason) => {
+                    rep.skip_reason = Some(if rep.runs.is_empty() { reason } else { format!("after {} runs: {reason}", rep.runs.len()) });
+                    continue;
+                }
+            };
+            for n in region.notes.drain(..) {
+                if !rep.notes.contains(&n) {
+                    rep.notes.push(n);
+                }
+            }
+            let obtained = region.obtained()?;
+            if obtained.spills_over {
+                let n = "a VMA of the region reaches outside it: the smaps counts include another mapping".to_string();
+                if !rep.notes.contains(&n) {
+                    rep.notes.push(n);
+                }
+            }
+            if let Err(why) = judge(rep.pages, &obtained, region.len() as u64, &host) {
+                rep.as_asked = false;
+                rep.runs_short += 1;
+                // The first shortfall; `runs_short` counts them all.
+                if rep.shortfall.is_none() {
+                    rep.shortfall = Some(format!("round {}: {why}", round + 1));
+                }
+            }
+            let mut attempt = || w.run(&mut region).map_err(|e| format!("{} with --pages {}: {e}", w.name(), rep.pages));
+            let first = attempt()?;
+            let (outcome, taken_again) = most_on_cpu(first, on_cpu, attempt)?;
+            let promote = region.stop_monitor();
+            drop(region);
+            if let Some(sig) = crate::sysstate::received() {
+                // A run that a signal came during did not finish as asked.
+                interrupted_by = Some(crate::sysstate::signal_name(sig));
+                interrupted_run = Some(format!("--pages {} round {}: splab got {} during it; left out of every figure", rep.pages, round + 1, crate::sysstate::signal_name(sig)));
+                break 'rounds;
+            }
+            rep.runs.push(Run { round, obtained, outcome, taken_again, promote });
+        }
+    }
+    progress(total, total, "");
+    let hugetlb_pools = pools_put_back(pool, &before)?;
+    summarise_layouts(&mut reps);
+    Ok(SuiteReport { workload: workload.into(), detail: w.name(), working_set_bytes: bytes, repeat, host, layouts: reps, hugetlb_pools, interrupted_by, interrupted_run })
 }
 
 #[cfg(test)]
@@ -503,6 +550,23 @@ mod tests {
         let note = r.layouts[0].notes.iter().find(|n| n.contains("taken again")).expect("a note");
         assert!(note.starts_with("2 of 3 runs taken again (4 attempts"), "{note}");
         assert!(note.contains("as little as 25%"), "{note}");
+    }
+
+    /// Before each run the snapshot holds the runs that finished, summed
+    /// up, and names the run about to start: what an interrupted splab
+    /// prints.
+    #[test]
+    fn snapshots_hold_the_finished_runs_and_name_the_next() {
+        let w = Scripted(std::cell::RefCell::new(vec![(1.0, 1.0), (2.0, 2.0), (3.0, 3.0)]));
+        let plan = Plan { layouts: vec![Pages::FourK], repeat: 3, grow_hugetlb: false };
+        let mut snaps = Vec::new();
+        run_with("scripted", &w, &plan, &mut |_, _, _| {}, &mut |s| snaps.push(s)).unwrap();
+        assert_eq!(snaps.len(), 3);
+        assert!(snaps[0].layouts[0].runs.is_empty() && snaps[0].layouts[0].skip_reason.as_deref().unwrap().contains("before splab was stopped"));
+        let last = &snaps[2];
+        assert_eq!(last.layouts[0].runs.len(), 2);
+        assert_eq!(last.layouts[0].seconds.as_ref().unwrap().max, 2.0, "only the finished runs");
+        assert_eq!(last.interrupted_run.as_deref(), Some("--pages 4k round 3: stopped by the signal; left out of every figure"));
     }
 
     #[test]

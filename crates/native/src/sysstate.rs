@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use std::fs;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Mutex, MutexGuard, Once};
 
 /// Where the state file and the lock live.
@@ -359,6 +359,13 @@ static FORWARD: AtomicI32 = AtomicI32::new(0);
 /// The first signal received (0: none).
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
 static SIGNALS: Once = Once::new();
+/// Whether a first signal that comes while no program runs is only kept
+/// (`defer_signals`).
+static DEFER: AtomicBool = AtomicBool::new(false);
+/// Called with a first signal that ends splab, before the settings are put
+/// back (`on_interrupt`).
+type Hook = Box<dyn Fn(libc::c_int) + Send>;
+static ON_INTERRUPT: Mutex<Option<Hook>> = Mutex::new(None);
 const CAUGHT: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
 
 fn caught_set() -> libc::sigset_t {
@@ -399,14 +406,37 @@ pub fn install_signals() {
                     unsafe { libc::kill(-pg, if first { sig } else { libc::SIGKILL }) };
                     continue;
                 }
-                if pg == STARTING {
-                    // Kept in RECEIVED: `forward_to` passes it on.
+                if pg == STARTING || (first && DEFER.load(Ordering::SeqCst)) {
+                    // Kept in RECEIVED: `forward_to` passes it on, or the
+                    // runs stop at their next look at `received`.
                     continue;
+                }
+                if first {
+                    if let Some(hook) = ON_INTERRUPT.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+                        hook(sig);
+                    }
                 }
                 die_by(sig);
             })
             .ok();
     });
+}
+
+/// From now on a first signal that comes between runs (no program
+/// running) is only kept: the caller sees it in `received` before its
+/// next run, stops, writes the report of the runs that finished, and
+/// ends by it (`die_by`). A second signal still ends splab at once,
+/// settings restored.
+pub fn defer_signals() {
+    DEFER.store(true, Ordering::SeqCst);
+}
+
+/// Sets what a first signal that ends splab does first (while a built-in
+/// workload runs in splab's own process, which a signal cannot stop
+/// otherwise): the front end writes the report of the runs that finished.
+/// A second signal ends splab at once.
+pub fn on_interrupt(hook: impl Fn(libc::c_int) + Send + 'static) {
+    *ON_INTERRUPT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(hook));
 }
 
 /// Restores every setting, then ends the process by `sig` with its default

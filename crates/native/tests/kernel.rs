@@ -3,8 +3,8 @@
 //! MADV_COLLAPSE works on memory that was never advised MADV_HUGEPAGE
 //! (under every THP mode), PR_SET_THP_DISABLE makes it fail with EINVAL
 //! (so `promote` must not use it), and its "except advised" flag (Linux
-//! 6.18) leaves collapses allowed. Each prints why it skips where the
-//! kernel lacks the feature.
+//! 6.18) leaves collapses allowed. It fails, naming the kernel it needs,
+//! where the kernel lacks a feature.
 
 use splab_native::program::PR_THP_DISABLE_EXCEPT_ADVISED;
 use splab_native::promote::MADV_COLLAPSE;
@@ -56,27 +56,18 @@ fn collapse_in_child(prctl: Option<libc::c_ulong>) -> i32 {
     }
 }
 
-fn thp() -> bool {
-    std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
-}
-
 #[test]
 fn collapse_needs_no_advice_and_thp_disable_blocks_it() {
-    if !thp() {
-        eprintln!("skipped: this kernel has no transparent huge pages");
-        return;
-    }
+    let thp = "/sys/kernel/mm/transparent_hugepage/enabled";
+    assert!(std::path::Path::new(thp).exists(), "this test needs a kernel with transparent huge pages ({thp} is missing)");
     match collapse_in_child(None) {
         0 => {}
-        1 => {
-            eprintln!("skipped: MADV_COLLAPSE is not supported here (EINVAL; it needs Linux 6.1)");
-            return;
-        }
+        1 => panic!("MADV_COLLAPSE is not supported by this kernel (EINVAL): the promotion monitor needs Linux 6.1 or later"),
         c => panic!("MADV_COLLAPSE of touched, unadvised memory failed (child status {c})"),
     }
     assert_eq!(collapse_in_child(Some(0)), 1, "PR_SET_THP_DISABLE makes MADV_COLLAPSE fail with EINVAL");
     match collapse_in_child(Some(PR_THP_DISABLE_EXCEPT_ADVISED)) {
-        4 => eprintln!("PR_SET_THP_DISABLE's except-advised flag is not supported here (it needs Linux 6.18)"),
+        4 => panic!("PR_SET_THP_DISABLE's except-advised flag is not supported by this kernel: promote under THP mode always needs Linux 6.18 or later"),
         c => assert_eq!(c, 0, "with the except-advised flag a collapse is still allowed"),
     }
 }

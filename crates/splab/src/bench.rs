@@ -215,6 +215,7 @@ fn gups_args(a: &BenchArgs) -> RunArgs {
         sample: None,
         valgrind: "valgrind".into(),
         program_io: None,
+        output: splab_trace::online::Io::Null,
         machine: a.machine.clone(),
         memory: Some(a.gups_memory.clone()),
         swap: "0".into(),
@@ -380,6 +381,7 @@ fn mib(b: Option<u64>) -> String {
 
 fn human(a: &BenchArgs, b: &Bench) -> String {
     let mut o = String::new();
+    let _ = writeln!(o, "splab bench: the simulator's speed on this host; splab build {}\n", crate::output::BUILD);
     let _ = writeln!(
         o,
         "{:<28}{:>12}{:>10}{:>12}{:>24}{:>10}",

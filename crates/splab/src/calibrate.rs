@@ -99,7 +99,7 @@ pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
     let text = match profile::write(&c, &base, &name, !a.no_virt_section) {
         Ok(w) => w.text,
         Err(e) => {
-            emit(&report::text(&c, &base));
+            emit(&crate::output::with_build(report::text(&c, &base)));
             if let Some(p) = &a.output {
                 drop(file.take());
                 let _ = std::fs::remove_file(p);
@@ -114,7 +114,7 @@ pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
     if as_json {
         emit(&json(&Report { measurements: &c, profile: &text, written_to }));
     } else {
-        let mut o = report::text(&c, &base);
+        let mut o = crate::output::with_build(report::text(&c, &base));
         match &written_to {
             Some(p) => {
                 let _ = writeln!(o, "\nprofile written to {p} (use it with --machine {p})");

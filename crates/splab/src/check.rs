@@ -170,7 +170,7 @@ fn human(r: &CheckReport, host_seconds: f64) -> String {
         let _ = writeln!(o, "  {:<36}{v}", format!("{k} "));
     };
     let verdict = if r.clean() { "clean" } else { "PROBLEMS FOUND" };
-    let _ = writeln!(o, "check: {verdict}");
+    let _ = writeln!(o, "check: {verdict} (splab build {})", crate::output::BUILD);
     line(&mut o, "operations", &r.ops);
     line(&mut o, "memory references", &r.refs);
     line(&mut o, "host seconds", &crate::output::num(host_seconds));

@@ -38,7 +38,7 @@ use formats::Formats;
 use setup::{MachineArgs, OnOff};
 
 #[derive(Parser)]
-#[command(name = "splab", version, about = "Simulator of transparent, reservation-based superpages")]
+#[command(name = "splab", version = output::VERSION, about = "Simulator of transparent, reservation-based superpages")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -4,7 +4,7 @@
 
 use crate::error::{input, Fail};
 use crate::formats::Formats;
-use crate::output::num;
+use crate::output::{labelled, num};
 use crate::progress::Progress;
 use crate::size;
 use clap::{Args, ValueEnum};
@@ -12,6 +12,7 @@ use splab_native::pages::Pages;
 use splab_native::suite::{self, LayoutReport, Plan, Spread, SuiteReport};
 use splab_native::Native;
 use std::fmt::Write as _;
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 pub enum PoolMode {
@@ -170,11 +171,28 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     let plan = Plan { layouts, repeat: a.repeat, grow_hugetlb: matches!(a.hugetlb_pool, PoolMode::Grow) };
     let total = plan.layouts.len() as u64 * plan.repeat as u64;
     let mut bar = Progress::new(total, &w.name(), "runs", out.machine_readable());
+    // A signal during a run stops splab at once; first the report of the
+    // runs that finished is written, the one in progress named.
+    let latest: Arc<Mutex<Option<SuiteReport>>> = Arc::default();
+    {
+        let (latest, out) = (latest.clone(), out.clone());
+        splab_native::sysstate::on_interrupt(move |sig| {
+            if let Some(mut r) = latest.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                r.interrupted_by = Some(splab_native::sysstate::signal_name(sig));
+                let _ = out.emit(&r, text);
+            }
+        });
+    }
     splab_native::sysstate::install_signals();
-    let r = suite::run(a.workload.as_deref().unwrap_or(""), w.as_ref(), &plan, &mut |done, _, _| bar.update(done));
+    let r = suite::run_with(a.workload.as_deref().unwrap_or(""), w.as_ref(), &plan, &mut |done, _, _| bar.update(done), &mut |s| {
+        *latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+    });
     bar.finish();
     let r = r.map_err(Fail::Run)?;
     out.emit(&r, text)?;
+    if let Some(sig) = splab_native::sysstate::received() {
+        splab_native::sysstate::die_by(sig);
+    }
     if r.layouts.iter().all(|l| l.runs.is_empty()) {
         return Err(Fail::Run("no layout could be set up (see the reasons above)".into()));
     }
@@ -246,7 +264,9 @@ fn layout_table(o: &mut String, r: &SuiteReport) {
 fn summary_table(o: &mut String, r: &SuiteReport) {
     let ran: Vec<&LayoutReport> = r.layouts.iter().filter(|l| !l.runs.is_empty()).collect();
     let Some(first) = ran.first() else { return };
-    let _ = writeln!(o, "Summary: median [min .. max] of {} runs per layout (interleaved), CLOCK_MONOTONIC:", r.repeat);
+    let most = ran.iter().map(|l| l.runs.len()).max().unwrap_or(0);
+    let runs = if most == r.repeat as usize { format!("{most}") } else { format!("the finished {most} of {}", r.repeat) };
+    let _ = writeln!(o, "Summary: median [min .. max] of {runs} runs per layout (interleaved), CLOCK_MONOTONIC:");
     let has_base = r.layouts.iter().any(|l| l.pages == Pages::FourK && !l.runs.is_empty());
     let head = &first.figures[0];
     let _ = writeln!(
@@ -254,7 +274,7 @@ fn summary_table(o: &mut String, r: &SuiteReport) {
         "  {:<12}{:>34}{:>34}{:>10}{:>8}",
         "layout",
         "timed seconds",
-        format!("{} ({})", head.name, head.unit),
+        crate::output::labelled(&head.name, &head.unit),
         if has_base { "vs 4k" } else { "" },
         "on CPU"
     );
@@ -288,6 +308,7 @@ fn summary_table(o: &mut String, r: &SuiteReport) {
     if !skipped.is_empty() {
         let _ = writeln!(o, "  skipped: {} (reasons above)", skipped.join(", "));
     }
+
 }
 
 /// The text report.
@@ -296,14 +317,15 @@ pub fn text(r: &SuiteReport) -> String {
     let h = &r.host;
     let _ = writeln!(
         o,
-        "{} natively on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs); working set {}; {} runs per layout, interleaved\n",
+        "{} natively on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs); working set {}; {} runs per layout, interleaved; splab build {}\n",
         r.detail,
         h.kernel,
         h.thp_enabled.as_deref().unwrap_or("none"),
         h.thp_defrag.as_deref().unwrap_or("none"),
         h.cpus,
         size::show(r.working_set_bytes),
-        r.repeat
+        r.repeat,
+        crate::output::BUILD
     );
     layout_table(&mut o, r);
     for p in &r.hugetlb_pools {
@@ -317,12 +339,31 @@ pub fn text(r: &SuiteReport) -> String {
         );
     }
     for l in &r.layouts {
-        if let Some(run) = l.median_run() {
-            let _ = writeln!(o, "\n== --pages {} (the median run, round {}) ==", l.pages, run.round + 1);
+        if let (Some(run), Some(f)) = (l.median_run(), l.figures.first()) {
+            let mine = run.outcome.figures.first().map_or(f64::NAN, |g| g.value);
+            let which = if l.runs.len() % 2 == 1 {
+                format!("the median run: round {}, {} {}", run.round + 1, labelled(&f.name, &f.unit), num(mine))
+            } else {
+                format!(
+                    "round {}, {} {}, the lower middle one of {} runs, whose median {} is the mean of the two middle ones",
+                    run.round + 1,
+                    labelled(&f.name, &f.unit),
+                    num(mine),
+                    l.runs.len(),
+                    num(f.spread.median)
+                )
+            };
+            let _ = writeln!(o, "\n== --pages {} ({which}) ==", l.pages);
             o.push_str(&run.outcome.report);
         }
     }
     o.push('\n');
     summary_table(&mut o, r);
+    if let Some(s) = &r.interrupted_by {
+        let _ = writeln!(o, "  interrupted by {s}: the runs stopped early; the figures are of the runs that finished");
+        if let Some(x) = &r.interrupted_run {
+            let _ = writeln!(o, "  interrupted: {x}");
+        }
+    }
     o
 }

@@ -15,6 +15,7 @@ pub fn workload(a: &RunArgs) -> Result<Online, Fail> {
     }
     let mut w = Online::new(a.program.clone(), a.valgrind.clone()).map_err(Fail::Input)?;
     w.sample = a.sample.as_deref().map(Sample::parse).transpose().map_err(Fail::Input)?;
+    w.stdout = a.output.clone();
     if let Some((i, o)) = &a.program_io {
         w.stdin = i.clone();
         w.stdout = o.clone();
@@ -51,15 +52,16 @@ impl Drop for Spool {
     }
 }
 
-/// `splab compare -- PROG`: the program runs twice, superpages off (its
-/// output dropped) and on (its output shown), on the same input.
+/// `splab compare -- PROG`: the program runs twice, superpages off and on,
+/// on the same input, each writing its output where --output says
+/// (`inherit`: the on run's shown, the off run's dropped).
 pub fn compare(a: &RunArgs, quiet: bool) -> Result<Comparison, Fail> {
     workload(a)?;
     let spool = Spool::stdin()?;
     let mut off_args = a.clone();
-    off_args.program_io = Some((spool.io.clone(), Io::Null));
+    off_args.program_io = Some((spool.io.clone(), if a.output == Io::Stderr { Io::Null } else { a.output.clone() }));
     let mut on_args = a.clone();
-    on_args.program_io = Some((spool.io.clone(), Io::Inherit));
+    on_args.program_io = Some((spool.io.clone(), a.output.clone()));
     let off = run::simulate(&off_args, false, quiet)?;
     let on = run::simulate(&on_args, true, quiet)?;
     Ok(run::comparison(crate::workload::label(a), off, on))

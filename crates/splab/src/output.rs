@@ -10,6 +10,13 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::io::Write as _;
 
+/// The build: the git commit splab was built from, `-dirty` when its
+/// files differed from it (build.rs).
+pub const BUILD: &str = env!("SPLAB_BUILD");
+
+/// `splab -V`.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (build ", env!("SPLAB_BUILD"), ")");
+
 /// Writes text to stdout, ignoring a closed pipe.
 pub fn emit(text: &str) {
     let mut out = std::io::stdout().lock();
@@ -33,19 +40,28 @@ fn shell_word(a: &str) -> String {
 }
 
 /// A command's document: the command line that made it first (so that
-/// `splab report` can title its plots with it), then the document's own
-/// fields.
+/// `splab report` can title its plots with it), the build that made it,
+/// then the document's own fields.
 #[derive(Serialize)]
 pub struct Document<'a, T: Serialize> {
     pub command: String,
+    pub build: &'static str,
     #[serde(flatten)]
     pub body: &'a T,
 }
 
 impl<'a, T: Serialize> Document<'a, T> {
     pub fn new(body: &'a T) -> Document<'a, T> {
-        Document { command: command_line(), body }
+        Document { command: command_line(), build: BUILD, body }
     }
+}
+
+/// A text report with the build named at the end of its first line (its
+/// header).
+pub fn with_build(mut text: String) -> String {
+    let at = text.find('\n').unwrap_or(text.len());
+    text.insert_str(at, &format!("; splab build {BUILD}"));
+    text
 }
 
 /// One pretty-printed JSON document, the only thing `--json` puts on
@@ -101,7 +117,7 @@ pub fn sim(r: &SimRun) -> String {
     let sp = if r.superpages { "on" } else { "off" };
     let _ = writeln!(
         o,
-        "\nSummary: {}, superpages {sp}, {} on {}, {} memory",
+        "\nSummary: {}, superpages {sp}, {} on {}, {} memory; splab build {BUILD}",
         r.workload_detail,
         r.arch,
         r.machine,
@@ -157,9 +173,81 @@ pub fn sim(r: &SimRun) -> String {
         }
     }
     o.push('\n');
-    let all = Sysctls { values: r.sysctl.clone(), ..Default::default() };
-    o.push_str(&all.render());
+    for (k, v) in listed(&r.sysctl) {
+        let _ = writeln!(o, "{k}: {v}");
+    }
     o
+}
+
+/// A figure's name with its unit, unless the name already says it
+/// ("GUP/s", "tps (s)" never doubled into "GUP/s (GUP/s)").
+pub fn labelled(name: &str, unit: &str) -> String {
+    if unit.is_empty() || name.split_whitespace().any(|w| w == unit) || name.contains(&format!("({unit})")) {
+        name.to_string()
+    } else {
+        format!("{name} ({unit})")
+    }
+}
+
+/// Superpages made in a run: promotions, direct superpage mappings and
+/// superpage allocations, over every size.
+fn superpages_made(r: &SimRun) -> i64 {
+    r.sysctl
+        .iter()
+        .filter(|(k, _)| {
+            let tail = k.rsplit('.').next().unwrap_or("");
+            (k.starts_with("vm.pmap.") && ["promotions", "mappings"].contains(&tail)) || k.starts_with("vm.superpages.alloc.") || ["vmstat.thp_fault_alloc", "vmstat.thp_collapse_alloc"].contains(&k.as_str())
+        })
+        .map(|(_, v)| if let SysctlValue::Int(n) = v { *n } else { 0 })
+        .sum()
+}
+
+/// When superpages on changed nothing, one line saying why: none was
+/// made, because promotion failed or because the memory never fills a
+/// reservation; or some were and the TLB misses did not move.
+fn unchanged(off: &SimRun, on: &SimRun) -> Option<String> {
+    if !on.superpages || off.figure.value != on.figure.value {
+        return None;
+    }
+    let made = superpages_made(on);
+    if made > 0 {
+        return Some(format!("(superpages changed nothing: {made} were made, yet the TLB misses went from {} to {})", off.tlb.total_misses, on.tlb.total_misses));
+    }
+    let failures: i64 = on.sysctl.iter().filter(|(k, _)| k.starts_with("vm.pmap.") && k.ends_with(".p_failures")).map(|(_, v)| if let SysctlValue::Int(n) = v { *n } else { 0 }).sum();
+    if failures > 0 {
+        return Some(format!("(superpages changed nothing: none was made; promotion was tried and failed {failures} times, --all shows the reasons)"));
+    }
+    let reserv = splab_pmap::arch::lookup(&on.arch).ok().map(|a| a.page_sizes[a.reserv_psind.index()]);
+    match reserv {
+        Some(r) if on.memory.resident_peak_bytes < r => Some(format!(
+            "(superpages changed nothing: none was made; the workload's {} of memory never fills one {} reservation)",
+            size::show(on.memory.resident_peak_bytes),
+            size::show(r)
+        )),
+        _ => Some("(superpages changed nothing: none was made; no reservation was ever fully populated)".into()),
+    }
+}
+
+/// Sysctls in the order they are listed: the real system's names (FreeBSD's
+/// `vm.*`, Linux's `transparent_hugepage.*` and `vmstat.*`) first, then
+/// splab's own (`splab.*`), each group by name.
+pub fn listed<V>(m: &std::collections::BTreeMap<String, V>) -> Vec<(&String, &V)> {
+    let (own, real): (Vec<_>, Vec<_>) = m.iter().partition(|(k, _)| k.starts_with("splab."));
+    real.into_iter().chain(own).collect()
+}
+
+/// A map serialised in a given order of its entries.
+struct Ordered<'a, V>(Vec<(&'a String, V)>);
+
+impl<V: Serialize> Serialize for Ordered<'_, V> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(Some(self.0.len()))?;
+        for (k, v) in &self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
 }
 
 /// Sysctls that describe how the system was set up rather than what the
@@ -206,7 +294,7 @@ fn table_is_empty(text: &str) -> bool {
 pub fn compare(c: &Comparison, all: bool) -> String {
     let (off, on) = (&c.off, &c.on);
     let mut o = String::new();
-    let _ = writeln!(o, "{} on {} ({}), {} memory", off.workload_detail, off.machine, off.arch, size::show(off.memory_bytes));
+    let _ = writeln!(o, "{} on {} ({}), {} memory; splab build {BUILD}", off.workload_detail, off.machine, off.arch, size::show(off.memory_bytes));
     if let Some(l) = &on.layout {
         // The off run has no superpages whatever the layout; the on run's
         // layout is the one asked for.
@@ -248,6 +336,9 @@ pub fn compare(c: &Comparison, all: bool) -> String {
         row(&mut o, "writebacks", off.hw.writebacks as f64, on.hw.writebacks as f64);
     }
     row(&mut o, "host seconds", off.host_seconds, on.host_seconds);
+    if let Some(why) = unchanged(off, on) {
+        let _ = writeln!(o, "{why}");
+    }
 
     // The integer sysctls worth reading; a name missing from one run
     // counts as 0 there.
@@ -265,6 +356,9 @@ pub fn compare(c: &Comparison, all: bool) -> String {
             all || a != b || is_superpage_event(k) || (!is_setting(k) && (a != 0 || b != 0))
         })
         .collect();
+    // The real system's names first, then splab's own.
+    let (own, real): (Vec<&String>, Vec<&String>) = shown.into_iter().partition(|k| k.starts_with("splab."));
+    let shown: Vec<&String> = real.into_iter().chain(own).collect();
     let w = shown.iter().map(|k| k.len()).max().unwrap_or(0).max(6) + 2;
     let _ = writeln!(o, "\n{:<w$}{:>14}{:>14}{:>10}", "sysctl", "off", "on", "change");
     for k in &shown {
@@ -341,7 +435,7 @@ fn is_policy_counter(name: &str) -> bool {
 pub fn policies(c: &PolicyComparison, all: bool) -> String {
     let mut o = String::new();
     let first = &c.runs[0];
-    let _ = writeln!(o, "{} on {} ({}), {} memory", first.workload_detail, first.machine, first.arch, size::show(first.memory_bytes));
+    let _ = writeln!(o, "{} on {} ({}), {} memory; splab build {BUILD}", first.workload_detail, first.machine, first.arch, size::show(first.memory_bytes));
     // An entry with settings of its own is headed by its policy and a
     // number, spelled out under the title.
     let mut heads = Vec::new();
@@ -359,7 +453,7 @@ pub fn policies(c: &PolicyComparison, all: bool) -> String {
     o.push_str(&legend);
     o.push('\n');
     let w = heads.iter().map(|h| h.len()).max().unwrap_or(0).max(14) + 2;
-    let figure = |f: &splab_workloads::Figure| if f.unit.is_empty() || f.name.split_whitespace().any(|w| w == f.unit) || f.name.contains(&format!("({})", f.unit)) { f.name.clone() } else { format!("{} ({})", f.name, f.unit) };
+    let figure = |f: &splab_workloads::Figure| labelled(&f.name, &f.unit);
     let names: BTreeSet<&String> = c.runs.iter().flat_map(|r| r.sysctl.keys()).filter(|k| is_policy_counter(k)).collect();
     let int = |r: &SimRun, k: &str| match r.sysctl.get(k) {
         Some(SysctlValue::Int(v)) => Some(*v),
@@ -422,13 +516,12 @@ policy counters");
 /// `splab sysctl`: `name: value` lines; with `describe`, each followed by
 /// its one-line description, indented, so multi-line values stay readable.
 pub fn sysctls(s: &Sysctls, describe: bool) -> String {
-    if !describe {
-        return s.render();
-    }
     let mut o = String::new();
-    for (k, v) in &s.values {
-        let d = s.descr.get(k).copied().unwrap_or("");
-        let _ = writeln!(o, "{k}: {v}\n\t{d}");
+    for (k, v) in listed(&s.values) {
+        let _ = writeln!(o, "{k}: {v}");
+        if describe {
+            let _ = writeln!(o, "\t{}", s.descr.get(k).copied().unwrap_or(""));
+        }
     }
     o
 }
@@ -436,18 +529,14 @@ pub fn sysctls(s: &Sysctls, describe: bool) -> String {
 /// `splab sysctl --json`: keyed by name; with `describe`, each value
 /// becomes `{"value": ..., "description": ...}`.
 pub fn sysctls_json(s: &Sysctls, describe: bool) -> String {
-    if !describe {
-        return plain_json(&s.values);
-    }
-    let m: serde_json::Map<String, serde_json::Value> = s
-        .values
-        .iter()
+    let m = listed(&s.values)
+        .into_iter()
         .map(|(k, v)| {
-            let d = s.descr.get(k).copied().unwrap_or("");
-            (k.clone(), serde_json::json!({ "value": v, "description": d }))
+            let v = if describe { serde_json::json!({ "value": v, "description": s.descr.get(k).copied().unwrap_or("") }) } else { serde_json::json!(v) };
+            (k, v)
         })
         .collect();
-    plain_json(&m)
+    json(&Ordered(m))
 }
 
 #[cfg(test)]

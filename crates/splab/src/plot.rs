@@ -387,9 +387,8 @@ pub fn cycles(title: &str, s: &Sim) -> Result<Plot, String> {
 fn pairs(c: &Compare) -> Vec<Pair> {
     let (a, b) = (&c.off, &c.on);
     let f = &a.figure;
-    let unit = if f.unit.is_empty() || f.name.contains(&f.unit) { String::new() } else { format!(" ({})", f.unit) };
     vec![
-        Pair { name: format!("{}{unit}", f.name), off: f.value.unwrap_or(f64::NAN), on: b.figure.value.unwrap_or(f64::NAN) },
+        Pair { name: crate::output::labelled(&f.name, &f.unit), off: f.value.unwrap_or(f64::NAN), on: b.figure.value.unwrap_or(f64::NAN) },
         Pair { name: "simulated s".into(), off: a.sim_seconds, on: b.sim_seconds },
         Pair { name: "TLB misses".into(), off: a.tlb.total_misses as f64, on: b.tlb.total_misses as f64 },
         Pair { name: "page walks".into(), off: a.hw.walks as f64, on: b.hw.walks as f64 },
@@ -425,7 +424,7 @@ fn native_spreads(title: &str, n: &Native) -> Result<Plot, String> {
         })
         .collect();
     let better = if first.higher_is_better { "higher is better" } else { "lower is better" };
-    spreads(title, &format!("{} ({}), {better}", first.name, first.unit), &cats)
+    spreads(title, &format!("{}, {better}", crate::output::labelled(&first.name, &first.unit)), &cats)
 }
 
 fn bench_bars(title: &str, b: &Bench) -> Result<Plot, String> {

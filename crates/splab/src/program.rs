@@ -52,13 +52,18 @@ fn layout_block(o: &mut String, l: &LayoutResult) {
             return;
         }
     }
+    let failed: Vec<String> = l.runs.iter().filter_map(|r| Some(format!("round {}: {}", r.round + 1, r.failed.as_ref()?))).collect();
     let (Some(w), Some(u), Some(s)) = (&l.wall, &l.user, &l.sys) else {
-        let _ = writeln!(o, "  no run started: {}", l.exits.keys().cloned().collect::<Vec<_>>().join("; "));
+        let _ = writeln!(o, "  no run finished: {}", failed.join("; "));
+        if let Some(e) = &l.error {
+            let _ = writeln!(o, "  ERROR: {e}");
+        }
         return;
     };
+    let left_out = if l.failed > 0 { format!(" ({} failed, left out)", l.failed) } else { String::new() };
     let _ = writeln!(o, "  Time (median):       {}", t(w.median));
     let _ = writeln!(o, "  Time (mean ± σ):     {} ± {}    [User: {}, System: {}]", t(w.mean), t(w.stddev), t(u.mean), t(s.mean));
-    let _ = writeln!(o, "  Range (min … max):   {} … {}    {} runs", t(w.min), t(w.max), l.runs.len());
+    let _ = writeln!(o, "  Range (min … max):   {} … {}    {} runs{left_out}", t(w.min), t(w.max), l.counted);
     if let Some(r) = &l.peak_rss {
         let tree = l.tree_rss.as_ref().map(|x| format!("; whole tree, sampled: {}", b(x.median))).unwrap_or_default();
         let _ = writeln!(o, "  Peak RSS:            {} [{} … {}] (largest process, ru_maxrss){tree}", b(r.median), b(r.min), b(r.max));
@@ -100,6 +105,12 @@ fn layout_block(o: &mut String, l: &LayoutResult) {
         let tail: Vec<&str> = r.stderr_tail.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect();
         let _ = writeln!(o, "  stderr (end):        {}", tail.join(" | "));
     }
+    for f in &failed {
+        let _ = writeln!(o, "  Failed:              {f}; left out of every figure");
+    }
+    if let Some(e) = &l.error {
+        let _ = writeln!(o, "  ERROR:               this layout's runs did not do what the reference did: {e}");
+    }
     let left: u64 = l.runs.iter().map(|r| r.killed_leftovers).sum();
     if left > 0 {
         let _ = writeln!(o, "  note: {left} process(es) still running when the program's first process exited were killed");
@@ -112,14 +123,15 @@ pub fn text(r: &ProgramsReport) -> String {
     let h = &r.host;
     let _ = writeln!(
         o,
-        "{}: {} runs per layout, interleaved{}, on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs)\n",
+        "{}: {} runs per layout, interleaved{}, on Linux {} (transparent_hugepage enabled={} defrag={}, {} CPUs); splab build {}\n",
         r.command,
         r.repeat,
         if r.warmup > 0 { format!(", after {} warm-up run(s) of each", r.warmup) } else { String::new() },
         h.kernel,
         h.thp_enabled.as_deref().unwrap_or("none"),
         h.thp_defrag.as_deref().unwrap_or("none"),
-        h.cpus
+        h.cpus,
+        crate::output::BUILD
     );
     for l in &r.layouts {
         layout_block(&mut o, l);
@@ -134,9 +146,6 @@ pub fn text(r: &ProgramsReport) -> String {
 
 fn summary(o: &mut String, r: &ProgramsReport) {
     let ran: Vec<&LayoutResult> = r.layouts.iter().filter(|l| l.wall.is_some()).collect();
-    if ran.is_empty() {
-        return;
-    }
     let _ = writeln!(o, "Summary (medians; ratios are medians of the per-round ratios ± their standard deviation):");
     let _ = writeln!(o, "  {:<16}{:>11}{:>11}{:>11}{:>14}{:>14}{:>12}{:>12}{:>11}", "layout", "wall", "user", "sys", "vs 4k (wall)", "vs 4k (CPU)", "peak RSS", "RSS vs 4k", "THP peak");
     for l in &ran {
@@ -184,11 +193,14 @@ fn summary(o: &mut String, r: &ProgramsReport) {
             ok(p.cpu_met)
         );
     }
+    if let Some(x) = &r.reference {
+        let _ = writeln!(o, "  runs are counted when they finished as the reference: {x}");
+    }
     for f in &r.flags {
-        let _ = writeln!(o, "  FLAG: {f}");
+        let _ = writeln!(o, "  FAILED: {f}");
     }
     if let Some(s) = &r.interrupted_by {
-        let _ = writeln!(o, "  interrupted by {s}: the runs stopped early");
+        let _ = writeln!(o, "  interrupted by {s}: the runs stopped early; the figures are of the runs that finished");
     }
 }
 
@@ -287,6 +299,7 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
         }
     }
     sysstate::install_signals();
+    sysstate::defer_signals();
     let prog = Program { argv: a.program.clone(), input: a.input.clone() };
     let mut opts = RunOpts::default();
     opts.monitor.interval = Duration::from_millis(a.interval);
@@ -308,6 +321,10 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     }
     if let Some(sig) = sysstate::received() {
         sysstate::die_by(sig);
+    }
+    let errors: Vec<String> = r.layouts.iter().filter_map(|l| Some(format!("--pages {}: {}", l.pages, l.error.as_ref()?))).collect();
+    if !errors.is_empty() {
+        return Err(Fail::Run(errors.join("; ")));
     }
     if r.layouts.iter().all(|l| l.wall.is_none()) {
         return Err(Fail::Run("no layout ran (see the reasons above)".into()));

@@ -269,8 +269,16 @@ pub struct Outcome {
 
 #[derive(Serialize)]
 pub struct Reproduction {
+    /// Whether these are `--quick` runs: tiny sizes, figures not
+    /// comparable to the published ones.
+    pub quick: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<&'static str>,
     pub outcomes: Vec<Outcome>,
 }
+
+/// What `--quick` figures are.
+const QUICK_NOTE: &str = "--quick: each experiment at a tiny size (the commands above), to check that it runs; these figures are not comparable to the published ones nor to a full `splab reproduce`";
 
 fn figure_rows(off: &[Figure], on: &[Figure]) -> Vec<Row> {
     off.iter()
@@ -338,7 +346,7 @@ pub fn cmd(a: &ReproduceArgs) -> Result<i32, Fail> {
         }
         outcomes.push(run_one(e, a.quick, quiet)?);
     }
-    let r = Reproduction { outcomes };
+    let r = Reproduction { quick: a.quick, note: a.quick.then_some(QUICK_NOTE), outcomes };
     output::emit(&if a.json { output::json(&r) } else { table(&r) });
     Ok(0)
 }
@@ -378,6 +386,8 @@ fn counters_short(c: &BTreeMap<String, i64>) -> String {
 
 pub fn table(r: &Reproduction) -> String {
     let mut s = String::new();
+    let what = if r.quick { "at --quick sizes, NOT comparable to the published figures" } else { "each on its machine's profile" };
+    writeln!(s, "splab reproduce: {} experiment(s) {what}; splab build {}\n", r.outcomes.len(), output::BUILD).unwrap();
     writeln!(s, "{:<24} {:<26} {:>12} {:>12} {:>8}  {:<6} counters (sp on)", "experiment", "figure", "sp off", "sp on", "change", "unit").unwrap();
     for o in &r.outcomes {
         for (i, row) in o.rows.iter().enumerate() {
@@ -389,9 +399,12 @@ pub fn table(r: &Reproduction) -> String {
     writeln!(s).unwrap();
     for o in &r.outcomes {
         writeln!(s, "{}: {} ({} with superpages on)", o.experiment.name, o.command, o.experiment.policy).unwrap();
-        if !o.experiment.scaled.is_empty() {
+        if !o.experiment.scaled.is_empty() && !r.quick {
             writeln!(s, "  scaled: {}", o.experiment.scaled).unwrap();
         }
+    }
+    if r.quick {
+        writeln!(s, "\n{QUICK_NOTE}.").unwrap();
     }
     s
 }

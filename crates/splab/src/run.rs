@@ -30,9 +30,17 @@ pub struct RunArgs {
     /// Any program and its arguments, after `--` (e.g. `-- xz -6 -T1 -c
     /// FILE`): run under splab's valgrind tool with every process it
     /// starts, its references simulated as it runs (no trace file). Its
-    /// standard input, output and exit status are splab's.
+    /// standard input and exit status are splab's; its standard output
+    /// goes where --output says.
     #[arg(last = true, value_name = "PROG ARGS")]
     pub program: Vec<std::ffi::OsString>,
+    /// Programs: where their standard output goes, never into splab's
+    /// report: null (/dev/null), pipe (a pipe splab reads and throws away,
+    /// for programs that behave otherwise on /dev/null), inherit (splab's
+    /// standard error; with compare, of the superpages-on run only), or a
+    /// FILE (each run writes it anew).
+    #[arg(long, value_name = "null|pipe|inherit|FILE", default_value = "null", value_parser = output_io)]
+    pub output: splab_trace::online::Io,
     /// Programs: simulate DETAIL references in full in every PERIOD of
     /// each process's (e.g. 1M:10M), the rest with functional warming
     /// only, and estimate every figure with a 95 % confidence interval.
@@ -285,6 +293,18 @@ pub struct Changes {
     pub figure: Option<f64>,
     pub sim_seconds: Option<f64>,
     pub tlb_misses: Option<f64>,
+}
+
+/// `--output`: where a program's standard output goes.
+fn output_io(s: &str) -> Result<splab_trace::online::Io, String> {
+    use splab_trace::online::Io;
+    Ok(match s {
+        "null" => Io::Null,
+        "pipe" => Io::Pipe,
+        "inherit" => Io::Stderr,
+        "" => return Err("give null, pipe, inherit or a file name".into()),
+        f => Io::File(f.into()),
+    })
 }
 
 /// Runs superpages off, then on, each on a fresh system. A program runs

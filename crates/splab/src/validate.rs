@@ -149,7 +149,7 @@ pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
         validate::Error::Runner(f) => f,
         validate::Error::Memory(m) => Fail::Run(m),
     })?;
-    out.emit(&r, validate::text)?;
+    out.emit(&r, |r| crate::output::with_build(validate::text(r)))?;
     Ok(0)
 }
 

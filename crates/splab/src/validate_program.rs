@@ -91,7 +91,7 @@ pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
         splab_native::sysstate::die_by(sig);
     }
     let r = program::predict(&setup, native, &profile, &mut Online(args))?;
-    out.emit(&r, program::text)?;
+    out.emit(&r, |r| crate::output::with_build(program::text(r)))?;
     if !r.measured_any() {
         return Err(Fail::Run("no layout ran natively (see the reasons above)".into()));
     }

@@ -371,7 +371,11 @@ pub fn names() -> Vec<&'static str> {
 pub fn build_run(a: &crate::run::RunArgs, cfg: &Config) -> Result<Box<dyn Workload>, Fail> {
     match (&a.workload, a.program.is_empty()) {
         (Some(w), false) => Err(Fail::Input(format!("give a workload ({w:?}) or a program after --, not both"))),
-        (None, true) => Err(Fail::Input(format!("give a workload ({}, trace:FILE) or a program after -- (e.g. splab sim -- xz -6 -T1 -c FILE)", names().join(", ")))),
+        (None, true) => {
+            // The command typed (sim, compare, validate), for the example.
+            let cmd = std::env::args().nth(1).unwrap_or_else(|| "sim".into());
+            Err(Fail::Input(format!("give a workload ({}, trace:FILE) or a program after -- (e.g. splab {cmd} -- xz -6 -T1 -c FILE)", names().join(", "))))
+        }
         (Some(w), true) => {
             if a.sample.is_some() {
                 return Err(Fail::Input("--sample: only a program after -- is sampled".into()));

@@ -13,6 +13,13 @@ fn splab(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_splab")).args(args).output().expect("run splab")
 }
 
+/// A `sysctl --json` document's sysctls: all but its `command` and `build`.
+fn sysctls(mut v: Value) -> Value {
+    let m = v.as_object_mut().unwrap();
+    assert!(m.remove("command").is_some() && m.remove("build").is_some(), "{m:?}");
+    v
+}
+
 /// Runs a command that must succeed and print exactly one JSON document.
 fn json(args: &[&str]) -> Value {
     let out = splab(args);
@@ -102,7 +109,7 @@ fn sysctl_lists_tunable_and_counters() {
         let name = format!("vm.pmap.pde.{c}: ");
         assert!(text.lines().any(|l| l.starts_with(&name)), "no {name:?} in\n{text}");
     }
-    let v = json(&["sysctl", "--superpages", "off", "vm.pmap.pg_ps_enabled", "--json"]);
+    let v = sysctls(json(&["sysctl", "--superpages", "off", "vm.pmap.pg_ps_enabled", "--json"]));
     assert_eq!(v, serde_json::json!({ "vm.pmap.pg_ps_enabled": 0 }));
 }
 
@@ -128,7 +135,7 @@ fn arm64_runs_on_its_own_profile_and_promotes_both_sizes() {
 /// 16 MB reservation) is promoted.
 #[test]
 fn ppc64_hpt_on_power9_promotes_a_16mb_superpage() {
-    let v = json(&["sysctl", "--machine", "power9", "--superpages", "off", "vm.pmap.superpages_enabled", "vm.pmap.sp.promotions", "--json"]);
+    let v = sysctls(json(&["sysctl", "--machine", "power9", "--superpages", "off", "vm.pmap.superpages_enabled", "vm.pmap.sp.promotions", "--json"]));
     assert_eq!(v, serde_json::json!({ "vm.pmap.superpages_enabled": 0, "vm.pmap.sp.promotions": 0 }));
     let v = json(&["sim", "gups", "--arch", "ppc64-hpt", "--machine", "power9", "--log2-table", "21", "--memory", "256M", "--json"]);
     assert_eq!((v["arch"].as_str(), v["machine"].as_str()), (Some("ppc64-hpt"), Some("power9")));
@@ -140,12 +147,41 @@ fn ppc64_hpt_on_power9_promotes_a_16mb_superpage() {
 /// one reservation) is promoted at all three granularity hints.
 #[test]
 fn alpha_promotes_at_three_sizes() {
-    let v = json(&["sysctl", "--arch", "alpha", "vm.pmap.superpages_enabled", "vm.pmap.gh.64k.enabled", "vm.pmap.gh.512k.enabled", "--json"]);
+    let v = sysctls(json(&["sysctl", "--arch", "alpha", "vm.pmap.superpages_enabled", "vm.pmap.gh.64k.enabled", "vm.pmap.gh.512k.enabled", "--json"]));
     assert_eq!(v, serde_json::json!({ "vm.pmap.superpages_enabled": 1, "vm.pmap.gh.64k.enabled": 1, "vm.pmap.gh.512k.enabled": 1 }));
     let v = json(&["sim", "gups", "--arch", "alpha", "--log2-table", "19", "--memory", "256M", "--json"]);
     assert_eq!((v["arch"].as_str(), v["machine"].as_str()), (Some("alpha"), Some("alpha-21264")));
     let n = |g: &str| v["sysctl"][format!("vm.pmap.gh.{g}.promotions")].as_u64();
     assert_eq!((n("64k"), n("512k"), n("4m")), (Some(64), Some(8), Some(1)));
+}
+
+/// `-V` and every report name the build; every JSON document starts with
+/// the command that made it; `sysctl` lists the real system's names before
+/// splab's own; a bare command's hint names that command.
+#[test]
+fn reports_name_their_build_and_command() {
+    let out = splab(&["-V"]);
+    let v = String::from_utf8_lossy(&out.stdout);
+    assert!(v.starts_with("splab 0.1.0 (build ") && v.trim_end().ends_with(')'), "{v}");
+    let build = v.trim_end().trim_end_matches(')').rsplit(' ').next().unwrap().to_string();
+    assert!(build == "unknown" || build.len() >= 7, "{build}");
+    let out = splab(&["sysctl", "--json"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with(&format!("{{\n  \"command\": \"splab sysctl --json\",\n  \"build\": \"{build}\",\n  \"vm.")), "{}", &text[..200]);
+    let out = splab(&["sysctl"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let names: Vec<&str> = text.lines().filter_map(|l| l.split(':').next()).collect();
+    let first_own = names.iter().position(|n| n.starts_with("splab.")).unwrap();
+    assert!(first_own > 0 && names[first_own..].iter().all(|n| n.starts_with("splab.")), "splab's own names after the real system's: {names:?}");
+    let out = splab(&["compare", "gups", "--log2-table", "16", "--memory", "64M"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().next().unwrap().ends_with(&format!("; splab build {build}")), "{text}");
+    for cmd in ["compare", "sim"] {
+        let out = splab(&[cmd]);
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&format!("(e.g. splab {cmd} -- xz")), "{err}");
+    }
 }
 
 #[test]
@@ -423,4 +459,16 @@ fn calibrate_bad_input_exits_2_and_names_the_value() {
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+}
+
+/// A compare in which superpages changed nothing says why in one line:
+/// ppc64-hpt's 8 MiB table never fills a 16 MB reservation.
+#[test]
+fn a_compare_that_superpages_did_not_change_says_why() {
+    let out = splab(&["compare", "gups", "--arch", "ppc64-hpt", "--log2-table", "20"]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("\n(superpages changed nothing: none was made; the workload's 8 MiB of memory never fills one 16 MiB reservation)\n"), "{text}");
+    let out = splab(&["compare", "gups", "--log2-table", "18", "--memory", "256M"]);
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("changed nothing"));
 }

@@ -124,3 +124,42 @@ fn native_bad_input_exits_2_and_names_the_value() {
         assert!(out.stdout.is_empty(), "{args:?}");
     }
 }
+
+/// The text report: the run shown as the median run has the summary's
+/// median figure, and the figure's unit is not doubled.
+#[test]
+fn the_median_run_shown_is_the_one_whose_figure_is_the_median() {
+    let out = splab(&["native", "gups", "--log2-table", "16", "--pages", "4k", "--repeat", "3"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let head = text.lines().find(|l| l.starts_with("== --pages 4k (the median run: round ")).unwrap_or_else(|| panic!("{text}"));
+    let figure = head.rsplit("GUP/s ").next().unwrap().trim_end_matches(") ==");
+    let row = text.lines().rfind(|l| l.trim_start().starts_with("4k ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(row.contains(&format!(" {figure} [")), "the median run's GUP/s {figure} is the summary's median: {row}");
+    assert!(!text.contains("GUP/s (GUP/s)"), "{text}");
+}
+
+/// SIGTERM during a built-in workload's run (in splab's own process):
+/// splab stops at once, prints the report of the runs that finished (none
+/// here) naming the one it stopped, and ends by the signal.
+#[test]
+fn a_signal_during_a_workload_run_stops_it_and_reports() {
+    let t = std::time::Instant::now();
+    let child = Command::new(env!("CARGO_BIN_EXE_splab"))
+        .args(["native", "gups", "--log2-table", "25", "--pages", "4k", "--repeat", "3", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(v["interrupted_by"], "SIGTERM");
+    assert_eq!(v["interrupted_run"], "--pages 4k round 1: stopped by the signal; left out of every figure");
+    assert_eq!(v["layouts"][0]["runs"].as_array().unwrap().len(), 0);
+    assert!(t.elapsed() < std::time::Duration::from_secs(20));
+}

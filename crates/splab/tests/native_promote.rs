@@ -3,6 +3,8 @@
 //! `sparse` workload, whose memory THP inflates and promotion does not.
 //! Nothing here checks a timing.
 
+mod needs;
+
 use serde_json::Value;
 use std::process::Command;
 
@@ -12,24 +14,13 @@ fn json(args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: not one JSON document: {e}"))
 }
 
-fn thp() -> bool {
-    std::path::Path::new("/sys/kernel/mm/transparent_hugepage/enabled").exists()
-}
-
 #[test]
 fn gups_promoted_when_populated() {
-    if !thp() {
-        eprintln!("skipped: this kernel has no transparent huge pages");
-        return;
-    }
+    needs::thp();
     let v = json(&["native", "gups", "--log2-table", "22", "--verify", "--pages", "4k,promote", "--repeat", "1", "--json"]);
     let p = &v["layouts"][1];
     assert_eq!(p["pages"], "promote");
-    if p["status"] == "skipped" {
-        eprintln!("promote skipped: {}", p["skip_reason"]);
-        assert!(p["skip_reason"].as_str().unwrap().contains("MADV_COLLAPSE") || p["skip_reason"].as_str().unwrap().contains("PR_SET_THP_DISABLE"));
-        return;
-    }
+    assert_eq!(p["status"], "ran", "promote needs MADV_COLLAPSE (Linux 6.1): {}", p["skip_reason"]);
     let r = &p["runs"][0];
     assert!(r["outcome"]["report"].as_str().unwrap().contains("(passed)"));
     // 32 MB table: 16 ranges of 2 MB, all collapsed after the touch.
@@ -40,10 +31,7 @@ fn gups_promoted_when_populated() {
 
 #[test]
 fn sparse_memory_thp_inflates_and_promotion_does_not() {
-    if !thp() {
-        eprintln!("skipped: this kernel has no transparent huge pages");
-        return;
-    }
+    needs::thp();
     let v = json(&["native", "sparse", "--size", "64M", "--rounds", "2", "--pages", "4k,thp,promote", "--repeat", "1", "--json"]);
     let peak = |k: usize| v["layouts"][k]["figures"][0]["spread"]["median"].as_f64().unwrap();
     assert_eq!(v["layouts"][0]["figures"][0]["name"], "peak resident");
@@ -51,9 +39,8 @@ fn sparse_memory_thp_inflates_and_promotion_does_not() {
     let (base, thp, pro) = (peak(0), peak(1), peak(2));
     assert!((15.9..17.0).contains(&base), "4k: {base} MB");
     assert!(thp > 2.0 * base, "thp faults whole 2 MB pages: {thp} MB against {base} MB");
-    if v["layouts"][2]["status"] == "ran" {
-        assert!(pro < 1.05 * base, "promote: {pro} MB against {base} MB");
-        let c = &v["layouts"][2]["runs"][0]["promote"];
-        assert_eq!(c["promotions"], c["setup_promotions"], "no slab fills once the arena is emptied: {c}");
-    }
+    assert_eq!(v["layouts"][2]["status"], "ran", "promote needs MADV_COLLAPSE (Linux 6.1): {}", v["layouts"][2]["skip_reason"]);
+    assert!(pro < 1.05 * base, "promote: {pro} MB against {base} MB");
+    let c = &v["layouts"][2]["runs"][0]["promote"];
+    assert_eq!(c["promotions"], c["setup_promotions"], "no slab fills once the arena is emptied: {c}");
 }

@@ -1,9 +1,11 @@
 //! `splab sim|compare|validate -- PROG` on short programs under valgrind:
-//! forks and execs followed, standard input, output and exit status passed
-//! through, another architecture, sampling, and bad input (a program not
-//! found, one that crashes, a stream that breaks off). Each test returns
-//! early, saying why, where valgrind or splab's tool is missing. Nothing
-//! here checks a timing.
+//! forks and execs followed, standard input and exit status passed
+//! through, the program's output kept out of the report (`--output`), another architecture, sampling, and bad input (a program not
+//! found, one that crashes, a stream that breaks off). Each test fails,
+//! saying what is missing, where valgrind or splab's tool is (`needs`).
+//! Nothing here checks a timing.
+
+mod needs;
 
 use serde_json::Value;
 use std::io::Write;
@@ -24,27 +26,14 @@ fn splab(args: &[&str]) -> Output {
     splab_in(args, b"")
 }
 
-/// Whether valgrind and splab's tool are there; says why not.
-fn online_works(test: &str) -> bool {
-    if Command::new("valgrind").arg("--version").output().is_err() {
-        eprintln!("SKIPPED {test}: valgrind is not installed (apt-get install valgrind)");
-        return false;
-    }
-    let out = splab(&["sim", "--memory", "256M", "--", "true"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    if err.contains("was not built") || err.contains("is missing from") {
-        eprintln!("SKIPPED {test}: splab's valgrind tool was not built ({})", err.trim());
-        return false;
-    }
-    true
+
+/// The JSON document that is all of splab's standard output.
+fn report(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}\nstderr: {}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
-/// The JSON document after whatever the program printed.
-fn report(out: &Output) -> (String, Value) {
-    let s = String::from_utf8_lossy(&out.stdout).into_owned();
-    let at = s.find("{\n").unwrap_or_else(|| panic!("no JSON in {s}\nstderr: {}", String::from_utf8_lossy(&out.stderr)));
-    let v = serde_json::from_str(&s[at..]).unwrap_or_else(|e| panic!("{e}: {s}"));
-    (s[..at].to_string(), v)
+fn temp(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("splab-online-test-{}-{name}", std::process::id()))
 }
 
 /// What a run of splab with pid `pid` left in the shared-memory and
@@ -61,13 +50,11 @@ fn left_behind(pid: u32) -> Vec<String> {
 
 #[test]
 fn a_shell_that_forks_and_execs_is_simulated_process_by_process() {
-    if !online_works("a_shell_that_forks_and_execs_is_simulated_process_by_process") {
-        return;
-    }
+    needs::online();
     let (out, pid) = splab_pid(&["sim", "--json", "--memory", "512M", "--", "sh", "-c", "ls / > /dev/null; echo done"], b"");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (printed, v) = report(&out);
-    assert_eq!(printed, "done\n");
+    // The program's output goes nowhere by default: the report is alone.
+    let v = report(&out);
     let p = &v["program"];
     assert_eq!(p["exit_status"], 0);
     assert!(p["forks"].as_u64().unwrap() >= 1 && p["execs"].as_u64().unwrap() >= 1, "{p}");
@@ -80,43 +67,48 @@ fn a_shell_that_forks_and_execs_is_simulated_process_by_process() {
 }
 
 #[test]
-fn standard_input_output_and_exit_status_pass_through() {
-    if !online_works("standard_input_output_and_exit_status_pass_through") {
-        return;
-    }
-    let out = splab_in(&["sim", "--memory", "256M", "--", "cat"], b"one line\n");
+fn standard_input_and_exit_status_pass_through_and_output_goes_where_asked() {
+    needs::online();
+    // inherit: splab's standard error, never the report's stream.
+    let out = splab_in(&["sim", "--memory", "256M", "--output", "inherit", "--", "cat"], b"one line\n");
     assert!(out.status.success());
-    assert!(String::from_utf8_lossy(&out.stdout).starts_with("one line\n"));
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("one line\n"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("Program run online: cat"), "{}", String::from_utf8_lossy(&out.stdout));
+    // A file, and a pipe splab drains.
+    let f = temp("out.txt");
+    let out = splab_in(&["sim", "--json", "--memory", "256M", "--output", f.to_str().unwrap(), "--", "cat"], b"to a file\n");
+    assert_eq!(report(&out)["program"]["exit_status"], 0);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "to a file\n");
+    let _ = std::fs::remove_file(&f);
+    let out = splab_in(&["sim", "--json", "--memory", "256M", "--output", "pipe", "--", "sh", "-c", "test -p /dev/stdout && cat"], b"piped\n");
+    assert_eq!(report(&out)["program"]["exit_status"], 0, "the program's standard output is a pipe");
     let out = splab(&["sim", "--memory", "256M", "--", "sh", "-c", "exit 3"]);
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("exited with status 3"));
 }
 
 #[test]
-fn compare_runs_the_program_twice_on_one_input_and_shows_its_output_once() {
-    if !online_works("compare_runs_the_program_twice_on_one_input_and_shows_its_output_once") {
-        return;
-    }
-    let out = splab_in(&["compare", "--json", "--memory", "256M", "--", "sort"], b"b\na\n");
+fn compare_runs_the_program_twice_on_one_input_and_keeps_its_output_apart() {
+    needs::online();
+    let f = temp("sorted.txt");
+    let out = splab_in(&["compare", "--json", "--memory", "256M", "--output", f.to_str().unwrap(), "--", "sort"], b"b\na\n");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (printed, v) = report(&out);
-    assert_eq!(printed, "a\nb\n");
+    let v = report(&out);
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), "a\nb\n");
+    let _ = std::fs::remove_file(&f);
     assert_eq!(v["off"]["superpages"], false);
     assert_eq!(v["on"]["superpages"], true);
-    // The same program on the same input; its output went to /dev/null
-    // in one run and a pipe in the other, which changes a few references.
+    // The same program on the same input, its output to the same file.
     let (off, on) = (v["off"]["program"]["refs"].as_f64().unwrap(), v["on"]["program"]["refs"].as_f64().unwrap());
     assert!((off / on - 1.0).abs() < 0.01, "{off} {on}");
 }
 
 #[test]
 fn another_architecture_and_sampling() {
-    if !online_works("another_architecture_and_sampling") {
-        return;
-    }
+    needs::online();
     let out = splab(&["sim", "--json", "--arch", "arm64", "--memory", "256M", "--sample", "20k:100k", "--", "sh", "-c", "ls /usr/bin > /dev/null"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (_, v) = report(&out);
+    let v = report(&out);
     assert_eq!(v["arch"], "arm64");
     let s = &v["program"]["sampled"];
     assert!(s["windows"].as_u64().unwrap() >= 2, "{s}");
@@ -131,16 +123,14 @@ fn another_architecture_and_sampling() {
     assert_eq!(s["total_refs"], v["program"]["refs"]);
     let full = splab(&["sim", "--json", "--arch", "arm64", "--memory", "256M", "--", "sh", "-c", "ls /usr/bin > /dev/null"]);
     assert!(full.status.success(), "{}", String::from_utf8_lossy(&full.stderr));
-    let (_, f) = report(&full);
+    let f = report(&full);
     let (a, b) = (f["program"]["refs"].as_f64().unwrap(), v["program"]["refs"].as_f64().unwrap());
     assert!((a / b - 1.0).abs() < 0.01, "full {a}, sampled {b}");
 }
 
 #[test]
 fn bad_programs_are_reported_with_their_status_and_leave_nothing_behind() {
-    if !online_works("bad_programs_are_reported_with_their_status_and_leave_nothing_behind") {
-        return;
-    }
+    needs::online();
     let (out, pid) = splab_pid(&["sim", "--", "no-such-program-splab"], b"");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("\"no-such-program-splab\" not found"));
@@ -174,12 +164,10 @@ fn bad_programs_are_reported_with_their_status_and_leave_nothing_behind() {
 
 #[test]
 fn validate_sets_a_program_beside_its_native_runs() {
-    if !online_works("validate_sets_a_program_beside_its_native_runs") {
-        return;
-    }
+    needs::online();
     let out = splab(&["validate", "--machine", "sapphire-rapids", "--repeat", "1", "--pages", "4k", "--json", "--", "sh", "-c", "ls /usr > /dev/null"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (_, v) = report(&out);
+    let v = report(&out);
     let rows = v["rows"].as_array().unwrap();
     assert_eq!(rows.len(), 1, "{v}");
     assert_eq!(rows[0]["layout"], "4k");
@@ -201,16 +189,11 @@ fn validate_sets_a_program_beside_its_native_runs() {
 
 #[test]
 fn bench_runs_a_program_natively_in_full_detail_and_sampled() {
-    if !online_works("bench_runs_a_program_natively_in_full_detail_and_sampled") {
-        return;
-    }
-    if Command::new("xz").arg("--version").output().is_err() {
-        eprintln!("SKIPPED bench_runs_a_program_natively_in_full_detail_and_sampled: xz is not installed (apt-get install xz-utils)");
-        return;
-    }
+    needs::online();
+    needs::program("xz", "xz-utils");
     let out = splab(&["bench", "--only-program", "--program-text", "32k", "--program-sample", "1M:4M", "--repeat", "1", "--json"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (_, v) = report(&out);
+    let v = report(&out);
     let p = &v["program"];
     for k in ["native_seconds", "online_seconds", "online_ratio", "sampled_seconds", "sampled_ratio", "sim_seconds", "sampled_sim_seconds"] {
         assert!(p[k].as_f64().unwrap() > 0.0, "{k}: {p}");

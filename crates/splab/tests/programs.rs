@@ -1,11 +1,15 @@
 //! `splab native -- PROG` and `splab promote -- PROG` on short programs:
-//! every layout, the report's shape, flags for output that differs between
-//! layouts, programs that fail or cannot be found, bad input, and the
+//! every layout, the report's shape, a layout whose output differs from
+//! 4k's (an error naming its runs), runs killed or interrupted left out of
+//! the figures, programs that fail or cannot be found, bad input, and the
 //! system settings put back, also after splab is killed in the middle of a
 //! `thp` run. Tests that change system settings need root and a kernel
-//! with THP; they say so and return where either is missing. They hold one
+//! with THP (and the kernel's multi-size THP and hugetlb pages); they fail,
+//! saying so, where one is missing. They hold one
 //! lock (`serial`) so that no two of them change settings at once, and
 //! each checks that what it changed is back. Nothing here checks a timing.
+
+mod needs;
 
 use serde_json::Value;
 use std::os::unix::process::CommandExt;
@@ -40,18 +44,6 @@ fn mode() -> Option<String> {
     Some(t[a + 1..a + b].to_string())
 }
 
-/// Why a test that changes system settings cannot run here, if it cannot.
-fn cannot_change_settings() -> Option<&'static str> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root: system THP settings cannot be changed");
-    }
-    if mode().is_none() {
-        return Some("this kernel has no transparent huge pages");
-    }
-    None
-}
-
 fn nr_hugepages() -> Option<u64> {
     std::fs::read_to_string("/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages").ok()?.trim().parse().ok()
 }
@@ -67,22 +59,14 @@ fn layout<'a>(v: &'a Value, name: &str) -> &'a Value {
 #[test]
 fn every_layout_on_a_short_program() {
     let _s = serial();
-    if let Some(why) = cannot_change_settings() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    needs::root_and_thp();
     let (mode0, pool0) = (mode(), nr_hugepages());
     let v = json(&["native", "--pages", "4k,thp,promote,mthp:64k,hugetlb-2m", "--repeat", "1", "--json", "--", "perl", "-e", PERL_64M]);
     assert_eq!(mode(), mode0, "THP mode put back");
     assert_eq!(nr_hugepages(), pool0, "hugetlb pool put back");
     assert!(v["flags"].as_array().unwrap().is_empty(), "{}", v["flags"]);
     for l in v["layouts"].as_array().unwrap() {
-        if l["status"] == "skipped" {
-            // Only a kernel without the feature may skip, and it says why.
-            eprintln!("{} skipped: {}", l["pages"], l["skip_reason"]);
-            assert!(l["skip_reason"].as_str().is_some_and(|s| !s.is_empty()));
-            continue;
-        }
+        assert_eq!(l["status"], "ran", "{} was not run: {}", l["pages"], l["skip_reason"]);
         let r = &l["runs"][0];
         assert_eq!(r["exit"]["code"], 0, "{}: {r}", l["pages"]);
         assert_eq!(r["stdout_bytes"], 9, "{}: 67108864 and a newline", l["pages"]);
@@ -103,31 +87,21 @@ fn every_layout_on_a_short_program() {
     assert!(pro["runs"][0]["sampled"]["anon_huge"].as_u64().unwrap() > 0, "{}", pro["runs"][0]);
     assert!(c["cpu_seconds"].as_f64().unwrap() > 0.0);
     let m = layout(&v, "mthp:64k");
-    if m["status"] == "ran" {
-        assert!(m["thp_fault_alloc"]["64kB"].as_u64().unwrap_or(0) > 0, "64 KB THPs at fault: {}", m["thp_fault_alloc"]);
-        assert_eq!(m["runs"][0]["sampled"]["anon_huge"], 0, "no 2 MB THP when only 64 KB is on");
-    }
+    assert!(m["thp_fault_alloc"]["64kB"].as_u64().unwrap_or(0) > 0, "64 KB THPs at fault: {}", m["thp_fault_alloc"]);
+    assert_eq!(m["runs"][0]["sampled"]["anon_huge"], 0, "no 2 MB THP when only 64 KB is on");
     let h = layout(&v, "hugetlb-2m");
-    if h["status"] == "ran" {
-        assert!(h["runs"][0]["sampled"]["hugetlb"].as_u64().unwrap() >= 64 << 20, "glibc's malloc from the pool: {}", h["runs"][0]);
-    }
+    assert!(h["runs"][0]["sampled"]["hugetlb"].as_u64().unwrap() >= 64 << 20, "glibc's malloc from the pool: {}", h["runs"][0]);
     assert!(v["promote_target"]["rss_ratio"].as_f64().unwrap() > 0.5);
 }
 
 /// Starts `splab native --pages thp -- sleep 30` and waits until it has
-/// set the THP mode to always; None (having said why) where a thp run
-/// would change nothing or cannot change anything. Returns the child
-/// and the mode found before.
-fn thp_run_under_way(repeat: &str, stdout: Stdio) -> Option<(std::process::Child, String)> {
-    if let Some(why) = cannot_change_settings() {
-        eprintln!("skipped: {why}");
-        return None;
-    }
+/// set the THP mode to always; fails where a thp run would change
+/// nothing or cannot change anything. Returns the child and the mode
+/// found before.
+fn thp_run_under_way(repeat: &str, stdout: Stdio) -> (std::process::Child, String) {
+    needs::root_and_thp();
     let mode0 = mode().unwrap();
-    if mode0 == "always" {
-        eprintln!("skipped: THP mode is already always, so a thp run changes nothing");
-        return None;
-    }
+    assert_ne!(mode0, "always", "this test needs the system THP mode to be madvise or never (a thp run then changes it to always and back); it is always here");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_splab"));
     cmd.args(["native", "--pages", "thp", "--repeat", repeat, "--", "sleep", "30"]).stdin(Stdio::null()).stdout(stdout).stderr(Stdio::null());
     // A test run started in the background by a non-interactive shell
@@ -147,13 +121,13 @@ fn thp_run_under_way(repeat: &str, stdout: Stdio) -> Option<(std::process::Child
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_eq!(mode().as_deref(), Some("always"), "the thp run set the mode");
-    Some((child, mode0))
+    (child, mode0)
 }
 
 #[test]
 fn killed_mid_thp_run_the_next_splab_restores_the_mode() {
     let _s = serial();
-    let Some((mut child, mode0)) = thp_run_under_way("1", Stdio::null()) else { return };
+    let (mut child, mode0) = thp_run_under_way("1", Stdio::null());
     // The program is running under it: find the sleep.
     let sleeper = || {
         std::fs::read_dir("/proc").unwrap().flatten().filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok()).find(|p| {
@@ -182,26 +156,78 @@ fn killed_mid_thp_run_the_next_splab_restores_the_mode() {
 }
 
 #[test]
-fn output_that_differs_between_layouts_is_flagged() {
+fn a_layout_whose_output_differs_from_4ks_is_an_error_naming_its_runs() {
     let _s = serial();
-    if mode().is_none() {
-        eprintln!("skipped: this kernel has no transparent huge pages");
-        return;
-    }
+    needs::thp();
     let mode0 = mode();
     // /proc/self/status says whether THP is disabled for the process: 0
     // under PR_SET_THP_DISABLE (4k), 1 otherwise.
-    let v = json(&["native", "--pages", "4k,thp", "--repeat", "2", "--json", "--", "grep", "THP_enabled", "/proc/self/status"]);
+    let out = splab(&["native", "--pages", "4k,thp", "--repeat", "2", "--json", "--", "grep", "THP_enabled", "/proc/self/status"]);
     assert_eq!(mode(), mode0);
+    assert_eq!(out.status.code(), Some(1), "an error for thp");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--pages thp: 2 of 2 runs failed (round 1: standard output differs") && err.contains("round 2: standard output differs"), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (base, thp) = (layout(&v, "4k"), layout(&v, "thp"));
+    assert_eq!((base["counted"].as_u64(), base["failed"].as_u64()), (Some(2), Some(0)), "{base}");
+    assert!(base["error"].is_null());
+    assert_eq!((thp["counted"].as_u64(), thp["failed"].as_u64()), (Some(0), Some(2)), "{thp}");
+    assert!(thp["wall"].is_null() && thp["speedup_vs_4k"].is_null() && thp["peak_rss"].is_null(), "no figure from runs that failed: {thp}");
+    assert!(thp["runs"][0]["failed"].as_str().unwrap().contains("where 4k's runs wrote"), "{}", thp["runs"][0]);
+    assert!(v["reference"].as_str().unwrap().starts_with("exit 0, standard output CRC-32"), "{}", v["reference"]);
     let flags: Vec<&str> = v["flags"].as_array().unwrap().iter().filter_map(|f| f.as_str()).collect();
-    assert!(flags.iter().any(|f| f.starts_with("standard output differs: --pages thp round 1")), "{flags:?}");
-    assert!(!flags.iter().any(|f| f.starts_with("exit status differs")), "{flags:?}");
-    // The text report says the same, with hyperfine's lines.
+    assert!(flags.iter().any(|f| f.starts_with("--pages thp round 1: standard output differs")), "{flags:?}");
+    // The text report says the same, with hyperfine's lines for 4k; an
+    // exit status all runs share is the reference's.
     let out = splab(&["native", "--pages", "4k,thp", "--repeat", "2", "--", "sh", "-c", "grep THP_enabled /proc/self/status; exit 3"]);
+    assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8_lossy(&out.stdout);
-    for want in ["Time (mean ± σ):", "Range (min … max):", "Peak RSS:", "Exit:                exit 3 (2 runs)", "FLAG: standard output differs", "Summary"] {
+    for want in ["Time (mean ± σ):", "Range (min … max):", "Peak RSS:", "Exit:                exit 3 (2 runs)", "no run finished: round 1: standard output differs", "ERROR: 2 of 2 runs failed", "FAILED: --pages thp round 2: standard output differs", "Summary"] {
         assert!(text.contains(want), "no {want:?} in\n{text}");
     }
+}
+
+/// splab stopped by SIGTERM during the last of three runs: the report of
+/// the two that finished, the third marked and left out of the figures,
+/// and splab ends by the signal.
+#[test]
+fn a_run_interrupted_in_the_last_round_is_left_out_of_the_figures() {
+    let _s = serial();
+    let dir = std::env::temp_dir().join(format!("splab-interrupt-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let starts = dir.join("starts");
+    let script = format!("echo x >> {}; sleep 0.4; echo done", starts.display());
+    let child = Command::new(env!("CARGO_BIN_EXE_splab"))
+        .args(["native", "--pages", "4k", "--repeat", "3", "--json", "--", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let runs = || std::fs::read_to_string(&starts).map_or(0, |s| s.lines().count());
+    let t = Instant::now();
+    while runs() < 3 && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(runs(), 3, "the last round started");
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGTERM), "splab ends by the signal it got");
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(v["interrupted_by"], "SIGTERM");
+    let l = &v["layouts"][0];
+    assert_eq!((l["counted"].as_u64(), l["failed"].as_u64()), (Some(2), Some(1)), "{l}");
+    assert!(l["error"].is_null(), "an interruption is not the program's error: {l}");
+    let last = &l["runs"][2];
+    assert_eq!(last["exit"]["signal"], libc::SIGTERM, "{last}");
+    assert!(last["failed"].as_str().unwrap().starts_with("interrupted: splab got SIGTERM"), "{last}");
+    // Figures of the two finished runs only: each slept 0.4 s and ran to
+    // its end; the interrupted one was cut short.
+    assert!(l["wall"]["min"].as_f64().unwrap() >= 0.4, "{}", l["wall"]);
+    assert_eq!(l["exits"]["exit 0"], 2);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -212,9 +238,14 @@ fn programs_that_fail_or_cannot_start_are_reported() {
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let e = v["layouts"][0]["runs"][0]["exit"]["not_started"].as_str().unwrap();
     assert!(e.contains("/nonexistent/program: command not found"), "{e}");
-    let v = json(&["native", "--pages", "4k", "--repeat", "1", "--json", "--", "sh", "-c", "echo out; echo oops >&2; kill -SEGV $$"]);
+    // A run killed by a signal is failed, and the layout with it.
+    let out = splab(&["native", "--pages", "4k", "--repeat", "1", "--json", "--", "sh", "-c", "echo out; echo oops >&2; kill -SEGV $$"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--pages 4k: 1 of 1 runs failed (round 1: killed by SIGSEGV)"));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let r = &v["layouts"][0]["runs"][0];
     assert_eq!(r["exit"]["signal"], 11, "{r}");
+    assert_eq!(r["failed"], "killed by SIGSEGV");
     assert_eq!(r["stdout_bytes"], 4);
     assert!(r["stderr_tail"].as_str().unwrap().contains("oops"));
     // A child left running when the first process exits is killed.
@@ -281,10 +312,7 @@ fn bad_input_exits_2_naming_the_value() {
 #[test]
 fn promote_runs_a_program_under_the_monitor() {
     let _s = serial();
-    if let Some(why) = cannot_change_settings() {
-        eprintln!("skipped: {why}");
-        return;
-    }
+    needs::root_and_thp();
     let out = Command::new(env!("CARGO_BIN_EXE_splab"))
         // The shell is watched before it execs perl, which gets a new
         // address space: the monitor must follow it.
@@ -302,7 +330,7 @@ fn promote_runs_a_program_under_the_monitor() {
 #[test]
 fn interrupted_thp_run_restores_the_mode_and_passes_the_signal_on() {
     let _s = serial();
-    let Some((child, mode0)) = thp_run_under_way("3", Stdio::piped()) else { return };
+    let (child, mode0) = thp_run_under_way("3", Stdio::piped());
     let t = Instant::now();
     std::thread::sleep(Duration::from_millis(200));
     // SAFETY: kill has no memory-safety preconditions.

@@ -61,3 +61,20 @@ fn the_forkbomb_experiment_runs_the_forkbomb_workload() {
     let row = &o["rows"][0];
     assert_eq!((row["figure"].as_str(), row["unit"].as_str()), (Some("completion time (s)"), Some("s")), "{row}");
 }
+
+/// `--quick` says what it really ran and that its figures are not the
+/// published experiment's, and leaves out the full run's scaling notes.
+#[test]
+fn quick_says_what_it_ran_and_that_its_figures_are_not_comparable() {
+    let out = splab(&["reproduce", "--quick", "armada-gups"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("splab reproduce: 1 experiment(s) at --quick sizes, NOT comparable to the published figures; splab build "), "{text}");
+    assert!(text.contains("armada-gups: splab compare gups --log2-table 18 --updates 4096 --machine armada-xp"), "{text}");
+    assert!(text.contains("these figures are not comparable to the published ones"), "{text}");
+    assert!(!text.contains("of the 2^29 updates timed"), "the full run's scaling is not this run's: {text}");
+    let out = splab(&["reproduce", "--quick", "--json", "armada-gups"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["quick"], true);
+    assert!(v["note"].as_str().unwrap().contains("not comparable"), "{v}");
+}

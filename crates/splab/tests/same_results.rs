@@ -2,17 +2,16 @@
 //! small matrix of runs (compare on three architectures, check, a trace
 //! replay) must come out the same twice, and, when
 //! `SPLAB_SAME_RESULTS_OLD` names an older splab binary, the same as that
-//! binary's. Skips, saying why, where python3 is missing.
+//! binary's. Fails, saying so, where python3 is missing.
+
+mod needs;
 
 use std::path::Path;
 use std::process::Command;
 
 #[test]
 fn same_results_quick() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("skipped: python3 is not installed, and tools/same-results is a Python script");
-        return;
-    }
+    needs::program("python3", "python3");
     let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/same-results");
     let new = env!("CARGO_BIN_EXE_splab");
     let old = std::env::var("SPLAB_SAME_RESULTS_OLD").unwrap_or_else(|_| new.to_string());
@@ -24,10 +23,7 @@ fn same_results_quick() {
 
 #[test]
 fn same_results_names_a_bad_binary() {
-    if Command::new("python3").arg("--version").output().is_err() {
-        eprintln!("skipped: python3 is not installed");
-        return;
-    }
+    needs::program("python3", "python3");
     let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools/same-results");
     let out = Command::new("python3").arg(&tool).args(["/nonexistent/splab", env!("CARGO_BIN_EXE_splab"), "--quick"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));

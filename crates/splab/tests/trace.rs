@@ -2,6 +2,8 @@
 //! them: conversion, info, replay, exit status 2 naming the line or byte of
 //! a malformed trace, and recording with valgrind where it is installed.
 
+mod needs;
+
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -112,10 +114,7 @@ fn malformed_traces_exit_2_naming_where() {
 
 #[test]
 fn record_a_real_program() {
-    if Command::new("valgrind").arg("--version").output().is_err() {
-        eprintln!("SKIPPED record_a_real_program: valgrind is not installed (apt-get install valgrind)");
-        return;
-    }
+    needs::program("valgrind", "valgrind");
     let out = temp("true.trace");
     let r = json(&["trace", "record", "--tool", "lackey", "--out", s(&out), "--json", "--", "true"]);
     assert_eq!(r["exit_status"], 0);
@@ -134,21 +133,13 @@ fn record_a_real_program() {
 /// differ only by what valgrind itself does differently under each tool).
 #[test]
 fn splabtrace_agrees_with_lackey() {
-    if Command::new("valgrind").arg("--version").output().is_err() {
-        eprintln!("SKIPPED splabtrace_agrees_with_lackey: valgrind is not installed (apt-get install valgrind)");
-        return;
-    }
+    needs::online();
     let input = temp("gzip-input.txt");
     let text: String = (0..400).map(|i| format!("line {i} of the input, {}\n", i * 7919 % 1000)).collect();
     std::fs::write(&input, text).unwrap();
     let vt = temp("gzip.vt.trace");
     let out = splab(&["trace", "record", "--tool", "splabtrace", "--ifetch", "--out", s(&vt), "--json", "--", "gzip", "-c", s(&input)]);
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("was not built"), "{err}");
-        eprintln!("SKIPPED splabtrace_agrees_with_lackey: {err}");
-        return;
-    }
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let a: Value = serde_json::from_slice(&out.stdout).unwrap();
     let lk = temp("gzip.lk.trace");
     let b = json(&["trace", "record", "--tool", "lackey", "--out", s(&lk), "--json", "--", "gzip", "-c", s(&input)]);

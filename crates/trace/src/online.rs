@@ -99,7 +99,7 @@ const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 
 /// Where the program's standard input or output goes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Io {
     /// splab's own.
     Inherit,
@@ -107,6 +107,12 @@ pub enum Io {
     Null,
     /// A file (standard input read from it).
     File(PathBuf),
+    /// Output: a pipe that splab reads and throws away (for programs that
+    /// behave otherwise when writing to /dev/null).
+    Pipe,
+    /// Output: splab's standard error, so that it never mixes with the
+    /// report on standard output.
+    Stderr,
 }
 
 impl Io {
@@ -114,6 +120,8 @@ impl Io {
         Ok(match self {
             Io::Inherit => Stdio::inherit(),
             Io::Null => Stdio::null(),
+            Io::Pipe => Stdio::piped(),
+            Io::Stderr => Stdio::from(std::os::fd::AsFd::as_fd(&std::io::stderr()).try_clone_to_owned().map_err(|e| format!("standard error: {e}"))?),
             Io::File(p) => {
                 let f = if write { File::create(p) } else { File::open(p) };
                 Stdio::from(f.map_err(|e| format!("{}: {e}", p.display()))?)
@@ -909,6 +917,7 @@ impl Online {
             .stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
             .stdout(self.stdout.stdio(true).map_err(|e| Failure { msg: e, input: true })?);
         let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start {}: {e}", self.valgrind.display())))?;
+        let drain = child.stdout.take().map(|mut o| std::thread::spawn(move || std::io::copy(&mut o, &mut std::io::sink())));
         let out = ProgramRun { program: self.program.iter().map(|a| a.to_string_lossy().into_owned()).collect(), valgrind: version, ..Default::default() };
         let mut st = State::new(sys, dir, ctl, out, self.sample);
         let r = drive(&mut st, &mut child, progress);
@@ -920,6 +929,9 @@ impl Online {
                 return Err(e);
             }
         };
+        if let Some(d) = drain {
+            let _ = d.join();
+        }
         self.report(st, status)
     }
 

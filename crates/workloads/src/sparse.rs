@@ -107,19 +107,19 @@ impl Workload for Sparse {
         let promotions = sysctls.get_int("vm.pmap.pde.promotions").unwrap_or(0);
         exit(sys, pid)?;
         let mut r = String::new();
-        let _ = writeln!(r, "sparse: {slabs} slabs of 2 MB, {} of 512 pages live in each ({} live of {} mapped) (simulated)", sch.live(), size_text(live), size_text(self.size));
-        let _ = writeln!(r, "{:>6} {:>12} {:>10} {:>16}", "round", "mapped MB", "vs live", "held MB (buddy)");
+        let _ = writeln!(r, "sparse: {slabs} slabs of 2 MB, {} of 512 pages live in each ({} live of {} mapped) (simulated)", sch.live(), splab_hw::size::show(live), splab_hw::size::show(self.size));
+        let _ = writeln!(r, "{:>6} {:>12} {:>10} {:>16}", "round", "mapped MiB", "vs live", "held MiB (buddy)");
         for (round, (h, m)) in &lines {
             let _ = writeln!(r, "{round:>6} {:>12.1} {:>9.2}x {:>16.1}", mib(*m), *m as f64 / live as f64, mib(*h));
         }
         let _ = writeln!(
             r,
-            "peak mapped {:.1} MB ({:.2}x the live pages), peak held {:.1} MB; {writes} page writes, {frees} pages freed with MADV_DONTNEED; vm.pmap.pde.promotions {promotions}; {secs:.4} s (simulated)",
+            "peak mapped {:.1} MiB ({:.2}x the live pages), peak held {:.1} MiB; {writes} page writes, {frees} pages freed with MADV_DONTNEED; vm.pmap.pde.promotions {promotions}; {secs:.4} s (simulated)",
             mib(peak),
             peak as f64 / live as f64,
             mib(peak_held)
         );
-        Ok(WorkloadResult { details: Vec::new(), figure: Figure { name: "peak mapped".into(), value: mib(peak), unit: "MB".into(), higher_is_better: false }, report: r, timed_seconds: secs })
+        Ok(WorkloadResult { details: Vec::new(), figure: Figure { name: "peak mapped".into(), value: mib(peak), unit: "MiB".into(), higher_is_better: false }, report: r, timed_seconds: secs })
     }
 }
 

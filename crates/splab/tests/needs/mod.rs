@@ -1,0 +1,45 @@
+//! What a test needs from the host, checked before it runs: a need that is
+//! missing fails the test with what is missing and how to get it, so a
+//! test never passes without having run. `.ci/run` installs every one of
+//! them.
+#![allow(dead_code)] // each test file uses some
+
+use std::process::Command;
+
+/// Fails unless `program` runs (`program --version`); `package` is the
+/// Debian package that has it.
+pub fn program(program: &str, package: &str) {
+    if Command::new(program).arg("--version").output().is_err() {
+        panic!("this test needs {program}, which is not installed here (apt-get install {package}; .ci/run installs it)");
+    }
+}
+
+/// Fails unless valgrind is installed and splab's valgrind tool was built
+/// with splab (crates/trace/build.rs builds it where valgrind's headers
+/// were there at build time).
+pub fn online() {
+    program("valgrind", "valgrind");
+    let out = Command::new(env!("CARGO_BIN_EXE_splab")).args(["sim", "--memory", "256M", "--", "true"]).output().expect("run splab");
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("was not built") || err.contains("is missing from") {
+        panic!("this test needs splab's valgrind tool, which was not built: install valgrind before building splab ({})", err.trim());
+    }
+}
+
+/// The system's THP mode; fails on a kernel without THP.
+pub fn thp() -> String {
+    let path = "/sys/kernel/mm/transparent_hugepage/enabled";
+    let t = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("this test needs a kernel with transparent huge pages ({path}: {e})"));
+    let (a, b) = (t.find('[').unwrap(), t.find(']').unwrap());
+    t[a + 1..b].to_string()
+}
+
+/// Fails unless this is root with a THP kernel: the test changes system
+/// THP settings (and puts them back).
+pub fn root_and_thp() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        panic!("this test changes system THP settings and needs root (CI runs as root)");
+    }
+    thp();
+}
