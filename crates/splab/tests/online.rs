@@ -106,7 +106,9 @@ fn compare_runs_the_program_twice_on_one_input_and_keeps_its_output_apart() {
 #[test]
 fn another_architecture_and_sampling() {
     needs::online();
-    let out = splab(&["sim", "--json", "--arch", "arm64", "--memory", "256M", "--sample", "20k:100k", "--", "sh", "-c", "ls /usr/bin > /dev/null"]);
+    // Windows of 100k references every 600k: ls's stream of about 1.5 M
+    // references (six 2 MiB slots) has slots in detail and in warming.
+    let out = splab(&["sim", "--json", "--arch", "arm64", "--memory", "256M", "--sample", "100k:600k", "--", "sh", "-c", "ls /usr/bin > /dev/null"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v = report(&out);
     assert_eq!(v["arch"], "arm64");
