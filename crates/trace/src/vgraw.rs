@@ -237,6 +237,11 @@ mod tests {
             0xff,
             0x82,
             1234,
+            0x86 | 2 << 8,
+            11,
+            12,
+            0x87 | 5 << 8,
+            0x88 | 1 << 8,
             0x81,
             0x7000,
             0x2000,
@@ -254,6 +259,10 @@ mod tests {
             vec![
                 Item::Ref(Ref { addr: 0x7fff_1234_5678, size: 8, kind: Kind::Load }),
                 Item::Ref(Ref { addr: 0xffff_ffff_ff60_0000, size: 3, kind: Kind::Instr }),
+                Item::Ref(Ref { addr: 0, size: 0, kind: Kind::Skip }),
+                Item::Event(Event::Block(vec![11, 12])),
+                Item::Ref(Ref { addr: 5, size: 0, kind: Kind::Enter }),
+                Item::Ref(Ref { addr: 1, size: 0, kind: Kind::Exit }),
                 Item::Event(Event::Unmap { start: 0x7000, len: 0x2000 }),
                 Item::Ref(Ref { addr: 0x1000, size: 100, kind: Kind::Modify }),
             ]

@@ -189,7 +189,7 @@ fn errors_name_the_offset_and_what_was_expected() {
     let mut bin = binary_items(&[], &items);
     let at = bin.len() - 3; // the last reference's tag
     bin[at] = 0x90;
-    assert_eq!(read_binary(&bin).unwrap_err().to_string(), format!("byte {at}: expected a record tag (0x00-0x7f reference, 0x80 map, 0x81 unmap, 0xff end), found 0x90"));
+    assert_eq!(read_binary(&bin).unwrap_err().to_string(), format!("byte {at}: expected a record tag (0x00-0x7f reference, 0x80 map, 0x81 unmap, 0x82 block, 0x83 enter, 0x84 exit, 0x85 skip, 0xff end), found 0x90"));
     let e = read_binary(b"SPLTRACX\x01\0\0\0").unwrap_err();
     assert!(e.to_string().starts_with("byte 0: expected the magic"), "{e}");
     let e = read_champsim(&[0u8; 100]).unwrap_err();
@@ -275,5 +275,29 @@ proptest! {
     fn lackey_round_trip(refs in prop::collection::vec(arb_ref(), 0..300)) {
         let items: Vec<Item> = refs.into_iter().map(Item::Ref).collect();
         prop_assert_eq!(read_lackey(lackey_text(&items).as_bytes()).unwrap(), items);
+    }
+}
+
+/// The instruction stream's records (a block's table, entries, exits, a
+/// reference that did nothing) go through the binary format in order with
+/// the references, and count as none of them.
+#[test]
+fn block_records_round_trip_and_are_not_references() {
+    let table: Vec<u64> = (0..40).map(|i| i * 0x0101_0101_0101).collect();
+    let items = vec![
+        Item::Event(Event::Block(table)),
+        Item::Ref(Ref { addr: 7, size: 0, kind: Kind::Enter }),
+        Item::Ref(Ref { addr: 0x1000, size: 8, kind: Kind::Load }),
+        Item::Ref(Ref { addr: 0, size: 0, kind: Kind::Skip }),
+        Item::Ref(Ref { addr: 2, size: 0, kind: Kind::Exit }),
+        Item::Ref(Ref { addr: 0x2000, size: 4, kind: Kind::Store }),
+    ];
+    let bin = binary_items(&[], &items);
+    let (_, back) = read_binary(&bin).unwrap();
+    assert_eq!(back, items);
+    // The header counts the two references only.
+    assert_eq!(binary::Reader::new(&bin[..]).unwrap().ref_count(), Some(2));
+    for cut in 0..bin.len() {
+        assert!(read_binary(&bin[..cut]).is_err(), "cut at {cut}");
     }
 }
