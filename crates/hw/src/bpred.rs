@@ -315,16 +315,16 @@ impl Tage {
         if pred != taken && start < n {
             let mut free = [0usize; MAX_TABLES];
             let mut nfree = 0;
-            for t in start..n {
-                if self.tables[t][idx[t]].u == 0 {
+            for (t, &i) in idx.iter().enumerate().take(n).skip(start) {
+                if self.tables[t][i].u == 0 {
                     free[nfree] = t;
                     nfree += 1;
                 }
             }
             let free = &free[..nfree];
             if free.is_empty() {
-                for t in start..n {
-                    let e = &mut self.tables[t][idx[t]];
+                for (t, &i) in idx.iter().enumerate().take(n).skip(start) {
+                    let e = &mut self.tables[t][i];
                     e.u = e.u.saturating_sub(1);
                 }
             } else {

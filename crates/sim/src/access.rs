@@ -496,13 +496,13 @@ impl System {
         while start < ops.len() || m < marks.len() {
             let end = (start + piece).min(ops.len());
             self.begin_batch();
-            for i in start..end {
+            for (i, &(va, op)) in ops.iter().enumerate().take(end).skip(start) {
                 while let Some(mk) = marks.get(m).filter(|mk| mk.at as usize <= i) {
                     self.marks.push(Mark { at: self.batch.len() as u32, what: mk.what });
                     m += 1;
                 }
                 let place = places.get(i).copied().unwrap_or(NO_PLACE);
-                self.batch_op(cpu, ops[i].0, ops[i].1, place).map_err(|e| (i, e))?;
+                self.batch_op(cpu, va, op, place).map_err(|e| (i, e))?;
             }
             if end == ops.len() {
                 // Marks after the last reference.
