@@ -445,7 +445,7 @@ impl System {
         // entry with no walk, of the same kind (the core tells loads from
         // stores), with no mark between them and at the next place: a
         // repeat of it (`BatchRef::repeats`), whose frame is touched (and
-        // written) already.
+        // written) already, at the run's stride from the access before.
         let walks_end = self.pending_walks.len() as u32;
         let marked = self.marks.last().is_some_and(|m| m.at as usize == self.batch.len());
         if let Some(last) = self.batch.last_mut() {
@@ -459,11 +459,19 @@ impl System {
                 && last.repeats < u16::MAX
                 && (place == NO_PLACE && last.place == NO_PLACE || place != NO_PLACE && last.place != NO_PLACE && last.place.wrapping_add(last.repeats + 1) == place)
             {
-                last.repeats += 1;
-                return Ok(());
+                // Within a line: the step fits.
+                let prev = last.pa.wrapping_add_signed(i64::from(last.stride) * i64::from(last.repeats));
+                let step = pa.wrapping_sub(prev) as i64 as i8;
+                if last.repeats == 0 {
+                    last.stride = step;
+                }
+                if step == last.stride {
+                    last.repeats += 1;
+                    return Ok(());
+                }
             }
         }
-        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, fetch, place, repeats: 0 });
+        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, fetch, place, repeats: 0, stride: 0 });
         if !fetch {
             self.machine.mem.note_access(pa, write);
         }

@@ -85,12 +85,16 @@ pub struct BatchRef {
     /// entry without an assist: each a first-level hit that changes no
     /// cache state (the line is the cache's last).
     pub repeats: u16,
+    /// Bytes from each access of the run to the next: repeat `n` is at
+    /// `pa + n x stride` (the core's store-to-load matching reads its
+    /// word), so that a run is timed as its accesses apart would be.
+    pub stride: i8,
 }
 
 impl BatchRef {
     /// A data reference outside any block.
     pub fn data(pa: u64, xlat: u32, walks_start: u32, walks_end: u32, write: bool) -> BatchRef {
-        BatchRef { pa, xlat, walks_start, walks_end, write, fetch: false, place: NO_PLACE, repeats: 0 }
+        BatchRef { pa, xlat, walks_start, walks_end, write, fetch: false, place: NO_PLACE, repeats: 0, stride: 0 }
     }
 }
 
@@ -594,7 +598,8 @@ impl Timing {
                 } else {
                     RefPlace::Free { dependent: false }
                 };
-                core.reference(blocks, place, if n == 0 { &a } else { &hit }, r.write, r.pa);
+                let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
+                core.reference(blocks, place, if n == 0 { &a } else { &hit }, r.write, pa);
             }
         }
         for mk in &marks[m..] {
