@@ -94,7 +94,7 @@ pub struct WorkloadArgs {
     pub transactions: u64,
     /// index: the backend's instructions per transaction beside the
     /// lookup's memory references (parsing, planning, the executor),
-    /// priced at the profile's `[core] cycles_per_instruction`; 0: none
+    /// dispatched at the profile's `[core] width`; 0: none
     /// [default: 101713, measured on a PostgreSQL 15 backend].
     #[arg(long, value_name = "N")]
     pub insns_per_txn: Option<u64>,
@@ -104,8 +104,8 @@ pub struct WorkloadArgs {
     #[arg(long, value_name = "BOOL", default_value_t = true, action = clap::ArgAction::Set)]
     pub round_trip: bool,
     /// build: compiler instructions (gcc, cc1 and as) per byte of a unit's
-    /// source, priced at the profile's `[core] cycles_per_instruction`; 0:
-    /// none [default: 36879, measured with GCC 12 at -O2].
+    /// source, dispatched at the profile's `[core] width`; 0: none
+    /// [default: 36879, measured with GCC 12 at -O2].
     #[arg(long, value_name = "N")]
     pub insns_per_source_byte: Option<u64>,
     /// build: compilation units (source files), one compiler process each.

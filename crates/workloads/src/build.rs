@@ -18,8 +18,8 @@
 //!   the compiler's text, and after each step an eighth of the compile's
 //!   instruction work), writes the object file and exits. The instruction
 //!   work is measured on GCC (`INSNS_PER_SOURCE_BYTE` says how), in
-//!   proportion to the unit's source, and priced at the profile's `[core]
-//!   cycles_per_instruction`; the memory references of that work are the
+//!   proportion to the unit's source, and dispatched at the profile's `[core]
+//!   width`; the memory references of that work are the
 //!   heap and text accesses above, far fewer than a real compiler makes.
 //!   make's and the linker's own instructions are not modelled.
 //! - When every compiler has exited, the link: a process with one thread

@@ -36,15 +36,16 @@
 //! backend and pgbench client (`BACKEND_INSNS_PER_TXN` and the constants
 //! after it say how): the backend's instructions (parsing, planning, the
 //! executor, the protocol; the lookup's own instructions among them) are
-//! charged at the profile's `[core] cycles_per_instruction`, and the round
-//! trip is what it is on the real system: the backend's and the client's
-//! system calls (recv, send, poll; the planner's lseeks), each at the
-//! profile's `syscall` cost, and, where the client shares the backend's
-//! CPU, a switch to the client and back (`System::run_on`, with its TLB
-//! effects). The client's instructions are charged to its backend's CPU
-//! too: the round trip is synchronous, so a backend waits while its client
-//! works whichever CPU that runs on. Not modelled: the memory references
-//! of that work (the measured backend makes some 47600 a transaction,
+//! dispatched at the profile's `[core] width` (`System::instructions`),
+//! and the round trip is what it is on the real system: the backend's
+//! and the client's system calls (recv, send, poll; the planner's
+//! lseeks), each at the profile's `syscall` cost, and, where the client
+//! shares the backend's CPU, a switch to the client and back
+//! (`System::run_on`, with its TLB effects). The client's instructions
+//! are charged to its backend's CPU too: the round trip is synchronous,
+//! so a backend waits while its client works whichever CPU that runs on.
+//! Not modelled: the memory references of that work (the measured
+//! backend makes some 47600 a transaction,
 //! against the lookup's hundred or so here), the instruction fetches of
 //! its code, and the idle switches and wake-ups of a backend and client on
 //! CPUs of their own. What those references cover, from the `Referenced:`
