@@ -170,6 +170,9 @@ impl BlockSpec {
         if self.insns == 0 {
             return bad("no instructions".into());
         }
+        if self.refs.len() > MAX_REFS {
+            return bad(format!("{} references (at most {MAX_REFS})", self.refs.len()));
+        }
         let deps_ok = |deps: &[Dep], before: usize| {
             deps.iter().all(|d| match d.src {
                 Src::Reg(r) => (r as usize) < REGS,
@@ -214,10 +217,15 @@ impl BlockSpec {
     }
 }
 
-/// Where a compiled dependence comes from: a register slot (below
-/// `REGS`), a reference's value (`FROM_REF` + its index) or dispatch.
-pub(crate) const FROM_REF: u16 = 0x8000;
-pub(crate) const FROM_DISPATCH: u16 = 0xffff;
+/// Where a compiled dependence comes from, as an index into the core's
+/// table of value times (`CoreState::vals`): 0 for the instruction's own
+/// dispatch, `FROM_REG` + a register slot, `FROM_REF` + a reference's
+/// index in its block.
+pub(crate) const FROM_DISPATCH: u16 = 0;
+pub(crate) const FROM_REG: u16 = 1;
+pub(crate) const FROM_REF: u16 = FROM_REG + REGS as u16;
+/// References a block may have (their sources are `FROM_REF` + index).
+pub const MAX_REFS: usize = (u16::MAX - FROM_REF) as usize;
 
 /// A dependence with its path in cycles.
 #[derive(Clone, Copy, Debug)]
@@ -280,7 +288,7 @@ impl Block {
             let start = deps.len() as u32;
             for d in ds {
                 let src = match d.src {
-                    Src::Reg(r) => r as u16,
+                    Src::Reg(r) => FROM_REG + r as u16,
                     Src::Ref(i) => FROM_REF + i,
                     Src::Dispatch => FROM_DISPATCH,
                 };

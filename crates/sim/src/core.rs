@@ -33,7 +33,7 @@
 //! each reference, the blocks and exits the stream named): nothing here
 //! changes what is translated, cached or faulted.
 
-use crate::block::{Block, FROM_DISPATCH, FROM_REF, REGS};
+use crate::block::{Block, FROM_DISPATCH, FROM_REF, FROM_REG};
 use serde::Serialize;
 use splab_hw::bpred::{Predictor, PredictorStats};
 use splab_hw::profile::Core;
@@ -221,6 +221,55 @@ impl Queue {
     }
 }
 
+/// The larger of two times (neither is NaN: `f64::max`'s care for NaN
+/// costs instructions on the hottest path).
+#[inline(always)]
+fn fmax(a: f64, b: f64) -> f64 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+
+/// Units (line-fill buffers, walkers) each held until a time: the times
+/// they free, in a ring kept in ascending order from `head`, so that the
+/// earliest is at hand and a new hold, usually the latest, goes in at
+/// the end without a search.
+struct Units {
+    ring: Vec<f64>,
+    head: usize,
+}
+
+impl Units {
+    fn new(n: usize) -> Units {
+        Units { ring: vec![0.0; n.max(1)], head: 0 }
+    }
+
+    /// The earliest free unit, at or after `at`, taken until
+    /// `hold(start)`; returns that time.
+    #[inline(always)]
+    fn take(&mut self, at: f64, hold: impl FnOnce(f64) -> f64) -> f64 {
+        let n = self.ring.len();
+        let end = hold(fmax(at, self.ring[self.head]));
+        // The earliest's slot becomes the last; it moves back past the
+        // later times it does not reach.
+        let mut i = self.head;
+        self.ring[i] = end;
+        self.head = if i + 1 == n { 0 } else { i + 1 };
+        while i != self.head {
+            let j = if i == 0 { n - 1 } else { i - 1 };
+            if self.ring[j] <= end {
+                break;
+            }
+            self.ring[i] = self.ring[j];
+            self.ring[j] = end;
+            i = j;
+        }
+        end
+    }
+}
+
 /// Recent stores whose data a load may wait for (`CoreState::stored`): a
 /// direct-mapped table of 8-byte words, more than a store queue holds.
 const STORED: usize = 512;
@@ -251,21 +300,22 @@ pub(crate) struct CoreState {
     sq: Queue,
     drain: f64,
     /// When each line-fill buffer and walker is free.
-    mshr: Vec<f64>,
-    walker: Vec<f64>,
+    mshr: Units,
+    walker: Units,
     /// When the prefetcher's stream delivers its next line, and when the
     /// memory interface is next free.
     stream: f64,
     chan: f64,
-    /// When each register slot's value is ready.
-    ready: Box<[f64; REGS]>,
+    /// When values are ready, by a compiled dependence's source
+    /// (`block::FROM_REG`, `FROM_REF`): each register slot's, then each
+    /// reference's of the current block.
+    vals: Vec<f64>,
     /// The current block (an index into the timing's blocks), where it
-    /// started, its side exits already passed, its references' values.
+    /// started, its side exits already passed.
     block: Option<u32>,
     base: u64,
     block_t0: f64,
     exits_done: usize,
-    ref_done: Vec<f64>,
     /// Scratch: the registers a block's end writes.
     out: Vec<(u8, f64)>,
     /// Recent stores by the word they wrote (physical address >> 3), with
@@ -302,16 +352,15 @@ impl CoreState {
             lq: Queue::new(if parts.window { c.load_queue } else { 1 }),
             sq: Queue::new(if parts.window { c.store_queue } else { 1 }),
             drain: 0.0,
-            mshr: vec![0.0; big(parts.mshrs, c.mshrs).min(4096)],
-            walker: vec![0.0; big(parts.mshrs, c.walkers).min(4096)],
+            mshr: Units::new(big(parts.mshrs, c.mshrs).min(4096)),
+            walker: Units::new(big(parts.mshrs, c.walkers).min(4096)),
             stream: 0.0,
             chan: 0.0,
-            ready: Box::new([0.0; REGS]),
+            vals: vec![0.0; FROM_REF as usize],
             block: None,
             base: 0,
             block_t0: 0.0,
             exits_done: 0,
-            ref_done: Vec::new(),
             out: Vec::new(),
             stored: Box::new([(u64::MAX, 0.0); STORED]),
             looped: None,
@@ -327,7 +376,7 @@ impl CoreState {
     /// The cycles the CPU has spent: its last retire or its next
     /// dispatch, whichever is later.
     pub fn time(&self) -> f64 {
-        self.t.max(self.r)
+        fmax(self.t, self.r)
     }
 
     /// Where they went: the stack so far, and what the last retire is
@@ -412,22 +461,6 @@ impl CoreState {
         }
     }
 
-    /// The earliest free unit of `units` at or after `at`, taken until
-    /// `until(start)`.
-    #[inline(always)]
-    fn take(units: &mut [f64], at: f64, mut hold: impl FnMut(f64) -> f64) -> f64 {
-        let (mut k, mut free) = (0, units[0]);
-        for (i, &u) in units.iter().enumerate().skip(1) {
-            if u < free {
-                (k, free) = (i, u);
-            }
-        }
-        let start = at.max(free);
-        let end = hold(start);
-        units[k] = end;
-        end
-    }
-
     /// When a reference issued at `issue` (its address ready) is
     /// translated: at once from the first-level TLB, else after the
     /// second level's lookup or a walk (which waits for a walker).
@@ -436,7 +469,7 @@ impl CoreState {
         if a.xlat == 0 {
             issue
         } else if a.walked {
-            Self::take(&mut self.walker, issue, |s| s + a.xlat as f64)
+            self.walker.take(issue, |s| s + a.xlat as f64)
         } else {
             issue + a.xlat as f64
         }
@@ -455,20 +488,20 @@ impl CoreState {
         let mem = self.mem;
         let (stream, chan) = (&mut self.stream, &mut self.chan);
         let line = a.stream_line as f64;
-        Self::take(&mut self.mshr, at, |s| {
+        self.mshr.take(at, |s| {
             let mut d = s + data;
             if line > 0.0 {
                 // The prefetcher's streams deliver their lines one line
                 // time apart, into the second level ahead of the demand
                 // where the demand is slower.
-                d = (*stream + line).max(s + mem.l2 as f64);
+                d = fmax(*stream + line, s + mem.l2 as f64);
                 *stream = d;
             } else if a.dram_lines > 0 && mem.chan_wb > 0.0 {
-                d = d.max(*chan + mem.chan_read * a.dram_lines as f64);
+                d = fmax(d, *chan + mem.chan_read * a.dram_lines as f64);
                 *chan = d;
             }
             if a.writebacks > 0 && mem.chan_wb > 0.0 {
-                *chan = chan.max(d - data) + mem.chan_wb * a.writebacks as f64;
+                *chan = fmax(*chan, d - data) + mem.chan_wb * a.writebacks as f64;
             }
             d
         })
@@ -483,12 +516,8 @@ impl CoreState {
             return at;
         }
         for d in &b.deps[span.0 as usize..span.1 as usize] {
-            let from = match d.src {
-                FROM_DISPATCH => dispatch,
-                s if s >= FROM_REF => self.ref_done.get((s - FROM_REF) as usize).copied().unwrap_or(0.0),
-                s => self.ready[s as usize],
-            };
-            at = at.max(from + d.lat as f64);
+            let from = if d.src == FROM_DISPATCH { dispatch } else { self.vals[d.src as usize] };
+            at = fmax(at, from + d.lat as f64);
         }
         at
     }
@@ -499,7 +528,7 @@ impl CoreState {
         let (addr_ready, data_ready, idx) = match place {
             RefPlace::Free { dependent } => {
                 let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
-                (self.t.max(dep), self.t, None)
+                (fmax(self.t, dep), self.t, None)
             }
             RefPlace::Block(i) => {
                 let Some(bi) = self.current() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write, pa) };
@@ -517,21 +546,21 @@ impl CoreState {
             if self.parts.window {
                 self.stall_to(self.sq.oldest(), Cause::Mem(0.0));
             }
-            let issue = addr_ready.max(self.t);
+            let issue = fmax(addr_ready, self.t);
             let addressed = self.translate(issue, a);
             // The line is owned once its fill (if it missed) is done.
             let owned = self.data(addressed, a);
-            self.completes(addressed.max(data_ready), issue, addressed);
-            self.drain = self.drain.max(self.r).max(owned);
+            self.completes(fmax(addressed, data_ready), issue, addressed);
+            self.drain = fmax(fmax(self.drain, self.r), owned);
             self.sq.push(self.drain);
             // A later load of the word reads this store's data.
             let w = pa >> 3;
-            self.stored[(w as usize) & (STORED - 1)] = (w, data_ready.max(addressed));
+            self.stored[(w as usize) & (STORED - 1)] = (w, fmax(data_ready, addressed));
         } else {
             if self.parts.window {
                 self.stall_to(self.lq.oldest(), Cause::Mem(0.0));
             }
-            let issue = addr_ready.max(self.t);
+            let issue = fmax(addr_ready, self.t);
             let at = self.translate(issue, a);
             let mut done = self.data(at, a);
             // A load of a word a recent store wrote waits for that store's
@@ -540,13 +569,13 @@ impl CoreState {
             let w = pa >> 3;
             let (sw, ready) = self.stored[(w as usize) & (STORED - 1)];
             if sw == w && self.parts.deps {
-                done = done.max(ready + self.mem.l1 as f64);
+                done = fmax(done, ready + self.mem.l1 as f64);
             }
             self.completes(done, issue, at);
             self.lq.push(self.r);
             match idx {
                 Some(i) => {
-                    if let Some(v) = self.ref_done.get_mut(i) {
+                    if let Some(v) = self.vals.get_mut(FROM_REF as usize + i) {
                         *v = done;
                     }
                 }
@@ -638,8 +667,8 @@ impl CoreState {
         self.exits_done = 0;
         // Every reference's value is set before a later one reads it (a
         // guarded one that did nothing leaves an older, earlier time).
-        if self.ref_done.len() < b.refs.len() {
-            self.ref_done.resize(b.refs.len(), 0.0);
+        if self.vals.len() < FROM_REF as usize + b.refs.len() {
+            self.vals.resize(FROM_REF as usize + b.refs.len(), 0.0);
         }
         self.stats.blocks += 1;
         if self.parts.window && b.other_loads + b.other_stores > 0 {
@@ -647,11 +676,11 @@ impl CoreState {
             // queue entries too.
             for _ in 0..b.other_loads {
                 self.stall_to(self.lq.oldest(), Cause::Mem(0.0));
-                self.lq.push(self.r.max(self.t + self.mem.l1 as f64));
+                self.lq.push(fmax(self.r, self.t + self.mem.l1 as f64));
             }
             for _ in 0..b.other_stores {
                 self.stall_to(self.sq.oldest(), Cause::Mem(0.0));
-                self.drain = self.drain.max(self.r);
+                self.drain = fmax(self.drain, self.r);
                 self.sq.push(self.drain);
             }
         }
@@ -698,11 +727,11 @@ impl CoreState {
             // width from the block's start.
             let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
             let v = self.deps_ready(b, p.deps, dispatch);
-            latest = latest.max(v);
+            latest = fmax(latest, v);
             out.push((p.slot, v));
         }
         for &(s, v) in &out {
-            self.ready[s as usize] = v;
+            self.vals[(FROM_REG + s as u16) as usize] = v;
         }
         self.out = out;
         self.completes(latest, 0.0, 0.0);
