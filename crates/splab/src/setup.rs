@@ -189,15 +189,15 @@ pub fn check_tunables(arch: Arch, policy: &str, tunables: &[(String, String)]) -
 /// The policy `--policy` names, checked against the architecture.
 pub fn check_policy(arch: Arch, spec: &str) -> Result<Box<dyn splab_vm::policy::Policy>, Fail> {
     let p = splab_vm::policy::by_name(spec).map_err(|e| Fail::Input(format!("--policy {spec}: {e}")))?;
-    if !arch.policies.contains(&p.name()) {
-        return Err(Fail::Input(format!("--policy {spec}: not modelled on {arch}, which has {} (policies for {arch}: {})", arch.size_names(), arch.policies.join(", "))));
+    if !arch.policies.contains(&p.kind()) {
+        return Err(Fail::Input(format!("--policy {spec}: not modelled on {arch}, which has {} (policies for {arch}: {})", arch.size_names(), arch.policy_names())));
     }
     Ok(p)
 }
 
 /// The help of `--policy`: every policy, from the VM's list.
 pub fn policy_help() -> String {
-    let each: Vec<String> = splab_vm::policy::POLICIES.iter().map(|(n, what)| format!("{n}: {what}")).collect();
+    let each: Vec<String> = splab_vm::policy::POLICIES.iter().map(|p| format!("{}: {}", p.name, p.about)).collect();
     format!("Superpage policy [default: freebsd]. {}. linux-thp takes a mode: linux-thp:always (the default), linux-thp:madvise, linux-thp:never", each.join(". "))
 }
 

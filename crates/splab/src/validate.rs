@@ -108,10 +108,12 @@ impl Workloads {
     fn new(s: &Setup) -> Result<Workloads, String> {
         let mut m = BTreeMap::new();
         for w in &s.workloads {
-            let o = validate::options(w, s.quick)?;
+            let owned = validate::params(*w, s.quick)?.flags(&[]);
+            let o: Vec<&str> = owned.iter().map(String::as_str).collect();
+            let w = w.name();
             let so: Vec<&str> = o.iter().chain(sim_only(w)).copied().collect();
             let sims = s.layouts.iter().map(|l| Ok((l.name.clone(), sim_args(w, &so, &s.machine, &l.sim)?))).collect::<Result<_, String>>()?;
-            m.insert(w.clone(), (native_args(w, &o, s.repeat)?, sims));
+            m.insert(w.to_string(), (native_args(w, &o, s.repeat)?, sims));
         }
         Ok(Workloads(m))
     }
@@ -120,13 +122,13 @@ impl Workloads {
 impl validate::Runner for Workloads {
     type Error = Fail;
 
-    fn measure(&mut self, workload: &str, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<SuiteReport, Fail> {
-        let w = native::build(&self.0[workload].0)?;
-        suite::run(workload, w.as_ref(), plan, &mut |k, _, _| progress(k)).map_err(Fail::Run)
+    fn measure(&mut self, workload: splab_defs::WorkloadKind, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<SuiteReport, Fail> {
+        let w = native::build(&self.0[workload.name()].0)?;
+        suite::run(workload.name(), w.as_ref(), plan, &mut |k, _, _| progress(k)).map_err(Fail::Run)
     }
 
-    fn predict(&mut self, workload: &str, layout: &Layout, profile: &Profile) -> Result<Prediction, Fail> {
-        let sim = run::simulate_on(&self.0[workload].1[&layout.name], true, true, Some(profile))?;
+    fn predict(&mut self, workload: splab_defs::WorkloadKind, layout: &Layout, profile: &Profile) -> Result<Prediction, Fail> {
+        let sim = run::simulate_on(&self.0[workload.name()].1[&layout.name], true, true, Some(profile))?;
         Ok(Prediction { seconds: sim.sim_seconds, huge_fraction: sim.layout.as_ref().map(|o| o.chunks_2m_obtained as f64 / o.chunks.max(1) as f64) })
     }
 }
