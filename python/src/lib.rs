@@ -54,7 +54,7 @@ fn resolve(spec: &str) -> PyResult<String> {
 #[allow(clippy::too_many_arguments)]
 fn sweep(py: Python<'_>, definition: Option<&str>, path: Option<PathBuf>, store: PathBuf, worker: &str, jobs: Option<usize>, ray: Option<String>, python: Option<PathBuf>, dry_run: bool) -> PyResult<String> {
     let s = match (definition, &path) {
-        (Some(d), _) => Sweep::from_value(json(d, "sweep")?, "sweep", "sweep").map_err(err)?,
+        (Some(d), _) => Sweep::from_json(d, "sweep").map_err(err)?,
         (None, Some(p)) => Sweep::load(p).map_err(err)?,
         (None, None) => return Err(InputError::new_err("give a sweep: a dict or the path of a TOML file")),
     };

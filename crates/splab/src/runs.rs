@@ -90,9 +90,16 @@ fn csv(t: &Table) -> Result<String, Fail> {
 
 /// A plain table; by default the main columns (and a sweep's axes).
 fn text(t: &Table, default_columns: bool, sweep: bool) -> String {
-    let keep: Vec<usize> = (0..t.columns.len())
-        .filter(|&i| !default_columns || SHOWN.contains(&t.columns[i].as_str()) || (sweep && (t.columns[i] == "point" || t.columns[i].starts_with("axis."))))
-        .collect();
+    let keep: Vec<usize> = if default_columns {
+        let named = |c: &str| t.columns.iter().position(|x| x == c);
+        let mut k: Vec<usize> = SHOWN.iter().filter_map(|c| named(c)).collect();
+        if sweep {
+            k.splice(1..1, (0..t.columns.len()).filter(|&i| t.columns[i] == "point" || t.columns[i].starts_with("axis.")));
+        }
+        k
+    } else {
+        (0..t.columns.len()).collect()
+    };
     let cells: Vec<Vec<String>> = t.rows.iter().map(|r| keep.iter().map(|&i| short(&store::text(&r[i]))).collect()).collect();
     let widths: Vec<usize> = keep.iter().enumerate().map(|(k, &i)| cells.iter().map(|r| r[k].chars().count()).chain([t.columns[i].len()]).max().unwrap_or(0)).collect();
     let mut o = String::new();

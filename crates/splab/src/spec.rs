@@ -120,7 +120,7 @@ pub struct SystemSpec {
     /// has every superpage size off.
     #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = tunable)]
     pub sysctl: Vec<(String, String)>,
-    #[arg(long, value_name = "POLICY", default_value = "freebsd", value_parser = policy, help = policy_help())]
+    #[arg(long, value_name = "POLICY", default_value_t = PolicySpec::DEFAULT, value_parser = policy, help = policy_help())]
     pub policy: PolicySpec,
 }
 

@@ -193,29 +193,36 @@ impl Sweep {
     /// A sweep from its definition (a TOML file's table, or Python's
     /// dict); `file` names it in errors, `name` when the definition does
     /// not.
-    pub fn from_value(def: Value, file: &str, name: &str) -> Result<Sweep, Fail> {
-        let Value::Object(mut top) = def.clone() else { return Err(bad(file, "a sweep is a table (name, repeats, seeds, [base], [axes])")) };
-        let name = match top.remove("name") {
+    pub fn from_table(def: toml::Table, file: &str, name: &str) -> Result<Sweep, Fail> {
+        let definition = serde_json::to_value(&def).map_err(|e| bad(file, e))?;
+        let value = |v: toml::Value| serde_json::to_value(v).map_err(|e| bad(file, e));
+        let mut top = def;
+        let name = match top.remove("name").map(value).transpose()? {
             Some(Value::String(s)) if !s.is_empty() => s,
             Some(v) => return Err(bad(file, format!("name = {v}: expected a non-empty string"))),
             None => name.to_string(),
         };
-        let repeats = match top.remove("repeats") {
+        let repeats = match top.remove("repeats").map(value).transpose()? {
             None => 1,
             Some(v) => v.as_u64().filter(|r| (1..=1000).contains(r)).ok_or_else(|| bad(file, format!("repeats = {v}: expected 1 to 1000")))? as u32,
         };
-        let base = match top.remove("base") {
+        let base = match top.remove("base").map(value).transpose()? {
             None => Map::new(),
             Some(Value::Object(m)) => m,
             Some(v) => return Err(bad(file, format!("base = {v}: expected a table of spec fields"))),
         };
         let mut axes = Vec::new();
         if let Some(seeds) = top.remove("seeds") {
-            axes.push(("seed".to_string(), seeds));
+            axes.push(("seed".to_string(), value(seeds)?));
         }
+        // The axes in the definition's order (a TOML table keeps it).
         match top.remove("axes") {
             None => {}
-            Some(Value::Object(m)) => axes.extend(m),
+            Some(toml::Value::Table(m)) => {
+                for (k, v) in m {
+                    axes.push((k, value(v)?));
+                }
+            }
             Some(v) => return Err(bad(file, format!("axes = {v}: expected a table of axes"))),
         }
         if let Some(k) = top.keys().next() {
@@ -249,17 +256,22 @@ impl Sweep {
             }
             out.push(Axis { name: axis, values: vals });
         }
-        Ok(Sweep { name, base, axes: out, repeats, definition: def })
+        Ok(Sweep { name, base, axes: out, repeats, definition })
     }
 
     /// The sweep in a TOML file.
     pub fn load(path: &Path) -> Result<Sweep, Fail> {
         let shown = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| Fail::Input(format!("{shown}: cannot read it: {e}")))?;
-        let table: toml::Table = toml::from_str(&text).map_err(|e| Fail::Input(format!("{shown}: not TOML: {}", e.to_string().trim())))?;
-        let def = serde_json::to_value(table).map_err(|e| Fail::Input(format!("{shown}: {e}")))?;
+        let table: toml::Table = toml::from_str(&text).map_err(|e| Fail::Input(format!("{shown}: not TOML: {}", e.to_string().replace('\n', " ").trim())))?;
         let stem = path.file_stem().map(|s| s.to_string_lossy().to_string()).unwrap_or_else(|| "sweep".into());
-        Sweep::from_value(def, &shown, &stem)
+        Sweep::from_table(table, &shown, &stem)
+    }
+
+    /// A sweep from JSON text (Python's dict), its keys in their order.
+    pub fn from_json(text: &str, name: &str) -> Result<Sweep, Fail> {
+        let table: toml::Table = serde_json::from_str(text).map_err(|e| Fail::Input(format!("sweep: {e}")))?;
+        Sweep::from_table(table, "sweep", name)
     }
 
     pub fn axis_names(&self) -> Vec<String> {
@@ -535,7 +547,7 @@ mod tests {
 
     fn sweep(toml: &str) -> Result<Sweep, Fail> {
         let t: toml::Table = toml::from_str(toml).unwrap();
-        Sweep::from_value(serde_json::to_value(t).unwrap(), "t.toml", "t")
+        Sweep::from_table(t, "t.toml", "t")
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use crate::output::{change, labelled, listed, num, verdict, BUILD};
 use crate::simulate::{Comparison, PolicyComparison, SimRun};
 use splab_hw::size;
+use splab_vm::policy::PolicySpec;
 use splab_vm::sysctl::SysctlValue;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -278,7 +279,7 @@ fn memory_lines(o: &mut String, r: &SimRun) {
     if m.background_seconds > 0.0 {
         let _ = writeln!(o, "  {:<22}{} s", "background (khugepaged)", num(m.background_seconds));
     }
-    if r.policy != "freebsd" {
+    if r.spec.system.policy != PolicySpec::DEFAULT {
         let _ = writeln!(o, "  {:<22}{}", "policy", r.policy);
     }
     for p in &r.procfs {
