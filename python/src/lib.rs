@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use serde_json::Value;
 use splab::simulate::RunOpts;
 use splab::store::Store;
-use splab::sweep::{self, Executor, Sweep};
+use splab::sweep::{self as sweeps, Executor, Sweep};
 use splab::{Fail, RunSpec};
 use std::path::PathBuf;
 
@@ -35,7 +35,7 @@ fn json(text: &str, what: &str) -> PyResult<Value> {
 fn run(py: Python<'_>, spec: &str) -> PyResult<String> {
     let spec = RunSpec::from_value(json(spec, "spec")?).map_err(err)?;
     let opts = RunOpts { quiet: true, ..RunOpts::default() };
-    py.detach(|| sweep::document(&spec, &opts)).map_err(err)
+    py.detach(|| sweeps::document(&spec, &opts)).map_err(err)
 }
 
 /// The resolved form of a spec (every default written out), as JSON.
@@ -68,14 +68,14 @@ fn sweep(py: Python<'_>, definition: Option<&str>, path: Option<PathBuf>, store:
     }
     let exec = match ray {
         Some(address) => Executor::Ray { address, python: python.unwrap_or_else(|| "python3".into()), command },
-        None => Executor::Local { jobs: jobs.unwrap_or_else(sweep::cpus), command },
+        None => Executor::Local { jobs: jobs.unwrap_or_else(sweeps::cpus), command },
     };
     // Ctrl-C in Python stops the sweep as a signal stops `splab sweep`.
     let stop = || Python::attach(|py| py.check_signals().err().map(|_| "KeyboardInterrupt".to_string()));
     let summary = py
         .detach(|| {
             let st = Store::open(&store)?;
-            sweep::run(&s, &points, &st, &exec, &stop, false)
+            sweeps::run(&s, &points, &st, &exec, &stop, false)
         })
         .map_err(err)?;
     if summary.interrupted_by.is_some() {

@@ -53,6 +53,23 @@ struct Source {
     notes: Vec<String>,
 }
 
+impl Source {
+    /// Writes a plot into the page as a figure, or the reason there is
+    /// none as a note.
+    fn figure(&mut self, o: &mut String, plot: Result<crate::plot::Plot, String>) {
+        match plot {
+            Ok(p) => {
+                self.plots += 1;
+                let _ = writeln!(o, "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>", p.svg, esc(&p.title));
+            }
+            Err(e) => {
+                let _ = writeln!(o, "<p class=\"note\">no plot: {}</p>", esc(&e));
+                self.notes.push(e);
+            }
+        }
+    }
+}
+
 /// Text for HTML, with its special characters escaped.
 pub fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
@@ -283,16 +300,7 @@ fn sweep_section(o: &mut String, store: &std::path::Path, name: &str, index: usi
             }
             let by = skey.as_ref().map(|_| format!(", a line per {}", series_axis.unwrap_or(""))).unwrap_or_default();
             let ptitle = format!("sweep {name}: {w}, {y_desc} against {a}{by}");
-            match crate::plot::axis_lines(&ptitle, a, &y_desc, &cats, &series) {
-                Ok(p) => {
-                    src.plots += 1;
-                    let _ = writeln!(o, "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>", p.svg, esc(&p.title));
-                }
-                Err(e) => {
-                    let _ = writeln!(o, "<p class=\"note\">no plot: {}</p>", esc(&e));
-                    src.notes.push(e);
-                }
-            }
+            src.figure(o, crate::plot::axis_lines(&ptitle, a, &y_desc, &cats, &series));
         }
     }
     table(o, &["workload", "axis", "value", series_axis.unwrap_or(""), "median figure", "unit"], &rows);
@@ -327,16 +335,7 @@ fn page(docs: &[(String, Doc)]) -> (String, Vec<Source>) {
         }
         let mut src = Source { file: file.clone(), command, plots: 0, notes: Vec::new() };
         for p in crate::plot::all(d) {
-            match p {
-                Ok(p) => {
-                    src.plots += 1;
-                    let _ = writeln!(o, "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>", p.svg, esc(&p.title));
-                }
-                Err(e) => {
-                    let _ = writeln!(o, "<p class=\"note\">no plot: {}</p>", esc(&e));
-                    src.notes.push(e);
-                }
-            }
+            src.figure(&mut o, p);
         }
         o.push_str("</section>\n");
         sources.push(src);

@@ -190,6 +190,12 @@ fn a_sweep_runs_resumes_after_sigint_and_gives_the_same_results_on_ray() {
         let r = ray.get(k).unwrap_or_else(|| panic!("the Ray store lacks {k}"));
         assert_eq!(deterministic(v.clone()), deterministic(r.clone()), "{k}");
     }
+    // A stored run is the run its command line makes, to the last bit.
+    let (_, doc) = local.iter().next().unwrap();
+    let command = doc["command"].as_str().unwrap();
+    let words: Vec<&str> = command.split_whitespace().skip(1).chain(["--json"]).collect();
+    assert_eq!(deterministic(json(&words)).get("figure"), deterministic(doc.clone()).get("figure"), "{command}");
+    assert_eq!(deterministic(json(&words))["sim_seconds"], doc["sim_seconds"], "{command}");
     // The figures are not all alike: every workload, architecture and
     // size gives its own (policies may agree).
     let figures: std::collections::BTreeSet<String> = local.values().map(|d| d["figure"]["value"].to_string()).collect();
