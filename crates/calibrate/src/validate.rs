@@ -15,6 +15,8 @@
 
 use crate::reference;
 use serde::{Deserialize, Serialize};
+use splab_defs::workload::Side;
+use splab_defs::{WorkloadKind, WorkloadParams};
 use splab_hw::profile::{Profile, Reference};
 use splab_native::hugetlb::Pool;
 use splab_native::pages::Pages;
@@ -67,26 +69,32 @@ impl Layout {
 }
 
 /// The workloads validation knows.
-pub const WORKLOADS: &[&str] = &["gups", "lat", "stream", "index", "transpose"];
+pub const WORKLOADS: &[WorkloadKind] = &[WorkloadKind::Gups, WorkloadKind::Lat, WorkloadKind::Stream, WorkloadKind::Index, WorkloadKind::Transpose];
 
-/// The options that size `workload` alike natively and in the model (as
-/// `splab native` and `splab sim` take them): large enough that a 4 KB
-/// layout misses in the host's TLBs, small enough that the whole
-/// validation runs in minutes.
-pub fn options(workload: &str, quick: bool) -> Result<Vec<&'static str>, String> {
-    Ok(match (workload, quick) {
-        ("gups", false) => vec!["--log2-table", "24"],
-        ("gups", true) => vec!["--log2-table", "20"],
-        ("lat", false) => vec!["--max-size", "256M", "--stride", "64", "--pattern", "random", "--loads", "200000"],
-        ("lat", true) => vec!["--max-size", "16M", "--stride", "64", "--pattern", "random", "--loads", "20000"],
-        ("stream", false) => vec!["--n", "4000000", "--ntimes", "5"],
-        ("stream", true) => vec!["--n", "200000", "--ntimes", "2"],
-        ("index", false) => vec!["--scale", "20", "--transactions", "200000"],
-        ("index", true) => vec!["--scale", "2", "--transactions", "5000"],
-        ("transpose", false) => vec!["--sizes", "3000"],
-        ("transpose", true) => vec!["--sizes", "300"],
-        (other, _) => return Err(format!("--workloads {other:?}: expected gups, lat, stream, index or transpose")),
-    })
+/// The parameters that size `workload` alike natively and in the model:
+/// large enough that a 4 KB layout misses in the host's TLBs, small enough
+/// that the whole validation runs in minutes.
+pub fn params(workload: WorkloadKind, quick: bool) -> Result<WorkloadParams, String> {
+    let mut p = WorkloadParams::default();
+    let s = |t: &str| Some(t.to_string());
+    match (workload, quick) {
+        (WorkloadKind::Gups, false) => p.log2_table = Some(24),
+        (WorkloadKind::Gups, true) => p.log2_table = Some(20),
+        (WorkloadKind::Lat, false) => (p.max_size, p.stride, p.pattern, p.loads) = (s("256M"), Some(vec![64]), s("random"), Some(200_000)),
+        (WorkloadKind::Lat, true) => (p.max_size, p.stride, p.pattern, p.loads) = (s("16M"), Some(vec![64]), s("random"), Some(20_000)),
+        (WorkloadKind::Stream, false) => (p.n, p.ntimes) = (Some(4_000_000), Some(5)),
+        (WorkloadKind::Stream, true) => (p.n, p.ntimes) = (Some(200_000), Some(2)),
+        (WorkloadKind::Index, false) => (p.scale, p.transactions) = (Some(20), Some(200_000)),
+        (WorkloadKind::Index, true) => (p.scale, p.transactions) = (Some(2), Some(5000)),
+        (WorkloadKind::Transpose, false) => p.sizes = Some(vec![3000]),
+        (WorkloadKind::Transpose, true) => p.sizes = Some(vec![300]),
+        (other, _) => return Err(format!("--workloads {other}: expected {}", known())),
+    }
+    Ok(p)
+}
+
+fn known() -> String {
+    WORKLOADS.iter().map(|w| w.name()).collect::<Vec<_>>().join(", ")
 }
 
 /// What to validate: the workloads, each in every layout, the native
@@ -95,7 +103,7 @@ pub fn options(workload: &str, quick: bool) -> Result<Vec<&'static str>, String>
 pub struct Setup {
     /// The profile predicted with, as the user named it (reported).
     pub machine: String,
-    pub workloads: Vec<String>,
+    pub workloads: Vec<WorkloadKind>,
     /// The first is 4k: speedups are over it.
     pub layouts: Vec<Layout>,
     /// Native runs per layout, interleaved across the layouts.
@@ -119,12 +127,14 @@ impl Setup {
             return Err(format!("--repeat {repeat} is out of range (1 to 100)"));
         }
         if workloads.is_empty() {
-            return Err("--workloads: name at least one of gups, lat, stream, index, transpose".into());
+            return Err(format!("--workloads: name at least one of {}", known()));
         }
+        let mut kinds = Vec::new();
         for w in workloads {
-            options(w, quick)?;
+            let kind = WorkloadKind::parse(w, Side::Native).ok().filter(|k| WORKLOADS.contains(k)).ok_or_else(|| format!("--workloads {w:?}: expected {}", known()))?;
+            kinds.push(kind);
         }
-        Ok(Setup { machine: machine.to_string(), workloads: workloads.to_vec(), layouts: parsed, repeat, quick, as_calibrated })
+        Ok(Setup { machine: machine.to_string(), workloads: kinds, layouts: parsed, repeat, quick, as_calibrated })
     }
 
     /// The runs `run` reports progress in: every native run and every
@@ -150,9 +160,9 @@ pub trait Runner {
     type Error;
     /// Runs `workload` natively in every layout of `plan`, interleaved
     /// (`suite::run`), telling `progress` how many runs are done.
-    fn measure(&mut self, workload: &str, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<SuiteReport, Self::Error>;
+    fn measure(&mut self, workload: WorkloadKind, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<SuiteReport, Self::Error>;
     /// Simulates `workload` laid out as `layout` on `profile`.
-    fn predict(&mut self, workload: &str, layout: &Layout, profile: &Profile) -> Result<Prediction, Self::Error>;
+    fn predict(&mut self, workload: WorkloadKind, layout: &Layout, profile: &Profile) -> Result<Prediction, Self::Error>;
 }
 
 /// Why a validation stopped: the runner failed, or the memory probes did.
@@ -307,7 +317,7 @@ pub fn run<R: Runner>(setup: &Setup, profile: &Profile, runner: &mut R, progress
     let mut done = 0u64;
     let mut rows = Vec::new();
     let mut suites = Vec::new();
-    for w in &setup.workloads {
+    for &w in &setup.workloads {
         let plan = Plan { layouts: layouts.iter().map(|l| l.native).collect(), repeat: setup.repeat, grow_hugetlb: false };
         let base = done;
         let before = read_memory()?;
@@ -323,7 +333,7 @@ pub fn run<R: Runner>(setup: &Setup, profile: &Profile, runner: &mut R, progress
                 Ok(p) => moved = p,
                 Err(e) => memory_notes.push(format!("{w}: {e}; the model ran on the profile as calibrated")),
             }
-            memory.push(MemoryMoved { workload: w.clone(), calibrated: then, before: b, after: e, now, ratios: ratios.unwrap_or([f64::NAN; 3]), applied });
+            memory.push(MemoryMoved { workload: w.to_string(), calibrated: then, before: b, after: e, now, ratios: ratios.unwrap_or([f64::NAN; 3]), applied });
         }
         done += layouts.len() as u64 * setup.repeat as u64;
         let mut wrows = Vec::new();
@@ -335,7 +345,7 @@ pub fn run<R: Runner>(setup: &Setup, profile: &Profile, runner: &mut R, progress
             let nl = report.layouts.iter().find(|r| r.pages == l.native);
             let usable = nl.filter(|r| !r.runs.is_empty());
             wrows.push(Row {
-                workload: w.clone(),
+                workload: w.to_string(),
                 layout: l.name.clone(),
                 measured: usable.and_then(|r| r.seconds.clone()),
                 measured_huge_fraction: usable.and_then(|r| r.huge_fraction.as_ref().map(|h| h.median)),
@@ -574,7 +584,7 @@ mod tests {
         assert!(matches!(Layout::parse("mix:0.25").unwrap().native, Pages::Mix(f) if f == 0.25));
         let e = Layout::parse("hugetlb-1g").unwrap_err();
         assert!(e.contains("hugetlb-1g"), "{e}");
-        let e = options("build", false).unwrap_err();
+        let e = params(WorkloadKind::Build, false).unwrap_err();
         assert!(e.contains("build"), "{e}");
         let all: Vec<String> = WORKLOADS.iter().map(|w| w.to_string()).collect();
         let layouts = |v: &[&str]| v.iter().map(|l| l.to_string()).collect::<Vec<_>>();

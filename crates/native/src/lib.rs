@@ -2,8 +2,9 @@
 //! with their memory laid out in page sizes chosen per run, so that the
 //! simulator's predictions can be set beside what the machine really does.
 //!
-//! - `pages`: the layouts (`--pages 4k|thp|collapse|hugetlb-2m|hugetlb-1g|
-//!   mix:F`) and which chunks a mix makes huge;
+//! - `pages` (from `splab_defs`, shared with the simulated side): the
+//!   layouts (`--pages 4k|thp|collapse|hugetlb-2m|hugetlb-1g|mix:F`) and
+//!   which chunks a mix makes huge;
 //! - `region`: mapping, advising, touching and collapsing memory for a
 //!   layout;
 //! - `smaps`: reading back the layout really obtained;
@@ -36,7 +37,6 @@ pub mod hugetlb;
 pub mod index;
 pub mod lat;
 pub mod misses;
-pub mod pages;
 pub mod program;
 pub mod programs;
 pub mod promote;
@@ -52,20 +52,10 @@ pub mod transpose;
 use region::Region;
 use serde::Serialize;
 
+/// The page layouts, defined with the simulated side's (`splab_defs`).
+pub use splab_defs::pages;
 /// A workload's figure of merit, e.g. GUP/s.
-#[derive(Clone, Debug, Serialize)]
-pub struct Figure {
-    pub name: String,
-    pub value: f64,
-    pub unit: String,
-    pub higher_is_better: bool,
-}
-
-impl Figure {
-    pub fn new(name: &str, value: f64, unit: &str, higher_is_better: bool) -> Figure {
-        Figure { name: name.into(), value, unit: unit.into(), higher_is_better }
-    }
-}
+pub use splab_defs::Figure;
 
 /// One timed run of a workload.
 #[derive(Clone, Debug, Serialize)]
@@ -131,12 +121,5 @@ impl Timer {
 /// and in the model, so a native run and its simulation draw alike.
 pub use splab_hw::rng::Rng;
 
-/// A size as lmbench's options take it: `64k`, `256m`, `4g`, or bytes.
-pub fn size_text(bytes: u64) -> String {
-    for (unit, shift) in [("g", 30), ("m", 20), ("k", 10)] {
-        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
-            return format!("{}{unit}", bytes >> shift);
-        }
-    }
-    bytes.to_string()
-}
+/// A size as lmbench's options take it (`64k`, `256m`).
+pub use splab_defs::size_text;

@@ -11,6 +11,7 @@ use splab_hw::mmu::{AdUpdate, Walker};
 use splab_hw::profile::Profile;
 use splab_hw::riscv::Mode;
 use splab_vm::pmap::Psind;
+use splab_vm::policy::PolicyKind;
 use splab_vm::Pmap;
 use std::fmt;
 
@@ -55,7 +56,7 @@ pub struct ArchSpec {
     /// The superpage policies (`--policy`) modelled on it: FreeBSD's
     /// everywhere; Shimizu's wherever there are superpage sizes to
     /// allocate; Linux THP on the 4 KB-page architectures with a 2 MB PMD.
-    pub policies: &'static [&'static str],
+    pub policies: &'static [PolicyKind],
     new_pmap: fn(npages: u64, superpages: bool) -> Result<Box<dyn Pmap>, String>,
     new_walker: fn(&Profile) -> Result<Box<dyn Walker>, String>,
 }
@@ -106,6 +107,11 @@ impl ArchSpec {
         self.page_sizes.iter().map(|&b| name(b)).collect::<Vec<_>>().join(", ") + " pages"
     }
 
+    /// The policies modelled on it, by name, comma-separated.
+    pub fn policy_names(&self) -> String {
+        self.policies.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+    }
+
     /// The tunables `--superpages` sets, as help text names them.
     pub fn superpage_tunable_names(&self) -> String {
         self.superpage_tunables.iter().map(|t| t.name).collect::<Vec<_>>().join(", ")
@@ -136,8 +142,8 @@ pub type Arch = &'static ArchSpec;
 const SUPERPAGES: &str = "transparent superpages";
 
 /// Every policy; and those that need no 4 KB base page with a 2 MB PMD.
-const ALL_POLICIES: &[&str] = &["freebsd", "shimizu", "linux-thp"];
-const EAGER_BLOCKS: &[&str] = &["freebsd", "shimizu"];
+const ALL_POLICIES: &[PolicyKind] = &[PolicyKind::FreeBsd, PolicyKind::Shimizu, PolicyKind::LinuxThp];
+const EAGER_BLOCKS: &[PolicyKind] = &[PolicyKind::FreeBsd, PolicyKind::Shimizu];
 
 fn riscv_walker(mode: Mode, profile: &Profile) -> Result<Box<dyn Walker>, String> {
     // The privileged spec lets hardware fault on A/D until Svadu.

@@ -473,7 +473,8 @@ impl Driver<'_> {
     }
 
     fn step(&mut self) {
-        let extra = if self.cfg.policy == "freebsd" { &[][..] } else { POLICY_OPS };
+        let freebsd = splab_vm::policy::PolicySpec::parse(&self.cfg.policy).is_ok_and(|p| p.kind == splab_vm::policy::PolicyKind::FreeBsd);
+        let extra = if freebsd { &[][..] } else { POLICY_OPS };
         let total: u64 = OPS.iter().chain(extra).map(|o| o.1).sum();
         let mut x = self.rng.below(total);
         let op = OPS.iter().chain(extra).find(|o| {

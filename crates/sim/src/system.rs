@@ -254,8 +254,8 @@ impl System {
         }
         let mut pmap = arch.new_pmap(npages, cfg.superpages)?;
         let mut policy = splab_vm::policy::by_name(&cfg.policy)?;
-        if !arch.policies.contains(&policy.name()) {
-            return Err(format!("policy {:?} is not modelled on {arch}, which has {} (policies for {arch}: {})", cfg.policy, arch.size_names(), arch.policies.join(", ")));
+        if !arch.policies.contains(&policy.kind()) {
+            return Err(format!("policy {:?} is not modelled on {arch}, which has {} (policies for {arch}: {})", cfg.policy, arch.size_names(), arch.policy_names()));
         }
         for (name, value) in &cfg.tunables {
             if let Some(r) = policy.set_tunable(name, value) {

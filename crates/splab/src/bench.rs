@@ -7,9 +7,12 @@ use crate::error::{input, Fail};
 use crate::formats::Formats;
 use crate::output::{emit, json, num};
 use crate::progress::Progress;
-use crate::run::{self, RunArgs};
-use crate::setup::{self, MachineArgs};
-use crate::size;
+use crate::rss::peak_rss_bytes;
+use crate::setup;
+use crate::simulate::{self, RunOpts, SimRun};
+use crate::spec::{RunSpec, SystemSpec, WorkloadName};
+use splab_defs::WorkloadKind;
+use splab_hw::size;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use splab_vm::map::MmapReq;
@@ -20,8 +23,10 @@ use std::time::Instant;
 
 #[derive(Args, Clone, Debug)]
 pub struct BenchArgs {
+    /// The machine, policy and tunables of every part; `--memory` is the
+    /// footprint test's modelled memory [default: 20G].
     #[command(flatten)]
-    pub machine: MachineArgs,
+    pub system: SystemSpec,
     /// GUPS table size (log2 of 64-bit words).
     #[arg(long, value_name = "N", default_value_t = 24)]
     pub log2_table: u32,
@@ -31,9 +36,6 @@ pub struct BenchArgs {
     /// Anonymous memory the footprint test maps and touches.
     #[arg(long, value_name = "SIZE", default_value = "16G")]
     pub footprint: String,
-    /// Modelled memory of the footprint test.
-    #[arg(long, value_name = "SIZE", default_value = "20G")]
-    pub memory: String,
     /// References of the generated binary trace the trace part replays.
     #[arg(long, value_name = "N", default_value_t = 48_000_000)]
     pub trace_refs: u64,
@@ -206,29 +208,18 @@ const PARTS: &[&str] = &["gups-off", "gups-on", "trace", "footprint", "program"]
 /// Each of the triad's three arrays.
 const TRIAD_ARRAY: u64 = 64 << 20;
 
-fn gups_args(a: &BenchArgs) -> RunArgs {
-    let log2 = a.log2_table.to_string();
-    let workload_args = crate::workload::args_from(&["--log2-table", &log2]).expect("GUPS options parse");
-    RunArgs {
-        workload: Some("gups".into()),
-        program: Vec::new(),
-        sample: None,
-        valgrind: "valgrind".into(),
-        program_io: None,
-        output: splab_trace::online::Io::Null,
-        machine: a.machine.clone(),
-        memory: Some(a.gups_memory.clone()),
-        swap: "0".into(),
-        workload_args,
-        fragment: 0.0,
-        age: None,
-        seed: 1,
-        track_contents: false,
-        check_tlb: false,
-        single_thread: false,
-        tunables: Vec::new(),
-        policy: "freebsd".into(),
-    }
+/// The footprint test's modelled memory.
+fn footprint_memory(a: &BenchArgs) -> &str {
+    a.system.memory.as_deref().unwrap_or("20G")
+}
+
+/// The GUPS runs: the table of `--log2-table` on `--gups-memory`.
+fn gups_spec(a: &BenchArgs) -> RunSpec {
+    let mut spec = RunSpec::workload(WorkloadKind::Gups);
+    spec.params.log2_table = Some(a.log2_table);
+    spec.system = a.system.clone();
+    spec.system.memory = Some(a.gups_memory.clone());
+    spec
 }
 
 /// Checks every option before any child starts, so a typo is reported
@@ -242,19 +233,20 @@ fn validate(a: &BenchArgs) -> Result<u64, Fail> {
             return Err(Fail::Input(format!("--baseline {}: no such file (the path of another splab binary)", b.display())));
         }
     }
-    let g = gups_args(a);
-    let cfg = setup::config(&g.machine, &a.gups_memory)?;
-    crate::workload::build("gups", &g.workload_args, &cfg)?;
+    let g = gups_spec(a);
+    let cfg = setup::run_config(&g)?;
+    crate::workload::build(&g, &cfg, &Default::default())?;
     if !a.no_program {
         input(size::parse(&a.program_text)).map_err(|e| Fail::Input(format!("--program-text: {}", e.message())))?;
         splab_trace::online::Sample::parse(&a.program_sample).map_err(Fail::Input)?;
     }
-    let memory = setup::config(&a.machine, &a.memory)?.memory;
+    let memory = setup::config(&a.system.machine, footprint_memory(a))?.memory;
     let footprint = input(size::parse(&a.footprint)).map_err(|e| Fail::Input(format!("--footprint: {}", e.message())))?;
     if footprint == 0 || footprint >= memory {
         return Err(Fail::Input(format!(
             "--footprint {} must be more than 0 and less than --memory {}",
-            a.footprint, a.memory
+            a.footprint,
+            footprint_memory(a)
         )));
     }
     Ok(footprint)
@@ -270,7 +262,7 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
         "--footprint".into(),
         a.footprint.clone(),
         "--memory".into(),
-        a.memory.clone(),
+        footprint_memory(a).to_string(),
         "--trace-refs".into(),
         a.trace_refs.to_string(),
         "--program-text".into(),
@@ -278,11 +270,25 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
         "--program-sample".into(),
         a.program_sample.clone(),
     ];
-    if let Some(machine) = &a.machine.machine {
+    let sys = &a.system;
+    if let Some(machine) = &sys.machine.machine {
         v.extend(["--machine".to_string(), machine.clone()]);
     }
-    if let Some(arch) = &a.machine.arch {
+    if let Some(arch) = &sys.machine.arch {
         v.extend(["--arch".to_string(), arch.clone()]);
+    }
+    // Options older builds (a --baseline) may not have, passed only when set.
+    if let Some(off) = &sys.machine.core_off {
+        v.extend(["--core-off".to_string(), off.clone()]);
+    }
+    if sys.policy != SystemSpec::default().policy {
+        v.extend(["--policy".to_string(), sys.policy.to_string()]);
+    }
+    for (n, x) in &sys.sysctl {
+        v.extend(["--sysctl".to_string(), format!("{n}={x}")]);
+    }
+    if sys.swap != SystemSpec::default().swap {
+        v.extend(["--swap".to_string(), sys.swap.clone()]);
     }
     v
 }
@@ -437,7 +443,7 @@ fn human(a: &BenchArgs, b: &Bench) -> String {
         a.log2_table,
         a.gups_memory,
         size::show(f.bytes),
-        a.memory,
+        footprint_memory(a),
         mib(Some(f.model_host_bytes)),
         num(f.host_setup_seconds),
         f.promotions.map(|p| p.to_string()).unwrap_or_else(|| "?".into())
@@ -462,12 +468,14 @@ pub fn part(p: &PartArgs) -> Result<i32, Fail> {
     let footprint = validate(a)?;
     let text = match p.part.as_str() {
         "gups-off" | "gups-on" => {
-            let r = run::simulate(&gups_args(a), p.part == "gups-on", p.quiet)?;
+            let mut spec = gups_spec(a);
+            spec.superpages = p.part == "gups-on";
+            let r = simulate::simulate(&spec, &quiet(p.quiet))?;
             json(&GupsPart {
                 refs: r.refs,
                 host_seconds: r.host_seconds,
                 refs_per_second: r.refs_per_second(),
-                peak_rss_bytes: setup::peak_rss_bytes(),
+                peak_rss_bytes: peak_rss_bytes(),
             })
         }
         "footprint" => json(&touch(a, footprint, p.quiet)?),
@@ -482,7 +490,8 @@ pub fn part(p: &PartArgs) -> Result<i32, Fail> {
 /// The footprint test: one process maps `bytes` of anonymous memory and
 /// stores one word to every 4 KB page of it, superpages on.
 fn touch(a: &BenchArgs, bytes: u64, quiet: bool) -> Result<FootprintPart, Fail> {
-    let cfg = setup::config(&a.machine, &a.memory)?;
+    let sys = SystemSpec { memory: Some(footprint_memory(a).to_string()), ..a.system.clone() };
+    let cfg = setup::system_config(&sys, true)?;
     let t0 = Instant::now();
     let mut sys = setup::system(cfg)?;
     let host_setup_seconds = t0.elapsed().as_secs_f64();
@@ -506,7 +515,7 @@ fn touch(a: &BenchArgs, bytes: u64, quiet: bool) -> Result<FootprintPart, Fail> 
         refs: sys.hw().refs,
         host_seconds,
         host_setup_seconds,
-        peak_rss_bytes: setup::peak_rss_bytes(),
+        peak_rss_bytes: peak_rss_bytes(),
         model_host_bytes: sys.model_host_bytes(),
         // The 2 MB counter by its amd64 or riscv/arm64 name (arm64's
         // event count also includes its 64 KB promotions).
@@ -522,9 +531,10 @@ fn trace_replay(a: &BenchArgs, quiet: bool) -> Result<TracePart, Fail> {
     let written = splab_trace::synth::triad(&path, a.trace_refs, TRIAD_ARRAY)
         .map_err(|e| Fail::Run(format!("writing the bench trace {}: {e}", path.display())));
     let r = written.and_then(|_| {
-        let mut args = gups_args(a);
-        args.workload = Some(format!("trace:{}", path.display()));
-        run::simulate(&args, true, quiet)
+        let mut spec = gups_spec(a);
+        spec.workload = Some(WorkloadName::Trace(path.clone()));
+        spec.params = Default::default();
+        simulate::simulate(&spec, &self::quiet(quiet))
     });
     let trace_bytes = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
     let _ = std::fs::remove_file(&path);
@@ -535,7 +545,7 @@ fn trace_replay(a: &BenchArgs, quiet: bool) -> Result<TracePart, Fail> {
         trace_bytes,
         host_seconds: r.host_seconds,
         refs_per_second: a.trace_refs as f64 / r.host_seconds.max(1e-9),
-        peak_rss_bytes: setup::peak_rss_bytes(),
+        peak_rss_bytes: peak_rss_bytes(),
     })
 }
 
@@ -584,19 +594,20 @@ fn program(a: &BenchArgs, quiet: bool) -> Result<ProgramPart, Fail> {
             Ok(s) => return Err(Fail::Run(format!("{} exited with {s}", argv.join(" ")))),
             Err(e) => return Err(Fail::Input(format!("cannot run {}: {e} (Debian: apt-get install xz-utils)", argv[0]))),
         }
-        let mut args = gups_args(a);
-        args.workload = None;
-        args.memory = None;
-        args.program = argv.iter().map(Into::into).collect();
-        args.program_io = Some((Io::Null, Io::Null));
+        let mut spec = gups_spec(a);
+        spec.workload = None;
+        spec.params = Default::default();
+        spec.system.memory = None;
+        spec.program = argv.clone();
+        let opts = RunOpts { io: crate::workload::ProgramIo { stdin: Io::Null, stdout: Io::Null, ..Default::default() }, ..self::quiet(quiet) };
         let t1 = Instant::now();
-        let full = run::simulate(&args, true, quiet)?;
+        let full = simulate::simulate(&spec, &opts)?;
         let online_seconds = t1.elapsed().as_secs_f64();
-        args.sample = Some(a.program_sample.clone());
+        spec.sample = Some(a.program_sample.clone());
         let t2 = Instant::now();
-        let sampled = run::simulate(&args, true, quiet)?;
+        let sampled = simulate::simulate(&spec, &opts)?;
         let sampled_seconds = t2.elapsed().as_secs_f64();
-        let get = |r: &run::SimRun, k: &str| r.program.as_ref().and_then(|p| p.get(k)).and_then(|v| v.as_u64()).unwrap_or(0);
+        let get = |r: &SimRun, k: &str| r.program.as_ref().and_then(|p| p.get(k)).and_then(|v| v.as_u64()).unwrap_or(0);
         let est = |k: &str| sampled.program.as_ref().and_then(|p| p.pointer(&format!("/sampled/sim_seconds/{k}"))).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
         Ok(ProgramPart {
             program_command: "xz -6 -T1 -c TEXT".to_string(),
@@ -613,11 +624,16 @@ fn program(a: &BenchArgs, quiet: bool) -> Result<ProgramPart, Fail> {
             sim_seconds: full.sim_seconds,
             sampled_sim_seconds: est("value"),
             sampled_plus_minus: est("plus_minus"),
-            peak_rss_bytes: setup::peak_rss_bytes(),
+            peak_rss_bytes: peak_rss_bytes(),
         })
     })();
     let _ = std::fs::remove_file(&path);
     r
+}
+
+/// A run's options: a progress bar unless `quiet`.
+fn quiet(quiet: bool) -> RunOpts {
+    RunOpts { quiet, ..RunOpts::default() }
 }
 
 /// User and system seconds of this process's waited-for children.

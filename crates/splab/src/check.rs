@@ -5,7 +5,9 @@
 use crate::error::Fail;
 use crate::output::{emit, json};
 use crate::progress::Progress;
-use crate::setup::{self, MachineArgs, OnOff};
+use crate::setup;
+use crate::sim::SuperpagesArg;
+use crate::spec::SystemSpec;
 use clap::Args;
 use serde::Serialize;
 use splab_sim::check::{self, CheckConfig, CheckReport};
@@ -21,16 +23,7 @@ pub struct CheckArgs {
     #[arg(long, value_name = "S", default_value_t = 1)]
     pub seed: u64,
     #[command(flatten)]
-    pub machine: MachineArgs,
-    /// Modelled physical memory (small, so that memory runs out and
-    /// reservations get broken) [default: 256M, times the superpage size
-    /// over 2 MB: 2G with 16 MB superpages].
-    #[arg(long, value_name = "SIZE")]
-    pub memory: Option<String>,
-    /// Swap device size (0 = no swap). With --memory well below the
-    /// footprint, the run pages out to swap and reads back.
-    #[arg(long, value_name = "SIZE", default_value = "0")]
-    pub swap: String,
+    pub system: SystemSpec,
     /// Most memory one process maps at once (the footprint is about
     /// --procs times this), with 2 MB superpages; times the superpage size
     /// over 2 MB for larger ones.
@@ -39,14 +32,8 @@ pub struct CheckArgs {
     /// Most processes alive at once.
     #[arg(long, value_name = "N", default_value_t = 4)]
     pub procs: usize,
-    #[arg(help = crate::setup::superpages_help(), long, value_enum, value_name = "on|off", default_value = "on")]
-    pub superpages: OnOff,
-    /// Set a pmap or policy tunable at boot, e.g. vm.pmap.lp_enabled=1
-    /// (repeatable).
-    #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
-    pub tunables: Vec<(String, String)>,
-    #[arg(long, value_name = "POLICY", default_value = "freebsd", help = crate::setup::policy_help())]
-    pub policy: String,
+    #[command(flatten)]
+    pub superpages: SuperpagesArg,
 }
 
 #[derive(Serialize)]
@@ -124,14 +111,15 @@ const SHOWN_PAGING: &[&str] = &[
 ];
 
 pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
-    let mut cfg = setup::config(&a.machine, a.memory.as_deref().unwrap_or("256M"))?;
-    if a.memory.is_none() {
+    let sys = &a.system;
+    let mut cfg = setup::config(&sys.machine, sys.memory.as_deref().unwrap_or("256M"))?;
+    if sys.memory.is_none() {
         cfg.memory = (256 << 20) * check::size_scale(cfg.arch);
     }
     if a.procs == 0 {
         return Err(Fail::Input("--procs 0: at least one process is needed".into()));
     }
-    setup::check_tunables(cfg.arch, &a.policy, &a.tunables)?;
+    setup::check_tunables(cfg.arch, &sys.policy, &sys.sysctl)?;
     let max_mapped = setup::swap(&a.footprint, "--footprint")?;
     if max_mapped < 1 << 20 {
         return Err(Fail::Input(format!("--footprint {}: at least 1M is needed", a.footprint)));
@@ -142,11 +130,11 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
         arch: cfg.arch,
         profile: cfg.profile,
         memory: cfg.memory,
-        swap: setup::swap(&a.swap, "--swap")?,
-        superpages: a.superpages.on(),
+        swap: setup::swap(&sys.swap, "--swap")?,
+        superpages: a.superpages.superpages.on(),
         max_procs: a.procs,
-        tunables: a.tunables.clone(),
-        policy: a.policy.clone(),
+        tunables: sys.sysctl.clone(),
+        policy: sys.policy.to_string(),
         max_mapped,
     };
     let mut bar = Progress::new(a.ops, "check", "ops", as_json);

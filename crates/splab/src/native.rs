@@ -6,32 +6,27 @@ use crate::error::{input, Fail};
 use crate::formats::Formats;
 use crate::output::{labelled, num};
 use crate::progress::Progress;
-use crate::size;
-use clap::{Args, ValueEnum};
+use crate::program::{self, PoolMode, ProgramArgs};
+use clap::Args;
+use splab_defs::workload::{names, need, Side};
+use splab_defs::{WorkloadKind, WorkloadParams};
+use splab_hw::size;
 use splab_native::pages::Pages;
 use splab_native::suite::{self, LayoutReport, Plan, Spread, SuiteReport};
 use splab_native::Native;
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-pub enum PoolMode {
-    /// Grow the hugetlb pool as root when it has too few free pages, and
-    /// put it back afterwards.
-    Grow,
-    /// Use only pages already in the pool.
-    Keep,
-}
-
-/// Options of `splab native`; sizes are the simulated workloads' options,
-/// with defaults for a real machine.
+/// Options of `splab native`: a workload's parameters are the model's
+/// (`WorkloadParams`), with defaults for a real machine.
 #[derive(Args, Clone, Debug)]
 pub struct NativeArgs {
     /// Workload to run: gups, lat, transpose, stream, index, sparse (a slab
     /// allocator's arena, where THP costs memory), or misses (independent
     /// random misses under several loop shapes; native only). Or, instead,
     /// a program after `--`.
-    pub workload: Option<String>,
+    #[arg(value_name = "WORKLOAD", value_parser = native_workload)]
+    pub workload: Option<WorkloadKind>,
     /// Any program and its arguments, after `--` (e.g. `-- xz -9 -c
     /// FILE`): run with every process it starts in each layout.
     #[arg(last = true, value_name = "PROG ARGS")]
@@ -55,118 +50,59 @@ pub struct NativeArgs {
     /// attempt most on a CPU
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub repeat: u32,
-    /// Programs: runs of each layout before the counted ones (warm the
-    /// page cache), not counted.
-    #[arg(long, value_name = "N", default_value_t = 0)]
-    pub warmup: u32,
-    /// Programs: standard input from this file [default: /dev/null].
-    #[arg(long, value_name = "FILE")]
-    pub input: Option<std::path::PathBuf>,
-    /// Programs: also write the JSON report to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Option<std::path::PathBuf>,
-    /// Programs: write a CSV summary (one row per layout) to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_csv: Option<std::path::PathBuf>,
-    /// Programs: write a Markdown table to FILE.
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<std::path::PathBuf>,
-    /// Programs under promote: how often the monitor looks at the program's resident size,
-    /// milliseconds; it scans the page tables when that grew by 2 MB, at
-    /// most as often as keeps scanning under 1% of a CPU.
-    #[arg(long, value_name = "MS", default_value_t = 20)]
-    pub interval: u64,
-    /// sparse: bytes of the arena (a multiple of 2 MB).
-    #[arg(long, value_name = "SIZE", default_value = "1G")]
-    pub size: String,
-    /// sparse: share of each 2 MB slab's pages live.
-    #[arg(long, value_name = "F", default_value_t = 0.25)]
-    pub fraction: f64,
-    /// sparse: rounds of freeing and rewriting a quarter of the live pages.
-    #[arg(long, value_name = "N", default_value_t = 8)]
-    pub rounds: u32,
     /// hugetlb pool: grow it (as root) for the run and restore it, or keep
     /// it as it is.
     #[arg(long, value_enum, value_name = "grow|keep", default_value = "grow")]
     pub hugetlb_pool: PoolMode,
-    /// gups, misses: log2 of the table size in 64-bit words (27: 1 GiB).
-    #[arg(long, value_name = "N", default_value_t = 27)]
-    pub log2_table: u32,
-    /// gups: run HPCC's verification pass after each run (untimed).
-    #[arg(long)]
-    pub verify: bool,
-    /// lat: largest array of the size sweep (which doubles from 4K).
-    #[arg(long, value_name = "SIZE", default_value = "256M")]
-    pub max_size: String,
-    /// lat: strides in bytes between chain elements, comma-separated; the
-    /// figure is for the first.
-    #[arg(long, value_name = "BYTES,...", value_delimiter = ',', default_value = "64,4096")]
-    pub stride: Vec<u64>,
-    /// lat: chase order, random (one random cycle) or seq (ascending).
-    #[arg(long, value_name = "random|seq", default_value = "random")]
-    pub pattern: String,
-    /// lat: timed dependent loads per array size.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    pub loads: u64,
-    /// transpose: matrix sizes N (N x N doubles), comma-separated.
-    #[arg(long, value_name = "N,...", value_delimiter = ',', default_value = "3000,3072,3300")]
-    pub sizes: Vec<u64>,
-    /// stream: elements per array (STREAM_ARRAY_SIZE).
-    #[arg(long, value_name = "N", default_value_t = 10_000_000)]
-    pub n: u64,
-    /// stream: times each kernel runs (NTIMES; the first is not counted).
-    #[arg(long, value_name = "N", default_value_t = 10)]
-    pub ntimes: u32,
-    /// index: pgbench scaling factor (100000 accounts each).
-    #[arg(long, value_name = "N", default_value_t = 100)]
-    pub scale: u64,
-    /// index: lookups (select-only transactions) per run.
-    #[arg(long, value_name = "N", default_value_t = 1_000_000)]
-    pub transactions: u64,
+    #[command(flatten)]
+    pub programs: ProgramArgs,
+    #[command(flatten)]
+    pub params: WorkloadParams,
 }
 
-/// The workloads `splab native` runs.
-pub const WORKLOADS: &[&str] = &["gups", "lat", "transpose", "stream", "index", "sparse", "misses"];
+/// The positional workload of `splab native`.
+fn native_workload(text: &str) -> Result<WorkloadKind, String> {
+    WorkloadKind::parse(text, Side::Native)
+}
 
-pub fn build(a: &NativeArgs) -> Result<Box<dyn Native>, Fail> {
+/// The native workload `kind` with its parameters (each not given at its
+/// native default).
+pub fn build(kind: WorkloadKind, given: &WorkloadParams) -> Result<Box<dyn Native>, Fail> {
     use splab_native::{gups, index, lat, misses, sparse, stream, transpose};
-    let workload = a.workload.as_deref().unwrap_or("");
-    Ok(match workload {
-        "gups" => Box::new(input(gups::Gups::new(a.log2_table, a.verify))?),
-        "lat" => {
-            let max = input(size::parse(&a.max_size).map_err(|e| format!("--max-size: {e}")))?;
-            let pattern = input(lat::Pattern::parse(&a.pattern))?;
-            Box::new(input(lat::Lat::new(max, a.stride.clone(), pattern, a.loads))?)
+    use WorkloadKind as K;
+    let a = kind.resolve(Side::Native, given);
+    let size = |t: &Option<String>, name: &str| -> Result<u64, Fail> { input(size::parse(&input(need(t, name))?).map_err(|e| format!("--{}: {e}", name.replace('_', "-")))) };
+    Ok(match kind {
+        K::Gups => Box::new(input(gups::Gups::new(input(need(&a.log2_table, "log2_table"))?, input(need(&a.verify, "verify"))?))?),
+        K::Lat => {
+            let max = size(&a.max_size, "max_size")?;
+            let pattern = input(lat::Pattern::parse(&input(need(&a.pattern, "pattern"))?))?;
+            Box::new(input(lat::Lat::new(max, input(need(&a.stride, "stride"))?, pattern, input(need(&a.loads, "loads"))?))?)
         }
-        "transpose" => Box::new(input(transpose::Transpose::new(a.sizes.clone()))?),
-        "stream" => Box::new(input(stream::Stream::new(a.n, a.ntimes))?),
-        "index" => Box::new(input(index::Index::new(a.scale, a.transactions))?),
-        "misses" => Box::new(input(misses::Misses::new(a.log2_table))?),
-        "sparse" => {
-            let size = input(size::parse(&a.size).map_err(|e| format!("--size: {e}")))?;
-            Box::new(input(sparse::Sparse::new(size, a.fraction, a.rounds))?)
-        }
-        other => {
-            let hint = if crate::workload::names().contains(&other) { " (it runs only in the simulator)" } else { "" };
-            return Err(Fail::Input(format!("unknown native workload {other:?}{hint} (known: {})", WORKLOADS.join(", "))));
-        }
+        K::Transpose => Box::new(input(transpose::Transpose::new(input(need(&a.sizes, "sizes"))?))?),
+        K::Stream => Box::new(input(stream::Stream::new(input(need(&a.n, "n"))?, input(need(&a.ntimes, "ntimes"))?))?),
+        K::Index => Box::new(input(index::Index::new(input(need(&a.scale, "scale"))?, input(need(&a.transactions, "transactions"))?))?),
+        K::Misses => Box::new(input(misses::Misses::new(input(need(&a.log2_table, "log2_table"))?))?),
+        K::Sparse => Box::new(input(sparse::Sparse::new(size(&a.size, "size")?, input(need(&a.fraction, "fraction"))?, input(need(&a.rounds, "rounds"))?))?),
+        other => return Err(Fail::Input(format!("workload {other:?} runs only in the simulator (known natively: {})", names(Side::Native).join(", ")))),
     })
 }
 
 /// `splab native`.
 pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     match (&a.workload, a.program.is_empty()) {
-        (Some(w), false) => return Err(Fail::Input(format!("give a workload ({w:?}) or a program after --, not both"))),
-        (None, true) => return Err(Fail::Input(format!("give a workload ({}) or a program after -- (e.g. splab native -- xz -9 -c FILE)", WORKLOADS.join(", ")))),
-        (None, false) => return crate::program::cmd(a, out),
+        (Some(w), false) => return Err(Fail::Input(format!("give a workload ({:?}) or a program after --, not both", w.name()))),
+        (None, true) => return Err(Fail::Input(format!("give a workload ({}) or a program after -- (e.g. splab native -- xz -9 -c FILE)", names(Side::Native).join(", ")))),
+        (None, false) => return program::cmd(&a.program, &a.pages, a.repeat, a.hugetlb_pool, &a.programs, out),
         (Some(_), true) => {}
     }
+    let kind = a.workload.ok_or_else(|| Fail::Input("give a workload".into()))?;
     let pages = if a.pages.is_empty() { vec!["4k,thp".to_string()] } else { a.pages.clone() };
     let layouts = input(Pages::parse_list(&pages))?;
     if !(1..=1000).contains(&a.repeat) {
         return Err(Fail::Input(format!("--repeat {} is out of range (1 to 1000)", a.repeat)));
     }
-    let w = build(a)?;
+    let w = build(kind, &a.params)?;
     out.check()?;
     let plan = Plan { layouts, repeat: a.repeat, grow_hugetlb: matches!(a.hugetlb_pool, PoolMode::Grow) };
     let total = plan.layouts.len() as u64 * plan.repeat as u64;
@@ -184,7 +120,7 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
         });
     }
     splab_native::sysstate::install_signals();
-    let r = suite::run_with(a.workload.as_deref().unwrap_or(""), w.as_ref(), &plan, &mut |done, _, _| bar.update(done), &mut |s| {
+    let r = suite::run_with(kind.name(), w.as_ref(), &plan, &mut |done, _, _| bar.update(done), &mut |s| {
         *latest.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
     });
     bar.finish();

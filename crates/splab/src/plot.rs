@@ -8,7 +8,7 @@
 //! boxes with whiskers, labels over bars) is drawn here from its elements.
 
 use crate::doc::{self, Bench, Compare, Doc, LatCurve, Native, RssSample, Sim, Spread, Validate};
-use crate::size;
+use splab_hw::size;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -164,6 +164,41 @@ pub fn lat(title: &str, lines: &[Line]) -> Result<Plot, String> {
             chart.draw_series(l.curve.points.iter().map(|&p| Circle::new(p, 2, col.filled()))).map_err(err)?;
         }
         legend(&mut chart, SeriesLabelPosition::UpperLeft)
+    })
+}
+
+/// One line of `axis_lines`: its legend and a value per category (None
+/// where the sweep has no run there).
+pub struct Series {
+    pub label: String,
+    pub values: Vec<Option<f64>>,
+}
+
+/// A sweep's figure against one of its axes: the axis's values along x
+/// (as categories, in the sweep's order), a line per series.
+pub fn axis_lines(title: &str, x_desc: &str, y_desc: &str, cats: &[String], series: &[Series]) -> Result<Plot, String> {
+    let ymax = series.iter().flat_map(|s| s.values.iter().flatten()).fold(0f64, |a, &y| a.max(y));
+    if cats.is_empty() || ymax <= 0.0 || !ymax.is_finite() {
+        return Err(format!("no values of {y_desc} to plot"));
+    }
+    svg(title, |root, title| {
+        let mut chart = category_chart(root, title, cats.len(), 0f64..ymax * 1.15, 64, y_desc)?;
+        for (k, s) in series.iter().enumerate() {
+            let col = colour(k);
+            let pts: Vec<(f64, f64)> = s.values.iter().enumerate().filter_map(|(i, v)| v.map(|y| (i as f64 + 0.5, y))).collect();
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), col.stroke_width(2)))
+                .map_err(err)?
+                .label(s.label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], col.stroke_width(2)));
+            chart.draw_series(pts.iter().map(|&p| Circle::new(p, 3, col.filled()))).map_err(err)?;
+        }
+        if series.len() > 1 || !series[0].label.is_empty() {
+            legend(&mut chart, SeriesLabelPosition::UpperRight)?;
+        }
+        category_labels(root, &chart, cats, 0.0)?;
+        let style = TextStyle::from((FONT, 13)).pos(Pos::new(HPos::Center, VPos::Bottom));
+        root.draw(&Text::new(x_desc.to_string(), (SIZE.0 as i32 / 2, SIZE.1 as i32 - 4), style)).map_err(err)
     })
 }
 

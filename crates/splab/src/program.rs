@@ -5,11 +5,10 @@
 
 use crate::formats::Formats;
 use crate::error::{input, Fail};
-use crate::native::NativeArgs;
 use crate::output::{emit, json};
 use crate::progress::Progress;
-use crate::size;
-use clap::Args;
+use clap::{Args, ValueEnum};
+use splab_hw::size;
 use splab_native::hugetlb::Pool;
 use splab_native::pages::Pages;
 use splab_native::program::{self, Program, RunOpts, Setup};
@@ -18,6 +17,41 @@ use splab_native::promote;
 use splab_native::sysstate;
 use std::fmt::Write as _;
 use std::time::Duration;
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum PoolMode {
+    /// Grow the hugetlb pool as root when it has too few free pages, and
+    /// put it back afterwards.
+    Grow,
+    /// Use only pages already in the pool.
+    Keep,
+}
+
+/// The options of `splab native -- PROG` beside the layouts and repeats.
+#[derive(Args, Clone, Debug)]
+pub struct ProgramArgs {
+    /// Programs: runs of each layout before the counted ones (warm the
+    /// page cache), not counted.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub warmup: u32,
+    /// Programs: standard input from this file [default: /dev/null].
+    #[arg(long, value_name = "FILE")]
+    pub input: Option<std::path::PathBuf>,
+    /// Programs: also write the JSON report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<std::path::PathBuf>,
+    /// Programs: write a CSV summary (one row per layout) to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<std::path::PathBuf>,
+    /// Programs: write a Markdown table to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<std::path::PathBuf>,
+    /// Programs under promote: how often the monitor looks at the program's resident size,
+    /// milliseconds; it scans the page tables when that grew by 2 MB, at
+    /// most as often as keeps scanning under 1% of a CPU.
+    #[arg(long, value_name = "MS", default_value_t = 20)]
+    pub interval: u64,
+}
 
 /// A time as hyperfine shows it: seconds, or milliseconds below one.
 fn t(v: f64) -> String {
@@ -271,16 +305,17 @@ fn write_file(path: &std::path::Path, text: &str) -> Result<(), Fail> {
     std::fs::write(path, text).map_err(|e| Fail::Run(format!("writing {}: {e}", path.display())))
 }
 
-/// `splab native -- PROG ARGS...`.
-pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
+/// `splab native -- PROG ARGS...`: `program` in the layouts `pages`,
+/// `repeat` runs of each.
+pub fn cmd(program: &[String], pages: &[String], repeat: u32, pool: PoolMode, a: &ProgramArgs, out: &Formats) -> Result<i32, Fail> {
     if out.csv || out.plot.is_some() {
         return Err(Fail::Input("--csv and --plot are for the built-in workloads; for a program use --json, --export-csv or --export-markdown".into()));
     }
     let as_json = out.json;
-    let pages = if a.pages.is_empty() { vec!["4k,thp,promote".to_string()] } else { a.pages.clone() };
+    let pages = if pages.is_empty() { vec!["4k,thp,promote".to_string()] } else { pages.to_vec() };
     let layouts = input(Pages::parse_list(&pages))?;
-    if !(1..=1000).contains(&a.repeat) {
-        return Err(Fail::Input(format!("--repeat {} is out of range (1 to 1000)", a.repeat)));
+    if !(1..=1000).contains(&repeat) {
+        return Err(Fail::Input(format!("--repeat {repeat} is out of range (1 to 1000)")));
     }
     if a.warmup > 100 {
         return Err(Fail::Input(format!("--warmup {} is out of range (0 to 100)", a.warmup)));
@@ -300,10 +335,10 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     }
     sysstate::install_signals();
     sysstate::defer_signals();
-    let prog = Program { argv: a.program.clone(), input: a.input.clone() };
+    let prog = Program { argv: program.to_vec(), input: a.input.clone() };
     let mut opts = RunOpts::default();
     opts.monitor.interval = Duration::from_millis(a.interval);
-    let plan = Plan { layouts, repeat: a.repeat, warmup: a.warmup, grow_hugetlb: matches!(a.hugetlb_pool, crate::native::PoolMode::Grow), opts };
+    let plan = Plan { layouts, repeat, warmup: a.warmup, grow_hugetlb: matches!(pool, PoolMode::Grow), opts };
     let total = plan.layouts.len() as u64 * (plan.repeat + plan.warmup) as u64;
     let mut bar = Progress::new(total, &prog.argv[0], "runs", as_json);
     let r = programs::run(&prog, &plan, &mut |done, _, _| bar.update(done));

@@ -19,8 +19,15 @@ use std::path::PathBuf;
 pub struct ReportArgs {
     /// JSON documents, as `splab sim|compare|native|validate|bench --json`
     /// print them.
-    #[arg(value_name = "FILE.json", required = true)]
+    #[arg(value_name = "FILE.json", required_unless_present = "sweep")]
     pub files: Vec<PathBuf>,
+    /// A sweep of the run store to draw: its figure against each of its
+    /// axes, a line per policy (or architecture), one plot per workload.
+    #[arg(long, value_name = "NAME")]
+    pub sweep: Option<String>,
+    /// The run store the sweep is in.
+    #[arg(long, value_name = "PATH", default_value = crate::store::DEFAULT)]
+    pub store: PathBuf,
     /// The HTML page to write.
     #[arg(short = 'o', long = "output", value_name = "FILE.html", default_value = "report.html")]
     pub output: PathBuf,
@@ -44,6 +51,23 @@ struct Source {
     plots: usize,
     /// Plots that could not be drawn, and why.
     notes: Vec<String>,
+}
+
+impl Source {
+    /// Writes a plot into the page as a figure, or the reason there is
+    /// none as a note.
+    fn figure(&mut self, o: &mut String, plot: Result<crate::plot::Plot, String>) {
+        match plot {
+            Ok(p) => {
+                self.plots += 1;
+                let _ = writeln!(o, "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>", p.svg, esc(&p.title));
+            }
+            Err(e) => {
+                let _ = writeln!(o, "<p class=\"note\">no plot: {}</p>", esc(&e));
+                self.notes.push(e);
+            }
+        }
+    }
 }
 
 /// Text for HTML, with its special characters escaped.
@@ -206,6 +230,84 @@ table{border-collapse:collapse;font-size:13px;margin:0.8em 0}th,td{padding:2px 1
 td.name{text-align:left}th{background:#f3f3f3}figure{margin:1.2em 0}figure svg{max-width:100%;height:auto}\
 figcaption{font-size:12px;color:#555}p.note{color:#a33}";
 
+/// The median of `v` (None for none).
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    (n > 0).then(|| if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 })
+}
+
+/// A sweep's section: a table of its runs and, per workload, its figure
+/// against each axis, one line per policy (or architecture) where that is
+/// an axis too, each value the median over the sweep's other axes.
+fn sweep_section(o: &mut String, store: &std::path::Path, name: &str, index: usize) -> Result<Source, Fail> {
+    let s = crate::store::Store::open(store)?;
+    let axes = s.sweep_axes(name)?;
+    let t = s.query(Some(name), Some("status = 'ok'"), None, false)?;
+    let col = |c: &str| t.columns.iter().position(|x| x == c);
+    let text = |row: &[rusqlite::types::Value], c: &str| col(c).map(|i| crate::store::text(&row[i])).unwrap_or_default();
+    let figure = col("figure").ok_or_else(|| Fail::Run("run store: no figure column".into()))?;
+    let title = format!("splab sweep {name} (store {})", store.display());
+    let _ = writeln!(o, "<section id=\"doc{index}\">\n<h2><code>{}</code></h2>\n<p>{} runs over {} axes ({}); each plot's values are medians over the axes not drawn.</p>", esc(&title), t.rows.len(), axes.len(), esc(&axes.join(", ")));
+    let mut src = Source { file: store.display().to_string(), command: title.clone(), plots: 0, notes: Vec::new() };
+    let mut workloads: Vec<String> = Vec::new();
+    for r in &t.rows {
+        let w = text(r, "workload");
+        if !workloads.contains(&w) {
+            workloads.push(w);
+        }
+    }
+    let series_axis = ["policy", "arch"].into_iter().find(|s| axes.iter().any(|a| a == s));
+    let mut rows = Vec::new();
+    for w in &workloads {
+        let runs: Vec<&Vec<rusqlite::types::Value>> = t.rows.iter().filter(|r| text(r, "workload") == *w).collect();
+        let Some(first) = runs.first() else { continue };
+        let y_desc = crate::output::labelled(&text(first, "figure_name"), &text(first, "figure_unit"));
+        for a in axes.iter().filter(|a| a.as_str() != "workload") {
+            let key = format!("axis.{a}");
+            let mut cats: Vec<String> = Vec::new();
+            for r in &runs {
+                let c = text(r, &key);
+                if !cats.contains(&c) {
+                    cats.push(c);
+                }
+            }
+            let skey = series_axis.filter(|s| s != a).map(|s| format!("axis.{s}"));
+            let mut labels: Vec<String> = Vec::new();
+            for r in &runs {
+                let l = skey.as_deref().map(|k| text(r, k)).unwrap_or_default();
+                if !labels.contains(&l) {
+                    labels.push(l);
+                }
+            }
+            let series: Vec<crate::plot::Series> = labels
+                .iter()
+                .map(|l| crate::plot::Series {
+                    label: l.clone(),
+                    values: cats
+                        .iter()
+                        .map(|c| {
+                            let v = runs.iter().filter(|r| text(r, &key) == *c && skey.as_deref().map(|k| text(r, k)).unwrap_or_default() == *l).filter_map(|r| crate::store::json(&r[figure]).as_f64()).collect();
+                            median(v)
+                        })
+                        .collect(),
+                })
+                .collect();
+            for (l, s) in labels.iter().zip(&series) {
+                for (c, v) in cats.iter().zip(&s.values) {
+                    rows.push(vec![w.clone(), a.clone(), c.clone(), l.clone(), v.map(num).unwrap_or_else(|| "-".into()), y_desc.clone()]);
+                }
+            }
+            let by = skey.as_ref().map(|_| format!(", a line per {}", series_axis.unwrap_or(""))).unwrap_or_default();
+            let ptitle = format!("sweep {name}: {w}, {y_desc} against {a}{by}");
+            src.figure(o, crate::plot::axis_lines(&ptitle, a, &y_desc, &cats, &series));
+        }
+    }
+    table(o, &["workload", "axis", "value", series_axis.unwrap_or(""), "median figure", "unit"], &rows);
+    o.push_str("</section>\n");
+    Ok(src)
+}
+
 /// The page of `docs` (each with the file it came from).
 fn page(docs: &[(String, Doc)]) -> (String, Vec<Source>) {
     let mut o = String::new();
@@ -233,23 +335,16 @@ fn page(docs: &[(String, Doc)]) -> (String, Vec<Source>) {
         }
         let mut src = Source { file: file.clone(), command, plots: 0, notes: Vec::new() };
         for p in crate::plot::all(d) {
-            match p {
-                Ok(p) => {
-                    src.plots += 1;
-                    let _ = writeln!(o, "<figure>\n{}\n<figcaption>{}</figcaption>\n</figure>", p.svg, esc(&p.title));
-                }
-                Err(e) => {
-                    let _ = writeln!(o, "<p class=\"note\">no plot: {}</p>", esc(&e));
-                    src.notes.push(e);
-                }
-            }
+            src.figure(&mut o, p);
         }
         o.push_str("</section>\n");
         sources.push(src);
     }
-    o.push_str("</body>\n</html>\n");
     (o, sources)
 }
+
+/// The page's end.
+const END: &str = "</body>\n</html>\n";
 
 /// Reads one document; bad input names the file (and, for JSON that does
 /// not parse, the line and column).
@@ -263,7 +358,14 @@ fn read(path: &PathBuf) -> Result<Doc, Fail> {
 /// `splab report`.
 pub fn cmd(a: &ReportArgs) -> Result<i32, Fail> {
     let docs: Vec<(String, Doc)> = a.files.iter().map(|p| read(p).map(|d| (p.display().to_string(), d))).collect::<Result<_, _>>()?;
-    let (html, documents) = page(&docs);
+    if a.sweep.is_some() && !a.store.exists() {
+        return Err(Fail::Input(format!("--store {}: no such file", a.store.display())));
+    }
+    let (mut html, mut documents) = page(&docs);
+    if let Some(name) = &a.sweep {
+        documents.push(sweep_section(&mut html, &a.store, name, docs.len())?);
+    }
+    html.push_str(END);
     let out = a.output.display().to_string();
     std::fs::write(&a.output, html).map_err(|e| Fail::Input(format!("--output {out}: cannot write it: {e}")))?;
     if a.json {

@@ -13,9 +13,13 @@
 
 use crate::error::Fail;
 use crate::output::{self, change};
-use crate::run::{self, RunArgs};
-use clap::{Args, Parser};
+use crate::simulate::{self, RunOpts};
+use crate::spec::RunSpec;
+use clap::Args;
 use serde::Serialize;
+use splab_defs::workload::Side;
+use splab_defs::{WorkloadKind, WorkloadParams};
+use splab_vm::policy::{PolicyKind, PolicySpec};
 use splab_vm::sysctl::SysctlValue;
 use splab_workloads::Figure;
 use std::collections::BTreeMap;
@@ -40,19 +44,18 @@ pub struct ReproduceArgs {
 }
 
 /// One published experiment and the `splab compare` run that models it.
-#[derive(Clone, Copy, Debug, Serialize)]
+#[derive(Clone, Copy, Debug)]
 pub struct Experiment {
     pub name: &'static str,
     /// Who measured it, on what, with which tool and parameters.
     pub published: &'static str,
     pub machine: &'static str,
-    /// The workload and its options, as `splab compare` takes them.
-    pub args: &'static [&'static str],
-    /// The same at a small size, for `--quick` (a check that the
-    /// experiment runs, whose figures mean nothing).
-    #[serde(skip)]
-    pub quick: &'static [&'static str],
-    pub policy: &'static str,
+    pub workload: WorkloadKind,
+    /// Its parameters, at the experiment's size or, `quick`, at a small
+    /// one (a check that the experiment runs, whose figures mean
+    /// nothing).
+    pub params: fn(quick: bool) -> WorkloadParams,
+    pub policy: PolicyKind,
     /// What the workload models of the original and what it leaves out.
     pub models: &'static str,
     /// What was scaled from the published size, and why the figure
@@ -65,8 +68,6 @@ const BW_MODELS: &str = "lmbench bw_mem's loop over the buffer; the instruction 
 const BUILD_MODELS: &str = "make -jN forking compilers that map text, data, heap and files, then a threaded link; each compile does GCC's measured instructions, but the compiler's real footprint and memory references are not modelled (one compiler model for GCC and clang)";
 const TRANSPOSE_MODELS: &str = "the naive double loop B = A^T, strided loads (load) or strided stores (store); MB/s of 2 x 8 x N^2 bytes";
 
-/// An lmbench bandwidth test on the Armada XP, at its full size (`args`)
-/// and `quick`.
 /// An lmbench bw_mem (or bw_mmap_rd) test on the Armada XP: `bw --tests
 /// TEST` over 128 MB, 2 MB for `--quick`.
 macro_rules! bw {
@@ -75,9 +76,9 @@ macro_rules! bw {
             name: $name,
             published: $published,
             machine: "armada-xp",
-            args: &["bw", "--tests", $test, "--size", "128M"],
-            quick: &["bw", "--tests", $test, "--size", "2M"],
-            policy: "freebsd",
+            workload: WorkloadKind::Bw,
+            params: |quick| if quick { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("2M".into()), ..WorkloadParams::default() } } else { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("128M".into()), ..WorkloadParams::default() } },
+            policy: PolicyKind::FreeBsd,
             models: $models,
             scaled: "",
         }
@@ -90,9 +91,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "armada-gups",
         published: "FreeBSD armv7 on Armada XP: GUPS, table 2^27 64-bit words, 2^29 updates",
         machine: "armada-xp",
-        args: &["gups", "--log2-table", "27", "--updates", "33554432"],
-        quick: &["gups", "--log2-table", "18", "--updates", "4096"],
-        policy: "freebsd",
+        workload: WorkloadKind::Gups,
+        params: |quick| if quick { WorkloadParams { log2_table: Some(18), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(27), updates: Some(33554432), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: GUPS_MODELS,
         scaled: "2^25 of the 2^29 updates timed (the table is full size): GUP/s is the loop's steady rate",
     },
@@ -100,9 +101,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "armada-lat",
         published: "FreeBSD armv7 on Armada XP: lmbench lat_mem_rd, random chase, stride 64",
         machine: "armada-xp",
-        args: &["lat", "--max-size", "256M", "--stride", "64", "--pattern", "random", "--loads", "20000"],
-        quick: &["lat", "--max-size", "2M", "--stride", "64", "--pattern", "random", "--loads", "1000"],
-        policy: "freebsd",
+        workload: WorkloadKind::Lat,
+        params: |quick| if quick { WorkloadParams { max_size: Some("2M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(1000), ..WorkloadParams::default() } } else { WorkloadParams { max_size: Some("256M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(20000), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: "lat_mem_rd's dependent pointer chase in one random cycle; figure: ns a load at the largest size",
         scaled: "20000 timed loads a size (lat_mem_rd times more): the figure is a mean latency",
     },
@@ -115,9 +116,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "armada-buildworld",
         published: "FreeBSD armv7 on Armada XP: self-hosted buildworld, with GCC and with clang",
         machine: "armada-xp",
-        args: &["build", "--units", "128", "--jobs", "4"],
-        quick: &["build", "--units", "4", "--jobs", "2"],
-        policy: "freebsd",
+        workload: WorkloadKind::Build,
+        params: |quick| if quick { WorkloadParams { units: Some(4), jobs: Some(2), ..WorkloadParams::default() } } else { WorkloadParams { units: Some(128), jobs: Some(4), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: BUILD_MODELS,
         scaled: "128 compilation units, not a whole world: build time is the run's, not a world's",
     },
@@ -125,9 +126,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "armada-forkbomb",
         published: "FreeBSD armv7 on Armada XP: forkbomb",
         machine: "armada-xp",
-        args: &["forkbomb", "--procs", "2048", "--fanout", "2", "--touch", "128K", "--inherited", "1M"],
-        quick: &["forkbomb", "--procs", "16", "--fanout", "2", "--touch", "16K", "--inherited", "64K"],
-        policy: "freebsd",
+        workload: WorkloadKind::Forkbomb,
+        params: |quick| if quick { WorkloadParams { procs: Some(16), fanout: Some(2), touch: Some("16K".into()), inherited: Some("64K".into()), ..WorkloadParams::default() } } else { WorkloadParams { procs: Some(2048), fanout: Some(2), touch: Some("128K".into()), inherited: Some("1M".into()), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: "a process tree grown by fork, two children a process, each writing 128 KB of its own and every fourth page of 1 MB it inherited copy-on-write, then waiting for its children and exiting; figure: the time until the whole tree has exited",
         scaled: "a tree of 2048 processes (a fork bomb forks until fork fails, at the process limit or out of memory): the limit keeps the pair of runs to seconds",
     },
@@ -135,9 +136,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "armada-stress",
         published: "FreeBSD armv7 on Armada XP: stress",
         machine: "armada-xp",
-        args: &["stress", "--vm", "4", "--vm-bytes", "256M", "--loops", "4"],
-        quick: &["stress", "--vm", "2", "--vm-bytes", "4M", "--loops", "1"],
-        policy: "freebsd",
+        workload: WorkloadKind::Stress,
+        params: |quick| if quick { WorkloadParams { vm: Some(2), vm_bytes: Some("4M".into()), loops: Some(1), ..WorkloadParams::default() } } else { WorkloadParams { vm: Some(4), vm_bytes: Some("256M".into()), loops: Some(4), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: "stress --vm: workers mapping, writing and freeing memory",
         scaled: "4 rounds a worker (stress runs until stopped): the figure is the completion time of these",
     },
@@ -145,9 +146,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "power8-randomaccess",
         published: "FreeBSD powerpc64 (HPT) on POWER8: HPCC RandomAccess",
         machine: "power8",
-        args: &["gups", "--log2-table", "28", "--updates", "33554432"],
-        quick: &["gups", "--log2-table", "21", "--updates", "4096"],
-        policy: "freebsd",
+        workload: WorkloadKind::Gups,
+        params: |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
     },
@@ -155,9 +156,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "power9-randomaccess",
         published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II: HPCC RandomAccess",
         machine: "power9",
-        args: &["gups", "--log2-table", "28", "--updates", "33554432"],
-        quick: &["gups", "--log2-table", "21", "--updates", "4096"],
-        policy: "freebsd",
+        workload: WorkloadKind::Gups,
+        params: |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
     },
@@ -165,9 +166,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "power8-pgbench",
         published: "FreeBSD powerpc64 (HPT) on POWER8: pgbench -S -T 5, scale 150, 1 client, 1 thread",
         machine: "power8",
-        args: &["index", "--scale", "150", "--clients", "1", "--transactions", "20000"],
-        quick: &["index", "--scale", "1", "--clients", "1", "--transactions", "100"],
-        policy: "freebsd",
+        workload: WorkloadKind::Index,
+        params: |quick| if quick { WorkloadParams { scale: Some(1), clients: Some(1), transactions: Some(100), ..WorkloadParams::default() } } else { WorkloadParams { scale: Some(150), clients: Some(1), transactions: Some(20000), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: "a select-only transaction: the index lookup's memory references (B-tree descent and heap fetch through shared buffers), the backend's and pgbench's instructions and the round trip's system calls as measured on PostgreSQL 15; the memory references and code fetches of that work are not modelled",
         scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
     },
@@ -175,9 +176,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "power9-buildworld",
         published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II (32 threads, 32 GB): buildworld -j32",
         machine: "power9",
-        args: &["build", "--units", "128", "--jobs", "32"],
-        quick: &["build", "--units", "4", "--jobs", "4"],
-        policy: "freebsd",
+        workload: WorkloadKind::Build,
+        params: |quick| if quick { WorkloadParams { units: Some(4), jobs: Some(4), ..WorkloadParams::default() } } else { WorkloadParams { units: Some(128), jobs: Some(32), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: BUILD_MODELS,
         scaled: "128 compilation units on the profile's 8 CPUs, not a world on 32 threads",
     },
@@ -185,9 +186,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "alpha-transpose-freebsd",
         published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000 to 3300",
         machine: "alpha-21264",
-        args: &["transpose", "--sizes", "3000,3100,3200,3300"],
-        quick: &["transpose", "--sizes", "300"],
-        policy: "freebsd",
+        workload: WorkloadKind::Transpose,
+        params: |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000,3100,3200,3300]), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
         models: TRANSPOSE_MODELS,
         scaled: "four sizes of the range",
     },
@@ -195,9 +196,9 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "alpha-transpose-shimizu",
         published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000 to 3300",
         machine: "alpha-21264",
-        args: &["transpose", "--sizes", "3000,3100,3200,3300"],
-        quick: &["transpose", "--sizes", "300"],
-        policy: "shimizu",
+        workload: WorkloadKind::Transpose,
+        params: |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000,3100,3200,3300]), ..WorkloadParams::default() } },
+        policy: PolicyKind::Shimizu,
         models: TRANSPOSE_MODELS,
         scaled: "four sizes of the range",
     },
@@ -213,31 +214,38 @@ pub fn select(names: &[String]) -> Result<Vec<&'static Experiment>, Fail> {
 }
 
 impl Experiment {
-    fn args(&self, quick: bool) -> &'static [&'static str] {
-        if quick {
-            self.quick
-        } else {
-            self.args
-        }
+    /// The run, superpages on (`compare` runs it off too).
+    pub fn spec(&self, quick: bool) -> RunSpec {
+        let mut spec = RunSpec::workload(self.workload);
+        spec.params = (self.params)(quick);
+        spec.system.machine.machine = Some(self.machine.to_string());
+        spec.system.policy = PolicySpec { kind: self.policy, mode: None };
+        spec
     }
 
     /// The `splab compare` command line that runs it.
     pub fn command(&self, quick: bool) -> String {
-        let mut c = format!("splab compare {} --machine {}", self.args(quick).join(" "), self.machine);
-        if self.policy != "freebsd" {
-            write!(c, " --policy {}", self.policy).unwrap();
-        }
-        c
+        self.spec(quick).command_line("compare")
     }
+}
 
-    fn run_args(&self, quick: bool) -> Result<RunArgs, Fail> {
-        #[derive(Parser)]
-        struct Only {
-            #[command(flatten)]
-            run: RunArgs,
+/// What `--json` shows of an experiment: its fields, and the workload with
+/// its options as `splab compare` takes them (`args`).
+impl Serialize for Experiment {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Shown<'a> {
+            name: &'a str,
+            published: &'a str,
+            machine: &'a str,
+            args: Vec<String>,
+            policy: &'a str,
+            models: &'a str,
+            scaled: &'a str,
         }
-        let argv = ["splab"].into_iter().chain(self.args(quick).iter().copied()).chain(["--machine", self.machine, "--policy", self.policy]);
-        Only::try_parse_from(argv).map(|o| o.run).map_err(|e| Fail::Run(format!("experiment {}: {e}", self.name)))
+        let mut args = vec![self.workload.name().to_string()];
+        args.extend((self.params)(false).flags(self.workload.params(Side::Sim)));
+        Shown { name: self.name, published: self.published, machine: self.machine, args, policy: self.policy.name(), models: self.models, scaled: self.scaled }.serialize(s)
     }
 }
 
@@ -289,15 +297,14 @@ fn figure_rows(off: &[Figure], on: &[Figure]) -> Vec<Row> {
             higher_is_better: a.higher_is_better,
             off: a.value,
             on: b.value,
-            change_percent: run::change_percent(a.value, b.value),
+            change_percent: simulate::change_percent(a.value, b.value),
         })
         .collect()
 }
 
 fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
-    let a = e.run_args(quick)?;
     let t0 = std::time::Instant::now();
-    let c = run::compare(&a, quiet)?;
+    let c = simulate::compare(&e.spec(quick), &RunOpts { quiet, ..RunOpts::default() })?;
     let rows = if c.off.details.is_empty() {
         figure_rows(std::slice::from_ref(&c.off.figure), std::slice::from_ref(&c.on.figure))
     } else {
@@ -423,15 +430,16 @@ fn num(v: f64) -> String {
 mod tests {
     use super::*;
 
-    /// Every experiment's command line parses, on a known profile, and
-    /// names are unique.
+    /// Every experiment's runs build, on a known profile, and names are
+    /// unique.
     #[test]
-    fn every_experiment_parses() {
+    fn every_experiment_builds() {
         for (i, e) in EXPERIMENTS.iter().enumerate() {
-            e.run_args(false).unwrap_or_else(|_| panic!("{}", e.name));
-            e.run_args(true).unwrap_or_else(|_| panic!("{} --quick", e.name));
-            assert_eq!(e.args[0], e.quick[0], "{}: the same workload", e.name);
-            splab_hw::profile::Profile::load(e.machine).unwrap();
+            for quick in [false, true] {
+                let spec = e.spec(quick);
+                let cfg = crate::setup::run_config(&spec).unwrap_or_else(|f| panic!("{} {quick}: {}", e.name, f.message()));
+                crate::workload::build(&spec, &cfg, &Default::default()).unwrap_or_else(|f| panic!("{} {quick}: {}", e.name, f.message()));
+            }
             assert!(!EXPERIMENTS[..i].iter().any(|f| f.name == e.name), "{} twice", e.name);
         }
     }

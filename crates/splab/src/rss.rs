@@ -26,6 +26,12 @@ pub struct Sampler {
     pub samples: Vec<RssSample>,
 }
 
+impl Default for Sampler {
+    fn default() -> Sampler {
+        Sampler::new()
+    }
+}
+
 impl Sampler {
     pub fn new() -> Sampler {
         let mut s = Sampler { start: Instant::now(), every: 0.1, next: 0.0, samples: Vec::new() };
@@ -43,7 +49,7 @@ impl Sampler {
     /// Takes a reading now (the end of the run).
     pub fn take(&mut self, refs: u64) {
         let t = self.start.elapsed().as_secs_f64();
-        if let Some(bytes) = crate::setup::status_bytes("VmRSS:") {
+        if let Some(bytes) = status_bytes("VmRSS:") {
             self.samples.push(RssSample { host_seconds: t, refs, bytes });
         }
         self.next = t + self.every;
@@ -53,4 +59,18 @@ impl Sampler {
             self.every *= 2.0;
         }
     }
+}
+
+/// Peak resident memory of this process so far (VmHWM), in bytes, where
+/// the host reports it (Linux).
+pub fn peak_rss_bytes() -> Option<u64> {
+    status_bytes("VmHWM:")
+}
+
+/// A size line of /proc/self/status (`VmRSS:`, `VmHWM:`), in bytes.
+pub fn status_bytes(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }

@@ -4,11 +4,12 @@
 //! reaches code that would panic on it.
 
 use crate::error::{input, Fail};
-use crate::size;
-use clap::{Args, ValueEnum};
+use crate::spec::{MachineArgs, RunSpec, SystemSpec};
 use splab_hw::profile::{default_for_arch, Profile, DEFAULT_PROFILE};
+use splab_hw::size;
 use splab_pmap::Arch;
 use splab_sim::{Config, System};
+use splab_vm::policy::PolicySpec;
 
 /// The range the model accepts (`System::new` enforces the same).
 pub const MIN_MEMORY: u64 = 16 << 20;
@@ -17,37 +18,6 @@ pub const MAX_MEMORY: u64 = 256 << 30;
 /// Modelled memory when none is given, unless the architecture addresses
 /// less (see `config_or_default`).
 pub const DEFAULT_MEMORY: &str = "8G";
-
-/// The machine to model; shared by every command that builds a system.
-#[derive(Args, Clone, Debug)]
-pub struct MachineArgs {
-    /// Machine profile: a built-in name or the path of a TOML file
-    /// [default: sapphire-rapids; with --arch, that architecture's own
-    /// built-in profile].
-    #[arg(long, value_name = "PROFILE")]
-    pub machine: Option<String>,
-    #[arg(long, value_name = "ARCH", help = arch_help())]
-    pub arch: Option<String>,
-    /// Switch parts of the core model off, to see what each moves:
-    /// deps (dependences through registers and loaded values), branches
-    /// (mispredictions), fetch (instruction fetches that miss), window
-    /// (the reorder buffer and load and store queues), mshrs (line-fill
-    /// buffers and walkers), comma-separated
-    #[arg(long, value_name = "PARTS")]
-    pub core_off: Option<String>,
-}
-
-#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OnOff {
-    On,
-    Off,
-}
-
-impl OnOff {
-    pub fn on(self) -> bool {
-        self == OnOff::On
-    }
-}
 
 /// A memory size option (`what` is the option's name, for messages),
 /// parsed and checked against what the model accepts.
@@ -66,7 +36,7 @@ pub fn memory(text: &str, what: &str) -> Result<u64, Fail> {
 impl MachineArgs {
     /// The profile to load: the one named, else the built-in profile of
     /// the architecture named, else the default.
-    fn profile_name(&self) -> Result<String, Fail> {
+    pub fn profile_name(&self) -> Result<String, Fail> {
         if let Some(m) = &self.machine {
             return Ok(m.clone());
         }
@@ -92,11 +62,6 @@ pub fn superpages_help() -> String {
     }
     let each: Vec<String> = groups.iter().map(|(t, arches)| format!("{} on {}", t, arches.join(", "))).collect();
     format!("Transparent superpages: sets the architecture's tunables ({})", each.join("; "))
-}
-
-/// The help of `--arch`: every architecture, from the registry.
-pub fn arch_help() -> String {
-    format!("Architecture of the pmap and walker: {} [default: the profile's]", splab_pmap::arch::names())
 }
 
 /// The architecture `--arch` names.
@@ -166,7 +131,7 @@ fn machine_config(m: &MachineArgs) -> Result<Config, Fail> {
 /// Checks a `--policy` against the architecture and the `--sysctl`
 /// settings against the pmap's and the policy's tunables, so that a bad
 /// one is reported before any work starts.
-pub fn check_tunables(arch: Arch, policy: &str, tunables: &[(String, String)]) -> Result<(), Fail> {
+pub fn check_tunables(arch: Arch, policy: &PolicySpec, tunables: &[(String, String)]) -> Result<(), Fail> {
     let mut p = check_policy(arch, policy)?;
     for (name, value) in tunables {
         let bad = |e: String| Fail::Input(format!("--sysctl {name}={value}: {e}"));
@@ -187,48 +152,90 @@ pub fn check_tunables(arch: Arch, policy: &str, tunables: &[(String, String)]) -
 }
 
 /// The policy `--policy` names, checked against the architecture.
-pub fn check_policy(arch: Arch, spec: &str) -> Result<Box<dyn splab_vm::policy::Policy>, Fail> {
-    let p = splab_vm::policy::by_name(spec).map_err(|e| Fail::Input(format!("--policy {spec}: {e}")))?;
-    if !arch.policies.contains(&p.name()) {
-        return Err(Fail::Input(format!("--policy {spec}: not modelled on {arch}, which has {} (policies for {arch}: {})", arch.size_names(), arch.policies.join(", "))));
+pub fn check_policy(arch: Arch, spec: &PolicySpec) -> Result<Box<dyn splab_vm::policy::Policy>, Fail> {
+    let p = spec.build().map_err(|e| Fail::Input(format!("--policy {spec}: {e}")))?;
+    if !arch.policies.contains(&p.kind()) {
+        return Err(Fail::Input(format!("--policy {spec}: not modelled on {arch}, which has {} (policies for {arch}: {})", arch.size_names(), arch.policy_names())));
     }
     Ok(p)
 }
 
-/// The help of `--policy`: every policy, from the VM's list.
-pub fn policy_help() -> String {
-    let each: Vec<String> = splab_vm::policy::POLICIES.iter().map(|(n, what)| format!("{n}: {what}")).collect();
-    format!("Superpage policy [default: freebsd]. {}. linux-thp takes a mode: linux-thp:always (the default), linux-thp:madvise, linux-thp:never", each.join(". "))
+/// The configuration of a fresh system as `sys` describes it (memory at
+/// `default_memory`'s when none is given, else the architecture's
+/// default), superpages `on`; its policy and tunables checked.
+pub fn system_config(sys: &SystemSpec, on: bool) -> Result<Config, Fail> {
+    let mut cfg = config_or_default(&sys.machine, sys.memory.as_deref())?;
+    cfg.superpages = on;
+    cfg.swap = swap(&sys.swap, "--swap")?;
+    if on {
+        cfg.tunables = sys.sysctl.clone();
+    }
+    check_tunables(cfg.arch, &sys.policy, &cfg.tunables)?;
+    cfg.policy = sys.policy.to_string();
+    Ok(cfg)
 }
 
-/// Parses a `--sysctl NAME=VALUE` setting of a tunable. Whether the name
-/// is a tunable of the architecture or the policy, and the value one it
-/// takes, is checked when the system is built.
-pub fn tunable(text: &str) -> Result<(String, String), String> {
-    let (name, value) = text.split_once('=').ok_or_else(|| format!("--sysctl {text:?}: expected NAME=VALUE"))?;
-    let (name, value) = (name.trim(), value.trim());
-    if name.is_empty() || value.is_empty() {
-        return Err(format!("--sysctl {text:?}: expected NAME=VALUE"));
+/// The configuration of the system `spec` runs on, every value checked.
+pub fn run_config(spec: &RunSpec) -> Result<Config, Fail> {
+    let mut cfg = system_config(&spec.system, spec.superpages)?;
+    if !(0.0..=1.0).contains(&spec.fragment) {
+        return Err(Fail::Input(format!("--fragment {} is out of range (0 to 1)", spec.fragment)));
     }
-    Ok((name.to_string(), value.to_string()))
+    cfg.fragment = spec.fragment;
+    if let Some(f) = spec.age.filter(|f| !(0.0..=1.0).contains(f)) {
+        return Err(Fail::Input(format!("--age {f} is out of range (0 to 1)")));
+    }
+    cfg.age = spec.age;
+    cfg.seed = spec.seed;
+    cfg.track_contents = spec.track_contents || spec.params.verify == Some(true);
+    cfg.check_tlb = spec.check_tlb;
+    Ok(cfg)
+}
+
+/// `spec` with everything a default stands for written out, so that two
+/// specs of the same run are equal: the workload's own parameters only,
+/// each given or its default; the machine, architecture and memory as
+/// the run resolves them; sizes in one notation; the tunables dropped
+/// when superpages are off (they apply to superpages-on runs only); the
+/// policy's default mode left out.
+pub fn resolved(spec: &RunSpec) -> Result<RunSpec, Fail> {
+    let cfg = run_config(spec)?;
+    let mut r = spec.clone();
+    r.params = match r.workload.as_ref().and_then(|w| w.kind()) {
+        Some(k) => k.resolve(splab_defs::workload::Side::Sim, &r.params),
+        None => Default::default(),
+    };
+    if r.workload.as_ref().and_then(|w| w.kind()).is_none_or(|k| !k.def().pages) {
+        r.pages = None;
+    }
+    r.system.machine.machine = Some(r.system.machine.profile_name()?);
+    r.system.machine.arch = Some(cfg.arch.name.to_string());
+    r.system.memory = Some(size_text(cfg.memory));
+    r.system.swap = size_text(cfg.swap);
+    if !r.superpages {
+        r.system.sysctl.clear();
+    }
+    r.system.sysctl.sort();
+    r.system.sysctl.dedup_by(|b, a| a.0 == b.0);
+    if r.system.policy.mode.as_deref() == r.system.policy.kind.def().modes.first().copied() {
+        r.system.policy.mode = None;
+    }
+    Ok(r)
+}
+
+/// A size in the largest unit that divides it (`8G`, `1536M`, `0`), as
+/// resolved specs write sizes.
+pub fn size_text(bytes: u64) -> String {
+    for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
+        if bytes >= 1 << shift && bytes.is_multiple_of(1 << shift) {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
 }
 
 /// Builds the system. Its own checks repeat ours, so an error here is still
 /// about the configuration the user asked for.
 pub fn system(cfg: Config) -> Result<System, Fail> {
     input(System::new(cfg))
-}
-
-/// Peak resident memory of this process so far (VmHWM), in bytes, where
-/// the host reports it (Linux).
-pub fn peak_rss_bytes() -> Option<u64> {
-    status_bytes("VmHWM:")
-}
-
-/// A size line of /proc/self/status (`VmRSS:`, `VmHWM:`), in bytes.
-pub fn status_bytes(field: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with(field))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }

@@ -5,7 +5,7 @@
 use crate::error::Fail;
 use crate::output::{emit, json, num};
 use crate::progress::Progress;
-use crate::size;
+use splab_hw::size;
 use clap::Subcommand;
 use splab_trace::convert::{convert_file, ConvertError};
 use splab_trace::record::{self, RecordError};

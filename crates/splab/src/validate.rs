@@ -5,12 +5,16 @@
 
 use crate::error::{input, Fail};
 use crate::formats::Formats;
-use crate::native::{self, NativeArgs};
+use crate::native;
 use crate::progress::Progress;
-use crate::run::{self, RunArgs};
-use clap::{Args, Parser};
+use crate::simulate::{self, RunOpts};
+use crate::spec::{MachineArgs, RunSpec};
+use crate::validate_program;
+use clap::Args;
 use splab_calibrate::validate::{self, Layout, Prediction, Setup};
+use splab_defs::{WorkloadKind, WorkloadParams};
 use splab_hw::profile::Profile;
+use splab_native::Native;
 use splab_native::suite::{self, Plan, SuiteReport};
 use std::collections::BTreeMap;
 
@@ -69,78 +73,71 @@ pub struct ValidateArgs {
     pub sample: Option<String>,
 }
 
-fn native_args(workload: &str, options: &[&str], repeat: u32) -> Result<NativeArgs, String> {
-    #[derive(Parser)]
-    struct Only {
-        #[command(flatten)]
-        a: NativeArgs,
+/// The model's run of `workload` sized by `params`, laid out as `pages`.
+/// The native index runs the lookups alone, without a server's other work
+/// or a client, so the modelled transactions are the lookups alone too.
+fn sim_spec(workload: WorkloadKind, params: &WorkloadParams, machine: &MachineArgs, pages: &str) -> RunSpec {
+    let mut spec = RunSpec::workload(workload);
+    spec.params = params.clone();
+    if workload == WorkloadKind::Index {
+        spec.params.insns_per_txn = Some(0);
+        spec.params.round_trip = Some(false);
     }
-    let r = repeat.to_string();
-    let argv = ["splab", workload, "--repeat", &r].into_iter().chain(options.iter().copied());
-    Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())
+    spec.pages = Some(pages.to_string());
+    spec.system.machine = machine.clone();
+    spec
 }
 
-fn sim_args(workload: &str, options: &[&str], machine: &str, pages: &str) -> Result<RunArgs, String> {
-    #[derive(Parser)]
-    struct Only {
-        #[command(flatten)]
-        a: RunArgs,
-    }
-    let argv = ["splab", workload, "--machine", machine, "--pages", pages].into_iter().chain(options.iter().copied());
-    Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())
-}
+/// One workload natively, and in the model by layout.
+type Sides = (Box<dyn Native>, BTreeMap<String, RunSpec>);
 
-/// Options of the model's side beyond those both sides share: the native
-/// index runs the lookups alone, without a server's other work or a
-/// client, so the modelled transactions are the lookups alone too.
-fn sim_only(workload: &str) -> &'static [&'static str] {
-    match workload {
-        "index" => &["--insns-per-txn", "0", "--round-trip", "false"],
-        _ => &[],
-    }
-}
-
-/// Each workload's options for `splab native` and, by layout, for
-/// `splab sim`: all parsed before anything runs.
-struct Workloads(BTreeMap<String, (NativeArgs, BTreeMap<String, RunArgs>)>);
+/// Each workload natively and, by layout, in the model: all built before
+/// anything runs.
+struct Workloads(BTreeMap<WorkloadKind, Sides>);
 
 impl Workloads {
-    fn new(s: &Setup) -> Result<Workloads, String> {
+    fn new(s: &Setup, machine: &MachineArgs) -> Result<Workloads, Fail> {
         let mut m = BTreeMap::new();
-        for w in &s.workloads {
-            let o = validate::options(w, s.quick)?;
-            let so: Vec<&str> = o.iter().chain(sim_only(w)).copied().collect();
-            let sims = s.layouts.iter().map(|l| Ok((l.name.clone(), sim_args(w, &so, &s.machine, &l.sim)?))).collect::<Result<_, String>>()?;
-            m.insert(w.clone(), (native_args(w, &o, s.repeat)?, sims));
+        for &w in &s.workloads {
+            let params = input(validate::params(w, s.quick))?;
+            let sims = s.layouts.iter().map(|l| (l.name.clone(), sim_spec(w, &params, machine, &l.sim))).collect();
+            m.insert(w, (native::build(w, &params)?, sims));
         }
         Ok(Workloads(m))
+    }
+
+    fn get(&self, w: WorkloadKind) -> Result<&Sides, Fail> {
+        self.0.get(&w).ok_or_else(|| Fail::Run(format!("validate: {w} was not planned")))
     }
 }
 
 impl validate::Runner for Workloads {
     type Error = Fail;
 
-    fn measure(&mut self, workload: &str, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<SuiteReport, Fail> {
-        let w = native::build(&self.0[workload].0)?;
-        suite::run(workload, w.as_ref(), plan, &mut |k, _, _| progress(k)).map_err(Fail::Run)
+    fn measure(&mut self, workload: WorkloadKind, plan: &Plan, progress: &mut dyn FnMut(u64)) -> Result<SuiteReport, Fail> {
+        let w = &self.get(workload)?.0;
+        suite::run(workload.name(), w.as_ref(), plan, &mut |k, _, _| progress(k)).map_err(Fail::Run)
     }
 
-    fn predict(&mut self, workload: &str, layout: &Layout, profile: &Profile) -> Result<Prediction, Fail> {
-        let sim = run::simulate_on(&self.0[workload].1[&layout.name], true, true, Some(profile))?;
+    fn predict(&mut self, workload: WorkloadKind, layout: &Layout, profile: &Profile) -> Result<Prediction, Fail> {
+        let spec = self.get(workload)?.1.get(&layout.name).ok_or_else(|| Fail::Run(format!("validate: {workload} in {} was not planned", layout.name)))?;
+        let opts = RunOpts { quiet: true, profile: Some(profile.clone()), ..RunOpts::default() };
+        let sim = simulate::simulate(spec, &opts)?;
         Ok(Prediction { seconds: sim.sim_seconds, huge_fraction: sim.layout.as_ref().map(|o| o.chunks_2m_obtained as f64 / o.chunks.max(1) as f64) })
     }
 }
 
 /// `splab validate`.
 pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
+    let machine = MachineArgs { machine: Some(a.machine.clone()), arch: None, core_off: a.core_off.clone() };
     if !a.program.is_empty() {
-        return crate::validate_program::cmd(a, out);
+        let p = validate_program::Validation { machine, program: a.program.clone(), pages: a.pages.clone(), repeat: a.repeat, input: a.input.clone(), sample: a.sample.clone() };
+        return validate_program::cmd(&p, out);
     }
     let setup = input(Setup::new(&a.machine, &a.workloads, &a.layouts, a.repeat, a.quick, a.as_calibrated))?;
     // Every input is checked before anything runs, the profile first.
-    let probe = input(sim_args("gups", &[], &a.machine, "4k"))?;
-    let profile = crate::setup::config_or_default(&probe.machine, None)?.profile;
-    let mut workloads = input(Workloads::new(&setup))?;
+    let profile = crate::setup::config_or_default(&machine, None)?.profile;
+    let mut workloads = Workloads::new(&setup, &machine)?;
     out.check()?;
     let mut bar = Progress::new(setup.runs(), "validate", "runs", out.machine_readable());
     let r = validate::run(&setup, &profile, &mut workloads, &mut |done| bar.update(done));
@@ -157,16 +154,23 @@ pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
 mod tests {
     use super::*;
 
-    /// Every workload's options parse for both sides, in every layout.
+    /// Every workload's parameters build both sides, in every layout.
     #[test]
-    fn every_workload_has_options_both_sides_take() {
+    fn every_workload_has_parameters_both_sides_take() {
         let all: Vec<String> = validate::WORKLOADS.iter().map(|w| w.to_string()).collect();
         let layouts: Vec<String> = ["4k", "2m", "mix:0.5"].map(String::from).to_vec();
+        let machine = MachineArgs { machine: Some("sapphire-rapids".into()), ..Default::default() };
         for quick in [false, true] {
             let s = Setup::new("sapphire-rapids", &all, &layouts, 2, quick, false).unwrap();
-            let w = Workloads::new(&s).unwrap();
+            let w = Workloads::new(&s, &machine).ok().unwrap();
             assert_eq!(w.0.len(), all.len());
-            assert!(w.0.values().all(|(_, sims)| sims.len() == layouts.len()));
+            for (_, sims) in w.0.values() {
+                assert_eq!(sims.len(), layouts.len());
+                for spec in sims.values() {
+                    let cfg = crate::setup::run_config(spec).ok().unwrap();
+                    crate::workload::build(spec, &cfg, &Default::default()).ok().unwrap();
+                }
+            }
         }
     }
 
@@ -174,8 +178,8 @@ mod tests {
     #[test]
     fn the_modelled_index_is_the_lookups_alone_as_natively() {
         let s = Setup::new("sapphire-rapids", &["index".to_string()], &["4k".to_string()], 1, true, false).unwrap();
-        let w = Workloads::new(&s).unwrap();
-        let a = &w.0["index"].1["4k"].workload_args;
-        assert_eq!((a.insns_per_txn, a.round_trip), (Some(0), false));
+        let w = Workloads::new(&s, &MachineArgs::default()).ok().unwrap();
+        let p = &w.0[&WorkloadKind::Index].1["4k"].params;
+        assert_eq!((p.insns_per_txn, p.round_trip), (Some(0), Some(false)));
     }
 }

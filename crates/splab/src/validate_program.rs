@@ -6,35 +6,31 @@
 use crate::error::{input, Fail};
 use crate::formats::Formats;
 use crate::progress::Progress;
-use crate::run::{self, RunArgs, SimRun};
-use crate::validate::ValidateArgs;
-use clap::Parser;
+use crate::simulate::{self, RunOpts, SimRun};
+use crate::spec::{MachineArgs, RunSpec};
+use crate::workload::ProgramIo;
 use splab_calibrate::program::{self, Prediction, Setup};
 use splab_hw::profile::Profile;
 use splab_native::program::Program;
 use splab_trace::online::Io;
 
-fn sim_args(a: &ValidateArgs) -> Result<RunArgs, String> {
-    #[derive(Parser)]
-    struct Only {
-        #[command(flatten)]
-        a: RunArgs,
-    }
-    let mut argv: Vec<std::ffi::OsString> = ["splab", "--machine", &a.machine].iter().map(Into::into).collect();
-    if let Some(s) = &a.sample {
-        argv.push("--sample".into());
-        argv.push(s.into());
-    }
-    if let Some(o) = &a.core_off {
-        argv.push("--core-off".into());
-        argv.push(o.into());
-    }
-    argv.push("--".into());
-    argv.extend(a.program.iter().map(Into::into));
-    let mut r = Only::try_parse_from(argv).map(|o| o.a).map_err(|e| e.to_string())?;
-    let stdin = a.input.clone().map_or(Io::Null, Io::File);
-    r.program_io = Some((stdin, Io::Null));
-    Ok(r)
+/// What `splab validate -- PROG` was asked for.
+pub struct Validation {
+    /// The profile predicted with (and core-model switches).
+    pub machine: MachineArgs,
+    pub program: Vec<String>,
+    /// Native layouts.
+    pub pages: Vec<String>,
+    pub repeat: u32,
+    /// Standard input from this file [default: /dev/null].
+    pub input: Option<std::path::PathBuf>,
+    /// Simulate sampled (`splab sim --sample`).
+    pub sample: Option<String>,
+}
+
+/// The model's run of the program: online, with its output dropped.
+fn sim_spec(v: &Validation) -> RunSpec {
+    RunSpec { program: v.program.clone(), input: v.input.clone(), sample: v.sample.clone(), system: crate::spec::SystemSpec { machine: v.machine.clone(), ..Default::default() }, ..RunSpec::default() }
 }
 
 /// Promotions of every superpage size (`vm.pmap.*.promotions`).
@@ -50,15 +46,18 @@ pub fn promotions(s: &SimRun) -> i64 {
 }
 
 /// The program run online, quietly, with its output dropped.
-struct Online(RunArgs);
+struct Online(RunSpec);
 
 impl program::Runner for Online {
     type Error = Fail;
 
     fn predict(&mut self, on: bool, profile: &Profile) -> Result<Prediction, Fail> {
-        let s = run::simulate_on(&self.0, on, true, Some(profile))?;
-        if let Some(status) = crate::online::exit_status(s.program.as_ref()) {
-            return Err(Fail::Run(format!("{}: under valgrind the program ended with status {status}, natively it did not", crate::workload::label(&self.0))));
+        let mut spec = self.0.clone();
+        spec.superpages = on;
+        let opts = RunOpts { quiet: true, profile: Some(profile.clone()), io: ProgramIo { stdin: Io::Null, ..ProgramIo::default() }, ..RunOpts::default() };
+        let s = simulate::simulate(&spec, &opts)?;
+        if let Some(status) = simulate::exit_status(s.program.as_ref()) {
+            return Err(Fail::Run(format!("{}: under valgrind the program ended with status {status}, natively it did not", spec.label())));
         }
         let get = |k: &str| s.program.as_ref().and_then(|p| p.get(k)).and_then(|x| x.as_u64()).unwrap_or(0);
         Ok(Prediction {
@@ -73,15 +72,16 @@ impl program::Runner for Online {
 }
 
 /// `splab validate -- PROG ARGS`.
-pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
+pub fn cmd(a: &Validation, out: &Formats) -> Result<i32, Fail> {
     if out.csv || out.plot.is_some() {
         return Err(Fail::Input("validate -- PROG: the table is printed as text or --json; --csv and --plot are for the workloads' validation".into()));
     }
-    let setup = input(Setup::new(&a.machine, Program { argv: a.program.clone(), input: a.input.clone() }, &a.pages, a.repeat))?;
+    let machine = a.machine.machine.clone().unwrap_or_default();
+    let setup = input(Setup::new(&machine, Program { argv: a.program.clone(), input: a.input.clone() }, &a.pages, a.repeat))?;
     // Every input is checked before anything runs, the profile first.
-    let args = input(sim_args(a))?;
-    let profile = crate::setup::config_or_default(&args.machine, None)?.profile;
-    crate::online::workload(&args)?;
+    let spec = sim_spec(a);
+    let profile = crate::setup::config_or_default(&spec.system.machine, None)?.profile;
+    crate::workload::online(&spec, &ProgramIo::default())?;
 
     splab_native::sysstate::install_signals();
     let mut bar = Progress::new(setup.runs(), &setup.program.argv[0], "native runs", out.machine_readable());
@@ -90,7 +90,7 @@ pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
     if let Some(sig) = splab_native::sysstate::received() {
         splab_native::sysstate::die_by(sig);
     }
-    let r = program::predict(&setup, native, &profile, &mut Online(args))?;
+    let r = program::predict(&setup, native, &profile, &mut Online(spec))?;
     out.emit(&r, |r| crate::output::with_build(program::text(r)))?;
     if !r.measured_any() {
         return Err(Fail::Run("no layout ran natively (see the reasons above)".into()));

@@ -434,7 +434,7 @@ impl Kernel {
         s.int("splab.reserv.alloc_failures", self.phys.reserv_alloc_failures, "Object page allocations that found no free superpage-sized block for a new reservation (their range cannot be promoted)");
         self.pageout_sysctls(&mut s);
         self.pmap.sysctls(&mut s);
-        if let Some(p) = self.policy.as_ref().filter(|p| p.name() != "freebsd") {
+        if let Some(p) = self.policy.as_ref().filter(|p| p.kind() != crate::policy::PolicyKind::FreeBsd) {
             s.text("splab.policy", p.name().into(), "The superpage policy (--policy)");
             p.sysctls(self, &mut s);
         }

@@ -15,7 +15,7 @@ use splab_vm::prot;
 
 /// The HPCC random stream, defined once for the simulated and the native
 /// runs.
-pub use splab_native::gups::{next, starts, PERIOD, POLY};
+pub use splab_defs::gups::{next, starts, PERIOD, POLY};
 
 /// HPCC's update loop over one table, resumable so that a scheduler can
 /// run it a quantum at a time: 128 streams, started at equally spaced

@@ -122,7 +122,7 @@ pub const CLIENT_SYSCALLS_PER_KTXN: u64 = 3_057;
 /// The database: the index levels, the heap, and where the buffers are:
 /// the native index's layout, computed once for both (offsets into the
 /// shared segment until `place`).
-type Db = splab_native::index::Layout;
+type Db = splab_defs::index::Layout;
 
 /// What the simulated backends need of the layout beyond its fields.
 trait Placed {

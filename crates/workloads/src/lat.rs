@@ -26,7 +26,7 @@ use splab_vm::prot;
 use std::fmt::Write as _;
 
 /// The chase order, shared with the native runs.
-pub use splab_native::lat::Pattern;
+pub use splab_defs::lat::Pattern;
 
 pub struct Lat {
     pub max_size: u64,
@@ -71,7 +71,7 @@ impl Lat {
     /// 4 KB, as lat_mem_rd steps through sizes, up to and including the
     /// largest.
     pub fn sizes(&self) -> Vec<u64> {
-        splab_native::lat::sweep(self.max_size)
+        splab_defs::lat::sweep(self.max_size)
     }
 }
 

@@ -7,14 +7,14 @@
 //! MADV_NOHUGEPAGE): faults there allocate without a reservation, so they
 //! are never promoted. The other chunks fault into reservations as usual
 //! and are promoted when full. Which chunks are which comes from
-//! `splab_native::pages::mix_chunks`, so a simulated `mix:F` and a native
+//! `splab_defs::pages::mix_chunks`, so a simulated `mix:F` and a native
 //! one are the same chunk for chunk.
 //!
 //! Without a layout (`None`), workloads map their memory as they always
 //! have (one mapping per array), and nothing here runs.
 
 use serde::Serialize;
-use splab_native::pages::{mix_chunks, Pages, SIZE_2M};
+use splab_defs::pages::{mix_chunks, Pages, SIZE_2M};
 use splab_sim::System;
 use splab_vm::kernel::Pid;
 use splab_vm::map::MmapReq;

@@ -38,20 +38,8 @@ pub mod transpose;
 use serde::Serialize;
 use splab_sim::System;
 
-/// A workload's own result, e.g. GUP/s.
-#[derive(Clone, Debug, Serialize)]
-pub struct Figure {
-    pub name: String,
-    pub value: f64,
-    pub unit: String,
-    pub higher_is_better: bool,
-}
-
-impl Figure {
-    pub fn new(name: &str, value: f64, unit: &str, higher_is_better: bool) -> Figure {
-        Figure { name: name.into(), value, unit: unit.into(), higher_is_better }
-    }
-}
+/// A workload's own result, e.g. GUP/s (defined with the native side's).
+pub use splab_defs::Figure;
 
 #[derive(Clone, Debug, Serialize)]
 pub struct WorkloadResult {
@@ -91,6 +79,3 @@ pub trait Workload {
         None
     }
 }
-
-/// Workload names `splab sim` and `splab compare` accept.
-pub const WORKLOADS: &[&str] = &["gups", "gups-mp", "lat", "bw", "transpose", "stream", "index", "build", "forkbomb", "stress", "realloc", "sparse", "arenas", "requests"];

@@ -2,7 +2,7 @@
 //! arena of 2 MB slabs, a fraction of each slab's pages live, a quarter of
 //! them freed (MADV_DONTNEED) and as many others written each round. It
 //! draws its pages from the same schedule as the native run
-//! (`splab_native::sparse::Schedule`), so both touch and free the same
+//! (`splab_defs::sparse::Schedule`), so both touch and free the same
 //! pages in the same order.
 //!
 //! The figure is the peak of the memory mapped into the process, read
@@ -17,7 +17,7 @@
 
 use crate::common::{exit, fault, map, mib, since, size_text, spawn_on, Batch, PAGE};
 use crate::{Figure, Workload, WorkloadResult};
-use splab_native::sparse::{Schedule, SEED, SLAB_PAGES};
+use splab_defs::sparse::{Schedule, SEED, SLAB_PAGES};
 use splab_sim::System;
 use splab_vm::map::MmapReq;
 use splab_vm::pmap::Advice;
@@ -35,7 +35,7 @@ pub struct Sparse {
 
 impl Sparse {
     pub fn new(size: u64, fraction: f64, rounds: u32) -> Result<Sparse, String> {
-        splab_native::sparse::Sparse::new(size, fraction, rounds)?;
+        splab_defs::sparse::check(size, fraction, rounds)?;
         Ok(Sparse { size, fraction, rounds, cpu: 0 })
     }
 }

@@ -43,3 +43,32 @@ pub fn root_and_thp() {
     }
     thp();
 }
+
+/// The Python (`python3`) that can import `module`; fails saying how to
+/// install it otherwise.
+pub fn python_with(module: &str) -> std::path::PathBuf {
+    let ok = Command::new("python3").args(["-c", &format!("import {module}")]).output().is_ok_and(|o| o.status.success());
+    if !ok {
+        panic!("this test needs the Python module {module} in python3 (pip install {module}; .ci/run installs it)");
+    }
+    "python3".into()
+}
+
+/// Fails unless python3 has Ray and its `ray` command runs.
+pub fn ray() {
+    python_with("ray");
+    ray_command();
+}
+
+/// Ray's command-line tool: `ray` on PATH, else beside python3.
+pub fn ray_command() -> std::path::PathBuf {
+    if Command::new("ray").arg("--version").output().is_ok_and(|o| o.status.success()) {
+        return "ray".into();
+    }
+    let out = Command::new("python3").args(["-c", "import os, sys; print(os.path.join(os.path.dirname(sys.executable), 'ray'))"]).output().expect("run python3");
+    let p = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if !p.is_file() {
+        panic!("this test needs Ray's `ray` command (pip install 'ray[default]'; .ci/run installs it)");
+    }
+    p
+}

@@ -12,8 +12,8 @@ use super::Policy;
 pub struct FreeBsd;
 
 impl Policy for FreeBsd {
-    fn name(&self) -> &'static str {
-        "freebsd"
+    fn kind(&self) -> super::PolicyKind {
+        super::PolicyKind::FreeBsd
     }
 
     fn reservations(&self) -> bool {

@@ -341,8 +341,8 @@ impl LinuxThp {
 }
 
 impl Policy for LinuxThp {
-    fn name(&self) -> &'static str {
-        "linux-thp"
+    fn kind(&self) -> super::PolicyKind {
+        super::PolicyKind::LinuxThp
     }
 
     fn reservations(&self) -> bool {

@@ -62,8 +62,13 @@ pub enum Handled {
 
 /// One policy behind one interface.
 pub trait Policy: Send {
+    /// Which policy of the registry it is.
+    fn kind(&self) -> PolicyKind;
+
     /// The name `--policy` takes.
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
 
     /// Whether object pages come from reservations (and so whether the
     /// pmap can promote them when they are fully populated).
@@ -125,27 +130,128 @@ pub trait Policy: Send {
     }
 }
 
-/// The policies `--policy` accepts, with what each is.
-pub const POLICIES: &[(&str, &str)] = &[
-    ("freebsd", "FreeBSD's reservations: a page from a reservation at each fault, promotion when a reservation is fully populated"),
-    ("shimizu", "Shimizu's Linux patch: the largest page order that fits at the fault, allocated and zeroed eagerly, falling back order by order"),
-    ("linux-thp", "Linux THP: a huge page at the fault where allowed (enabled always|madvise|never), mTHP sizes, khugepaged, MADV_COLLAPSE, deferred split, the underused shrinker"),
+/// A policy of the registry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PolicyKind {
+    FreeBsd,
+    Shimizu,
+    LinuxThp,
+}
+
+/// One policy as the registry knows it.
+pub struct PolicyDef {
+    pub kind: PolicyKind,
+    /// The name `--policy` takes.
+    pub name: &'static str,
+    pub about: &'static str,
+    /// The modes it takes after a colon, the default first (none: it
+    /// takes no mode).
+    pub modes: &'static [&'static str],
+}
+
+/// Every policy, in the order help lists them. Nothing outside this
+/// registry names a policy by a string: the rest holds a `PolicyKind` or
+/// a `PolicySpec`.
+pub static POLICIES: [PolicyDef; 3] = [
+    PolicyDef { kind: PolicyKind::FreeBsd, name: "freebsd", about: "FreeBSD's reservations: a page from a reservation at each fault, promotion when a reservation is fully populated", modes: &[] },
+    PolicyDef { kind: PolicyKind::Shimizu, name: "shimizu", about: "Shimizu's Linux patch: the largest page order that fits at the fault, allocated and zeroed eagerly, falling back order by order", modes: &[] },
+    PolicyDef {
+        kind: PolicyKind::LinuxThp,
+        name: "linux-thp",
+        about: "Linux THP: a huge page at the fault where allowed (enabled always|madvise|never), mTHP sizes, khugepaged, MADV_COLLAPSE, deferred split, the underused shrinker",
+        modes: &["always", "madvise", "never"],
+    },
 ];
+
+impl PolicyKind {
+    pub fn def(self) -> &'static PolicyDef {
+        // The registry is in the enum's order (a test checks it).
+        &POLICIES[self as usize]
+    }
+
+    pub fn name(self) -> &'static str {
+        self.def().name
+    }
+}
+
+impl std::fmt::Display for PolicyKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A policy with its mode, as `--policy` names it (`freebsd`,
+/// `linux-thp:madvise`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PolicySpec {
+    pub kind: PolicyKind,
+    /// The text after the colon, if any (`linux::LinuxThp::from_mode`
+    /// reads it).
+    pub mode: Option<String>,
+}
+
+impl PolicySpec {
+    pub const DEFAULT: PolicySpec = PolicySpec { kind: PolicyKind::FreeBsd, mode: None };
+
+    /// Parses `name[:mode]`; the error names the text and the known
+    /// policies. The policy is built once to check its mode.
+    pub fn parse(spec: &str) -> Result<PolicySpec, String> {
+        let (name, mode) = match spec.split_once(':') {
+            Some((n, m)) => (n, Some(m)),
+            None => (spec, None),
+        };
+        let known = || POLICIES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ");
+        let def = POLICIES.iter().find(|p| p.name == name).ok_or_else(|| format!("unknown policy {spec:?} (known: {})", known()))?;
+        if let (Some(m), []) = (mode, def.modes) {
+            let with = POLICIES.iter().filter(|p| !p.modes.is_empty()).flat_map(|p| p.modes.iter().map(move |m| format!("{}:{m}", p.name))).collect::<Vec<_>>();
+            return Err(format!("policy {spec:?}: {name} has no mode {m:?} (only these take one: {})", with.join(", ")));
+        }
+        let p = PolicySpec { kind: def.kind, mode: mode.map(str::to_string) };
+        p.build()?;
+        Ok(p)
+    }
+
+    /// A new policy of this kind and mode.
+    pub fn build(&self) -> Result<Box<dyn Policy>, String> {
+        Ok(match self.kind {
+            PolicyKind::FreeBsd => Box::new(freebsd::FreeBsd),
+            PolicyKind::Shimizu => Box::new(shimizu::Shimizu::default()),
+            PolicyKind::LinuxThp => Box::new(linux::LinuxThp::from_mode(self.mode.as_deref().unwrap_or(self.kind.def().modes[0]))?),
+        })
+    }
+}
+
+impl std::fmt::Display for PolicySpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        match &self.mode {
+            Some(m) => write!(f, "{}:{m}", self.kind.name()),
+            None => f.write_str(self.kind.name()),
+        }
+    }
+}
 
 /// Builds a policy from its name, with an optional mode after a colon
 /// (`linux-thp:always`, `linux-thp:madvise`, `linux-thp:never`: Linux's
 /// `enabled`; `linux-thp:madvise+khugepaged`... see `linux::LinuxThp::from_mode`).
 pub fn by_name(spec: &str) -> Result<Box<dyn Policy>, String> {
-    let (name, mode) = match spec.split_once(':') {
-        Some((n, m)) => (n, Some(m)),
-        None => (spec, None),
-    };
-    let known = || POLICIES.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ");
-    match (name, mode) {
-        ("freebsd", None) => Ok(Box::new(freebsd::FreeBsd)),
-        ("shimizu", None) => Ok(Box::new(shimizu::Shimizu::default())),
-        ("linux-thp", m) => Ok(Box::new(linux::LinuxThp::from_mode(m.unwrap_or("always"))?)),
-        ("freebsd" | "shimizu", Some(m)) => Err(format!("policy {spec:?}: {name} has no mode {m:?} (only linux-thp takes one: linux-thp:always, linux-thp:madvise, linux-thp:never)")),
-        _ => Err(format!("unknown policy {spec:?} (known: {})", known())),
+    PolicySpec::parse(spec)?.build()
+}
+
+#[cfg(test)]
+mod registry_tests {
+    use super::*;
+
+    #[test]
+    fn the_registry_is_in_the_enums_order_and_names_round_trip() {
+        for (i, p) in POLICIES.iter().enumerate() {
+            assert_eq!(p.kind as usize, i, "{}", p.name);
+            let spec = PolicySpec::parse(p.name).unwrap();
+            assert_eq!(spec.build().unwrap().kind(), p.kind);
+            assert_eq!(spec.to_string(), p.name);
+        }
+        assert_eq!(PolicySpec::parse("linux-thp:madvise").unwrap().to_string(), "linux-thp:madvise");
+        assert!(PolicySpec::parse("freebsd:always").unwrap_err().contains("no mode"));
+        assert!(PolicySpec::parse("nope").unwrap_err().contains("\"nope\""));
+        assert!(PolicySpec::parse("linux-thp:sometimes").is_err());
     }
 }

@@ -57,8 +57,8 @@ fn size_name(k: &Kernel, order: u32) -> String {
 }
 
 impl Policy for Shimizu {
-    fn name(&self) -> &'static str {
-        "shimizu"
+    fn kind(&self) -> super::PolicyKind {
+        super::PolicyKind::Shimizu
     }
 
     fn reservations(&self) -> bool {

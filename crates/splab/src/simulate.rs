@@ -6,105 +6,72 @@
 use crate::error::Fail;
 use crate::progress::Progress;
 use crate::rss::{RssSample, Sampler};
-use crate::setup::{self, MachineArgs};
-use crate::workload::{self, WorkloadArgs};
+use crate::setup;
+use crate::spec::{RunSpec, SystemSpec};
+use crate::workload::{self, ProgramIo};
 use clap::Args;
 use serde::Serialize;
+use splab_trace::online::Io;
+use std::io::IsTerminal;
 use splab_hw::profile::Profile;
 use splab_sim::system::{HwStats, MemoryReport, TlbReport};
 use splab_sim::timing::CycleBreakdown;
 use splab_vm::pmap::KernelEvents;
+use splab_vm::policy::{PolicyKind, PolicySpec};
 use splab_vm::sysctl::SysctlValue;
 use splab_workloads::Figure;
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-/// Options of a run, shared by `sim` and `compare` (which adds no others
-/// but runs both superpage settings).
+/// How a run is carried out, beside what it computes (the spec): none of
+/// these changes a simulated figure.
+#[derive(Clone, Debug, Default)]
+pub struct RunOpts {
+    /// No progress bar.
+    pub quiet: bool,
+    /// One host thread (by default the cache model of large batches runs
+    /// on a second one).
+    pub single_thread: bool,
+    /// A program's standard input and output, and its valgrind.
+    pub io: ProgramIo,
+    /// The profile to run on instead of the one the spec names (of the
+    /// same architecture: validate's profile with its memory moved).
+    pub profile: Option<Profile>,
+}
+
+/// The command-line options of a run that are not part of its spec.
 #[derive(Args, Clone, Debug)]
-pub struct RunArgs {
-    /// Workload to run: gups, gups-mp, lat, bw, transpose, stream, index,
-    /// build, forkbomb, stress, realloc, sparse, arenas, requests, or trace:FILE to
-    /// replay a memory trace. Or, instead, a program after `--`.
-    pub workload: Option<String>,
-    /// Any program and its arguments, after `--` (e.g. `-- xz -6 -T1 -c
-    /// FILE`): run under splab's valgrind tool with every process it
-    /// starts, its references simulated as it runs (no trace file). Its
-    /// standard input and exit status are splab's; its standard output
-    /// goes where --output says.
-    #[arg(last = true, value_name = "PROG ARGS")]
-    pub program: Vec<std::ffi::OsString>,
+pub struct RunOptArgs {
     /// Programs: where their standard output goes, never into splab's
     /// report: null (/dev/null), pipe (a pipe splab reads and throws away,
     /// for programs that behave otherwise on /dev/null), inherit (splab's
     /// standard error; with compare, of the superpages-on run only), or a
     /// FILE (each run writes it anew).
     #[arg(long, value_name = "null|pipe|inherit|FILE", default_value = "null", value_parser = output_io)]
-    pub output: splab_trace::online::Io,
-    /// Programs: simulate DETAIL references in full in every PERIOD of
-    /// each process's (e.g. 1M:10M), the rest with functional warming
-    /// only, and estimate every figure with a 95 % confidence interval.
-    #[arg(long, value_name = "DETAIL:PERIOD")]
-    pub sample: Option<String>,
+    pub output: Io,
     /// Programs: the valgrind to run them under.
     #[arg(long, value_name = "PATH", default_value = "valgrind")]
     pub valgrind: std::path::PathBuf,
-    /// Programs: where their standard input and output go in this run
-    /// (set by `compare`, which runs a program twice).
-    #[arg(skip)]
-    pub program_io: Option<(splab_trace::online::Io, splab_trace::online::Io)>,
-    #[command(flatten)]
-    pub machine: MachineArgs,
-    /// Modelled physical memory (e.g. 512M, 8G, 8GiB; 16M to 256G)
-    /// [default: 8G, or all the architecture addresses if less: 4G on
-    /// armv7].
-    #[arg(long, value_name = "SIZE")]
-    pub memory: Option<String>,
-    /// Swap device size (0 = no swap); under memory pressure the page
-    /// daemon pages anonymous memory out to it.
-    #[arg(long, value_name = "SIZE", default_value = "0")]
-    pub swap: String,
-    #[command(flatten)]
-    pub workload_args: WorkloadArgs,
-    /// Fraction (0 to 1) of free 2 MB blocks broken up at start.
-    #[arg(long, value_name = "F", default_value_t = 0.0, allow_negative_numbers = true)]
-    pub fragment: f64,
-    /// Fraction (0 to 1) of free 2 MB blocks aged at start: half their
-    /// frames held elsewhere, the rest free runs of the profile's
-    /// `[memory] aged_run` frames (else single frames) handed out in no
-    /// address order, so that 4 KB pages get scattered frames as on a host
-    /// that has run for a while. Default: the profile's `[memory] aged`
-    /// (a calibrated profile's, where the host's frames were scattered),
-    /// else 0, a freshly booted machine.
-    #[arg(long, value_name = "F", allow_negative_numbers = true)]
-    pub age: Option<f64>,
-    /// Seed for the fragmentation and ageing patterns.
-    #[arg(long, value_name = "S", default_value_t = 1)]
-    pub seed: u64,
-    /// Keep the values of written words.
-    #[arg(long)]
-    pub track_contents: bool,
-    /// Check every TLB hit against the page tables.
-    #[arg(long)]
-    pub check_tlb: bool,
     /// Use one host thread (by default the cache model of large batches
     /// runs on a second one); the results are the same. For running many
     /// simulations at once.
     #[arg(long)]
     pub single_thread: bool,
-    /// Set a pmap or policy tunable at boot, e.g. vm.pmap.lp_enabled=1 or
-    /// transparent_hugepage.khugepaged.max_ptes_none=64 (repeatable).
-    /// `compare` applies these to its superpages-on runs only: the off run
-    /// has every superpage size off.
-    #[arg(long = "sysctl", value_name = "NAME=VALUE", value_parser = setup::tunable)]
-    pub tunables: Vec<(String, String)>,
-    #[arg(long, value_name = "POLICY", default_value = "freebsd", help = setup::policy_help())]
-    pub policy: String,
+}
+
+impl RunOptArgs {
+    /// The options of a run with a progress bar unless `quiet`, a
+    /// program's input splab's own.
+    pub fn opts(&self, quiet: bool) -> RunOpts {
+        RunOpts { quiet, single_thread: self.single_thread, io: ProgramIo { stdin: Io::Inherit, stdout: self.output.clone(), valgrind: self.valgrind.clone() }, profile: None }
+    }
 }
 
 /// Everything about one run.
 #[derive(Serialize)]
 pub struct SimRun {
+    /// What ran, every default written out (`setup::resolved`).
+    pub spec: RunSpec,
     pub workload: String,
     /// The superpage policy (`--policy`).
     pub policy: String,
@@ -173,49 +140,26 @@ impl SimRun {
     }
 }
 
-/// Runs the workload once with superpages `on` or off. `quiet` hides the
-/// progress bar.
-pub fn simulate(a: &RunArgs, on: bool, quiet: bool) -> Result<SimRun, Fail> {
-    simulate_on(a, on, quiet, None)
-}
-
-/// `simulate`, on `profile` instead of the one `a` names (which must be
-/// of the same architecture: validate's profile with its memory moved).
-pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>) -> Result<SimRun, Fail> {
-    let mut cfg = setup::config_or_default(&a.machine, a.memory.as_deref())?;
-    if let Some(p) = profile {
+/// Runs `spec` once.
+pub fn simulate(spec: &RunSpec, opts: &RunOpts) -> Result<SimRun, Fail> {
+    let mut cfg = setup::run_config(spec)?;
+    if let Some(p) = &opts.profile {
         cfg.profile = p.clone();
     }
-    if on {
-        cfg.tunables = a.tunables.clone();
-    }
-    setup::check_tunables(cfg.arch, &a.policy, &cfg.tunables)?;
-    cfg.policy = a.policy.clone();
-    if !(0.0..=1.0).contains(&a.fragment) {
-        return Err(Fail::Input(format!("--fragment {} is out of range (0 to 1)", a.fragment)));
-    }
-    cfg.superpages = on;
-    cfg.swap = setup::swap(&a.swap, "--swap")?;
-    cfg.fragment = a.fragment;
-    if let Some(f) = a.age.filter(|f| !(0.0..=1.0).contains(f)) {
-        return Err(Fail::Input(format!("--age {f} is out of range (0 to 1)")));
-    }
-    cfg.age = a.age;
-    cfg.seed = a.seed;
-    cfg.track_contents = a.track_contents || a.workload_args.verify;
-    cfg.check_tlb = a.check_tlb;
-    cfg.timing_thread = !a.single_thread;
+    cfg.timing_thread = !opts.single_thread;
+    let resolved = setup::resolved(spec)?;
     // The workload is built before the system so that its errors come
     // before the (for large memories, slow) setup.
-    let mut w = workload::build_run(a, &cfg)?;
+    let mut w = workload::build(spec, &cfg, &opts.io)?;
     let arch = cfg.arch.name.to_string();
     let machine = cfg.profile.name.clone();
     let t0 = Instant::now();
     let mut sys = setup::system(cfg)?;
     let host_setup_seconds = t0.elapsed().as_secs_f64();
 
+    let on = spec.superpages;
     let label = if on { "superpages on" } else { "superpages off" };
-    let mut bar = Progress::new(w.estimated_refs(), label, "refs", quiet);
+    let mut bar = Progress::new(w.estimated_refs(), label, "refs", opts.quiet);
     let mut rss = Sampler::new();
     let t1 = Instant::now();
     let result = w.run(&mut sys, &mut |n| {
@@ -238,18 +182,19 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
 
     let procfs = sys.policy_procfs_all();
     Ok(SimRun {
-        workload: workload::label(a),
-        policy: a.policy.clone(),
+        spec: resolved,
+        workload: spec.label(),
+        policy: spec.system.policy.to_string(),
         workload_detail: w.name(),
         arch,
         machine,
         memory_bytes: sys.cfg.memory,
         swap_bytes: sys.cfg.swap,
         superpages: on,
-        fragment: a.fragment,
+        fragment: spec.fragment,
         aged: sys.cfg.age(),
         aged_run: sys.cfg.profile.memory.aged_run.unwrap_or(1),
-        seed: a.seed,
+        seed: spec.seed,
         figure: result.figure,
         details: result.details,
         report: result.report,
@@ -264,7 +209,7 @@ pub fn simulate_on(a: &RunArgs, on: bool, quiet: bool, profile: Option<&Profile>
         events: sys.events().clone(),
         cycles: sys.breakdown(),
         host_model_bytes: sys.model_host_bytes(),
-        stale_samples: a.check_tlb.then(|| sys.stale_samples.clone()),
+        stale_samples: spec.check_tlb.then(|| sys.stale_samples.clone()),
         oom_kills: sys.oom_kills().to_vec(),
         layout: w.layout().cloned(),
         program: w.program_details(),
@@ -296,8 +241,7 @@ pub struct Changes {
 }
 
 /// `--output`: where a program's standard output goes.
-fn output_io(s: &str) -> Result<splab_trace::online::Io, String> {
-    use splab_trace::online::Io;
+fn output_io(s: &str) -> Result<Io, String> {
     Ok(match s {
         "null" => Io::Null,
         "pipe" => Io::Pipe,
@@ -307,16 +251,73 @@ fn output_io(s: &str) -> Result<splab_trace::online::Io, String> {
     })
 }
 
-/// Runs superpages off, then on, each on a fresh system. A program runs
-/// twice: its standard input is read once (into a file both runs read),
-/// and the second run's output is the one shown.
-pub fn compare(a: &RunArgs, quiet: bool) -> Result<Comparison, Fail> {
-    if !a.program.is_empty() && a.program_io.is_none() {
-        return crate::online::compare(a, quiet);
+/// Runs `spec` superpages off, then on, each on a fresh system. A program
+/// runs twice: its standard input is read once (into a file both runs
+/// read, unless it has `--input`), and the second run's output is the one
+/// shown (`inherit`: the on run's shown, the off run's dropped).
+pub fn compare(spec: &RunSpec, opts: &RunOpts) -> Result<Comparison, Fail> {
+    let (mut off, mut on) = (spec.clone(), spec.clone());
+    off.superpages = false;
+    on.superpages = true;
+    // Both runs' settings are checked before the first starts.
+    setup::run_config(&on)?;
+    let (mut off_opts, mut on_opts) = (opts.clone(), opts.clone());
+    let _spool;
+    if !spec.program.is_empty() {
+        workload::online(spec, &opts.io)?;
+        let spool = Spool::stdin(&opts.io.stdin)?;
+        for o in [&mut off_opts, &mut on_opts] {
+            o.io.stdin = spool.io.clone();
+        }
+        if opts.io.stdout == Io::Stderr {
+            off_opts.io.stdout = Io::Null;
+        }
+        _spool = spool;
     }
-    let off = simulate(a, false, quiet)?;
-    let on = simulate(a, true, quiet)?;
-    Ok(comparison(workload::label(a), off, on))
+    let off = simulate(&off, &off_opts)?;
+    let on = simulate(&on, &on_opts)?;
+    Ok(comparison(spec.label(), off, on))
+}
+
+/// Standard input for runs of a program more than once: a file holding
+/// what splab's standard input gives (a terminal, a file or none are left
+/// as they are).
+pub struct Spool {
+    pub io: Io,
+    path: Option<std::path::PathBuf>,
+}
+
+impl Spool {
+    pub fn stdin(io: &Io) -> Result<Spool, Fail> {
+        if *io != Io::Inherit || std::io::stdin().is_terminal() {
+            return Ok(Spool { io: io.clone(), path: None });
+        }
+        splab_trace::online::sweep(&std::env::temp_dir(), "splab-stdin-");
+        let path = std::env::temp_dir().join(format!("splab-stdin-{}", std::process::id()));
+        let mut f = std::fs::File::create(&path).map_err(|e| Fail::Run(format!("{}: {e}", path.display())))?;
+        let spool = Spool { io: Io::File(path.clone()), path: Some(path.clone()) };
+        std::io::copy(&mut std::io::stdin().lock(), &mut f).map_err(|e| Fail::Run(format!("reading standard input into {}: {e}", path.display())))?;
+        Ok(spool)
+    }
+}
+
+impl Drop for Spool {
+    fn drop(&mut self) {
+        if let Some(p) = &self.path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// The exit status splab takes from the program it ran (as a shell gives
+/// it: 128 + the signal that ended it), None when it exited 0 or no
+/// program ran.
+pub fn exit_status(program: Option<&serde_json::Value>) -> Option<i32> {
+    let p = program?;
+    if let Some(c) = p.get("exit_status").and_then(|v| v.as_i64()) {
+        return (c != 0).then_some(c as i32);
+    }
+    p.get("signal").and_then(|v| v.as_i64()).map(|s| 128 + s as i32)
 }
 
 /// The comparison of two runs of one workload.
@@ -338,36 +339,36 @@ pub struct PolicyComparison {
 }
 
 /// Runs the workload under each policy, each on a fresh system.
-pub fn compare_policies(a: &RunArgs, policies: &[String], quiet: bool) -> Result<PolicyComparison, Fail> {
+pub fn compare_policies(spec: &RunSpec, policies: &[String], opts: &RunOpts) -> Result<PolicyComparison, Fail> {
     // Every policy and its settings are checked before the first run starts.
-    let cfg = setup::config_or_default(&a.machine, a.memory.as_deref())?;
+    let cfg = setup::config_or_default(&spec.system.machine, spec.system.memory.as_deref())?;
     let mut plans = Vec::new();
     for entry in policies {
-        let (spec, own) = policy_entry(entry).map_err(Fail::Input)?;
-        let p = setup::check_policy(cfg.arch, &spec)?;
-        let own = own.into_iter().map(|(n, v)| Ok((full_tunable_name(cfg.arch, p.as_ref(), &n).map_err(|e| Fail::Input(format!("--policies {entry}: {e}")))?, v))).collect::<Result<Vec<_>, Fail>>()?;
-        let mut tunables = a.tunables.clone();
-        tunables.extend(own);
-        setup::check_tunables(cfg.arch, &spec, &tunables)?;
-        plans.push((spec, tunables));
+        let (p, own) = policy_entry(entry).map_err(Fail::Input)?;
+        let built = setup::check_policy(cfg.arch, &p)?;
+        let own = own.into_iter().map(|(n, v)| Ok((full_tunable_name(cfg.arch, built.as_ref(), &n).map_err(|e| Fail::Input(format!("--policies {entry}: {e}")))?, v))).collect::<Result<Vec<_>, Fail>>()?;
+        let mut one = spec.clone();
+        one.superpages = true;
+        one.system.policy = p;
+        one.system.sysctl.extend(own);
+        setup::run_config(&one)?;
+        plans.push(one);
     }
     let mut runs = Vec::new();
-    for (spec, tunables) in plans {
-        let mut one = a.clone();
-        one.policy = spec;
-        one.tunables = tunables;
-        runs.push(simulate(&one, true, quiet)?);
+    for one in plans {
+        runs.push(simulate(&one, opts)?);
     }
-    Ok(PolicyComparison { workload: workload::label(a), policies: policies.to_vec(), runs })
+    Ok(PolicyComparison { workload: spec.label(), policies: policies.to_vec(), runs })
 }
 
 /// One entry of `--policies`: a policy and settings for its run alone,
 /// `POLICY[/NAME=VALUE...]`, e.g.
 /// `linux-thp:madvise/khugepaged.scan_sleep_millisecs=100`.
-fn policy_entry(entry: &str) -> Result<(String, Vec<(String, String)>), String> {
+fn policy_entry(entry: &str) -> Result<(PolicySpec, Vec<(String, String)>), String> {
     let mut parts = entry.split('/');
-    let spec = parts.next().unwrap_or_default().trim().to_string();
-    let settings = parts.map(|t| setup::tunable(t).map_err(|e| format!("--policies {entry}: {e}"))).collect::<Result<Vec<_>, _>>()?;
+    let name = parts.next().unwrap_or_default().trim();
+    let spec = PolicySpec::parse(name).map_err(|e| format!("--policies {entry:?}: {e}"))?;
+    let settings = parts.map(|t| crate::spec::tunable(t).map_err(|e| format!("--policies {entry}: {e}"))).collect::<Result<Vec<_>, _>>()?;
     Ok((spec, settings))
 }
 
@@ -381,7 +382,7 @@ fn full_tunable_name(arch: splab_pmap::Arch, p: &dyn splab_vm::policy::Policy, n
     if known.iter().any(|k| k == name) || per_size(name) {
         return Ok(name.to_string());
     }
-    if per_size(&format!("transparent_hugepage.{name}")) && p.name() == "linux-thp" {
+    if per_size(&format!("transparent_hugepage.{name}")) && p.kind() == PolicyKind::LinuxThp {
         return Ok(format!("transparent_hugepage.{name}"));
     }
     let ends: Vec<&String> = known.iter().filter(|k| k.ends_with(&format!(".{name}"))).collect();
@@ -404,8 +405,7 @@ pub fn policy_list(text: &str) -> Result<PolicyList, String> {
         return Err(format!("--policies {text:?}: an empty name in the list"));
     }
     for (i, p) in v.iter().enumerate() {
-        let (spec, _) = policy_entry(p)?;
-        splab_vm::policy::by_name(&spec).map_err(|e| format!("--policies {text:?}: {e}"))?;
+        policy_entry(p)?;
         if v[..i].contains(p) {
             return Err(format!("--policies {text:?}: {p} is listed twice"));
         }
@@ -414,13 +414,9 @@ pub fn policy_list(text: &str) -> Result<PolicyList, String> {
 }
 
 /// Sysctls of a fresh system, for `splab sysctl`.
-pub fn fresh_sysctls(m: &MachineArgs, memory: Option<&str>, on: bool, policy: &str, tunables: &[(String, String)]) -> Result<splab_vm::sysctl::Sysctls, Fail> {
-    let mut cfg = setup::config_or_default(m, memory)?;
+pub fn fresh_sysctls(sys: &SystemSpec, on: bool) -> Result<splab_vm::sysctl::Sysctls, Fail> {
+    // The tunables are set whatever `on` says: the system as booted.
+    let mut cfg = setup::system_config(sys, true)?;
     cfg.superpages = on;
-    setup::check_tunables(cfg.arch, policy, tunables)?;
-    cfg.policy = policy.to_string();
-    cfg.tunables = tunables.to_vec();
-    let sys = setup::system(cfg)?;
-    Ok(sys.sysctls())
+    Ok(setup::system(cfg)?.sysctls())
 }
-

@@ -1,0 +1,115 @@
+//! Where a sweep's runs happen, and what every way of running them
+//! shares: each run a child process (`COMMAND run-spec`, the spec on its
+//! standard input, its JSON document on its standard output), `jobs` at
+//! once on this machine (`start_local`); `ray` runs them as Ray tasks.
+//! Each outcome comes back on a channel to `sweep::run`, the one place
+//! that writes the store.
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex};
+
+/// How one point's run ended, as an executor reports it.
+pub struct Outcome {
+    /// Index into the list of points given to the executor.
+    pub index: usize,
+    pub host: String,
+    /// The run's JSON document, or why there is none.
+    pub result: Result<String, String>,
+}
+
+/// This host's name.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most the buffer's length.
+    let ok = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) } == 0;
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    if ok {
+        String::from_utf8_lossy(&buf[..end]).to_string()
+    } else {
+        "unknown".into()
+    }
+}
+
+/// A running executor: stopped on request, waited for at the end.
+pub struct Running {
+    pub stop: Arc<AtomicBool>,
+    /// The processes to end on a stop: the runs' (local) or the Ray
+    /// driver's.
+    pub pids: Arc<Mutex<Vec<i32>>>,
+    pub threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops starting runs and ends those running (SIGTERM).
+    pub fn stop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        for &pid in self.pids.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            // SAFETY: kill has no memory-safety preconditions.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+        }
+    }
+
+    pub fn wait(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Starts the runs of `specs`, `jobs` processes at once running
+/// `command`; each outcome comes on `tx`, indexed as `specs`.
+pub fn start_local(jobs: usize, command: &[String], specs: &[String], tx: Sender<Outcome>) -> Running {
+    let stop = Arc::new(AtomicBool::new(false));
+    let pids: Arc<Mutex<Vec<i32>>> = Arc::default();
+    let queue: Arc<Mutex<VecDeque<(usize, String)>>> = Arc::new(Mutex::new(specs.iter().cloned().enumerate().collect()));
+    let host = hostname();
+    let threads = (0..jobs.max(1).min(specs.len().max(1)))
+        .map(|_| {
+            let (queue, stop, pids, tx, command, host) = (queue.clone(), stop.clone(), pids.clone(), tx.clone(), command.to_vec(), host.clone());
+            std::thread::spawn(move || loop {
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Some((index, spec)) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else { break };
+                let result = run_child(&command, &spec, &pids);
+                if tx.send(Outcome { index, host: host.clone(), result }).is_err() {
+                    break;
+                }
+            })
+        })
+        .collect();
+    Running { stop, pids, threads }
+}
+
+/// Runs one spec in a child process (`COMMAND run-spec --single-thread`,
+/// the spec on its standard input) and returns what it printed.
+fn run_child(command: &[String], spec: &str, pids: &Mutex<Vec<i32>>) -> Result<String, String> {
+    let (exe, args) = command.split_first().ok_or("no command to run points with")?;
+    let mut child = Command::new(exe)
+        .args(args)
+        .args(["run-spec", "--single-thread"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start {exe}: {e}"))?;
+    let pid = child.id() as i32;
+    pids.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
+    if let Some(mut i) = child.stdin.take() {
+        let _ = i.write_all(spec.as_bytes());
+    }
+    let out = child.wait_with_output();
+    pids.lock().unwrap_or_else(|e| e.into_inner()).retain(|&p| p != pid);
+    let out = out.map_err(|e| format!("waiting for {exe}: {e}"))?;
+    if out.status.success() {
+        return String::from_utf8(out.stdout).map_err(|e| format!("output not UTF-8: {e}"));
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim_start_matches("splab: ");
+    Err(format!("{} ({})", if last.is_empty() { "the run failed" } else { last }, out.status))
+}
+
