@@ -672,6 +672,11 @@ mod tests {
         assert_eq!((p.core.width, p.core.mispredict, p.core.latency.mul, p.core.latency.div), (4.0, 18.0, 3.0, 14.0));
         assert!(text.contains("mispredict = 18.0   # measured: a loop of a branch on random bits"), "{text}");
         assert_eq!(p.core.predictor, base.profile.core.predictor);
+        let report = report::text(&c, &base);
+        assert!(
+            report.contains("  core          3.96 instructions a cycle (the best loop of independent chains of additions); a mispredicted branch 9.00 ns (18.0 cycles; a branch on random bits 4.50 ns over one on constant bits); 64-bit multiply 1.50 ns, divide 7.00 ns"),
+            "{report}"
+        );
     }
 
     /// The walkers' comment says which loads they came from, with the two

@@ -141,7 +141,7 @@ pub fn text(c: &Calibration, b: &Base) -> String {
     if let Some(fit) = &ov.slot_fit {
         let _ = writeln!(
             o,
-            "                walks with misses: {} chases {:.2} ns a load; walks adding to data predict {:.2}, holding a miss slot {:.2} (the profile takes the {})",
+            "                walks with misses: {} chases {:.2} ns a load; walks adding to data predict {:.2}, holding a miss slot {:.2} (the {} is closer; the model's walks wait for `walkers` and their data then for `mshrs`: they add)",
             fit.chases,
             fit.measured_ns,
             fit.adding_ns,
@@ -162,6 +162,20 @@ pub fn text(c: &Calibration, b: &Base) -> String {
     }
     for n in &ov.notes {
         let _ = writeln!(o, "                note: {n}");
+    }
+    let co = &c.core;
+    let mut core = Vec::new();
+    if let Some(w) = co.width {
+        core.push(format!("{w:.2} instructions a cycle (the best loop of independent chains of additions)"));
+    }
+    if let Some(ns) = co.mispredict_ns {
+        core.push(format!("a mispredicted branch {:.2} ns ({:.1} cycles; a branch on random bits {ns:.2} ns over one on constant bits)", 2.0 * ns, 2.0 * ns * ghz));
+    }
+    if let (Some(m), Some(d)) = (co.mul_ns, co.div_ns) {
+        core.push(format!("64-bit multiply {m:.2} ns, divide {d:.2} ns (dependent chains)"));
+    }
+    if !core.is_empty() {
+        let _ = writeln!(o, "  core          {}", core.join("; "));
     }
     let k = &c.costs;
     let _ = writeln!(
