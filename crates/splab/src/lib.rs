@@ -18,7 +18,8 @@
 //! the output formats); `store` (the run store), `workers` and `ray` (where
 //! a sweep's runs happen), `sweep` (many runs); then one module per command: `sim` (sim, compare, sysctl),
 //! `check`, `bench`, `program` and `native`, `calibrate`,
-//! `validate_program` and `validate`, `reproduce`, `trace`, `runs`,
+//! `validate_program` and `validate`, `published` (the seeds' figures)
+//! and `reproduce`, `trace`, `runs`,
 //! `report`; `cli` last.
 
 pub mod error;
@@ -47,6 +48,7 @@ pub mod calibrate;
 pub mod check;
 pub mod native;
 pub mod program;
+pub mod published;
 pub mod report;
 pub mod reproduce;
 pub mod runs;

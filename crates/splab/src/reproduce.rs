@@ -2,9 +2,11 @@
 //! profile of the machine it was measured on, with superpages off and on
 //! (and, for the Alpha transposes, under FreeBSD's and Shimizu's
 //! policies), printed in each original tool's units with the promotion
-//! counters. The published results themselves are not here: the
-//! comparison with them is kept outside the project, so that nothing in
-//! the model can be fitted to it.
+//! counters, and beside them every published figure they express
+//! (`published::MEASUREMENTS`), with the error of each prediction and
+//! whether its change agrees: within half the published change, of the
+//! same sign. The published figures are read after the runs and set
+//! nothing in them.
 //!
 //! Each experiment is a `splab compare` command line; where the stated
 //! size cannot be simulated in the time the whole list is allowed (half
@@ -13,6 +15,7 @@
 
 use crate::error::Fail;
 use crate::output::{self, change};
+use crate::published::{self, Measurement, Pick, Value};
 use crate::simulate::{self, RunOpts};
 use crate::spec::RunSpec;
 use clap::Args;
@@ -66,6 +69,7 @@ pub struct Experiment {
 const GUPS_MODELS: &str = "HPCC RandomAccess's update loop (XOR of a random word), the table in one anonymous mapping";
 const BW_MODELS: &str = "lmbench bw_mem's loop over the buffer; the instruction work of the copy loops is not timed";
 const BUILD_MODELS: &str = "make -jN forking compilers that map text, data, heap and files, then a threaded link; each compile does GCC's measured instructions, but the compiler's real footprint and memory references are not modelled (one compiler model for GCC and clang)";
+const PGBENCH_MODELS: &str = "a select-only transaction: the index lookup's memory references (B-tree descent and heap fetch through shared buffers), the backend's and pgbench's instructions and the round trip's system calls as measured on PostgreSQL 15; the memory references and code fetches of that work are not modelled";
 const TRANSPOSE_MODELS: &str = "the naive double loop B = A^T, strided loads (load) or strided stores (store); MB/s of 2 x 8 x N^2 bytes";
 
 /// An lmbench bw_mem (or bw_mmap_rd) test on the Armada XP: `bw --tests
@@ -169,7 +173,17 @@ pub const EXPERIMENTS: &[Experiment] = &[
         workload: WorkloadKind::Index,
         params: |quick| if quick { WorkloadParams { scale: Some(1), clients: Some(1), transactions: Some(100), ..WorkloadParams::default() } } else { WorkloadParams { scale: Some(150), clients: Some(1), transactions: Some(20000), ..WorkloadParams::default() } },
         policy: PolicyKind::FreeBsd,
-        models: "a select-only transaction: the index lookup's memory references (B-tree descent and heap fetch through shared buffers), the backend's and pgbench's instructions and the round trip's system calls as measured on PostgreSQL 15; the memory references and code fetches of that work are not modelled",
+        models: PGBENCH_MODELS,
+        scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
+    },
+    Experiment {
+        name: "power9-pgbench",
+        published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II: pgbench -S -T 5, scale 150, 1 client, 1 thread",
+        machine: "power9",
+        workload: WorkloadKind::Index,
+        params: |quick| if quick { WorkloadParams { scale: Some(1), clients: Some(1), transactions: Some(100), ..WorkloadParams::default() } } else { WorkloadParams { scale: Some(150), clients: Some(1), transactions: Some(20000), ..WorkloadParams::default() } },
+        policy: PolicyKind::FreeBsd,
+        models: PGBENCH_MODELS,
         scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
     },
     Experiment {
@@ -184,23 +198,23 @@ pub const EXPERIMENTS: &[Experiment] = &[
     },
     Experiment {
         name: "alpha-transpose-freebsd",
-        published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000 to 3300",
+        published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000, 3100, 3150, 3175, 3200 and 3300",
         machine: "alpha-21264",
         workload: WorkloadKind::Transpose,
-        params: |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000,3100,3200,3300]), ..WorkloadParams::default() } },
+        params: |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } },
         policy: PolicyKind::FreeBsd,
         models: TRANSPOSE_MODELS,
-        scaled: "four sizes of the range",
+        scaled: "",
     },
     Experiment {
         name: "alpha-transpose-shimizu",
-        published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000 to 3300",
+        published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000, 3100, 3150, 3175, 3200 and 3300",
         machine: "alpha-21264",
         workload: WorkloadKind::Transpose,
-        params: |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000,3100,3200,3300]), ..WorkloadParams::default() } },
+        params: |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } },
         policy: PolicyKind::Shimizu,
         models: TRANSPOSE_MODELS,
-        scaled: "four sizes of the range",
+        scaled: "",
     },
 ];
 
@@ -283,6 +297,149 @@ pub struct Reproduction {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<&'static str>,
     pub outcomes: Vec<Outcome>,
+    /// Every published figure of the experiments run, beside the
+    /// prediction.
+    pub published: Vec<Against>,
+    /// How many changes agree; none for `--quick`.
+    pub summary: Option<Summary>,
+}
+
+/// One published figure beside the model's. Errors are (predicted -
+/// published) / |published|, per cent; none where either side lacks the
+/// figure, where the run is a scaled part of the original (absolute
+/// figures), or for `--quick` runs.
+#[derive(Serialize)]
+pub struct Against {
+    pub experiment: &'static str,
+    /// What the seed calls the figure.
+    pub figure: &'static str,
+    pub unit: &'static str,
+    pub seed: &'static str,
+    pub seed_file: &'static str,
+    pub place: &'static str,
+    pub quotes: &'static [&'static str],
+    pub note: &'static str,
+    pub headline: bool,
+    /// Whether the absolute figures compare (not a scaled run).
+    pub absolute: bool,
+    pub published_off: Option<f64>,
+    pub published_on: Option<f64>,
+    pub published_change_percent: Option<f64>,
+    /// Where the seed gives only the direction: whether the figure fell.
+    pub published_fell: Option<bool>,
+    pub predicted_off: Option<f64>,
+    pub predicted_on: Option<f64>,
+    pub predicted_change_percent: Option<f64>,
+    pub error_off_percent: Option<f64>,
+    pub error_on_percent: Option<f64>,
+    pub error_change_percent: Option<f64>,
+    /// The predicted change within half the published change and of the
+    /// same sign (`published::agrees`); where only the direction is
+    /// published, the same direction; none for counters and `--quick`.
+    pub agrees: Option<bool>,
+}
+
+/// The agreement over the published changes (entries with a change, off
+/// and on or the change alone; not directions nor counters).
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Summary {
+    pub agree: usize,
+    pub of: usize,
+    pub headline_agree: usize,
+    pub headline_of: usize,
+}
+
+/// The model's figures an entry picks from an outcome, off and on (off
+/// none for a counter); none when the run lacks them (a `--quick` size).
+fn predicted(m: &Measurement, o: &Outcome) -> Option<(Option<f64>, f64)> {
+    let row = |name: String| o.rows.iter().find(|r| r.figure == name).map(|r| (r.off, r.on));
+    let (off, on) = match m.pick {
+        Pick::Figure => match o.rows.as_slice() {
+            [r] => (r.off, r.on),
+            _ => return None,
+        },
+        Pick::Seconds => (o.sim_seconds_off, o.sim_seconds_on),
+        Pick::Transpose(n, v) => row(format!("{n} {v} MB/s"))?,
+        Pick::TransposeMean(ns, v) => {
+            let rows = ns.iter().map(|n| row(format!("{n} {v} MB/s"))).collect::<Option<Vec<_>>>()?;
+            let k = rows.len() as f64;
+            (rows.iter().map(|r| r.0).sum::<f64>() / k, rows.iter().map(|r| r.1).sum::<f64>() / k)
+        }
+        Pick::Counter(name) => return Some((None, o.counters_on.get(name).copied().unwrap_or(0) as f64)),
+    };
+    Some((Some(off), on))
+}
+
+/// An entry beside its outcome.
+pub fn against(m: &'static Measurement, o: &Outcome, quick: bool) -> Against {
+    let (pred_off, pred_on) = match predicted(m, o) {
+        Some((off, on)) => (off, Some(on)),
+        None => (None, None),
+    };
+    let pred_change = match (pred_off, pred_on) {
+        (Some(a), Some(b)) => simulate::change_percent(a, b),
+        _ => None,
+    };
+    let v = m.value;
+    let err = |p: Option<f64>, q: Option<f64>| match (p, q) {
+        (Some(p), Some(q)) if !quick => published::error_percent(p, q),
+        _ => None,
+    };
+    let absolute = |e: Option<f64>| e.filter(|_| m.absolute);
+    let agrees = match (v, pred_change) {
+        _ if quick => None,
+        (Value::OffOn { .. } | Value::Change(_), Some(c)) => Some(published::agrees(v.change_percent().unwrap(), c)),
+        (Value::Fell(fell), Some(c)) => Some((c < 0.0) == fell && c != 0.0),
+        _ => None,
+    };
+    Against {
+        experiment: m.experiment,
+        figure: m.figure,
+        unit: m.unit,
+        seed: m.seed,
+        seed_file: published::seed(m.seed).map_or("", |s| s.file),
+        place: m.place,
+        quotes: m.quotes,
+        note: m.note,
+        headline: m.headline,
+        absolute: m.absolute,
+        published_off: v.off(),
+        published_on: v.on(),
+        published_change_percent: v.change_percent(),
+        published_fell: match v {
+            Value::Fell(f) => Some(f),
+            _ => None,
+        },
+        predicted_off: pred_off,
+        predicted_on: pred_on,
+        predicted_change_percent: pred_change,
+        error_off_percent: absolute(err(v.off(), pred_off)),
+        error_on_percent: if matches!(v, Value::Count(_)) { err(v.on(), pred_on) } else { absolute(err(v.on(), pred_on)) },
+        error_change_percent: err(v.change_percent(), pred_change),
+        agrees,
+    }
+}
+
+/// The published figures of the experiments run, in the list's order.
+pub fn published_against(outcomes: &[Outcome], quick: bool) -> Vec<Against> {
+    outcomes
+        .iter()
+        .flat_map(|o| published::MEASUREMENTS.iter().filter(move |m| m.experiment == o.experiment.name).map(move |m| against(m, o, quick)))
+        .collect()
+}
+
+/// How many published changes the predictions agree with, in all and
+/// among the headline figures.
+pub fn summary(rows: &[Against]) -> Summary {
+    let changes = || rows.iter().filter(|a| a.published_change_percent.is_some());
+    let count = |head: bool| {
+        let of = changes().filter(|a| !head || a.headline).count();
+        let agree = changes().filter(|a| (!head || a.headline) && a.agrees == Some(true)).count();
+        (agree, of)
+    };
+    let (agree, of) = count(false);
+    let (headline_agree, headline_of) = count(true);
+    Summary { agree, of, headline_agree, headline_of }
 }
 
 /// What `--quick` figures are.
@@ -353,7 +510,9 @@ pub fn cmd(a: &ReproduceArgs) -> Result<i32, Fail> {
         }
         outcomes.push(run_one(e, a.quick, quiet)?);
     }
-    let r = Reproduction { quick: a.quick, note: a.quick.then_some(QUICK_NOTE), outcomes };
+    let published = published_against(&outcomes, a.quick);
+    let summary = (!a.quick).then(|| summary(&published));
+    let r = Reproduction { quick: a.quick, note: a.quick.then_some(QUICK_NOTE), outcomes, published, summary };
     output::emit(&if a.json { output::json(&r) } else { table(&r) });
     Ok(0)
 }
@@ -403,6 +562,10 @@ pub fn table(r: &Reproduction) -> String {
             writeln!(s, "{:<24} {:<26} {:>12} {:>12} {:>8}  {:<6} {}", name, row.figure, num(row.off), num(row.on), change(row.off, row.on), row.unit, counters).unwrap();
         }
     }
+    if !r.published.is_empty() {
+        writeln!(s).unwrap();
+        s.push_str(&published_table(r));
+    }
     writeln!(s).unwrap();
     for o in &r.outcomes {
         writeln!(s, "{}: {} ({} with superpages on)", o.experiment.name, o.command, o.experiment.policy).unwrap();
@@ -414,6 +577,87 @@ pub fn table(r: &Reproduction) -> String {
         writeln!(s, "\n{QUICK_NOTE}.").unwrap();
     }
     s
+}
+
+/// The published figures beside the predictions: one line each, then
+/// the seed, the place and the note; the summary last.
+fn published_table(r: &Reproduction) -> String {
+    let mut s = String::new();
+    let what = if r.quick { " (--quick: the predictions are not comparable; no errors are given)" } else { "" };
+    writeln!(s, "published against predicted{what}").unwrap();
+    writeln!(s, "  error: (predicted - published) / |published|; agrees: the predicted change within half the published change, same sign; * a headline figure").unwrap();
+    writeln!(
+        s,
+        "{:<23} {:<34} {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>8} {:>8} {:>8}  agrees",
+        "experiment", "published figure [unit]", "pub off", "pub on", "change", "pred off", "pred on", "change", "err off", "err on", "err chg"
+    )
+    .unwrap();
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), sig);
+    let pct = |v: Option<f64>| v.map_or("-".to_string(), |p| format!("{p:+.1}%"));
+    let (mut last, mut last_source) = ("", String::new());
+    for a in &r.published {
+        // The seed, the place and the note head each run of rows that
+        // share them, the experiment's name on its first.
+        let note = if a.note.is_empty() { String::new() } else { format!("; {}", a.note) };
+        let source = format!("[{}] {}{note}", a.seed, a.place);
+        if source != last_source || a.experiment != last {
+            let name = if a.experiment == last { "" } else { a.experiment };
+            writeln!(s, "{name:<23} {source}").unwrap();
+        }
+        (last, last_source) = (a.experiment, source);
+        let pub_change = match (a.published_change_percent, a.published_fell) {
+            (Some(c), _) => format!("{c:+.1}%"),
+            (None, Some(true)) => "fell".into(),
+            (None, Some(false)) => "rose".into(),
+            _ => "-".into(),
+        };
+        let agrees = match (a.agrees, a.published_fell) {
+            (Some(true), None) => "yes",
+            (Some(false), None) => "no",
+            (Some(true), Some(_)) => "same sign",
+            (Some(false), Some(_)) => "wrong sign",
+            (None, _) => "-",
+        };
+        let star = if a.headline { " *" } else { "" };
+        let figure = format!("{} [{}]", a.figure, a.unit);
+        writeln!(
+            s,
+            "{:<23} {:<34} {:>9} {:>9} {:>8} | {:>9} {:>9} {:>8} | {:>8} {:>8} {:>8}  {agrees}{star}",
+            "",
+            figure,
+            opt(a.published_off),
+            opt(a.published_on),
+            pub_change,
+            opt(a.predicted_off),
+            opt(a.predicted_on),
+            pct(a.predicted_change_percent),
+            pct(a.error_off_percent),
+            pct(a.error_on_percent),
+            pct(a.error_change_percent)
+        )
+        .unwrap();
+    }
+    let unmatched: Vec<&str> = r.outcomes.iter().map(|o| o.experiment.name).filter(|n| !r.published.iter().any(|a| a.experiment == *n)).collect();
+    if !unmatched.is_empty() {
+        writeln!(s, "no published figure: {}", unmatched.join(", ")).unwrap();
+    }
+    if let Some(m) = &r.summary {
+        writeln!(s, "{} of {} within half the published change, same sign; headline figures (*): {} of {}", m.agree, m.of, m.headline_agree, m.headline_of).unwrap();
+    }
+    s
+}
+
+/// A figure with at least four significant digits below 1, whole
+/// numbers as such.
+fn sig(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else if v.abs() >= 1.0 || !v.is_finite() {
+        num(v)
+    } else {
+        let digits = (3 - v.abs().log10().floor() as i32).max(0) as usize;
+        format!("{v:.digits$}")
+    }
 }
 
 fn num(v: f64) -> String {
@@ -442,6 +686,71 @@ mod tests {
             }
             assert!(!EXPERIMENTS[..i].iter().any(|f| f.name == e.name), "{} twice", e.name);
         }
+    }
+
+    fn outcome(name: &str, rows: &[(&str, f64, f64)], seconds: (f64, f64), counters: &[(&str, i64)]) -> Outcome {
+        let e = EXPERIMENTS.iter().find(|e| e.name == name).unwrap();
+        Outcome {
+            experiment: *e,
+            command: e.command(false),
+            rows: rows.iter().map(|&(f, off, on)| Row { figure: f.into(), unit: "u".into(), higher_is_better: true, off, on, change_percent: simulate::change_percent(off, on) }).collect(),
+            sim_seconds_off: seconds.0,
+            sim_seconds_on: seconds.1,
+            counters_on: counters.iter().map(|&(k, v)| (k.to_string(), v)).collect(),
+            host_seconds: 0.0,
+        }
+    }
+
+    /// Each published figure is set beside the figure it names, its
+    /// errors and agreement computed from the two; the summary counts
+    /// changes only.
+    #[test]
+    fn published_figures_beside_the_predictions() {
+        let gups = outcome("armada-gups", &[("GUP/s", 0.0095, 0.01612)], (2.0, 1.0), &[("vm.pmap.section.promotions", 1024), ("vm.pmap.section.p_failures", 3)]);
+        let bw = outcome("armada-bw-wr", &[("wr MB/s", 1000.0, 1000.0)], (1.0, 1.0), &[]);
+        let rows = published_against(&[gups, bw], false);
+        let find = |fig: &str, seed: &str| rows.iter().find(|a| a.figure == fig && a.seed == seed).unwrap();
+        let g = find("GUP/s", "000");
+        let close = |a: Option<f64>, b: f64| a.is_some_and(|a| (a - b).abs() < 0.01);
+        assert!(close(g.error_off_percent, (0.0095 / 0.003685255 - 1.0) * 100.0) && close(g.error_on_percent, (0.01612 / 0.005530048 - 1.0) * 100.0));
+        let (pred, publ) = ((0.01612 / 0.0095 - 1.0) * 100.0, (0.005530048 / 0.003685255 - 1.0) * 100.0);
+        assert!(close(g.predicted_change_percent, pred) && close(g.error_change_percent, (pred / publ - 1.0) * 100.0));
+        assert_eq!(g.agrees, Some(true));
+        let t = find("CPU time", "001");
+        assert!(close(t.predicted_change_percent, -50.0) && t.error_off_percent.is_none(), "a scaled run's seconds have no absolute error");
+        assert_eq!(t.agrees, Some(true)); // -50 against -34: within 17
+        let p = find("vm.pmap.section.promotions", "000");
+        assert_eq!((p.predicted_on, p.error_on_percent, p.agrees), (Some(1024.0), Some(0.0), None));
+        let f = find("vm.pmap.section.p_failures", "000");
+        assert_eq!((f.predicted_on, f.error_on_percent), (Some(3.0), None));
+        assert_eq!(find("vm.pmap.section.mappings", "000").error_on_percent, Some(0.0));
+        let w = find("Mem write", "001");
+        assert_eq!((w.predicted_change_percent, w.agrees), (Some(0.0), Some(false)));
+        // GUPS twice (000 +50.1 %, 001 +52 %), CPU time, the write: 3 of 4; headline GUPS and write: 1 of 2.
+        assert_eq!(summary(&rows), Summary { agree: 3, of: 4, headline_agree: 1, headline_of: 2 });
+        // Under --quick nothing is judged.
+        let q = published_against(&[outcome("armada-gups", &[("GUP/s", 0.0095, 0.01612)], (2.0, 1.0), &[])], true);
+        assert!(q.iter().all(|a| a.agrees.is_none() && a.error_off_percent.is_none() && a.error_change_percent.is_none()));
+    }
+
+    /// The transposes are picked by size and variant, the averages as the
+    /// mean of the five sizes, and the 3300 store by its direction.
+    #[test]
+    fn transposes_by_size_and_the_average_and_the_direction() {
+        let mut rows = Vec::new();
+        for n in [3000, 3100, 3150, 3175, 3200, 3300] {
+            rows.push((format!("{n} load MB/s"), 20.0, 30.0));
+            rows.push((format!("{n} store MB/s"), 20.0, if n == 3300 { 19.0 } else { n as f64 / 100.0 }));
+        }
+        let rows: Vec<(&str, f64, f64)> = rows.iter().map(|(f, a, b)| (f.as_str(), *a, *b)).collect();
+        let o = outcome("alpha-transpose-shimizu", &rows, (1.0, 1.0), &[]);
+        let r = published_against(&[o], false);
+        let avg = r.iter().find(|a| a.figure == "Store Average" && a.headline).unwrap();
+        assert!((avg.predicted_on.unwrap() - (30.0 + 31.0 + 31.5 + 31.75 + 32.0) / 5.0).abs() < 1e-9);
+        let s3300 = r.iter().find(|a| a.figure == "3300 store").unwrap();
+        assert_eq!((s3300.published_fell, s3300.agrees, s3300.published_change_percent), (Some(true), Some(true), None));
+        let s3150 = r.iter().find(|a| a.figure == "3150 store" && a.place.contains("second")).unwrap();
+        assert_eq!((s3150.published_on, s3150.predicted_on), (Some(24.97), Some(31.5)));
     }
 
     #[test]

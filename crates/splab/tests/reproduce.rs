@@ -78,3 +78,41 @@ fn quick_says_what_it_ran_and_that_its_figures_are_not_comparable() {
     assert_eq!(v["quick"], true);
     assert!(v["note"].as_str().unwrap().contains("not comparable"), "{v}");
 }
+
+/// `--quick --json` carries every published figure of the experiments
+/// run beside the quick prediction, with the seed and the place, and no
+/// errors, agreement or summary (the figures are not comparable).
+#[test]
+fn quick_json_sets_the_published_figures_beside_the_predictions() {
+    let out = splab(&["reproduce", "--quick", "--json", "armada-gups", "power9-pgbench"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert!(v["note"].as_str().unwrap().contains("not comparable"), "{v}");
+    assert!(v["summary"].is_null(), "{v}");
+    let p = v["published"].as_array().expect("published");
+    let find = |exp: &str, seed: &str, figure: &str| {
+        p.iter().find(|a| a["experiment"] == exp && a["seed"] == seed && a["figure"] == figure).unwrap_or_else(|| panic!("{exp} {seed} {figure} missing: {v}")).clone()
+    };
+    let g = find("armada-gups", "000", "GUP/s");
+    assert_eq!(g["published_off"], 0.003685255);
+    assert_eq!(g["published_on"], 0.005530048);
+    assert!((g["published_change_percent"].as_f64().unwrap() - 50.06).abs() < 0.01, "{g}");
+    assert!(g["predicted_off"].as_f64().unwrap() > 0.0 && g["predicted_on"].as_f64().unwrap() > 0.0, "{g}");
+    assert!(g["predicted_change_percent"].is_f64(), "{g}");
+    assert!(g["seed_file"].as_str().unwrap().starts_with("000_") && g["place"].as_str().unwrap().contains("Exemplary GUPS results"), "{g}");
+    assert_eq!((g["unit"].as_str(), g["headline"].as_bool(), g["absolute"].as_bool()), (Some("GUP/s"), Some(true), Some(true)));
+    for k in ["error_off_percent", "error_on_percent", "error_change_percent", "agrees"] {
+        assert!(g[k].is_null(), "{k} under --quick: {g}");
+    }
+    // A change alone, on the experiment added for it.
+    let t = find("power9-pgbench", "003", "pgbench -S tps");
+    assert_eq!(t["published_change_percent"], 8.4);
+    assert!(t["published_off"].is_null() && t["predicted_on"].as_f64().unwrap() > 0.0, "{t}");
+    // The section counters of the run: two 1 MB sections promoted.
+    let c = find("armada-gups", "000", "vm.pmap.section.promotions");
+    assert_eq!((c["published_on"].as_f64(), c["predicted_on"].as_f64()), (Some(1024.0), Some(2.0)), "{c}");
+    let out = splab(&["reproduce", "--quick", "armada-gups"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("published against predicted (--quick: the predictions are not comparable"), "{text}");
+    assert!(!text.contains("headline figures (*):"), "no summary under --quick: {text}");
+}
