@@ -549,14 +549,14 @@ mod tests {
         }
     }
 
-    /// Each entry's quotes are in its seed, word for word; without the
-    /// seeds (a checkout without ../shared) this is said and skipped.
+    /// Each entry's quotes are in its seed, word for word. The seeds are
+    /// not in the repository, so this runs when asked for: `cargo test -p
+    /// splab published -- --ignored` beside ../shared/seeds, or with
+    /// $SPLAB_SEEDS naming them (and fails when neither is there).
     #[test]
+    #[ignore = "reads the seed documents, which are outside the repository (../shared/seeds or $SPLAB_SEEDS)"]
     fn every_quote_is_in_its_seed() {
-        let Some(dir) = seeds_dir() else {
-            eprintln!("the seeds directory was not found (set SPLAB_SEEDS): quotes not checked");
-            return;
-        };
+        let dir = seeds_dir().expect("the seeds directory: ../shared/seeds above the checkout, or $SPLAB_SEEDS");
         for s in SEEDS {
             let p = dir.join(s.file);
             assert!(p.is_file(), "seed {} missing: {}", s.id, p.display());
