@@ -137,8 +137,7 @@ impl System {
         // Fast path: the same page as the last TLB hit, permitted without a
         // dirty-bit assist, on the line of the last cache access. Its result
         // is what the general path would compute.
-        if let (false, false, false, true) = (self.cfg.check_tlb, self.machine.mem.tracks_data(), op == Op::Fetch, self.timing.cores_home()) {
-            let timing = &mut self.timing;
+        if let (false, false, false, Some(timing)) = (self.cfg.check_tlb, self.machine.mem.tracks_data(), op == Op::Fetch, self.timing.as_mut()) {
             let asid = self.cpus[cpu].space.1;
             let tlb = &mut self.machine.mmu[cpu].tlb;
             if let Some((t, m)) = tlb.memo(va, asid) {
@@ -532,12 +531,8 @@ impl System {
     /// The second pass of a batch: the cache model over the references in
     /// order, after any background work due.
     fn finish_batch(&mut self, cpu: usize) {
-        if self.next_background_ns.is_some() {
-            // The background work needs the time the batch in flight
-            // brings.
-            self.sync();
-            self.maybe_background();
-        }
+        self.sync();
+        self.maybe_background();
         self.time_batch(cpu);
     }
 
@@ -545,10 +540,10 @@ impl System {
     /// timing thread when the batch is large enough to be worth it (the
     /// caller goes on translating the next batch meanwhile).
     fn time_batch(&mut self, cpu: usize) {
+        self.sync();
+        let blocks = std::mem::take(&mut self.new_blocks);
         if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
-            self.sync();
-            let blocks = std::mem::take(&mut self.new_blocks);
-            let t = &mut self.timing;
+            let t = self.timing.as_mut().unwrap();
             t.add_blocks(blocks);
             t.run_batch(cpu, &self.batch, &self.pending_walks, &self.marks);
             self.batch.clear();
@@ -556,20 +551,13 @@ impl System {
             self.marks.clear();
             return;
         }
-        // The caches here, while the timing thread may still be running
-        // the core over the batch before (the caches' pass needs nothing
-        // of the cores); then the core's pass there.
-        let mut times = std::mem::take(&mut self.spare_times);
-        self.timing.cache_pass(cpu, &self.batch, &self.pending_walks, &mut times);
-        self.sync();
-        let blocks = std::mem::take(&mut self.new_blocks);
         let worker = self.worker.get_or_insert_with(Worker::spawn);
         let refs = std::mem::replace(&mut self.batch, std::mem::take(&mut self.spare_refs));
         let walks = std::mem::replace(&mut self.pending_walks, std::mem::take(&mut self.spare_walks));
         let marks = std::mem::replace(&mut self.marks, std::mem::take(&mut self.spare_marks));
-        let mut cores = self.timing.take_cores();
-        cores.add_blocks(blocks);
-        worker.send(Job { cores, cpu, refs, times, marks, walks });
+        let mut timing = self.timing.take().unwrap();
+        timing.add_blocks(blocks);
+        worker.send(Job { timing, cpu, refs, walks, marks });
         self.batch.clear();
         self.pending_walks.clear();
         self.marks.clear();

@@ -18,7 +18,6 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use crate::block::{Block, BlockSpec};
 use crate::core::{CoreParts, CoreStats};
-use crate::core::RefTime;
 use crate::timing::{BatchRef, CycleBreakdown, Mark, Timing, Worker};
 use std::sync::Arc;
 use splab_hw::machine::Machine;
@@ -62,9 +61,8 @@ pub struct Config {
     /// Tunables of the pmap and of the policy set before the system
     /// starts (name, value), as a loader.conf or sysfs writes would.
     pub tunables: Vec<(String, String)>,
-    /// Run the core model of large batches on a second host thread while
-    /// the next batch is translated and run through the caches (the
-    /// results are the same either way).
+    /// Run the cache model of large batches on a second host thread while
+    /// the next batch is translated (the results are the same either way).
     /// Off, the simulation uses one host core, for running many at once.
     pub timing_thread: bool,
     /// The parts of the core model in use (all but for `--core-off`).
@@ -152,15 +150,13 @@ pub struct System {
     pub(crate) machine: Machine,
     pub cfg: Config,
     pub(crate) cpus: Vec<CpuHw>,
-    /// The timing model; its cores are away while a batch is with the
-    /// timing thread (`Timing::cores_home`).
-    pub(crate) timing: Box<Timing>,
+    /// The timing model; None while a batch is with the timing thread.
+    pub(crate) timing: Option<Box<Timing>>,
     pub(crate) worker: Option<Worker>,
     /// Buffers of the batch being built, and spares returned by the worker.
     pub(crate) spare_refs: Vec<BatchRef>,
     pub(crate) spare_walks: Vec<u64>,
     pub(crate) spare_marks: Vec<Mark>,
-    pub(crate) spare_times: Vec<RefTime>,
     /// The stream's marks between the batch's references.
     pub(crate) marks: Vec<Mark>,
     /// The blocks defined (`define_block`), and those the timing model
@@ -312,12 +308,11 @@ impl System {
             kernel,
             machine,
             cpus,
-            timing,
+            timing: Some(timing),
             worker: None,
             spare_refs: Vec::new(),
             spare_walks: Vec::new(),
             spare_marks: Vec::new(),
-            spare_times: Vec::new(),
             marks: Vec::new(),
             blocks: Vec::new(),
             new_blocks: Vec::new(),
@@ -358,10 +353,7 @@ impl System {
     /// (not with the timing thread). Its cycles go to no program.
     pub(crate) fn maybe_background(&mut self) {
         let Some(next) = self.next_background_ns else { return };
-        let t = &self.timing;
-        if !t.cores_home() {
-            return;
-        }
+        let Some(t) = self.timing.as_ref() else { return };
         let busiest = (0..self.cpus.len()).map(|i| t.cycles(i) + self.kernel_cycles[i]).fold(0.0, f64::max);
         let now = busiest / self.cfg.profile.freq_ghz;
         if now < next {
@@ -581,25 +573,24 @@ impl System {
         self.cpus.get(cpu)?.running
     }
 
-    /// Waits for the timing thread to hand the cores back.
+    /// Waits for the timing thread to hand the timing model back.
     pub(crate) fn sync(&mut self) {
-        if !self.timing.cores_home() {
-            let job = self.worker.as_ref().expect("the cores are with the worker").recv();
-            self.timing.put_cores(job.cores);
+        if self.timing.is_none() {
+            let job = self.worker.as_ref().expect("timing is with the worker").recv();
+            self.timing = Some(job.timing);
             self.spare_refs = job.refs;
             self.spare_walks = job.walks;
             self.spare_marks = job.marks;
-            self.spare_times = job.times;
         }
     }
 
     /// The timing model, once any batch in flight is done.
     #[inline]
     pub(crate) fn timing(&mut self) -> &mut Timing {
-        if !self.timing.cores_home() {
+        if self.timing.is_none() {
             self.sync();
         }
-        let t = &mut self.timing;
+        let t = self.timing.as_mut().unwrap();
         if !self.new_blocks.is_empty() {
             t.add_blocks(self.new_blocks.drain(..));
         }

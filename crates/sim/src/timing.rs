@@ -120,9 +120,10 @@ pub struct Timing {
     dirty: Option<Dirty>,
     /// Dirty lines the last level evicted (written back to memory).
     pub writebacks: u64,
-    /// The cores and the blocks: away on the timing thread while it runs
-    /// the core over a batch (`Worker`), the caches staying here.
-    cores: Option<Box<Cores>>,
+    /// Per CPU, the interval core.
+    cores: Vec<CoreState>,
+    /// The blocks the streams have named, compiled for the profile.
+    blocks: Vec<Arc<Block>>,
     /// Cycles of the kernel's work per CPU are kept by the system; these
     /// are the rest.
     pub cache_hits: [u64; 3],
@@ -142,20 +143,6 @@ pub struct Timing {
     flags: Vec<u8>,
     /// Per access, the prefetcher's line time where it covered it.
     lines: Vec<f32>,
-    /// Per reference of a batch run here, what the caches made of it.
-    times: Vec<RefTime>,
-}
-
-/// The part of the timing model after the caches: per CPU the interval
-/// core, and the blocks the streams have named, compiled for the profile.
-/// It takes each reference's latencies from the caches' pass and nothing
-/// else, so a batch's core pass can run on the timing thread while the
-/// caches (which stay with the translating thread) take the next batch.
-pub struct Cores {
-    cores: Vec<CoreState>,
-    blocks: Vec<Arc<Block>>,
-    /// The first level's latency (a repeat's).
-    l1: u32,
 }
 
 /// The lines written since they last left the last-level cache, one bit
@@ -233,7 +220,8 @@ impl Timing {
             prefetched: 0,
             dirty: (p.writeback_cycles().is_some() || p.channel_line_cycles().is_some()).then(|| Dirty { bits: Vec::new() }),
             writebacks: 0,
-            cores: Some(Box::new(Cores { cores: (0..p.cpus).map(|_| CoreState::new(&p.core, mem, parts)).collect(), blocks: Vec::new(), l1: p.cache.l1d.latency })),
+            cores: (0..p.cpus).map(|_| CoreState::new(&p.core, mem, parts)).collect(),
+            blocks: Vec::new(),
             cache_hits: [0; 3],
             dram_accesses: 0,
             scratch: Vec::new(),
@@ -244,45 +232,19 @@ impl Timing {
             evicted: Vec::new(),
             flags: Vec::new(),
             lines: Vec::new(),
-            times: Vec::new(),
         })
     }
 
     /// The cycles CPU `cpu` has spent on its instructions and their
     /// references.
     pub fn cycles(&self, cpu: usize) -> f64 {
-        self.home().cores[cpu].time()
-    }
-
-    /// The cores, which must be here (not on the timing thread).
-    fn home(&self) -> &Cores {
-        self.cores.as_deref().expect("the cores are with the timing thread")
-    }
-
-    fn home_mut(&mut self) -> &mut Cores {
-        self.cores.as_deref_mut().expect("the cores are with the timing thread")
-    }
-
-    /// Whether the cores are here (not on the timing thread).
-    pub(crate) fn cores_home(&self) -> bool {
-        self.cores.is_some()
-    }
-
-    /// The cores, for the timing thread to run a batch's core pass.
-    pub(crate) fn take_cores(&mut self) -> Box<Cores> {
-        self.cores.take().expect("the cores are with the timing thread")
-    }
-
-    /// The cores back from the timing thread.
-    pub(crate) fn put_cores(&mut self, c: Box<Cores>) {
-        debug_assert!(self.cores.is_none());
-        self.cores = Some(c);
+        self.cores[cpu].time()
     }
 
     /// Where the CPUs' cycles went (the kernel's are the system's).
     pub fn breakdown(&self) -> CycleBreakdown {
         let mut b = CycleBreakdown::default();
-        for c in &self.home().cores {
+        for c in &self.cores {
             b.add_stack(&c.stack());
         }
         b
@@ -291,7 +253,7 @@ impl Timing {
     /// What the cores counted, summed over CPUs.
     pub fn core_stats(&self) -> CoreStats {
         let mut s = CoreStats::default();
-        for c in &self.home().cores {
+        for c in &self.cores {
             s.add(&c.stats());
         }
         s
@@ -299,22 +261,20 @@ impl Timing {
 
     /// Blocks the system defined since the last batch, in order.
     pub fn add_blocks(&mut self, blocks: impl IntoIterator<Item = Arc<Block>>) {
-        self.home_mut().blocks.extend(blocks);
+        self.blocks.extend(blocks);
     }
 
     /// The loop CPU `cpu` runs from now on (an index into the blocks), or
     /// none: each reference of a batch without a place is the loop's next.
     pub fn set_loop(&mut self, cpu: usize, block: Option<u32>) {
-        let h = self.home_mut();
-        let c = &mut h.cores[cpu];
-        c.finish(&h.blocks, None);
+        let c = &mut self.cores[cpu];
+        c.finish(&self.blocks, None);
         c.looped = block;
     }
 
     /// `n` instructions the stream describes no further, on `cpu`.
     pub fn instructions(&mut self, cpu: usize, n: u64) {
-        let h = self.home_mut();
-        h.cores[cpu].instructions(&h.blocks, n);
+        self.cores[cpu].instructions(&self.blocks, n);
     }
 
     /// Latency of one access to physical address `pa` through the caches
@@ -401,13 +361,12 @@ impl Timing {
         a.dram_lines += (f & DRAM != 0) as u8;
         a.writebacks += f >> WB_SHIFT;
         a.stream_line = line;
-        let h = self.home_mut();
-        let c = &mut h.cores[cpu];
+        let c = &mut self.cores[cpu];
         let place = match c.looped {
-            Some(_) if !dependent => c.loop_place(&h.blocks).unwrap_or(RefPlace::Free { dependent }),
+            Some(_) if !dependent => c.loop_place(&self.blocks).unwrap_or(RefPlace::Free { dependent }),
             _ => RefPlace::Free { dependent },
         };
-        c.reference(&h.blocks, place, &a, write, pa);
+        c.reference(&self.blocks, place, &a, write, pa);
     }
 
     /// The cheap case of `charge`: no translation cycles, no walk, and the
@@ -425,13 +384,12 @@ impl Timing {
             self.stored(pa);
         }
         self.cache_hits[0] += 1;
-        let h = self.home_mut();
-        let c = &mut h.cores[cpu];
+        let c = &mut self.cores[cpu];
         let place = match c.looped {
-            Some(_) if !dependent => c.loop_place(&h.blocks).unwrap_or(RefPlace::Free { dependent }),
+            Some(_) if !dependent => c.loop_place(&self.blocks).unwrap_or(RefPlace::Free { dependent }),
             _ => RefPlace::Free { dependent },
         };
-        c.reference(&h.blocks, place, &a, write, pa);
+        c.reference(&self.blocks, place, &a, write, pa);
         true
     }
 
@@ -507,18 +465,6 @@ impl Timing {
     /// of independent lookups that the host overlaps. Then the core takes
     /// the references in program order with the stream's `marks`.
     pub fn run_batch(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64], marks: &[Mark]) {
-        let mut times = std::mem::take(&mut self.times);
-        self.cache_pass(cpu, refs, walks, &mut times);
-        self.home_mut().run(cpu, refs, &times, marks);
-        self.times = times;
-    }
-
-    /// The caches' part of `run_batch`: what they made of each reference,
-    /// in `times` (one per reference, in order), for the core's pass
-    /// (`Cores::run`).
-    pub(crate) fn cache_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64], times: &mut Vec<RefTime>) {
-        times.clear();
-        times.reserve(refs.len());
         let mut acc = std::mem::take(&mut self.scratch);
         let mut to_l2 = std::mem::take(&mut self.to_l2);
         let mut to_l3 = std::mem::take(&mut self.to_l3);
@@ -613,10 +559,18 @@ impl Timing {
         self.cache_hits[2] += (to_l3.len() - dram.len()) as u64;
         self.dram_accesses += dram.len() as u64;
         self.to_dram = dram;
-        // Each reference's translation and data latencies, as `charge`
-        // gathers them.
+        // The core, reference by reference as `charge` does, with the
+        // stream's marks between them.
+        let l1 = self.l1[cpu].latency;
+        let core = &mut self.cores[cpu];
+        let blocks = &self.blocks;
+        let mut m = 0;
         let mut k = 0;
-        for r in refs {
+        for (j, r) in refs.iter().enumerate() {
+            while let Some(mk) = marks.get(m).filter(|mk| mk.at as usize <= j) {
+                apply(core, blocks, mk.what);
+                m += 1;
+            }
             let nw = (r.walks_end - r.walks_start) as usize;
             let mut a = RefTime { xlat: r.xlat, walked: nw > 0, ..RefTime::default() };
             if nw > 0 {
@@ -636,34 +590,8 @@ impl Timing {
                 a.stream_line = lines[k];
             }
             k += 1;
-            times.push(a);
-        }
-        self.flags = flags;
-        self.lines = lines;
-        self.scratch = acc;
-        self.to_l2 = to_l2;
-        self.to_l3 = to_l3;
-    }
-}
-
-impl Cores {
-    /// The core's part of `Timing::run_batch`: the references in program
-    /// order with what the caches made of each (`times`, from
-    /// `Timing::cache_pass`), reference by reference as `Timing::charge`
-    /// does, with the stream's marks between them.
-    pub(crate) fn run(&mut self, cpu: usize, refs: &[BatchRef], times: &[RefTime], marks: &[Mark]) {
-        debug_assert_eq!(refs.len(), times.len());
-        let l1 = self.l1;
-        let core = &mut self.cores[cpu];
-        let blocks = &self.blocks;
-        let mut m = 0;
-        for (j, (r, a)) in refs.iter().zip(times).enumerate() {
-            while let Some(mk) = marks.get(m).filter(|mk| mk.at as usize <= j) {
-                apply(core, blocks, mk.what);
-                m += 1;
-            }
             if r.fetch {
-                core.fetch(a);
+                core.fetch(&a);
                 continue;
             }
             let place = |core: &mut CoreState, n: u16| {
@@ -676,7 +604,7 @@ impl Cores {
                 }
             };
             let p = place(core, 0);
-            core.reference(blocks, p, a, r.write, r.pa);
+            core.reference(blocks, p, &a, r.write, r.pa);
             if r.repeats > 0 {
                 let hit = RefTime { data: l1, ..RefTime::default() };
                 for n in 1..=r.repeats {
@@ -689,11 +617,11 @@ impl Cores {
         for mk in &marks[m..] {
             apply(core, blocks, mk.what);
         }
-    }
-
-    /// Blocks the system defined since the last batch, in order.
-    pub(crate) fn add_blocks(&mut self, blocks: impl IntoIterator<Item = Arc<Block>>) {
-        self.blocks.extend(blocks);
+        self.flags = flags;
+        self.lines = lines;
+        self.scratch = acc;
+        self.to_l2 = to_l2;
+        self.to_l3 = to_l3;
     }
 }
 
@@ -836,18 +764,14 @@ impl Streams {
     }
 }
 
-/// A batch of references travelling to the timing thread, after the
-/// caches' pass, with what the caches made of each and the cores
-/// themselves, and back.
-pub(crate) struct Job {
-    pub cores: Box<Cores>,
+/// A batch of references travelling to the timing thread with the timing
+/// state itself, and back.
+pub struct Job {
+    pub timing: Box<Timing>,
     pub cpu: usize,
     pub refs: Vec<BatchRef>,
-    pub times: Vec<RefTime>,
-    pub marks: Vec<Mark>,
-    /// The batch's walk references, which the caches have had: only
-    /// travelling for the translating thread to reuse the vector.
     pub walks: Vec<u64>,
+    pub marks: Vec<Mark>,
 }
 
 /// A one-item hand-off between two threads. The waiting side spins for a
@@ -919,24 +843,23 @@ struct Shared {
     closed: std::sync::atomic::AtomicBool,
 }
 
-/// A thread that runs the core model for batches while the caller
-/// translates the next one and runs it through the caches (the machine's
-/// second core). One batch is in flight at a time: the cores travel with
-/// it.
-pub(crate) struct Worker {
+/// A thread that runs the timing model for batches while the caller
+/// translates the next one (the machine's second core). One batch is in
+/// flight at a time: the timing state travels with it.
+pub struct Worker {
     shared: std::sync::Arc<Shared>,
     handle: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Worker {
-    pub(crate) fn spawn() -> Worker {
+    pub fn spawn() -> Worker {
         let shared = std::sync::Arc::new(Shared { jobs: Slot::new(), done: Slot::new(), closed: false.into() });
         let (sh, back) = (shared.clone(), std::thread::current());
         let handle = std::thread::Builder::new()
             .name("splab-timing".into())
             .spawn(move || {
                 while let Some(mut job) = sh.jobs.take(|| sh.closed.load(std::sync::atomic::Ordering::Acquire)) {
-                    job.cores.run(job.cpu, &job.refs, &job.times, &job.marks);
+                    job.timing.run_batch(job.cpu, &job.refs, &job.walks, &job.marks);
                     sh.done.put(job, &back);
                 }
             })
@@ -946,13 +869,13 @@ impl Worker {
 
     /// Hands a batch to the timing thread. Called from the thread that
     /// spawned the worker, with no batch in flight.
-    pub(crate) fn send(&self, job: Job) {
+    pub fn send(&self, job: Job) {
         let h = self.handle.as_ref().expect("worker running");
         self.shared.jobs.put(job, h.thread());
     }
 
     /// Waits for the batch in flight.
-    pub(crate) fn recv(&self) -> Job {
+    pub fn recv(&self) -> Job {
         let h = self.handle.as_ref().expect("worker running");
         self.shared.done.take(|| h.is_finished()).expect("timing thread alive")
     }

@@ -29,7 +29,7 @@ use std::time::Instant;
 pub struct RunOpts {
     /// No progress bar.
     pub quiet: bool,
-    /// One host thread (by default the core model of large batches runs
+    /// One host thread (by default the cache model of large batches runs
     /// on a second one).
     pub single_thread: bool,
     /// A program's standard input and output, and its valgrind.
@@ -52,7 +52,7 @@ pub struct RunOptArgs {
     /// Programs: the valgrind to run them under.
     #[arg(long, value_name = "PATH", default_value = "valgrind")]
     pub valgrind: std::path::PathBuf,
-    /// Use one host thread (by default the core model of large batches
+    /// Use one host thread (by default the cache model of large batches
     /// runs on a second one); the results are the same. For running many
     /// simulations at once.
     #[arg(long)]
