@@ -37,7 +37,6 @@ use crate::block::{Block, FROM_DISPATCH, FROM_REF, FROM_REG};
 use serde::Serialize;
 use splab_hw::bpred::{Predictor, PredictorStats};
 use splab_hw::profile::Core;
-use std::collections::VecDeque;
 
 /// The parts of the core model that can be switched off to see what each
 /// moves (`--core-off`); all on is the model.
@@ -270,6 +269,63 @@ impl Units {
     }
 }
 
+/// The window's checkpoints (`CoreState::rob_q`): a ring of (position,
+/// retire time, translation share), oldest first, whose front's position
+/// and back's retire time are kept at hand, so that the usual case (none
+/// to pop, none to push) reads no entry.
+struct Checkpoints {
+    /// A power of two long.
+    ring: Vec<(u64, f64, f32)>,
+    head: usize,
+    len: usize,
+    /// The front's position (u64::MAX when empty), the back's retire time
+    /// (meaningless when empty).
+    front_pos: u64,
+    back_r: f64,
+}
+
+impl Checkpoints {
+    fn new() -> Checkpoints {
+        Checkpoints { ring: vec![(0, 0.0, 0.0); 64], head: 0, len: 0, front_pos: u64::MAX, back_r: 0.0 }
+    }
+
+    #[inline(always)]
+    fn push_back(&mut self, e: (u64, f64, f32)) {
+        if self.len == self.ring.len() {
+            self.grow();
+        }
+        let mask = self.ring.len() - 1;
+        self.ring[(self.head + self.len) & mask] = e;
+        if self.len == 0 {
+            self.front_pos = e.0;
+        }
+        self.len += 1;
+        self.back_r = e.1;
+    }
+
+    /// The front's retire time and translation share, removed (there is
+    /// one: `front_pos` is not u64::MAX).
+    #[inline(always)]
+    fn pop_front(&mut self) -> (f64, f32) {
+        let mask = self.ring.len() - 1;
+        let (_, r, x) = self.ring[self.head];
+        self.head = (self.head + 1) & mask;
+        self.len -= 1;
+        self.front_pos = if self.len == 0 { u64::MAX } else { self.ring[self.head].0 };
+        (r, x)
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let n = self.ring.len();
+        let mut ring = Vec::with_capacity(2 * n);
+        ring.extend((0..n).map(|i| self.ring[(self.head + i) & (n - 1)]));
+        ring.resize(2 * n, (0, 0.0, 0.0));
+        self.ring = ring;
+        self.head = 0;
+    }
+}
+
 /// Recent stores whose data a load may wait for (`CoreState::stored`): a
 /// direct-mapped table of 8-byte words, more than a store queue holds.
 const STORED: usize = 512;
@@ -291,7 +347,7 @@ pub(crate) struct CoreState {
     /// (position, retire time, translation share) after references and
     /// blocks, oldest first; those a window's length behind the next
     /// dispatch are popped into `rob_bound`.
-    rob_q: VecDeque<(u64, f64, f32)>,
+    rob_q: Checkpoints,
     rob_bound: f64,
     rob_x: f32,
     /// When the load queue's and the store queue's oldest entries free
@@ -346,7 +402,7 @@ impl CoreState {
             t: 0.0,
             r: 0.0,
             r_x: 0.0,
-            rob_q: VecDeque::new(),
+            rob_q: Checkpoints::new(),
             rob_bound: 0.0,
             rob_x: 0.0,
             lq: Queue::new(if parts.window { c.load_queue } else { 1 }),
@@ -425,12 +481,10 @@ impl CoreState {
             self.pos = p;
             // The last of them waited for the window's oldest to retire.
             if let Some(limit) = (p - 1).checked_sub(self.rob) {
-                while let Some(&(q, r, x)) = self.rob_q.front() {
-                    if q > limit {
-                        break;
-                    }
-                    (self.rob_bound, self.rob_x) = (r, x);
-                    self.rob_q.pop_front();
+                // (The front's position is u64::MAX when there is none,
+                // above any limit.)
+                while self.rob_q.front_pos <= limit {
+                    (self.rob_bound, self.rob_x) = self.rob_q.pop_front();
                 }
                 // Dispatching p - 1 needs the entry of p - 1 - rob free:
                 // p dispatches a slot after that.
@@ -456,7 +510,7 @@ impl CoreState {
     /// outside blocks: the window is tracked a block at a time).
     #[inline(always)]
     fn checkpoint(&mut self) {
-        if self.parts.window && self.rob_q.back().is_none_or(|b| b.1 < self.r) {
+        if self.parts.window && (self.rob_q.len == 0 || self.rob_q.back_r < self.r) {
             self.rob_q.push_back((self.pos, self.r, self.r_x));
         }
     }
@@ -715,26 +769,30 @@ impl CoreState {
             }
         }
         let end_dispatch = self.t - self.inv_w;
-        // Registers, all computed from the entry values before any is set.
-        let mut out = std::mem::take(&mut self.out);
-        out.clear();
-        let mut latest = 0.0f64;
-        for p in &b.puts {
-            if p.exits as usize > exits {
-                break;
+        // Registers, all computed from the entry values before any is set
+        // (a block that writes none completes nothing more: retire times
+        // are never below 0).
+        if !b.puts.is_empty() {
+            let mut out = std::mem::take(&mut self.out);
+            out.clear();
+            let mut latest = 0.0f64;
+            for p in &b.puts {
+                if p.exits as usize > exits {
+                    break;
+                }
+                // Its instruction dispatched no earlier than its place at
+                // the width from the block's start.
+                let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
+                let v = self.deps_ready(b, p.deps, dispatch);
+                latest = fmax(latest, v);
+                out.push((p.slot, v));
             }
-            // Its instruction dispatched no earlier than its place at the
-            // width from the block's start.
-            let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
-            let v = self.deps_ready(b, p.deps, dispatch);
-            latest = fmax(latest, v);
-            out.push((p.slot, v));
+            for &(s, v) in &out {
+                self.vals[(FROM_REG + s as u16) as usize] = v;
+            }
+            self.out = out;
+            self.completes(latest, 0.0, 0.0);
         }
-        for &(s, v) in &out {
-            self.vals[(FROM_REG + s as u16) as usize] = v;
-        }
-        self.out = out;
-        self.completes(latest, 0.0, 0.0);
         self.checkpoint();
         if k.is_none() {
             match b.end {

@@ -573,33 +573,45 @@ impl Timing {
             }
             let nw = (r.walks_end - r.walks_start) as usize;
             let mut a = RefTime { xlat: r.xlat, walked: nw > 0, ..RefTime::default() };
-            for i in k..k + nw {
-                a.xlat += acc[i].1;
-                a.dram_lines += (flags[i] & DRAM != 0) as u8;
-                a.writebacks += flags[i] >> WB_SHIFT;
+            if nw > 0 {
+                for i in k..k + nw {
+                    a.xlat += acc[i].1;
+                    a.dram_lines += (flags[i] & DRAM != 0) as u8;
+                    a.writebacks += flags[i] >> WB_SHIFT;
+                }
+                k += nw;
             }
-            k += nw;
+            let f = flags[k];
             a.data = acc[k].1;
-            a.missed = flags[k] & MISSED != 0;
-            a.dram_lines += (flags[k] & DRAM != 0) as u8;
-            a.writebacks += flags[k] >> WB_SHIFT;
-            a.stream_line = lines.get(k).copied().unwrap_or(0.0);
+            a.missed = f & MISSED != 0;
+            a.dram_lines += (f & DRAM != 0) as u8;
+            a.writebacks += f >> WB_SHIFT;
+            if !lines.is_empty() {
+                a.stream_line = lines[k];
+            }
             k += 1;
             if r.fetch {
                 core.fetch(&a);
                 continue;
             }
-            let hit = RefTime { data: l1, ..RefTime::default() };
-            for n in 0..=r.repeats {
-                let place = if r.place != NO_PLACE {
+            let place = |core: &mut CoreState, n: u16| {
+                if r.place != NO_PLACE {
                     RefPlace::Block(r.place.wrapping_add(n))
                 } else if core.looped.is_some() {
                     core.loop_place(blocks).unwrap_or(RefPlace::Free { dependent: false })
                 } else {
                     RefPlace::Free { dependent: false }
-                };
-                let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
-                core.reference(blocks, place, if n == 0 { &a } else { &hit }, r.write, pa);
+                }
+            };
+            let p = place(core, 0);
+            core.reference(blocks, p, &a, r.write, r.pa);
+            if r.repeats > 0 {
+                let hit = RefTime { data: l1, ..RefTime::default() };
+                for n in 1..=r.repeats {
+                    let p = place(core, n);
+                    let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
+                    core.reference(blocks, p, &hit, r.write, pa);
+                }
             }
         }
         for mk in &marks[m..] {
