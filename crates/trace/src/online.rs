@@ -116,6 +116,7 @@ const W_BLOCK: u8 = 0x86;
 const W_ENTER: u8 = 0x87;
 const W_EXIT: u8 = 0x88;
 const W_THREAD: u8 = 0x89;
+const W_AGAIN: u8 = 0x8a;
 const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 
@@ -360,6 +361,10 @@ pub struct ProgramRun {
     /// Threads the processes created (valgrind runs them one at a time
     /// in one stream, in an order the host decides).
     pub threads: u64,
+    /// Reads and writes that found a pipe empty or full and would have
+    /// blocked (EAGAIN): a program that polls runs as often as the host's
+    /// timing makes it.
+    pub would_block: u64,
     /// Times every process without a slot was found blocked in the kernel
     /// and the others went on (`drive`).
     pub blocked_waits: u64,
@@ -943,6 +948,10 @@ impl<'a> State<'a> {
                     self.out.threads += 1;
                     i += 1;
                 }
+                W_AGAIN => {
+                    self.out.would_block += 1;
+                    i += 1;
+                }
                 W_SKIP => {
                     need(i, 1)?;
                     refs += w[i + 1];
@@ -1100,13 +1109,25 @@ impl Online {
         out.exit_status = status.code();
         out.signal = status.signal();
         out.sim_seconds = st.sys.cycles_to_seconds(longest);
-        out.deterministic = out.threads == 0;
-        if !out.deterministic {
-            out.nondeterministic_because = Some(format!(
+        out.deterministic = out.threads == 0 && out.would_block == 0;
+        let mut why = Vec::new();
+        if out.threads > 0 {
+            why.push(format!(
                 "the program created {} thread{}: valgrind runs a process's threads one at a time in one stream, switching where the host's scheduling and the threads' waits fall, so a rerun interleaves them differently",
                 out.threads,
                 if out.threads == 1 { "" } else { "s" }
             ));
+        }
+        if out.would_block > 0 {
+            why.push(format!(
+                "{} read{} or write{} found a pipe empty or full and would have blocked (EAGAIN): a program that polls runs as many times as the host's timing makes it find nothing, so its own instructions differ from run to run",
+                out.would_block,
+                if out.would_block == 1 { "" } else { "s" },
+                if out.would_block == 1 { "" } else { "s" }
+            ));
+        }
+        if !why.is_empty() {
+            out.nondeterministic_because = Some(why.join("; "));
         }
         if let Some(s) = st.sample {
             let n = out.refs;
