@@ -44,10 +44,12 @@
 //! is set a quantum (`QUANTUM` references) past the lowest clock among
 //! those with a slot, and they go on. Which processes are blocked at such
 //! a point depends only on what each has done, so the order is the same
-//! on every run as long as every program is deterministic given its
-//! input: a process's threads (one stream, ordered by valgrind's
-//! scheduler and the host's) and waits on time or outside input are not,
-//! and a program with threads is reported not deterministic.
+//! on every run as long as each process's own stream is: a process's
+//! threads (one stream, ordered by valgrind's scheduler and the host's),
+//! a read or write that polls a pipe (EAGAIN, as often as the host's
+//! timing makes it) and races in the program itself are not. The tool
+//! marks threads and would-block calls, and such a run is reported not
+//! deterministic (docs/real-programs.md).
 //!
 //! Sampling (`Sample`, SMARTS-style): the tool counts each process's
 //! references, opens a window at the first slot that starts at or past
