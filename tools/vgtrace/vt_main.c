@@ -26,7 +26,12 @@
    the child's pid: the program forked a process that shares nothing with
    it but a copy of its memory), 0x84 references left out (then how many
    since the last such word), 0x85 the slot's mode (then 0 detail, 1
-   warming). The stream starts with "SPLVT001".
+   warming), 0x89 a thread created (with --ring only: valgrind runs the
+   program's threads one at a time in one stream, in an order the host's
+   scheduling decides, so splab marks the run not deterministic), 0x8a a
+   read or write that would have blocked (EAGAIN, with --ring only: a
+   program that polls a pipe runs as often as the host's timing makes it
+   find the pipe empty or full; splab marks that run too). The stream starts with "SPLVT001".
 
    Sampling (--detail=N --period=N --filter-sets=S, with --ring only):
    each process's references are counted; at the first slot that starts
@@ -141,6 +146,8 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
 #define W_FORK  0x83ULL
 #define W_SKIP  0x84ULL
 #define W_MODE  0x85ULL
+#define W_THREAD 0x89ULL
+#define W_AGAIN  0x8aULL
 #define W_END   0xfeULL
 #define W_NOP   0xffULL
 
@@ -556,9 +563,37 @@ static void vt_pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs)
       vt_flush();
 }
 
+/* A clone that shares the address space and is no vfork: a thread. */
+static Bool is_thread(UInt sysno, UWord* args)
+{
+   if (sysno == __NR_clone)
+      return (args[0] & VKI_CLONE_VM) != 0 && (args[0] & VKI_CLONE_VFORK) == 0;
+   if (sysno == 435 && args[0] != 0) {
+      ULong flags = *(ULong*)args[0];
+      return (flags & VKI_CLONE_VM) != 0 && (flags & VKI_CLONE_VFORK) == 0;
+   }
+   return False;
+}
+
+/* Linux's EAGAIN (asm-generic/errno-base.h). */
+#define LINUX_EAGAIN 11
+
 static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysRes res)
 {
-   if (ring == NULL || sr_isError(res) || !is_fork(sysno, args) || sr_Res(res) == 0)
+   if (ring != NULL && sr_isError(res) && sr_Err(res) == LINUX_EAGAIN
+       && (sysno == __NR_read || sysno == __NR_readv || sysno == __NR_write || sysno == __NR_writev)) {
+      room_for(1);
+      put(W_AGAIN);
+      return;
+   }
+   if (ring == NULL || sr_isError(res) || sr_Res(res) == 0)
+      return;
+   if (is_thread(sysno, args)) {
+      room_for(1);
+      put(W_THREAD);
+      return;
+   }
+   if (!is_fork(sysno, args))
       return;
    filter_clear();
    room_for(2);

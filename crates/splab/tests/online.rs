@@ -205,3 +205,89 @@ fn bench_runs_a_program_natively_in_full_detail_and_sampled() {
     let out = splab(&["bench", "--only-program", "--program-sample", "9:3"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// Every key of a JSON document, flattened (`a.b[2].c`), without those
+/// that measure the host or name the command line (as tools/same-results
+/// and tools/soak-determinism leave them out).
+fn deterministic_keys(v: &Value) -> std::collections::BTreeMap<String, Value> {
+    fn walk(v: &Value, path: String, out: &mut std::collections::BTreeMap<String, Value>) {
+        match v {
+            Value::Object(m) => m.iter().for_each(|(k, x)| walk(x, if path.is_empty() { k.clone() } else { format!("{path}.{k}") }, out)),
+            Value::Array(a) => a.iter().enumerate().for_each(|(i, x)| walk(x, format!("{path}[{i}]"), out)),
+            _ => {
+                out.insert(path, v.clone());
+            }
+        }
+    }
+    let mut out = std::collections::BTreeMap::new();
+    walk(v, String::new(), &mut out);
+    out.retain(|k, _| !k.split(['.', '[']).any(|part| part.starts_with("host_") || part == "host" || part == "hosts") && k != "build" && !k.starts_with("command"));
+    out
+}
+
+#[test]
+fn processes_that_wait_on_one_another_give_the_same_results_in_both_thread_modes() {
+    needs::online();
+    needs::program("xz", "xz-utils");
+    // Two compressors one after the other under a shell that waits for
+    // each: processes on the model's CPUs, caches and memory, the shell
+    // blocked in the kernel while the first runs.
+    let text = temp("two.txt");
+    let words: Vec<String> = (0..2000u64).map(|i| format!("w{:x}", i.wrapping_mul(2654435761) % 4099)).collect();
+    std::fs::write(&text, &words.join("\n").as_bytes()[..8192]).unwrap();
+    let t = text.display();
+    let script = format!("xz -6 -T1 -c {t} > /dev/null; xz -3 -T1 -c {t} > /dev/null");
+    let run = |mode: &[&str]| {
+        let mut args = vec!["sim", "--json", "--memory", "512M"];
+        args.extend_from_slice(mode);
+        args.extend_from_slice(&["--", "sh", "-c", &script]);
+        let out = splab(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        report(&out)
+    };
+    let (a, b) = (run(&[]), run(&["--single-thread"]));
+    std::fs::remove_file(&text).unwrap();
+    let p = &a["program"];
+    assert_eq!(p["processes"], 5, "{p}");
+    assert_eq!(p["deterministic"], true, "{p}");
+    let (ka, kb) = (deterministic_keys(&a), deterministic_keys(&b));
+    let differ: Vec<String> = ka.keys().chain(kb.keys()).filter(|k| ka.get(*k) != kb.get(*k)).map(|k| format!("{k}: {:?} against {:?}", ka.get(k), kb.get(k))).collect();
+    assert!(differ.is_empty(), "{} keys differ:\n{}", differ.len(), differ.join("\n"));
+}
+
+#[test]
+fn a_reader_that_polls_a_pipe_is_marked_not_deterministic() {
+    needs::online();
+    needs::program("xz", "xz-utils");
+    // xz -d sets its standard input non-blocking and polls: how often it
+    // finds the pipe empty is the host's timing. Here the writer sleeps
+    // first, so the reader finds it empty at least once.
+    let text = temp("pipe.txt");
+    std::fs::write(&text, (0..2000u32).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
+    let script = format!("{{ sleep 2; xz -6 -T1 -c {}; }} | xz -d > /dev/null", text.display());
+    let out = splab(&["sim", "--memory", "512M", "--json", "--", "sh", "-c", &script]);
+    std::fs::remove_file(&text).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let p = &report(&out)["program"];
+    assert!(p["would_block"].as_u64().unwrap() >= 1, "{p}");
+    assert_eq!(p["deterministic"], false, "{p}");
+    assert!(p["nondeterministic_because"].as_str().unwrap().contains("EAGAIN"), "{p}");
+}
+
+#[test]
+fn a_program_with_threads_is_marked_not_deterministic() {
+    needs::online();
+    needs::program("xz", "xz-utils");
+    let text = temp("threads.txt");
+    std::fs::write(&text, (0..20000u32).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
+    let path = text.display().to_string();
+    let out = splab(&["sim", "--memory", "512M", "--json", "--", "xz", "-2", "-T2", "--block-size=16KiB", "-c", &path]);
+    std::fs::remove_file(&text).unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = report(&out);
+    let p = &v["program"];
+    assert!(p["threads"].as_u64().unwrap() >= 1, "{p}");
+    assert_eq!(p["deterministic"], false, "{p}");
+    assert!(p["nondeterministic_because"].as_str().unwrap().contains("thread"), "{p}");
+    assert!(v["report"].as_str().unwrap().contains("not deterministic"), "{}", v["report"]);
+}

@@ -29,6 +29,28 @@
 //! modelled address space); instruction counts are charged at the
 //! profile's cost per instruction (`System::instructions`).
 //!
+//! The order of the processes' slots is a function of the streams alone,
+//! never of how the host ran them (`drive`): each process has a clock,
+//! the references of its stream so far (a child starts at its parent's
+//! at the fork, a program exec'd at the old one's), and the next slot is
+//! always the one of the process whose clock is lowest (the lower
+//! simulated pid on a tie). When that process has no slot published,
+//! splab waits for it, holding the others back through their rings,
+//! unless the host's whole process tree under valgrind is asleep
+//! (`tree_asleep`: every task sleeping, none woken between two looks): a
+//! process then lacking a slot is blocked in the kernel on another
+//! (reading a pipe whose writer has not written, waiting for a child),
+//! and no process can move until splab consumes. Such a process's clock
+//! is set a quantum (`QUANTUM` references) past the lowest clock among
+//! those with a slot, and they go on. Which processes are blocked at such
+//! a point depends only on what each has done, so the order is the same
+//! on every run as long as each process's own stream is: a process's
+//! threads (one stream, ordered by valgrind's scheduler and the host's),
+//! a read or write that polls a pipe (EAGAIN, as often as the host's
+//! timing makes it) and races in the program itself are not. The tool
+//! marks threads and would-block calls, and such a run is reported not
+//! deterministic (docs/real-programs.md).
+//!
 //! Sampling (`Sample`, SMARTS-style): the tool counts each process's
 //! references, opens a window at the first slot that starts at or past
 //! the start of each period, keeps its slots in detail for `detail`
@@ -95,6 +117,8 @@ const W_MODE: u8 = 0x85;
 const W_BLOCK: u8 = 0x86;
 const W_ENTER: u8 = 0x87;
 const W_EXIT: u8 = 0x88;
+const W_THREAD: u8 = 0x89;
+const W_AGAIN: u8 = 0x8a;
 const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 
@@ -266,6 +290,12 @@ pub fn estimate(windows: &[Window], total_refs: u64, f: impl Fn(&Window) -> f64)
     Estimate { value: known + ratio * left, plus_minus: half * left }
 }
 
+/// How far past the lowest clock of the processes that can go a blocked
+/// process's clock is set (references: about four slots): the model looks
+/// at a process blocked in the kernel again after the others have run
+/// this much.
+const QUANTUM: u64 = 1 << 20;
+
 /// Below this many later windows the report warns that the interval may
 /// not hold.
 const FEW_WINDOWS: usize = 10;
@@ -330,6 +360,20 @@ pub struct ProgramRun {
     pub stream_bytes: u64,
     /// Slots consumed.
     pub batches: u64,
+    /// Threads the processes created (valgrind runs them one at a time
+    /// in one stream, in an order the host decides).
+    pub threads: u64,
+    /// Reads and writes that found a pipe empty or full and would have
+    /// blocked (EAGAIN): a program that polls runs as often as the host's
+    /// timing makes it.
+    pub would_block: u64,
+    /// Times every process without a slot was found blocked in the kernel
+    /// and the others went on (`drive`).
+    pub blocked_waits: u64,
+    /// Whether a rerun gives the same results; when not, why.
+    pub deterministic: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nondeterministic_because: Option<String>,
     /// Simulated seconds: the longest CPU's cycles, inferred mappings
     /// left out.
     pub sim_seconds: f64,
@@ -467,8 +511,16 @@ impl Drop for Ring {
 /// A simulated process and the stream that feeds it.
 struct Proc {
     run: Run,
+    /// The real process's pid.
+    rpid: u32,
     ring: Option<Ring>,
+    /// Rings of the programs it exec'd, in order: the next starts when
+    /// this stream is drained.
+    execs: VecDeque<Ring>,
     refs: u64,
+    /// References of its stream so far, from its parent's at the fork:
+    /// the scheduling clock (`drive`).
+    clock: u64,
     /// The stream has ended (its end word, or an exec replaced it).
     done: bool,
     /// With `--sample`: the measured window this process is in, and
@@ -483,16 +535,16 @@ struct State<'a> {
     dir: PathBuf,
     ctl: File,
     ctl_buf: Vec<u8>,
-    /// By real pid: the live simulated processes.
+    /// By real pid: the live simulated processes (a forked child's ring
+    /// is None until the child announces it). Never iterated in its own
+    /// order: real pids differ from run to run (`order`).
     procs: HashMap<u32, Proc>,
     /// Rings announced by forked children whose fork word has not been
     /// read yet.
     orphans: HashMap<u32, Ring>,
     /// Programs that such a child exec'd: their rings wait, in order,
-    /// until the fork word makes the child a process (`adopt_execs`).
+    /// until the fork word makes the child a process.
     execs: HashMap<u32, VecDeque<Ring>>,
-    /// Simulated processes forked whose ring has not been announced yet.
-    unborn: HashMap<u32, Proc>,
     /// Finished processes' stats.
     out: ProgramRun,
     next_cpu: usize,
@@ -525,7 +577,6 @@ impl<'a> State<'a> {
             procs: HashMap::new(),
             orphans: HashMap::new(),
             execs: HashMap::new(),
-            unborn: HashMap::new(),
             out,
             next_cpu: 0,
             inferred: vec![0.0; ncpus],
@@ -545,16 +596,17 @@ impl<'a> State<'a> {
         c
     }
 
-    fn spawn(&mut self) -> Result<Proc, Failure> {
+    fn spawn(&mut self, rpid: u32) -> Result<Proc, Failure> {
         let cpu = self.new_cpu();
         let pid = self.sys.spawn().map_err(|e| fail(format!("spawn: {e}")))?;
         self.sys.run_on(cpu, pid).map_err(|e| fail(format!("run: {e}")))?;
         self.out.processes += 1;
-        Ok(Proc { run: Run::new(self.sys, pid, cpu), ring: None, refs: 0, done: false, window: None, measured: false })
+        Ok(Proc { run: Run::new(self.sys, pid, cpu), rpid, ring: None, execs: VecDeque::new(), refs: 0, clock: 0, done: false, window: None, measured: false })
     }
 
-    /// Reads announcements from `ctl`.
-    fn announcements(&mut self) -> Result<(), Failure> {
+    /// Reads announcements from `ctl`; true if there was one.
+    fn announcements(&mut self) -> Result<bool, Failure> {
+        let mut any = false;
         let mut buf = [0u8; 4096];
         loop {
             match self.ctl.read(&mut buf) {
@@ -572,13 +624,11 @@ impl<'a> State<'a> {
                 return Err(fail(format!("a malformed announcement {:?}", text.trim())));
             };
             let ring = Ring::open(&self.dir.join(format!("r.{pid}.{n}"))).map_err(fail)?;
+            any = true;
             match *how {
                 "S" => self.started(pid, ring)?,
-                "F" => match self.unborn.remove(&pid) {
-                    Some(mut p) => {
-                        p.ring = Some(ring);
-                        self.procs.insert(pid, p);
-                    }
+                "F" => match self.procs.get_mut(&pid).filter(|p| p.ring.is_none()) {
+                    Some(p) => p.ring = Some(ring),
                     None => {
                         self.orphans.insert(pid, ring);
                     }
@@ -586,10 +636,13 @@ impl<'a> State<'a> {
                 _ => return Err(fail(format!("a malformed announcement {:?}", text.trim()))),
             }
         }
-        Ok(())
+        Ok(any)
     }
 
-    /// A new program under `pid`: the first, or an exec.
+    /// A new program under `pid`: the first, or an exec. Nothing is
+    /// simulated here (announcements come in the host's order): an exec
+    /// waits in its process's `execs` until the scheduler drains the old
+    /// stream (`advance`).
     fn started(&mut self, pid: u32, ring: Ring) -> Result<(), Failure> {
         if self.orphans.contains_key(&pid) || self.execs.contains_key(&pid) {
             // A forked child exec'd before its parent's fork word was
@@ -597,29 +650,88 @@ impl<'a> State<'a> {
             self.execs.entry(pid).or_default().push_back(ring);
             return Ok(());
         }
-        if let Some(mut old) = self.procs.remove(&pid) {
+        if let Some(p) = self.procs.get_mut(&pid) {
             // An exec: the old program's stream was published in full
             // before the exec call.
-            while self.step(&mut old)? {}
-            self.finish(&mut old)?;
-            self.out.execs += 1;
+            p.execs.push_back(ring);
+            return Ok(());
         }
-        let mut p = self.spawn()?;
+        let mut p = self.spawn(pid)?;
         p.ring = Some(ring);
         self.procs.insert(pid, p);
         Ok(())
     }
 
-    /// Starts the programs waiting in `execs` whose child is a process
-    /// now; true if any.
-    fn adopt_execs(&mut self) -> Result<bool, Failure> {
-        let ready: Vec<u32> = self.execs.keys().filter(|pid| self.procs.contains_key(pid)).copied().collect();
-        for &pid in &ready {
-            for ring in self.execs.remove(&pid).unwrap_or_default() {
-                self.started(pid, ring)?;
+    /// The live processes by clock, then simulated pid: the order in which
+    /// they go (`drive`).
+    fn order(&self) -> Vec<u32> {
+        let mut v: Vec<(u64, Pid, u32)> = self.procs.values().map(|p| (p.clock, p.run.pid, p.rpid)).collect();
+        v.sort_unstable();
+        v.into_iter().map(|(_, _, r)| r).collect()
+    }
+
+    /// Whether process `rpid` can go: a slot is published, or its program
+    /// exec'd another and its stream is drained.
+    fn ready(&self, rpid: u32) -> bool {
+        self.procs.get(&rpid).is_some_and(|p| p.ring.as_ref().is_some_and(|r| r.slot().is_some()) || !p.execs.is_empty())
+    }
+
+    /// One step of process `rpid`: its next slot, or the next program it
+    /// exec'd once its stream is drained.
+    fn advance(&mut self, rpid: u32) -> Result<(), Failure> {
+        let Some(mut p) = self.procs.remove(&rpid) else { return Ok(()) };
+        if !self.step(&mut p)? {
+            if let Some(ring) = p.execs.pop_front() {
+                self.finish(&mut p)?;
+                self.out.execs += 1;
+                let mut n = self.spawn(rpid)?;
+                n.clock = p.clock;
+                n.ring = Some(ring);
+                n.execs = std::mem::take(&mut p.execs);
+                self.procs.insert(rpid, n);
+                return Ok(());
             }
         }
-        Ok(!ready.is_empty())
+        if !p.done {
+            self.procs.insert(rpid, p);
+        }
+        Ok(())
+    }
+
+    /// The published slots of every ring, summed, and the rings counted:
+    /// any change means a process ran.
+    fn published(&self) -> (u64, usize) {
+        let rings = self.procs.values().filter_map(|p| p.ring.as_ref()).chain(self.procs.values().flat_map(|p| p.execs.iter())).chain(self.orphans.values()).chain(self.execs.values().flatten());
+        rings.fold((0, 0), |(s, n), r| (s + r.published(), n + 1))
+    }
+
+    /// Whether no process of the tree under `root` (valgrind's) can run
+    /// until splab consumes a slot: every task asleep, and none ran or
+    /// published between two looks a millisecond apart, nor announced a
+    /// ring. Then a process without a slot is blocked in the kernel on
+    /// another (or on time or input from outside, which no rule can
+    /// order).
+    fn quiescent(&mut self, root: u32) -> Result<bool, Failure> {
+        let before = self.published();
+        let Some(a) = tree_asleep(root) else { return Ok(false) };
+        std::thread::sleep(Duration::from_millis(1));
+        let Some(b) = tree_asleep(root) else { return Ok(false) };
+        let announced = self.announcements()?;
+        Ok(a == b && !announced && before == self.published())
+    }
+
+    /// The host is quiescent: every process without a slot is blocked;
+    /// its clock goes a quantum past the lowest clock of those that can
+    /// go. False when none can (all wait on time or outside input).
+    fn block(&mut self, order: &[u32]) -> bool {
+        let Some(base) = order.iter().find(|&&r| self.ready(r)).map(|r| self.procs[r].clock) else { return false };
+        let blocked: Vec<u32> = order.iter().copied().filter(|&r| !self.ready(r)).collect();
+        for r in blocked {
+            let p = self.procs.get_mut(&r).expect("listed");
+            p.clock = p.clock.max(base + QUANTUM);
+        }
+        self.out.blocked_waits += 1;
+        true
     }
 
     /// The process is gone: its simulated process exits.
@@ -819,18 +931,28 @@ impl<'a> State<'a> {
                     self.next_cpu += 1;
                     self.out.forks += 1;
                     self.out.processes += 1;
-                    let mut cp = Proc { run: p.run.forked(cpid, cpu), ring: None, refs: 0, done: false, window: None, measured: false };
-                    match self.orphans.remove(&child) {
-                        Some(r) => {
-                            cp.ring = Some(r);
-                            self.procs.insert(child, cp);
-                        }
-                        None => {
-                            self.unborn.insert(child, cp);
-                        }
-                    }
+                    let cp = Proc {
+                        run: p.run.forked(cpid, cpu),
+                        rpid: child,
+                        ring: self.orphans.remove(&child),
+                        execs: self.execs.remove(&child).unwrap_or_default(),
+                        refs: 0,
+                        clock: p.clock + refs,
+                        done: false,
+                        window: None,
+                        measured: false,
+                    };
+                    self.procs.insert(child, cp);
                     sys.run_on(p.run.cpu, p.run.pid).map_err(|e| fail(format!("run: {e}")))?;
                     i += 2;
+                }
+                W_THREAD => {
+                    self.out.threads += 1;
+                    i += 1;
+                }
+                W_AGAIN => {
+                    self.out.would_block += 1;
+                    i += 1;
                 }
                 W_SKIP => {
                     need(i, 1)?;
@@ -850,10 +972,48 @@ impl<'a> State<'a> {
             }
         }
         p.refs += refs;
+        p.clock += refs;
         self.total_refs += refs;
         p.run.flush(self.sys)?;
         Ok(ended)
     }
+}
+
+/// Every task of the process tree under `root`, as (tid, context
+/// switches), when all are asleep (sleeping, stopped or exited); None
+/// when one runs, waits to run or waits uninterruptibly. Two equal
+/// answers around an instant mean every task slept throughout it: a task
+/// that ran between two looks switched at least once.
+fn tree_asleep(root: u32) -> Option<Vec<(u32, u64)>> {
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(pid) = todo.pop() {
+        // A process gone since its parent listed it has nothing to say.
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let dir = t.path();
+            let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else { continue };
+            // The state follows the command, which may hold spaces or
+            // parentheses: it is the first field after the last ')'.
+            let state = stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next())?;
+            if !matches!(state, 'S' | 'Z' | 'T' | 't' | 'X' | 'x') {
+                return None;
+            }
+            let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+            let switches: u64 = status
+                .lines()
+                .filter(|l| l.starts_with("voluntary_ctxt_switches:") || l.starts_with("nonvoluntary_ctxt_switches:"))
+                .filter_map(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+                .sum();
+            out.push((tid, switches));
+            if let Ok(children) = std::fs::read_to_string(dir.join("children")) {
+                todo.extend(children.split_whitespace().filter_map(|c| c.parse::<u32>().ok()));
+            }
+        }
+    }
+    out.sort_unstable();
+    Some(out)
 }
 
 /// The run directories' names: this prefix, the reader's pid, a dash.
@@ -951,6 +1111,26 @@ impl Online {
         out.exit_status = status.code();
         out.signal = status.signal();
         out.sim_seconds = st.sys.cycles_to_seconds(longest);
+        out.deterministic = out.threads == 0 && out.would_block == 0;
+        let mut why = Vec::new();
+        if out.threads > 0 {
+            why.push(format!(
+                "the program created {} thread{}: valgrind runs a process's threads one at a time in one stream, switching where the host's scheduling and the threads' waits fall, so a rerun interleaves them differently",
+                out.threads,
+                if out.threads == 1 { "" } else { "s" }
+            ));
+        }
+        if out.would_block > 0 {
+            why.push(format!(
+                "{} read{} or write{} found a pipe empty or full and would have blocked (EAGAIN): a program that polls runs as many times as the host's timing makes it find nothing, so its own instructions differ from run to run",
+                out.would_block,
+                if out.would_block == 1 { "" } else { "s" },
+                if out.would_block == 1 { "" } else { "s" }
+            ));
+        }
+        if !why.is_empty() {
+            out.nondeterministic_because = Some(why.join("; "));
+        }
         if let Some(s) = st.sample {
             let n = out.refs;
             let freq = st.sys.cfg.profile.freq_ghz * 1e9;
@@ -991,6 +1171,9 @@ impl Online {
         let _ = writeln!(report, "  {:<20}{} in {} blocks; {} branches, {} mispredicted", "instructions", o.instructions, o.blocks, o.branches, o.mispredicted);
         let _ = writeln!(report, "  {:<20}{} map and {} unmap events; {} 2 MB blocks mapped where memory was touched outside them (not timed)", "layout", o.maps, o.unmaps, o.inferred_blocks);
         let _ = writeln!(report, "  {:<20}{:.1} MB in {} batches through shared-memory rings", "stream", o.stream_bytes as f64 / 1e6, o.batches);
+        if let Some(why) = &o.nondeterministic_because {
+            let _ = writeln!(report, "  {:<20}not deterministic: {why}", "note");
+        }
         let (fig, timed) = match &o.sampled {
             Some(s) => {
                 let _ = writeln!(
@@ -1041,35 +1224,25 @@ impl Online {
 }
 
 /// Consumes every stream until the program has exited and its streams
-/// are drained; returns valgrind's exit status.
+/// are drained; returns valgrind's exit status. The next slot is always
+/// that of the process whose clock is lowest (the module comment says
+/// why and what it assumes): splab waits for it, and only when the
+/// host's processes are all asleep (`State::quiescent`) are those without
+/// a slot taken as blocked in the kernel and passed over (`State::block`).
 fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Result<ExitStatus, Failure> {
+    let root = child.id();
     let mut status: Option<ExitStatus> = None;
     let mut quiet_passes = 0;
     let mut last_progress = Instant::now();
     loop {
         st.announcements()?;
-        let mut progressed = st.adopt_execs()?;
-        let pids: Vec<u32> = st.procs.keys().copied().collect();
-        for pid in pids {
-            let Some(mut p) = st.procs.remove(&pid) else { continue };
-            for _ in 0..8 {
-                if !st.step(&mut p)? {
-                    break;
-                }
-                progressed = true;
-                if p.done {
-                    break;
-                }
-            }
-            if !p.done {
-                st.procs.insert(pid, p);
-            }
-        }
         if last_progress.elapsed() > Duration::from_millis(100) {
             progress(st.refs_so_far());
             last_progress = Instant::now();
         }
-        if progressed {
+        let order = st.order();
+        if let Some(&t) = order.first().filter(|&&t| st.ready(t)) {
+            st.advance(t)?;
             quiet_passes = 0;
             continue;
         }
@@ -1077,17 +1250,27 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
             status = child.try_wait().map_err(|e| fail(format!("waiting for valgrind: {e}")))?;
         }
         if let Some(s) = status {
-            // Everything published before valgrind exited has been read
-            // once two passes find nothing more.
+            // Valgrind has exited, so every stream is published in full:
+            // the lowest clock with a slot goes. Everything published has
+            // been read once two passes find nothing more.
+            if let Some(&r) = order.iter().find(|&&r| st.ready(r)) {
+                st.advance(r)?;
+                quiet_passes = 0;
+                continue;
+            }
             quiet_passes += 1;
             if quiet_passes < 2 {
+                std::thread::sleep(Duration::from_millis(1));
                 continue;
             }
             return ended(st, s);
         }
-        match st.procs.values().find_map(|p| p.ring.as_ref()) {
+        match order.first().and_then(|t| st.procs[t].ring.as_ref()) {
             Some(r) => r.wait(Duration::from_millis(2)),
             None => std::thread::sleep(Duration::from_millis(1)),
+        }
+        if order.first().is_some_and(|&t| !st.ready(t)) && st.quiescent(root)? {
+            st.block(&order);
         }
     }
 }
@@ -1226,7 +1409,7 @@ mod tests {
         let mut sys = System::new(c).unwrap();
         let ctl = File::open("/dev/null").unwrap();
         let mut st = State::new(&mut sys, Path::new("/nonexistent"), ctl, ProgramRun::default(), None);
-        let Ok(mut p) = st.spawn() else { panic!("spawn") };
+        let Ok(mut p) = st.spawn(77) else { panic!("spawn") };
         // Two references, then a map event that lost its last two words.
         // A reference word: the address above the low byte, an 8-byte size
         // (code 3) and the kind in the low bits (vgraw.rs).
@@ -1285,13 +1468,8 @@ mod tests {
         assert!(st.started(101, ring_file(&dir.join("e"), 101, &[&exec])).is_ok());
         assert!(st.execs.contains_key(&101), "the exec waits for the fork");
         for _ in 0..4 {
-            assert!(st.adopt_execs().is_ok());
-            for pid in st.procs.keys().copied().collect::<Vec<_>>() {
-                let mut p = st.procs.remove(&pid).unwrap();
-                while let Ok(true) = st.step(&mut p) {}
-                if !p.done {
-                    st.procs.insert(pid, p);
-                }
+            while let Some(&t) = st.order().first().filter(|&&t| st.ready(t)) {
+                assert!(st.advance(t).is_ok());
             }
         }
         assert!(st.procs.is_empty() && st.execs.is_empty() && st.orphans.is_empty());
