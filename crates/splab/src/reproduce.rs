@@ -90,6 +90,13 @@ macro_rules! bw {
 }
 
 /// Every experiment of the publications, in the order they are printed.
+/// pgbench -S as the seed ran it on POWER8 and POWER9 (scale 150, one
+/// client), or a tiny run with --quick.
+fn pgbench(quick: bool) -> WorkloadParams {
+    let (scale, transactions) = if quick { (1, 100) } else { (150, 20000) };
+    WorkloadParams { scale: Some(scale), clients: Some(1), transactions: Some(transactions), ..WorkloadParams::default() }
+}
+
 pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "armada-gups",
@@ -171,7 +178,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD powerpc64 (HPT) on POWER8: pgbench -S -T 5, scale 150, 1 client, 1 thread",
         machine: "power8",
         workload: WorkloadKind::Index,
-        params: |quick| if quick { WorkloadParams { scale: Some(1), clients: Some(1), transactions: Some(100), ..WorkloadParams::default() } } else { WorkloadParams { scale: Some(150), clients: Some(1), transactions: Some(20000), ..WorkloadParams::default() } },
+        params: pgbench,
         policy: PolicyKind::FreeBsd,
         models: PGBENCH_MODELS,
         scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
@@ -181,7 +188,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II: pgbench -S -T 5, scale 150, 1 client, 1 thread",
         machine: "power9",
         workload: WorkloadKind::Index,
-        params: |quick| if quick { WorkloadParams { scale: Some(1), clients: Some(1), transactions: Some(100), ..WorkloadParams::default() } } else { WorkloadParams { scale: Some(150), clients: Some(1), transactions: Some(20000), ..WorkloadParams::default() } },
+        params: pgbench,
         policy: PolicyKind::FreeBsd,
         models: PGBENCH_MODELS,
         scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
