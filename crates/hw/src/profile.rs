@@ -264,6 +264,14 @@ pub struct Core {
     pub mshrs: u32,
     /// Hardware page walks in flight (1 where software walks).
     pub walkers: u32,
+    /// A TLB miss traps to a software handler (Alpha's PALcode): the
+    /// pipeline aborts at the missing reference and the instructions
+    /// after it are fetched again once the handler returns, so nothing
+    /// younger dispatches while it runs and no later miss overlaps it.
+    /// False (the default): a hardware walker translates while the
+    /// window goes on.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub walk_traps: bool,
     /// Cycles a mispredicted branch costs once its operands are ready:
     /// the front end's refill, as published measurements give it. A
     /// branch that waits on a slow operand resolves later and costs more.

@@ -358,6 +358,8 @@ pub(crate) struct CoreState {
     /// When each line-fill buffer and walker is free.
     mshr: Units,
     walker: Units,
+    /// A walk is a trap (`Core::walk_traps`): dispatch waits for it.
+    walk_traps: bool,
     /// When the prefetcher's stream delivers its next line, and when the
     /// memory interface is next free.
     stream: f64,
@@ -410,6 +412,7 @@ impl CoreState {
             drain: 0.0,
             mshr: Units::new(big(parts.mshrs, c.mshrs).min(4096)),
             walker: Units::new(big(parts.mshrs, c.walkers).min(4096)),
+            walk_traps: c.walk_traps && parts.mshrs,
             stream: 0.0,
             chan: 0.0,
             vals: vec![0.0; FROM_REF as usize],
@@ -517,13 +520,19 @@ impl CoreState {
 
     /// When a reference issued at `issue` (its address ready) is
     /// translated: at once from the first-level TLB, else after the
-    /// second level's lookup or a walk (which waits for a walker).
+    /// second level's lookup or a walk (which waits for a walker). A walk
+    /// that traps to a software handler stops dispatch until it returns:
+    /// the instructions after the reference are fetched again then.
     #[inline(always)]
     fn translate(&mut self, issue: f64, a: &RefTime) -> f64 {
         if a.xlat == 0 {
             issue
         } else if a.walked {
-            self.walker.take(issue, |s| s + a.xlat as f64)
+            let done = self.walker.take(issue, |s| s + a.xlat as f64);
+            if self.walk_traps {
+                self.stall_to(done, Cause::Mem(1.0));
+            }
+            done
         } else {
             issue + a.xlat as f64
         }
