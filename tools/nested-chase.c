@@ -5,8 +5,9 @@
 // pages (the line's offset in its page rotates so the lines spread over
 // the cache sets), timed by the thread's CPU time (time the process was
 // off its CPU is not counted; what other processes did to the caches
-// is), in ns per dependent load, the median of R rounds with the layouts
-// interleaved in each round. Regions are anonymous memory touched page by
+// is), in ns per dependent load: for `split` and `pressure` the median
+// of 7 runs of a layout in a row after one left out (`settled`), for the
+// others the median of rounds with the layouts interleaved. Regions are anonymous memory touched page by
 // page after madvise: MADV_NOHUGEPAGE gives guest 4 KB pages over the
 // frames the guest's allocator hands out (scattered in guest-physical
 // memory), MADV_HUGEPAGE guest 2 MB pages.
@@ -186,6 +187,17 @@ static double median(double *v, int n) {
     return v[n / 2];
 }
 
+// A chase run REPS + 1 times in a row, the first left out: the median
+// once the caches hold what the chase leaves in them. (A chase timed
+// right after one over other pages costs more, by up to a memory access
+// a load, for more than the first pass over its lines.)
+static double settled(char *base, const int64_t *off, size_t n) {
+    double v[REPS + 1];
+    for (int k = 0; k <= REPS; k++)
+        v[k] = chase(base, off, n, 600000, 1);
+    return median(v + 1, REPS);
+}
+
 static void regions(void) {
     size_t bytes = 1024 * MB, n = 4 * 512;
     char *r = region(bytes, 1);
@@ -236,15 +248,9 @@ static void split(void) {
             off[i] = line(i + i / 511 + 1, i);
             pk[i] = packed(128 * MB, i);
         }
-        double v[4][REPS];
-        for (int k = 0; k < REPS; k++) {
-            for (int h = 0; h < 3; h++)
-                v[h][k] = chase(r[h], off, n, 600000, 1);
-            v[3][k] = chase(r[2], pk, n, 600000, 1);
-        }
         printf("%zu", n);
         for (int h = 0; h < 4; h++)
-            printf("\t%.1f", median(v[h], REPS));
+            printf("\t%.1f", settled(h < 3 ? r[h] : r[2], h < 3 ? off : pk, n));
         printf("\n");
         fflush(stdout);
     }
@@ -262,12 +268,7 @@ static void pressure(size_t n, const char *layout) {
             off[i] = i < n ? (int64_t)line(i + i / 511 + 1, i) : at + (int64_t)packed(0, i);
             pk[i] = at + (int64_t)packed(0, i);
         }
-        double v[2][REPS];
-        for (int k = 0; k < REPS; k++) {
-            v[0][k] = chase(w, off, t, 600000, 1);
-            v[1][k] = chase(w, pk, t, 600000, 1);
-        }
-        double mixed = median(v[0], REPS), all = median(v[1], REPS);
+        double mixed = settled(w, off, t), all = settled(w, pk, t);
         printf("%zu\t%.2f\t%.2f\t%.1f\n", ms[a], mixed, all, (mixed - all) * t / n);
         fflush(stdout);
     }
