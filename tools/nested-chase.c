@@ -36,6 +36,11 @@
 //                               lines all packed: what a walked page's load
 //                               costs as other lines push the walk's lines
 //                               out of the L2
+//   ./nested-chase frames N R S N pages whose frames come from R THP blocks
+//                               split into 4 KB entries, S frames apart in
+//                               each (moved into place by mremap): R host
+//                               page directory entries, and a line of host
+//                               entries shared by 8 / S pages
 //   ./nested-chase sizes [K]    guest 4 KB against guest 2 MB pages, every
 //                               page of 16 MiB .. 1 GiB, K chases at once
 //                               (1: dependent loads)
@@ -274,6 +279,28 @@ static void pressure(size_t n, const char *layout) {
     }
 }
 
+static void frames(size_t n, size_t r, size_t stride) {
+    if (r == 0 || stride == 0 || (n / r - 1) * stride >= 511) {
+        fprintf(stderr, "frames: %zu pages from %zu blocks %zu apart do not fit 511 pages a block\n", n, r, stride);
+        exit(2);
+    }
+    char *src = split_region(r * 2 * MB);
+    char *dst = mmap(0, n * 4096 + 2 * MB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    dst = (char *)(((uintptr_t)dst + 2 * MB - 1) & ~(2 * MB - 1));
+    for (size_t k = 0; k < n; k++) {
+        // Page k: block k % r, frame (k / r) * stride + 1 (frame 0 is the read-only one).
+        char *from = src + (k % r) * 2 * MB + ((k / r) * stride + 1) * 4096;
+        if (mremap(from, 4096, 4096, MREMAP_MAYMOVE | MREMAP_FIXED, dst + k * 4096) == MAP_FAILED) {
+            perror("mremap");
+            exit(1);
+        }
+    }
+    int64_t *off = malloc(n * sizeof *off);
+    for (size_t i = 0; i < n; i++)
+        off[i] = line(i, i);
+    printf("%zu pages from %zu blocks, %zu apart: %.1f ns a load\n", n, r, stride, settled(dst, off, n));
+}
+
 static void sizes(int k) {
     size_t mbs[] = {16, 32, 64, 128, 256, 512, 1024};
     char *r[2] = {region(1024 * MB, 0), region(1024 * MB, 1)};
@@ -303,10 +330,12 @@ int main(int argc, char **argv) {
         split();
     else if (!strcmp(mode, "pressure") && argc > 3)
         pressure(strtoul(argv[2], 0, 10), argv[3]);
+    else if (!strcmp(mode, "frames") && argc > 4)
+        frames(strtoul(argv[2], 0, 10), strtoul(argv[3], 0, 10), strtoul(argv[4], 0, 10));
     else if (!strcmp(mode, "sizes"))
         sizes(argc > 2 ? atoi(argv[2]) : 1);
     else {
-        fprintf(stderr, "usage: %s regions | tlb1 | split | pressure N 4k|2m|split | sizes [K]\n", argv[0]);
+        fprintf(stderr, "usage: %s regions | tlb1 | split | pressure N 4k|2m|split | frames N R S | sizes [K]\n", argv[0]);
         return 2;
     }
     return 0;
