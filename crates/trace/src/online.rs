@@ -97,7 +97,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 // The ring, as tools/vgtrace/vt_main.c lays it out (RING_* there).
-const RING_MAGIC: u64 = u64::from_le_bytes(*b"SPLRING1");
+const RING_MAGIC: u64 = u64::from_le_bytes(*b"SPLRING2");
 const R_SLOTS: usize = 1;
 const R_SLOT_WORDS: usize = 2;
 const R_PID: usize = 3;
@@ -105,7 +105,12 @@ const R_PUBLISHED: usize = 4;
 const R_CONSUMED: usize = 5;
 const R_TOOL_WAITS: usize = 6;
 const R_ENDED: usize = 7;
-const R_LENS: usize = 8;
+const R_GRANTED: usize = 8;
+const R_GATE: usize = 9;
+const R_AT_GATE: usize = 10;
+const R_LENS: usize = 16;
+/// `R_GRANTED` for a process alone: every gate.
+const ALL_GATES: u64 = u64::MAX;
 const RING_HEADER: usize = 512;
 
 const W_MAP: u8 = 0x80;
@@ -119,6 +124,9 @@ const W_ENTER: u8 = 0x87;
 const W_EXIT: u8 = 0x88;
 const W_THREAD: u8 = 0x89;
 const W_AGAIN: u8 = 0x8a;
+const W_TIMED: u8 = 0x8b;
+/// Set in a `W_AGAIN` word the tool wrote in lockstep.
+const AGAIN_IN_LOCKSTEP: u64 = 1 << 8;
 const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 
@@ -364,9 +372,23 @@ pub struct ProgramRun {
     /// in one stream, in an order the host decides).
     pub threads: u64,
     /// Reads and writes that found a pipe empty or full and would have
-    /// blocked (EAGAIN): a program that polls runs as often as the host's
-    /// timing makes it.
+    /// blocked (EAGAIN). In lockstep (`drive`) each happens at the same
+    /// point of the stream on every run; outside it (a process alone,
+    /// polling what comes from outside the program) a program that polls
+    /// runs as often as the host's timing makes it.
     pub would_block: u64,
+    /// Of those, the ones outside lockstep.
+    #[serde(skip)]
+    pub would_block_unordered: u64,
+    /// Waits that a timer ended (a sleep, or a poll or select that timed
+    /// out) while other processes ran: where a timer ends among the
+    /// others' steps is the host's timing.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub timed_waits: u64,
+    /// Go-aheads given in lockstep: the real processes ran one at a time,
+    /// in the order of the model (`drive`); 0 when one process ran alone.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lockstep_grants: u64,
     /// Times every process without a slot was found blocked in the kernel
     /// and the others went on (`drive`).
     pub blocked_waits: u64,
@@ -381,6 +403,10 @@ pub struct ProgramRun {
     /// With `--sample`: the estimates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sampled: Option<Sampled>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The workload: a program run online.
@@ -487,6 +513,38 @@ impl Ring {
         }
     }
 
+    /// Whether the tool waits at a gate it has not been granted (the ring
+    /// header's comment in tools/vgtrace/vt_main.c). A process that forked
+    /// waits at its gates even while it still holds `ALL_GATES`.
+    fn at_gate(&self) -> bool {
+        if self.word(R_AT_GATE) != 1 {
+            return false;
+        }
+        let granted = self.word(R_GRANTED);
+        granted == ALL_GATES || granted <= self.word(R_GATE)
+    }
+
+    /// Lets the tool past the gate it waits at (`all`: past every gate,
+    /// for a process alone).
+    fn grant(&self, all: bool) {
+        let g = if all { ALL_GATES } else { self.word(R_GATE) + 1 };
+        self.atomic(R_GRANTED).store(g, Ordering::SeqCst);
+        // SAFETY: a futex wake on the low half of a shared word.
+        unsafe { libc::syscall(libc::SYS_futex, self.base.add(R_GRANTED), libc::FUTEX_WAKE, i32::MAX, 0, 0, 0) };
+    }
+
+    /// Waits up to `timeout` for the tool to reach a gate (it wakes us
+    /// there).
+    fn wait_gate(&self, timeout: Duration) {
+        if self.word(R_AT_GATE) != 0 {
+            return;
+        }
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: timeout.as_nanos().min(999_999_999) as i64 };
+        // SAFETY: a futex wait on the low half of a shared word, with a
+        // timeout.
+        unsafe { libc::syscall(libc::SYS_futex, self.base.add(R_AT_GATE), libc::FUTEX_WAIT, 0u32, &ts as *const libc::timespec, 0, 0) };
+    }
+
     /// Waits up to `timeout` for the tool to publish a slot.
     fn wait(&self, timeout: Duration) {
         let seen = self.published();
@@ -559,6 +617,12 @@ struct State<'a> {
     filter_sets: usize,
     /// References so far, over every process.
     total_refs: u64,
+    /// The processes run in lockstep (a second one exists or existed).
+    lockstep: bool,
+    /// Valgrind has exited: whatever still runs is let go.
+    released: bool,
+    /// The process granted last in lockstep.
+    runner: Option<u32>,
 }
 
 fn fail(msg: impl Into<String>) -> Failure {
@@ -587,6 +651,9 @@ impl<'a> State<'a> {
             total_refs: 0,
             skipped: 0,
             filter_sets,
+            lockstep: false,
+            released: false,
+            runner: None,
         }
     }
 
@@ -625,6 +692,13 @@ impl<'a> State<'a> {
             };
             let ring = Ring::open(&self.dir.join(format!("r.{pid}.{n}"))).map_err(fail)?;
             any = true;
+            // A process alone goes through every gate; a forked child
+            // starts lockstep (`drive`).
+            if self.released || (*how == "S" && !self.lockstep) {
+                ring.grant(true);
+            } else {
+                self.lockstep = true;
+            }
             match *how {
                 "S" => self.started(pid, ring)?,
                 "F" => match self.procs.get_mut(&pid).filter(|p| p.ring.is_none()) {
@@ -701,8 +775,7 @@ impl<'a> State<'a> {
     /// The published slots of every ring, summed, and the rings counted:
     /// any change means a process ran.
     fn published(&self) -> (u64, usize) {
-        let rings = self.procs.values().filter_map(|p| p.ring.as_ref()).chain(self.procs.values().flat_map(|p| p.execs.iter())).chain(self.orphans.values()).chain(self.execs.values().flatten());
-        rings.fold((0, 0), |(s, n), r| (s + r.published(), n + 1))
+        self.rings().fold((0, 0), |(s, n), r| (s + r.published(), n + 1))
     }
 
     /// Whether no process of the tree under `root` (valgrind's) can run
@@ -732,6 +805,85 @@ impl<'a> State<'a> {
         }
         self.out.blocked_waits += 1;
         true
+    }
+
+    /// Every ring: the live processes', the programs they exec'd, and
+    /// those of children whose fork is not read yet.
+    fn rings(&self) -> impl Iterator<Item = &Ring> {
+        self.procs.values().filter_map(|p| p.ring.as_ref()).chain(self.procs.values().flat_map(|p| p.execs.iter())).chain(self.orphans.values()).chain(self.execs.values().flatten())
+    }
+
+    /// One step of lockstep. The process granted last runs to its next
+    /// gate, or blocks in the kernel. When the whole tree is still (every
+    /// task asleep: at a gate or blocked; `still`), everything published
+    /// is consumed, lowest clock first, and the process at a gate whose
+    /// clock is lowest (the lower simulated pid on a tie) is let go to
+    /// its next gate. The blocked ones' clocks follow its clock: a
+    /// process that waited in the kernel resumes at the time of the one
+    /// that woke it. Nothing here depends on how the host ran the
+    /// processes, only on their streams: each decision is taken with
+    /// every process stopped at a point of its own stream.
+    fn lockstep_step(&mut self, root: u32) -> Result<(), Failure> {
+        let runner = self.runner.and_then(|r| self.procs.get(&r)).and_then(|p| p.ring.as_ref());
+        match runner {
+            Some(r) if !r.at_gate() => r.wait_gate(Duration::from_millis(1)),
+            _ => {}
+        }
+        if !self.still(root)? {
+            std::thread::sleep(Duration::from_micros(100));
+            return Ok(());
+        }
+        while let Some(t) = self.order().into_iter().find(|&t| self.ready(t)) {
+            self.advance(t)?;
+        }
+        let order = self.order();
+        let Some(&next) = order.iter().find(|r| self.procs[*r].ring.as_ref().is_some_and(|g| g.at_gate())) else {
+            // Every process is blocked on something outside the program
+            // (a timer, input): wait for it.
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(());
+        };
+        let base = self.procs[&next].clock;
+        let mut blocked = false;
+        for r in &order {
+            let p = self.procs.get_mut(r).expect("listed");
+            if *r != next && !p.ring.as_ref().is_some_and(|g| g.at_gate()) {
+                p.clock = p.clock.max(base);
+                blocked = true;
+            }
+        }
+        if blocked {
+            self.out.blocked_waits += 1;
+        }
+        self.procs[&next].ring.as_ref().expect("at a gate").grant(false);
+        self.out.lockstep_grants += 1;
+        self.runner = Some(next);
+        Ok(())
+    }
+
+    /// Whether every task of the tree under `root` (valgrind's) sleeps,
+    /// at a gate or in the kernel: two looks at the tree give the same
+    /// tasks asleep with the same context switches (a task woken between
+    /// its two looks ran or is runnable at the second), and no ring
+    /// published, reached a gate, or was announced meanwhile. Every task
+    /// was then asleep at the instant between the looks, and none can
+    /// wake but by splab or from outside.
+    fn still(&mut self, root: u32) -> Result<bool, Failure> {
+        let rings = |st: &State| st.rings().fold((0u64, 0u64, 0usize), |(p, g, n), r| (p + r.published(), g + r.word(R_GATE) * 2 + r.at_gate() as u64, n + 1));
+        let before = rings(self);
+        let Some(a) = tree_asleep(root) else { return Ok(false) };
+        let Some(b) = tree_asleep(root) else { return Ok(false) };
+        let announced = self.announcements()?;
+        Ok(a == b && !announced && before == rings(self))
+    }
+
+    /// Valgrind has exited: the tree can no longer be watched, so every
+    /// process left (a child that outlived it) goes through every gate.
+    fn release(&mut self) {
+        self.released = true;
+        for r in self.rings() {
+            r.grant(true);
+        }
     }
 
     /// The process is gone: its simulated process exits.
@@ -952,6 +1104,13 @@ impl<'a> State<'a> {
                 }
                 W_AGAIN => {
                     self.out.would_block += 1;
+                    if word & AGAIN_IN_LOCKSTEP == 0 {
+                        self.out.would_block_unordered += 1;
+                    }
+                    i += 1;
+                }
+                W_TIMED => {
+                    self.out.timed_waits += 1;
                     i += 1;
                 }
                 W_SKIP => {
@@ -1111,7 +1270,7 @@ impl Online {
         out.exit_status = status.code();
         out.signal = status.signal();
         out.sim_seconds = st.sys.cycles_to_seconds(longest);
-        out.deterministic = out.threads == 0 && out.would_block == 0;
+        out.deterministic = out.threads == 0 && out.would_block_unordered == 0 && out.timed_waits == 0;
         let mut why = Vec::new();
         if out.threads > 0 {
             why.push(format!(
@@ -1120,12 +1279,19 @@ impl Online {
                 if out.threads == 1 { "" } else { "s" }
             ));
         }
-        if out.would_block > 0 {
+        if out.would_block_unordered > 0 {
+            let n = out.would_block_unordered;
             why.push(format!(
-                "{} read{} or write{} found a pipe empty or full and would have blocked (EAGAIN): a program that polls runs as many times as the host's timing makes it find nothing, so its own instructions differ from run to run",
-                out.would_block,
-                if out.would_block == 1 { "" } else { "s" },
-                if out.would_block == 1 { "" } else { "s" }
+                "{n} read{} or write{} found a pipe empty or full and would have blocked (EAGAIN) while the process ran alone: what it polls is fed from outside the program, so it runs as many times as the host's timing makes it find nothing, and its own instructions differ from run to run",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+        if out.timed_waits > 0 {
+            let n = out.timed_waits;
+            why.push(format!(
+                "{n} wait{} ended on a timer (a sleep, or a poll or select that timed out) while other processes ran: where a timer ends among their steps is the host's timing",
+                if n == 1 { "" } else { "s" }
             ));
         }
         if !why.is_empty() {
@@ -1226,9 +1392,10 @@ impl Online {
 /// Consumes every stream until the program has exited and its streams
 /// are drained; returns valgrind's exit status. The next slot is always
 /// that of the process whose clock is lowest (the module comment says
-/// why and what it assumes): splab waits for it, and only when the
-/// host's processes are all asleep (`State::quiescent`) are those without
-/// a slot taken as blocked in the kernel and passed over (`State::block`).
+/// why and what it assumes). A process alone runs freely: splab waits
+/// for its slots. Once there are several, they run in lockstep
+/// (`State::lockstep_step`). When valgrind has exited, whatever is
+/// still running is let go and every stream drained.
 fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Result<ExitStatus, Failure> {
     let root = child.id();
     let mut status: Option<ExitStatus> = None;
@@ -1240,6 +1407,14 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
             progress(st.refs_so_far());
             last_progress = Instant::now();
         }
+        if st.lockstep && status.is_none() {
+            st.lockstep_step(root)?;
+            status = child.try_wait().map_err(|e| fail(format!("waiting for valgrind: {e}")))?;
+            if status.is_some() {
+                st.release();
+            }
+            continue;
+        }
         let order = st.order();
         if let Some(&t) = order.first().filter(|&&t| st.ready(t)) {
             st.advance(t)?;
@@ -1248,6 +1423,9 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
         }
         if status.is_none() {
             status = child.try_wait().map_err(|e| fail(format!("waiting for valgrind: {e}")))?;
+            if status.is_some() {
+                st.release();
+            }
         }
         if let Some(s) = status {
             // Valgrind has exited, so every stream is published in full:
