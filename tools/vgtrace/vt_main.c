@@ -166,6 +166,7 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
          ones: every gate, while the process is alone)
      [9] the gate the tool is at (gates passed on this ring before it)
      [10] 1 while the tool waits at that gate for the go-ahead
+     [11] 1 while the process is in a system call it passed a gate for
      [16 + i] words in slot i (written before [4] moves past it)
    The futexes are the low halves of [4], [5], [8] and [10]
    (little-endian).
@@ -191,6 +192,7 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
 #define R_GRANTED   8
 #define R_GATE      9
 #define R_AT_GATE   10
+#define R_IN_CALL   11
 #define R_LENS      16
 #define RING_HEADER 512          /* words: one 4 KiB page */
 #define ALL_GATES   (~0ULL)
@@ -643,8 +645,14 @@ static void vt_pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs)
       buffered goes out now; the new program's instance announces itself
       with the same pid. In lockstep every call that can touch another
       process waits at a gate first (the ring header's comment). */
-   if (ring != NULL && (sysno == __NR_execve || sysno == __NR_execveat || (!is_local(sysno) && in_lockstep())))
+   if (ring != NULL && (sysno == __NR_execve || sysno == __NR_execveat)) {
       vt_flush();
+      return;
+   }
+   if (ring != NULL && !is_local(sysno) && in_lockstep()) {
+      vt_flush();
+      __atomic_store_n(&ring[R_IN_CALL], 1, __ATOMIC_SEQ_CST);
+   }
 }
 
 /* A clone that shares the address space and is no vfork: a thread. */
@@ -681,6 +689,8 @@ static Bool timed_out(UInt sysno, UWord* args, SysRes res)
 
 static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysRes res)
 {
+   if (ring != NULL)
+      __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
    if (ring != NULL && sr_isError(res) && sr_Err(res) == LINUX_EAGAIN
        && (sysno == __NR_read || sysno == __NR_readv || sysno == __NR_write || sysno == __NR_writev)) {
       room_for(1);
