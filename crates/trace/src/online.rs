@@ -869,10 +869,6 @@ impl<'a> State<'a> {
         if blocked {
             self.out.blocked_waits += 1;
         }
-        if std::env::var_os("SPLAB_DEBUG_LOCKSTEP").is_some() {
-            let v: Vec<String> = order.iter().map(|r| { let p = &self.procs[r]; format!("{}:{}:{}{}", p.run.pid, p.clock, p.ring.as_ref().map_or(0, |g| g.word(R_GATE)), if p.ring.as_ref().is_some_and(|g| g.at_gate()) { "g" } else { "b" }) }).collect();
-            eprintln!("grant {} [{}] refs {}", self.procs[&next].run.pid, v.join(" "), self.total_refs);
-        }
         self.procs[&next].ring.as_ref().expect("at a gate").grant(false);
         self.out.lockstep_grants += 1;
         self.runner = Some(next);
