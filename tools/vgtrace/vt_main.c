@@ -29,9 +29,14 @@
    warming), 0x89 a thread created (with --ring only: valgrind runs the
    program's threads one at a time in one stream, in an order the host's
    scheduling decides, so splab marks the run not deterministic), 0x8a a
-   read or write that would have blocked (EAGAIN, with --ring only: a
-   program that polls a pipe runs as often as the host's timing makes it
-   find the pipe empty or full; splab marks that run too). The stream starts with "SPLVT001".
+   read or write that would have blocked (EAGAIN, with --ring only; bit 8
+   set when the process ran in lockstep, where it happens at the same
+   point on every run; without it, a process alone polls what comes from
+   outside as often as the host's timing makes it, and splab marks the
+   run), 0x8b a wait a timer ended (a sleep, or a poll or select that
+   timed out, with --ring in lockstep only: it ends among the other
+   processes' steps where the host says; splab marks the run). The
+   stream starts with "SPLVT001".
 
    Sampling (--detail=N --period=N --filter-sets=S, with --ring only):
    each process's references are counted; at the first slot that starts
@@ -59,8 +64,10 @@
    publishes it by advancing a counter in the ring's header and takes the
    next; when all slots are full it sleeps on a futex until the reader
    frees one. So the stream crosses with one counter update per slot (two
-   megabytes), no copy and no system call per reference. The header is
-   documented beside RING_* below; online.rs must agree.
+   megabytes), no copy and no system call per reference. Several
+   processes run in lockstep, one at a time as the reader grants them
+   (the ring header's comment below). The header is documented beside
+   RING_* below; online.rs must agree.
 
    Build: see crates/trace/build.rs (or tools/vgtrace/Makefile). */
 

@@ -34,22 +34,24 @@
 //! the references of its stream so far (a child starts at its parent's
 //! at the fork, a program exec'd at the old one's), and the next slot is
 //! always the one of the process whose clock is lowest (the lower
-//! simulated pid on a tie). When that process has no slot published,
-//! splab waits for it, holding the others back through their rings,
-//! unless the host's whole process tree under valgrind is asleep
-//! (`tree_asleep`: every task sleeping, none woken between two looks): a
-//! process then lacking a slot is blocked in the kernel on another
-//! (reading a pipe whose writer has not written, waiting for a child),
-//! and no process can move until splab consumes. Such a process's clock
-//! is set a quantum (`QUANTUM` references) past the lowest clock among
-//! those with a slot, and they go on. Which processes are blocked at such
-//! a point depends only on what each has done, so the order is the same
-//! on every run as long as each process's own stream is: a process's
-//! threads (one stream, ordered by valgrind's scheduler and the host's),
-//! a read or write that polls a pipe (EAGAIN, as often as the host's
-//! timing makes it) and races in the program itself are not. The tool
-//! marks threads and would-block calls, and such a run is reported not
-//! deterministic (docs/real-programs.md).
+//! simulated pid on a tie). A process alone runs freely and splab waits
+//! for its slots. Once there are several, the real processes run in
+//! lockstep, so that each one's own stream is the same on every run too
+//! (what `xz -d` finds when it reads a pipe is what the writer did
+//! before, not how far the host let it get): the tool stops each at
+//! gates, points of its own stream (before every slot and every system
+//! call that can touch another process), and splab lets one go at a
+//! time, only when the whole tree under valgrind is still (every task
+//! asleep, each process at a gate, in a system call it passed a gate
+//! for, or exited; `State::still`), to the process at a gate whose clock
+//! is lowest (`State::lockstep_step`). A process in a system call then is
+//! blocked in the kernel on another (a pipe's reader, a shell waiting for
+//! its child); its clock follows the clock of the one granted. What stays
+//! host-dependent: a process's threads (one stream, ordered by
+//! valgrind's scheduler and the host's), a timer ending beside other
+//! processes, and a process alone polling what comes from outside. The
+//! tool marks them, and such a run is reported not deterministic
+//! (docs/real-programs.md).
 //!
 //! Sampling (`Sample`, SMARTS-style): the tool counts each process's
 //! references, opens a window at the first slot that starts at or past
@@ -299,12 +301,6 @@ pub fn estimate(windows: &[Window], total_refs: u64, f: impl Fn(&Window) -> f64)
     Estimate { value: known + ratio * left, plus_minus: half * left }
 }
 
-/// How far past the lowest clock of the processes that can go a blocked
-/// process's clock is set (references: about four slots): the model looks
-/// at a process blocked in the kernel again after the others have run
-/// this much.
-const QUANTUM: u64 = 1 << 20;
-
 /// Below this many later windows the report warns that the interval may
 /// not hold.
 const FEW_WINDOWS: usize = 10;
@@ -390,8 +386,8 @@ pub struct ProgramRun {
     /// in the order of the model (`drive`); 0 when one process ran alone.
     #[serde(skip_serializing_if = "is_zero")]
     pub lockstep_grants: u64,
-    /// Times every process without a slot was found blocked in the kernel
-    /// and the others went on (`drive`).
+    /// Of those, the ones given while another process was blocked in the
+    /// kernel (`State::lockstep_step`).
     pub blocked_waits: u64,
     /// Whether a rerun gives the same results; when not, why.
     pub deterministic: bool,
@@ -784,41 +780,6 @@ impl<'a> State<'a> {
             self.procs.insert(rpid, p);
         }
         Ok(())
-    }
-
-    /// The published slots of every ring, summed, and the rings counted:
-    /// any change means a process ran.
-    fn published(&self) -> (u64, usize) {
-        self.rings().fold((0, 0), |(s, n), r| (s + r.published(), n + 1))
-    }
-
-    /// Whether no process of the tree under `root` (valgrind's) can run
-    /// until splab consumes a slot: every task asleep, and none ran or
-    /// published between two looks a millisecond apart, nor announced a
-    /// ring. Then a process without a slot is blocked in the kernel on
-    /// another (or on time or input from outside, which no rule can
-    /// order).
-    fn quiescent(&mut self, root: u32) -> Result<bool, Failure> {
-        let before = self.published();
-        let Some(a) = tree_asleep(root) else { return Ok(false) };
-        std::thread::sleep(Duration::from_millis(1));
-        let Some(b) = tree_asleep(root) else { return Ok(false) };
-        let announced = self.announcements()?;
-        Ok(a == b && !announced && before == self.published())
-    }
-
-    /// The host is quiescent: every process without a slot is blocked;
-    /// its clock goes a quantum past the lowest clock of those that can
-    /// go. False when none can (all wait on time or outside input).
-    fn block(&mut self, order: &[u32]) -> bool {
-        let Some(base) = order.iter().find(|&&r| self.ready(r)).map(|r| self.procs[r].clock) else { return false };
-        let blocked: Vec<u32> = order.iter().copied().filter(|&r| !self.ready(r)).collect();
-        for r in blocked {
-            let p = self.procs.get_mut(&r).expect("listed");
-            p.clock = p.clock.max(base + QUANTUM);
-        }
-        self.out.blocked_waits += 1;
-        true
     }
 
     /// Every ring: the live processes', the programs they exec'd, and
@@ -1509,9 +1470,6 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
         match order.first().and_then(|t| st.procs[t].ring.as_ref()) {
             Some(r) => r.wait(Duration::from_millis(2)),
             None => std::thread::sleep(Duration::from_millis(1)),
-        }
-        if order.first().is_some_and(|&t| !st.ready(t)) && st.quiescent(root)? {
-            st.block(&order);
         }
     }
 }
