@@ -29,9 +29,14 @@
    warming), 0x89 a thread created (with --ring only: valgrind runs the
    program's threads one at a time in one stream, in an order the host's
    scheduling decides, so splab marks the run not deterministic), 0x8a a
-   read or write that would have blocked (EAGAIN, with --ring only: a
-   program that polls a pipe runs as often as the host's timing makes it
-   find the pipe empty or full; splab marks that run too). The stream starts with "SPLVT001".
+   read or write that would have blocked (EAGAIN, with --ring only; bit 8
+   set when the process ran in lockstep, where it happens at the same
+   point on every run; without it, a process alone polls what comes from
+   outside as often as the host's timing makes it, and splab marks the
+   run), 0x8b a wait a timer ended (a sleep, or a poll or select that
+   timed out, with --ring in lockstep only: it ends among the other
+   processes' steps where the host says; splab marks the run). The
+   stream starts with "SPLVT001".
 
    Sampling (--detail=N --period=N --filter-sets=S, with --ring only):
    each process's references are counted; at the first slot that starts
@@ -59,8 +64,10 @@
    publishes it by advancing a counter in the ring's header and takes the
    next; when all slots are full it sleeps on a futex until the reader
    frees one. So the stream crosses with one counter update per slot (two
-   megabytes), no copy and no system call per reference. The header is
-   documented beside RING_* below; online.rs must agree.
+   megabytes), no copy and no system call per reference. Several
+   processes run in lockstep, one at a time as the reader grants them
+   (the ring header's comment below). The header is documented beside
+   RING_* below; online.rs must agree.
 
    Build: see crates/trace/build.rs (or tools/vgtrace/Makefile). */
 
@@ -148,31 +155,59 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
 #define W_MODE  0x85ULL
 #define W_THREAD 0x89ULL
 #define W_AGAIN  0x8aULL
+#define W_TIMED  0x8bULL
+/* Set in a 0x8a word written in lockstep. */
+#define AGAIN_IN_LOCKSTEP (1ULL << 8)
 #define W_END   0xfeULL
 #define W_NOP   0xffULL
 
 /* ---- the shared ring (--ring) ----
    The ring file: a header page of 64-bit words, then NSLOTS slots of
    SLOT_WORDS words.
-     [0] magic "SPLRING1"   [1] NSLOTS   [2] SLOT_WORDS   [3] the pid
+     [0] magic "SPLRING2"   [1] NSLOTS   [2] SLOT_WORDS   [3] the pid
      [4] published: slots filled so far (the tool advances it)
      [5] consumed: slots the reader is done with (the reader advances it)
      [6] the tool sleeps on consumed (set before it waits)
      [7] ended: 1 once the end word is published
-     [8 + i] words in slot i (written before [4] moves past it)
-   The futexes are the low halves of [4] and [5] (little-endian). */
+     [8] granted: the gates the tool may pass (the reader writes it; all
+         ones: every gate, while the process is alone)
+     [9] the gate the tool is at (gates passed on this ring before it)
+     [10] 1 while the tool waits at that gate for the go-ahead
+     [11] 1 while the process is in a system call it passed a gate for
+     [16 + i] words in slot i (written before [4] moves past it)
+   The futexes are the low halves of [4], [5], [8] and [10]
+   (little-endian).
+
+   Lockstep: a gate is a point in the process's own stream where it stops
+   until the reader lets it go on: before every slot it fills and, once
+   the process runs beside others, before every system call that can
+   touch another process (each such gate publishes what came before).
+   The reader grants one process at a time, and only when every other is
+   at a gate or asleep in the kernel, so the real processes run one at a
+   time in an order the reader takes from their streams alone
+   (crates/trace/src/online.rs says which). A process alone gets every
+   gate at once and pays nothing; it runs in lockstep from its first
+   fork on (parent and child), and a program exec'd into a process in
+   lockstep is granted gate by gate from its first. */
 #define NSLOTS     32
 #define SLOT_WORDS (1u << 18)    /* 2 MiB */
-#define RING_MAGIC 0x31474e49524c5053ULL   /* "SPLRING1" */
+#define RING_MAGIC 0x32474e49524c5053ULL   /* "SPLRING2" */
 #define R_PUBLISHED 4
 #define R_CONSUMED  5
 #define R_TOOL_WAITS 6
 #define R_ENDED     7
-#define R_LENS      8
+#define R_GRANTED   8
+#define R_GATE      9
+#define R_AT_GATE   10
+#define R_IN_CALL   11
+#define R_LENS      16
 #define RING_HEADER 512          /* words: one 4 KiB page */
+#define ALL_GATES   (~0ULL)
 
 static volatile ULong* ring;     /* the mapped ring file, or NULL */
 static ULong ring_published;
+static ULong ring_gates;         /* gates passed on this ring */
+static Bool lockstep = False;    /* forked or a forked child: gate by gate */
 
 /* ---- sampling ---- */
 #define MAX_FILTER_SETS 4096
@@ -225,7 +260,38 @@ static ULong* slot_at(ULong n)
    return (ULong*)(ring + RING_HEADER) + (n % NSLOTS) * SLOT_WORDS;
 }
 
-/* Waits until the reader has freed the slot `ring_published` will use. */
+/* Whether this process runs gate by gate (the header's comment). */
+static Bool in_lockstep(void)
+{
+   return ring != NULL && (lockstep || __atomic_load_n(&ring[R_GRANTED], __ATOMIC_ACQUIRE) != ALL_GATES);
+}
+
+/* Waits at the next gate until the reader grants it. */
+static void ring_gate(void)
+{
+   ULong g = ring_gates;
+   for (;;) {
+      ULong granted = __atomic_load_n(&ring[R_GRANTED], __ATOMIC_ACQUIRE);
+      if (granted == ALL_GATES ? !lockstep : granted > g)
+         break;
+      ring[R_GATE] = g;
+      __atomic_store_n(&ring[R_AT_GATE], 1, __ATOMIC_SEQ_CST);
+      SYSCALL4(__NR_futex, &ring[R_AT_GATE], VKI_FUTEX_WAKE, 1, 0);
+      if (__atomic_load_n(&ring[R_GRANTED], __ATOMIC_SEQ_CST) == granted) {
+         struct vki_timespec ts = { 0, 100 * 1000 * 1000 };
+         SYSCALL4(__NR_futex, &ring[R_GRANTED], VKI_FUTEX_WAIT, (UInt)granted, &ts);
+      }
+      if (reader_gone()) {
+         VG_(umsg)("splabtrace: the reader of the reference stream is gone; stopping\n");
+         VG_(exit)(3);
+      }
+   }
+   __atomic_store_n(&ring[R_AT_GATE], 0, __ATOMIC_RELEASE);
+   ring_gates++;
+}
+
+/* Waits until the reader has freed the slot `ring_published` will use,
+   then at the gate before it. */
 static void ring_take_slot(void)
 {
    for (;;) {
@@ -243,6 +309,7 @@ static void ring_take_slot(void)
          VG_(exit)(3);
       }
    }
+   ring_gate();
    buf_start = slot_at(ring_published);
    buf_next = buf_start;
    buf_end = buf_start + SLOT_WORDS - TAIL_WORDS;
@@ -311,13 +378,8 @@ static void ring_open(HChar how)
    ring[2] = SLOT_WORDS;
    ring[3] = pid;
    ring_published = 0;
+   ring_gates = 0;
    ring[0] = RING_MAGIC;
-   ring_take_slot();
-   if (old_start != NULL && how == 'S') {
-      SizeT k = old_next - old_start;
-      VG_(memcpy)(buf_next, old_start, k * sizeof(ULong));
-      buf_next += k;
-   }
    HChar ctl[4096], line[64];
    VG_(snprintf)(ctl, sizeof ctl, "%s/ctl", opt_ring);
    /* Non-blocking: with no reader (splab gone) the open fails at once
@@ -335,6 +397,13 @@ static void ring_open(HChar how)
    line[sizeof line - 1] = '\n';
    VG_(write)(cfd, line, sizeof line);
    VG_(close)(cfd);
+   /* Announced before the first gate: the reader grants it. */
+   ring_take_slot();
+   if (old_start != NULL && how == 'S') {
+      SizeT k = old_next - old_start;
+      VG_(memcpy)(buf_next, old_start, k * sizeof(ULong));
+      buf_next += k;
+   }
 }
 
 static void write_all(const UChar* p, SizeT n)
@@ -522,8 +591,10 @@ static void vt_pre_fork(ThreadId tid)
 static void vt_child(ThreadId tid)
 {
    if (ring != NULL) {
-      /* The parent's ring stays the parent's: the child writes its own. */
+      /* The parent's ring stays the parent's: the child writes its own,
+         in lockstep from its first gate. */
       ring = NULL;
+      lockstep = True;
       buf_start = NULL;
       icount = 0;
       skipped = 0;
@@ -554,13 +625,41 @@ static Bool is_fork(UInt sysno, UWord* args)
    return False;
 }
 
+/* System calls that touch nothing outside the process: no gate before
+   them in lockstep. */
+static Bool is_local(UInt sysno)
+{
+   switch (sysno) {
+      case __NR_mmap: case __NR_munmap: case __NR_mprotect: case __NR_madvise:
+      case __NR_brk: case __NR_mremap: case __NR_rt_sigprocmask:
+      case __NR_rt_sigaction: case __NR_sigaltstack: case __NR_getpid:
+      case __NR_gettid: case __NR_getuid: case __NR_geteuid: case __NR_getgid:
+      case __NR_getegid: case __NR_arch_prctl: case __NR_set_tid_address:
+      case __NR_set_robust_list: case __NR_prlimit64: case __NR_getrandom:
+      case __NR_uname: case __NR_clock_gettime: case __NR_gettimeofday:
+      case __NR_clock_getres: case __NR_sched_getaffinity: case __NR_fstat:
+      case __NR_lseek: case __NR_getcwd:
+      case 334: /* rseq */
+         return True;
+      default:
+         return False;
+   }
+}
+
 static void vt_pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs)
 {
    /* An exec replaces this tool instance without calling vt_fini: what is
       buffered goes out now; the new program's instance announces itself
-      with the same pid. */
-   if (ring != NULL && (sysno == __NR_execve || sysno == __NR_execveat))
+      with the same pid. In lockstep every call that can touch another
+      process waits at a gate first (the ring header's comment). */
+   if (ring != NULL && (sysno == __NR_execve || sysno == __NR_execveat)) {
       vt_flush();
+      return;
+   }
+   if (ring != NULL && !is_local(sysno) && in_lockstep()) {
+      vt_flush();
+      __atomic_store_n(&ring[R_IN_CALL], 1, __ATOMIC_SEQ_CST);
+   }
 }
 
 /* A clone that shares the address space and is no vfork: a thread. */
@@ -578,12 +677,36 @@ static Bool is_thread(UInt sysno, UWord* args)
 /* Linux's EAGAIN (asm-generic/errno-base.h). */
 #define LINUX_EAGAIN 11
 
+/* A wait that can end on a timer: nanosleep, or a poll, select or
+   epoll_wait given a timeout that returned nothing. */
+static Bool timed_out(UInt sysno, UWord* args, SysRes res)
+{
+   if (sysno == __NR_nanosleep || sysno == __NR_clock_nanosleep)
+      return True;
+   if (sr_isError(res) || sr_Res(res) != 0)
+      return False;
+   switch (sysno) {
+      case __NR_poll: return (Int)args[2] > 0;
+      case __NR_epoll_wait: case __NR_epoll_pwait: return (Int)args[3] > 0;
+      case __NR_ppoll: return args[2] != 0;
+      case __NR_select: case __NR_pselect6: return args[4] != 0;
+      default: return False;
+   }
+}
+
 static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, SysRes res)
 {
+   if (ring != NULL)
+      __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
    if (ring != NULL && sr_isError(res) && sr_Err(res) == LINUX_EAGAIN
        && (sysno == __NR_read || sysno == __NR_readv || sysno == __NR_write || sysno == __NR_writev)) {
       room_for(1);
-      put(W_AGAIN);
+      put(W_AGAIN | (in_lockstep() ? AGAIN_IN_LOCKSTEP : 0));
+      return;
+   }
+   if (ring != NULL && in_lockstep() && timed_out(sysno, args, res)) {
+      room_for(1);
+      put(W_TIMED);
       return;
    }
    if (ring == NULL || sr_isError(res) || sr_Res(res) == 0)
@@ -599,7 +722,9 @@ static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, S
    room_for(2);
    put(W_FORK);
    put(sr_Res(res));
-   /* The child's stream must not wait for the parent's next slot. */
+   /* The child's stream must not wait for the parent's next slot; from
+      here on the parent runs gate by gate too. */
+   lockstep = True;
    vt_flush();
 }
 

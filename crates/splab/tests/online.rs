@@ -256,22 +256,54 @@ fn processes_that_wait_on_one_another_give_the_same_results_in_both_thread_modes
 }
 
 #[test]
-fn a_reader_that_polls_a_pipe_is_marked_not_deterministic() {
+fn a_pipeline_runs_in_lockstep_and_gives_the_same_results_every_time_in_both_thread_modes() {
     needs::online();
     needs::program("xz", "xz-utils");
-    // xz -d sets its standard input non-blocking and polls: how often it
-    // finds the pipe empty is the host's timing. Here the writer sleeps
-    // first, so the reader finds it empty at least once.
+    // xz -d sets its standard input non-blocking and polls it: what it
+    // finds there is the writer's progress. The processes run one at a
+    // time in the model's order, so it finds the same every time.
+    let text = temp("pipeline.txt");
+    std::fs::write(&text, (0..1500u32).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
+    let script = format!("xz -6 -T1 -c {} | xz -d > /dev/null", text.display());
+    let run = |mode: &[&str]| {
+        let mut args = vec!["sim", "--json", "--memory", "512M"];
+        args.extend_from_slice(mode);
+        args.extend_from_slice(&["--", "sh", "-c", &script]);
+        let out = splab(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        report(&out)
+    };
+    let runs = [run(&[]), run(&["--single-thread"]), run(&[]), run(&["--single-thread"])];
+    std::fs::remove_file(&text).unwrap();
+    let p = &runs[0]["program"];
+    assert_eq!(p["deterministic"], true, "{p}");
+    assert!(p["lockstep_grants"].as_u64().unwrap() > 0 && p["processes"].as_u64().unwrap() >= 3, "{p}");
+    let first = deterministic_keys(&runs[0]);
+    for (i, r) in runs.iter().enumerate().skip(1) {
+        let k = deterministic_keys(r);
+        let differ: Vec<String> = first.keys().chain(k.keys()).filter(|x| first.get(*x) != k.get(*x)).map(|x| format!("{x}: {:?} against {:?}", first.get(x), k.get(x))).collect();
+        assert!(differ.is_empty(), "run {}: {} keys differ:\n{}", i + 1, differ.len(), differ.join("\n"));
+    }
+}
+
+#[test]
+fn a_process_that_sleeps_beside_others_is_marked_not_deterministic() {
+    needs::online();
+    needs::program("xz", "xz-utils");
+    // The writer sleeps first: where its timer ends among the reader's
+    // steps is the host's timing. The reader's polls that find the pipe
+    // empty happen in lockstep, so they alone would not mark the run.
     let text = temp("pipe.txt");
     std::fs::write(&text, (0..2000u32).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
-    let script = format!("{{ sleep 2; xz -6 -T1 -c {}; }} | xz -d > /dev/null", text.display());
+    let script = format!("{{ sleep 0.2; xz -6 -T1 -c {}; }} | xz -d > /dev/null", text.display());
     let out = splab(&["sim", "--memory", "512M", "--json", "--", "sh", "-c", &script]);
     std::fs::remove_file(&text).unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let p = &report(&out)["program"];
-    assert!(p["would_block"].as_u64().unwrap() >= 1, "{p}");
+    assert!(p["would_block"].as_u64().unwrap() >= 1 && p["timed_waits"].as_u64().unwrap() >= 1, "{p}");
     assert_eq!(p["deterministic"], false, "{p}");
-    assert!(p["nondeterministic_because"].as_str().unwrap().contains("EAGAIN"), "{p}");
+    let why = p["nondeterministic_because"].as_str().unwrap();
+    assert!(why.contains("timer") && !why.contains("EAGAIN"), "{p}");
 }
 
 #[test]

@@ -34,22 +34,24 @@
 //! the references of its stream so far (a child starts at its parent's
 //! at the fork, a program exec'd at the old one's), and the next slot is
 //! always the one of the process whose clock is lowest (the lower
-//! simulated pid on a tie). When that process has no slot published,
-//! splab waits for it, holding the others back through their rings,
-//! unless the host's whole process tree under valgrind is asleep
-//! (`tree_asleep`: every task sleeping, none woken between two looks): a
-//! process then lacking a slot is blocked in the kernel on another
-//! (reading a pipe whose writer has not written, waiting for a child),
-//! and no process can move until splab consumes. Such a process's clock
-//! is set a quantum (`QUANTUM` references) past the lowest clock among
-//! those with a slot, and they go on. Which processes are blocked at such
-//! a point depends only on what each has done, so the order is the same
-//! on every run as long as each process's own stream is: a process's
-//! threads (one stream, ordered by valgrind's scheduler and the host's),
-//! a read or write that polls a pipe (EAGAIN, as often as the host's
-//! timing makes it) and races in the program itself are not. The tool
-//! marks threads and would-block calls, and such a run is reported not
-//! deterministic (docs/real-programs.md).
+//! simulated pid on a tie). A process alone runs freely and splab waits
+//! for its slots. Once there are several, the real processes run in
+//! lockstep, so that each one's own stream is the same on every run too
+//! (what `xz -d` finds when it reads a pipe is what the writer did
+//! before, not how far the host let it get): the tool stops each at
+//! gates, points of its own stream (before every slot and every system
+//! call that can touch another process), and splab lets one go at a
+//! time, only when the whole tree under valgrind is still (every task
+//! asleep, each process at a gate, in a system call it passed a gate
+//! for, or exited; `State::still`), to the process at a gate whose clock
+//! is lowest (`State::lockstep_step`). A process in a system call then is
+//! blocked in the kernel on another (a pipe's reader, a shell waiting for
+//! its child); its clock follows the clock of the one granted. What stays
+//! host-dependent: a process's threads (one stream, ordered by
+//! valgrind's scheduler and the host's), a timer ending beside other
+//! processes, and a process alone polling what comes from outside. The
+//! tool marks them, and such a run is reported not deterministic
+//! (docs/real-programs.md).
 //!
 //! Sampling (`Sample`, SMARTS-style): the tool counts each process's
 //! references, opens a window at the first slot that starts at or past
@@ -97,7 +99,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 // The ring, as tools/vgtrace/vt_main.c lays it out (RING_* there).
-const RING_MAGIC: u64 = u64::from_le_bytes(*b"SPLRING1");
+const RING_MAGIC: u64 = u64::from_le_bytes(*b"SPLRING2");
 const R_SLOTS: usize = 1;
 const R_SLOT_WORDS: usize = 2;
 const R_PID: usize = 3;
@@ -105,7 +107,13 @@ const R_PUBLISHED: usize = 4;
 const R_CONSUMED: usize = 5;
 const R_TOOL_WAITS: usize = 6;
 const R_ENDED: usize = 7;
-const R_LENS: usize = 8;
+const R_GRANTED: usize = 8;
+const R_GATE: usize = 9;
+const R_AT_GATE: usize = 10;
+const R_IN_CALL: usize = 11;
+const R_LENS: usize = 16;
+/// `R_GRANTED` for a process alone: every gate.
+const ALL_GATES: u64 = u64::MAX;
 const RING_HEADER: usize = 512;
 
 const W_MAP: u8 = 0x80;
@@ -119,6 +127,9 @@ const W_ENTER: u8 = 0x87;
 const W_EXIT: u8 = 0x88;
 const W_THREAD: u8 = 0x89;
 const W_AGAIN: u8 = 0x8a;
+const W_TIMED: u8 = 0x8b;
+/// Set in a `W_AGAIN` word the tool wrote in lockstep.
+const AGAIN_IN_LOCKSTEP: u64 = 1 << 8;
 const W_END: u8 = 0xfe;
 const W_NOP: u8 = 0xff;
 
@@ -290,12 +301,6 @@ pub fn estimate(windows: &[Window], total_refs: u64, f: impl Fn(&Window) -> f64)
     Estimate { value: known + ratio * left, plus_minus: half * left }
 }
 
-/// How far past the lowest clock of the processes that can go a blocked
-/// process's clock is set (references: about four slots): the model looks
-/// at a process blocked in the kernel again after the others have run
-/// this much.
-const QUANTUM: u64 = 1 << 20;
-
 /// Below this many later windows the report warns that the interval may
 /// not hold.
 const FEW_WINDOWS: usize = 10;
@@ -364,11 +369,25 @@ pub struct ProgramRun {
     /// in one stream, in an order the host decides).
     pub threads: u64,
     /// Reads and writes that found a pipe empty or full and would have
-    /// blocked (EAGAIN): a program that polls runs as often as the host's
-    /// timing makes it.
+    /// blocked (EAGAIN). In lockstep (`drive`) each happens at the same
+    /// point of the stream on every run; outside it (a process alone,
+    /// polling what comes from outside the program) a program that polls
+    /// runs as often as the host's timing makes it.
     pub would_block: u64,
-    /// Times every process without a slot was found blocked in the kernel
-    /// and the others went on (`drive`).
+    /// Of those, the ones outside lockstep.
+    #[serde(skip)]
+    pub would_block_unordered: u64,
+    /// Waits that a timer ended (a sleep, or a poll or select that timed
+    /// out) while other processes ran: where a timer ends among the
+    /// others' steps is the host's timing.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub timed_waits: u64,
+    /// Go-aheads given in lockstep: the real processes ran one at a time,
+    /// in the order of the model (`drive`); 0 when one process ran alone.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub lockstep_grants: u64,
+    /// Of those, the ones given while another process was blocked in the
+    /// kernel (`State::lockstep_step`).
     pub blocked_waits: u64,
     /// Whether a rerun gives the same results; when not, why.
     pub deterministic: bool,
@@ -381,6 +400,10 @@ pub struct ProgramRun {
     /// With `--sample`: the estimates.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sampled: Option<Sampled>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The workload: a program run online.
@@ -487,6 +510,44 @@ impl Ring {
         }
     }
 
+    /// Whether the tool waits at a gate it has not been granted (the ring
+    /// header's comment in tools/vgtrace/vt_main.c). A process that forked
+    /// waits at its gates even while it still holds `ALL_GATES`.
+    fn at_gate(&self) -> bool {
+        if self.word(R_AT_GATE) != 1 {
+            return false;
+        }
+        let granted = self.word(R_GRANTED);
+        granted == ALL_GATES || granted <= self.word(R_GATE)
+    }
+
+    /// Whether the process is in a system call it passed a gate for (it
+    /// may block there on another).
+    fn in_call(&self) -> bool {
+        self.word(R_IN_CALL) == 1
+    }
+
+    /// Lets the tool past the gate it waits at (`all`: past every gate,
+    /// for a process alone).
+    fn grant(&self, all: bool) {
+        let g = if all { ALL_GATES } else { self.word(R_GATE) + 1 };
+        self.atomic(R_GRANTED).store(g, Ordering::SeqCst);
+        // SAFETY: a futex wake on the low half of a shared word.
+        unsafe { libc::syscall(libc::SYS_futex, self.base.add(R_GRANTED), libc::FUTEX_WAKE, i32::MAX, 0, 0, 0) };
+    }
+
+    /// Waits up to `timeout` for the tool to reach a gate (it wakes us
+    /// there).
+    fn wait_gate(&self, timeout: Duration) {
+        if self.word(R_AT_GATE) != 0 {
+            return;
+        }
+        let ts = libc::timespec { tv_sec: 0, tv_nsec: timeout.as_nanos().min(999_999_999) as i64 };
+        // SAFETY: a futex wait on the low half of a shared word, with a
+        // timeout.
+        unsafe { libc::syscall(libc::SYS_futex, self.base.add(R_AT_GATE), libc::FUTEX_WAIT, 0u32, &ts as *const libc::timespec, 0, 0) };
+    }
+
     /// Waits up to `timeout` for the tool to publish a slot.
     fn wait(&self, timeout: Duration) {
         let seen = self.published();
@@ -559,6 +620,17 @@ struct State<'a> {
     filter_sets: usize,
     /// References so far, over every process.
     total_refs: u64,
+    /// The processes run in lockstep (a second one exists or existed).
+    lockstep: bool,
+    /// Valgrind has exited: whatever still runs is let go.
+    released: bool,
+    /// The process granted last in lockstep.
+    runner: Option<u32>,
+    /// Real pids whose stream ended and that have not yet exited.
+    exiting: Vec<u32>,
+    /// Looks in a row that found the tree asleep but not every process
+    /// stopped at a point of its stream (`still`).
+    unsure: u32,
 }
 
 fn fail(msg: impl Into<String>) -> Failure {
@@ -587,6 +659,11 @@ impl<'a> State<'a> {
             total_refs: 0,
             skipped: 0,
             filter_sets,
+            lockstep: false,
+            released: false,
+            runner: None,
+            exiting: Vec::new(),
+            unsure: 0,
         }
     }
 
@@ -625,6 +702,13 @@ impl<'a> State<'a> {
             };
             let ring = Ring::open(&self.dir.join(format!("r.{pid}.{n}"))).map_err(fail)?;
             any = true;
+            // A process alone goes through every gate; a forked child
+            // starts lockstep (`drive`).
+            if self.released || (*how == "S" && !self.lockstep) {
+                ring.grant(true);
+            } else {
+                self.lockstep = true;
+            }
             match *how {
                 "S" => self.started(pid, ring)?,
                 "F" => match self.procs.get_mut(&pid).filter(|p| p.ring.is_none()) {
@@ -698,40 +782,120 @@ impl<'a> State<'a> {
         Ok(())
     }
 
-    /// The published slots of every ring, summed, and the rings counted:
-    /// any change means a process ran.
-    fn published(&self) -> (u64, usize) {
-        let rings = self.procs.values().filter_map(|p| p.ring.as_ref()).chain(self.procs.values().flat_map(|p| p.execs.iter())).chain(self.orphans.values()).chain(self.execs.values().flatten());
-        rings.fold((0, 0), |(s, n), r| (s + r.published(), n + 1))
+    /// Every ring: the live processes', the programs they exec'd, and
+    /// those of children whose fork is not read yet.
+    fn rings(&self) -> impl Iterator<Item = &Ring> {
+        self.procs.values().filter_map(|p| p.ring.as_ref()).chain(self.procs.values().flat_map(|p| p.execs.iter())).chain(self.orphans.values()).chain(self.execs.values().flatten())
     }
 
-    /// Whether no process of the tree under `root` (valgrind's) can run
-    /// until splab consumes a slot: every task asleep, and none ran or
-    /// published between two looks a millisecond apart, nor announced a
-    /// ring. Then a process without a slot is blocked in the kernel on
-    /// another (or on time or input from outside, which no rule can
-    /// order).
-    fn quiescent(&mut self, root: u32) -> Result<bool, Failure> {
-        let before = self.published();
-        let Some(a) = tree_asleep(root) else { return Ok(false) };
-        std::thread::sleep(Duration::from_millis(1));
-        let Some(b) = tree_asleep(root) else { return Ok(false) };
-        let announced = self.announcements()?;
-        Ok(a == b && !announced && before == self.published())
-    }
-
-    /// The host is quiescent: every process without a slot is blocked;
-    /// its clock goes a quantum past the lowest clock of those that can
-    /// go. False when none can (all wait on time or outside input).
-    fn block(&mut self, order: &[u32]) -> bool {
-        let Some(base) = order.iter().find(|&&r| self.ready(r)).map(|r| self.procs[r].clock) else { return false };
-        let blocked: Vec<u32> = order.iter().copied().filter(|&r| !self.ready(r)).collect();
-        for r in blocked {
-            let p = self.procs.get_mut(&r).expect("listed");
-            p.clock = p.clock.max(base + QUANTUM);
+    /// One step of lockstep. The process granted last runs to its next
+    /// gate, or blocks in the kernel. When the whole tree is still (every
+    /// task asleep: at a gate or blocked; `still`), everything published
+    /// is consumed, lowest clock first, and the process at a gate whose
+    /// clock is lowest (the lower simulated pid on a tie) is let go to
+    /// its next gate. The blocked ones' clocks follow its clock: a
+    /// process that waited in the kernel resumes at the time of the one
+    /// that woke it. Nothing here depends on how the host ran the
+    /// processes, only on their streams: each decision is taken with
+    /// every process stopped at a point of its own stream.
+    fn lockstep_step(&mut self, root: u32) -> Result<(), Failure> {
+        let runner = self.runner.and_then(|r| self.procs.get(&r)).and_then(|p| p.ring.as_ref());
+        match runner {
+            Some(r) if !r.at_gate() => r.wait_gate(Duration::from_millis(1)),
+            _ => {}
         }
-        self.out.blocked_waits += 1;
-        true
+        if !self.still(root)? {
+            std::thread::sleep(Duration::from_micros(100));
+            return Ok(());
+        }
+        while let Some(t) = self.order().into_iter().find(|&t| self.ready(t)) {
+            self.advance(t)?;
+        }
+        let order = self.order();
+        let Some(&next) = order.iter().find(|r| self.procs[*r].ring.as_ref().is_some_and(|g| g.at_gate())) else {
+            // Every process is blocked on something outside the program
+            // (a timer, input): wait for it.
+            std::thread::sleep(Duration::from_millis(1));
+            return Ok(());
+        };
+        let base = self.procs[&next].clock;
+        let mut blocked = false;
+        for r in &order {
+            let p = self.procs.get_mut(r).expect("listed");
+            if *r != next && !p.ring.as_ref().is_some_and(|g| g.at_gate()) {
+                p.clock = p.clock.max(base);
+                blocked = true;
+            }
+        }
+        if blocked {
+            self.out.blocked_waits += 1;
+        }
+        self.procs[&next].ring.as_ref().expect("at a gate").grant(false);
+        self.out.lockstep_grants += 1;
+        self.runner = Some(next);
+        Ok(())
+    }
+
+    /// Whether every task of the tree under `root` (valgrind's) sleeps,
+    /// at a gate or in the kernel: two looks at the tree give the same
+    /// tasks asleep with the same context switches (a task woken between
+    /// its two looks ran or is runnable at the second), and no ring
+    /// published, reached a gate, or was announced meanwhile. Every task
+    /// was then asleep at the instant between the looks, and none can
+    /// wake but by splab or from outside.
+    fn still(&mut self, root: u32) -> Result<bool, Failure> {
+        let rings = |st: &State| st.rings().fold((0u64, 0u64, 0usize), |(p, g, n), r| (p + r.published(), g + r.word(R_GATE) * 4 + r.at_gate() as u64 * 2 + r.in_call() as u64, n + 1));
+        let before = rings(self);
+        let Some(a) = tree_asleep(root) else {
+            self.unsure = 0;
+            return Ok(false);
+        };
+        let Some(b) = tree_asleep(root) else {
+            self.unsure = 0;
+            return Ok(false);
+        };
+        let announced = self.announcements()?;
+        if a != b || announced || before != rings(self) {
+            self.unsure = 0;
+            return Ok(false);
+        }
+        if self.stopped() {
+            self.unsure = 0;
+            return Ok(true);
+        }
+        // Asleep, yet some process is neither at a gate nor in a system
+        // call: one between two programs (an exec), exiting, or doing
+        // what the tool cannot see. It will move; should it not within
+        // UNSURE looks, it is taken as blocked so the others go on.
+        self.unsure += 1;
+        Ok(self.unsure >= UNSURE)
+    }
+
+    /// Whether every process stands at a point of its own stream: its
+    /// latest program at a gate or in a system call it passed one for;
+    /// one whose stream ended gone (or a zombie), so that what its exit
+    /// does (closing pipes, waking its parent) is done.
+    fn stopped(&mut self) -> bool {
+        fn latest(p: &Proc) -> Option<&Ring> {
+            p.execs.back().or(p.ring.as_ref())
+        }
+        let mut ok = self.procs.values().all(|p| latest(p).is_some_and(|r| r.word(R_ENDED) != 0 || r.at_gate() || r.in_call()));
+        ok &= self.orphans.iter().all(|(pid, r)| self.execs.get(pid).and_then(|e| e.back()).unwrap_or(r).at_gate());
+        let ended: Vec<u32> = self.rings().filter(|r| r.word(R_ENDED) != 0).map(|r| r.pid).collect();
+        self.exiting.extend(ended);
+        self.exiting.sort_unstable();
+        self.exiting.dedup();
+        self.exiting.retain(|&pid| !gone(pid));
+        ok && self.exiting.is_empty()
+    }
+
+    /// Valgrind has exited: the tree can no longer be watched, so every
+    /// process left (a child that outlived it) goes through every gate.
+    fn release(&mut self) {
+        self.released = true;
+        for r in self.rings() {
+            r.grant(true);
+        }
     }
 
     /// The process is gone: its simulated process exits.
@@ -952,6 +1116,13 @@ impl<'a> State<'a> {
                 }
                 W_AGAIN => {
                     self.out.would_block += 1;
+                    if word & AGAIN_IN_LOCKSTEP == 0 {
+                        self.out.would_block_unordered += 1;
+                    }
+                    i += 1;
+                }
+                W_TIMED => {
+                    self.out.timed_waits += 1;
                     i += 1;
                 }
                 W_SKIP => {
@@ -976,6 +1147,18 @@ impl<'a> State<'a> {
         self.total_refs += refs;
         p.run.flush(self.sys)?;
         Ok(ended)
+    }
+}
+
+/// Looks (about 0.2 ms apart) after which a process asleep that is
+/// neither at a gate nor in a system call is taken as blocked (`still`).
+const UNSURE: u32 = 1000;
+
+/// Whether process `pid` has exited (a zombie, or reaped).
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(')').and_then(|(_, rest)| rest.trim_start().chars().next()).is_none_or(|c| matches!(c, 'Z' | 'X' | 'x')),
+        Err(_) => true,
     }
 }
 
@@ -1111,7 +1294,7 @@ impl Online {
         out.exit_status = status.code();
         out.signal = status.signal();
         out.sim_seconds = st.sys.cycles_to_seconds(longest);
-        out.deterministic = out.threads == 0 && out.would_block == 0;
+        out.deterministic = out.threads == 0 && out.would_block_unordered == 0 && out.timed_waits == 0;
         let mut why = Vec::new();
         if out.threads > 0 {
             why.push(format!(
@@ -1120,12 +1303,19 @@ impl Online {
                 if out.threads == 1 { "" } else { "s" }
             ));
         }
-        if out.would_block > 0 {
+        if out.would_block_unordered > 0 {
+            let n = out.would_block_unordered;
             why.push(format!(
-                "{} read{} or write{} found a pipe empty or full and would have blocked (EAGAIN): a program that polls runs as many times as the host's timing makes it find nothing, so its own instructions differ from run to run",
-                out.would_block,
-                if out.would_block == 1 { "" } else { "s" },
-                if out.would_block == 1 { "" } else { "s" }
+                "{n} read{} or write{} found a pipe empty or full and would have blocked (EAGAIN) while the process ran alone: what it polls is fed from outside the program, so it runs as many times as the host's timing makes it find nothing, and its own instructions differ from run to run",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+        if out.timed_waits > 0 {
+            let n = out.timed_waits;
+            why.push(format!(
+                "{n} wait{} ended on a timer (a sleep, or a poll or select that timed out) while other processes ran: where a timer ends among their steps is the host's timing",
+                if n == 1 { "" } else { "s" }
             ));
         }
         if !why.is_empty() {
@@ -1226,9 +1416,10 @@ impl Online {
 /// Consumes every stream until the program has exited and its streams
 /// are drained; returns valgrind's exit status. The next slot is always
 /// that of the process whose clock is lowest (the module comment says
-/// why and what it assumes): splab waits for it, and only when the
-/// host's processes are all asleep (`State::quiescent`) are those without
-/// a slot taken as blocked in the kernel and passed over (`State::block`).
+/// why and what it assumes). A process alone runs freely: splab waits
+/// for its slots. Once there are several, they run in lockstep
+/// (`State::lockstep_step`). When valgrind has exited, whatever is
+/// still running is let go and every stream drained.
 fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Result<ExitStatus, Failure> {
     let root = child.id();
     let mut status: Option<ExitStatus> = None;
@@ -1240,6 +1431,14 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
             progress(st.refs_so_far());
             last_progress = Instant::now();
         }
+        if st.lockstep && status.is_none() {
+            st.lockstep_step(root)?;
+            status = child.try_wait().map_err(|e| fail(format!("waiting for valgrind: {e}")))?;
+            if status.is_some() {
+                st.release();
+            }
+            continue;
+        }
         let order = st.order();
         if let Some(&t) = order.first().filter(|&&t| st.ready(t)) {
             st.advance(t)?;
@@ -1248,6 +1447,9 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
         }
         if status.is_none() {
             status = child.try_wait().map_err(|e| fail(format!("waiting for valgrind: {e}")))?;
+            if status.is_some() {
+                st.release();
+            }
         }
         if let Some(s) = status {
             // Valgrind has exited, so every stream is published in full:
@@ -1268,9 +1470,6 @@ fn drive(st: &mut State, child: &mut Child, progress: &mut dyn FnMut(u64)) -> Re
         match order.first().and_then(|t| st.procs[t].ring.as_ref()) {
             Some(r) => r.wait(Duration::from_millis(2)),
             None => std::thread::sleep(Duration::from_millis(1)),
-        }
-        if order.first().is_some_and(|&t| !st.ready(t)) && st.quiescent(root)? {
-            st.block(&order);
         }
     }
 }

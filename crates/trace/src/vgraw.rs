@@ -27,7 +27,8 @@
 //! 0x88        the stream leaves its block by side exit word >> 8
 //! 0x89        a thread created (online runs only)
 //! 0x8a        a read or write that would have blocked, EAGAIN (online
-//!             runs only)
+//!             runs only; bit 8 set when the process ran in lockstep)
+//! 0x8b        a wait a timer ended (online runs in lockstep only)
 //! 0xff        nothing (a guarded access that did not happen: its place
 //!             among the block's references is kept, as a `Skip` mark)
 //! 0xfe        the end: the program exited; nothing follows
