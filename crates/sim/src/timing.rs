@@ -622,7 +622,7 @@ impl Timing {
                 }
             };
             let p = place(core, 0);
-            core.reference(blocks, p, &a, r.write, r.pa);
+            core.reference_inline(blocks, p, &a, r.write, r.pa);
             if r.repeats > 0 {
                 let hit = RefTime { data: l1, ..RefTime::default() };
                 for n in 1..=r.repeats {
