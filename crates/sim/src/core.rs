@@ -255,22 +255,27 @@ impl Units {
     #[inline(always)]
     fn take(&mut self, at: f64, hold: impl FnOnce(f64) -> f64) -> f64 {
         let n = self.ring.len();
-        let end = hold(fmax(at, self.ring[self.head]));
-        // The earliest's slot becomes the last; it moves back past the
-        // later times it does not reach.
-        let mut i = self.head;
-        self.ring[i] = end;
-        self.head = if i + 1 == n { 0 } else { i + 1 };
-        while i != self.head {
-            let j = if i == 0 { n - 1 } else { i - 1 };
-            if self.ring[j] <= end {
-                break;
+        debug_assert!(self.head < n);
+        let r = self.ring.as_mut_ptr();
+        // SAFETY: head, i and j are always below n = ring.len() (never 0).
+        unsafe {
+            let end = hold(fmax(at, *r.add(self.head)));
+            // The earliest's slot becomes the last; it moves back past the
+            // later times it does not reach.
+            let mut i = self.head;
+            *r.add(i) = end;
+            self.head = if i + 1 == n { 0 } else { i + 1 };
+            while i != self.head {
+                let j = if i == 0 { n - 1 } else { i - 1 };
+                if *r.add(j) <= end {
+                    break;
+                }
+                *r.add(i) = *r.add(j);
+                *r.add(j) = end;
+                i = j;
             }
-            self.ring[i] = self.ring[j];
-            self.ring[j] = end;
-            i = j;
+            end
         }
-        end
     }
 }
 
