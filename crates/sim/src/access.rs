@@ -447,15 +447,16 @@ impl System {
         // repeat of it (`BatchRef::repeats`), whose frame is touched (and
         // written) already, at the run's stride from the access before.
         let walks_end = self.pending_walks.len() as u32;
-        let marked = self.marks.last().is_some_and(|m| m.at as usize == self.batch.len());
+        let n = self.batch.len();
         if let Some(last) = self.batch.last_mut() {
-            if xlat == 0
+            // (The line first: it decides most often.)
+            if last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
+                && xlat == 0
                 && walks_end == w0 as u32
-                && last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
                 && last.write == write
                 && !fetch
                 && !last.fetch
-                && !marked
+                && !self.marks.last().is_some_and(|m| m.at as usize == n)
                 && last.repeats < u16::MAX
                 && (place == NO_PLACE && last.place == NO_PLACE || place != NO_PLACE && last.place != NO_PLACE && last.place.wrapping_add(last.repeats + 1) == place)
             {
@@ -504,7 +505,7 @@ impl System {
         while start < ops.len() || m < marks.len() {
             let end = (start + piece).min(ops.len());
             self.begin_batch();
-            for (i, &(va, op)) in ops.iter().enumerate().take(end).skip(start) {
+            for (i, &(va, op)) in (start..end).zip(&ops[start..end]) {
                 while let Some(mk) = marks.get(m).filter(|mk| mk.at as usize <= i) {
                     self.marks.push(Mark { at: self.batch.len() as u32, what: mk.what });
                     m += 1;
