@@ -143,9 +143,6 @@ pub struct Timing {
     flags: Vec<u8>,
     /// Per access, the prefetcher's line time where it covered it.
     lines: Vec<f32>,
-    /// Per reference of the batch, what the caches made of it (from
-    /// `cache_pass`, for `core_pass`).
-    times: Vec<RefTime>,
 }
 
 /// The lines written since they last left the last-level cache, one bit
@@ -235,7 +232,6 @@ impl Timing {
             evicted: Vec::new(),
             flags: Vec::new(),
             lines: Vec::new(),
-            times: Vec::new(),
         })
     }
 
@@ -571,14 +567,28 @@ impl Timing {
         self.cache_hits[2] += (to_l3.len() - dram.len()) as u64;
         self.dram_accesses += dram.len() as u64;
         self.to_dram = dram;
-        // What the core needs of each reference: its walk's and its data's
-        // latencies and flags, gathered here, on whichever thread runs this
-        // pass.
-        let mut times = std::mem::take(&mut self.times);
-        times.clear();
-        times.reserve(refs.len());
+        self.flags = flags;
+        self.lines = lines;
+        self.scratch = acc;
+        self.to_l2 = to_l2;
+        self.to_l3 = to_l3;
+    }
+
+    /// The second half of `run_batch`: the core, reference by reference
+    /// as `charge` does, with the stream's marks between them, from the
+    /// latencies `cache_pass` left for the batch.
+    pub fn core_pass(&mut self, cpu: usize, refs: &[BatchRef], marks: &[Mark]) {
+        let (acc, flags, lines) = (&self.scratch, &self.flags, &self.lines);
+        let l1 = self.l1[cpu].latency;
+        let core = &mut self.cores[cpu];
+        let blocks = &self.blocks;
+        let mut m = 0;
         let mut k = 0;
-        for r in refs {
+        for (j, r) in refs.iter().enumerate() {
+            while let Some(mk) = marks.get(m).filter(|mk| mk.at as usize <= j) {
+                apply(core, blocks, mk.what);
+                m += 1;
+            }
             let nw = (r.walks_end - r.walks_start) as usize;
             let mut a = RefTime { xlat: r.xlat, walked: nw > 0, ..RefTime::default() };
             if nw > 0 {
@@ -598,32 +608,8 @@ impl Timing {
                 a.stream_line = lines[k];
             }
             k += 1;
-            times.push(a);
-        }
-        self.times = times;
-        self.flags = flags;
-        self.lines = lines;
-        self.scratch = acc;
-        self.to_l2 = to_l2;
-        self.to_l3 = to_l3;
-    }
-
-    /// The second half of `run_batch`: the core, reference by reference
-    /// as `charge` does, with the stream's marks between them, from the
-    /// latencies `cache_pass` left for the batch.
-    pub fn core_pass(&mut self, cpu: usize, refs: &[BatchRef], marks: &[Mark]) {
-        let l1 = self.l1[cpu].latency;
-        let core = &mut self.cores[cpu];
-        let blocks = &self.blocks;
-        assert_eq!(self.times.len(), refs.len(), "core_pass follows the cache_pass of the same batch");
-        let mut m = 0;
-        for (j, (r, a)) in refs.iter().zip(&self.times).enumerate() {
-            while let Some(mk) = marks.get(m).filter(|mk| mk.at as usize <= j) {
-                apply(core, blocks, mk.what);
-                m += 1;
-            }
             if r.fetch {
-                core.fetch(a);
+                core.fetch(&a);
                 continue;
             }
             let place = |core: &mut CoreState, n: u16| {
@@ -636,7 +622,7 @@ impl Timing {
                 }
             };
             let p = place(core, 0);
-            core.reference_inline(blocks, p, a, r.write, r.pa);
+            core.reference_inline(blocks, p, &a, r.write, r.pa);
             if r.repeats > 0 {
                 let hit = RefTime { data: l1, ..RefTime::default() };
                 for n in 1..=r.repeats {
