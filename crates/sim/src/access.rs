@@ -456,7 +456,7 @@ impl System {
                 && last.write == write
                 && !fetch
                 && !last.fetch
-                && !self.marks.last().is_some_and(|m| m.at as usize == n)
+                && self.marks.last().is_none_or(|m| m.at as usize != n)
                 && last.repeats < u16::MAX
                 && (place == NO_PLACE && last.place == NO_PLACE || place != NO_PLACE && last.place != NO_PLACE && last.place.wrapping_add(last.repeats + 1) == place)
             {
