@@ -558,14 +558,13 @@ impl System {
         let marks = std::mem::replace(&mut self.marks, std::mem::take(&mut self.spare_marks));
         let mut timing = self.timing.take().unwrap();
         timing.add_blocks(blocks);
-        // The busier thread sheds the cache pass: this one runs it when it
-        // last waited for the timing thread.
-        let cached = self.cache_here;
+        // The busier thread sheds the cache pass.
+        let cached = self.pace.cache_here();
         if cached {
             timing.cache_pass(cpu, &refs, &walks);
         }
         worker.send(Job { timing, cpu, refs, walks, marks, cached, core_seconds: 0.0 });
-        self.pace.sent = std::time::Instant::now();
+        self.pace.sent();
         self.batch.clear();
         self.pending_walks.clear();
         self.marks.clear();
