@@ -480,8 +480,11 @@ pub struct Tlb {
     /// memo is replaced: the entry's most recent use is the memo's.
     memos: [Memo; MEMOS],
     next_memo: usize,
-    /// The memo of the latest hit through one.
+    /// The memo of the latest hit through one, and for each memo the one
+    /// whose hit followed its last (where a stream that cycles through a
+    /// few pages goes next).
     last_memo: usize,
+    memo_after: [u8; MEMOS],
     arrays: Vec<Array>,
     /// The lookup order: first-level arrays, then second-level ones, and
     /// within a level the largest page size first. (When entries of two
@@ -605,6 +608,7 @@ impl Tlb {
             istats: TlbStats { l1_hits: vec![0; n], l2_hits: vec![0; n], misses: vec![0; n], ..Default::default() },
             memos: [NO_MEMO; MEMOS],
             last_memo: 0,
+            memo_after: [0; MEMOS],
             next_memo: 0,
             arrays,
             shifts,
@@ -709,6 +713,12 @@ impl Tlb {
         if va & m.mask == m.base && m.asid == asid {
             return Some((m.t, self.last_memo));
         }
+        let j = self.memo_after[self.last_memo] as usize & (MEMOS - 1);
+        let m = &self.memos[j];
+        if va & m.mask == m.base && m.asid == asid {
+            debug_assert_eq!(self.memos.iter().filter(|m| va & m.mask == m.base && m.asid == asid).count(), 1);
+            return Some((m.t, j));
+        }
         for (j, m) in self.memos.iter().enumerate() {
             if va & m.mask == m.base && m.asid == asid {
                 return Some((m.t, j));
@@ -725,6 +735,7 @@ impl Tlb {
         self.stats.l1_hits[self.memos[m].size] += 1;
         self.clock = self.clock.wrapping_add(1);
         self.memos[m].stamp = self.clock;
+        self.memo_after[self.last_memo] = m as u8;
         self.last_memo = m;
     }
 

@@ -447,15 +447,16 @@ impl System {
         // repeat of it (`BatchRef::repeats`), whose frame is touched (and
         // written) already, at the run's stride from the access before.
         let walks_end = self.pending_walks.len() as u32;
-        let marked = self.marks.last().is_some_and(|m| m.at as usize == self.batch.len());
+        let n = self.batch.len();
         if let Some(last) = self.batch.last_mut() {
-            if xlat == 0
+            // (The line first: it decides most often.)
+            if last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
+                && xlat == 0
                 && walks_end == w0 as u32
-                && last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
                 && last.write == write
                 && !fetch
                 && !last.fetch
-                && !marked
+                && self.marks.last().is_none_or(|m| m.at as usize != n)
                 && last.repeats < u16::MAX
                 && (place == NO_PLACE && last.place == NO_PLACE || place != NO_PLACE && last.place != NO_PLACE && last.place.wrapping_add(last.repeats + 1) == place)
             {
@@ -504,7 +505,7 @@ impl System {
         while start < ops.len() || m < marks.len() {
             let end = (start + piece).min(ops.len());
             self.begin_batch();
-            for (i, &(va, op)) in ops.iter().enumerate().take(end).skip(start) {
+            for (i, &(va, op)) in (start..end).zip(&ops[start..end]) {
                 while let Some(mk) = marks.get(m).filter(|mk| mk.at as usize <= i) {
                     self.marks.push(Mark { at: self.batch.len() as u32, what: mk.what });
                     m += 1;
@@ -557,7 +558,13 @@ impl System {
         let marks = std::mem::replace(&mut self.marks, std::mem::take(&mut self.spare_marks));
         let mut timing = self.timing.take().unwrap();
         timing.add_blocks(blocks);
-        worker.send(Job { timing, cpu, refs, walks, marks });
+        // The busier thread sheds the cache pass.
+        let cached = self.pace.cache_here();
+        if cached {
+            timing.cache_pass(cpu, &refs, &walks);
+        }
+        worker.send(Job { timing, cpu, refs, walks, marks, cached, core_seconds: 0.0 });
+        self.pace.sent();
         self.batch.clear();
         self.pending_walks.clear();
         self.marks.clear();

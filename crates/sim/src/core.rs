@@ -206,13 +206,18 @@ impl Queue {
     /// When the entry a new one replaces is free.
     #[inline(always)]
     fn oldest(&self) -> f64 {
-        self.ring[self.head]
+        debug_assert!(self.head < self.ring.len());
+        // SAFETY: head < ring.len() always (ring is never empty, and push
+        // wraps head at its length).
+        unsafe { *self.ring.get_unchecked(self.head) }
     }
 
     /// A new entry, held until `until`.
     #[inline(always)]
     fn push(&mut self, until: f64) {
-        self.ring[self.head] = until;
+        debug_assert!(self.head < self.ring.len());
+        // SAFETY: as in `oldest`.
+        unsafe { *self.ring.get_unchecked_mut(self.head) = until };
         self.head += 1;
         if self.head == self.ring.len() {
             self.head = 0;
@@ -250,22 +255,27 @@ impl Units {
     #[inline(always)]
     fn take(&mut self, at: f64, hold: impl FnOnce(f64) -> f64) -> f64 {
         let n = self.ring.len();
-        let end = hold(fmax(at, self.ring[self.head]));
-        // The earliest's slot becomes the last; it moves back past the
-        // later times it does not reach.
-        let mut i = self.head;
-        self.ring[i] = end;
-        self.head = if i + 1 == n { 0 } else { i + 1 };
-        while i != self.head {
-            let j = if i == 0 { n - 1 } else { i - 1 };
-            if self.ring[j] <= end {
-                break;
+        debug_assert!(self.head < n);
+        let r = self.ring.as_mut_ptr();
+        // SAFETY: head, i and j are always below n = ring.len() (never 0).
+        unsafe {
+            let end = hold(fmax(at, *r.add(self.head)));
+            // The earliest's slot becomes the last; it moves back past the
+            // later times it does not reach.
+            let mut i = self.head;
+            *r.add(i) = end;
+            self.head = if i + 1 == n { 0 } else { i + 1 };
+            while i != self.head {
+                let j = if i == 0 { n - 1 } else { i - 1 };
+                if *r.add(j) <= end {
+                    break;
+                }
+                *r.add(i) = *r.add(j);
+                *r.add(j) = end;
+                i = j;
             }
-            self.ring[i] = self.ring[j];
-            self.ring[j] = end;
-            i = j;
+            end
         }
-        end
     }
 }
 
@@ -478,8 +488,11 @@ impl CoreState {
     fn advance_to(&mut self, p: u64) {
         if p > self.pos {
             let n = p - self.pos;
-            self.t += n as f64 * self.inv_w;
-            self.acc.base += n as f64 * self.inv_w;
+            // (Through i64, one instruction: positions stay far below 2^63,
+            // where both conversions are the same.)
+            let w = (n as i64) as f64 * self.inv_w;
+            self.t += w;
+            self.acc.base += w;
             self.stats.instructions += n;
             self.pos = p;
             // The last of them waited for the window's oldest to retire.
@@ -587,22 +600,36 @@ impl CoreState {
 
     /// A reference with its latencies. `write`: the access stores (the
     /// store of a modify comes as its own reference, at the same place).
+    #[inline(never)]
     pub fn reference(&mut self, blocks: &[std::sync::Arc<Block>], place: RefPlace, a: &RefTime, write: bool, pa: u64) {
-        let (addr_ready, data_ready, idx) = match place {
-            RefPlace::Free { dependent } => {
-                let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
-                (fmax(self.t, dep), self.t, None)
-            }
-            RefPlace::Block(i) => {
-                let Some(bi) = self.current() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write, pa) };
+        self.reference_inline(blocks, place, a, write, pa)
+    }
+
+    /// `reference`, inlined into the batch's loop.
+    #[inline(always)]
+    pub fn reference_inline(&mut self, blocks: &[std::sync::Arc<Block>], place: RefPlace, a: &RefTime, write: bool, pa: u64) {
+        // A place in no block (none entered, or past its references) is
+        // a free reference's, not dependent.
+        let in_block = match place {
+            RefPlace::Block(i) => self.current().and_then(|bi| {
                 let b = &blocks[bi as usize];
-                let Some(r) = b.refs.get(i as usize).copied() else { return self.reference(blocks, RefPlace::Free { dependent: false }, a, write, pa) };
+                b.refs.get(i as usize).map(|&r| (b, r, i as usize))
+            }),
+            RefPlace::Free { .. } => None,
+        };
+        let (addr_ready, data_ready, idx) = match in_block {
+            Some((b, r, i)) => {
                 self.pass_exits(b, r.insn);
                 self.advance_to(self.base + r.insn as u64);
                 let d = self.t;
                 let addr = self.deps_ready(b, r.addr, d);
                 let data = if write { self.deps_ready(b, r.data, d) } else { d };
-                (addr, data, Some(i as usize))
+                (addr, data, Some(i))
+            }
+            None => {
+                let dependent = matches!(place, RefPlace::Free { dependent: true });
+                let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
+                (fmax(self.t, dep), self.t, None)
             }
         };
         if write {

@@ -141,6 +141,47 @@ pub(crate) struct CpuHw {
     pub(crate) space: (PhysAddr, u16),
 }
 
+/// Host times that decide which thread runs a batch's cache pass: when
+/// the last batch went to the timing thread and how long this thread has
+/// waited for it since, and smoothed seconds of this thread's work between
+/// batches and of the timing thread's core pass.
+pub(crate) struct Pace {
+    sent: std::time::Instant,
+    waited: f64,
+    translate: f64,
+    core: f64,
+}
+
+/// A smoothed time with a new sample (the first taken as it is).
+fn smooth(old: f64, x: f64) -> f64 {
+    if old == 0.0 {
+        x
+    } else {
+        0.75 * old + 0.25 * x
+    }
+}
+
+impl Pace {
+    pub(crate) fn new() -> Pace {
+        Pace { sent: std::time::Instant::now(), waited: 0.0, translate: 0.0, core: 0.0 }
+    }
+
+    /// A batch is about to go: whether this thread should run its cache
+    /// pass (its work between batches, waits left out, has been the
+    /// shorter).
+    pub(crate) fn cache_here(&mut self) -> bool {
+        let busy = self.sent.elapsed().as_secs_f64() - self.waited;
+        self.translate = smooth(self.translate, busy.max(0.0));
+        self.translate < self.core
+    }
+
+    /// The batch went.
+    pub(crate) fn sent(&mut self) {
+        self.sent = std::time::Instant::now();
+        self.waited = 0.0;
+    }
+}
+
 /// The kernel running on the machine, the CPUs' schedule, and the timing
 /// model. The kernel and the machine are private: programs reach them
 /// through processes (syscalls, loads and stores on a CPU) and read them
@@ -153,6 +194,8 @@ pub struct System {
     /// The timing model; None while a batch is with the timing thread.
     pub(crate) timing: Option<Box<Timing>>,
     pub(crate) worker: Option<Worker>,
+    /// Which thread runs a batch's cache pass (`Pace::cache_here`).
+    pub(crate) pace: Pace,
     /// Buffers of the batch being built, and spares returned by the worker.
     pub(crate) spare_refs: Vec<BatchRef>,
     pub(crate) spare_walks: Vec<u64>,
@@ -310,6 +353,7 @@ impl System {
             cpus,
             timing: Some(timing),
             worker: None,
+            pace: Pace::new(),
             spare_refs: Vec::new(),
             spare_walks: Vec::new(),
             spare_marks: Vec::new(),
@@ -576,7 +620,10 @@ impl System {
     /// Waits for the timing thread to hand the timing model back.
     pub(crate) fn sync(&mut self) {
         if self.timing.is_none() {
+            let t0 = std::time::Instant::now();
             let job = self.worker.as_ref().expect("timing is with the worker").recv();
+            self.pace.waited += t0.elapsed().as_secs_f64();
+            self.pace.core = smooth(self.pace.core, job.core_seconds);
             self.timing = Some(job.timing);
             self.spare_refs = job.refs;
             self.spare_walks = job.walks;

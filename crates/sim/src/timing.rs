@@ -465,6 +465,14 @@ impl Timing {
     /// of independent lookups that the host overlaps. Then the core takes
     /// the references in program order with the stream's `marks`.
     pub fn run_batch(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64], marks: &[Mark]) {
+        self.cache_pass(cpu, refs, walks);
+        self.core_pass(cpu, refs, marks);
+    }
+
+    /// The first half of `run_batch`: the caches' passes, whose latencies
+    /// and flags the core's pass (`core_pass`, for the same batch, next)
+    /// reads. The two halves may run on different threads.
+    pub fn cache_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64]) {
         let mut acc = std::mem::take(&mut self.scratch);
         let mut to_l2 = std::mem::take(&mut self.to_l2);
         let mut to_l3 = std::mem::take(&mut self.to_l3);
@@ -559,8 +567,18 @@ impl Timing {
         self.cache_hits[2] += (to_l3.len() - dram.len()) as u64;
         self.dram_accesses += dram.len() as u64;
         self.to_dram = dram;
-        // The core, reference by reference as `charge` does, with the
-        // stream's marks between them.
+        self.flags = flags;
+        self.lines = lines;
+        self.scratch = acc;
+        self.to_l2 = to_l2;
+        self.to_l3 = to_l3;
+    }
+
+    /// The second half of `run_batch`: the core, reference by reference
+    /// as `charge` does, with the stream's marks between them, from the
+    /// latencies `cache_pass` left for the batch.
+    pub fn core_pass(&mut self, cpu: usize, refs: &[BatchRef], marks: &[Mark]) {
+        let (acc, flags, lines) = (&self.scratch, &self.flags, &self.lines);
         let l1 = self.l1[cpu].latency;
         let core = &mut self.cores[cpu];
         let blocks = &self.blocks;
@@ -604,7 +622,7 @@ impl Timing {
                 }
             };
             let p = place(core, 0);
-            core.reference(blocks, p, &a, r.write, r.pa);
+            core.reference_inline(blocks, p, &a, r.write, r.pa);
             if r.repeats > 0 {
                 let hit = RefTime { data: l1, ..RefTime::default() };
                 for n in 1..=r.repeats {
@@ -617,11 +635,6 @@ impl Timing {
         for mk in &marks[m..] {
             apply(core, blocks, mk.what);
         }
-        self.flags = flags;
-        self.lines = lines;
-        self.scratch = acc;
-        self.to_l2 = to_l2;
-        self.to_l3 = to_l3;
     }
 }
 
@@ -772,6 +785,11 @@ pub struct Job {
     pub refs: Vec<BatchRef>,
     pub walks: Vec<u64>,
     pub marks: Vec<Mark>,
+    /// The sender ran the batch's cache pass already (`Timing::cache_pass`):
+    /// the timing thread runs the core's only.
+    pub cached: bool,
+    /// Host seconds the timing thread's core pass took (set by it).
+    pub core_seconds: f64,
 }
 
 /// A one-item hand-off between two threads. The waiting side spins for a
@@ -859,7 +877,12 @@ impl Worker {
             .name("splab-timing".into())
             .spawn(move || {
                 while let Some(mut job) = sh.jobs.take(|| sh.closed.load(std::sync::atomic::Ordering::Acquire)) {
-                    job.timing.run_batch(job.cpu, &job.refs, &job.walks, &job.marks);
+                    if !job.cached {
+                        job.timing.cache_pass(job.cpu, &job.refs, &job.walks);
+                    }
+                    let t0 = std::time::Instant::now();
+                    job.timing.core_pass(job.cpu, &job.refs, &job.marks);
+                    job.core_seconds = t0.elapsed().as_secs_f64();
                     sh.done.put(job, &back);
                 }
             })
