@@ -206,6 +206,22 @@ fn bench_runs_a_program_natively_in_full_detail_and_sampled() {
     assert_eq!(out.status.code(), Some(2));
 }
 
+/// `splab sim --json --memory 512M [MODE] -- sh -c SCRIPT`'s report.
+fn sim_sh(script: &str, mode: &[&str]) -> Value {
+    let mut args = vec!["sim", "--json", "--memory", "512M"];
+    args.extend_from_slice(mode);
+    args.extend_from_slice(&["--", "sh", "-c", script]);
+    let out = splab(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    report(&out)
+}
+
+/// The deterministic keys whose values differ between two reports.
+fn differing(a: &Value, b: &Value) -> Vec<String> {
+    let (ka, kb) = (deterministic_keys(a), deterministic_keys(b));
+    ka.keys().chain(kb.keys()).filter(|k| ka.get(*k) != kb.get(*k)).map(|k| format!("{k}: {:?} against {:?}", ka.get(k), kb.get(k))).collect()
+}
+
 /// Every key of a JSON document, flattened (`a.b[2].c`), without those
 /// that measure the host or name the command line (as tools/same-results
 /// and tools/soak-determinism leave them out).
@@ -237,21 +253,13 @@ fn processes_that_wait_on_one_another_give_the_same_results_in_both_thread_modes
     std::fs::write(&text, &words.join("\n").as_bytes()[..8192]).unwrap();
     let t = text.display();
     let script = format!("xz -6 -T1 -c {t} > /dev/null; xz -3 -T1 -c {t} > /dev/null");
-    let run = |mode: &[&str]| {
-        let mut args = vec!["sim", "--json", "--memory", "512M"];
-        args.extend_from_slice(mode);
-        args.extend_from_slice(&["--", "sh", "-c", &script]);
-        let out = splab(&args);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        report(&out)
-    };
+    let run = |mode: &[&str]| sim_sh(&script, mode);
     let (a, b) = (run(&[]), run(&["--single-thread"]));
     std::fs::remove_file(&text).unwrap();
     let p = &a["program"];
     assert_eq!(p["processes"], 5, "{p}");
     assert_eq!(p["deterministic"], true, "{p}");
-    let (ka, kb) = (deterministic_keys(&a), deterministic_keys(&b));
-    let differ: Vec<String> = ka.keys().chain(kb.keys()).filter(|k| ka.get(*k) != kb.get(*k)).map(|k| format!("{k}: {:?} against {:?}", ka.get(k), kb.get(k))).collect();
+    let differ = differing(&a, &b);
     assert!(differ.is_empty(), "{} keys differ:\n{}", differ.len(), differ.join("\n"));
 }
 
@@ -265,23 +273,14 @@ fn a_pipeline_runs_in_lockstep_and_gives_the_same_results_every_time_in_both_thr
     let text = temp("pipeline.txt");
     std::fs::write(&text, (0..1500u32).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
     let script = format!("xz -6 -T1 -c {} | xz -d > /dev/null", text.display());
-    let run = |mode: &[&str]| {
-        let mut args = vec!["sim", "--json", "--memory", "512M"];
-        args.extend_from_slice(mode);
-        args.extend_from_slice(&["--", "sh", "-c", &script]);
-        let out = splab(&args);
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        report(&out)
-    };
+    let run = |mode: &[&str]| sim_sh(&script, mode);
     let runs = [run(&[]), run(&["--single-thread"]), run(&[]), run(&["--single-thread"])];
     std::fs::remove_file(&text).unwrap();
     let p = &runs[0]["program"];
     assert_eq!(p["deterministic"], true, "{p}");
     assert!(p["lockstep_grants"].as_u64().unwrap() > 0 && p["processes"].as_u64().unwrap() >= 3, "{p}");
-    let first = deterministic_keys(&runs[0]);
     for (i, r) in runs.iter().enumerate().skip(1) {
-        let k = deterministic_keys(r);
-        let differ: Vec<String> = first.keys().chain(k.keys()).filter(|x| first.get(*x) != k.get(*x)).map(|x| format!("{x}: {:?} against {:?}", first.get(x), k.get(x))).collect();
+        let differ = differing(&runs[0], r);
         assert!(differ.is_empty(), "run {}: {} keys differ:\n{}", i + 1, differ.len(), differ.join("\n"));
     }
 }
