@@ -87,7 +87,7 @@ pub struct MachineArgs {
     /// deps (dependences through registers and loaded values), branches
     /// (mispredictions), fetch (instruction fetches that miss), window
     /// (the reorder buffer and load and store queues), mshrs (line-fill
-    /// buffers and walkers), comma-separated
+    /// buffers, walkers, and TLB misses that trap), comma-separated
     #[arg(long, value_name = "PARTS")]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub core_off: Option<String>,
