@@ -87,7 +87,7 @@ use splab_sim::timing::CycleBreakdown;
 use splab_sim::System;
 use splab_vm::Pid;
 use splab_workloads::{Figure, Workload, WorkloadResult};
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::ffi::OsString;
 use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
@@ -628,6 +628,9 @@ struct State<'a> {
     runner: Option<u32>,
     /// Real pids whose stream ended and that have not yet exited.
     exiting: Vec<u32>,
+    /// When one of them was last seen gone (`still`), and those seen so.
+    exited: Option<Instant>,
+    dead: HashSet<u32>,
     /// Looks in a row that found the tree asleep but not every process
     /// stopped at a point of its stream (`still`).
     unsure: u32,
@@ -663,6 +666,8 @@ impl<'a> State<'a> {
             released: false,
             runner: None,
             exiting: Vec::new(),
+            exited: None,
+            dead: HashSet::new(),
             unsure: 0,
         }
     }
@@ -791,7 +796,8 @@ impl<'a> State<'a> {
     /// One step of lockstep. The process granted last runs to its next
     /// gate, or blocks in the kernel. When the whole tree is still (every
     /// task asleep: at a gate or blocked; `still`), everything published
-    /// is consumed, lowest clock first, and the process at a gate whose
+    /// is consumed, the streams that ended first (an exit comes before
+    /// what it woke), then lowest clock first, and the process at a gate whose
     /// clock is lowest (the lower simulated pid on a tie) is let go to
     /// its next gate. The blocked ones' clocks follow its clock: a
     /// process that waited in the kernel resumes at the time of the one
@@ -807,6 +813,15 @@ impl<'a> State<'a> {
         if !self.still(root)? {
             std::thread::sleep(Duration::from_micros(100));
             return Ok(());
+        }
+        // An exit goes first: what it woke (a parent waiting for it, the
+        // reader of a pipe it held) ran after it, whether or not the host
+        // let that run before this look.
+        let exits: Vec<u32> = self.order().into_iter().filter(|t| self.procs[t].ring.as_ref().is_some_and(|r| r.word(R_ENDED) != 0)).collect();
+        for t in exits {
+            while self.procs.get(&t).is_some_and(|p| !p.done) && self.ready(t) {
+                self.advance(t)?;
+            }
         }
         while let Some(t) = self.order().into_iter().find(|&t| self.ready(t)) {
             self.advance(t)?;
@@ -845,6 +860,8 @@ impl<'a> State<'a> {
     /// wake but by splab or from outside.
     fn still(&mut self, root: u32) -> Result<bool, Failure> {
         let rings = |st: &State| st.rings().fold((0u64, 0u64, 0usize), |(p, g, n), r| (p + r.published(), g + r.word(R_GATE) * 4 + r.at_gate() as u64 * 2 + r.in_call() as u64, n + 1));
+        let exited = self.exited;
+        let settled = exited.is_none_or(|t| t.elapsed() >= EXIT_SETTLE);
         let before = rings(self);
         let Some(a) = tree_asleep(root) else {
             self.unsure = 0;
@@ -861,7 +878,11 @@ impl<'a> State<'a> {
         }
         if self.stopped() {
             self.unsure = 0;
-            return Ok(true);
+            // Linux shows an exiting task as a zombie before it notifies
+            // its parent (kernel/exit.c, exit_notify sets exit_state
+            // first): for a while after an exit the parent may sleep yet
+            // be about to wake.
+            return Ok(settled && self.exited == exited);
         }
         // Asleep, yet some process is neither at a gate nor in a system
         // call: one between two programs (an exec), exiting, or doing
@@ -874,18 +895,24 @@ impl<'a> State<'a> {
     /// Whether every process stands at a point of its own stream: its
     /// latest program at a gate or in a system call it passed one for;
     /// one whose stream ended gone (or a zombie), so that what its exit
-    /// does (closing pipes, waking its parent) is done.
+    /// does (closing pipes, waking its parent) is done or, for the
+    /// parent's wake-up, under way (`EXIT_SETTLE`).
     fn stopped(&mut self) -> bool {
         fn latest(p: &Proc) -> Option<&Ring> {
             p.execs.back().or(p.ring.as_ref())
         }
         let mut ok = self.procs.values().all(|p| latest(p).is_some_and(|r| r.word(R_ENDED) != 0 || r.at_gate() || r.in_call()));
         ok &= self.orphans.iter().all(|(pid, r)| self.execs.get(pid).and_then(|e| e.back()).unwrap_or(r).at_gate());
-        let ended: Vec<u32> = self.rings().filter(|r| r.word(R_ENDED) != 0).map(|r| r.pid).collect();
+        let ended: Vec<u32> = self.rings().filter(|r| r.word(R_ENDED) != 0).map(|r| r.pid).filter(|pid| !self.dead.contains(pid)).collect();
         self.exiting.extend(ended);
         self.exiting.sort_unstable();
         self.exiting.dedup();
-        self.exiting.retain(|&pid| !gone(pid));
+        let now_gone: Vec<u32> = self.exiting.iter().copied().filter(|&pid| gone(pid)).collect();
+        if !now_gone.is_empty() {
+            self.exited = Some(Instant::now());
+            self.exiting.retain(|pid| !now_gone.contains(pid));
+            self.dead.extend(now_gone);
+        }
         ok && self.exiting.is_empty()
     }
 
@@ -1149,6 +1176,11 @@ impl<'a> State<'a> {
         Ok(ended)
     }
 }
+
+/// How long after a process of the tree is seen gone the tree must stay
+/// still before it is taken as still: the parent's wake-up is in flight
+/// that long at most, even on a virtual CPU the host stopped meanwhile.
+const EXIT_SETTLE: Duration = Duration::from_millis(20);
 
 /// Looks (about 0.2 ms apart) after which a process asleep that is
 /// neither at a gate nor in a system call is taken as blocked (`still`).
