@@ -33,7 +33,7 @@
 //! each reference, the blocks and exits the stream named): nothing here
 //! changes what is translated, cached or faulted.
 
-use crate::block::{Block, FROM_DISPATCH, FROM_REF, FROM_REG};
+use crate::block::{Block, Span, FROM_REF, FROM_REG};
 use serde::Serialize;
 use splab_hw::bpred::{Predictor, PredictorStats};
 use splab_hw::profile::Core;
@@ -584,16 +584,16 @@ impl CoreState {
     }
 
     /// The time a dependence list is ready: the latest of its sources
-    /// plus the path from each (the instruction's dispatch where none).
+    /// plus the path from each, and no earlier than the instruction's
+    /// dispatch plus the path from there.
     #[inline(always)]
-    fn deps_ready(&self, b: &Block, span: (u32, u32), dispatch: f64) -> f64 {
-        let mut at = dispatch;
+    fn deps_ready(&self, b: &Block, span: Span, dispatch: f64) -> f64 {
         if !self.parts.deps {
-            return at;
+            return dispatch;
         }
-        for d in &b.deps[span.0 as usize..span.1 as usize] {
-            let from = if d.src == FROM_DISPATCH { dispatch } else { self.vals[d.src as usize] };
-            at = fmax(at, from + d.lat as f64);
+        let mut at = dispatch + span.dispatch as f64;
+        for d in &b.deps[span.start as usize..span.end as usize] {
+            at = fmax(at, self.vals[d.src as usize] + d.lat as f64);
         }
         at
     }
@@ -689,6 +689,7 @@ impl CoreState {
 
     /// The next reference of a synthetic loop: its place, entering the
     /// next iteration where the last one's references are done.
+    #[inline(always)]
     pub fn loop_place(&mut self, blocks: &[std::sync::Arc<Block>]) -> Option<RefPlace> {
         let l = self.looped?;
         let n = blocks[l as usize].refs.len();
@@ -696,13 +697,44 @@ impl CoreState {
             return None;
         }
         if self.loop_ref == 0 || self.block != Some(l) {
-            self.enter(blocks, l);
-            self.loop_ref = 0;
+            self.start_iteration(blocks, l);
         }
         // After the iteration's last reference the next enters again.
         let i = self.loop_ref;
         self.loop_ref = if i + 1 == n { 0 } else { i + 1 };
         Some(RefPlace::Block(i as u16))
+    }
+
+    /// The loop's block `l` starts an iteration: straight on from the
+    /// last where the block is current and a straight loop, else entered
+    /// as the stream's next block.
+    #[inline(never)]
+    fn start_iteration(&mut self, blocks: &[std::sync::Arc<Block>], l: u32) {
+        let b = &blocks[l as usize];
+        if self.block == Some(l) && b.straight_loop {
+            self.next_iteration(b);
+        } else {
+            self.enter(blocks, l);
+        }
+        self.loop_ref = 0;
+    }
+
+    /// `finish` and `enter` again of the current block, a loop's iteration
+    /// with no side exits, no inner calls and its back edge at the end:
+    /// all of its instructions dispatch, its registers are written, and
+    /// the next iteration starts (no transfer pending, the block's value
+    /// times already in place).
+    #[inline(always)]
+    fn next_iteration(&mut self, b: &Block) {
+        debug_assert!(b.straight_loop && matches!(self.pending, Pending::None));
+        self.advance_to(self.base + b.insns as u64);
+        self.write_registers(b, 0);
+        self.checkpoint();
+        self.base = self.pos;
+        self.block_t0 = self.t;
+        self.exits_done = 0;
+        self.stats.blocks += 1;
+        self.other_accesses(b);
     }
 
     /// Side exits of the current block before instruction `insn` were not
@@ -723,7 +755,7 @@ impl CoreState {
     /// The conditional branch at `insn` of block `b` went `taken`; on a
     /// misprediction dispatch resumes once it resolves and the front end
     /// refills.
-    fn branch(&mut self, b: &Block, pc: u64, insn: u32, cond: (u32, u32), taken: bool) {
+    fn branch(&mut self, b: &Block, pc: u64, insn: u32, cond: Span, taken: bool) {
         let missed = self.pred.conditional(pc, taken);
         self.advance_to(self.base + insn as u64 + 1);
         if missed && self.parts.branches {
@@ -761,9 +793,14 @@ impl CoreState {
             self.vals.resize(FROM_REF as usize + b.refs.len(), 0.0);
         }
         self.stats.blocks += 1;
+        self.other_accesses(b);
+    }
+
+    /// The loads and stores of block `b` that the stream leaves out take
+    /// queue entries too, at its entry.
+    #[inline(always)]
+    fn other_accesses(&mut self, b: &Block) {
         if self.parts.window && b.other_loads + b.other_stores > 0 {
-            // The loop's loads and stores the stream leaves out take
-            // queue entries too.
             for _ in 0..b.other_loads {
                 self.stall_to(self.lq.oldest(), Cause::Mem(0.0));
                 self.lq.push(fmax(self.r, self.t + self.mem.l1 as f64));
@@ -805,30 +842,7 @@ impl CoreState {
             }
         }
         let end_dispatch = self.t - self.inv_w;
-        // Registers, all computed from the entry values before any is set
-        // (a block that writes none completes nothing more: retire times
-        // are never below 0).
-        if !b.puts.is_empty() {
-            let mut out = std::mem::take(&mut self.out);
-            out.clear();
-            let mut latest = 0.0f64;
-            for p in &b.puts {
-                if p.exits as usize > exits {
-                    break;
-                }
-                // Its instruction dispatched no earlier than its place at
-                // the width from the block's start.
-                let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
-                let v = self.deps_ready(b, p.deps, dispatch);
-                latest = fmax(latest, v);
-                out.push((p.slot, v));
-            }
-            for &(s, v) in &out {
-                self.vals[(FROM_REG + s as u16) as usize] = v;
-            }
-            self.out = out;
-            self.completes(latest, 0.0, 0.0);
-        }
+        self.write_registers(b, exits);
         self.checkpoint();
         if k.is_none() {
             match b.end {
@@ -843,6 +857,36 @@ impl CoreState {
                 crate::block::End::Indirect => self.pending = Pending::Indirect { pc: b.end_pc, resolve: self.deps_ready(b, b.end_deps, end_dispatch) },
             }
         }
+    }
+
+    /// The registers block `b` writes before side exit `exits` (or its
+    /// end), all computed from the entry values before any is set (a
+    /// block that writes none completes nothing more: retire times are
+    /// never below 0).
+    #[inline(always)]
+    fn write_registers(&mut self, b: &Block, exits: usize) {
+        if b.puts.is_empty() {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let mut latest = 0.0f64;
+        for p in &b.puts {
+            if p.exits as usize > exits {
+                break;
+            }
+            // Its instruction dispatched no earlier than its place at
+            // the width from the block's start.
+            let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
+            let v = self.deps_ready(b, p.deps, dispatch);
+            latest = fmax(latest, v);
+            out.push((p.slot, v));
+        }
+        for &(s, v) in &out {
+            self.vals[(FROM_REG + s as u16) as usize] = v;
+        }
+        self.out = out;
+        self.completes(latest, 0.0, 0.0);
     }
 
     /// An instruction fetch of a code line with its translation and
