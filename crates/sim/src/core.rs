@@ -613,25 +613,52 @@ impl CoreState {
         let in_block = match place {
             RefPlace::Block(i) => self.current().and_then(|bi| {
                 let b = &blocks[bi as usize];
-                b.refs.get(i as usize).map(|&r| (b, r, i as usize))
+                (b.refs.len() > i as usize).then_some((b, i as usize))
             }),
             RefPlace::Free { .. } => None,
         };
-        let (addr_ready, data_ready, idx) = match in_block {
-            Some((b, r, i)) => {
-                self.pass_exits(b, r.insn);
-                self.advance_to(self.base + r.insn as u64);
-                let d = self.t;
-                let addr = self.deps_ready(b, r.addr, d);
-                let data = if write { self.deps_ready(b, r.data, d) } else { d };
-                (addr, data, Some(i))
-            }
-            None => {
-                let dependent = matches!(place, RefPlace::Free { dependent: true });
-                let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
-                (fmax(self.t, dep), self.t, None)
-            }
-        };
+        match in_block {
+            Some((b, i)) => self.block_reference(b, i, a, write, pa),
+            None => self.free_reference(matches!(place, RefPlace::Free { dependent: true }), a, write, pa),
+        }
+    }
+
+    /// The next reference of a synthetic loop (`loop_place`'s), or a free
+    /// reference where the loop has none: `reference_inline` with the
+    /// block at hand.
+    #[inline(always)]
+    pub fn loop_reference(&mut self, blocks: &[std::sync::Arc<Block>], a: &RefTime, write: bool, pa: u64) {
+        match self.loop_next(blocks) {
+            Some((b, i)) => self.block_reference(b, i, a, write, pa),
+            None => self.free_reference(false, a, write, pa),
+        }
+    }
+
+    /// Reference `i` of the current block `b`.
+    #[inline(always)]
+    fn block_reference(&mut self, b: &Block, i: usize, a: &RefTime, write: bool, pa: u64) {
+        let r = &b.refs[i];
+        self.pass_exits(b, r.insn);
+        self.advance_to(self.base + r.insn as u64);
+        let d = self.t;
+        let addr = self.deps_ready(b, r.addr, d);
+        let data = if write { self.deps_ready(b, r.data, d) } else { d };
+        self.access(addr, data, Some(i), a, write, pa);
+    }
+
+    /// A reference in no block: one instruction, its address ready at
+    /// dispatch or, if `dependent`, when the previous load's value is.
+    #[inline(always)]
+    fn free_reference(&mut self, dependent: bool, a: &RefTime, write: bool, pa: u64) {
+        let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
+        self.access(fmax(self.t, dep), self.t, None, a, write, pa);
+    }
+
+    /// The access of a reference whose address is ready at `addr_ready`
+    /// (and a store's data at `data_ready`): reference `idx` of the
+    /// current block, or a free reference (None).
+    #[inline(always)]
+    fn access(&mut self, addr_ready: f64, data_ready: f64, idx: Option<usize>, a: &RefTime, write: bool, pa: u64) {
         if write {
             if self.parts.window {
                 self.stall_to(self.sq.oldest(), Cause::Mem(0.0));
@@ -691,8 +718,16 @@ impl CoreState {
     /// next iteration where the last one's references are done.
     #[inline(always)]
     pub fn loop_place(&mut self, blocks: &[std::sync::Arc<Block>]) -> Option<RefPlace> {
+        self.loop_next(blocks).map(|(_, i)| RefPlace::Block(i as u16))
+    }
+
+    /// `loop_place`'s reference: the loop's block (then the current one)
+    /// and the reference's index in it.
+    #[inline(always)]
+    fn loop_next<'b>(&mut self, blocks: &'b [std::sync::Arc<Block>]) -> Option<(&'b Block, usize)> {
         let l = self.looped?;
-        let n = blocks[l as usize].refs.len();
+        let b = &*blocks[l as usize];
+        let n = b.refs.len();
         if n == 0 {
             return None;
         }
@@ -702,7 +737,7 @@ impl CoreState {
         // After the iteration's last reference the next enters again.
         let i = self.loop_ref;
         self.loop_ref = if i + 1 == n { 0 } else { i + 1 };
-        Some(RefPlace::Block(i as u16))
+        Some((b, i))
     }
 
     /// The loop's block `l` starts an iteration: straight on from the
