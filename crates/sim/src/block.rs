@@ -379,6 +379,12 @@ mod tests {
         assert_eq!(c.deps[c.puts[1].deps.start as usize].lat, 4.0);
         assert_eq!(c.deps[c.puts[0].deps.start as usize].src, FROM_REF);
         assert_eq!(c.insns_to(0), 3);
+        // Paths from the instruction's own dispatch are one maximum.
+        let mut b = BlockSpec::looped(0x1000, 1);
+        b.reference(0, RefKind::Load, &[Dep::new(Src::Dispatch, [2, 0, 0, 0, 0, 0]), Dep::new(Src::Reg(1), NONE), Dep::new(Src::Dispatch, [0, 1, 0, 0, 0, 0])], &[]);
+        let c = Block::compile(&b, &lat()).unwrap();
+        let a = c.refs[0].addr;
+        assert_eq!((a.end - a.start, a.dispatch, c.deps[a.start as usize].src), (1, 3.0, FROM_REG + 1));
     }
 
     /// What the core relies on is checked, naming the block.

@@ -988,6 +988,36 @@ mod tests {
         }
     }
 
+    /// A straight loop goes from one iteration to the next without an
+    /// entry of its block: the same times, to the bit, as the same block
+    /// entered each time (ending in a jump, which predicts the same).
+    #[test]
+    fn a_straight_loop_times_as_its_block_entered_each_time() {
+        let p = Profile::load("sapphire-rapids").unwrap();
+        let run = |end: crate::block::End| {
+            let mut b = BlockSpec::looped(0x5000, 9);
+            let addr = Dep::new(Src::Dispatch, [3, 0, 0, 0, 0, 0]);
+            let l = b.reference(2, RefKind::Load, &[addr, Dep::new(Src::Reg(1), ALU), Dep::new(Src::Dispatch, ALU)], &[]);
+            b.reference(2, RefKind::Store, &[addr], &[Dep::new(Src::Ref(l), ALU)]);
+            b.put(1, 6, &[Dep::new(Src::Reg(1), ALU), Dep::new(Src::Ref(l), NONE)]);
+            b.other_loads = 1;
+            b.other_stores = 1;
+            b.end = end;
+            let blocks = vec![std::sync::Arc::new(Block::compile(&b, &p.core.latency).unwrap())];
+            assert_eq!(blocks[0].straight_loop, end == crate::block::End::Loop);
+            let mut c = core(&p);
+            c.looped = Some(0);
+            for k in 0..5000u64 {
+                let lat = if k % 7 == 0 { miss(300) } else { RefTime { data: p.cache.l1d.latency, ..RefTime::default() } };
+                c.loop_reference(&blocks, &lat, false, k * 64);
+                c.loop_reference(&blocks, &lat, true, k * 64);
+            }
+            c.finish(&blocks, None);
+            (c.time().to_bits(), c.stack(), c.stats())
+        };
+        assert_eq!(run(crate::block::End::Loop), run(crate::block::End::Jump));
+    }
+
     /// Instructions alone run at the width; a dependent chain of
     /// multiplies through a register runs at its latency.
     #[test]
