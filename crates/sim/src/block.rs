@@ -218,10 +218,10 @@ impl BlockSpec {
 }
 
 /// Where a compiled dependence comes from, as an index into the core's
-/// table of value times (`CoreState::vals`): 0 for the instruction's own
-/// dispatch, `FROM_REG` + a register slot, `FROM_REF` + a reference's
-/// index in its block.
-pub(crate) const FROM_DISPATCH: u16 = 0;
+/// table of value times (`CoreState::vals`): `FROM_REG` + a register
+/// slot, `FROM_REF` + a reference's index in its block (0 is unused: a
+/// dependence on the instruction's own dispatch is kept apart, as its
+/// list's `Span::dispatch`).
 pub(crate) const FROM_REG: u16 = 1;
 pub(crate) const FROM_REF: u16 = FROM_REG + REGS as u16;
 /// References a block may have (their sources are `FROM_REF` + index).
@@ -234,7 +234,18 @@ pub(crate) struct CDep {
     pub lat: f32,
 }
 
-pub(crate) type Span = (u32, u32);
+/// A compiled dependence list: the values it waits for (`deps[start..end]`
+/// of its block) and the longest path from the instruction's own dispatch
+/// (0 where there is none: a list is ready no earlier than its dispatch).
+/// The dispatch's paths are one maximum, taken once, because the time a
+/// list is ready is the latest of its sources' and the dispatch is the
+/// same for them all.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    pub start: u32,
+    pub end: u32,
+    pub dispatch: f32,
+}
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct CRef {
@@ -276,6 +287,10 @@ pub struct Block {
     pub(crate) other_loads: u32,
     pub(crate) other_stores: u32,
     pub(crate) calls: Vec<(u32, u64)>,
+    /// A loop's iteration with no side exits and no inner calls, ending
+    /// in its back edge: the core goes from one iteration to the next
+    /// without a transfer to check (`CoreState::next_iteration`).
+    pub(crate) straight_loop: bool,
 }
 
 impl Block {
@@ -286,16 +301,20 @@ impl Block {
         let mut deps = Vec::new();
         let mut span = |ds: &[Dep]| -> Span {
             let start = deps.len() as u32;
+            let mut dispatch = 0.0f32;
             for d in ds {
+                let cycles: f64 = d.ops.iter().zip(by).map(|(&n, l)| n as f64 * l).sum();
                 let src = match d.src {
                     Src::Reg(r) => FROM_REG + r as u16,
                     Src::Ref(i) => FROM_REF + i,
-                    Src::Dispatch => FROM_DISPATCH,
+                    Src::Dispatch => {
+                        dispatch = dispatch.max(cycles as f32);
+                        continue;
+                    }
                 };
-                let cycles: f64 = d.ops.iter().zip(by).map(|(&n, l)| n as f64 * l).sum();
                 deps.push(CDep { src, lat: cycles as f32 });
             }
-            (start, deps.len() as u32)
+            Span { start, end: deps.len() as u32, dispatch }
         };
         let refs = spec
             .refs
@@ -319,6 +338,7 @@ impl Block {
             other_loads: spec.other_loads as u32,
             other_stores: spec.other_stores as u32,
             calls: spec.calls.iter().map(|&(i, r)| (i as u32, r)).collect(),
+            straight_loop: spec.exits.is_empty() && spec.calls.is_empty() && spec.end == End::Loop,
         })
     }
 
@@ -356,9 +376,15 @@ mod tests {
         b.put(3, 1, &[Dep::new(Src::Reg(3), [1, 1, 0, 0, 0, 0])]);
         let c = Block::compile(&b, &lat()).unwrap();
         assert_eq!((c.insns, c.refs.len(), c.puts.len()), (3, 1, 2));
-        assert_eq!(c.deps[c.puts[1].deps.0 as usize].lat, 4.0);
-        assert_eq!(c.deps[c.puts[0].deps.0 as usize].src, FROM_REF);
+        assert_eq!(c.deps[c.puts[1].deps.start as usize].lat, 4.0);
+        assert_eq!(c.deps[c.puts[0].deps.start as usize].src, FROM_REF);
         assert_eq!(c.insns_to(0), 3);
+        // Paths from the instruction's own dispatch are one maximum.
+        let mut b = BlockSpec::looped(0x1000, 1);
+        b.reference(0, RefKind::Load, &[Dep::new(Src::Dispatch, [2, 0, 0, 0, 0, 0]), Dep::new(Src::Reg(1), NONE), Dep::new(Src::Dispatch, [0, 1, 0, 0, 0, 0])], &[]);
+        let c = Block::compile(&b, &lat()).unwrap();
+        let a = c.refs[0].addr;
+        assert_eq!((a.end - a.start, a.dispatch, c.deps[a.start as usize].src), (1, 3.0, FROM_REG + 1));
     }
 
     /// What the core relies on is checked, naming the block.

@@ -33,7 +33,7 @@
 //! each reference, the blocks and exits the stream named): nothing here
 //! changes what is translated, cached or faulted.
 
-use crate::block::{Block, FROM_DISPATCH, FROM_REF, FROM_REG};
+use crate::block::{Block, Span, FROM_REF, FROM_REG};
 use serde::Serialize;
 use splab_hw::bpred::{Predictor, PredictorStats};
 use splab_hw::profile::Core;
@@ -584,16 +584,16 @@ impl CoreState {
     }
 
     /// The time a dependence list is ready: the latest of its sources
-    /// plus the path from each (the instruction's dispatch where none).
+    /// plus the path from each, and no earlier than the instruction's
+    /// dispatch plus the path from there.
     #[inline(always)]
-    fn deps_ready(&self, b: &Block, span: (u32, u32), dispatch: f64) -> f64 {
-        let mut at = dispatch;
+    fn deps_ready(&self, b: &Block, span: Span, dispatch: f64) -> f64 {
         if !self.parts.deps {
-            return at;
+            return dispatch;
         }
-        for d in &b.deps[span.0 as usize..span.1 as usize] {
-            let from = if d.src == FROM_DISPATCH { dispatch } else { self.vals[d.src as usize] };
-            at = fmax(at, from + d.lat as f64);
+        let mut at = dispatch + span.dispatch as f64;
+        for d in &b.deps[span.start as usize..span.end as usize] {
+            at = fmax(at, self.vals[d.src as usize] + d.lat as f64);
         }
         at
     }
@@ -613,25 +613,52 @@ impl CoreState {
         let in_block = match place {
             RefPlace::Block(i) => self.current().and_then(|bi| {
                 let b = &blocks[bi as usize];
-                b.refs.get(i as usize).map(|&r| (b, r, i as usize))
+                (b.refs.len() > i as usize).then_some((b, i as usize))
             }),
             RefPlace::Free { .. } => None,
         };
-        let (addr_ready, data_ready, idx) = match in_block {
-            Some((b, r, i)) => {
-                self.pass_exits(b, r.insn);
-                self.advance_to(self.base + r.insn as u64);
-                let d = self.t;
-                let addr = self.deps_ready(b, r.addr, d);
-                let data = if write { self.deps_ready(b, r.data, d) } else { d };
-                (addr, data, Some(i))
-            }
-            None => {
-                let dependent = matches!(place, RefPlace::Free { dependent: true });
-                let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
-                (fmax(self.t, dep), self.t, None)
-            }
-        };
+        match in_block {
+            Some((b, i)) => self.block_reference(b, i, a, write, pa),
+            None => self.free_reference(matches!(place, RefPlace::Free { dependent: true }), a, write, pa),
+        }
+    }
+
+    /// The next reference of a synthetic loop (`loop_place`'s), or a free
+    /// reference where the loop has none: `reference_inline` with the
+    /// block at hand.
+    #[inline(always)]
+    pub fn loop_reference(&mut self, blocks: &[std::sync::Arc<Block>], a: &RefTime, write: bool, pa: u64) {
+        match self.loop_next(blocks) {
+            Some((b, i)) => self.block_reference(b, i, a, write, pa),
+            None => self.free_reference(false, a, write, pa),
+        }
+    }
+
+    /// Reference `i` of the current block `b`.
+    #[inline(always)]
+    fn block_reference(&mut self, b: &Block, i: usize, a: &RefTime, write: bool, pa: u64) {
+        let r = &b.refs[i];
+        self.pass_exits(b, r.insn);
+        self.advance_to(self.base + r.insn as u64);
+        let d = self.t;
+        let addr = self.deps_ready(b, r.addr, d);
+        let data = if write { self.deps_ready(b, r.data, d) } else { d };
+        self.access(addr, data, Some(i), a, write, pa);
+    }
+
+    /// A reference in no block: one instruction, its address ready at
+    /// dispatch or, if `dependent`, when the previous load's value is.
+    #[inline(always)]
+    fn free_reference(&mut self, dependent: bool, a: &RefTime, write: bool, pa: u64) {
+        let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
+        self.access(fmax(self.t, dep), self.t, None, a, write, pa);
+    }
+
+    /// The access of a reference whose address is ready at `addr_ready`
+    /// (and a store's data at `data_ready`): reference `idx` of the
+    /// current block, or a free reference (None).
+    #[inline(always)]
+    fn access(&mut self, addr_ready: f64, data_ready: f64, idx: Option<usize>, a: &RefTime, write: bool, pa: u64) {
         if write {
             if self.parts.window {
                 self.stall_to(self.sq.oldest(), Cause::Mem(0.0));
@@ -689,20 +716,60 @@ impl CoreState {
 
     /// The next reference of a synthetic loop: its place, entering the
     /// next iteration where the last one's references are done.
+    #[inline(always)]
     pub fn loop_place(&mut self, blocks: &[std::sync::Arc<Block>]) -> Option<RefPlace> {
+        self.loop_next(blocks).map(|(_, i)| RefPlace::Block(i as u16))
+    }
+
+    /// `loop_place`'s reference: the loop's block (then the current one)
+    /// and the reference's index in it.
+    #[inline(always)]
+    fn loop_next<'b>(&mut self, blocks: &'b [std::sync::Arc<Block>]) -> Option<(&'b Block, usize)> {
         let l = self.looped?;
-        let n = blocks[l as usize].refs.len();
+        let b = &*blocks[l as usize];
+        let n = b.refs.len();
         if n == 0 {
             return None;
         }
         if self.loop_ref == 0 || self.block != Some(l) {
-            self.enter(blocks, l);
-            self.loop_ref = 0;
+            self.start_iteration(blocks, l);
         }
         // After the iteration's last reference the next enters again.
         let i = self.loop_ref;
         self.loop_ref = if i + 1 == n { 0 } else { i + 1 };
-        Some(RefPlace::Block(i as u16))
+        Some((b, i))
+    }
+
+    /// The loop's block `l` starts an iteration: straight on from the
+    /// last where the block is current and a straight loop, else entered
+    /// as the stream's next block.
+    #[inline(never)]
+    fn start_iteration(&mut self, blocks: &[std::sync::Arc<Block>], l: u32) {
+        let b = &blocks[l as usize];
+        if self.block == Some(l) && b.straight_loop {
+            self.next_iteration(b);
+        } else {
+            self.enter(blocks, l);
+        }
+        self.loop_ref = 0;
+    }
+
+    /// `finish` and `enter` again of the current block, a loop's iteration
+    /// with no side exits, no inner calls and its back edge at the end:
+    /// all of its instructions dispatch, its registers are written, and
+    /// the next iteration starts (no transfer pending, the block's value
+    /// times already in place).
+    #[inline(always)]
+    fn next_iteration(&mut self, b: &Block) {
+        debug_assert!(b.straight_loop && matches!(self.pending, Pending::None));
+        self.advance_to(self.base + b.insns as u64);
+        self.write_registers(b, 0);
+        self.checkpoint();
+        self.base = self.pos;
+        self.block_t0 = self.t;
+        self.exits_done = 0;
+        self.stats.blocks += 1;
+        self.other_accesses(b);
     }
 
     /// Side exits of the current block before instruction `insn` were not
@@ -723,7 +790,7 @@ impl CoreState {
     /// The conditional branch at `insn` of block `b` went `taken`; on a
     /// misprediction dispatch resumes once it resolves and the front end
     /// refills.
-    fn branch(&mut self, b: &Block, pc: u64, insn: u32, cond: (u32, u32), taken: bool) {
+    fn branch(&mut self, b: &Block, pc: u64, insn: u32, cond: Span, taken: bool) {
         let missed = self.pred.conditional(pc, taken);
         self.advance_to(self.base + insn as u64 + 1);
         if missed && self.parts.branches {
@@ -761,9 +828,14 @@ impl CoreState {
             self.vals.resize(FROM_REF as usize + b.refs.len(), 0.0);
         }
         self.stats.blocks += 1;
+        self.other_accesses(b);
+    }
+
+    /// The loads and stores of block `b` that the stream leaves out take
+    /// queue entries too, at its entry.
+    #[inline(always)]
+    fn other_accesses(&mut self, b: &Block) {
         if self.parts.window && b.other_loads + b.other_stores > 0 {
-            // The loop's loads and stores the stream leaves out take
-            // queue entries too.
             for _ in 0..b.other_loads {
                 self.stall_to(self.lq.oldest(), Cause::Mem(0.0));
                 self.lq.push(fmax(self.r, self.t + self.mem.l1 as f64));
@@ -805,30 +877,7 @@ impl CoreState {
             }
         }
         let end_dispatch = self.t - self.inv_w;
-        // Registers, all computed from the entry values before any is set
-        // (a block that writes none completes nothing more: retire times
-        // are never below 0).
-        if !b.puts.is_empty() {
-            let mut out = std::mem::take(&mut self.out);
-            out.clear();
-            let mut latest = 0.0f64;
-            for p in &b.puts {
-                if p.exits as usize > exits {
-                    break;
-                }
-                // Its instruction dispatched no earlier than its place at
-                // the width from the block's start.
-                let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
-                let v = self.deps_ready(b, p.deps, dispatch);
-                latest = fmax(latest, v);
-                out.push((p.slot, v));
-            }
-            for &(s, v) in &out {
-                self.vals[(FROM_REG + s as u16) as usize] = v;
-            }
-            self.out = out;
-            self.completes(latest, 0.0, 0.0);
-        }
+        self.write_registers(b, exits);
         self.checkpoint();
         if k.is_none() {
             match b.end {
@@ -843,6 +892,36 @@ impl CoreState {
                 crate::block::End::Indirect => self.pending = Pending::Indirect { pc: b.end_pc, resolve: self.deps_ready(b, b.end_deps, end_dispatch) },
             }
         }
+    }
+
+    /// The registers block `b` writes before side exit `exits` (or its
+    /// end), all computed from the entry values before any is set (a
+    /// block that writes none completes nothing more: retire times are
+    /// never below 0).
+    #[inline(always)]
+    fn write_registers(&mut self, b: &Block, exits: usize) {
+        if b.puts.is_empty() {
+            return;
+        }
+        let mut out = std::mem::take(&mut self.out);
+        out.clear();
+        let mut latest = 0.0f64;
+        for p in &b.puts {
+            if p.exits as usize > exits {
+                break;
+            }
+            // Its instruction dispatched no earlier than its place at
+            // the width from the block's start.
+            let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
+            let v = self.deps_ready(b, p.deps, dispatch);
+            latest = fmax(latest, v);
+            out.push((p.slot, v));
+        }
+        for &(s, v) in &out {
+            self.vals[(FROM_REG + s as u16) as usize] = v;
+        }
+        self.out = out;
+        self.completes(latest, 0.0, 0.0);
     }
 
     /// An instruction fetch of a code line with its translation and
@@ -907,6 +986,36 @@ mod tests {
             let s = c.stack();
             assert!((s.total() - c.time()).abs() < 1e-6 * c.time(), "{s:?} {}", c.time());
         }
+    }
+
+    /// A straight loop goes from one iteration to the next without an
+    /// entry of its block: the same times, to the bit, as the same block
+    /// entered each time (ending in a jump, which predicts the same).
+    #[test]
+    fn a_straight_loop_times_as_its_block_entered_each_time() {
+        let p = Profile::load("sapphire-rapids").unwrap();
+        let run = |end: crate::block::End| {
+            let mut b = BlockSpec::looped(0x5000, 9);
+            let addr = Dep::new(Src::Dispatch, [3, 0, 0, 0, 0, 0]);
+            let l = b.reference(2, RefKind::Load, &[addr, Dep::new(Src::Reg(1), ALU), Dep::new(Src::Dispatch, ALU)], &[]);
+            b.reference(2, RefKind::Store, &[addr], &[Dep::new(Src::Ref(l), ALU)]);
+            b.put(1, 6, &[Dep::new(Src::Reg(1), ALU), Dep::new(Src::Ref(l), NONE)]);
+            b.other_loads = 1;
+            b.other_stores = 1;
+            b.end = end;
+            let blocks = vec![std::sync::Arc::new(Block::compile(&b, &p.core.latency).unwrap())];
+            assert_eq!(blocks[0].straight_loop, end == crate::block::End::Loop);
+            let mut c = core(&p);
+            c.looped = Some(0);
+            for k in 0..5000u64 {
+                let lat = if k % 7 == 0 { miss(300) } else { RefTime { data: p.cache.l1d.latency, ..RefTime::default() } };
+                c.loop_reference(&blocks, &lat, false, k * 64);
+                c.loop_reference(&blocks, &lat, true, k * 64);
+            }
+            c.finish(&blocks, None);
+            (c.time().to_bits(), c.stack(), c.stats())
+        };
+        assert_eq!(run(crate::block::End::Loop), run(crate::block::End::Jump));
     }
 
     /// Instructions alone run at the width; a dependent chain of

@@ -621,8 +621,12 @@ impl Timing {
                     RefPlace::Free { dependent: false }
                 }
             };
-            let p = place(core, 0);
-            core.reference_inline(blocks, p, &a, r.write, r.pa);
+            if r.place == NO_PLACE && core.looped.is_some() {
+                core.loop_reference(blocks, &a, r.write, r.pa);
+            } else {
+                let p = place(core, 0);
+                core.reference_inline(blocks, p, &a, r.write, r.pa);
+            }
             if r.repeats > 0 {
                 let hit = RefTime { data: l1, ..RefTime::default() };
                 for n in 1..=r.repeats {
