@@ -261,7 +261,7 @@ impl Experiment {
             }
             Run::Program(real) => {
                 let r = real(quick);
-                let bin = realprog::postgres_bin().map_or_else(|_| PathBuf::from("/usr/lib/postgresql/VERSION/bin"), |b| b);
+                let bin = realprog::postgres_bin().unwrap_or_else(|_| PathBuf::from("/usr/lib/postgresql/VERSION/bin"));
                 let mut spec = RunSpec { program: realprog::program(&r, dir, &bin), user: realprog::user(&r), ..RunSpec::default() };
                 if let Real::Pgbench { transactions, .. } = r {
                     spec.input = Some(realprog::statements(dir, transactions));

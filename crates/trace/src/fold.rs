@@ -175,7 +175,7 @@ mod tests {
         let mut f = Fold::new(LIMIT);
         assert_eq!(f.to_model(0x10_8000), Ok(0x10_8000));
         let mut wide = Fold::new(1 << 47);
-        assert_eq!(wide.to_model(0x1f_fefff_000), Ok(0x1f_fefff_000));
+        assert_eq!(wide.to_model(0x1f_feff_f000), Ok(0x1f_feff_f000));
         assert_eq!(wide.moved(), 0);
     }
 
@@ -184,7 +184,7 @@ mod tests {
     #[test]
     fn a_high_range_lands_below_the_limit_consecutive_and_aligned() {
         let mut f = Fold::new(LIMIT);
-        let (s, e) = (0x1f_fefff_000u64, 0x1f_ff001_000u64);
+        let (s, e) = (0x1f_feff_f000_u64, 0x1f_ff00_1000_u64);
         let v = f.range(s, e).unwrap();
         assert_eq!(v.len(), 2, "{v:x?}");
         let top = LIMIT & !(GRANULE - 1);
