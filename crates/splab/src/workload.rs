@@ -230,10 +230,11 @@ pub fn online(spec: &RunSpec, io: &ProgramIo) -> Result<Online, Fail> {
     if spec.pages.is_some() {
         return Err(Fail::Input("--pages: a program takes the layout the kernel gives it (compare runs superpages off and on)".into()));
     }
+    let run_as = spec.user.as_deref().map(user).transpose().map_err(Fail::Input)?;
     let mut w = Online::new(spec.program.iter().map(Into::into).collect(), io.valgrind.clone()).map_err(Fail::Input)?;
     w.sample = spec.sample.as_deref().map(Sample::parse).transpose().map_err(Fail::Input)?;
     w.stdout = io.stdout.clone();
-    w.user = spec.user.as_deref().map(user).transpose().map_err(Fail::Input)?;
+    w.user = run_as;
     w.stdin = match &spec.input {
         Some(p) if !p.is_file() => return Err(Fail::Input(format!("--input {}: no such file", p.display()))),
         Some(p) => Io::File(p.clone()),
