@@ -49,6 +49,7 @@ pub mod check;
 pub mod native;
 pub mod program;
 pub mod published;
+pub mod realprog;
 pub mod report;
 pub mod reproduce;
 pub mod runs;

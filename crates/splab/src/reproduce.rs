@@ -16,6 +16,7 @@
 use crate::error::Fail;
 use crate::output::{self, change};
 use crate::published::{self, Measurement, Pick, Value};
+use crate::realprog::{self, Real};
 use crate::simulate::{self, RunOpts};
 use crate::spec::RunSpec;
 use clap::Args;
@@ -27,6 +28,7 @@ use splab_vm::sysctl::SysctlValue;
 use splab_workloads::Figure;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 
 #[derive(Args, Clone, Debug)]
 pub struct ReproduceArgs {
@@ -46,6 +48,17 @@ pub struct ReproduceArgs {
     pub json: bool,
 }
 
+/// What an experiment runs, at the experiment's size or, `quick`, at a
+/// small one (a check that the experiment runs, whose figures mean
+/// nothing).
+#[derive(Clone, Copy, Debug)]
+pub enum Run {
+    /// A workload with its parameters.
+    Workload(WorkloadKind, fn(quick: bool) -> WorkloadParams),
+    /// A real program online (`realprog.rs`).
+    Program(fn(quick: bool) -> Real),
+}
+
 /// One published experiment and the `splab compare` run that models it.
 #[derive(Clone, Copy, Debug)]
 pub struct Experiment {
@@ -53,11 +66,7 @@ pub struct Experiment {
     /// Who measured it, on what, with which tool and parameters.
     pub published: &'static str,
     pub machine: &'static str,
-    pub workload: WorkloadKind,
-    /// Its parameters, at the experiment's size or, `quick`, at a small
-    /// one (a check that the experiment runs, whose figures mean
-    /// nothing).
-    pub params: fn(quick: bool) -> WorkloadParams,
+    pub run: Run,
     pub policy: PolicyKind,
     /// What the workload models of the original and what it leaves out.
     pub models: &'static str,
@@ -68,8 +77,8 @@ pub struct Experiment {
 
 const GUPS_MODELS: &str = "HPCC RandomAccess's update loop (XOR of a random word), the table in one anonymous mapping";
 const BW_MODELS: &str = "lmbench bw_mem's loop over the buffer; the instruction work of the copy loops is not timed";
-const BUILD_MODELS: &str = "make -jN forking compilers that map text, data, heap and files, then a threaded link; each compile does GCC's measured instructions, but the compiler's real footprint and memory references are not modelled (one compiler model for GCC and clang)";
-const PGBENCH_MODELS: &str = "a select-only transaction: the index lookup's memory references (B-tree descent and heap fetch through shared buffers), the backend's and pgbench's instructions and the round trip's system calls as measured on PostgreSQL 15; the memory references and code fetches of that work are not modelled";
+const BUILD_MODELS: &str = "GCC (Debian's gcc 12, x86-64) compiling a real C unit, tools/nested-chase.c, with gcc -O2 -c: the driver forking cc1 and as, several compilations at once (xargs -P, as make -jN), run online with their own data references and instruction fetches; the x86-64 compiler's code and data stand in for the machine's own (one compiler for GCC and clang)";
+const PGBENCH_MODELS: &str = "a real PostgreSQL 15 backend (x86-64) in single-user mode serving pgbench -S's statement, SELECT abalance FROM pgbench_accounts WHERE aid = N with N uniform over the accounts, from standard input, run online with its own data references and instruction fetches; no client, socket or round trip; tps = statements / (the run's time - the time of the same backend serving none), pgbench's tps without the connection time";
 const TRANSPOSE_MODELS: &str = "the naive double loop B = A^T, strided loads (load) or strided stores (store); MB/s of 2 x 8 x N^2 bytes";
 
 /// An lmbench bw_mem (or bw_mmap_rd) test on the Armada XP: `bw --tests
@@ -80,8 +89,7 @@ macro_rules! bw {
             name: $name,
             published: $published,
             machine: "armada-xp",
-            workload: WorkloadKind::Bw,
-            params: |quick| if quick { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("2M".into()), ..WorkloadParams::default() } } else { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("128M".into()), ..WorkloadParams::default() } },
+            run: Run::Workload(WorkloadKind::Bw, |quick| if quick { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("2M".into()), ..WorkloadParams::default() } } else { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("128M".into()), ..WorkloadParams::default() } }),
             policy: PolicyKind::FreeBsd,
             models: $models,
             scaled: "",
@@ -89,21 +97,36 @@ macro_rules! bw {
     };
 }
 
-/// Every experiment of the publications, in the order they are printed.
-/// pgbench -S as the seed ran it on POWER8 and POWER9 (scale 150, one
-/// client), or a tiny run with --quick.
-fn pgbench(quick: bool) -> WorkloadParams {
-    let (scale, transactions) = if quick { (1, 100) } else { (150, 20000) };
-    WorkloadParams { scale: Some(scale), clients: Some(1), transactions: Some(transactions), ..WorkloadParams::default() }
+/// pgbench -S on POWER8 and POWER9: 5000 statements at scale 10, or 200
+/// at scale 1 with --quick.
+fn pgbench(quick: bool) -> Real {
+    if quick {
+        Real::Pgbench { scale: 1, transactions: 200 }
+    } else {
+        Real::Pgbench { scale: 10, transactions: 5000 }
+    }
 }
 
+/// A build: two compilations of tools/nested-chase.c two at a time, or
+/// one of a one-line unit with --quick.
+fn build(quick: bool) -> Real {
+    if quick {
+        Real::Gcc { units: 1, jobs: 1, small: true }
+    } else {
+        Real::Gcc { units: 2, jobs: 2, small: false }
+    }
+}
+
+const BUILD_SCALED: &str = "two compilations of one unit, two at a time, not a world: build time is the run's, so only the change compares";
+const PGBENCH_SCALED: &str = "scale 10 (1 million accounts, 128 MB of table), not 150: populating 150 natively takes minutes and 2.3 GB of disk on every run, and the primary key's B-tree has the same three levels at both; 5000 statements instead of 5 seconds' worth: tps is a steady rate";
+
+/// Every experiment of the publications, in the order they are printed.
 pub const EXPERIMENTS: &[Experiment] = &[
     Experiment {
         name: "armada-gups",
         published: "FreeBSD armv7 on Armada XP: GUPS, table 2^27 64-bit words, 2^29 updates",
         machine: "armada-xp",
-        workload: WorkloadKind::Gups,
-        params: |quick| if quick { WorkloadParams { log2_table: Some(18), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(27), updates: Some(33554432), ..WorkloadParams::default() } },
+        run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(18), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(27), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         models: GUPS_MODELS,
         scaled: "2^25 of the 2^29 updates timed (the table is full size): GUP/s is the loop's steady rate",
@@ -112,8 +135,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "armada-lat",
         published: "FreeBSD armv7 on Armada XP: lmbench lat_mem_rd, random chase, stride 64",
         machine: "armada-xp",
-        workload: WorkloadKind::Lat,
-        params: |quick| if quick { WorkloadParams { max_size: Some("2M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(1000), ..WorkloadParams::default() } } else { WorkloadParams { max_size: Some("256M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(20000), ..WorkloadParams::default() } },
+        run: Run::Workload(WorkloadKind::Lat, |quick| if quick { WorkloadParams { max_size: Some("2M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(1000), ..WorkloadParams::default() } } else { WorkloadParams { max_size: Some("256M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(20000), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         models: "lat_mem_rd's dependent pointer chase in one random cycle; figure: ns a load at the largest size",
         scaled: "20000 timed loads a size (lat_mem_rd times more): the figure is a mean latency",
@@ -127,18 +149,16 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "armada-buildworld",
         published: "FreeBSD armv7 on Armada XP: self-hosted buildworld, with GCC and with clang",
         machine: "armada-xp",
-        workload: WorkloadKind::Build,
-        params: |quick| if quick { WorkloadParams { units: Some(4), jobs: Some(2), ..WorkloadParams::default() } } else { WorkloadParams { units: Some(128), jobs: Some(4), ..WorkloadParams::default() } },
+        run: Run::Program(build),
         policy: PolicyKind::FreeBsd,
         models: BUILD_MODELS,
-        scaled: "128 compilation units, not a whole world: build time is the run's, not a world's",
+        scaled: BUILD_SCALED,
     },
     Experiment {
         name: "armada-forkbomb",
         published: "FreeBSD armv7 on Armada XP: forkbomb",
         machine: "armada-xp",
-        workload: WorkloadKind::Forkbomb,
-        params: |quick| if quick { WorkloadParams { procs: Some(16), fanout: Some(2), touch: Some("16K".into()), inherited: Some("64K".into()), ..WorkloadParams::default() } } else { WorkloadParams { procs: Some(2048), fanout: Some(2), touch: Some("128K".into()), inherited: Some("1M".into()), ..WorkloadParams::default() } },
+        run: Run::Workload(WorkloadKind::Forkbomb, |quick| if quick { WorkloadParams { procs: Some(16), fanout: Some(2), touch: Some("16K".into()), inherited: Some("64K".into()), ..WorkloadParams::default() } } else { WorkloadParams { procs: Some(2048), fanout: Some(2), touch: Some("128K".into()), inherited: Some("1M".into()), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         models: "a process tree grown by fork, two children a process, each writing 128 KB of its own and every fourth page of 1 MB it inherited copy-on-write, then waiting for its children and exiting; figure: the time until the whole tree has exited",
         scaled: "a tree of 2048 processes (a fork bomb forks until fork fails, at the process limit or out of memory): the limit keeps the pair of runs to seconds",
@@ -147,8 +167,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "armada-stress",
         published: "FreeBSD armv7 on Armada XP: stress",
         machine: "armada-xp",
-        workload: WorkloadKind::Stress,
-        params: |quick| if quick { WorkloadParams { vm: Some(2), vm_bytes: Some("4M".into()), loops: Some(1), ..WorkloadParams::default() } } else { WorkloadParams { vm: Some(4), vm_bytes: Some("256M".into()), loops: Some(4), ..WorkloadParams::default() } },
+        run: Run::Workload(WorkloadKind::Stress, |quick| if quick { WorkloadParams { vm: Some(2), vm_bytes: Some("4M".into()), loops: Some(1), ..WorkloadParams::default() } } else { WorkloadParams { vm: Some(4), vm_bytes: Some("256M".into()), loops: Some(4), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         models: "stress --vm: workers mapping, writing and freeing memory",
         scaled: "4 rounds a worker (stress runs until stopped): the figure is the completion time of these",
@@ -157,8 +176,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "power8-randomaccess",
         published: "FreeBSD powerpc64 (HPT) on POWER8: HPCC RandomAccess",
         machine: "power8",
-        workload: WorkloadKind::Gups,
-        params: |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } },
+        run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
@@ -167,8 +185,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "power9-randomaccess",
         published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II: HPCC RandomAccess",
         machine: "power9",
-        workload: WorkloadKind::Gups,
-        params: |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } },
+        run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
@@ -177,38 +194,34 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "power8-pgbench",
         published: "FreeBSD powerpc64 (HPT) on POWER8: pgbench -S -T 5, scale 150, 1 client, 1 thread",
         machine: "power8",
-        workload: WorkloadKind::Index,
-        params: pgbench,
+        run: Run::Program(pgbench),
         policy: PolicyKind::FreeBsd,
         models: PGBENCH_MODELS,
-        scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
+        scaled: PGBENCH_SCALED,
     },
     Experiment {
         name: "power9-pgbench",
         published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II: pgbench -S -T 5, scale 150, 1 client, 1 thread",
         machine: "power9",
-        workload: WorkloadKind::Index,
-        params: pgbench,
+        run: Run::Program(pgbench),
         policy: PolicyKind::FreeBsd,
         models: PGBENCH_MODELS,
-        scaled: "20000 transactions instead of 5 seconds' worth: tps is a steady rate",
+        scaled: PGBENCH_SCALED,
     },
     Experiment {
         name: "power9-buildworld",
         published: "FreeBSD powerpc64 (HPT) on POWER9 Talos II (32 threads, 32 GB): buildworld -j32",
         machine: "power9",
-        workload: WorkloadKind::Build,
-        params: |quick| if quick { WorkloadParams { units: Some(4), jobs: Some(4), ..WorkloadParams::default() } } else { WorkloadParams { units: Some(128), jobs: Some(32), ..WorkloadParams::default() } },
+        run: Run::Program(build),
         policy: PolicyKind::FreeBsd,
         models: BUILD_MODELS,
-        scaled: "128 compilation units on the profile's 8 CPUs, not a world on 32 threads",
+        scaled: "two compilations of one unit, two at a time on the profile's 8 CPUs, not a world with 32 jobs: build time is the run's, so only the change compares",
     },
     Experiment {
         name: "alpha-transpose-freebsd",
         published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000, 3100, 3150, 3175, 3200 and 3300",
         machine: "alpha-21264",
-        workload: WorkloadKind::Transpose,
-        params: |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } },
+        run: Run::Workload(WorkloadKind::Transpose, |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         models: TRANSPOSE_MODELS,
         scaled: "",
@@ -217,8 +230,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         name: "alpha-transpose-shimizu",
         published: "Shimizu's Linux superpages on an Alpha: matrix transpose, load and store variants, N = 3000, 3100, 3150, 3175, 3200 and 3300",
         machine: "alpha-21264",
-        workload: WorkloadKind::Transpose,
-        params: |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } },
+        run: Run::Workload(WorkloadKind::Transpose, |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } }),
         policy: PolicyKind::Shimizu,
         models: TRANSPOSE_MODELS,
         scaled: "",
@@ -234,19 +246,43 @@ pub fn select(names: &[String]) -> Result<Vec<&'static Experiment>, Fail> {
     Ok(EXPERIMENTS.iter().filter(|e| names.is_empty() || names.iter().any(|n| n == e.name)).collect())
 }
 
+/// Where `--list` and the command lines put a program's inputs.
+const DIR: &str = "DIR";
+
 impl Experiment {
-    /// The run, superpages on (`compare` runs it off too).
-    pub fn spec(&self, quick: bool) -> RunSpec {
-        let mut spec = RunSpec::workload(self.workload);
-        spec.params = (self.params)(quick);
+    /// The run, superpages on (`compare` runs it off too); a program's
+    /// inputs in `dir`, made by `realprog::prepare`.
+    pub fn spec(&self, quick: bool, dir: &Path) -> RunSpec {
+        let mut spec = match self.run {
+            Run::Workload(kind, params) => {
+                let mut spec = RunSpec::workload(kind);
+                spec.params = params(quick);
+                spec
+            }
+            Run::Program(real) => {
+                let r = real(quick);
+                let bin = realprog::postgres_bin().unwrap_or_else(|_| PathBuf::from("/usr/lib/postgresql/VERSION/bin"));
+                let mut spec = RunSpec { program: realprog::program(&r, dir, &bin), user: realprog::user(&r), ..RunSpec::default() };
+                if let Real::Pgbench { transactions, .. } = r {
+                    spec.input = Some(realprog::statements(dir, transactions));
+                }
+                spec
+            }
+        };
         spec.system.machine.machine = Some(self.machine.to_string());
         spec.system.policy = PolicySpec { kind: self.policy, mode: None };
         spec
     }
 
-    /// The `splab compare` command line that runs it.
+    /// The `splab compare` command line that runs it (a program's inputs
+    /// in `dir`).
+    pub fn command_in(&self, quick: bool, dir: &Path) -> String {
+        self.spec(quick, dir).command_line("compare")
+    }
+
+    /// The command line, a program's inputs in DIR.
     pub fn command(&self, quick: bool) -> String {
-        self.spec(quick).command_line("compare")
+        self.command_in(quick, Path::new(DIR))
     }
 }
 
@@ -264,8 +300,17 @@ impl Serialize for Experiment {
             models: &'a str,
             scaled: &'a str,
         }
-        let mut args = vec![self.workload.name().to_string()];
-        args.extend((self.params)(false).flags(self.workload.params(Side::Sim)));
+        let args = match self.run {
+            Run::Workload(kind, params) => {
+                let mut args = vec![kind.name().to_string()];
+                args.extend(params(false).flags(kind.params(Side::Sim)));
+                args
+            }
+            Run::Program(_) => {
+                let spec = self.spec(false, Path::new(DIR));
+                std::iter::once("--".to_string()).chain(spec.program).collect()
+            }
+        };
         Shown { name: self.name, published: self.published, machine: self.machine, args, policy: self.policy.name(), models: self.models, scaled: self.scaled }.serialize(s)
     }
 }
@@ -468,11 +513,34 @@ fn figure_rows(off: &[Figure], on: &[Figure]) -> Vec<Row> {
 
 fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
     let t0 = std::time::Instant::now();
-    let c = simulate::compare(&e.spec(quick), &RunOpts { quiet, ..RunOpts::default() })?;
-    let rows = if c.off.details.is_empty() {
-        figure_rows(std::slice::from_ref(&c.off.figure), std::slice::from_ref(&c.on.figure))
-    } else {
-        figure_rows(&c.off.details, &c.on.details)
+    let real = match e.run {
+        Run::Program(real) => Some(real(quick)),
+        Run::Workload(..) => None,
+    };
+    // A program's inputs, made natively first; removed when this returns.
+    let work = real.as_ref().map(realprog::prepare).transpose()?;
+    let dir = work.as_ref().map_or(Path::new(DIR), |w| w.path.as_path());
+    let spec = e.spec(quick, dir);
+    let opts = RunOpts { quiet, ..RunOpts::default() };
+    let c = simulate::compare(&spec, &opts)?;
+    let rows = match real {
+        Some(Real::Pgbench { transactions, .. }) => {
+            // The same backend serving no statement: its start and
+            // shutdown, taken out of the time as pgbench leaves out the
+            // connection's.
+            let mut idle = spec.clone();
+            idle.input = Some(realprog::statements(dir, 0));
+            let c0 = simulate::compare(&idle, &opts)?;
+            let tps = |all: f64, idle: f64| f64::from(transactions) / (all - idle);
+            let (off, on) = (tps(c.off.sim_seconds, c0.off.sim_seconds), tps(c.on.sim_seconds, c0.on.sim_seconds));
+            vec![Row { figure: "tps".into(), unit: "transactions/s".into(), higher_is_better: true, off, on, change_percent: simulate::change_percent(off, on) }]
+        }
+        Some(Real::Gcc { .. }) => {
+            let (off, on) = (c.off.sim_seconds, c.on.sim_seconds);
+            vec![Row { figure: "build time".into(), unit: "s".into(), higher_is_better: false, off, on, change_percent: simulate::change_percent(off, on) }]
+        }
+        None if c.off.details.is_empty() => figure_rows(std::slice::from_ref(&c.off.figure), std::slice::from_ref(&c.on.figure)),
+        None => figure_rows(&c.off.details, &c.on.details),
     };
     let counters_on = c
         .on
@@ -486,7 +554,7 @@ fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
         .collect();
     Ok(Outcome {
         experiment: *e,
-        command: e.command(quick),
+        command: e.command_in(quick, dir),
         rows,
         sim_seconds_off: c.off.sim_seconds,
         sim_seconds_on: c.on.sim_seconds,
@@ -686,8 +754,13 @@ mod tests {
     #[test]
     fn every_experiment_builds() {
         for (i, e) in EXPERIMENTS.iter().enumerate() {
+            // A program needs its inputs made and valgrind: the
+            // integration tests run those (tests/reproduce.rs).
+            if matches!(e.run, Run::Program(_)) {
+                continue;
+            }
             for quick in [false, true] {
-                let spec = e.spec(quick);
+                let spec = e.spec(quick, Path::new(DIR));
                 let cfg = crate::setup::run_config(&spec).unwrap_or_else(|f| panic!("{} {quick}: {}", e.name, f.message()));
                 crate::workload::build(&spec, &cfg, &Default::default()).unwrap_or_else(|f| panic!("{} {quick}: {}", e.name, f.message()));
             }

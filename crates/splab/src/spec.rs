@@ -181,6 +181,11 @@ pub struct RunSpec {
     /// only, and estimate every figure with a 95 % confidence interval.
     #[arg(long, value_name = "DETAIL:PERIOD")]
     pub sample: Option<String>,
+    /// Programs: run the program (valgrind and every process under it) as
+    /// this user, for programs that refuse to run as root (PostgreSQL's
+    /// server); splab must run as root to use it.
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
     #[command(flatten)]
     pub params: WorkloadParams,
     /// gups, lat, transpose, stream, index: lay the workload's data out
@@ -230,6 +235,7 @@ impl Default for RunSpec {
             program: Vec::new(),
             input: None,
             sample: None,
+            user: None,
             params: WorkloadParams::default(),
             pages: None,
             system: SystemSpec::default(),
@@ -294,6 +300,7 @@ impl RunSpec {
         opt("superpages", (!self.superpages && command == "sim").then(|| "off".into()));
         opt("input", self.input.as_ref().map(|p| p.display().to_string()));
         opt("sample", self.sample.clone());
+        opt("user", self.user.clone());
         if self.track_contents {
             w.push("--track-contents".into());
         }
@@ -338,6 +345,8 @@ struct Fields {
     input: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     sample: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    user: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pages: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -402,6 +411,7 @@ impl Serialize for RunSpec {
             program: self.program.clone(),
             input: self.input.clone(),
             sample: self.sample.clone(),
+            user: self.user.clone(),
             pages: self.pages.clone(),
             machine: self.system.machine.machine.clone(),
             arch: self.system.machine.arch.clone(),
@@ -454,6 +464,7 @@ impl<'de> Deserialize<'de> for RunSpec {
             program: f.program,
             input: f.input,
             sample: f.sample,
+            user: f.user,
             params,
             pages: f.pages,
             system: SystemSpec {

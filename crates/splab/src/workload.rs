@@ -230,15 +230,36 @@ pub fn online(spec: &RunSpec, io: &ProgramIo) -> Result<Online, Fail> {
     if spec.pages.is_some() {
         return Err(Fail::Input("--pages: a program takes the layout the kernel gives it (compare runs superpages off and on)".into()));
     }
+    let run_as = spec.user.as_deref().map(user).transpose().map_err(Fail::Input)?;
     let mut w = Online::new(spec.program.iter().map(Into::into).collect(), io.valgrind.clone()).map_err(Fail::Input)?;
     w.sample = spec.sample.as_deref().map(Sample::parse).transpose().map_err(Fail::Input)?;
     w.stdout = io.stdout.clone();
+    w.user = run_as;
     w.stdin = match &spec.input {
         Some(p) if !p.is_file() => return Err(Fail::Input(format!("--input {}: no such file", p.display()))),
         Some(p) => Io::File(p.clone()),
         None => io.stdin.clone(),
     };
     Ok(w)
+}
+
+/// The user and group ids of `--user NAME`, which only root may take.
+pub(crate) fn user(name: &str) -> Result<(u32, u32), String> {
+    let c = std::ffi::CString::new(name).map_err(|_| format!("--user {name:?}: not a user name"))?;
+    // SAFETY: `c` is a valid NUL-terminated name; the entry getpwnam returns
+    // is read at once, before any other call that could overwrite it.
+    let pw = unsafe { libc::getpwnam(c.as_ptr()) };
+    if pw.is_null() {
+        return Err(format!("--user {name:?}: no such user"));
+    }
+    // SAFETY: `pw` is non-null and points at getpwnam's entry.
+    let (uid, gid) = unsafe { ((*pw).pw_uid, (*pw).pw_gid) };
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if me != 0 && me != uid {
+        return Err(format!("--user {name:?}: only root can run a program as another user (splab runs as uid {me})"));
+    }
+    Ok((uid, gid))
 }
 
 /// The workload or program `spec` names, built for a system configured as

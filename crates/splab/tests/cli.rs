@@ -228,6 +228,7 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["sim", "gups", "--policy", "freebsd", "--sysctl", "transparent_hugepage.enabled=always"], "transparent_hugepage.enabled"),
         (&["sim", "gups", "--policy", "shimizu", "--sysctl", "vm.superpages.max_order=40"], "40"),
         (&["sysctl", "--policy", "nope"], "nope"),
+        (&["sim", "--user", "no-such-user", "--", "true"], "no-such-user"),
     ];
     assert_rejected(cases);
 }

@@ -27,6 +27,7 @@ pub mod binary;
 pub mod block;
 pub mod champsim;
 pub mod convert;
+pub mod fold;
 pub mod info;
 pub mod input;
 pub mod lackey;

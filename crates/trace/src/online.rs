@@ -93,6 +93,7 @@ use std::fmt::Write as _;
 use std::fs::{File, OpenOptions};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -413,6 +414,9 @@ pub struct Online {
     pub stdin: Io,
     pub stdout: Io,
     pub sample: Option<Sample>,
+    /// The user and group ids the program runs as (none: splab's own);
+    /// the run's directory and its FIFO are handed to them.
+    pub user: Option<(u32, u32)>,
     bad_input: bool,
     pub result: Option<ProgramRun>,
 }
@@ -429,7 +433,7 @@ impl Online {
         }
         valgrind_version(&valgrind)?;
         splabtrace_lib()?;
-        Ok(Online { program, valgrind, stdin: Io::Inherit, stdout: Io::Inherit, sample: None, bad_input: false, result: None })
+        Ok(Online { program, valgrind, stdin: Io::Inherit, stdout: Io::Inherit, sample: None, user: None, bad_input: false, result: None })
     }
 }
 
@@ -1260,14 +1264,23 @@ impl Online {
         sweep(&base, DIR_PREFIX);
         let dir = base.join(format!("{DIR_PREFIX}{}-{nanos}", std::process::id()));
         std::fs::create_dir(&dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
-        let r = self.in_dir(sys, &dir, &lib, version, progress);
+        let r = self.hand_over(&dir).and_then(|()| self.in_dir(sys, &dir, &lib, version, progress));
         let _ = std::fs::remove_dir_all(&dir);
         r
+    }
+
+    /// Gives `path` to the user the program runs as, if another.
+    fn hand_over(&self, path: &Path) -> Result<(), Failure> {
+        match self.user {
+            Some((uid, gid)) => std::os::unix::fs::chown(path, Some(uid), Some(gid)).map_err(|e| fail(format!("cannot give {} to uid {uid}: {e}", path.display()))),
+            None => Ok(()),
+        }
     }
 
     fn in_dir(&mut self, sys: &mut System, dir: &Path, lib: &Path, version: String, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, Failure> {
         let ctl_path = dir.join("ctl");
         mkfifo(&ctl_path).map_err(fail)?;
+        self.hand_over(&ctl_path)?;
         // Read and write: the FIFO never reports an end while we hold it,
         // whichever tool instances come and go.
         let ctl = OpenOptions::new()
@@ -1291,6 +1304,10 @@ impl Online {
             .args(&self.program)
             .stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
             .stdout(self.stdout.stdio(true).map_err(|e| Failure { msg: e, input: true })?);
+        if let Some((uid, gid)) = self.user {
+            // Dropping from root, std also clears the supplementary groups.
+            cmd.uid(uid).gid(gid);
+        }
         let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start {}: {e}", self.valgrind.display())))?;
         let drain = child.stdout.take().map(|mut o| std::thread::spawn(move || std::io::copy(&mut o, &mut std::io::sink())));
         let out = ProgramRun { program: self.program.iter().map(|a| a.to_string_lossy().into_owned()).collect(), valgrind: version, ..Default::default() };

@@ -30,6 +30,7 @@
 //! policy's background work, khugepaged's, is done at the start of each
 //! batch of a flush, a point the trace alone decides).
 
+use crate::fold::Fold;
 use crate::{open, Event, Format, Kind, Opened, Origin, Ref, Region, Source, Step, TraceError};
 use serde::Serialize;
 use splab_sim::timing::{Mark, MarkKind, NO_PLACE};
@@ -245,6 +246,8 @@ pub(crate) struct Run {
     /// Blocks (address >> 21, plus one) known to be mapped throughout.
     ready: Box<[u64; READY]>,
     max_addr: u64,
+    /// Where host addresses beyond `max_addr` go (`fold.rs`).
+    fold: Fold,
     ops: Vec<(u64, Op)>,
     /// Each op's place in its block (`NO_PLACE`: none), and the marks of
     /// the instruction stream between the ops (`Mark::at` an op index).
@@ -280,6 +283,7 @@ impl Run {
             mapped: Mapped::default(),
             ready: Box::new([0; READY]),
             max_addr,
+            fold: Fold::new(max_addr),
             ops: Vec::with_capacity(4 * BATCH),
             places: Vec::with_capacity(4 * BATCH),
             marks: Vec::new(),
@@ -303,6 +307,7 @@ impl Run {
             mapped: self.mapped.clone(),
             ready: self.ready.clone(),
             max_addr: self.max_addr,
+            fold: self.fold.clone(),
             ops: Vec::with_capacity(4 * BATCH),
             places: Vec::with_capacity(4 * BATCH),
             marks: Vec::new(),
@@ -317,23 +322,17 @@ impl Run {
         }
     }
 
+    /// Maps modelled range [start, end).
     fn mmap(&mut self, sys: &mut System, start: u64, end: u64) -> Result<(), Failure> {
-        if end > self.max_addr {
-            return Err(Failure {
-                msg: format!(
-                    "the trace uses [{start:#x}, {end:#x}), beyond the modelled user address space (below {:#x})",
-                    self.max_addr
-                ),
-                input: true,
-            });
-        }
+        self.fold.place(start, end).map_err(|msg| Failure { msg, input: true })?;
         let req = MmapReq { addr: start, len: end - start, prot: prot::ALL, shared: false, fixed: true, backing: Backing::Anon, prefault: false };
         sys.mmap(self.pid, req).map_err(|e| Failure { msg: format!("mmap of [{start:#x}, {end:#x}): {e}"), input: false })?;
         self.mapped.add(start, end);
         Ok(())
     }
 
-    /// Maps a region of the trace (rounded out to pages).
+    /// Maps a region of the trace (rounded out to pages), where the fold
+    /// puts it.
     ///
     /// The heap grows by brk in small steps, each reported as a region. A
     /// kernel extends one mapping (one object) for them, so a superpage-
@@ -346,7 +345,14 @@ impl Run {
         let start = r.start & !(page - 1);
         let end = r.end().checked_add(page - 1).map(|e| e & !(page - 1)).unwrap_or(!(page - 1));
         let end = end.max(start + page);
-        if r.origin == Origin::Brk {
+        for (s, e) in self.fold.range(start, end).map_err(|msg| Failure { msg, input: true })? {
+            self.map_piece(sys, s, e, r.origin)?;
+        }
+        Ok(())
+    }
+
+    fn map_piece(&mut self, sys: &mut System, start: u64, end: u64, origin: Origin) -> Result<(), Failure> {
+        if origin == Origin::Brk {
             let block_end = end.checked_add(BLOCK - 1).map_or(end, |e| e & !(BLOCK - 1)).min(self.max_addr).max(end);
             for (s, e) in self.mapped.gaps(start, block_end) {
                 self.mmap(sys, s, e)?;
@@ -360,10 +366,11 @@ impl Run {
         let page = sys.page_size();
         let s = start & !(page - 1);
         let e = start.saturating_add(len).saturating_add(page - 1) & !(page - 1);
-        let e = e.min(self.max_addr);
-        if s < e {
-            sys.munmap(self.pid, s, e - s).map_err(|er| Failure { msg: format!("munmap of [{s:#x}, {e:#x}): {er}"), input: false })?;
-            self.mapped.remove(s, e);
+        for (s, e) in self.fold.known(s, e) {
+            if s < e {
+                sys.munmap(self.pid, s, e - s).map_err(|er| Failure { msg: format!("munmap of [{s:#x}, {e:#x}): {er}"), input: false })?;
+                self.mapped.remove(s, e);
+            }
         }
         // A cached block may have lost part of its mapping.
         self.ready.fill(0);
@@ -397,8 +404,10 @@ impl Run {
         Ok(mapped_any)
     }
 
+    /// One access at host address `addr`, where the fold puts it.
     #[inline]
     fn push(&mut self, sys: &mut System, addr: u64, op: Op, place: u16) -> Result<(), Failure> {
+        let addr = if self.fold.high(addr) { self.fold.to_model(addr).map_err(|msg| Failure { msg, input: true })? } else { addr };
         let block = addr >> 21;
         if self.ready[(block as usize) & (READY - 1)] != block + 1 {
             self.ensure_block(sys, addr)?;

@@ -72,3 +72,12 @@ pub fn ray_command() -> std::path::PathBuf {
     }
     p
 }
+
+/// Fails unless PostgreSQL's server and initdb are installed where
+/// Debian puts them (/usr/lib/postgresql/VERSION/bin).
+pub fn postgres() {
+    let found = std::fs::read_dir("/usr/lib/postgresql").into_iter().flatten().flatten().any(|e| e.path().join("bin/postgres").is_file() && e.path().join("bin/initdb").is_file());
+    if !found {
+        panic!("this test needs PostgreSQL's server, /usr/lib/postgresql/VERSION/bin/postgres, which is not installed here (apt-get install postgresql; .ci/run installs it)");
+    }
+}
