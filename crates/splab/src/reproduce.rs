@@ -9,9 +9,9 @@
 //! nothing in them.
 //!
 //! Each experiment is a `splab compare` command line; where the stated
-//! size cannot be simulated in the time the whole list is allowed (half
-//! an hour on a 2-core host), the row says what was scaled and why the
-//! figure survives it.
+//! size cannot be simulated in the time the whole list is allowed (about
+//! 40 minutes on a 2-core host, most of it the real programs run online),
+//! the row says what was scaled and why the figure survives it.
 
 use crate::error::Fail;
 use crate::output::{self, change};
