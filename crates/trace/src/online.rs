@@ -821,13 +821,10 @@ impl<'a> State<'a> {
         // An exit goes first: what it woke (a parent waiting for it, the
         // reader of a pipe it held) ran after it, whether or not the host
         // let that run before this look.
-        let exits: Vec<u32> = self.order().into_iter().filter(|t| self.procs[t].ring.as_ref().is_some_and(|r| r.word(R_ENDED) != 0)).collect();
-        for t in exits {
-            while self.procs.get(&t).is_some_and(|p| !p.done) && self.ready(t) {
-                self.advance(t)?;
-            }
-        }
-        while let Some(t) = self.order().into_iter().find(|&t| self.ready(t)) {
+        let ended = |st: &State, t: u32| st.procs[&t].ring.as_ref().is_some_and(|r| r.word(R_ENDED) != 0);
+        loop {
+            let order = self.order();
+            let Some(t) = order.iter().copied().find(|&t| self.ready(t) && ended(self, t)).or_else(|| order.into_iter().find(|&t| self.ready(t))) else { break };
             self.advance(t)?;
         }
         let order = self.order();
