@@ -36,6 +36,14 @@ fn temp(name: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("splab-online-test-{}-{name}", std::process::id()))
 }
 
+/// A temporary file of `n` lines, each a number below 7919 in a fixed
+/// scrambled order (text for xz to compress).
+fn numbers(name: &str, n: u32) -> std::path::PathBuf {
+    let path = temp(name);
+    std::fs::write(&path, (0..n).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
+    path
+}
+
 /// What a run of splab with pid `pid` left in the shared-memory and
 /// temporary directories (its run directories, its spooled input).
 fn left_behind(pid: u32) -> Vec<String> {
@@ -289,8 +297,7 @@ fn a_pipeline_runs_in_lockstep_and_gives_the_same_results_every_time_in_both_thr
     // xz -d sets its standard input non-blocking and polls it: what it
     // finds there is the writer's progress. The processes run one at a
     // time in the model's order, so it finds the same every time.
-    let text = temp("pipeline.txt");
-    std::fs::write(&text, (0..1500u32).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
+    let text = numbers("pipeline.txt", 1500);
     let script = format!("xz -6 -T1 -c {} | xz -d > /dev/null", text.display());
     let runs = sim_sh_runs(&script, &[&[], &["--single-thread"], &[], &["--single-thread"]]);
     std::fs::remove_file(&text).unwrap();
@@ -310,8 +317,7 @@ fn a_process_that_sleeps_beside_others_is_marked_not_deterministic() {
     // The writer sleeps first: where its timer ends among the reader's
     // steps is the host's timing. The reader's polls that find the pipe
     // empty happen in lockstep, so they alone would not mark the run.
-    let text = temp("pipe.txt");
-    std::fs::write(&text, (0..2000u32).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
+    let text = numbers("pipe.txt", 2000);
     let script = format!("{{ sleep 0.2; xz -6 -T1 -c {}; }} | xz -d > /dev/null", text.display());
     let out = splab(&["sim", "--memory", "512M", "--json", "--", "sh", "-c", &script]);
     std::fs::remove_file(&text).unwrap();
@@ -327,8 +333,7 @@ fn a_process_that_sleeps_beside_others_is_marked_not_deterministic() {
 fn a_program_with_threads_is_marked_not_deterministic() {
     needs::online();
     needs::program("xz", "xz-utils");
-    let text = temp("threads.txt");
-    std::fs::write(&text, (0..20000u32).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
+    let text = numbers("threads.txt", 20000);
     let path = text.display().to_string();
     let out = splab(&["sim", "--memory", "512M", "--json", "--", "xz", "-2", "-T2", "--block-size=16KiB", "-c", &path]);
     std::fs::remove_file(&text).unwrap();
