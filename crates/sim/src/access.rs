@@ -563,8 +563,8 @@ impl System {
         if cached {
             timing.cache_pass(cpu, &refs, &walks);
         }
-        worker.send(Job { timing, cpu, refs, walks, marks, cached, core_seconds: 0.0 });
-        self.pace.sent();
+        worker.send(Job { timing, cpu, refs, walks, marks, cached, core_seconds: 0.0, busy_seconds: 0.0 });
+        self.pace.sent(cached);
         self.batch.clear();
         self.pending_walks.clear();
         self.marks.clear();

@@ -11,4 +11,4 @@ pub mod system;
 pub mod timing;
 
 pub use access::{AccessError, Op};
-pub use system::{Config, System};
+pub use system::{Config, System, ThreadBalance};

@@ -150,6 +150,25 @@ pub(crate) struct Pace {
     waited: f64,
     translate: f64,
     core: f64,
+    /// Totals over the run (`System::thread_balance`).
+    balance: ThreadBalance,
+}
+
+/// Where a run's host time went between its two threads, summed over the
+/// batches handed to the timing thread: which of them bounds the run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct ThreadBalance {
+    /// Batches handed over, and of those, the ones whose cache pass the
+    /// translating thread ran itself.
+    pub batches: u64,
+    pub cached_here: u64,
+    /// The translating thread's work between handing batches over
+    /// (translation, and its cache passes), its waits for the timing
+    /// thread left out, and those waits.
+    pub translate_seconds: f64,
+    pub waited_seconds: f64,
+    /// The timing thread's passes (cache, where it ran them, and core).
+    pub timing_seconds: f64,
 }
 
 /// A smoothed time with a new sample (the first taken as it is).
@@ -163,7 +182,7 @@ fn smooth(old: f64, x: f64) -> f64 {
 
 impl Pace {
     pub(crate) fn new() -> Pace {
-        Pace { sent: std::time::Instant::now(), waited: 0.0, translate: 0.0, core: 0.0 }
+        Pace { sent: std::time::Instant::now(), waited: 0.0, translate: 0.0, core: 0.0, balance: ThreadBalance::default() }
     }
 
     /// A batch is about to go: whether this thread should run its cache
@@ -175,8 +194,13 @@ impl Pace {
         self.translate < self.core
     }
 
-    /// The batch went.
-    pub(crate) fn sent(&mut self) {
+    /// The batch went (its cache pass run here or not).
+    pub(crate) fn sent(&mut self, cached: bool) {
+        let b = &mut self.balance;
+        b.batches += 1;
+        b.cached_here += cached as u64;
+        b.translate_seconds += (self.sent.elapsed().as_secs_f64() - self.waited).max(0.0);
+        b.waited_seconds += self.waited;
         self.sent = std::time::Instant::now();
         self.waited = 0.0;
     }
@@ -617,6 +641,12 @@ impl System {
         self.cpus.get(cpu)?.running
     }
 
+    /// How the run's batches kept its two host threads busy (all zero
+    /// where it ran on one).
+    pub fn thread_balance(&self) -> ThreadBalance {
+        self.pace.balance
+    }
+
     /// Waits for the timing thread to hand the timing model back.
     pub(crate) fn sync(&mut self) {
         if self.timing.is_none() {
@@ -624,6 +654,7 @@ impl System {
             let job = self.worker.as_ref().expect("timing is with the worker").recv();
             self.pace.waited += t0.elapsed().as_secs_f64();
             self.pace.core = smooth(self.pace.core, job.core_seconds);
+            self.pace.balance.timing_seconds += job.busy_seconds;
             self.timing = Some(job.timing);
             self.spare_refs = job.refs;
             self.spare_walks = job.walks;

@@ -792,8 +792,10 @@ pub struct Job {
     /// The sender ran the batch's cache pass already (`Timing::cache_pass`):
     /// the timing thread runs the core's only.
     pub cached: bool,
-    /// Host seconds the timing thread's core pass took (set by it).
+    /// Host seconds the timing thread's core pass took, and its passes
+    /// in all (set by it).
     pub core_seconds: f64,
+    pub busy_seconds: f64,
 }
 
 /// A one-item hand-off between two threads. The waiting side spins for a
@@ -881,12 +883,14 @@ impl Worker {
             .name("splab-timing".into())
             .spawn(move || {
                 while let Some(mut job) = sh.jobs.take(|| sh.closed.load(std::sync::atomic::Ordering::Acquire)) {
+                    let start = std::time::Instant::now();
                     if !job.cached {
                         job.timing.cache_pass(job.cpu, &job.refs, &job.walks);
                     }
                     let t0 = std::time::Instant::now();
                     job.timing.core_pass(job.cpu, &job.refs, &job.marks);
                     job.core_seconds = t0.elapsed().as_secs_f64();
+                    job.busy_seconds = start.elapsed().as_secs_f64();
                     sh.done.put(job, &back);
                 }
             })

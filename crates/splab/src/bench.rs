@@ -8,6 +8,7 @@ use crate::formats::Formats;
 use crate::output::{emit, json, num};
 use crate::progress::Progress;
 use crate::rss::peak_rss_bytes;
+use splab_sim::ThreadBalance;
 use crate::setup;
 use crate::simulate::{self, RunOpts, SimRun};
 use crate::spec::{RunSpec, SystemSpec, WorkloadName};
@@ -72,6 +73,10 @@ pub struct GupsPart {
     pub host_seconds: f64,
     pub refs_per_second: f64,
     pub peak_rss_bytes: Option<u64>,
+    /// Which of the two threads bounded the run (none from a build
+    /// without it, as a baseline may be).
+    #[serde(default)]
+    pub host_threads: Option<ThreadBalance>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug)]
@@ -100,6 +105,8 @@ pub struct TracePart {
     pub host_seconds: f64,
     pub refs_per_second: f64,
     pub peak_rss_bytes: Option<u64>,
+    #[serde(default)]
+    pub host_threads: Option<ThreadBalance>,
 }
 
 /// A real program natively and online (`splab sim -- PROG`), in one
@@ -412,6 +419,18 @@ fn human(a: &BenchArgs, b: &Bench) -> String {
         row("program online, full detail", p.refs, p.online_seconds, p.refs as f64 / p.online_seconds.max(1e-9), range(&b.runs.program, |p| p.refs as f64 / p.online_seconds.max(1e-9)), p.peak_rss_bytes);
     }
     let _ = writeln!(o, "(median run of {} of each part, run interleaved; peak RSS of that run)", b.repeat);
+    let threads = [("GUPS superpages off", b.gups_off.as_ref().and_then(|g| g.host_threads)), ("GUPS superpages on", b.gups_on.as_ref().and_then(|g| g.host_threads)), ("trace replay", b.trace.as_ref().and_then(|t| t.host_threads))];
+    if threads.iter().any(|t| t.1.is_some_and(|t| t.batches > 0)) {
+        let _ = writeln!(o, "
+The two threads of the median runs, host microseconds a batch handed over (the slower one bounds the rate):");
+        let _ = writeln!(o, "{:<28}{:>10}{:>14}{:>10}{:>14}{:>12}", "part", "batches", "translating", "waiting", "timing", "cache pass");
+        for (name, t) in threads {
+            let Some(t) = t.filter(|t| t.batches > 0) else { continue };
+            let us = |s: f64| format!("{:.1}", s / t.batches as f64 * 1e6);
+            let here = if t.cached_here * 2 >= t.batches { "translating" } else { "timing" };
+            let _ = writeln!(o, "{:<28}{:>10}{:>14}{:>10}{:>14}{:>12}", name, t.batches, us(t.translate_seconds), us(t.waited_seconds), us(t.timing_seconds), here);
+        }
+    }
     if let Some(base) = &b.baseline {
         let _ = writeln!(o, "\nAgainst {} (its runs interleaved with these):", base.binary);
         let _ = writeln!(o, "{:<28}{:>14}{:>14}{:>22}", "part", "refs/s", "baseline", "median of ratios");
@@ -476,6 +495,7 @@ pub fn part(p: &PartArgs) -> Result<i32, Fail> {
                 host_seconds: r.host_seconds,
                 refs_per_second: r.refs_per_second(),
                 peak_rss_bytes: peak_rss_bytes(),
+                host_threads: Some(r.host_threads),
             })
         }
         "footprint" => json(&touch(a, footprint, p.quiet)?),
@@ -546,6 +566,7 @@ fn trace_replay(a: &BenchArgs, quiet: bool) -> Result<TracePart, Fail> {
         host_seconds: r.host_seconds,
         refs_per_second: a.trace_refs as f64 / r.host_seconds.max(1e-9),
         peak_rss_bytes: peak_rss_bytes(),
+        host_threads: Some(r.host_threads),
     })
 }
 
@@ -643,4 +664,18 @@ fn children_cpu_seconds() -> f64 {
     unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
     let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
     s(u.ru_utime) + s(u.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A baseline build that does not report its threads still parses.
+    #[test]
+    fn parts_from_builds_without_thread_balance_parse() {
+        let g: GupsPart = serde_json::from_str(r#"{"refs":1,"host_seconds":1.0,"refs_per_second":1.0,"peak_rss_bytes":null}"#).unwrap();
+        assert!(g.host_threads.is_none());
+        let t: TracePart = serde_json::from_str(r#"{"pattern":"p","refs":1,"trace_bytes":8,"host_seconds":1.0,"refs_per_second":1.0,"peak_rss_bytes":7}"#).unwrap();
+        assert!(t.host_threads.is_none());
+    }
 }

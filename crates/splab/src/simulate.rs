@@ -107,6 +107,9 @@ pub struct SimRun {
     pub host_seconds: f64,
     /// Wall time spent building the system.
     pub host_setup_seconds: f64,
+    /// How the batches kept the simulator's two threads busy: which one
+    /// bounds its speed (`System::thread_balance`).
+    pub host_threads: splab_sim::ThreadBalance,
     pub tlb: TlbReport,
     pub hw: HwStats,
     pub events: KernelEvents,
@@ -204,6 +207,7 @@ pub fn simulate(spec: &RunSpec, opts: &RunOpts) -> Result<SimRun, Fail> {
         sim_seconds_total: sys.sim_seconds(),
         host_seconds,
         host_setup_seconds,
+        host_threads: sys.thread_balance(),
         tlb: sys.tlb_report(),
         hw: sys.hw(),
         events: sys.events().clone(),

@@ -299,6 +299,14 @@ fn bench_small_runs_each_part_in_a_child() {
         assert!(v[part]["refs"].as_u64().unwrap() > 0, "{v}");
         assert!(v[part]["refs_per_second"].as_f64().unwrap() > 0.0, "{v}");
     }
+    // Which thread bounded each run: batches went to the timing thread,
+    // and both threads' time is accounted.
+    for part in ["gups_off", "gups_on", "trace"] {
+        let t = &v[part]["host_threads"];
+        let batches = t["batches"].as_u64().unwrap();
+        assert!(batches > 0 && t["cached_here"].as_u64().unwrap() <= batches, "{part}: {v}");
+        assert!(t["translate_seconds"].as_f64().unwrap() > 0.0 && t["timing_seconds"].as_f64().unwrap() > 0.0, "{part}: {v}");
+    }
     // Two runs of each part, and the one reported is one of them.
     for part in ["gups_off", "gups_on", "trace", "footprint"] {
         let runs = v["runs"][part].as_array().unwrap();
