@@ -17,7 +17,10 @@
      code < 7: size 1 << code, address = word >> 8 (arithmetic shift)
      code = 7: size = bits 8-15 + 1, address = word >> 16 (arithmetic)
    Canonical amd64 addresses are sign-extended from bit 47, so both
-   shifts give them back exactly.
+   shifts give them back exactly. After a system call returns come the
+   kernel's accesses to the program's memory during it: a 64-byte load
+   or store word for each line it read or wrote ("the kernel's accesses"
+   below).
    Other words: 0x80 map (then start, length, prot | origin << 8 |
    name length << 16, the name padded to 8 bytes), 0x81 unmap (then start,
    length), 0xff nothing (a guarded access whose guard was false), 0xfe
@@ -674,6 +677,68 @@ static Bool is_thread(UInt sysno, UWord* args)
    return False;
 }
 
+/* ---- the kernel's accesses to the program's memory ----
+   A system call's copies into the program's memory (read, pread,
+   recvmsg, getdents, stat and the like fill its buffers) and out of it
+   (write, a path's string, a structure passed by pointer) touch the
+   program's pages as its own stores and loads would: they fault pages
+   in, fill reservations and go through the TLB and caches. valgrind
+   names each such range (before the call for what the kernel reads,
+   after it for what it wrote); the tool keeps them and writes them when
+   the call has returned (vt_post_syscall: writing can wait at a gate,
+   which must not happen inside the call), in the call's order, as one
+   64-byte reference a line, outside any block. */
+typedef struct { Addr a; SizeT len; Int kind; } KRange;
+static KRange* kranges;
+static SizeT nkranges, kranges_cap;
+
+static void keep_krange(Addr a, SizeT len, Int kind)
+{
+   if (len == 0 || (ring == NULL && out_fd < 0))
+      return;
+   if (nkranges == kranges_cap) {
+      kranges_cap = kranges_cap ? 2 * kranges_cap : 16;
+      kranges = VG_(realloc)("splabtrace.kranges", kranges, kranges_cap * sizeof(KRange));
+   }
+   kranges[nkranges++] = (KRange){ a, len, kind };
+}
+
+static void vt_kernel_read(CorePart part, ThreadId tid, const HChar* s, Addr a, SizeT len)
+{
+   if (part == Vg_CoreSysCall || part == Vg_CoreSysCallArgInMem)
+      keep_krange(a, len, K_LOAD);
+}
+
+static void vt_kernel_read_string(CorePart part, ThreadId tid, const HChar* s, Addr a)
+{
+   if (part == Vg_CoreSysCall)
+      keep_krange(a, VG_(strlen)((const HChar*)a) + 1, K_LOAD);
+}
+
+static void vt_kernel_write(CorePart part, ThreadId tid, Addr a, SizeT len)
+{
+   if (part == Vg_CoreSysCall)
+      keep_krange(a, len, K_STORE);
+}
+
+/* The kept ranges, a reference word a line (size code 6: 64 bytes). */
+static void put_kernel_refs(void)
+{
+   for (SizeT i = 0; i < nkranges; i++) {
+      Addr first = kranges[i].a & ~(Addr)63;
+      Addr last = (kranges[i].a + kranges[i].len - 1) & ~(Addr)63;
+      for (Addr l = first;; l += 64) {
+         room_for(1);
+         put((ULong)l << 8 | (ULong)(kranges[i].kind | 6 << 2));
+         if (l == last)
+            break;
+      }
+   }
+   if (nkranges > 0)
+      filter_clear();
+   nkranges = 0;
+}
+
 /* Linux's EAGAIN (asm-generic/errno-base.h). */
 #define LINUX_EAGAIN 11
 
@@ -698,6 +763,7 @@ static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, S
 {
    if (ring != NULL)
       __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
+   put_kernel_refs();
    if (ring != NULL && sr_isError(res) && sr_Err(res) == LINUX_EAGAIN
        && (sysno == __NR_read || sysno == __NR_readv || sysno == __NR_write || sysno == __NR_writev)) {
       room_for(1);
@@ -1740,6 +1806,9 @@ static void vt_pre_clo_init(void)
    VG_(track_copy_mem_remap)(vt_remap);
    VG_(track_die_mem_munmap)(vt_unmap);
    VG_(track_die_mem_brk)(vt_unmap);
+   VG_(track_pre_mem_read)(vt_kernel_read);
+   VG_(track_pre_mem_read_asciiz)(vt_kernel_read_string);
+   VG_(track_post_mem_write)(vt_kernel_write);
 }
 
 VG_DETERMINE_INTERFACE_VERSION(vt_pre_clo_init)

@@ -111,6 +111,29 @@ fn compare_runs_the_program_twice_on_one_input_and_keeps_its_output_apart() {
     assert!((off / on - 1.0).abs() < 0.01, "{off} {on}");
 }
 
+/// What a system call writes into the program's memory (read into a
+/// buffer) and reads out of it (write from it) is the kernel's access to
+/// the program's pages: dd's 4 MiB buffer, which only read() fills and
+/// write() reads, is faulted in page by page, goes through the caches
+/// line by line, and fills a 2 MB reservation, which is promoted.
+#[test]
+fn the_kernels_copies_into_and_out_of_the_program_touch_its_pages() {
+    needs::online();
+    needs::program("dd", "coreutils");
+    let f = temp("dd-input");
+    std::fs::write(&f, vec![7u8; 4 << 20]).unwrap();
+    let input = format!("if={}", f.display());
+    let out = splab(&["sim", "--json", "--memory", "256M", "--", "dd", &input, "of=/dev/null", "bs=4M", "count=1"]);
+    let _ = std::fs::remove_file(&f);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v = report(&out);
+    let hw = &v["hw"];
+    let lines = (4u64 << 20) / 64;
+    assert!(hw["stores"].as_u64().unwrap() >= lines && hw["loads"].as_u64().unwrap() >= lines, "{hw}");
+    assert!(hw["faults_taken"].as_u64().unwrap() >= 1024, "{hw}");
+    assert!(v["sysctl"]["vm.pmap.pde.promotions"].as_i64().unwrap() >= 1, "{}", v["sysctl"]);
+}
+
 #[test]
 fn another_architecture_and_sampling() {
     needs::online();

@@ -9,7 +9,10 @@
 //!             3 modify), size code c = (t >> 2) & 7;
 //!             c < 7: size 1 << c, address = word >> 8 (arithmetic shift)
 //!             c = 7: size ((word >> 8) & 0xff) + 1, address = word >> 16
-//!             (arithmetic shift; canonical amd64 addresses survive both)
+//!             (arithmetic shift; canonical amd64 addresses survive both);
+//!             after a system call returns, the lines the kernel read
+//!             and wrote in the program's memory during it, a 64-byte
+//!             load or store each, outside any block
 //! 0x80        a region mapped: start, length, then prot | origin << 8 |
 //!             name length << 16, then the name in ceil(length / 8) words
 //!             (zero-padded); origins as `Origin`
