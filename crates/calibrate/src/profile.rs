@@ -332,6 +332,19 @@ impl Writer<'_> {
             last = "memory.writeback_ns";
             rounded(w.ns, 2)
         });
+        // The memory interface, as one core sees it: what it moved in the
+        // sequential copy, a line read or written at a time. The model's
+        // bound is per CPU, and one core of a server reaches far less than
+        // its memory controllers' peak: the copy is how much it moves.
+        let line = c.costs.stream_line_ns.median;
+        let channel_gbs = (line > 0.0 && line.is_finite()).then(|| {
+            self.n.note(
+                "memory.channel_gbs",
+                format!("measured: sequential copy of {} by one core, {line:.2} ns a line read or written: what one core moves between its caches and memory", size::show(c.costs.stream_bytes)),
+            );
+            last = "memory.channel_gbs";
+            rounded(64.0 / line, 2)
+        });
         let (aged, aged_run) = match frames(&c.costs) {
             Some(fr) => match fr.aged_run() {
                 Some(run) => {
@@ -349,7 +362,7 @@ impl Writer<'_> {
                 (None, None)
             }
         };
-        Memory { dram_latency_ns, writeback_ns, channel_gbs: None, aged, aged_run }
+        Memory { dram_latency_ns, writeback_ns, channel_gbs, aged, aged_run }
     }
 
     fn costs(&mut self) -> Costs {
