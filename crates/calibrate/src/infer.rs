@@ -1164,4 +1164,28 @@ mod tests {
         assert_eq!(hierarchy_of(&whole, Some([32768.0, 1048576.0, 33554432.0])).unwrap().method, "reported sizes");
     }
 
+    /// The latency curve `splab calibrate` measured on a 16-CPU Intel
+    /// Emerald Rapids KVM guest (shared/measurements/emerald-rapids,
+    /// calibrate.txt: ns a load at quarter-octave sizes from 4 KB to 512
+    /// MB), where CPUID reports a 300 MB L3: the curve climbs from about
+    /// 50 ns (2 to 6.7 MB) to the memory's 135 to 156 ns past 11 MB, so
+    /// the guest gets about 10 MB of the L3, and the levels come from the
+    /// steps (the calibrate that measured it placed the L3 at 300 MB with
+    /// the memory's latency, 137 ns).
+    #[test]
+    fn an_emerald_rapids_guests_last_level_is_the_part_it_gets() {
+        let ns = [
+            2.106, 2.065, 2.083, 2.059, 2.072, 2.065, 2.066, 2.148, 2.075, 2.088, 2.070, 2.145,
+            2.321, 2.948, 4.769, 6.349, 6.482, 6.561, 6.614, 6.673, 6.741, 6.548, 6.685, 6.860,
+            6.945, 6.771, 6.640, 6.946, 6.985, 6.952, 6.905, 6.942, 7.399, 9.950, 26.82, 36.07,
+            47.18, 49.57, 49.86, 52.92, 53.71, 59.18, 62.81, 61.48, 79.30, 84.55, 132.3, 136.9,
+            145.7, 143.7, 137.8, 134.9, 145.5, 136.0, 146.6, 139.8, 144.0, 136.7, 147.0, 150.6,
+            147.0, 139.5, 149.5, 149.8, 139.5, 151.6, 155.8, 142.2, 153.1,
+        ];
+        let pts: Vec<Point> = ns.iter().enumerate().map(|(i, &y)| Point::new(4096.0 * 2f64.powf(i as f64 / 4.0), y)).collect();
+        let h = hierarchy_of(&pts, Some([49152.0, 2097152.0, 314572800.0])).unwrap();
+        assert_eq!(h.method, "plateaus, a shared last level");
+        assert!((9e6..11e6).contains(&h.size_bytes[2]) && (50.0..56.0).contains(&h.latency_ns[2]), "{h:?}");
+        assert!((140.0..150.0).contains(&h.memory_ns), "{h:?}");
+    }
 }

@@ -430,7 +430,8 @@ impl Profile {
     /// scaled by the first; the misses in flight (`core.mshrs`) by the
     /// first over the second (rounded, at least one), so that an
     /// overlapped miss costs about the second ratio; the prefetcher's line
-    /// times and the writeback by the third. Caches, TLBs, walks, the rest
+    /// times and the writeback by the third, and the memory interface's
+    /// rate by its inverse. Caches, TLBs, walks, the rest
     /// of the core and kernel costs stay as they are.
     pub fn moved(&self, [latency, overlapped, streaming]: [f64; 3]) -> Result<Profile, String> {
         let mut p = self.clone();
@@ -442,6 +443,9 @@ impl Profile {
         p.core.mshrs = mshrs as u32;
         if let Some(w) = p.memory.writeback_ns.as_mut() {
             *w *= streaming;
+        }
+        if let Some(c) = p.memory.channel_gbs.as_mut() {
+            *c /= streaming;
         }
         if let Some(f) = p.prefetch.as_mut() {
             f.line_cycles *= streaming;
@@ -535,14 +539,17 @@ mod tests {
     use super::*;
 
     /// Moving the memory scales latency, the misses in flight (so that an
-    /// overlapped miss moves by about the second ratio) and the streams'
-    /// line times, and leaves the rest; a move that would take the misses
-    /// in flight below one is refused, naming the ratios.
+    /// overlapped miss moves by about the second ratio), the streams'
+    /// line times and the interface's rate, and leaves the rest; a move
+    /// that would take the misses in flight below one is refused, naming
+    /// the ratios.
     #[test]
-    fn moving_the_memory_scales_latency_misses_in_flight_and_streams() {
+    fn moving_the_memory_scales_latency_misses_in_flight_streams_and_the_interface() {
         let mut p = Profile::load("sapphire-rapids").unwrap();
         p.prefetch = Some(Prefetch { streams: 32, distance: 20, line_cycles: 8.0, line_cycles_by_streams: vec![8.0, 6.5], next_page: true });
+        p.memory.channel_gbs = Some(10.0);
         let m = p.moved([0.8, 1.1, 1.25]).unwrap();
+        assert_eq!(m.memory.channel_gbs, Some(8.0));
         assert!((m.memory.dram_latency_ns - 0.8 * p.memory.dram_latency_ns).abs() < 1e-9);
         assert_eq!(m.core.mshrs as f64, (p.core.mshrs as f64 * 0.8 / 1.1).round());
         let (pf, mf) = (p.prefetch.as_ref().unwrap(), m.prefetch.as_ref().unwrap());

@@ -185,6 +185,10 @@ pub(crate) struct MemCfg {
     pub l1: u32,
     pub l1i: u32,
     pub l2: u32,
+    /// The second-level TLB's lookup (`costs.stlb_hit`), which a walk's
+    /// translation time begins with: a walker is taken only once it has
+    /// missed there.
+    pub stlb: u32,
     /// Cycles the memory interface is held by a line read, and by a
     /// writeback (0: it bounds nothing).
     pub chan_read: f64,
@@ -534,6 +538,10 @@ impl CoreState {
     /// When a reference issued at `issue` (its address ready) is
     /// translated: at once from the first-level TLB, else after the
     /// second level's lookup or a walk (which waits for a walker). A walk
+    /// takes its walker once the second level's lookup has missed, as a
+    /// page miss handler is engaged only by a miss in every TLB level
+    /// (Intel's DTLB_LOAD_MISSES events count STLB hits apart from the
+    /// walks that keep a PMH busy), and holds it to its end. A walk
     /// that traps to a software handler stops dispatch until it returns:
     /// the instructions after the reference are fetched again then.
     #[inline(always)]
@@ -541,7 +549,8 @@ impl CoreState {
         if a.xlat == 0 {
             issue
         } else if a.walked {
-            let done = self.walker.take(issue, |s| s + a.xlat as f64);
+            let lookup = self.mem.stlb.min(a.xlat);
+            let done = self.walker.take(issue + lookup as f64, |s| s + (a.xlat - lookup) as f64);
             if self.walk_traps {
                 self.stall_to(done, Cause::Mem(1.0));
             }
@@ -952,7 +961,7 @@ mod tests {
     use splab_hw::profile::Profile;
 
     fn core(p: &Profile) -> CoreState {
-        let mem = MemCfg { l1: p.cache.l1d.latency, l1i: p.cache.l1i.latency, l2: p.cache.l2.latency, chan_read: 0.0, chan_wb: 0.0 };
+        let mem = MemCfg { l1: p.cache.l1d.latency, l1i: p.cache.l1i.latency, l2: p.cache.l2.latency, stlb: p.costs.stlb_hit, chan_read: 0.0, chan_wb: 0.0 };
         CoreState::new(&p.core, mem, CoreParts::default())
     }
 

@@ -207,7 +207,7 @@ impl Timing {
         }
         let line = p.channel_line_cycles().unwrap_or(0.0);
         let wb = p.writeback_cycles().unwrap_or(0.0);
-        let mem = MemCfg { l1: p.cache.l1d.latency, l1i: p.cache.l1i.latency, l2: p.cache.l2.latency, chan_read: line, chan_wb: line.max(wb) };
+        let mem = MemCfg { l1: p.cache.l1d.latency, l1i: p.cache.l1i.latency, l2: p.cache.l2.latency, stlb: p.costs.stlb_hit, chan_read: line, chan_wb: line.max(wb) };
         Ok(Timing {
             l1,
             l1i,
