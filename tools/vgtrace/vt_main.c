@@ -582,6 +582,12 @@ static void vt_unmap(Addr a, SizeT len)
    put_unmap(a, len);
 }
 
+/* The ranges of the program's memory the kernel reads and writes in the
+   system call under way ("the kernel's accesses" below). */
+typedef struct { Addr a; SizeT len; Int kind; } KRange;
+static KRange* kranges;
+static SizeT nkranges, kranges_cap;
+
 /* Before a fork: everything so far goes out, so that the reader sees the
    parent's references before the fork word (written after the fork, with
    the child's pid, by vt_post_syscall). */
@@ -593,6 +599,8 @@ static void vt_pre_fork(ThreadId tid)
 
 static void vt_child(ThreadId tid)
 {
+   /* What the kernel read for the fork itself is the parent's. */
+   nkranges = 0;
    if (ring != NULL) {
       /* The parent's ring stays the parent's: the child writes its own,
          in lockstep from its first gate. */
@@ -688,9 +696,6 @@ static Bool is_thread(UInt sysno, UWord* args)
    the call has returned (vt_post_syscall: writing can wait at a gate,
    which must not happen inside the call), in the call's order, as one
    64-byte reference a line, outside any block. */
-typedef struct { Addr a; SizeT len; Int kind; } KRange;
-static KRange* kranges;
-static SizeT nkranges, kranges_cap;
 
 static void keep_krange(Addr a, SizeT len, Int kind)
 {
