@@ -130,12 +130,17 @@ fn the_buildworld_experiments_run_gcc_online() {
         let o = quick(name);
         let command = o["command"].as_str().unwrap();
         assert!(command.contains(" -- xargs -a ") && command.contains(" gcc -O2 -c "), "{o}");
-        let row = &o["rows"][0];
-        assert_eq!((row["figure"].as_str(), row["unit"].as_str()), (Some("build time"), Some("s")), "{row}");
-        // The inputs made for the run are gone with it.
         let dir = command.split(" -a ").nth(1).unwrap().split("/units").next().unwrap();
-        assert!(!std::path::Path::new(dir).exists(), "{dir} left behind");
+        figure_and_inputs_gone(&o, ("build time", "s"), dir);
     }
+}
+
+/// A program experiment's row has `figure` in its unit, and the inputs
+/// made for the run (in `dir`) are gone with it.
+fn figure_and_inputs_gone(o: &Value, (figure, unit): (&str, &str), dir: &str) {
+    let row = &o["rows"][0];
+    assert_eq!((row["figure"].as_str(), row["unit"].as_str()), (Some(figure), Some(unit)), "{row}");
+    assert!(!std::path::Path::new(dir).exists(), "{dir} left behind");
 }
 
 /// The pgbench experiments run a PostgreSQL backend online on a
@@ -147,8 +152,6 @@ fn the_pgbench_experiment_runs_a_postgres_backend_online() {
     let o = quick("power8-pgbench");
     let command = o["command"].as_str().unwrap();
     assert!(command.contains("/bin/postgres --single -D ") && command.contains("--input "), "{o}");
-    let row = &o["rows"][0];
-    assert_eq!((row["figure"].as_str(), row["unit"].as_str()), (Some("tps"), Some("transactions/s")), "{row}");
     let dir = command.split("--input ").nth(1).unwrap().split("/select-").next().unwrap();
-    assert!(!std::path::Path::new(dir).exists(), "{dir} left behind");
+    figure_and_inputs_gone(&o, ("tps", "transactions/s"), dir);
 }
