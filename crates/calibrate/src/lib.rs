@@ -18,6 +18,8 @@
 //!   with where it came from;
 //! - `notes`: comments attached to a TOML document serde writes;
 //! - `report`: the text report of a calibration;
+//! - `upgrade`: a profile an older calibrate wrote, made one this splab
+//!   loads;
 //! - `validate`: the workloads run natively and in the model in the same
 //!   page layouts, paired and scored (the front end runs them);
 //! - `program`: any program run natively in each page layout and online in
@@ -38,4 +40,5 @@ pub mod profile;
 pub mod program;
 pub mod reference;
 pub mod report;
+pub mod upgrade;
 pub mod validate;

@@ -81,6 +81,23 @@ fn fit_ways(kb: u64, ways: usize) -> u64 {
     kb.max(1).div_ceil(step) * step
 }
 
+/// Cache level `k` (0 for the first) as the latency curve's hierarchy
+/// `h` gives it: its size from the steps (or CPUID leaf 4's, `leaf`),
+/// fitted to `ways`, and its latency in cycles at `f` GHz; with the
+/// comments of its size, ways and latency.
+pub(crate) fn measured_level(h: &crate::infer::Hierarchy, k: usize, leaf: Option<&cpu::CacheLeaf>, (ways, ways_why): (usize, String), f: f64) -> (CacheConfig, [String; 3]) {
+    let (kb, why) = if h.step_seen[k] {
+        cache_size_kb(h.size_bytes[k], leaf)
+    } else {
+        let kb = (h.size_bytes[k] / 1024.0).round() as u64;
+        (kb, format!("no latency step to measure (the next level is within 8% as slow); CPUID leaf 4's {kb} KB"))
+    };
+    let kb2 = fit_ways(kb, ways);
+    let rounded = if kb2 != kb { format!(", rounded to {kb2} KB for {ways} ways") } else { String::new() };
+    let notes = [format!("{why}{rounded}"), ways_why, format!("measured: {:.2} ns load to use ({})", h.latency_ns[k], method(h, false))];
+    (CacheConfig { size_kb: kb2, ways, latency: cycles(h.latency_ns[k], f) }, notes)
+}
+
 const NOT_MEASURED: &str = "not measured: from";
 
 /// A calibrated profile: the value, and the text written from it with
@@ -270,18 +287,11 @@ impl Writer<'_> {
             };
             levels.push(match &c.hierarchy {
                 Some(h) => {
-                    let (kb, why) = if h.step_seen[k] {
-                        cache_size_kb(h.size_bytes[k], lf)
-                    } else {
-                        let kb = (h.size_bytes[k] / 1024.0).round() as u64;
-                        (kb, format!("no latency step to measure (the next level is within 8% as slow); CPUID leaf 4's {kb} KB"))
-                    };
-                    let kb2 = fit_ways(kb, ways);
-                    let rounded = if kb2 != kb { format!(", rounded to {kb2} KB for {ways} ways") } else { String::new() };
-                    self.n.note(&at("size_kb"), format!("{why}{rounded}"));
-                    self.n.note(&at("ways"), ways_why);
-                    self.n.note(&at("latency"), format!("measured: {:.2} ns load to use ({})", h.latency_ns[k], method(h, false)));
-                    CacheConfig { size_kb: kb2, ways, latency: cycles(h.latency_ns[k], f) }
+                    let (level, notes) = measured_level(h, k, lf, (ways, ways_why), f);
+                    for (key, note) in ["size_kb", "ways", "latency"].iter().zip(notes) {
+                        self.n.note(&at(key), note);
+                    }
+                    level
                 }
                 None => {
                     for key in ["size_kb", "ways", "latency"] {
@@ -595,7 +605,7 @@ impl Writer<'_> {
 }
 
 /// How a level's latency (or memory's, `memory`) was read.
-fn method(h: &crate::infer::Hierarchy, memory: bool) -> String {
+pub(crate) fn method(h: &crate::infer::Hierarchy, memory: bool) -> String {
     let how = match (h.method.as_str(), memory) {
         ("reported sizes", false) => "median of the latency curve inside the level",
         ("reported sizes", true) => "median of the latency curve past the last level",

@@ -366,6 +366,15 @@ impl Reference {
     }
 }
 
+/// Whether `text` has what only an older calibrate's profiles have: an
+/// `[overlap]` section or a `[core]` of one flat price per instruction.
+fn written_by_older_calibrate(text: &str) -> bool {
+    text.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("[overlap]") || l.starts_with("cycles_per_instruction")
+    })
+}
+
 /// Profiles compiled into the binary, by name.
 pub const BUILTIN: &[(&str, &str)] = &[
     ("sapphire-rapids", include_str!("../../../profiles/sapphire-rapids.toml")),
@@ -407,7 +416,13 @@ pub fn default_for_arch(arch: &str) -> Option<&'static str> {
 impl Profile {
     /// Parses a profile from TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Profile, String> {
-        let p: Profile = toml::from_str(text).map_err(|e| crate::profile_error::describe(text, origin, &e))?;
+        let p: Profile = toml::from_str(text).map_err(|e| {
+            let mut m = crate::profile_error::describe(text, origin, &e);
+            if written_by_older_calibrate(text) {
+                m.push_str(&format!("\n{origin} was written by an older splab calibrate (it has [overlap] or a flat cycles_per_instruction, not the interval core's [core]): `splab calibrate --upgrade {origin} -o NEW.toml` (with `--report` and the calibration's text report, if kept) makes a profile this splab loads"));
+            }
+            m
+        })?;
         p.validate().map_err(|e| format!("machine profile {origin}: {e}"))?;
         Ok(p)
     }

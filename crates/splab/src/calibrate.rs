@@ -37,6 +37,62 @@ pub struct CalibrateArgs {
     /// it, or use only pages already in it.
     #[arg(long, value_name = "grow|keep", default_value = "grow")]
     pub hugetlb_pool: String,
+    /// Measure nothing: make FILE, a profile an older splab calibrate
+    /// wrote, one this splab loads (the interval core's [core] from its
+    /// [overlap], the instruction cache and TLB, the memory interface),
+    /// each added value saying where it came from; written to --output or
+    /// printed.
+    #[arg(long, value_name = "FILE")]
+    pub upgrade: Option<PathBuf>,
+    /// With --upgrade: the text report of the same calibration, whose
+    /// latency curve the cache levels are read from again.
+    #[arg(long, value_name = "FILE", requires = "upgrade")]
+    pub report: Option<PathBuf>,
+    /// With --upgrade: the built-in profile that what the old profile does
+    /// not measure comes from [default: the one its header names].
+    #[arg(long, value_name = "NAME", requires = "upgrade")]
+    pub base: Option<String>,
+}
+
+/// What `--upgrade --json` prints.
+#[derive(Serialize)]
+struct UpgradeReport<'a> {
+    upgraded: String,
+    changes: &'a [String],
+    profile: &'a str,
+    written_to: Option<String>,
+}
+
+/// `splab calibrate --upgrade FILE`.
+fn upgrade(a: &CalibrateArgs, old: &std::path::Path, as_json: bool) -> Result<i32, Fail> {
+    let read = |p: &std::path::Path, what: &str| std::fs::read_to_string(p).map_err(|e| Fail::Input(format!("{what} {}: cannot read it: {e}", p.display())));
+    let text = read(old, "--upgrade")?;
+    let report = a.report.as_deref().map(|p| read(p, "--report").map(|t| (t, p.display().to_string()))).transpose()?;
+    let origin = old.display().to_string();
+    let u = splab_calibrate::upgrade::upgrade(&text, &origin, a.base.as_deref(), report.as_ref().map(|(t, p)| (t.as_str(), p.as_str()))).map_err(Fail::Input)?;
+    if let Some(p) = &a.output {
+        std::fs::write(p, &u.text).map_err(|e| Fail::Input(format!("--output {}: cannot write it: {e}", p.display())))?;
+    }
+    let written_to = a.output.as_ref().map(|p| p.display().to_string());
+    if as_json {
+        emit(&json(&UpgradeReport { upgraded: origin, changes: &u.changes, profile: &u.text, written_to }));
+    } else {
+        let mut o = format!("upgraded {origin}:\n");
+        for c in &u.changes {
+            let _ = writeln!(o, "  {c}");
+        }
+        match &written_to {
+            Some(p) => {
+                let _ = writeln!(o, "\nprofile written to {p} (use it with --machine {p})");
+            }
+            None => {
+                let _ = writeln!(o, "\nprofile:\n");
+                o.push_str(&u.text);
+            }
+        }
+        emit(&o);
+    }
+    Ok(0)
 }
 
 /// What `--json` prints.
@@ -49,6 +105,9 @@ struct Report<'a> {
 
 /// `splab calibrate`.
 pub fn cmd(a: &CalibrateArgs, as_json: bool) -> Result<i32, Fail> {
+    if let Some(old) = &a.upgrade {
+        return upgrade(a, old, as_json);
+    }
     let grow = match a.hugetlb_pool.as_str() {
         "grow" => true,
         "keep" => false,

@@ -470,6 +470,37 @@ fn calibrate_bad_input_exits_2_and_names_the_value() {
     }
 }
 
+/// `calibrate --upgrade` writes a profile the simulator runs on from one
+/// an older calibrate wrote; its bad input exits 2 naming the value.
+#[test]
+fn calibrate_upgrade_makes_an_older_profile_run() {
+    let old = concat!(env!("CARGO_MANIFEST_DIR"), "/../calibrate/tests/fixtures/older/emerald-rapids.toml");
+    let report = concat!(env!("CARGO_MANIFEST_DIR"), "/../calibrate/tests/fixtures/older/emerald-rapids.txt");
+    let out = splab(&["sim", "gups", "--log2-table", "16", "--machine", old]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--upgrade"), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = std::env::temp_dir().join(format!("splab-upgrade-{}.toml", std::process::id()));
+    let f = file.to_str().unwrap();
+    let v = json(&["calibrate", "--upgrade", old, "--report", report, "-o", f, "--json"]);
+    assert_eq!(v["written_to"], f);
+    assert!(v["changes"].as_array().is_some_and(|c| c.len() >= 5), "{v}");
+    assert_eq!(v["profile"].as_str().unwrap(), std::fs::read_to_string(&file).unwrap());
+    let run = json(&["sim", "gups", "--log2-table", "18", "--machine", f, "--json"]);
+    assert!(promotions(&run) > 0);
+    std::fs::remove_file(&file).unwrap();
+    for (args, needle) in [
+        (vec!["calibrate", "--upgrade", "/no/such.toml"], "/no/such.toml"),
+        (vec!["calibrate", "--upgrade", old, "--base", "nosuch"], "nosuch"),
+        (vec!["calibrate", "--report", report], "--upgrade"),
+    ] {
+        let out = splab(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
 /// A compare in which superpages changed nothing says why in one line:
 /// ppc64-hpt's 8 MiB table never fills a 16 MB reservation.
 #[test]
