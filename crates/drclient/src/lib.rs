@@ -1,0 +1,40 @@
+//! Where splab's DynamoRIO client and DynamoRIO itself are, when the
+//! build made them (x86-64 Linux). `build.rs` compiles `client/ring.c`
+//! (the reference stream written into splab's rings) and the two clients
+//! that measure DynamoRIO's own cost (`client/null.c`, `client/count.c`)
+//! against the DynamoRIO that the dynamorio-sys crate builds.
+
+use std::path::PathBuf;
+
+/// What a program run under DynamoRIO needs: the library that is executed
+/// in the program's place (it loads the program itself) and the client.
+#[derive(Clone, Debug)]
+pub struct DynamoRio {
+    /// `libdynamorio.so`: executed with the program's arguments and
+    /// `DYNAMORIO_EXE_PATH` naming the program.
+    pub library: PathBuf,
+    /// The directory of the clients (`libsplabdr.so`, `libsplabdr_null.so`,
+    /// `libsplabdr_count.so`).
+    pub clients: PathBuf,
+}
+
+impl DynamoRio {
+    /// The client that writes the reference stream into splab's rings.
+    pub fn ring_client(&self) -> PathBuf {
+        self.clients.join("libsplabdr.so")
+    }
+}
+
+/// DynamoRIO and the clients, or why there are none.
+pub fn dynamorio() -> Result<DynamoRio, String> {
+    let (Some(lib), Some(clients)) = (option_env!("SPLAB_DR_LIBRARY"), option_env!("SPLAB_DR_CLIENTS")) else {
+        return Err(option_env!("SPLAB_DR_MISSING").unwrap_or("DynamoRIO was not built").to_string());
+    };
+    let d = DynamoRio { library: lib.into(), clients: clients.into() };
+    for p in [&d.library, &d.ring_client()] {
+        if !p.is_file() {
+            return Err(format!("{} is missing (rebuild splab)", p.display()));
+        }
+    }
+    Ok(d)
+}
