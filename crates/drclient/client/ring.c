@@ -345,20 +345,56 @@ static dr_emit_flags_t bb_app2app(void *dc, void *tag, instrlist_t *bb, bool for
     return DR_EMIT_DEFAULT;
 }
 
-/* The block's guest instructions: a rep-string instruction expanded into
-   a loop (drutil_expand_rep_string) is several instructions of one
-   address, counted once per iteration as valgrind counts it. */
+/* The references bb_insert writes for `inst` (a modify is one). */
+static int refs_of(instr_t *inst)
+{
+    bool reads = instr_reads_memory(inst), writes = instr_writes_memory(inst);
+    int n = 0;
+    if (reads)
+        for (int i = 0; i < instr_num_srcs(inst); i++)
+            if (opnd_is_memory_reference(instr_get_src(inst, i)))
+                n++;
+    if (writes)
+        for (int j = 0; j < instr_num_dsts(inst); j++) {
+            opnd_t d = instr_get_dst(inst, j);
+            if (!opnd_is_memory_reference(d))
+                continue;
+            bool modify = false;
+            if (reads)
+                for (int i = 0; i < instr_num_srcs(inst); i++)
+                    if (opnd_same(d, instr_get_src(inst, i)))
+                        modify = true;
+            if (!modify)
+                n++;
+        }
+    return n;
+}
+
+/* The block's guest instructions. A rep-string instruction expanded
+   into a loop (drutil_expand_rep_string) is a block of its own entered
+   once per iteration, where valgrind (and DynamoRIO running it whole)
+   counts one instruction for the whole repetition: such a block counts
+   nothing, an undercount of one instruction per rep-string execution.
+   The count word carries the instructions beyond one per reference: the
+   reader's core advances one instruction at every reference of a stream
+   without block tables, as for valgrind's tool with --blocks=no. */
 static dr_emit_flags_t bb_analysis(void *dc, void *tag, instrlist_t *bb, bool for_trace, bool translating, void **user_data)
 {
-    uint n = 0;
+    int n = 0, refs = 0;
     app_pc last = NULL;
+    bool expanded = false;
     for (instr_t *i = instrlist_first_app(bb); i != NULL; i = instr_get_next_app(i)) {
         app_pc pc = instr_get_app_pc(i);
-        if (!instr_is_label(i) && pc != last) {
+        if (instr_is_label(i))
+            continue;
+        if (pc == last)
+            expanded = true;
+        else
             n++;
-            last = pc;
-        }
+        last = pc;
+        refs += refs_of(i);
     }
+    n = expanded || refs >= n ? 0 : n - refs;
     *user_data = (void *)(ptr_uint_t)n;
     return DR_EMIT_DEFAULT;
 }

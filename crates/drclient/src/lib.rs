@@ -38,3 +38,16 @@ pub fn dynamorio() -> Result<DynamoRio, String> {
     }
     Ok(d)
 }
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    fn dynamorio_and_the_client_were_built() {
+        let d = super::dynamorio().unwrap();
+        assert!(d.library.ends_with("libdynamorio.so"), "{}", d.library.display());
+        for c in ["libsplabdr.so", "libsplabdr_null.so", "libsplabdr_count.so"] {
+            assert!(d.clients.join(c).is_file(), "{c} missing from {}", d.clients.display());
+        }
+    }
+}
