@@ -2,7 +2,9 @@
 //! build made them (x86-64 Linux). `build.rs` compiles `client/ring.c`
 //! (the reference stream written into splab's rings) and the two clients
 //! that measure DynamoRIO's own cost (`client/null.c`, `client/count.c`)
-//! against the DynamoRIO that the dynamorio-sys crate builds.
+//! against DynamoRIO, which it builds from source with CMake (when cmake
+//! is missing or a step fails, splab is built without them and
+//! `dynamorio()` says why).
 
 use std::path::PathBuf;
 
