@@ -86,20 +86,21 @@ fn main() {
                 println!("cargo:rerun-if-changed={}", d.display());
             }
             println!("cargo:warning=DynamoRIO client not built: {}", e.why);
-            println!("cargo:rustc-env=SPLAB_DR_MISSING=the DynamoRIO client was not built ({})", e.why);
+            println!("cargo:rustc-env=SPLAB_DR_MISSING=the DynamoRIO client was not built: {}", e.why);
         }
     }
 }
 
-/// The directories of PATH, searched for `program`; `package` is the
-/// Debian package that has it.
+/// Whether `program` is in a directory of PATH; `package` is the Debian
+/// package that has it. When it is not, those directories are watched,
+/// so that installing it runs this script again.
 fn on_path(program: &str, package: &str) -> Result<(), NotBuilt> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let dirs: Vec<PathBuf> = std::env::split_paths(&path).filter(|d| d.is_absolute() && d.is_dir()).collect();
     if dirs.iter().any(|d| d.join(program).is_file()) {
         return Ok(());
     }
-    Err(NotBuilt { why: format!("{program} is not installed: install it (Debian: apt-get install {package}) and rebuild splab"), watch: dirs })
+    Err(NotBuilt { why: format!("{program} is not installed; install it (Debian: apt-get install {package}) and rebuild splab"), watch: dirs })
 }
 
 /// The built DynamoRIO tree (`include/`, `lib64/release/`, `ext/`),
@@ -116,6 +117,8 @@ fn dynamorio(out: &Path) -> Result<PathBuf, NotBuilt> {
     let home = top.join("dynamorio-11.90.1");
     std::fs::create_dir_all(&home).map_err(|e| format!("mkdir {}: {e}", home.display()))?;
     let lock = File::create(home.join("lock")).map_err(|e| format!("{}: {e}", home.join("lock").display()))?;
+    // Held until this returns: another cargo run that needs the same
+    // build waits here, then finds it built.
     lock.lock().map_err(|e| format!("lock {}: {e}", home.join("lock").display()))?;
     let build = home.join("build");
     let built = home.join("built");
@@ -123,8 +126,8 @@ fn dynamorio(out: &Path) -> Result<PathBuf, NotBuilt> {
     if std::fs::read_to_string(&built).is_ok_and(|c| c == config) && build.join("lib64/release/libdynamorio.so").is_file() {
         return Ok(build);
     }
-    let _ = std::fs::remove_file(&built);
     let src = source(&home)?;
+    let _ = std::fs::remove_file(&built);
     // A build left unfinished (stopped) from the same source goes on;
     // any other is started again.
     let cache = std::fs::read_to_string(build.join("CMakeCache.txt")).unwrap_or_default();
