@@ -52,6 +52,11 @@ pub struct RunOptArgs {
     /// Programs: the valgrind to run them under.
     #[arg(long, value_name = "PATH", default_value = "valgrind")]
     pub valgrind: std::path::PathBuf,
+    /// Programs: what runs them and writes their references: splab's
+    /// valgrind tool, or its DynamoRIO client (loads and stores in full
+    /// detail, no block tables or map events, no --sample yet).
+    #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", value_parser = splab_trace::online::Frontend::parse)]
+    pub frontend: splab_trace::online::Frontend,
     /// Use one host thread (by default the cache model of large batches
     /// runs on a second one); the results are the same. For running many
     /// simulations at once.
@@ -63,7 +68,7 @@ impl RunOptArgs {
     /// The options of a run with a progress bar unless `quiet`, a
     /// program's input splab's own.
     pub fn opts(&self, quiet: bool) -> RunOpts {
-        RunOpts { quiet, single_thread: self.single_thread, io: ProgramIo { stdin: Io::Inherit, stdout: self.output.clone(), valgrind: self.valgrind.clone() }, profile: None }
+        RunOpts { quiet, single_thread: self.single_thread, io: ProgramIo { stdin: Io::Inherit, stdout: self.output.clone(), valgrind: self.valgrind.clone(), frontend: self.frontend }, profile: None }
     }
 }
 

@@ -210,17 +210,19 @@ fn requests(a: &WorkloadParams, _: Option<PageLayout>, cfg: &Config) -> Result<B
 }
 
 /// Where a program run online reads its standard input and writes its
-/// standard output, and the valgrind it runs under.
+/// standard output, and what it runs under (the front end; valgrind's
+/// path).
 #[derive(Clone, Debug)]
 pub struct ProgramIo {
     pub stdin: Io,
     pub stdout: Io,
     pub valgrind: std::path::PathBuf,
+    pub frontend: splab_trace::online::Frontend,
 }
 
 impl Default for ProgramIo {
     fn default() -> ProgramIo {
-        ProgramIo { stdin: Io::Null, stdout: Io::Null, valgrind: "valgrind".into() }
+        ProgramIo { stdin: Io::Null, stdout: Io::Null, valgrind: "valgrind".into(), frontend: Default::default() }
     }
 }
 
@@ -231,7 +233,7 @@ pub fn online(spec: &RunSpec, io: &ProgramIo) -> Result<Online, Fail> {
         return Err(Fail::Input("--pages: a program takes the layout the kernel gives it (compare runs superpages off and on)".into()));
     }
     let run_as = spec.user.as_deref().map(user).transpose().map_err(Fail::Input)?;
-    let mut w = Online::new(spec.program.iter().map(Into::into).collect(), io.valgrind.clone()).map_err(Fail::Input)?;
+    let mut w = Online::new(spec.program.iter().map(Into::into).collect(), io.valgrind.clone(), io.frontend).map_err(Fail::Input)?;
     w.sample = spec.sample.as_deref().map(Sample::parse).transpose().map_err(Fail::Input)?;
     w.stdout = io.stdout.clone();
     w.user = run_as;

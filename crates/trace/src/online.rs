@@ -1,5 +1,7 @@
 //! A real program run online (`splab sim -- PROG ARGS`): the program runs
-//! under splab's valgrind tool (tools/vgtrace, `--ring`) and its
+//! under splab's valgrind tool (tools/vgtrace, `--ring`), or under
+//! DynamoRIO with splab's client (crates/drclient, `--frontend
+//! dynamorio`: the same rings and words, fewer kinds of them), and its
 //! references go straight into the simulated system as it runs; no trace
 //! file is written.
 //!
@@ -79,7 +81,7 @@
 //! `splab bench --only-program` prints the full-detail figure beside the
 //! sampled one.
 
-use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version};
+use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version, which};
 use crate::replay::{Failure, Run};
 use crate::{vgraw, Event, Kind, Origin, Ref, Region, MAX_NAME};
 use serde::Serialize;
@@ -407,10 +409,34 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
+/// What runs the program and writes its stream into the rings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Frontend {
+    /// splab's valgrind tool (tools/vgtrace): every word the reader
+    /// knows, block tables included.
+    #[default]
+    Valgrind,
+    /// splab's DynamoRIO client (crates/drclient/client/ring.c): loads,
+    /// stores, counts of instructions, forks, execs and ends; no block
+    /// tables and no map events.
+    DynamoRio,
+}
+
+impl Frontend {
+    pub fn parse(s: &str) -> Result<Frontend, String> {
+        match s {
+            "valgrind" => Ok(Frontend::Valgrind),
+            "dynamorio" => Ok(Frontend::DynamoRio),
+            _ => Err(format!("--frontend {s:?}: expected valgrind or dynamorio")),
+        }
+    }
+}
+
 /// The workload: a program run online.
 pub struct Online {
     pub program: Vec<OsString>,
     pub valgrind: PathBuf,
+    pub frontend: Frontend,
     pub stdin: Io,
     pub stdout: Io,
     pub sample: Option<Sample>,
@@ -422,18 +448,26 @@ pub struct Online {
 }
 
 impl Online {
-    /// Checks that the program exists and valgrind and the tool are
-    /// there, so that a bad request is reported before the system is built.
-    pub fn new(program: Vec<OsString>, valgrind: PathBuf) -> Result<Online, String> {
+    /// Checks that the program exists and the front end (valgrind and the
+    /// tool, or DynamoRIO and the client) is there, so that a bad request
+    /// is reported before the system is built.
+    pub fn new(program: Vec<OsString>, valgrind: PathBuf, frontend: Frontend) -> Result<Online, String> {
         let Some(prog) = program.first() else {
             return Err("no program after `--` (usage: splab sim [OPTIONS] -- PROG ARGS...)".into());
         };
         if !find_program(Path::new(prog)) {
             return Err(format!("program {prog:?} not found"));
         }
-        valgrind_version(&valgrind)?;
-        splabtrace_lib()?;
-        Ok(Online { program, valgrind, stdin: Io::Inherit, stdout: Io::Inherit, sample: None, user: None, bad_input: false, result: None })
+        match frontend {
+            Frontend::Valgrind => {
+                valgrind_version(&valgrind)?;
+                splabtrace_lib()?;
+            }
+            Frontend::DynamoRio => {
+                splab_drclient::dynamorio()?;
+            }
+        }
+        Ok(Online { program, valgrind, frontend, stdin: Io::Inherit, stdout: Io::Inherit, sample: None, user: None, bad_input: false, result: None })
     }
 }
 
@@ -1253,8 +1287,16 @@ pub fn sweep(dir: &Path, prefix: &str) {
 
 impl Online {
     fn go(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, Failure> {
-        let version = valgrind_version(&self.valgrind).map_err(|e| Failure { msg: e, input: true })?;
-        let lib = splabtrace_lib().map_err(|e| Failure { msg: e, input: true })?;
+        if self.frontend == Frontend::DynamoRio && self.sample.is_some() {
+            return Err(Failure { msg: "--sample: the DynamoRIO front end writes every reference in detail (no sampling yet); use --frontend valgrind".into(), input: true });
+        }
+        let (version, lib) = match self.frontend {
+            Frontend::Valgrind => (
+                valgrind_version(&self.valgrind).map_err(|e| Failure { msg: e, input: true })?,
+                splabtrace_lib().map_err(|e| Failure { msg: e, input: true })?,
+            ),
+            Frontend::DynamoRio => ("DynamoRIO 11.90 (dynamorio-sys)".to_string(), PathBuf::new()),
+        };
         let shm = Path::new("/dev/shm");
         let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
@@ -1286,26 +1328,32 @@ impl Online {
             .custom_flags(libc::O_NONBLOCK)
             .open(&ctl_path)
             .map_err(|e| fail(format!("open {}: {e}", ctl_path.display())))?;
-        let mut ring_arg = OsString::from("--ring=");
-        ring_arg.push(dir);
-        let mut cmd = Command::new(&self.valgrind);
-        cmd.env("VALGRIND_LIB", lib)
-            .args(["--tool=splabtrace", "-q", "--trace-children=yes", "--ifetch=no"])
-            .arg(ring_arg)
-            .arg(format!("--reader={}", std::process::id()))
-            .args(self.sample.map(|s| {
-                let sets = warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size());
-                [format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--filter-sets={sets}")]
-            }).into_iter().flatten())
-            .arg("--")
-            .args(&self.program)
-            .stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
+        let mut cmd = match self.frontend {
+            Frontend::Valgrind => {
+                let mut ring_arg = OsString::from("--ring=");
+                ring_arg.push(dir);
+                let mut cmd = Command::new(&self.valgrind);
+                cmd.env("VALGRIND_LIB", lib)
+                    .args(["--tool=splabtrace", "-q", "--trace-children=yes", "--ifetch=no"])
+                    .arg(ring_arg)
+                    .arg(format!("--reader={}", std::process::id()))
+                    .args(self.sample.map(|s| {
+                        let sets = warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size());
+                        [format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--filter-sets={sets}")]
+                    }).into_iter().flatten())
+                    .arg("--")
+                    .args(&self.program);
+                cmd
+            }
+            Frontend::DynamoRio => self.dynamorio_command(dir)?,
+        };
+        cmd.stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
             .stdout(self.stdout.stdio(true).map_err(|e| Failure { msg: e, input: true })?);
         if let Some((uid, gid)) = self.user {
             // Dropping from root, std also clears the supplementary groups.
             cmd.uid(uid).gid(gid);
         }
-        let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start {}: {e}", self.valgrind.display())))?;
+        let mut child = cmd.spawn().map_err(|e| fail(format!("cannot start {}: {e}", cmd.get_program().to_string_lossy())))?;
         let drain = child.stdout.take().map(|mut o| std::thread::spawn(move || std::io::copy(&mut o, &mut std::io::sink())));
         let out = ProgramRun { program: self.program.iter().map(|a| a.to_string_lossy().into_owned()).collect(), valgrind: version, ..Default::default() };
         let mut st = State::new(sys, dir, ctl, out, self.sample);
@@ -1322,6 +1370,29 @@ impl Online {
             let _ = d.join();
         }
         self.report(st, status)
+    }
+
+    /// The program under DynamoRIO: `libdynamorio.so` is executed in its
+    /// place, with the program's own arguments (its name as argv[0]) and
+    /// its path in `DYNAMORIO_EXE_PATH`, and loads it (DynamoRIO's early
+    /// injection, what its `drrun` does); the options, the client among
+    /// them, come from `DYNAMORIO_OPTIONS`, which DynamoRIO passes on to
+    /// every process it follows into (forks and execs).
+    fn dynamorio_command(&self, dir: &Path) -> Result<Command, Failure> {
+        use std::os::unix::process::CommandExt;
+        let dr = splab_drclient::dynamorio().map_err(|e| Failure { msg: e, input: true })?;
+        let prog = &self.program[0];
+        let exe = which(Path::new(prog)).ok_or_else(|| Failure { msg: format!("program {prog:?} not found"), input: true })?;
+        let client = dr.ring_client();
+        for p in [dir, client.as_path()] {
+            if p.to_string_lossy().contains(['\'', ';', ' ']) {
+                return Err(fail(format!("{}: a path DynamoRIO's options cannot carry (a quote, semicolon or space)", p.display())));
+            }
+        }
+        let options = format!("-code_api -client_lib '{};0;--ring={} --reader={}'", client.display(), dir.display(), std::process::id());
+        let mut cmd = Command::new(&dr.library);
+        cmd.arg0(prog).args(&self.program[1..]).env("DYNAMORIO_OPTIONS", options).env("DYNAMORIO_EXE_PATH", exe);
+        Ok(cmd)
     }
 
     fn report(&mut self, st: State, status: ExitStatus) -> Result<WorkloadResult, Failure> {

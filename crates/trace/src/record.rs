@@ -145,10 +145,15 @@ pub fn valgrind_version(valgrind: &Path) -> Result<String, String> {
 
 /// Whether `prog` names an executable file, directly or on PATH.
 pub(crate) fn find_program(prog: &Path) -> bool {
+    which(prog).is_some()
+}
+
+/// The file `prog` names, directly (with a slash) or on PATH.
+pub(crate) fn which(prog: &Path) -> Option<PathBuf> {
     if prog.as_os_str().as_bytes().contains(&b'/') {
-        return prog.is_file();
+        return prog.is_file().then(|| prog.to_path_buf());
     }
-    std::env::var_os("PATH").is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(prog).is_file()))
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(prog)).find(|p| p.is_file())
 }
 
 /// The program image and loader mappings in `/proc/PID/maps` of the

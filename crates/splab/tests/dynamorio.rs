@@ -1,0 +1,76 @@
+//! `splab sim --frontend dynamorio -- PROG`: the program runs under
+//! splab's DynamoRIO client (crates/drclient) instead of the valgrind
+//! tool. Its stream has every load and store and counts of instructions
+//! (no block tables, no map events), so the checks are the program's
+//! status, its processes, and references in the same range as valgrind's
+//! (the two split instructions into references differently). Nothing
+//! here checks a timing.
+
+mod needs;
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+fn splab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_splab")).args(args).output().expect("run splab")
+}
+
+/// The `program` object of a successful run's JSON.
+fn program(args: &[&str]) -> Value {
+    let out = splab(args);
+    assert!(out.status.success(), "splab {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    v["program"].clone()
+}
+
+fn num(p: &Value, k: &str) -> f64 {
+    p[k].as_u64().unwrap_or_else(|| panic!("no {k} in {p}")) as f64
+}
+
+/// A file of `n` lines, each a number below 7919 in a fixed scrambled
+/// order (text for xz to compress).
+fn numbers(n: u32) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("splab-dynamorio-test-{}", std::process::id()));
+    std::fs::write(&path, (0..n).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
+    path
+}
+
+#[test]
+fn true_and_a_short_xz_give_references_near_valgrinds() {
+    needs::online();
+    let file = numbers(20_000);
+    let f = file.to_str().unwrap();
+    for prog in [&["true"][..], &["xz", "-6", "-T1", "-c", f][..]] {
+        let run = |fe: &str| program(&[&["sim", "--json", "--memory", "512M", "--frontend", fe, "--"][..], prog].concat());
+        let (dr, vg) = (run("dynamorio"), run("valgrind"));
+        assert_eq!(dr["exit_status"], 0, "{dr}");
+        assert_eq!(dr["processes"], 1, "{dr}");
+        let ratio = num(&dr, "refs") / num(&vg, "refs");
+        assert!((0.8..1.25).contains(&ratio), "{prog:?}: references {} under DynamoRIO, {} under valgrind", dr["refs"], vg["refs"]);
+        let ratio = num(&dr, "instructions") / num(&vg, "instructions");
+        assert!((0.8..1.25).contains(&ratio), "{prog:?}: instructions {} under DynamoRIO, {} under valgrind", dr["instructions"], vg["instructions"]);
+    }
+    std::fs::remove_file(file).unwrap();
+}
+
+#[test]
+fn a_shell_that_forks_and_execs_is_followed() {
+    needs::online();
+    let p = program(&["sim", "--json", "--memory", "512M", "--frontend", "dynamorio", "--", "sh", "-c", "ls / > /dev/null; echo done"]);
+    assert_eq!(p["exit_status"], 0, "{p}");
+    assert!(num(&p, "forks") >= 1.0 && num(&p, "execs") >= 1.0 && num(&p, "processes") >= 3.0, "{p}");
+    assert!(num(&p, "refs") > 10_000.0, "{p}");
+}
+
+#[test]
+fn the_exit_status_passes_through_and_bad_requests_exit_2() {
+    needs::online();
+    let out = splab(&["sim", "--memory", "256M", "--frontend", "dynamorio", "--", "sh", "-c", "exit 7"]);
+    assert_eq!(out.status.code(), Some(7), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = splab(&["sim", "--frontend", "pin", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pin"), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = splab(&["sim", "--frontend", "dynamorio", "--sample", "1M:10M", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--sample"), "{}", String::from_utf8_lossy(&out.stderr));
+}
