@@ -65,6 +65,8 @@ impl From<String> for NotBuilt {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=client");
+    // The system calls the valgrind tool runs without a gate, shared.
+    println!("cargo:rerun-if-changed=../../tools/vgtrace/local_syscalls.h");
     println!("cargo:rerun-if-changed=dr-source/Cargo.lock");
     println!("cargo:rerun-if-env-changed=SPLAB_DYNAMORIO_SRC");
     println!("cargo:rerun-if-env-changed=CXX");
@@ -276,6 +278,7 @@ fn clients(out: &Path, dr: &Path) -> Result<(), String> {
         cmd.args(["-O2", "-g", "-Wall", "-shared", "-fPIC", "-DLINUX", "-DX86_64"])
             .arg(format!("-I{}", inc.display()))
             .arg(format!("-I{}", ext_inc.display()))
+            .arg(format!("-I{}", manifest.join("../../tools/vgtrace").display()))
             .arg(manifest.join("client").join(src))
             .arg("-o")
             .arg(out.join(name));

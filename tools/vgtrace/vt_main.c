@@ -641,15 +641,9 @@ static Bool is_fork(UInt sysno, UWord* args)
 static Bool is_local(UInt sysno)
 {
    switch (sysno) {
-      case __NR_mmap: case __NR_munmap: case __NR_mprotect: case __NR_madvise:
-      case __NR_brk: case __NR_mremap: case __NR_rt_sigprocmask:
-      case __NR_rt_sigaction: case __NR_sigaltstack: case __NR_getpid:
-      case __NR_gettid: case __NR_getuid: case __NR_geteuid: case __NR_getgid:
-      case __NR_getegid: case __NR_arch_prctl: case __NR_set_tid_address:
-      case __NR_set_robust_list: case __NR_prlimit64: case __NR_getrandom:
-      case __NR_uname: case __NR_clock_gettime: case __NR_gettimeofday:
-      case __NR_clock_getres: case __NR_sched_getaffinity: case __NR_fstat:
-      case __NR_lseek: case __NR_getcwd:
+#define LOCAL_SYSCALL(name) case __NR_##name:
+#include "local_syscalls.h"
+#undef LOCAL_SYSCALL
       case 334: /* rseq */
          return True;
       default:

@@ -345,6 +345,16 @@ static dr_emit_flags_t bb_app2app(void *dc, void *tag, instrlist_t *bb, bool for
     return DR_EMIT_DEFAULT;
 }
 
+/* Whether memory operand `d`, written by `inst`, is also one it reads:
+   a modify (add [m], r), one reference as valgrind's tool writes it. */
+static bool also_read(instr_t *inst, opnd_t d)
+{
+    for (int i = 0; i < instr_num_srcs(inst); i++)
+        if (opnd_same(d, instr_get_src(inst, i)))
+            return true;
+    return false;
+}
+
 /* The references bb_insert writes for `inst` (a modify is one). */
 static int refs_of(instr_t *inst)
 {
@@ -357,14 +367,7 @@ static int refs_of(instr_t *inst)
     if (writes)
         for (int j = 0; j < instr_num_dsts(inst); j++) {
             opnd_t d = instr_get_dst(inst, j);
-            if (!opnd_is_memory_reference(d))
-                continue;
-            bool modify = false;
-            if (reads)
-                for (int i = 0; i < instr_num_srcs(inst); i++)
-                    if (opnd_same(d, instr_get_src(inst, i)))
-                        modify = true;
-            if (!modify)
+            if (opnd_is_memory_reference(d) && !(reads && also_read(inst, d)))
                 n++;
         }
     return n;
@@ -429,14 +432,7 @@ static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *
     if (writes) {
         for (int j = 0; j < instr_num_dsts(inst); j++) {
             opnd_t d = instr_get_dst(inst, j);
-            if (!opnd_is_memory_reference(d))
-                continue;
-            bool modify = false;
-            if (reads)
-                for (int i = 0; i < instr_num_srcs(inst); i++)
-                    if (opnd_same(d, instr_get_src(inst, i)))
-                        modify = true;
-            if (!modify)
+            if (opnd_is_memory_reference(d) && !(reads && also_read(inst, d)))
                 insert_ref(dc, bb, inst, d, K_STORE);
         }
     }
@@ -450,19 +446,15 @@ static bool filter_syscall(void *dc, int sysnum)
     return true;
 }
 
-/* System calls that touch nothing outside the process (vt_main.c's list). */
+/* System calls that touch nothing outside the process (the list the
+   valgrind tool keeps too, tools/vgtrace/local_syscalls.h). */
 static bool is_local(int sysno)
 {
     switch (sysno) {
-    case SYS_mmap: case SYS_munmap: case SYS_mprotect: case SYS_madvise:
-    case SYS_brk: case SYS_mremap: case SYS_rt_sigprocmask:
-    case SYS_rt_sigaction: case SYS_sigaltstack: case SYS_getpid:
-    case SYS_gettid: case SYS_getuid: case SYS_geteuid: case SYS_getgid:
-    case SYS_getegid: case SYS_arch_prctl: case SYS_set_tid_address:
-    case SYS_set_robust_list: case SYS_prlimit64: case SYS_getrandom:
-    case SYS_uname: case SYS_clock_gettime: case SYS_gettimeofday:
-    case SYS_clock_getres: case SYS_sched_getaffinity: case SYS_fstat:
-    case SYS_lseek: case SYS_getcwd: case 334 /* rseq */:
+#define LOCAL_SYSCALL(name) case SYS_##name:
+#include "local_syscalls.h"
+#undef LOCAL_SYSCALL
+    case 334: /* rseq */
         return true;
     default:
         return false;
