@@ -453,9 +453,9 @@ impl System {
             if last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
                 && xlat == 0
                 && walks_end == w0 as u32
-                && last.write() == write
+                && last.write == write
                 && !fetch
-                && !last.fetch()
+                && !last.fetch
                 && self.marks.last().is_none_or(|m| m.at as usize != n)
                 && last.repeats < u16::MAX
                 && (place == NO_PLACE && last.place == NO_PLACE || place != NO_PLACE && last.place != NO_PLACE && last.place.wrapping_add(last.repeats + 1) == place)
@@ -472,7 +472,7 @@ impl System {
                 }
             }
         }
-        self.batch.push(BatchRef::new(pa, xlat, w0 as u32..walks_end, write, fetch, place));
+        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, fetch, place, repeats: 0, stride: 0 });
         if !fetch {
             self.machine.mem.note_access(pa, write);
         }

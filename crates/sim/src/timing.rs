@@ -71,10 +71,12 @@ pub const NO_PLACE: u16 = u16::MAX;
 pub struct BatchRef {
     pub pa: u64,
     pub xlat: u32,
-    /// Its walks' references: `walks` of them from `walks_start` in the
-    /// batch's walk list.
     pub walks_start: u32,
-    pub walks: u16,
+    pub walks_end: u32,
+    /// A store: its line becomes dirty.
+    pub write: bool,
+    /// An instruction fetch (through the instruction cache).
+    pub fetch: bool,
     /// Its place in the current block (`NO_PLACE`: none); repeats take
     /// the places after it.
     pub place: u16,
@@ -87,49 +89,12 @@ pub struct BatchRef {
     /// `pa + n x stride` (the core's store-to-load matching reads its
     /// word), so that a run is timed as its accesses apart would be.
     pub stride: i8,
-    /// `WRITE` (a store: its line becomes dirty), `FETCH` (an
-    /// instruction fetch, through the instruction cache). One byte, so
-    /// that a reference takes 24 bytes: the translating thread writes
-    /// one for every access, and the timing thread reads it.
-    kind: u8,
 }
 
-const WRITE: u8 = 1;
-const FETCH: u8 = 2;
-const _: () = assert!(std::mem::size_of::<BatchRef>() == 24);
-
 impl BatchRef {
-    /// A reference whose walks made `walks` of the batch's walk
-    /// references.
-    #[inline(always)]
-    pub fn new(pa: u64, xlat: u32, walks: std::ops::Range<u32>, write: bool, fetch: bool, place: u16) -> BatchRef {
-        let kind = if write { WRITE } else { 0 } | if fetch { FETCH } else { 0 };
-        // A walk makes at most a few dozen references (a nested one 24).
-        debug_assert!(walks.end - walks.start <= u32::from(u16::MAX));
-        BatchRef { pa, xlat, walks_start: walks.start, walks: (walks.end - walks.start) as u16, place, repeats: 0, stride: 0, kind }
-    }
-
     /// A data reference outside any block.
     pub fn data(pa: u64, xlat: u32, walks_start: u32, walks_end: u32, write: bool) -> BatchRef {
-        BatchRef::new(pa, xlat, walks_start..walks_end, write, false, NO_PLACE)
-    }
-
-    /// A store.
-    #[inline(always)]
-    pub fn write(&self) -> bool {
-        self.kind & WRITE != 0
-    }
-
-    /// An instruction fetch.
-    #[inline(always)]
-    pub fn fetch(&self) -> bool {
-        self.kind & FETCH != 0
-    }
-
-    /// Its walks' references in the batch's walk list.
-    #[inline(always)]
-    pub fn walk_range(&self) -> std::ops::Range<usize> {
-        self.walks_start as usize..self.walks_start as usize + self.walks as usize
+        BatchRef { pa, xlat, walks_start, walks_end, write, fetch: false, place: NO_PLACE, repeats: 0, stride: 0 }
     }
 }
 
@@ -440,8 +405,8 @@ impl Timing {
         let mut walk = Vec::with_capacity(acc.len() - refs.len());
         let mut k = 0u32;
         for r in refs {
-            walk.extend(k..k + u32::from(r.walks));
-            k += u32::from(r.walks);
+            walk.extend(k..k + (r.walks_end - r.walks_start));
+            k += r.walks_end - r.walks_start;
             data.push(k);
             k += 1;
         }
@@ -463,7 +428,7 @@ impl Timing {
     /// through the data cache; their misses in program order in `to_l2`.
     fn first_level(&mut self, cpu: usize, refs: &[BatchRef], acc: &mut [(u64, u32)], sel: Option<&[u32]>, to_l2: &mut Vec<u32>) {
         let n = sel.map_or(acc.len(), |s| s.len());
-        if !refs.iter().any(|r| r.fetch()) {
+        if !refs.iter().any(|r| r.fetch) {
             self.l1[cpu].pass(acc, sel, to_l2, 0);
             self.cache_hits[0] += (n - to_l2.len()) as u64;
             return;
@@ -473,8 +438,8 @@ impl Timing {
         let mut fetch = vec![false; acc.len()];
         let mut k = 0usize;
         for r in refs {
-            k += r.walks as usize + 1;
-            fetch[k - 1] = r.fetch();
+            k += (r.walks_end - r.walks_start) as usize + 1;
+            fetch[k - 1] = r.fetch;
         }
         let all: Vec<u32>;
         let sel = match sel {
@@ -517,8 +482,8 @@ impl Timing {
         acc.reserve(refs.len() + walks.len());
         let mut repeats = 0u64;
         for r in refs {
-            if r.walks != 0 {
-                acc.extend(walks[r.walk_range()].iter().map(|&w| (w, 0)));
+            if r.walks_start != r.walks_end {
+                acc.extend(walks[r.walks_start as usize..r.walks_end as usize].iter().map(|&w| (w, 0)));
             }
             acc.push((r.pa, 0));
             repeats += u64::from(r.repeats);
@@ -583,7 +548,7 @@ impl Timing {
             // references', then its data's fill), then its store.
             let (mut e, mut k) = (0, 0);
             for r in refs {
-                k += r.walks as usize + 1;
+                k += (r.walks_end - r.walks_start) as usize + 1;
                 while let Some(&(v, line)) = evicted.get(e).filter(|x| (x.0 as usize) < k) {
                     if d.take(line) {
                         self.writebacks += 1;
@@ -591,7 +556,7 @@ impl Timing {
                     }
                     e += 1;
                 }
-                if r.write() {
+                if r.write {
                     d.mark(r.pa >> LINE_SHIFT);
                 }
             }
@@ -624,7 +589,7 @@ impl Timing {
                 apply(core, blocks, mk.what);
                 m += 1;
             }
-            let nw = r.walks as usize;
+            let nw = (r.walks_end - r.walks_start) as usize;
             let mut a = RefTime { xlat: r.xlat, walked: nw > 0, ..RefTime::default() };
             if nw > 0 {
                 for i in k..k + nw {
@@ -643,7 +608,7 @@ impl Timing {
                 a.stream_line = lines[k];
             }
             k += 1;
-            if r.fetch() {
+            if r.fetch {
                 core.fetch(&a);
                 continue;
             }
@@ -657,17 +622,17 @@ impl Timing {
                 }
             };
             if r.place == NO_PLACE && core.looped.is_some() {
-                core.loop_reference(blocks, &a, r.write(), r.pa);
+                core.loop_reference(blocks, &a, r.write, r.pa);
             } else {
                 let p = place(core, 0);
-                core.reference_inline(blocks, p, &a, r.write(), r.pa);
+                core.reference_inline(blocks, p, &a, r.write, r.pa);
             }
             if r.repeats > 0 {
                 let hit = RefTime { data: l1, ..RefTime::default() };
                 for n in 1..=r.repeats {
                     let p = place(core, n);
                     let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
-                    core.reference(blocks, p, &hit, r.write(), pa);
+                    core.reference(blocks, p, &hit, r.write, pa);
                 }
             }
         }
@@ -1022,7 +987,7 @@ mod tests {
             a.run_batch(1, chunk, &walks, &[]);
         }
         for r in &refs {
-            b.charge(1, r.xlat, &walks[r.walk_range()], r.pa, false, r.write());
+            b.charge(1, r.xlat, &walks[r.walks_start as usize..r.walks_end as usize], r.pa, false, r.write);
         }
         assert_eq!(a.cycles(1), b.cycles(1));
         assert!(a.cycles(1) > 0.0);
