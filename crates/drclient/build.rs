@@ -65,8 +65,10 @@ impl From<String> for NotBuilt {
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=client");
-    // The system calls the valgrind tool runs without a gate, shared.
+    // What the valgrind tool shares with the client: the system calls
+    // run without a gate, the ring's format.
     println!("cargo:rerun-if-changed=../../tools/vgtrace/local_syscalls.h");
+    println!("cargo:rerun-if-changed=../../tools/vgtrace/ring_format.h");
     println!("cargo:rerun-if-changed=dr-source/Cargo.lock");
     println!("cargo:rerun-if-env-changed=SPLAB_DYNAMORIO_SRC");
     println!("cargo:rerun-if-env-changed=CXX");

@@ -17,7 +17,9 @@ fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let src = manifest.join("../../tools/vgtrace/vt_main.c");
     println!("cargo:rerun-if-changed={}", src.display());
-    println!("cargo:rerun-if-changed={}", manifest.join("../../tools/vgtrace/local_syscalls.h").display());
+    for h in ["local_syscalls.h", "ring_format.h"] {
+        println!("cargo:rerun-if-changed={}", manifest.join("../../tools/vgtrace").join(h).display());
+    }
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-env-changed=SPLAB_NO_VGTOOL");
     println!("cargo:rerun-if-changed={INC}/pub_tool_basics.h");

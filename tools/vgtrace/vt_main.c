@@ -150,18 +150,17 @@ static ULong icount;             /* instructions since the last count word */
 static Int out_fd = -1;
 static Bool in_child = False;    /* with --out, a forked child writes nothing */
 
+/* The ring's format and the words both front ends write; the valgrind
+   tool's own words below. */
+#include "ring_format.h"
 #define W_MAP   0x80ULL
 #define W_UNMAP 0x81ULL
-#define W_INSN  0x82ULL
-#define W_FORK  0x83ULL
 #define W_SKIP  0x84ULL
 #define W_MODE  0x85ULL
-#define W_THREAD 0x89ULL
 #define W_AGAIN  0x8aULL
 #define W_TIMED  0x8bULL
 /* Set in a 0x8a word written in lockstep. */
 #define AGAIN_IN_LOCKSTEP (1ULL << 8)
-#define W_END   0xfeULL
 #define W_NOP   0xffULL
 
 /* ---- the shared ring (--ring) ----
@@ -192,20 +191,6 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
    gate at once and pays nothing; it runs in lockstep from its first
    fork on (parent and child), and a program exec'd into a process in
    lockstep is granted gate by gate from its first. */
-#define NSLOTS     32
-#define SLOT_WORDS (1u << 18)    /* 2 MiB */
-#define RING_MAGIC 0x32474e49524c5053ULL   /* "SPLRING2" */
-#define R_PUBLISHED 4
-#define R_CONSUMED  5
-#define R_TOOL_WAITS 6
-#define R_ENDED     7
-#define R_GRANTED   8
-#define R_GATE      9
-#define R_AT_GATE   10
-#define R_IN_CALL   11
-#define R_LENS      16
-#define RING_HEADER 512          /* words: one 4 KiB page */
-#define ALL_GATES   (~0ULL)
 
 static volatile ULong* ring;     /* the mapped ring file, or NULL */
 static ULong ring_published;

@@ -59,25 +59,9 @@ static long raw_syscall(long n, long a, long b, long c, long d)
     return ret;
 }
 
-#define W_INSN 0x82ULL
-#define W_FORK 0x83ULL
-#define W_THREAD 0x89ULL
-#define W_END 0xfeULL
+/* The ring's format and the words both front ends write. */
+#include "ring_format.h"
 
-#define NSLOTS 32
-#define SLOT_WORDS (1u << 18)
-#define RING_MAGIC 0x32474e49524c5053ULL /* "SPLRING2" */
-#define R_PUBLISHED 4
-#define R_CONSUMED 5
-#define R_TOOL_WAITS 6
-#define R_ENDED 7
-#define R_GRANTED 8
-#define R_GATE 9
-#define R_AT_GATE 10
-#define R_IN_CALL 11
-#define R_LENS 16
-#define RING_HEADER 512
-#define ALL_GATES (~0ULL)
 /* Words kept free at a slot's end for the count word and the end. */
 #define TAIL_WORDS 4
 
