@@ -314,16 +314,12 @@ fn insert_after(t: &mut Table, after: &str, key: &str, value: f64, why: String) 
     }
 }
 
-/// The base profile a calibrated profile's header names (`... come from
-/// NAME.toml ...`).
+/// The built-in profile a calibrated profile's header names as its base
+/// (`... come from NAME.toml ...`).
 fn header_base(text: &str) -> Option<String> {
     let line = text.lines().take_while(|l| l.starts_with('#')).find(|l| l.contains("come from "))?;
     let rest = &line[line.find("come from ")? + "come from ".len()..];
     let name = &rest[..rest.find(".toml")?];
-    default_known(name)
-}
-
-fn default_known(name: &str) -> Option<String> {
     splab_hw::profile::BUILTIN.iter().any(|(n, _)| *n == name).then(|| name.to_string())
 }
 
