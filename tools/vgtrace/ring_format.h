@@ -1,5 +1,5 @@
 /* The shared-memory ring the front ends write a program's references
-   into and splab reads (crates/trace/src/online.rs holds the same
+   into and splab reads (crates/trace/src/online/ring.rs holds the same
    numbers): its slots, the header's words, and the codes of the words
    both front ends write. Included by the valgrind tool
    (tools/vgtrace/vt_main.c) and the DynamoRIO client

@@ -51,14 +51,14 @@
    to the same line and, for a store, wrote it. splab chooses S as the
    first-level data cache's sets, at most a page's lines, so such a
    reference would change no cache's replacement state
-   (crates/trace/src/online.rs says what stays approximate). The filter
+   (crates/trace/src/online/sample.rs says what stays approximate). The filter
    is emptied when warming starts and at every map, unmap and fork. Each
    filtered reference is a few more inline statements: the line, its
    filter entry, a compare, and the buffer pointer advanced by 0 or 8.
 
    Two ways out. --out=PATH writes the stream into a file or FIFO (the
    `splab trace record` path; a forked child writes nothing). --ring=DIR
-   (for `splab sim -- PROG`, crates/trace/src/online.rs) writes it into
+   (for `splab sim -- PROG`, crates/trace/src/online/) writes it into
    shared memory: each process (the first, every forked child, every
    program a process execs, with --trace-children=yes) creates its own
    ring file DIR/r.PID.N, maps it shared and announces it with one line
@@ -70,7 +70,7 @@
    megabytes), no copy and no system call per reference. Several
    processes run in lockstep, one at a time as the reader grants them
    (the ring header's comment below). The header is documented beside
-   RING_* below; online.rs must agree.
+   RING_* below; online/ring.rs must agree.
 
    Build: see crates/trace/build.rs (or tools/vgtrace/Makefile). */
 
@@ -187,7 +187,7 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
    The reader grants one process at a time, and only when every other is
    at a gate or asleep in the kernel, so the real processes run one at a
    time in an order the reader takes from their streams alone
-   (crates/trace/src/online.rs says which). A process alone gets every
+   (crates/trace/src/online/procs.rs says which). A process alone gets every
    gate at once and pays nothing; it runs in lockstep from its first
    fork on (parent and child), and a program exec'd into a process in
    lockstep is granted gate by gate from its first. */

@@ -1,7 +1,7 @@
 /* splabdr: a DynamoRIO client that writes a program's loads and stores
    into splab's shared-memory rings, in the words the valgrind tool
    writes (tools/vgtrace/vt_main.c documents the words and the ring;
-   crates/trace/src/online.rs reads both; the three must agree).
+   crates/trace/src/online/ reads both; the three must agree).
 
    Options (the client's arguments): --ring=DIR --reader=PID.
 

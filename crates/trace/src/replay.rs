@@ -238,7 +238,7 @@ impl From<TraceError> for Failure {
 
 /// The state of one process of a run: its simulated pid and CPU, what it
 /// has mapped, and the accesses not yet made. Shared by the replay and the
-/// online run (`online.rs`, one per real process).
+/// online run (`online/procs.rs`, one per real process).
 pub(crate) struct Run {
     pub(crate) pid: Pid,
     pub(crate) cpu: usize,
