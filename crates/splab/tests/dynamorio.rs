@@ -28,9 +28,10 @@ fn num(p: &Value, k: &str) -> f64 {
 }
 
 /// A file of `n` lines, each a number below 7919 in a fixed scrambled
-/// order (text for xz to compress).
-fn numbers(n: u32) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("splab-dynamorio-test-{}", std::process::id()));
+/// order (text for xz to compress), named by `test` (the tests run at
+/// once).
+fn numbers(test: &str, n: u32) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("splab-dynamorio-{test}-{}", std::process::id()));
     std::fs::write(&path, (0..n).map(|i| format!("{}\n", i.wrapping_mul(2654435761) % 7919)).collect::<String>()).unwrap();
     path
 }
@@ -38,7 +39,7 @@ fn numbers(n: u32) -> std::path::PathBuf {
 #[test]
 fn true_and_a_short_xz_give_references_near_valgrinds() {
     needs::online();
-    let file = numbers(20_000);
+    let file = numbers("near", 20_000);
     let f = file.to_str().unwrap();
     for prog in [&["true"][..], &["xz", "-6", "-T1", "-c", f][..]] {
         let run = |fe: &str| program(&[&["sim", "--json", "--memory", "512M", "--frontend", fe, "--"][..], prog].concat());
@@ -73,4 +74,24 @@ fn the_exit_status_passes_through_and_bad_requests_exit_2() {
     let out = splab(&["sim", "--frontend", "dynamorio", "--sample", "1M:10M", "--", "true"]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--sample"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_rerun_gives_the_same_simulated_results() {
+    // The program runs with the same addresses and the same environment
+    // size every time (`Online::dynamorio_command`), so its stream, and
+    // everything simulated from it, repeats exactly, as under valgrind.
+    needs::online();
+    let file = numbers("rerun", 20_000);
+    let f = file.to_str().unwrap();
+    let cmd = format!("xz -6 -T1 -c {f} | xz -d > /dev/null");
+    let run = || {
+        let out = splab(&["sim", "--json", "--memory", "512M", "--frontend", "dynamorio", "--", "sh", "-c", &cmd]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["program"]["deterministic"], true, "{}", v["program"]);
+        (v["program"]["refs"].clone(), v["program"]["instructions"].clone(), v["events"].clone(), v["hw"].clone(), v["cycles"].clone())
+    };
+    assert_eq!(run(), run());
+    std::fs::remove_file(file).unwrap();
 }

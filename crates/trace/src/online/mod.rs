@@ -240,7 +240,9 @@ impl Online {
         let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         sweep(&base, DIR_PREFIX);
-        let dir = base.join(format!("{DIR_PREFIX}{}-{nanos}", std::process::id()));
+        // Of one length whatever the pid and time: under DynamoRIO the
+        // directory is in the program's environment (`dynamorio_command`).
+        let dir = base.join(format!("{DIR_PREFIX}{:010}-{nanos:020}", std::process::id()));
         std::fs::create_dir(&dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
         let r = self.hand_over(&dir).and_then(|()| self.in_dir(sys, &dir, &lib, version, progress));
         let _ = std::fs::remove_dir_all(&dir);
@@ -328,9 +330,26 @@ impl Online {
                 return Err(fail(format!("{}: a path DynamoRIO's options cannot carry (a quote, semicolon or space)", p.display())));
             }
         }
-        let options = format!("-code_api -client_lib '{};0;--ring={} --reader={}'", client.display(), dir.display(), std::process::id());
+        let options = format!("-code_api -client_lib '{};0;--ring={} --reader={:010}'", client.display(), dir.display(), std::process::id());
         let mut cmd = Command::new(&dr.library);
         cmd.arg0(prog).args(&self.program[1..]).env("DYNAMORIO_OPTIONS", options).env("DYNAMORIO_EXE_PATH", exe);
+        // The same addresses on every run, as under valgrind, whose own
+        // address-space manager places the program: without this the
+        // kernel randomises the stack, the heap's start and the
+        // mappings, and what the program does with its addresses (the
+        // loader's and the allocator's alignment work, hashing by address)
+        // differs from run to run.
+        // SAFETY: personality(2) is async-signal-safe; nothing else runs
+        // between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                let cur = libc::personality(0xffff_ffff);
+                if cur != -1 {
+                    libc::personality((cur | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong);
+                }
+                Ok(())
+            });
+        }
         Ok(cmd)
     }
 
