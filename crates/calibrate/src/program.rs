@@ -14,7 +14,7 @@
 //! it, as a program's runs are not bracketed by them.
 //!
 //! What runs in the model is the front end's (`Runner`): it runs the
-//! program under the valgrind tool and simulates it.
+//! program under the valgrind tool or DynamoRIO and simulates it.
 
 use serde::Serialize;
 use splab_hw::profile::Profile;
@@ -89,6 +89,8 @@ pub trait Runner {
     type Error;
     /// Simulates the program with superpages `on` or off on `profile`.
     fn predict(&mut self, on: bool, profile: &Profile) -> Result<Prediction, Self::Error>;
+    /// What runs the program for the model (reported).
+    fn frontend(&self) -> String;
 }
 
 /// One layout: the native runs and the model's run beside them.
@@ -122,6 +124,8 @@ pub struct Report {
     pub program_command: String,
     pub repeat: u32,
     pub rows: Vec<Row>,
+    /// What ran the program for the model (valgrind or DynamoRIO).
+    pub frontend: String,
     /// The model's runs, superpages off and on.
     pub model_off: Prediction,
     pub model_on: Prediction,
@@ -158,6 +162,7 @@ pub fn predict<R: Runner>(setup: &Setup, native: ProgramsReport, profile: &Profi
         program_command: native.command.clone(),
         repeat: setup.repeat,
         rows,
+        frontend: runner.frontend(),
         model_off: off,
         model_on: on,
         native,
@@ -234,8 +239,8 @@ pub fn text(v: &Report) -> String {
     for (name, s) in [("off", &v.model_off), ("on", &v.model_on)] {
         let _ = writeln!(
             o,
-            "model, superpages {name}: {:.3} s simulated ({} references, {} instructions, {} TLB misses, {} promotions) in {:.1} s of host time",
-            s.seconds, s.refs, s.instructions, s.tlb_misses, s.promotions, s.host_seconds
+            "model, superpages {name}: {:.3} s simulated ({} references, {} instructions, {} TLB misses, {} promotions) in {:.1} s of host time under {}",
+            s.seconds, s.refs, s.instructions, s.tlb_misses, s.promotions, s.host_seconds, v.frontend
         );
     }
     o

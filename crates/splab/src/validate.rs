@@ -71,6 +71,9 @@ pub struct ValidateArgs {
     /// Programs: simulate them sampled (`splab sim --sample`).
     #[arg(long, value_name = "DETAIL:PERIOD")]
     pub sample: Option<String>,
+    /// Programs: what runs them in the model, as `sim --frontend`.
+    #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", value_parser = splab_trace::online::Frontend::parse)]
+    pub frontend: splab_trace::online::Frontend,
 }
 
 /// The model's run of `workload` sized by `params`, laid out as `pages`.
@@ -131,7 +134,7 @@ impl validate::Runner for Workloads {
 pub fn cmd(a: &ValidateArgs, out: &Formats) -> Result<i32, Fail> {
     let machine = MachineArgs { machine: Some(a.machine.clone()), arch: None, core_off: a.core_off.clone() };
     if !a.program.is_empty() {
-        let p = validate_program::Validation { machine, program: a.program.clone(), pages: a.pages.clone(), repeat: a.repeat, input: a.input.clone(), sample: a.sample.clone() };
+        let p = validate_program::Validation { machine, program: a.program.clone(), pages: a.pages.clone(), repeat: a.repeat, input: a.input.clone(), sample: a.sample.clone(), frontend: a.frontend };
         return validate_program::cmd(&p, out);
     }
     let setup = input(Setup::new(&a.machine, &a.workloads, &a.layouts, a.repeat, a.quick, a.as_calibrated))?;

@@ -12,7 +12,7 @@ use crate::workload::ProgramIo;
 use splab_calibrate::program::{self, Prediction, Setup};
 use splab_hw::profile::Profile;
 use splab_native::program::Program;
-use splab_trace::online::Io;
+use splab_trace::online::{Frontend, Io};
 
 /// What `splab validate -- PROG` was asked for.
 pub struct Validation {
@@ -26,6 +26,8 @@ pub struct Validation {
     pub input: Option<std::path::PathBuf>,
     /// Simulate sampled (`splab sim --sample`).
     pub sample: Option<String>,
+    /// What runs the program in the model.
+    pub frontend: Frontend,
 }
 
 /// The model's run of the program: online, with its output dropped.
@@ -46,7 +48,7 @@ pub fn promotions(s: &SimRun) -> i64 {
 }
 
 /// The program run online, quietly, with its output dropped.
-struct Online(RunSpec);
+struct Online(RunSpec, Frontend);
 
 impl program::Runner for Online {
     type Error = Fail;
@@ -54,10 +56,10 @@ impl program::Runner for Online {
     fn predict(&mut self, on: bool, profile: &Profile) -> Result<Prediction, Fail> {
         let mut spec = self.0.clone();
         spec.superpages = on;
-        let opts = RunOpts { quiet: true, profile: Some(profile.clone()), io: ProgramIo { stdin: Io::Null, ..ProgramIo::default() }, ..RunOpts::default() };
+        let opts = RunOpts { quiet: true, profile: Some(profile.clone()), io: ProgramIo { stdin: Io::Null, frontend: self.1, ..ProgramIo::default() }, ..RunOpts::default() };
         let s = simulate::simulate(&spec, &opts)?;
         if let Some(status) = simulate::exit_status(s.program.as_ref()) {
-            return Err(Fail::Run(format!("{}: under valgrind the program ended with status {status}, natively it did not", spec.label())));
+            return Err(Fail::Run(format!("{}: under {} the program ended with status {status}, natively it did not", spec.label(), self.1.name())));
         }
         let get = |k: &str| s.program.as_ref().and_then(|p| p.get(k)).and_then(|x| x.as_u64()).unwrap_or(0);
         Ok(Prediction {
@@ -68,6 +70,10 @@ impl program::Runner for Online {
             promotions: promotions(&s),
             host_seconds: s.host_seconds,
         })
+    }
+
+    fn frontend(&self) -> String {
+        self.1.name().into()
     }
 }
 
@@ -81,7 +87,7 @@ pub fn cmd(a: &Validation, out: &Formats) -> Result<i32, Fail> {
     // Every input is checked before anything runs, the profile first.
     let spec = sim_spec(a);
     let profile = crate::setup::config_or_default(&spec.system.machine, None)?.profile;
-    crate::workload::online(&spec, &ProgramIo::default())?;
+    crate::workload::online(&spec, &ProgramIo { frontend: a.frontend, ..ProgramIo::default() })?;
 
     splab_native::sysstate::install_signals();
     let mut bar = Progress::new(setup.runs(), &setup.program.argv[0], "native runs", out.machine_readable());
@@ -90,7 +96,7 @@ pub fn cmd(a: &Validation, out: &Formats) -> Result<i32, Fail> {
     if let Some(sig) = splab_native::sysstate::received() {
         splab_native::sysstate::die_by(sig);
     }
-    let r = program::predict(&setup, native, &profile, &mut Online(spec))?;
+    let r = program::predict(&setup, native, &profile, &mut Online(spec, a.frontend))?;
     out.emit(&r, |r| crate::output::with_build(program::text(r)))?;
     if !r.measured_any() {
         return Err(Fail::Run("no layout ran natively (see the reasons above)".into()));

@@ -95,3 +95,16 @@ fn a_rerun_gives_the_same_simulated_results() {
     assert_eq!(run(), run());
     std::fs::remove_file(file).unwrap();
 }
+
+#[test]
+fn validate_runs_the_model_under_dynamorio_when_asked() {
+    needs::online();
+    let out = splab(&["validate", "--json", "--machine", "sapphire-rapids", "--frontend", "dynamorio", "--pages", "4k", "--repeat", "1", "--", "true"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["frontend"], "DynamoRIO", "{v}");
+    assert!(v["model_off"]["refs"].as_u64().is_some_and(|r| r > 10_000), "{v}");
+    let out = splab(&["validate", "--machine", "sapphire-rapids", "--frontend", "pin", "--", "true"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("pin"));
+}

@@ -164,6 +164,14 @@ impl Frontend {
             _ => Err(format!("--frontend {s:?}: expected valgrind or dynamorio")),
         }
     }
+
+    /// What runs the program, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Frontend::Valgrind => "valgrind",
+            Frontend::DynamoRio => "DynamoRIO",
+        }
+    }
 }
 
 /// The workload: a program run online.
