@@ -78,7 +78,7 @@ pub struct Experiment {
 const GUPS_MODELS: &str = "HPCC RandomAccess's update loop (XOR of a random word), the table in one anonymous mapping";
 const BW_MODELS: &str = "lmbench bw_mem's loop over the buffer; the instruction work of the copy loops is not timed";
 const BUILD_MODELS: &str = "GCC (Debian's gcc 12, x86-64) compiling a real C unit, tools/nested-chase.c, with gcc -O2 -c: the driver forking cc1 and as, several compilations at once (xargs -P, as make -jN), run online with their own data references and instruction fetches; the x86-64 compiler's code and data stand in for the machine's own (one compiler for GCC and clang)";
-const PGBENCH_MODELS: &str = "a real PostgreSQL 15 backend (x86-64) in single-user mode serving pgbench -S's statement, SELECT abalance FROM pgbench_accounts WHERE aid = N with N uniform over the accounts, from standard input, run online with its own data references and instruction fetches; no client, socket or round trip; tps = statements / (the run's time - the time of the same backend serving none), pgbench's tps without the connection time";
+const PGBENCH_MODELS: &str = "a real PostgreSQL 15 backend (x86-64) in single-user mode serving pgbench -S's statement, SELECT abalance FROM pgbench_accounts WHERE aid = N with N uniform over the accounts, from standard input, run online with its own data references and instruction fetches, on a warm server: the table and then its index read into the shared buffers first (pg_prewarm), which fills every one of them, as the seed's earlier runs had; no client, socket or round trip; tps = statements / (the run's time - the time of the same backend warming up and serving none), pgbench's tps without the connection time";
 const TRANSPOSE_MODELS: &str = "the naive double loop B = A^T, strided loads (load) or strided stores (store); MB/s of 2 x 8 x N^2 bytes";
 
 /// An lmbench bw_mem (or bw_mmap_rd) test on the Armada XP: `bw --tests
@@ -525,9 +525,9 @@ fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
     let c = simulate::compare(&spec, &opts)?;
     let rows = match real {
         Some(Real::Pgbench { transactions, .. }) => {
-            // The same backend serving no statement: its start and
-            // shutdown, taken out of the time as pgbench leaves out the
-            // connection's.
+            // The same backend serving no statement: its start, warm-up
+            // and shutdown, taken out of the time as pgbench leaves out
+            // the connection's.
             let mut idle = spec.clone();
             idle.input = Some(realprog::statements(dir, 0));
             let c0 = simulate::compare(&idle, &opts)?;
