@@ -3,7 +3,11 @@
    writes (tools/vgtrace/vt_main.c documents the words and the ring;
    crates/trace/src/online/ reads both; the three must agree).
 
-   Options (the client's arguments): --ring=DIR --reader=PID.
+   Options (the client's arguments): --ring=DIR --reader=PID, or
+   --out=PATH: the stream goes into a file or FIFO instead, as the valgrind
+   tool's --out writes it (`splab trace record --frontend dynamorio`): its
+   magic word first, no rings, no gates, the first process only (a forked
+   child writes nothing; an exec ends the stream).
 
    Each load or store becomes a few inline instructions that compute its
    address, shift it into the reference word (kind | size code << 2 in the
@@ -70,6 +74,8 @@ static long raw_syscall(long n, long a, long b, long c, long d)
 enum { K_LOAD = 1, K_STORE = 2, K_MODIFY = 3 };
 
 static char ring_dir[4096];
+static char out_path[4096];
+static file_t out_fd = INVALID_FILE;
 static long reader_pid;
 static drx_buf_t *buf;
 static void *lock;
@@ -157,13 +163,33 @@ static void ring_take_slot(void)
     slot_end = slot_start + SLOT_WORDS - TAIL_WORDS;
 }
 
+/* Writes words into the --out file whole (a FIFO may take a write in
+   parts). */
+static void out_write(const uint64 *w, size_t n)
+{
+    const char *p = (const char *)w;
+    size_t left = n * sizeof(uint64);
+    while (left > 0) {
+        ssize_t k = dr_write_file(out_fd, p, left);
+        if (k <= 0)
+            fail("cannot write the stream (the reader is gone?)");
+        p += k;
+        left -= (size_t)k;
+    }
+}
+
 static void put_icount(void)
 {
     uint64 n = icount - icount_put;
     if (n != 0) {
-        slot_next[0] = W_INSN;
-        slot_next[1] = n;
-        slot_next += 2;
+        uint64 w[2] = { W_INSN, n };
+        if (out_fd != INVALID_FILE) {
+            out_write(w, 2);
+        } else {
+            slot_next[0] = w[0];
+            slot_next[1] = w[1];
+            slot_next += 2;
+        }
         icount_put += n;
     }
 }
@@ -230,6 +256,10 @@ static void ring_open(char how)
 /* Appends words to the stream (the caller holds the lock). */
 static void append(const uint64 *w, size_t n)
 {
+    if (out_fd != INVALID_FILE) {
+        out_write(w, n);
+        return;
+    }
     while (n > 0) {
         size_t room = slot_end - slot_next;
         if (room == 0) {
@@ -250,7 +280,7 @@ static void full_cb(void *drcontext, void *base, size_t size)
     if (stopping)
         return;
     dr_mutex_lock(lock);
-    if (ring != NULL)
+    if (ring != NULL || out_fd != INVALID_FILE)
         append((const uint64 *)base, size / sizeof(uint64));
     dr_mutex_unlock(lock);
 }
@@ -488,8 +518,30 @@ static void vfork_as_fork(void *dc, int sysno, uint64 flags)
     }
 }
 
+/* The end of an --out stream: what is buffered, the count, the end word. */
+static void out_end(void *dc)
+{
+    flush_thread(dc);
+    dr_mutex_lock(lock);
+    if (out_fd != INVALID_FILE) {
+        uint64 w = W_END;
+        put_icount();
+        out_write(&w, 1);
+        dr_close_file(out_fd);
+        out_fd = INVALID_FILE;
+    }
+    dr_mutex_unlock(lock);
+}
+
 static bool pre_syscall(void *dc, int sysno)
 {
+    if (out_fd != INVALID_FILE) {
+        /* The program an exec starts runs without the client
+           (-no_follow_children): the stream ends here. */
+        if (sysno == SYS_execve || sysno == SYS_execveat)
+            out_end(dc);
+        return true;
+    }
     if (ring == NULL)
         return true;
     if (sysno == SYS_execve || sysno == SYS_execveat) {
@@ -545,6 +597,13 @@ static void post_syscall(void *dc, int sysno)
 
 static void fork_init(void *dc)
 {
+    if (out_path[0] != '\0') {
+        /* With --out a forked child writes nothing (its descriptor was
+           closed at the fork). */
+        out_fd = INVALID_FILE;
+        drx_buf_set_buffer_ptr(dc, buf, drx_buf_get_buffer_base(dc, buf));
+        return;
+    }
     /* The parent's ring stays the parent's: the child writes its own, in
        lockstep from its first gate. */
     ring = NULL;
@@ -558,6 +617,8 @@ static void fork_init(void *dc)
 /* Every thread's buffer was flushed at its exit (drx_buf calls full_cb). */
 static void at_exit(void)
 {
+    if (!stopping && out_fd != INVALID_FILE)
+        out_end(NULL);
     if (!stopping) {
         dr_mutex_lock(lock);
         if (ring != NULL) {
@@ -585,13 +646,15 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
             dr_snprintf(ring_dir, sizeof ring_dir, "%s", argv[i] + 7);
         else if (strncmp(argv[i], "--reader=", 9) == 0)
             reader_pid = strtol(argv[i] + 9, NULL, 10);
+        else if (strncmp(argv[i], "--out=", 6) == 0)
+            dr_snprintf(out_path, sizeof out_path, "%s", argv[i] + 6);
         else {
-            dr_fprintf(STDERR, "splabdr: unknown option %s (expected --ring=DIR, --reader=PID)\n", argv[i]);
+            dr_fprintf(STDERR, "splabdr: unknown option %s (expected --ring=DIR, --reader=PID or --out=PATH)\n", argv[i]);
             dr_abort_with_code(2);
         }
     }
-    if (ring_dir[0] == '\0') {
-        dr_fprintf(STDERR, "splabdr: --ring=DIR is required\n");
+    if ((ring_dir[0] == '\0') == (out_path[0] == '\0')) {
+        dr_fprintf(STDERR, "splabdr: one of --ring=DIR and --out=PATH is required\n");
         dr_abort_with_code(2);
     }
     drreg_options_t ops = { sizeof(ops), 3, false };
@@ -608,5 +671,17 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
     drmgr_register_post_syscall_event(post_syscall);
     drmgr_register_bb_app2app_event(bb_app2app, NULL);
     drmgr_register_bb_instrumentation_event(bb_analysis, bb_insert, NULL);
-    ring_open('S');
+    if (out_path[0] != '\0') {
+        /* The reader holds the FIFO open for reading. */
+        out_fd = dr_open_file(out_path, DR_FILE_WRITE_APPEND | DR_FILE_WRITE_ONLY | DR_FILE_CLOSE_ON_FORK);
+        if (out_fd == INVALID_FILE) {
+            dr_fprintf(STDERR, "splabdr: cannot open %s\n", out_path);
+            dr_abort_with_code(3);
+        }
+        uint64 magic;
+        memcpy(&magic, "SPLVT001", sizeof magic);
+        out_write(&magic, 1);
+    } else {
+        ring_open('S');
+    }
 }

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 #[derive(Subcommand)]
 pub enum TraceCmd {
     /// Run a program under valgrind (splab's splabtrace tool, or lackey)
-    /// and write its memory references, with its mmap layout, as a binary
-    /// trace.
+    /// or DynamoRIO (`--frontend dynamorio`) and write its memory
+    /// references, with its mmap layout (valgrind), as a binary trace.
     Record {
         /// The trace to write [default: PROG.trace in this directory].
         #[arg(long, short = 'o', value_name = "FILE")]
@@ -37,6 +37,11 @@ pub enum TraceCmd {
         /// records them; the replay counts and skips them).
         #[arg(long)]
         ifetch: bool,
+        /// What runs the program: valgrind (with --tool) or splab's
+        /// DynamoRIO client (loads, stores and block tables; no fetches,
+        /// no map events).
+        #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", value_parser = splab_trace::online::Frontend::parse)]
+        frontend: splab_trace::online::Frontend,
         /// Print one JSON document instead of text.
         #[arg(long)]
         json: bool,
@@ -70,10 +75,12 @@ pub enum TraceCmd {
 
 pub fn cmd(c: TraceCmd) -> Result<i32, Fail> {
     match c {
-        TraceCmd::Record { out, valgrind, program_stdout, tool, ifetch, json, program } => {
-            let tool = match tool {
-                Some(t) => record::Tool::parse(&t).map_err(|e| Fail::Input(format!("--tool: {e}")))?,
-                None => record::Tool::default_available(),
+        TraceCmd::Record { out, valgrind, program_stdout, tool, ifetch, frontend, json, program } => {
+            let tool = match (frontend, tool) {
+                (splab_trace::online::Frontend::DynamoRio, Some(t)) => return Err(Fail::Input(format!("--tool {t}: a valgrind tool; --frontend dynamorio records with splab's DynamoRIO client"))),
+                (splab_trace::online::Frontend::DynamoRio, None) => record::Tool::Dynamorio,
+                (_, Some(t)) => record::Tool::parse(&t).map_err(|e| Fail::Input(format!("--tool: {e}")))?,
+                (_, None) => record::Tool::default_available(),
             };
             record_cmd(record::Options { out: out.unwrap_or_default(), program, valgrind, program_stdout, tool, ifetch }, json)
         }
@@ -116,7 +123,7 @@ fn record_cmd(mut o: record::Options, as_json: bool) -> Result<i32, Fail> {
     let _ = writeln!(s, "  layout      {} regions in the header, {} map and {} unmap events", r.layout_regions, r.maps, r.unmaps);
     let _ = writeln!(s, "  trace       {} ({} bytes a reference)", size::show(r.trace_bytes), num(r.trace_bytes as f64 / r.refs.max(1) as f64));
     let status = r.exit_status.map(|c| c.to_string()).unwrap_or_else(|| "killed by a signal".into());
-    let _ = writeln!(s, "  program     exit status {status}, {} s under valgrind", num(r.host_seconds));
+    let _ = writeln!(s, "  program     exit status {status}, {} s under {}", num(r.host_seconds), r.tool.runner());
     emit(&s);
     Ok(0)
 }

@@ -108,3 +108,28 @@ fn validate_runs_the_model_under_dynamorio_when_asked() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("pin"));
 }
+
+#[test]
+fn trace_record_writes_a_trace_the_replay_runs() {
+    needs::online();
+    let file = numbers("record", 5_000);
+    let trace = std::env::temp_dir().join(format!("splab-dynamorio-record-{}.trace", std::process::id()));
+    let (f, t) = (file.to_str().unwrap(), trace.to_str().unwrap());
+    let out = splab(&["trace", "record", "--json", "--frontend", "dynamorio", "-o", t, "--", "xz", "-3", "-c", f]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["tool"], "dynamorio", "{v}");
+    assert_eq!(v["exit_status"], 0, "{v}");
+    assert!(v["refs"].as_u64().is_some_and(|r| r > 100_000), "{v}");
+    let out = splab(&["sim", "--json", "--memory", "256M", &format!("trace:{t}")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(s["refs"].as_u64().is_some_and(|r| r >= v["refs"].as_u64().unwrap()), "{s}");
+    for bad in [&["--tool", "lackey"][..], &["--ifetch"]] {
+        let out = splab(&[&["trace", "record", "--frontend", "dynamorio", "-o", t][..], bad, &["--", "true"]].concat());
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+        assert!(String::from_utf8_lossy(&out.stderr).contains(bad[0]), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let _ = std::fs::remove_file(trace);
+    std::fs::remove_file(file).unwrap();
+}

@@ -53,7 +53,7 @@ pub struct Options {
     pub ifetch: bool,
 }
 
-/// The valgrind tool that records.
+/// What records: a valgrind tool, or splab's DynamoRIO client.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tool {
@@ -61,6 +61,11 @@ pub enum Tool {
     Lackey,
     /// splab's own tool (tools/vgtrace), a binary stream.
     Splabtrace,
+    /// splab's DynamoRIO client (crates/drclient) writing the same binary
+    /// stream as splabtrace (`--out`): loads, stores, its block tables
+    /// and entry and exit words, counts of instructions; no instruction
+    /// fetches and no map events (the replay maps what is touched).
+    Dynamorio,
 }
 
 impl Tool {
@@ -68,6 +73,15 @@ impl Tool {
         match self {
             Tool::Lackey => "lackey",
             Tool::Splabtrace => "splabtrace",
+            Tool::Dynamorio => "dynamorio",
+        }
+    }
+
+    /// What runs the program: valgrind, or DynamoRIO.
+    pub fn runner(self) -> &'static str {
+        match self {
+            Tool::Lackey | Tool::Splabtrace => "valgrind",
+            Tool::Dynamorio => "DynamoRIO",
         }
     }
 
@@ -103,6 +117,51 @@ pub fn splabtrace_lib() -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// What runs a program under `--frontend dynamorio`, as reports name it.
+pub const DYNAMORIO_VERSION: &str = "DynamoRIO 11.90 (dynamorio-sys)";
+
+/// `program` under DynamoRIO with splab's client and its arguments
+/// `client_args`: `libdynamorio.so` is executed in the program's place,
+/// with the program's own arguments (its name as argv[0]) and its path in
+/// `DYNAMORIO_EXE_PATH`, and loads it (DynamoRIO's early injection, what
+/// its `drrun` does); the options, the client among them, come from
+/// `DYNAMORIO_OPTIONS`, which DynamoRIO passes on to every process it
+/// follows into: forks, and execs unless `follow_execs` is false
+/// (`-no_follow_children`). The program sees that environment and
+/// the kernel's layout, so the layout's randomisation is turned off and
+/// the caller keeps the arguments' lengths fixed: a rerun then gives the
+/// same stream, as under valgrind, whose own address-space manager
+/// places the program.
+pub(crate) fn dynamorio_command(program: &[OsString], client_args: &[String], follow_execs: bool) -> Result<Command, String> {
+    use std::os::unix::process::CommandExt;
+    let dr = splab_drclient::dynamorio()?;
+    let prog = program.first().ok_or("no program")?;
+    let exe = which(Path::new(prog)).ok_or_else(|| format!("program {prog:?} not found"))?;
+    let client = dr.ring_client();
+    let client_text = client.to_string_lossy().into_owned();
+    for p in std::iter::once(&client_text).chain(client_args) {
+        if p.contains(['\'', ';', ' ']) {
+            return Err(format!("{p}: a path DynamoRIO's options cannot carry (a quote, semicolon or space)"));
+        }
+    }
+    let follow = if follow_execs { "" } else { " -no_follow_children" };
+    let options = format!("-code_api{follow} -client_lib '{client_text};0;{}'", client_args.join(" "));
+    let mut cmd = Command::new(&dr.library);
+    cmd.arg0(prog).args(&program[1..]).env("DYNAMORIO_OPTIONS", options).env("DYNAMORIO_EXE_PATH", exe);
+    // SAFETY: personality(2) is async-signal-safe; nothing else runs
+    // between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let cur = libc::personality(0xffff_ffff);
+            if cur != -1 {
+                libc::personality((cur | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong);
+            }
+            Ok(())
+        });
+    }
+    Ok(cmd)
+}
+
 #[derive(Serialize, Debug)]
 pub struct Recorded {
     pub out: PathBuf,
@@ -112,12 +171,14 @@ pub struct Recorded {
     pub layout_regions: u64,
     pub maps: u64,
     pub unmaps: u64,
-    /// The program's exit status as valgrind passed it on.
+    /// The program's exit status as valgrind or DynamoRIO passed it on.
     pub exit_status: Option<i32>,
     pub trace_bytes: u64,
     pub host_seconds: f64,
+    /// The version of what ran the program (valgrind's, or DynamoRIO's
+    /// under `--frontend dynamorio`).
     pub valgrind: String,
-    /// The valgrind tool that recorded.
+    /// The tool that recorded.
     pub tool: Tool,
     /// Whether instruction fetches were recorded.
     pub ifetch: bool,
@@ -274,7 +335,16 @@ pub fn record(o: &Options, progress: &mut dyn FnMut(u64)) -> Result<Recorded, Re
     if !find_program(Path::new(prog)) {
         return Err(RecordError::Input(format!("program {:?} not found", prog)));
     }
-    let version = valgrind_version(&o.valgrind).map_err(RecordError::Input)?;
+    let version = match o.tool {
+        Tool::Dynamorio => {
+            splab_drclient::dynamorio().map_err(|e| RecordError::Input(format!("--frontend dynamorio: {e}")))?;
+            if o.ifetch {
+                return Err(RecordError::Input("--ifetch: the DynamoRIO client records no instruction fetches (use --frontend valgrind)".into()));
+            }
+            DYNAMORIO_VERSION.to_string()
+        }
+        Tool::Splabtrace | Tool::Lackey => valgrind_version(&o.valgrind).map_err(RecordError::Input)?,
+    };
     if o.tool == Tool::Splabtrace {
         splabtrace_lib().map_err(|e| RecordError::Input(format!("--tool splabtrace: {e}")))?;
     }
@@ -315,8 +385,12 @@ fn run(o: &Options, dir: &Path, stdout: Stdio, version: String, progress: &mut d
     let fifo = dir.join(format!("{}.fifo", o.tool.name()));
     mkfifo(&fifo).map_err(RecordError::Run)?;
     let t0 = Instant::now();
-    let mut cmd = Command::new(&o.valgrind);
+    let mut cmd = match o.tool {
+        Tool::Dynamorio => dynamorio_command(&o.program, &[format!("--out={}", fifo.display())], false).map_err(RecordError::Input)?,
+        Tool::Splabtrace | Tool::Lackey => Command::new(&o.valgrind),
+    };
     match o.tool {
+        Tool::Dynamorio => {}
         Tool::Lackey => {
             let mut log_arg = OsString::from("--log-file=");
             log_arg.push(&fifo);
@@ -332,18 +406,16 @@ fn run(o: &Options, dir: &Path, stdout: Stdio, version: String, progress: &mut d
                 .arg(if o.ifetch { "--ifetch=yes" } else { "--ifetch=no" });
         }
     }
-    let mut child = cmd
-        .arg("--")
-        .args(&o.program)
-        .stdout(stdout)
-        .spawn()
-        .map_err(|e| RecordError::Run(format!("cannot start {}: {e}", o.valgrind.display())))?;
+    if o.tool != Tool::Dynamorio {
+        cmd.arg("--").args(&o.program);
+    }
+    let mut child = cmd.stdout(stdout).spawn().map_err(|e| RecordError::Run(format!("cannot start {}: {e}", cmd.get_program().to_string_lossy())))?;
     let count = Arc::new(AtomicU64::new(0));
     let reader = {
         let (fifo, out, count, pid, tool) = (fifo.clone(), o.out.clone(), count.clone(), child.id(), o.tool);
         std::thread::spawn(move || match tool {
             Tool::Lackey => copy(&fifo, &out, pid, &count),
-            Tool::Splabtrace => copy_raw(&fifo, &out, &count),
+            Tool::Splabtrace | Tool::Dynamorio => copy_raw(&fifo, &out, &count),
         })
     };
     let status = loop {
@@ -353,7 +425,7 @@ fn run(o: &Options, dir: &Path, stdout: Stdio, version: String, progress: &mut d
                 progress(count.load(Ordering::Relaxed));
                 std::thread::sleep(Duration::from_millis(100));
             }
-            Err(e) => return Err(RecordError::Run(format!("waiting for valgrind: {e}"))),
+            Err(e) => return Err(RecordError::Run(format!("waiting for {}: {e}", o.tool.runner()))),
         }
     };
     // If valgrind never opened the log (it failed at start), the reader is
@@ -366,7 +438,7 @@ fn run(o: &Options, dir: &Path, stdout: Stdio, version: String, progress: &mut d
     progress(refs);
     if refs == 0 {
         let _ = std::fs::remove_file(&o.out);
-        return Err(RecordError::Run(format!("valgrind exited ({status}) without recording any reference")));
+        return Err(RecordError::Run(format!("{} exited ({status}) without recording any reference", o.tool.runner())));
     }
     Ok(Recorded {
         out: o.out.clone(),

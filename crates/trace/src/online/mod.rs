@@ -24,7 +24,7 @@ mod stream;
 
 pub use sample::{estimate, warm_filter_sets, Estimate, Sample, Sampled, Window};
 
-use crate::record::{find_program, mkfifo, splabtrace_lib, valgrind_version, which};
+use crate::record::{dynamorio_command, find_program, mkfifo, splabtrace_lib, valgrind_version, DYNAMORIO_VERSION};
 use crate::replay::Failure;
 use procs::{drive, fail, State};
 use serde::Serialize;
@@ -242,14 +242,15 @@ impl Online {
                 valgrind_version(&self.valgrind).map_err(|e| Failure { msg: e, input: true })?,
                 splabtrace_lib().map_err(|e| Failure { msg: e, input: true })?,
             ),
-            Frontend::DynamoRio => ("DynamoRIO 11.90 (dynamorio-sys)".to_string(), PathBuf::new()),
+            Frontend::DynamoRio => (DYNAMORIO_VERSION.to_string(), PathBuf::new()),
         };
         let shm = Path::new("/dev/shm");
         let base = if shm.is_dir() { shm.to_path_buf() } else { std::env::temp_dir() };
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         sweep(&base, DIR_PREFIX);
         // Of one length whatever the pid and time: under DynamoRIO the
-        // directory is in the program's environment (`dynamorio_command`).
+        // directory is in the program's environment
+        // (`record::dynamorio_command`).
         let dir = base.join(format!("{DIR_PREFIX}{:010}-{nanos:020}", std::process::id()));
         std::fs::create_dir(&dir).map_err(|e| fail(format!("cannot create {}: {e}", dir.display())))?;
         let r = self.hand_over(&dir).and_then(|()| self.in_dir(sys, &dir, &lib, version, progress));
@@ -321,44 +322,12 @@ impl Online {
         self.report(st, status)
     }
 
-    /// The program under DynamoRIO: `libdynamorio.so` is executed in its
-    /// place, with the program's own arguments (its name as argv[0]) and
-    /// its path in `DYNAMORIO_EXE_PATH`, and loads it (DynamoRIO's early
-    /// injection, what its `drrun` does); the options, the client among
-    /// them, come from `DYNAMORIO_OPTIONS`, which DynamoRIO passes on to
-    /// every process it follows into (forks and execs).
+    /// The program under DynamoRIO (`record::dynamorio_command`), its
+    /// client writing into the rings announced in `dir`; the directory's
+    /// name and the reader's pid have fixed lengths (`go`).
     fn dynamorio_command(&self, dir: &Path) -> Result<Command, Failure> {
-        use std::os::unix::process::CommandExt;
-        let dr = splab_drclient::dynamorio().map_err(|e| Failure { msg: e, input: true })?;
-        let prog = &self.program[0];
-        let exe = which(Path::new(prog)).ok_or_else(|| Failure { msg: format!("program {prog:?} not found"), input: true })?;
-        let client = dr.ring_client();
-        for p in [dir, client.as_path()] {
-            if p.to_string_lossy().contains(['\'', ';', ' ']) {
-                return Err(fail(format!("{}: a path DynamoRIO's options cannot carry (a quote, semicolon or space)", p.display())));
-            }
-        }
-        let options = format!("-code_api -client_lib '{};0;--ring={} --reader={:010}'", client.display(), dir.display(), std::process::id());
-        let mut cmd = Command::new(&dr.library);
-        cmd.arg0(prog).args(&self.program[1..]).env("DYNAMORIO_OPTIONS", options).env("DYNAMORIO_EXE_PATH", exe);
-        // The same addresses on every run, as under valgrind, whose own
-        // address-space manager places the program: without this the
-        // kernel randomises the stack, the heap's start and the
-        // mappings, and what the program does with its addresses (the
-        // loader's and the allocator's alignment work, hashing by address)
-        // differs from run to run.
-        // SAFETY: personality(2) is async-signal-safe; nothing else runs
-        // between fork and exec.
-        unsafe {
-            cmd.pre_exec(|| {
-                let cur = libc::personality(0xffff_ffff);
-                if cur != -1 {
-                    libc::personality((cur | libc::ADDR_NO_RANDOMIZE) as libc::c_ulong);
-                }
-                Ok(())
-            });
-        }
-        Ok(cmd)
+        let args = [format!("--ring={}", dir.display()), format!("--reader={:010}", std::process::id())];
+        dynamorio_command(&self.program, &args, true).map_err(|e| Failure { msg: e, input: true })
     }
 
     fn report(&mut self, st: State, status: ExitStatus) -> Result<WorkloadResult, Failure> {
