@@ -350,9 +350,13 @@ impl Online {
         let mut why = Vec::new();
         if out.threads > 0 {
             why.push(format!(
-                "the program created {} thread{}: valgrind runs a process's threads one at a time in one stream, switching where the host's scheduling and the threads' waits fall, so a rerun interleaves them differently",
+                "the program created {} thread{}: {}, so a rerun interleaves them differently",
                 out.threads,
-                if out.threads == 1 { "" } else { "s" }
+                if out.threads == 1 { "" } else { "s" },
+                match self.frontend {
+                    Frontend::Valgrind => "valgrind runs a process's threads one at a time in one stream, switching where the host's scheduling and the threads' waits fall",
+                    Frontend::DynamoRio => "under DynamoRIO a process's threads run at once and share one stream, each thread's buffer copied in whole when it fills, in the order the host's scheduling gives",
+                }
             ));
         }
         if out.would_block_unordered > 0 {
