@@ -7,7 +7,11 @@
 #define W_INSN   0x82ULL
 #define W_FORK   0x83ULL
 #define W_THREAD 0x89ULL
+#define W_AGAIN  0x8aULL
+#define W_TIMED  0x8bULL
 #define W_END    0xfeULL
+/* Set in a W_AGAIN word written in lockstep. */
+#define AGAIN_IN_LOCKSTEP (1ULL << 8)
 
 #define NSLOTS     32
 #define SLOT_WORDS (1u << 18)    /* 2 MiB */

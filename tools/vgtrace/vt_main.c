@@ -157,10 +157,6 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
 #define W_UNMAP 0x81ULL
 #define W_SKIP  0x84ULL
 #define W_MODE  0x85ULL
-#define W_AGAIN  0x8aULL
-#define W_TIMED  0x8bULL
-/* Set in a 0x8a word written in lockstep. */
-#define AGAIN_IN_LOCKSTEP (1ULL << 8)
 #define W_NOP   0xffULL
 
 /* ---- the shared ring (--ring) ----

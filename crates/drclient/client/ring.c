@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <time.h>
 
 /* System calls made directly: the client's private libc is not the
@@ -453,6 +454,281 @@ static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *
     return DR_EMIT_DEFAULT;
 }
 
+/* ---- the kernel's accesses to the program's memory ----
+   A system call's copies into the program's memory (read filling a
+   buffer, stat a structure) and out of it (write from a buffer, a path's
+   string) touch the program's pages as its own stores and loads would,
+   and the valgrind tool writes them (its "the kernel's accesses"): after
+   the call, in the call's order, one 64-byte load or store word a line,
+   outside any block. valgrind knows every system call's buffers; this
+   client knows those of the calls below, the ones file, pipe and
+   process work makes (reading and writing, paths, stat, directory
+   entries, waits, signal masks), and writes nothing for the others. What
+   the kernel reads is taken before the call (a path's length then), what
+   it wrote after it, from the call's result. */
+
+#define MAX_KRANGES 64
+typedef struct {
+    uint64 a, len;
+    int kind;
+} krange_t;
+
+/* A thread's system call under way. */
+typedef struct {
+    int sysno;
+    uint64 arg[6];
+    int n;
+    krange_t r[MAX_KRANGES];
+} call_t;
+
+static int tls_call;
+
+static void krange(call_t *c, uint64 a, uint64 len, int kind)
+{
+    if (a != 0 && len != 0 && c->n < MAX_KRANGES)
+        c->r[c->n++] = (krange_t){ a, len, kind };
+}
+
+/* The length of the string at `a` with its terminator (at most 4096
+   bytes; what cannot be read ends it). */
+static uint64 str_len(uint64 a)
+{
+    char b[256];
+    uint64 n = 0;
+    while (a != 0 && n < 4096) {
+        size_t chunk = 4096 - ((a + n) & 4095);
+        if (chunk > sizeof b)
+            chunk = sizeof b;
+        size_t got = 0;
+        if (!dr_safe_read((void *)(a + n), chunk, b, &got) || got == 0)
+            return n;
+        void *z = memchr(b, 0, got);
+        if (z != NULL)
+            return n + (uint64)((char *)z - b) + 1;
+        n += got;
+    }
+    return n;
+}
+
+/* The iovecs at `iov` (`cnt` of them): the array read, and each buffer
+   as `kind` up to `total` bytes in all. */
+static void kiov(call_t *c, uint64 iov, uint64 cnt, uint64 total, int kind)
+{
+    krange(c, iov, cnt * sizeof(struct iovec), K_LOAD);
+    for (uint64 i = 0; i < cnt && i < 1024 && total > 0; i++) {
+        struct iovec v;
+        if (!dr_safe_read((void *)(iov + i * sizeof v), sizeof v, &v, NULL))
+            return;
+        uint64 len = v.iov_len < total ? v.iov_len : total;
+        krange(c, (uint64)v.iov_base, len, kind);
+        total -= len;
+    }
+}
+
+/* Before the call: its arguments, and what the kernel will read. */
+static void call_begin(void *dc, int sysno)
+{
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    if (c == NULL)
+        return;
+    c->sysno = sysno;
+    c->n = 0;
+    for (int i = 0; i < 6; i++)
+        c->arg[i] = dr_syscall_get_param(dc, i);
+    uint64 *a = c->arg;
+    switch (sysno) {
+    case SYS_write: case SYS_pwrite64: case SYS_sendto:
+        krange(c, a[1], a[2], K_LOAD);
+        break;
+    case SYS_writev: case SYS_pwritev: case SYS_pwritev2:
+        kiov(c, a[1], a[2], ~0ULL, K_LOAD);
+        break;
+    case SYS_open: case SYS_stat: case SYS_lstat: case SYS_access: case SYS_readlink:
+    case SYS_unlink: case SYS_mkdir: case SYS_rmdir: case SYS_chdir: case SYS_truncate:
+    case SYS_chmod: case SYS_creat:
+        krange(c, a[0], str_len(a[0]), K_LOAD);
+        break;
+    case SYS_openat: case SYS_newfstatat: case SYS_statx: case SYS_faccessat: case 439 /* faccessat2 */:
+    case SYS_readlinkat: case SYS_unlinkat: case SYS_mkdirat: case SYS_fchmodat: case SYS_utimensat:
+        krange(c, a[1], str_len(a[1]), K_LOAD);
+        break;
+    case SYS_rename:
+        krange(c, a[0], str_len(a[0]), K_LOAD);
+        krange(c, a[1], str_len(a[1]), K_LOAD);
+        break;
+    case SYS_renameat: case SYS_renameat2:
+        krange(c, a[1], str_len(a[1]), K_LOAD);
+        krange(c, a[3], str_len(a[3]), K_LOAD);
+        break;
+    case SYS_nanosleep:
+        krange(c, a[0], 16, K_LOAD);
+        break;
+    case SYS_clock_nanosleep:
+        krange(c, a[2], 16, K_LOAD);
+        break;
+    case SYS_poll: case SYS_ppoll:
+        krange(c, a[0], a[1] * 8, K_LOAD);
+        break;
+    case SYS_rt_sigprocmask:
+        krange(c, a[1], a[3], K_LOAD);
+        break;
+    case SYS_rt_sigaction:
+        krange(c, a[1], 32, K_LOAD);
+        break;
+    case SYS_prlimit64:
+        krange(c, a[2], 16, K_LOAD);
+        break;
+    default:
+        break;
+    }
+}
+
+/* After the call: what the kernel wrote, by its result `res` (a
+   negative errno on failure). */
+static void call_wrote(call_t *c, long res)
+{
+    uint64 *a = c->arg;
+    if (res < 0)
+        return;
+    switch (c->sysno) {
+    case SYS_read: case SYS_pread64: case SYS_recvfrom: case SYS_getdents64: case SYS_getrandom:
+        krange(c, a[1], (uint64)res, K_STORE);
+        break;
+    case SYS_readv: case SYS_preadv: case SYS_preadv2:
+        kiov(c, a[1], a[2], (uint64)res, K_STORE);
+        break;
+    case SYS_readlink: case SYS_getcwd:
+        krange(c, c->sysno == SYS_getcwd ? a[0] : a[1], (uint64)res, K_STORE);
+        break;
+    case SYS_readlinkat:
+        krange(c, a[2], (uint64)res, K_STORE);
+        break;
+    case SYS_stat: case SYS_lstat: case SYS_fstat:
+        krange(c, a[1], 144, K_STORE);
+        break;
+    case SYS_newfstatat:
+        krange(c, a[2], 144, K_STORE);
+        break;
+    case SYS_statx:
+        krange(c, a[4], 256, K_STORE);
+        break;
+    case SYS_statfs: case SYS_fstatfs:
+        krange(c, a[1], 120, K_STORE);
+        break;
+    case SYS_pipe: case SYS_pipe2:
+        krange(c, a[0], 8, K_STORE);
+        break;
+    case SYS_uname:
+        krange(c, a[0], 390, K_STORE);
+        break;
+    case SYS_wait4:
+        krange(c, a[1], 4, K_STORE);
+        krange(c, a[3], 144, K_STORE);
+        break;
+    case SYS_poll: case SYS_ppoll:
+        krange(c, a[0], a[1] * 8, K_STORE);
+        break;
+    case SYS_epoll_wait: case SYS_epoll_pwait:
+        krange(c, a[1], (uint64)res * 12, K_STORE);
+        break;
+    case SYS_rt_sigprocmask:
+        krange(c, a[2], a[3], K_STORE);
+        break;
+    case SYS_rt_sigaction:
+        krange(c, a[2], 32, K_STORE);
+        break;
+    case SYS_prlimit64:
+        krange(c, a[3], 16, K_STORE);
+        break;
+    case SYS_sched_getaffinity:
+        krange(c, a[2], (uint64)res, K_STORE);
+        break;
+    case SYS_sysinfo:
+        krange(c, a[0], 112, K_STORE);
+        break;
+    case SYS_clock_gettime:
+        krange(c, a[1], 16, K_STORE);
+        break;
+    default:
+        break;
+    }
+}
+
+/* A wait that can end on a timer and did: nanosleep, or a poll, select
+   or epoll_wait given a timeout that returned nothing. */
+static bool timed_out(const call_t *c, long res)
+{
+    const uint64 *a = c->arg;
+    if (c->sysno == SYS_nanosleep || c->sysno == SYS_clock_nanosleep)
+        return true;
+    if (res != 0)
+        return false;
+    switch (c->sysno) {
+    case SYS_poll: return (int)a[2] > 0;
+    case SYS_epoll_wait: case SYS_epoll_pwait: return (int)a[3] > 0;
+    case SYS_ppoll: return a[2] != 0;
+    case SYS_select: case SYS_pselect6: return a[4] != 0;
+    default: return false;
+    }
+}
+
+/* Linux's EAGAIN (asm-generic/errno-base.h). */
+#define LINUX_EAGAIN 11
+
+/* After the call: the kernel's accesses, then a read or write that
+   would have blocked or a wait a timer ended (the valgrind tool's words
+   for them, which say when a run depends on the host's timing). */
+static void call_end(void *dc, long res)
+{
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    if (c == NULL)
+        return;
+    call_wrote(c, res);
+    int s = c->sysno;
+    bool again = ring != NULL && res == -LINUX_EAGAIN &&
+        (s == SYS_read || s == SYS_readv || s == SYS_write || s == SYS_writev);
+    bool timed = ring != NULL && !again && in_lockstep() && timed_out(c, res);
+    if (c->n == 0 && !again && !timed)
+        return;
+    flush_thread(dc);
+    dr_mutex_lock(lock);
+    if (ring != NULL || out_fd != INVALID_FILE) {
+        for (int i = 0; i < c->n; i++) {
+            uint64 first = c->r[i].a & ~63ULL, last = (c->r[i].a + c->r[i].len - 1) & ~63ULL;
+            for (uint64 l = first;; l += 64) {
+                uint64 w = l << 8 | (uint64)(c->r[i].kind | 6 << 2);
+                append(&w, 1);
+                if (l == last)
+                    break;
+            }
+        }
+        if (again) {
+            uint64 w = W_AGAIN | (in_lockstep() ? AGAIN_IN_LOCKSTEP : 0);
+            append(&w, 1);
+        } else if (timed) {
+            uint64 w = W_TIMED;
+            append(&w, 1);
+        }
+    }
+    dr_mutex_unlock(lock);
+    c->n = 0;
+}
+
+static void thread_init(void *dc)
+{
+    call_t *c = (call_t *)dr_thread_alloc(dc, sizeof(call_t));
+    memset(c, 0, sizeof *c);
+    drmgr_set_tls_field(dc, tls_call, c);
+}
+
+static void thread_exit(void *dc)
+{
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    if (c != NULL)
+        dr_thread_free(dc, c, sizeof(call_t));
+    drmgr_set_tls_field(dc, tls_call, NULL);
+}
+
 /* ---- processes ---- */
 
 static bool filter_syscall(void *dc, int sysnum)
@@ -535,6 +811,8 @@ static void out_end(void *dc)
 
 static bool pre_syscall(void *dc, int sysno)
 {
+    if (ring != NULL || out_fd != INVALID_FILE)
+        call_begin(dc, sysno);
     if (out_fd != INVALID_FILE) {
         /* The program an exec starts runs without the client
            (-no_follow_children): the stream ends here. */
@@ -568,16 +846,19 @@ static bool pre_syscall(void *dc, int sysno)
 
 static void post_syscall(void *dc, int sysno)
 {
-    if (ring == NULL)
+    if (ring == NULL && out_fd == INVALID_FILE)
         return;
-    __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
-    if (!cloning)
-        return;
-    cloning = false;
+    if (ring != NULL)
+        __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
     dr_syscall_result_info_t r = { sizeof r, };
     r.use_high = false;
     r.use_errno = false;
-    if (!dr_syscall_get_result_ex(dc, &r) || !r.succeeded || r.value == 0)
+    bool got = dr_syscall_get_result_ex(dc, &r);
+    call_end(dc, got ? (long)r.value : -1);
+    if (ring == NULL || !cloning)
+        return;
+    cloning = false;
+    if (!got || !r.succeeded || r.value == 0)
         return;
     flush_thread(dc);
     dr_mutex_lock(lock);
@@ -664,6 +945,13 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
     }
     lock = dr_mutex_create();
     buf = drx_buf_create_trace_buffer(BUF_BYTES, full_cb);
+    tls_call = drmgr_register_tls_field();
+    if (tls_call < 0) {
+        dr_fprintf(STDERR, "splabdr: no thread-local field\n");
+        dr_abort_with_code(3);
+    }
+    drmgr_register_thread_init_event(thread_init);
+    drmgr_register_thread_exit_event(thread_exit);
     dr_register_exit_event(at_exit);
     dr_register_fork_init_event(fork_init);
     dr_register_filter_syscall_event(filter_syscall);

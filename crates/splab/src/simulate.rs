@@ -55,7 +55,7 @@ pub struct RunOptArgs {
     /// Programs: what runs them and writes their references: splab's
     /// valgrind tool, or its DynamoRIO client (loads and stores in full
     /// detail, no block tables or map events, no --sample yet).
-    #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", value_parser = splab_trace::online::Frontend::parse)]
+    #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", env = "SPLAB_FRONTEND", value_parser = splab_trace::online::Frontend::parse)]
     pub frontend: splab_trace::online::Frontend,
     /// Use one host thread (by default the cache model of large batches
     /// runs on a second one); the results are the same. For running many

@@ -40,7 +40,7 @@ pub enum TraceCmd {
         /// What runs the program: valgrind (with --tool) or splab's
         /// DynamoRIO client (loads, stores and block tables; no fetches,
         /// no map events).
-        #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", value_parser = splab_trace::online::Frontend::parse)]
+        #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", env = "SPLAB_FRONTEND", value_parser = splab_trace::online::Frontend::parse)]
         frontend: splab_trace::online::Frontend,
         /// Print one JSON document instead of text.
         #[arg(long)]

@@ -72,7 +72,7 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "DETAIL:PERIOD")]
     pub sample: Option<String>,
     /// Programs: what runs them in the model, as `sim --frontend`.
-    #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", value_parser = splab_trace::online::Frontend::parse)]
+    #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", env = "SPLAB_FRONTEND", value_parser = splab_trace::online::Frontend::parse)]
     pub frontend: splab_trace::online::Frontend,
 }
 
