@@ -28,12 +28,16 @@
    runs beside others, before every system call that can touch another
    process.
 
+   After a system call: the kernel's copies into and out of the
+   program's memory for the calls whose buffers it knows, and the words
+   for a read or write that would have blocked and a wait a timer ended
+   ("the kernel's accesses" below).
+
    What this client does not write (the valgrind tool does): block
    tables, entry and exit words (the core is given counts of instructions
-   instead), the startup layout and map events (the reader maps 2 MB
-   blocks where memory is touched outside any mapping), and the words for
-   would-block reads and timers. Threads share the stream, each
-   thread's buffer copied in whole at its flush. */
+   instead), and the startup layout and map events (the reader maps 2 MB
+   blocks where memory is touched outside any mapping). Threads share
+   the stream, each thread's buffer copied in whole at its flush. */
 
 #define _GNU_SOURCE
 #include "dr_api.h"
