@@ -515,15 +515,21 @@ static int op_class(int opc)
     }
 }
 
-/* Instructions that move the stack pointer as a side effect: it gets one
-   ALU operation and stays out of the value they compute. */
-static bool moves_stack(int opc)
+/* Whether `in` steps register `r` as a side effect, a pointer or count
+   that gets one ALU operation and stays out of the value the instruction
+   computes: the stack pointer of pushes, pops, calls and returns; the
+   pointers and count of string instructions (else each iteration of a
+   copy would wait for the value the last one loaded). */
+static bool steps(instr_t *in, reg_id_t r)
 {
-    switch (opc) {
+    r = reg_to_pointer_sized(r);
+    if (instr_is_string_op(in) || instr_is_rep_string_op(in))
+        return r == DR_REG_XSI || r == DR_REG_XDI || r == DR_REG_XCX;
+    switch (instr_get_opcode(in)) {
     case OP_push: case OP_push_imm: case OP_pop: case OP_pushf: case OP_popf:
     case OP_call: case OP_call_ind: case OP_call_far: case OP_call_far_ind:
     case OP_ret: case OP_ret_far: case OP_leave: case OP_enter: case OP_iret:
-        return true;
+        return r == DR_REG_XSP;
     default:
         return false;
     }
@@ -629,12 +635,11 @@ static void table_insn(void *dc, table_t *t, instr_t *in)
 {
     static const byte none[NCLS];
     int opc = instr_get_opcode(in);
-    bool stack = moves_stack(opc);
     deps_t v = { .n = 0 };
     for (int i = 0; i < instr_num_srcs(in); i++) {
         opnd_t s = instr_get_src(in, i);
         if (opnd_is_reg(s)) {
-            if (!(stack && reg_to_pointer_sized(opnd_get_reg(s)) == DR_REG_XSP))
+            if (!steps(in, opnd_get_reg(s)))
                 deps_union(&v, reg_deps(t, opnd_get_reg(s)));
         } else if (opnd_is_memory_reference(s) && !instr_reads_memory(in)) {
             /* lea: its operand's registers are plain inputs. */
@@ -664,7 +669,7 @@ static void table_insn(void *dc, table_t *t, instr_t *in)
         int s = slot_of(r);
         if (s < 0)
             continue;
-        if (stack && reg_to_pointer_sized(r) == DR_REG_XSP)
+        if (steps(in, r))
             deps_op(&t->reg[s], C_ALU);
         else if (reg_is_gpr(r) && opnd_size_in_bytes(reg_get_size(r)) <= 2)
             deps_union(&t->reg[s], &v); /* the rest of the register stays */
