@@ -399,81 +399,16 @@ static int each_ref(instr_t *inst, ref_fn f, void *arg)
      entry. An iteration whose count is zero makes no references: the
      reader takes the entry's references as they come. */
 
-#define W_BLOCK 0x86ULL
-#define W_ENTER 0x87ULL
-#define W_EXIT  0x88ULL
+#include "block_deps.h"
 
 #define SLOT_FLAGS 16
 #define SLOT_VEC   17
 #define REG_SLOTS  (SLOT_VEC + 32)
-#define FROM_REF   0x8000
-#define MAXD 6 /* sources kept per value */
-#define NCLS 6 /* operation classes: alu, mul, div, fp_add, fp_mul, fp_div */
-enum { C_ALU, C_MUL, C_DIV, C_FADD, C_FMUL, C_FDIV, C_NONE };
 
 /* The reader's limit on a table's words (crates/trace/src/vgraw.rs). */
 #define MAX_TABLE_WORDS (1 << 14)
 #define MAX_TREFS  1024
 #define MAX_TLINES 512
-
-/* A value's sources, each with the operations on the longest path from
-   it counted by class. */
-typedef struct {
-    ushort src[MAXD];
-    byte ops[MAXD][NCLS];
-    int n;
-} deps_t;
-
-/* A path's latency on a typical core: which path from a source is the
-   longer, and which sources a full list keeps (the weights the valgrind
-   tool uses). */
-static int path_weight(const byte *ops)
-{
-    static const int lat[NCLS] = { 1, 3, 20, 4, 4, 15 };
-    int w = 0;
-    for (int c = 0; c < NCLS; c++)
-        w += lat[c] * ops[c];
-    return w;
-}
-
-static void deps_add(deps_t *d, ushort src, const byte *ops)
-{
-    int at = -1;
-    for (int i = 0; i < d->n && at < 0; i++)
-        if (d->src[i] == src)
-            at = i;
-    if (at < 0 && d->n < MAXD)
-        at = d->n++;
-    else if (at < 0) {
-        /* Full: the lightest path gives way to a heavier one. */
-        int lo = 0;
-        for (int i = 1; i < d->n; i++)
-            if (path_weight(d->ops[i]) < path_weight(d->ops[lo]))
-                lo = i;
-        if (path_weight(ops) <= path_weight(d->ops[lo]))
-            return;
-        at = lo;
-    } else if (path_weight(ops) <= path_weight(d->ops[at]))
-        return;
-    d->src[at] = src;
-    memcpy(d->ops[at], ops, NCLS);
-}
-
-static void deps_union(deps_t *d, const deps_t *o)
-{
-    for (int i = 0; o != NULL && i < o->n; i++)
-        deps_add(d, o->src[i], o->ops[i]);
-}
-
-/* Every path one operation of class `c` longer (saturating). */
-static void deps_op(deps_t *d, int c)
-{
-    if (c == C_NONE)
-        return;
-    for (int i = 0; i < d->n; i++)
-        if (d->ops[i][c] < 255)
-            d->ops[i][c]++;
-}
 
 static int op_class(int opc)
 {
@@ -509,7 +444,7 @@ static int op_class(int opc)
     case OP_vmovdqa: case OP_vmovdqu: case OP_vmovq: case OP_vmovd: case OP_vmovsd:
     case OP_vmovss: case OP_push: case OP_push_imm: case OP_pop: case OP_xchg:
     case OP_movs: case OP_stos: case OP_lods:
-        return C_NONE;
+        return C_FREE;
     default:
         return C_ALU;
     }
@@ -571,13 +506,13 @@ static int slot_of(reg_id_t r)
 
 /* The table being built for one block (one at a time: table_lock). */
 typedef struct {
-    deps_t reg[REG_SLOTS];   /* what each slot holds now */
+    Deps reg[REG_SLOTS];   /* what each slot holds now */
     int written[REG_SLOTS];  /* 1 + the last instruction writing it; 0 none */
     int insn;             /* the instruction being described */
     int nrefs, nlines;
     bool overflow;
     uint64 ref_word[MAX_TREFS];
-    deps_t ref_addr[MAX_TREFS], ref_data[MAX_TREFS];
+    Deps ref_addr[MAX_TREFS], ref_data[MAX_TREFS];
     uint64 line[MAX_TLINES];
     uint64 last_line;
 } table_t;
@@ -587,14 +522,14 @@ static table_t table;
 static uint64 table_words[MAX_TABLE_WORDS + 1];
 static uint64 next_block_id;
 
-static const deps_t *reg_deps(table_t *t, reg_id_t r)
+static const Deps *reg_deps(table_t *t, reg_id_t r)
 {
     int s = slot_of(r);
     return s < 0 ? NULL : &t->reg[s];
 }
 
 /* The registers an address is computed from. */
-static void addr_deps(table_t *t, opnd_t m, deps_t *out)
+static void addr_deps(table_t *t, opnd_t m, Deps *out)
 {
     if (!opnd_is_base_disp(m))
         return;
@@ -635,7 +570,7 @@ static void table_insn(void *dc, table_t *t, instr_t *in)
 {
     static const byte none[NCLS];
     int opc = instr_get_opcode(in);
-    deps_t v = { .n = 0 };
+    Deps v = { .n = 0 };
     for (int i = 0; i < instr_num_srcs(in); i++) {
         opnd_t s = instr_get_src(in, i);
         if (opnd_is_reg(s)) {
@@ -721,14 +656,10 @@ static bool exits_at_end(instrlist_t *bb, bool expanded)
     return !expanded && last != NULL && setcc_of(last) != OP_INVALID;
 }
 
-static void put_word_deps(uint64 **w, const deps_t *d)
+static void put_word_deps(uint64 **w, const Deps *d)
 {
-    for (int i = 0; i < d->n; i++) {
-        uint64 x = d->src[i];
-        for (int c = 0; c < NCLS; c++)
-            x |= (uint64)d->ops[i][c] << (16 + 8 * c);
-        *(*w)++ = x;
-    }
+    for (int i = 0; i < d->n; i++)
+        *(*w)++ = deps_word(d, i);
 }
 
 /* Describes block `bb` and writes its table into the stream after what
@@ -765,7 +696,7 @@ static uint64 table_block(void *dc, instrlist_t *bb, bool expanded)
         t->insn = 1; /* the reader refuses a block of none */
     /* How it ends. */
     uint64 kind = 0, ret = 0;
-    deps_t end = { .n = 0 }, cond = { .n = 0 };
+    Deps end = { .n = 0 }, cond = { .n = 0 };
     bool exit = exits_at_end(bb, expanded);
     if (last != NULL && !expanded) {
         if (exit)
