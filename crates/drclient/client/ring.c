@@ -392,7 +392,9 @@ static int each_ref(instr_t *inst, ref_fn f, void *arg)
      registers (x87, mmx, segment, mask) give no dependence.
    - The dataflow is by instruction, not by valgrind's IR: an instruction
      applies one operation of its class (op_class) to the union of its
-     inputs, and all its outputs get that result.
+     inputs, and all its outputs get that result, but for the pointers
+     it steps (steps: the stack pointer, a string instruction's pointers
+     and count), which get one ALU operation of their own.
    - A block drutil_expand_rep_string made of a rep-string instruction
      (a loop that enters the block again at every iteration) is described
      as the one string instruction and its references, each iteration an
@@ -709,7 +711,7 @@ static uint64 table_block(void *dc, instrlist_t *bb, bool expanded)
         else if (instr_is_mbr(last))
             kind = 4;
         if (kind >= 2) {
-            opnd_t target = instr_get_target(last);
+            opnd_t target = kind == 3 ? opnd_create_null() : instr_get_target(last);
             if (kind == 3 || opnd_is_memory_reference(target)) {
                 /* The loaded address: the instruction's first reference. */
                 if (t->nrefs > last_first_ref)
