@@ -69,6 +69,7 @@ fn main() {
     // run without a gate, the ring's format.
     println!("cargo:rerun-if-changed=../../tools/vgtrace/local_syscalls.h");
     println!("cargo:rerun-if-changed=../../tools/vgtrace/ring_format.h");
+    println!("cargo:rerun-if-changed=../../tools/vgtrace/block_deps.h");
     println!("cargo:rerun-if-changed=dr-source/Cargo.lock");
     println!("cargo:rerun-if-env-changed=SPLAB_DYNAMORIO_SRC");
     println!("cargo:rerun-if-env-changed=CXX");

@@ -808,76 +808,9 @@ static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, S
    End kinds: 0 a jump or fall-through, 1 a call, 2 an indirect call,
    3 a return, 4 an indirect jump. */
 
-#define W_BLOCK 0x86ULL
-#define W_ENTER 0x87ULL
-#define W_EXIT  0x88ULL
+#include "block_deps.h"
 
 #define REG_SLOTS 128
-#define FROM_REF 0x8000
-#define FROM_DISPATCH 0xffff
-#define MAXD 6        /* sources kept per value */
-#define NCLS 6
-enum { C_ALU, C_MUL, C_DIV, C_FADD, C_FMUL, C_FDIV, C_FREE };
-
-typedef struct {
-   UShort src[MAXD];
-   UChar ops[MAXD][NCLS];
-   Int n;
-} Deps;
-
-/* The canonical weight of a path, to choose the longer of two from one
-   source and the ones to keep when there are too many: latencies of a
-   typical core. */
-static Int weight(const UChar* ops)
-{
-   static const Int w[NCLS] = { 1, 3, 20, 4, 4, 15 };
-   Int t = 0;
-   for (Int c = 0; c < NCLS; c++)
-      t += w[c] * ops[c];
-   return t;
-}
-
-static void deps_add(Deps* d, UShort src, const UChar* ops)
-{
-   for (Int i = 0; i < d->n; i++) {
-      if (d->src[i] == src) {
-         if (weight(ops) > weight(d->ops[i]))
-            VG_(memcpy)(d->ops[i], ops, NCLS);
-         return;
-      }
-   }
-   if (d->n < MAXD) {
-      d->src[d->n] = src;
-      VG_(memcpy)(d->ops[d->n], ops, NCLS);
-      d->n++;
-      return;
-   }
-   /* Full: replace the lightest if this one is heavier. */
-   Int lo = 0;
-   for (Int i = 1; i < d->n; i++)
-      if (weight(d->ops[i]) < weight(d->ops[lo]))
-         lo = i;
-   if (weight(ops) > weight(d->ops[lo])) {
-      d->src[lo] = src;
-      VG_(memcpy)(d->ops[lo], ops, NCLS);
-   }
-}
-
-static void deps_union(Deps* d, const Deps* o)
-{
-   for (Int i = 0; i < o->n; i++)
-      deps_add(d, o->src[i], o->ops[i]);
-}
-
-/* Every path one operation of class `c` longer. */
-static void deps_op(Deps* d, Int c)
-{
-   if (c == C_FREE)
-      return;
-   for (Int i = 0; i < d->n; i++)
-      if (d->ops[i][c] < 255)
-         d->ops[i][c]++;
-}
 
 static Int op_class(IROp op)
 {
@@ -1228,12 +1161,8 @@ static Int deps_words(const Deps* d)
 
 static void put_deps(const Deps* d)
 {
-   for (Int i = 0; i < d->n; i++) {
-      ULong w = d->src[i];
-      for (Int c = 0; c < NCLS; c++)
-         w |= (ULong)d->ops[i][c] << (16 + 8 * c);
-      put(w);
-   }
+   for (Int i = 0; i < d->n; i++)
+      put(deps_word(d, i));
 }
 
 /* Writes the table of the block just instrumented (whose end is `in`'s

@@ -14,9 +14,12 @@
    low byte, the address above) and store the word into a per-thread
    buffer (drx_buf's trace buffer: a store into its guard region calls
    the flush). A flush copies the buffer into the ring's current slot,
-   publishing slots as they fill. Instructions are counted per basic
-   block by one inline counter update at its entry, and the count goes
-   into the stream as a count word (0x82) at each flush.
+   publishing slots as they fill. Every basic block gets a table (its
+   instructions, references, dataflow, end and code lines; "the block
+   table" below) written into the stream once, and writes an entry word
+   when it runs and an exit word when it leaves by its conditional jump,
+   as the valgrind tool's superblocks do: the simulator's core counts
+   instructions and predicts branches from them.
 
    Processes: DynamoRIO follows forks and execs. A forked child opens its
    own ring ('F'); the parent writes the fork word with the child's pid.
@@ -33,11 +36,13 @@
    for a read or write that would have blocked and a wait a timer ended
    ("the kernel's accesses" below).
 
-   What this client does not write (the valgrind tool does): block
-   tables, entry and exit words (the core is given counts of instructions
-   instead), and the startup layout and map events (the reader maps 2 MB
-   blocks where memory is touched outside any mapping). Threads share
-   the stream, each thread's buffer copied in whole at its flush. */
+   What this client does not write (the valgrind tool does): the startup
+   layout and map events (the reader maps 2 MB blocks where memory is
+   touched outside any mapping), and inner calls in block tables (a
+   DynamoRIO block ends at every call). Threads share the stream, each
+   thread's buffer copied in whole at its flush, so a thread's words that
+   follow another's are placed in the other's block until its next entry
+   word. */
 
 #define _GNU_SOURCE
 #include "dr_api.h"
@@ -71,7 +76,7 @@ static long raw_syscall(long n, long a, long b, long c, long d)
 /* The ring's format and the words both front ends write. */
 #include "ring_format.h"
 
-/* Words kept free at a slot's end for the count word and the end. */
+/* Words kept free at a slot's end for the end word. */
 #define TAIL_WORDS 4
 
 #define BUF_BYTES (64 * 1024)
@@ -84,8 +89,6 @@ static file_t out_fd = INVALID_FILE;
 static long reader_pid;
 static drx_buf_t *buf;
 static void *lock;
-static uint64 icount;     /* updated inline at every block's entry */
-static uint64 icount_put; /* the count at the last count word */
 
 static volatile uint64 *ring;
 static uint64 ring_published;
@@ -183,25 +186,8 @@ static void out_write(const uint64 *w, size_t n)
     }
 }
 
-static void put_icount(void)
-{
-    uint64 n = icount - icount_put;
-    if (n != 0) {
-        uint64 w[2] = { W_INSN, n };
-        if (out_fd != INVALID_FILE) {
-            out_write(w, 2);
-        } else {
-            slot_next[0] = w[0];
-            slot_next[1] = w[1];
-            slot_next += 2;
-        }
-        icount_put += n;
-    }
-}
-
 static void ring_publish(bool ended)
 {
-    put_icount();
     uint64 n = slot_next - slot_start;
     ring[R_LENS + ring_published % NSLOTS] = n;
     ring_published++;
@@ -374,68 +360,18 @@ static bool also_read(instr_t *inst, opnd_t d)
     return false;
 }
 
-/* The references bb_insert writes for `inst` (a modify is one). */
-static int refs_of(instr_t *inst)
+/* The references `inst` makes, in the order the stream has them: the
+   memory it reads (a source also written is one modify, as valgrind's
+   tool writes it), then the memory it only writes. Calls `f` on each
+   (when not NULL); returns how many. bb_insert writes them and the
+   block table describes them through this one order. */
+typedef void (*ref_fn)(void *arg, opnd_t ref, int kind);
+
+static int each_ref(instr_t *inst, ref_fn f, void *arg)
 {
     bool reads = instr_reads_memory(inst), writes = instr_writes_memory(inst);
     int n = 0;
     if (reads)
-        for (int i = 0; i < instr_num_srcs(inst); i++)
-            if (opnd_is_memory_reference(instr_get_src(inst, i)))
-                n++;
-    if (writes)
-        for (int j = 0; j < instr_num_dsts(inst); j++) {
-            opnd_t d = instr_get_dst(inst, j);
-            if (opnd_is_memory_reference(d) && !(reads && also_read(inst, d)))
-                n++;
-        }
-    return n;
-}
-
-/* The block's guest instructions. A rep-string instruction expanded
-   into a loop (drutil_expand_rep_string) is a block of its own entered
-   once per iteration, where valgrind (and DynamoRIO running it whole)
-   counts one instruction for the whole repetition: such a block counts
-   nothing, an undercount of one instruction per rep-string execution.
-   The count word carries the instructions beyond one per reference: the
-   reader's core advances one instruction at every reference of a stream
-   without block tables, as for valgrind's tool with --blocks=no. */
-static dr_emit_flags_t bb_analysis(void *dc, void *tag, instrlist_t *bb, bool for_trace, bool translating, void **user_data)
-{
-    int n = 0, refs = 0;
-    app_pc last = NULL;
-    bool expanded = false;
-    for (instr_t *i = instrlist_first_app(bb); i != NULL; i = instr_get_next_app(i)) {
-        app_pc pc = instr_get_app_pc(i);
-        if (instr_is_label(i))
-            continue;
-        if (pc == last)
-            expanded = true;
-        else
-            n++;
-        last = pc;
-        refs += refs_of(i);
-    }
-    n = expanded || refs >= n ? 0 : n - refs;
-    *user_data = (void *)(ptr_uint_t)n;
-    return DR_EMIT_DEFAULT;
-}
-
-static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *inst, bool for_trace, bool translating, void *user_data)
-{
-    if (drmgr_is_first_instr(dc, inst)) {
-        uint n = (uint)(ptr_uint_t)user_data;
-        if (n > 0)
-            drx_insert_counter_update(dc, bb, inst, SPILL_SLOT_MAX + 1, &icount, (int)n, DRX_COUNTER_64BIT);
-    }
-    if (!instr_is_app(inst))
-        return DR_EMIT_DEFAULT;
-    bool reads = instr_reads_memory(inst), writes = instr_writes_memory(inst);
-    if (!reads && !writes)
-        return DR_EMIT_DEFAULT;
-    /* A memory operand both read and written (add [m], r) is one modify,
-       as valgrind's tool writes it. */
-    if (reads) {
         for (int i = 0; i < instr_num_srcs(inst); i++) {
             opnd_t s = instr_get_src(inst, i);
             if (!opnd_is_memory_reference(s))
@@ -445,16 +381,522 @@ static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *
                 for (int j = 0; j < instr_num_dsts(inst); j++)
                     if (opnd_same(s, instr_get_dst(inst, j)))
                         modify = true;
-            insert_ref(dc, bb, inst, s, modify ? K_MODIFY : K_LOAD);
+            if (f != NULL)
+                f(arg, s, modify ? K_MODIFY : K_LOAD);
+            n++;
         }
-    }
-    if (writes) {
+    if (writes)
         for (int j = 0; j < instr_num_dsts(inst); j++) {
             opnd_t d = instr_get_dst(inst, j);
-            if (opnd_is_memory_reference(d) && !(reads && also_read(inst, d)))
-                insert_ref(dc, bb, inst, d, K_STORE);
+            if (opnd_is_memory_reference(d) && !(reads && also_read(inst, d))) {
+                if (f != NULL)
+                    f(arg, d, K_STORE);
+                n++;
+            }
+        }
+    return n;
+}
+
+/* ---- the block table ----
+   Every basic block DynamoRIO translates gets an id (from 0, counted
+   under the lock) and a table in the valgrind tool's words (its comment
+   "the block table" in tools/vgtrace/vt_main.c documents them;
+   crates/trace/src/block.rs decodes them), written into the stream
+   before any word that enters the block. At run time the block's first
+   instruction writes W_ENTER | id << 8, and a block that ends in a
+   conditional jump writes W_EXIT (side exit 0) when the jump is taken.
+   A block rebuilt (for a trace, or after a flush) gets a new id and
+   table; a block recreated to translate a fault (`translating`) writes
+   nothing, and its instrumentation has the same instructions as the
+   original's (the id is the immediate of a 10-byte mov either way).
+
+   Where the table differs from the valgrind tool's, because DynamoRIO's
+   blocks are not valgrind's superblocks:
+   - A DynamoRIO block ends at every control transfer (no elision under
+     -code_api), so its only side exit is its last instruction: a
+     conditional jump on the flags, taken to leave by the exit, not taken
+     to run to the block's end (a jump, kind 0). jecxz, jrcxz and loop*
+     end a block as a jump with no side exit, a branch the core does not
+     predict.
+   - Register slots are the 16 general registers at any width (0..15),
+     the arithmetic flags (16) and xmm/ymm/zmm N (17 + N); other
+     registers (x87, mmx, segment, mask) give no dependence.
+   - The dataflow is by instruction, not by valgrind's IR: an instruction
+     applies one operation of its class (op_class) to the union of its
+     inputs, and all its outputs get that result, but for the pointers
+     it steps (steps: the stack pointer, a string instruction's pointers
+     and count), which get one ALU operation of their own.
+   - A block drutil_expand_rep_string made of a rep-string instruction
+     (a loop that enters the block again at every iteration) is described
+     as the one string instruction and its references, each iteration an
+     entry. An iteration whose count is zero makes no references: the
+     reader takes the entry's references as they come. */
+
+#include "block_deps.h"
+
+#define SLOT_FLAGS 16
+#define SLOT_VEC   17
+#define REG_SLOTS  (SLOT_VEC + 32)
+
+/* The reader's limit on a table's words (crates/trace/src/vgraw.rs). */
+#define MAX_TABLE_WORDS (1 << 14)
+#define MAX_TREFS  1024
+#define MAX_TLINES 512
+
+static int op_class(int opc)
+{
+    if (opc >= OP_vfmadd132ps && opc <= OP_vfnmsub231sd)
+        return C_FMUL;
+    switch (opc) {
+    case OP_imul: case OP_mul: case OP_mulx:
+        return C_MUL;
+    case OP_div: case OP_idiv:
+        return C_DIV;
+    case OP_addsd: case OP_subsd: case OP_addss: case OP_subss:
+    case OP_addpd: case OP_subpd: case OP_addps: case OP_subps:
+    case OP_vaddsd: case OP_vsubsd: case OP_vaddss: case OP_vsubss:
+    case OP_vaddpd: case OP_vsubpd: case OP_vaddps: case OP_vsubps:
+    case OP_cvtsi2sd: case OP_cvtsi2ss: case OP_cvtsd2si: case OP_cvtss2si:
+    case OP_cvttsd2si: case OP_cvttss2si:
+    case OP_vcvtsi2sd: case OP_vcvtsi2ss: case OP_vcvtsd2si: case OP_vcvtss2si:
+    case OP_vcvttsd2si: case OP_vcvttss2si:
+        return C_FADD;
+    case OP_mulsd: case OP_mulss: case OP_mulpd: case OP_mulps:
+    case OP_vmulsd: case OP_vmulss: case OP_vmulpd: case OP_vmulps:
+        return C_FMUL;
+    case OP_divsd: case OP_divss: case OP_divpd: case OP_divps:
+    case OP_vdivsd: case OP_vdivss: case OP_vdivpd: case OP_vdivps:
+    case OP_sqrtsd: case OP_sqrtss: case OP_sqrtpd: case OP_sqrtps:
+    case OP_vsqrtsd: case OP_vsqrtss: case OP_vsqrtpd: case OP_vsqrtps:
+        return C_FDIV;
+    /* Moves: the value as it was, no operation. */
+    case OP_mov_ld: case OP_mov_st: case OP_mov_imm: case OP_movzx: case OP_movsx:
+    case OP_movsxd: case OP_movaps: case OP_movups: case OP_movapd: case OP_movupd:
+    case OP_movdqa: case OP_movdqu: case OP_movq: case OP_movd: case OP_movsd:
+    case OP_movss: case OP_vmovaps: case OP_vmovups: case OP_vmovapd: case OP_vmovupd:
+    case OP_vmovdqa: case OP_vmovdqu: case OP_vmovq: case OP_vmovd: case OP_vmovsd:
+    case OP_vmovss: case OP_push: case OP_push_imm: case OP_pop: case OP_xchg:
+    case OP_movs: case OP_stos: case OP_lods:
+        return C_FREE;
+    default:
+        return C_ALU;
+    }
+}
+
+/* Whether `in` steps register `r` as a side effect, a pointer or count
+   that gets one ALU operation and stays out of the value the instruction
+   computes: the stack pointer of pushes, pops, calls and returns; the
+   pointers and count of string instructions (else each iteration of a
+   copy would wait for the value the last one loaded). */
+static bool steps(instr_t *in, reg_id_t r)
+{
+    r = reg_to_pointer_sized(r);
+    if (instr_is_string_op(in) || instr_is_rep_string_op(in))
+        return r == DR_REG_XSI || r == DR_REG_XDI || r == DR_REG_XCX;
+    switch (instr_get_opcode(in)) {
+    case OP_push: case OP_push_imm: case OP_pop: case OP_pushf: case OP_popf:
+    case OP_call: case OP_call_ind: case OP_call_far: case OP_call_far_ind:
+    case OP_ret: case OP_ret_far: case OP_leave: case OP_enter: case OP_iret:
+        return r == DR_REG_XSP;
+    default:
+        return false;
+    }
+}
+
+/* xor r, r and the like: a constant, whatever r held. */
+static bool zero_idiom(instr_t *in)
+{
+    switch (instr_get_opcode(in)) {
+    case OP_xor: case OP_sub: case OP_pxor: case OP_xorps: case OP_xorpd:
+    case OP_vpxor: case OP_vxorps: case OP_vxorpd: case OP_psubb: case OP_psubd: case OP_psubq:
+        break;
+    default:
+        return false;
+    }
+    int n = instr_num_srcs(in);
+    if (n < 2)
+        return false;
+    opnd_t a = instr_get_src(in, n - 2), b = instr_get_src(in, n - 1);
+    return opnd_is_reg(a) && opnd_is_reg(b) && opnd_get_reg(a) == opnd_get_reg(b);
+}
+
+static int slot_of(reg_id_t r)
+{
+    if (r == DR_REG_NULL)
+        return -1;
+    if (reg_is_gpr(r)) {
+        reg_id_t p = reg_to_pointer_sized(r);
+        return p >= DR_REG_RAX && p <= DR_REG_R15 ? (int)(p - DR_REG_RAX) : -1;
+    }
+    if (reg_is_strictly_xmm(r))
+        return SLOT_VEC + (r - DR_REG_XMM0);
+    if (reg_is_strictly_ymm(r))
+        return SLOT_VEC + (r - DR_REG_YMM0);
+    if (reg_is_strictly_zmm(r))
+        return SLOT_VEC + (r - DR_REG_ZMM0);
+    return -1;
+}
+
+/* The table being built for one block (one at a time: table_lock). */
+typedef struct {
+    Deps reg[REG_SLOTS];   /* what each slot holds now */
+    int written[REG_SLOTS];  /* 1 + the last instruction writing it; 0 none */
+    int insn;             /* the instruction being described */
+    int nrefs, nlines;
+    bool overflow;
+    uint64 ref_word[MAX_TREFS];
+    Deps ref_addr[MAX_TREFS], ref_data[MAX_TREFS];
+    uint64 line[MAX_TLINES];
+    uint64 last_line;
+} table_t;
+
+static void *table_lock;
+static table_t table;
+static uint64 table_words[MAX_TABLE_WORDS + 1];
+static uint64 next_block_id;
+
+static const Deps *reg_deps(table_t *t, reg_id_t r)
+{
+    int s = slot_of(r);
+    return s < 0 ? NULL : &t->reg[s];
+}
+
+/* The registers an address is computed from. */
+static void addr_deps(table_t *t, opnd_t m, Deps *out)
+{
+    if (!opnd_is_base_disp(m))
+        return;
+    deps_union(out, reg_deps(t, opnd_get_base(m)));
+    deps_union(out, reg_deps(t, opnd_get_index(m)));
+}
+
+static void table_ref(void *arg, opnd_t ref, int kind)
+{
+    table_t *t = (table_t *)arg;
+    if (t->nrefs >= MAX_TREFS) {
+        t->overflow = true;
+        return;
+    }
+    int i = t->nrefs++;
+    t->ref_word[i] = (uint64)t->insn | (uint64)kind << 16;
+    t->ref_addr[i].n = 0;
+    t->ref_data[i].n = 0;
+    addr_deps(t, ref, &t->ref_addr[i]);
+}
+
+/* The code lines instruction `t->insn` starts in and runs into, each
+   line once in a row. */
+static void table_lines(table_t *t, app_pc pc, int len)
+{
+    for (uint64 l = (uint64)pc >> 6; len > 0 && l <= ((uint64)pc + len - 1) >> 6; l++) {
+        if (l == t->last_line)
+            continue;
+        t->last_line = l;
+        if (t->nlines < MAX_TLINES)
+            t->line[t->nlines++] = l << 16 | (uint64)t->insn;
+    }
+}
+
+/* What instruction `in` does to the block's dataflow; its references
+   are added in the stream's order. */
+static void table_insn(void *dc, table_t *t, instr_t *in)
+{
+    static const byte none[NCLS];
+    int opc = instr_get_opcode(in);
+    Deps v = { .n = 0 };
+    for (int i = 0; i < instr_num_srcs(in); i++) {
+        opnd_t s = instr_get_src(in, i);
+        if (opnd_is_reg(s)) {
+            if (!steps(in, opnd_get_reg(s)))
+                deps_union(&v, reg_deps(t, opnd_get_reg(s)));
+        } else if (opnd_is_memory_reference(s) && !instr_reads_memory(in)) {
+            /* lea: its operand's registers are plain inputs. */
+            addr_deps(t, s, &v);
         }
     }
+    uint eflags = instr_get_eflags(in, DR_QUERY_DEFAULT);
+    if (eflags & EFLAGS_READ_ARITH)
+        deps_union(&v, &t->reg[SLOT_FLAGS]);
+    int first = t->nrefs;
+    each_ref(in, table_ref, t);
+    for (int i = first; i < t->nrefs; i++)
+        if ((t->ref_word[i] >> 16 & 0xff) != K_STORE)
+            deps_add(&v, (ushort)(FROM_REF + i), none);
+    if (zero_idiom(in))
+        v.n = 0;
+    deps_op(&v, op_class(opc));
+    /* What stores write: the result (a call's return address: nothing). */
+    for (int i = first; i < t->nrefs; i++)
+        if ((t->ref_word[i] >> 16 & 0xff) != K_LOAD && !instr_is_call(in))
+            t->ref_data[i] = v;
+    for (int i = 0; i < instr_num_dsts(in); i++) {
+        opnd_t d = instr_get_dst(in, i);
+        if (!opnd_is_reg(d))
+            continue;
+        reg_id_t r = opnd_get_reg(d);
+        int s = slot_of(r);
+        if (s < 0)
+            continue;
+        if (steps(in, r))
+            deps_op(&t->reg[s], C_ALU);
+        else if (reg_is_gpr(r) && opnd_size_in_bytes(reg_get_size(r)) <= 2)
+            deps_union(&t->reg[s], &v); /* the rest of the register stays */
+        else
+            t->reg[s] = v;
+        t->written[s] = t->insn + 1;
+    }
+    if (eflags & EFLAGS_WRITE_ARITH) {
+        t->reg[SLOT_FLAGS] = v;
+        t->written[SLOT_FLAGS] = t->insn + 1;
+    }
+    table_lines(t, instr_get_app_pc(in), instr_length(dc, in));
+}
+
+/* The setcc of a conditional jump on the flags (OP_INVALID: not one). */
+static int setcc_of(instr_t *in)
+{
+    int opc = instr_get_opcode(in);
+    if (opc >= OP_jo && opc <= OP_jnle)
+        return OP_seto + (opc - OP_jo);
+    if (opc >= OP_jo_short && opc <= OP_jnle_short)
+        return OP_seto + (opc - OP_jo_short);
+    return OP_INVALID;
+}
+
+/* Whether a block's instructions are a rep-string instruction expanded
+   into a loop: drutil's added instructions share an address. */
+static bool expanded_rep(instrlist_t *bb)
+{
+    app_pc last = NULL;
+    bool string = false, repeated = false;
+    for (instr_t *i = instrlist_first_app(bb); i != NULL; i = instr_get_next_app(i)) {
+        if (instr_is_label(i))
+            continue;
+        if (instr_is_string_op(i))
+            string = true;
+        if (instr_get_app_pc(i) == last)
+            repeated = true;
+        last = instr_get_app_pc(i);
+    }
+    return string && repeated;
+}
+
+/* Whether the block's last instruction is a side exit: a conditional
+   jump on the flags (the same answer when the block is recreated). */
+static bool exits_at_end(instrlist_t *bb, bool expanded)
+{
+    instr_t *last = instrlist_last_app(bb);
+    return !expanded && last != NULL && setcc_of(last) != OP_INVALID;
+}
+
+static void put_word_deps(uint64 **w, const Deps *d)
+{
+    for (int i = 0; i < d->n; i++)
+        *(*w)++ = deps_word(d, i);
+}
+
+/* Describes block `bb` and writes its table into the stream after what
+   this thread buffered; returns its id. */
+static uint64 table_block(void *dc, instrlist_t *bb, bool expanded)
+{
+    static const byte none[NCLS];
+    table_t *t = &table;
+    dr_mutex_lock(table_lock);
+    memset(t->written, 0, sizeof t->written);
+    for (int s = 0; s < REG_SLOTS; s++) {
+        t->reg[s].n = 0;
+        deps_add(&t->reg[s], (ushort)s, none);
+    }
+    t->insn = 0;
+    t->nrefs = t->nlines = 0;
+    t->overflow = false;
+    t->last_line = ~0ULL;
+    app_pc first_pc = NULL, last_pc = NULL;
+    instr_t *last = NULL;
+    int last_first_ref = 0;
+    for (instr_t *i = instrlist_first_app(bb); i != NULL; i = instr_get_next_app(i)) {
+        if (instr_is_label(i) || (expanded && !instr_is_string_op(i)))
+            continue;
+        if (first_pc == NULL)
+            first_pc = instr_get_app_pc(i);
+        last_pc = instr_get_app_pc(i);
+        last = i;
+        last_first_ref = t->nrefs;
+        table_insn(dc, t, i);
+        t->insn++;
+    }
+    if (t->insn == 0)
+        t->insn = 1; /* the reader refuses a block of none */
+    /* How it ends. */
+    uint64 kind = 0, ret = 0;
+    Deps end = { .n = 0 }, cond = { .n = 0 };
+    bool exit = exits_at_end(bb, expanded);
+    if (last != NULL && !expanded) {
+        if (exit)
+            cond = t->reg[SLOT_FLAGS];
+        else if (instr_is_call(last)) {
+            kind = instr_is_call_direct(last) ? 1 : 2;
+            ret = (uint64)last_pc + instr_length(dc, last);
+        } else if (instr_is_return(last))
+            kind = 3;
+        else if (instr_is_mbr(last))
+            kind = 4;
+        if (kind >= 2) {
+            opnd_t target = kind == 3 ? opnd_create_null() : instr_get_target(last);
+            if (kind == 3 || opnd_is_memory_reference(target)) {
+                /* The loaded address: the instruction's first reference. */
+                if (t->nrefs > last_first_ref)
+                    deps_add(&end, (ushort)(FROM_REF + last_first_ref), none);
+            } else if (opnd_is_reg(target))
+                deps_union(&end, reg_deps(t, opnd_get_reg(target)));
+        }
+    }
+    int nexits = exit ? 1 : 0, nputs = 0;
+    for (int s = 0; s < REG_SLOTS; s++)
+        nputs += t->written[s] != 0;
+    int words = 6 + t->nrefs + 2 * nexits + nputs + t->nlines + cond.n + end.n;
+    for (int i = 0; i < t->nrefs; i++)
+        words += t->ref_addr[i].n + t->ref_data[i].n;
+    for (int s = 0; s < REG_SLOTS; s++)
+        if (t->written[s] != 0)
+            words += t->reg[s].n;
+    if (t->overflow || words > MAX_TABLE_WORDS) {
+        /* Too large to describe: its instructions, ends and lines only;
+           the reader places its references nowhere in particular. */
+        words -= t->nrefs + 2 * nexits + nputs + cond.n;
+        for (int i = 0; i < t->nrefs; i++)
+            words -= t->ref_addr[i].n + t->ref_data[i].n;
+        for (int s = 0; s < REG_SLOTS; s++)
+            if (t->written[s] != 0)
+                words -= t->reg[s].n;
+        t->nrefs = nexits = nputs = 0;
+        memset(t->written, 0, sizeof t->written);
+    }
+    uint64 *w = table_words;
+    *w++ = W_BLOCK | (uint64)words << 8;
+    w++; /* the id, given under the lock */
+    *w++ = (uint64)first_pc;
+    *w++ = (uint64)t->insn | (uint64)t->nrefs << 16 | (uint64)nexits << 32 | (uint64)nputs << 48;
+    *w++ = (uint64)t->nlines | kind << 32 | (uint64)end.n << 40;
+    *w++ = (uint64)last_pc;
+    *w++ = ret;
+    for (int i = 0; i < t->nrefs; i++)
+        *w++ = t->ref_word[i] | (uint64)t->ref_addr[i].n << 24 | (uint64)t->ref_data[i].n << 32;
+    if (nexits > 0) {
+        *w++ = (uint64)last_pc;
+        *w++ = (uint64)(t->insn - 1) | (uint64)cond.n << 16 | 1ULL << 24;
+    }
+    /* Every write is before the block's one side exit. */
+    for (int s = 0; s < REG_SLOTS; s++)
+        if (t->written[s] != 0)
+            *w++ = (uint64)s | (uint64)(t->written[s] - 1) << 8 | (uint64)t->reg[s].n << 32;
+    for (int i = 0; i < t->nlines; i++)
+        *w++ = t->line[i];
+    for (int i = 0; i < t->nrefs; i++) {
+        put_word_deps(&w, &t->ref_addr[i]);
+        put_word_deps(&w, &t->ref_data[i]);
+    }
+    if (nexits > 0)
+        put_word_deps(&w, &cond);
+    for (int s = 0; s < REG_SLOTS; s++)
+        if (t->written[s] != 0)
+            put_word_deps(&w, &t->reg[s]);
+    put_word_deps(&w, &end);
+    DR_ASSERT_MSG(w == table_words + 1 + words, "splabdr: a block table's words miscounted");
+    /* The thread's words so far precede the table. */
+    flush_thread(dc);
+    dr_mutex_lock(lock);
+    uint64 id = next_block_id++;
+    table_words[1] = id;
+    if ((ring != NULL || out_fd != INVALID_FILE) && !stopping) {
+        /* The reader takes a table whole from one slot. */
+        if (ring != NULL && (size_t)(slot_end - slot_next) < (size_t)(1 + words)) {
+            ring_publish(false);
+            ring_take_slot();
+        }
+        append(table_words, 1 + words);
+    }
+    dr_mutex_unlock(lock);
+    dr_mutex_unlock(table_lock);
+    return id;
+}
+
+/* user_data from bb_analysis to bb_insert: the block's id << 1 | whether
+   it ends in a side exit. */
+static dr_emit_flags_t bb_analysis(void *dc, void *tag, instrlist_t *bb, bool for_trace, bool translating, void **user_data)
+{
+    bool expanded = expanded_rep(bb);
+    uint64 id = translating ? 0 : table_block(dc, bb, expanded);
+    *user_data = (void *)(ptr_uint_t)(id << 1 | (exits_at_end(bb, expanded) ? 1 : 0));
+    return DR_EMIT_DEFAULT;
+}
+
+/* The block's entry word. Nothing here writes the flags (drx_buf's
+   pointer update is a lea on x86): they are not reserved. */
+static void insert_enter(void *dc, instrlist_t *bb, instr_t *where, uint64 id)
+{
+    reg_id_t rptr, rval;
+    if (drreg_reserve_register(dc, bb, where, NULL, &rptr) != DRREG_SUCCESS ||
+        drreg_reserve_register(dc, bb, where, NULL, &rval) != DRREG_SUCCESS)
+        DR_ASSERT_MSG(false, "splabdr: no registers to reserve");
+    /* A 10-byte mov whatever the id: a recreated block has the same code. */
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_mov_imm(dc, opnd_create_reg(rval), OPND_CREATE_INT64((int64)(W_ENTER | id << 8))));
+    drx_buf_insert_load_buf_ptr(dc, buf, bb, where, rptr);
+    drx_buf_insert_buf_store(dc, buf, bb, where, rptr, DR_REG_NULL, opnd_create_reg(rval), OPSZ_8, 0);
+    drx_buf_insert_update_buf_ptr(dc, buf, bb, where, rptr, DR_REG_NULL, sizeof(uint64));
+    drreg_unreserve_register(dc, bb, where, rval);
+    drreg_unreserve_register(dc, bb, where, rptr);
+}
+
+/* The side-exit word before conditional jump `jcc`, kept only when the
+   jump is taken: the word is stored at the buffer's pointer in any case,
+   and the pointer advances by 8 times the jump's condition (a setcc of
+   the application's flags, which drreg_restore_app_aflags puts in
+   place). Nothing here writes the flags, and they are not reserved:
+   reserving them after that restore, at a block's last instruction,
+   loses an application register under drreg (11.90). */
+static void insert_exit(void *dc, instrlist_t *bb, instr_t *jcc)
+{
+    reg_id_t rptr, rtaken;
+    if (drreg_restore_app_aflags(dc, bb, jcc) != DRREG_SUCCESS)
+        DR_ASSERT_MSG(false, "splabdr: cannot restore the flags");
+    if (drreg_reserve_register(dc, bb, jcc, NULL, &rptr) != DRREG_SUCCESS ||
+        drreg_reserve_register(dc, bb, jcc, NULL, &rtaken) != DRREG_SUCCESS)
+        DR_ASSERT_MSG(false, "splabdr: no registers to reserve");
+    reg_id_t taken8 = reg_resize_to_opsz(rtaken, OPSZ_1);
+    instrlist_meta_preinsert(bb, jcc, INSTR_CREATE_setcc(dc, setcc_of(jcc), opnd_create_reg(taken8)));
+    instrlist_meta_preinsert(bb, jcc, INSTR_CREATE_movzx(dc, opnd_create_reg(reg_resize_to_opsz(rtaken, OPSZ_4)), opnd_create_reg(taken8)));
+    drx_buf_insert_load_buf_ptr(dc, buf, bb, jcc, rptr);
+    drx_buf_insert_buf_store(dc, buf, bb, jcc, rptr, DR_REG_NULL, OPND_CREATE_INT32((int)W_EXIT), OPSZ_PTR, 0);
+    instrlist_meta_preinsert(bb, jcc, INSTR_CREATE_lea(dc, opnd_create_reg(rptr), opnd_create_base_disp(rptr, rtaken, 8, 0, OPSZ_lea)));
+    drx_buf_insert_update_buf_ptr(dc, buf, bb, jcc, rptr, DR_REG_NULL, 0);
+    drreg_unreserve_register(dc, bb, jcc, rtaken);
+    drreg_unreserve_register(dc, bb, jcc, rptr);
+}
+
+typedef struct {
+    void *dc;
+    instrlist_t *bb;
+    instr_t *where;
+} insert_at_t;
+
+static void insert_ref_at(void *arg, opnd_t ref, int kind)
+{
+    insert_at_t *at = (insert_at_t *)arg;
+    insert_ref(at->dc, at->bb, at->where, ref, kind);
+}
+
+static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *inst, bool for_trace, bool translating, void *user_data)
+{
+    uint64 info = (uint64)(ptr_uint_t)user_data;
+    if (drmgr_is_first_instr(dc, inst))
+        insert_enter(dc, bb, inst, info >> 1);
+    if (!instr_is_app(inst))
+        return DR_EMIT_DEFAULT;
+    insert_at_t at = { dc, bb, inst };
+    each_ref(inst, insert_ref_at, &at);
+    if ((info & 1) != 0 && drmgr_is_last_instr(dc, inst))
+        insert_exit(dc, bb, inst);
     return DR_EMIT_DEFAULT;
 }
 
@@ -798,14 +1240,13 @@ static void vfork_as_fork(void *dc, int sysno, uint64 flags)
     }
 }
 
-/* The end of an --out stream: what is buffered, the count, the end word. */
+/* The end of an --out stream: what is buffered, then the end word. */
 static void out_end(void *dc)
 {
     flush_thread(dc);
     dr_mutex_lock(lock);
     if (out_fd != INVALID_FILE) {
         uint64 w = W_END;
-        put_icount();
         out_write(&w, 1);
         dr_close_file(out_fd);
         out_fd = INVALID_FILE;
@@ -894,7 +1335,6 @@ static void fork_init(void *dc)
     ring = NULL;
     lockstep = true;
     cloning = false;
-    icount_put = icount;
     drx_buf_set_buffer_ptr(dc, buf, drx_buf_get_buffer_base(dc, buf));
     ring_open('F');
 }
@@ -908,7 +1348,6 @@ static void at_exit(void)
         dr_mutex_lock(lock);
         if (ring != NULL) {
             uint64 w = W_END;
-            put_icount();
             append(&w, 1);
             ring_publish(true);
             ring = NULL;
@@ -917,6 +1356,7 @@ static void at_exit(void)
     }
     drx_buf_free(buf);
     dr_mutex_destroy(lock);
+    dr_mutex_destroy(table_lock);
     drutil_exit();
     drreg_exit();
     drx_exit();
@@ -948,6 +1388,7 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
         dr_abort_with_code(3);
     }
     lock = dr_mutex_create();
+    table_lock = dr_mutex_create();
     buf = drx_buf_create_trace_buffer(BUF_BYTES, full_cb);
     tls_call = drmgr_register_tls_field();
     if (tls_call < 0) {

@@ -54,7 +54,7 @@ pub struct RunOptArgs {
     pub valgrind: std::path::PathBuf,
     /// Programs: what runs them and writes their references: splab's
     /// valgrind tool, or its DynamoRIO client (loads and stores in full
-    /// detail, no block tables or map events, no --sample yet).
+    /// detail, block tables, no map events, no --sample yet).
     #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", env = "SPLAB_FRONTEND", value_parser = splab_trace::online::Frontend::parse)]
     pub frontend: splab_trace::online::Frontend,
     /// Use one host thread (by default the cache model of large batches

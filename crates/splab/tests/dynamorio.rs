@@ -1,10 +1,11 @@
 //! `splab sim --frontend dynamorio -- PROG`: the program runs under
 //! splab's DynamoRIO client (crates/drclient) instead of the valgrind
-//! tool. Its stream has every load and store and counts of instructions
-//! (no block tables, no map events), so the checks are the program's
-//! status, its processes, and references in the same range as valgrind's
-//! (the two split instructions into references differently). Nothing
-//! here checks a timing.
+//! tool. Its stream has every load and store and a block table for every
+//! basic block, with the blocks' entries and taken exits (no map
+//! events), so the checks are the program's status, its processes,
+//! references and instructions in the same range as valgrind's (the two
+//! split instructions into references differently) and that the core
+//! got blocks and branches. Nothing here checks a timing.
 
 mod needs;
 
@@ -51,6 +52,17 @@ fn true_and_a_short_xz_give_references_near_valgrinds() {
         let ratio = num(&dr, "instructions") / num(&vg, "instructions");
         assert!((0.8..1.25).contains(&ratio), "{prog:?}: instructions {} under DynamoRIO, {} under valgrind", dr["instructions"], vg["instructions"]);
     }
+    std::fs::remove_file(file).unwrap();
+}
+
+#[test]
+fn xz_runs_in_blocks_with_branches_predicted() {
+    needs::online();
+    let file = numbers("blocks", 20_000);
+    let p = program(&["sim", "--json", "--memory", "512M", "--frontend", "dynamorio", "--", "xz", "-6", "-T1", "-c", file.to_str().unwrap()]);
+    assert_eq!(p["exit_status"], 0, "{p}");
+    assert!(num(&p, "blocks") > 0.0 && num(&p, "branches") > 0.0 && num(&p, "mispredicted") > 0.0, "{p}");
+    assert!(num(&p, "mispredicted") < num(&p, "branches"), "{p}");
     std::fs::remove_file(file).unwrap();
 }
 

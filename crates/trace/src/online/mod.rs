@@ -151,8 +151,8 @@ pub enum Frontend {
     #[default]
     Valgrind,
     /// splab's DynamoRIO client (crates/drclient/client/ring.c): loads,
-    /// stores, counts of instructions, forks, execs and ends; no block
-    /// tables and no map events.
+    /// stores, block tables with their entries and exits, forks, execs
+    /// and ends; no map events.
     DynamoRio,
 }
 
