@@ -1178,6 +1178,11 @@ static void table_emit(IRSB* in)
    if (in->jumpkind == Ijk_Call) {
       kind = direct ? 1 : 2;
       ret = tb->insn_addr + tb->insn_len;
+      /* VEX writes an AbiHint for every call, also the one that ends the
+         block: that call is the block's end, not one followed inside it,
+         and its return address goes on the return stack once. */
+      if (tb->ncalls > 0 && tb->call_insn[tb->ncalls - 1] == tb->insn)
+         tb->ncalls--;
    } else if (in->jumpkind == Ijk_Ret) {
       kind = 3;
    } else if (in->jumpkind == Ijk_Boring && !direct) {

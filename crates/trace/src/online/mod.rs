@@ -87,6 +87,8 @@ pub struct ProgramRun {
     pub blocks: u64,
     pub branches: u64,
     pub mispredicted: u64,
+    /// The same branches and mispredictions by kind.
+    pub predictor: splab_hw::bpred::PredictorStats,
     /// Processes simulated (the program and every child and exec).
     pub processes: u64,
     pub forks: u64,
@@ -342,6 +344,7 @@ impl Online {
         out.instructions = core.instructions;
         out.blocks = core.blocks;
         out.mispredicted = core.predictor.mispredicted();
+        out.predictor = core.predictor;
         out.branches = core.predictor.conditional + core.predictor.indirect + core.predictor.returns;
         out.exit_status = status.code();
         out.signal = status.signal();
@@ -392,6 +395,12 @@ impl Online {
         let _ = writeln!(report, "  {:<20}{} ({} forks, {} execs)", "processes", o.processes, o.forks, o.execs);
         let _ = writeln!(report, "  {:<20}{} ({} memory accesses; a modify is a load and a store)", "references", o.refs, o.accesses);
         let _ = writeln!(report, "  {:<20}{} in {} blocks; {} branches, {} mispredicted", "instructions", o.instructions, o.blocks, o.branches, o.mispredicted);
+        let p = &o.predictor;
+        let _ = writeln!(
+            report,
+            "  {:<20}conditional {} of {}, indirect {} of {}, returns {} of {} mispredicted",
+            "  by kind", p.conditional_missed, p.conditional, p.indirect_missed, p.indirect, p.returns_missed, p.returns
+        );
         let _ = writeln!(report, "  {:<20}{} map and {} unmap events; {} 2 MB blocks mapped where memory was touched outside them (not timed)", "layout", o.maps, o.unmaps, o.inferred_blocks);
         let _ = writeln!(report, "  {:<20}{:.1} MB in {} batches through shared-memory rings", "stream", o.stream_bytes as f64 / 1e6, o.batches);
         if let Some(why) = &o.nondeterministic_because {
