@@ -132,6 +132,7 @@ pub const DYNAMORIO_VERSION: &str = "DynamoRIO 11.90 (dynamorio-sys)";
 /// the caller keeps the arguments' lengths fixed: a rerun then gives the
 /// same stream, as under valgrind, whose own address-space manager
 /// places the program.
+#[cfg(feature = "replay")]
 pub(crate) fn dynamorio_command(program: &[OsString], client_args: &[String], follow_execs: bool) -> Result<Command, String> {
     use std::os::unix::process::CommandExt;
     let dr = splab_drclient::dynamorio()?;
@@ -160,6 +161,13 @@ pub(crate) fn dynamorio_command(program: &[OsString], client_args: &[String], fo
         });
     }
     Ok(cmd)
+}
+
+/// Without the `replay` feature (the fuzz targets' build) splab has no
+/// DynamoRIO: `record --frontend dynamorio` says so.
+#[cfg(not(feature = "replay"))]
+pub(crate) fn dynamorio_command(_: &[OsString], _: &[String], _: bool) -> Result<Command, String> {
+    Err("this build has no DynamoRIO (splab-trace without its replay feature)".into())
 }
 
 #[derive(Serialize, Debug)]
@@ -337,6 +345,7 @@ pub fn record(o: &Options, progress: &mut dyn FnMut(u64)) -> Result<Recorded, Re
     }
     let version = match o.tool {
         Tool::Dynamorio => {
+            #[cfg(feature = "replay")]
             splab_drclient::dynamorio().map_err(|e| RecordError::Input(format!("--frontend dynamorio: {e}")))?;
             if o.ifetch {
                 return Err(RecordError::Input("--ifetch: the DynamoRIO client records no instruction fetches (use --frontend valgrind)".into()));
