@@ -38,8 +38,9 @@
 
    What this client does not write (the valgrind tool does): the startup
    layout and map events (the reader maps 2 MB blocks where memory is
-   touched outside any mapping), and inner calls in block tables (a
-   DynamoRIO block ends at every call). Threads share the stream, each
+   touched outside any mapping), inner calls in block tables (a
+   DynamoRIO block ends at every call), and the vDSO's blocks but its
+   return ("The vDSO" below). Threads share the stream, each
    thread's buffer copied in whole at its flush, so a thread's words that
    follow another's are placed in the other's block until its next entry
    word. */
@@ -695,9 +696,10 @@ static void put_word_deps(uint64 **w, const Deps *d)
         *(*w)++ = deps_word(d, i);
 }
 
-/* Describes block `bb` and writes its table into the stream after what
-   this thread buffered; returns its id. */
-static uint64 table_block(void *dc, instrlist_t *bb, bool expanded)
+/* Describes block `bb` from instruction `from` (its first when NULL) and
+   writes its table into the stream after what this thread buffered;
+   returns its id. */
+static uint64 table_block(void *dc, instrlist_t *bb, instr_t *from, bool expanded)
 {
     static const byte none[NCLS];
     table_t *t = &table;
@@ -714,7 +716,7 @@ static uint64 table_block(void *dc, instrlist_t *bb, bool expanded)
     app_pc first_pc = NULL, last_pc = NULL;
     instr_t *last = NULL;
     int last_first_ref = 0;
-    for (instr_t *i = instrlist_first_app(bb); i != NULL; i = instr_get_next_app(i)) {
+    for (instr_t *i = from != NULL ? from : instrlist_first_app(bb); i != NULL; i = instr_get_next_app(i)) {
         if (instr_is_label(i) || (expanded && !instr_is_string_op(i)))
             continue;
         if (first_pc == NULL)
@@ -821,13 +823,53 @@ static uint64 table_block(void *dc, instrlist_t *bb, bool expanded)
     return id;
 }
 
-/* user_data from bb_analysis to bb_insert: the block's id << 1 | whether
-   it ends in a side exit. */
+/* The vDSO (clock_gettime, gettimeofday, time, getcpu): the kernel's
+   code in the program's memory, which reads the clock the host keeps
+   updating and reads it again when an update came in between, so how
+   many of its blocks run differs from run to run. None of its blocks
+   is written but for the return that leaves it, as a block of that one
+   instruction: the return stack stays balanced, the stream repeats, and
+   a vDSO call costs its call and return. (valgrind hides the vDSO, so
+   the C library makes the system call itself; the simulator charges
+   neither.) */
+static app_pc vdso_start, vdso_end;
+
+static void find_vdso(void)
+{
+    dr_module_iterator_t *it = dr_module_iterator_start();
+    vdso_start = vdso_end = NULL;
+    while (dr_module_iterator_hasnext(it)) {
+        module_data_t *m = dr_module_iterator_next(it);
+        const char *name = dr_module_preferred_name(m);
+        if (name != NULL && strstr(name, "vdso") != NULL) {
+            vdso_start = m->start;
+            vdso_end = m->end;
+        }
+        dr_free_module_data(m);
+    }
+    dr_module_iterator_stop(it);
+}
+
+/* user_data from bb_analysis to bb_insert: the block's id << 2 | whether
+   it is the vDSO's return alone << 1 | whether it ends in a side exit;
+   SKIP for a vDSO block that writes nothing. */
+#define SKIP (~(ptr_uint_t)0)
+
 static dr_emit_flags_t bb_analysis(void *dc, void *tag, instrlist_t *bb, bool for_trace, bool translating, void **user_data)
 {
+    if ((app_pc)tag >= vdso_start && (app_pc)tag < vdso_end) {
+        instr_t *last = instrlist_last_app(bb);
+        if (last == NULL || !instr_is_return(last)) {
+            *user_data = (void *)SKIP;
+            return DR_EMIT_DEFAULT;
+        }
+        uint64 id = translating ? 0 : table_block(dc, bb, last, false);
+        *user_data = (void *)(ptr_uint_t)(id << 2 | 2);
+        return DR_EMIT_DEFAULT;
+    }
     bool expanded = expanded_rep(bb);
-    uint64 id = translating ? 0 : table_block(dc, bb, expanded);
-    *user_data = (void *)(ptr_uint_t)(id << 1 | (exits_at_end(bb, expanded) ? 1 : 0));
+    uint64 id = translating ? 0 : table_block(dc, bb, NULL, expanded);
+    *user_data = (void *)(ptr_uint_t)(id << 2 | (exits_at_end(bb, expanded) ? 1 : 0));
     return DR_EMIT_DEFAULT;
 }
 
@@ -888,10 +930,13 @@ static void insert_ref_at(void *arg, opnd_t ref, int kind)
 
 static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *inst, bool for_trace, bool translating, void *user_data)
 {
-    uint64 info = (uint64)(ptr_uint_t)user_data;
-    if (drmgr_is_first_instr(dc, inst))
-        insert_enter(dc, bb, inst, info >> 1);
-    if (!instr_is_app(inst))
+    ptr_uint_t info = (ptr_uint_t)user_data;
+    if (info == SKIP)
+        return DR_EMIT_DEFAULT;
+    bool ret_alone = (info & 2) != 0;
+    if (ret_alone ? drmgr_is_last_instr(dc, inst) : drmgr_is_first_instr(dc, inst))
+        insert_enter(dc, bb, inst, info >> 2);
+    if (!instr_is_app(inst) || (ret_alone && !drmgr_is_last_instr(dc, inst)))
         return DR_EMIT_DEFAULT;
     insert_at_t at = { dc, bb, inst };
     each_ref(inst, insert_ref_at, &at);
@@ -1402,6 +1447,7 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
     dr_register_filter_syscall_event(filter_syscall);
     drmgr_register_pre_syscall_event(pre_syscall);
     drmgr_register_post_syscall_event(post_syscall);
+    find_vdso();
     drmgr_register_bb_app2app_event(bb_app2app, NULL);
     drmgr_register_bb_instrumentation_event(bb_analysis, bb_insert, NULL);
     if (out_path[0] != '\0') {

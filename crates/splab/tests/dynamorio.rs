@@ -109,6 +109,36 @@ fn a_rerun_gives_the_same_simulated_results() {
 }
 
 #[test]
+fn reading_the_clock_through_the_vdso_repeats() {
+    // The vDSO's clock_gettime reads again when the host updated the
+    // clock meanwhile, so its own blocks run a varying number of times;
+    // the client writes only the return that leaves it.
+    needs::online();
+    needs::program("gcc", "gcc");
+    let dir = std::env::temp_dir().join(format!("splab-dynamorio-vdso-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let src = dir.join("clock.c");
+    std::fs::write(&src, "#include <time.h>\nint main(void) { struct timespec t; long s = 0; for (int i = 0; i < 100000; i++) { clock_gettime(CLOCK_MONOTONIC, &t); s += t.tv_nsec > 0; } return s < 0; }\n").unwrap();
+    let exe = dir.join("clock");
+    let cc = Command::new("gcc").args(["-O2", "-o"]).arg(&exe).arg(&src).output().unwrap();
+    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    let exe = exe.to_str().unwrap();
+    let run = || {
+        let p = program(&["sim", "--json", "--memory", "256M", "--frontend", "dynamorio", "--", exe]);
+        assert_eq!(p["deterministic"], true, "{p}");
+        (p["refs"].clone(), p["instructions"].clone(), p["predictor"].clone())
+    };
+    let first = run();
+    // Each call is a call and a return that the return stack predicts.
+    assert!(first.2["returns"].as_u64().unwrap() >= 100_000, "{}", first.2);
+    assert!(first.2["returns_missed"].as_u64().unwrap() < 100, "{}", first.2);
+    for _ in 0..3 {
+        assert_eq!(run(), first);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn validate_runs_the_model_under_dynamorio_when_asked() {
     needs::online();
     let out = splab(&["validate", "--json", "--machine", "sapphire-rapids", "--frontend", "dynamorio", "--pages", "4k", "--repeat", "1", "--", "true"]);
