@@ -273,7 +273,7 @@ fn clients(out: &Path, dr: &Path) -> Result<(), String> {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     for (src, name, exts) in [
-        ("ring.c", "libsplabdr.so", &["drx", "drmgr", "drreg", "drutil"][..]),
+        ("ring.c", "libsplabdr.so", &["drbbdup", "drx", "drmgr", "drreg", "drutil"][..]),
         ("null.c", "libsplabdr_null.so", &[][..]),
         ("count.c", "libsplabdr_count.so", &["drx", "drmgr", "drreg"][..]),
     ] {

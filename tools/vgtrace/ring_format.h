@@ -6,6 +6,8 @@
    (crates/drclient/client/ring.c). */
 #define W_INSN   0x82ULL
 #define W_FORK   0x83ULL
+#define W_SKIP   0x84ULL
+#define W_MODE   0x85ULL
 #define W_THREAD 0x89ULL
 #define W_AGAIN  0x8aULL
 #define W_TIMED  0x8bULL

@@ -155,8 +155,6 @@ static Bool in_child = False;    /* with --out, a forked child writes nothing */
 #include "ring_format.h"
 #define W_MAP   0x80ULL
 #define W_UNMAP 0x81ULL
-#define W_SKIP  0x84ULL
-#define W_MODE  0x85ULL
 #define W_NOP   0xffULL
 
 /* ---- the shared ring (--ring) ----

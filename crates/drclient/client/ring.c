@@ -97,6 +97,10 @@ static uint64 ring_gates;
 static bool lockstep;
 static uint64 *slot_start, *slot_next, *slot_end;
 
+/* Sampling (--detail, --period, --warm; "sampling" below). */
+static bool sampling;
+static uint64 slot_mode;
+
 /* Set when the process stops on an error: the caller may hold the lock,
    which the exit event then must not take again. */
 static bool stopping;
@@ -170,6 +174,12 @@ static void ring_take_slot(void)
     slot_start = slot_at(ring_published);
     slot_next = slot_start;
     slot_end = slot_start + SLOT_WORDS - TAIL_WORDS;
+    if (sampling) {
+        /* Every slot begins with its mode (the valgrind tool's 0x85). */
+        slot_next[0] = W_MODE;
+        slot_next[1] = slot_mode;
+        slot_next += 2;
+    }
 }
 
 /* Writes words into the --out file whole (a FIFO may take a write in
@@ -267,13 +277,17 @@ static void append(const uint64 *w, size_t n)
     }
 }
 
+static void count_written(const uint64 *w, size_t n);
+
 static void full_cb(void *drcontext, void *base, size_t size)
 {
     if (stopping)
         return;
     dr_mutex_lock(lock);
-    if (ring != NULL || out_fd != INVALID_FILE)
+    if (ring != NULL || out_fd != INVALID_FILE) {
         append((const uint64 *)base, size / sizeof(uint64));
+        count_written((const uint64 *)base, size / sizeof(uint64));
+    }
     dr_mutex_unlock(lock);
 }
 
@@ -289,11 +303,15 @@ static void flush_thread(void *drcontext)
     drx_buf_set_buffer_ptr(drcontext, buf, base);
 }
 
-/* Publishes everything so far (the caller's thread buffer included). */
-static void publish_all(void *drcontext)
+static void sample_sync(bool scan);
+
+/* Publishes everything so far (the caller's thread buffer included;
+   with sampling, what FAST counted, and before a fork the pages). */
+static void publish_all(void *drcontext, bool fork)
 {
     flush_thread(drcontext);
     dr_mutex_lock(lock);
+    sample_sync(fork);
     if (ring != NULL) {
         ring_publish(false);
         ring_take_slot();
@@ -890,30 +908,30 @@ static void insert_enter(void *dc, instrlist_t *bb, instr_t *where, uint64 id)
     drreg_unreserve_register(dc, bb, where, rptr);
 }
 
-/* The side-exit word before conditional jump `jcc`, kept only when the
+/* The side-exit word before conditional jump `jcc` (at `where`), kept only when the
    jump is taken: the word is stored at the buffer's pointer in any case,
    and the pointer advances by 8 times the jump's condition (a setcc of
    the application's flags, which drreg_restore_app_aflags puts in
    place). Nothing here writes the flags, and they are not reserved:
    reserving them after that restore, at a block's last instruction,
    loses an application register under drreg (11.90). */
-static void insert_exit(void *dc, instrlist_t *bb, instr_t *jcc)
+static void insert_exit(void *dc, instrlist_t *bb, instr_t *jcc, instr_t *where)
 {
     reg_id_t rptr, rtaken;
-    if (drreg_restore_app_aflags(dc, bb, jcc) != DRREG_SUCCESS)
+    if (drreg_restore_app_aflags(dc, bb, where) != DRREG_SUCCESS)
         DR_ASSERT_MSG(false, "splabdr: cannot restore the flags");
-    if (drreg_reserve_register(dc, bb, jcc, NULL, &rptr) != DRREG_SUCCESS ||
-        drreg_reserve_register(dc, bb, jcc, NULL, &rtaken) != DRREG_SUCCESS)
+    if (drreg_reserve_register(dc, bb, where, NULL, &rptr) != DRREG_SUCCESS ||
+        drreg_reserve_register(dc, bb, where, NULL, &rtaken) != DRREG_SUCCESS)
         DR_ASSERT_MSG(false, "splabdr: no registers to reserve");
     reg_id_t taken8 = reg_resize_to_opsz(rtaken, OPSZ_1);
-    instrlist_meta_preinsert(bb, jcc, INSTR_CREATE_setcc(dc, setcc_of(jcc), opnd_create_reg(taken8)));
-    instrlist_meta_preinsert(bb, jcc, INSTR_CREATE_movzx(dc, opnd_create_reg(reg_resize_to_opsz(rtaken, OPSZ_4)), opnd_create_reg(taken8)));
-    drx_buf_insert_load_buf_ptr(dc, buf, bb, jcc, rptr);
-    drx_buf_insert_buf_store(dc, buf, bb, jcc, rptr, DR_REG_NULL, OPND_CREATE_INT32((int)W_EXIT), OPSZ_PTR, 0);
-    instrlist_meta_preinsert(bb, jcc, INSTR_CREATE_lea(dc, opnd_create_reg(rptr), opnd_create_base_disp(rptr, rtaken, 8, 0, OPSZ_lea)));
-    drx_buf_insert_update_buf_ptr(dc, buf, bb, jcc, rptr, DR_REG_NULL, 0);
-    drreg_unreserve_register(dc, bb, jcc, rtaken);
-    drreg_unreserve_register(dc, bb, jcc, rptr);
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_setcc(dc, setcc_of(jcc), opnd_create_reg(taken8)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_movzx(dc, opnd_create_reg(reg_resize_to_opsz(rtaken, OPSZ_4)), opnd_create_reg(taken8)));
+    drx_buf_insert_load_buf_ptr(dc, buf, bb, where, rptr);
+    drx_buf_insert_buf_store(dc, buf, bb, where, rptr, DR_REG_NULL, OPND_CREATE_INT32((int)W_EXIT), OPSZ_PTR, 0);
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_lea(dc, opnd_create_reg(rptr), opnd_create_base_disp(rptr, rtaken, 8, 0, OPSZ_lea)));
+    drx_buf_insert_update_buf_ptr(dc, buf, bb, where, rptr, DR_REG_NULL, 0);
+    drreg_unreserve_register(dc, bb, where, rtaken);
+    drreg_unreserve_register(dc, bb, where, rptr);
 }
 
 typedef struct {
@@ -928,21 +946,446 @@ static void insert_ref_at(void *arg, opnd_t ref, int kind)
     insert_ref(at->dc, at->bb, at->where, ref, kind);
 }
 
-static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *inst, bool for_trace, bool translating, void *user_data)
+/* The instrumentation of app instruction `inst` of a block whose
+   bb_analysis gave `info`, inserted at `where`; `first` and `last`: the
+   block's first and last instruction. */
+static dr_emit_flags_t insert_block(void *dc, instrlist_t *bb, instr_t *inst, instr_t *where, ptr_uint_t info, bool first, bool last)
 {
-    ptr_uint_t info = (ptr_uint_t)user_data;
     if (info == SKIP)
         return DR_EMIT_DEFAULT;
     bool ret_alone = (info & 2) != 0;
-    if (ret_alone ? drmgr_is_last_instr(dc, inst) : drmgr_is_first_instr(dc, inst))
-        insert_enter(dc, bb, inst, info >> 2);
-    if (!instr_is_app(inst) || (ret_alone && !drmgr_is_last_instr(dc, inst)))
+    if (ret_alone ? last : first)
+        insert_enter(dc, bb, where, info >> 2);
+    if (!instr_is_app(inst) || (ret_alone && !last))
         return DR_EMIT_DEFAULT;
-    insert_at_t at = { dc, bb, inst };
+    insert_at_t at = { dc, bb, where };
     each_ref(inst, insert_ref_at, &at);
-    if ((info & 1) != 0 && drmgr_is_last_instr(dc, inst))
-        insert_exit(dc, bb, inst);
+    if ((info & 1) != 0 && last)
+        insert_exit(dc, bb, inst, where);
     return DR_EMIT_DEFAULT;
+}
+
+static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *inst, bool for_trace, bool translating, void *user_data)
+{
+    return insert_block(dc, bb, inst, inst, (ptr_uint_t)user_data, drmgr_is_first_instr(dc, inst), drmgr_is_last_instr(dc, inst));
+}
+
+/* ---- sampling ----
+   With --period=P (and --detail=D, --warm=W) the program runs under two
+   instrumentations of every block, DynamoRIO's drbbdup switching between
+   them at each block's entry by one word (`run_case`): FAST counts the
+   block's references and instructions and writes nothing; DETAIL is the
+   instrumentation above. Each process's references are counted from its
+   start in periods of P: the first W of each period are written as
+   functional warming (slots whose mode word is 1), the next D in detail
+   (mode 0: the reader's measured window), the rest run in FAST. Both
+   cases count down to the next switch at each block's entry, which calls
+   `switch_mode` when the count is spent, so the windows are exact to a
+   block. What FAST counted goes into the stream as the words of
+   references left out (W_SKIP) and instructions (W_INSN) before the next
+   words the process writes.
+
+   What FAST leaves out of the model is the pages the program touched
+   meanwhile: at the switch to warming, and before a fork, the client
+   asks the kernel which of the process's pages are present
+   (PAGEMAP_SCAN on /proc/self/pagemap, Linux 6.7) and writes one
+   reference to each anonymous page it has not reported before (a store,
+   or a load where the page is the shared zero page), in address order,
+   so the model's faults, reservations and promotions follow what the
+   program did; and before an unmap or a discard (munmap, mremap,
+   madvise's DONTNEED, FREE and REMOVE), the pages of its range. File pages are left to the program's own references:
+   which of them are present also depends on the page cache (the
+   kernel's fault-around), which differs from run to run. The kernel's
+   copies of system calls made in FAST are counted, not written. */
+
+#include "drbbdup.h"
+/* drbbdup.h bars drmgr's instruction tests, which the instrumentation
+   without sampling uses: drbbdup's are used under it. */
+#undef drmgr_is_first_instr
+#undef drmgr_is_last_instr
+
+enum { CASE_FAST = 0, CASE_DETAIL = 1 };
+enum { S_FAST, S_WARM, S_DETAIL };
+
+static uint64 s_detail, s_period, s_warm;
+static volatile ptr_uint_t run_case;
+static int s_state;
+/* The countdown to the next switch (signed: the block that spends it
+   may take it below zero), and what FAST counted since it was last
+   written. */
+static struct {
+    int64 left;
+    uint64 insns;
+    uint64 refs;
+} cd;
+static bool scan_warned;
+
+/* Pages reported, by page number + 1 (0: empty), open addressing. */
+static uint64 *seen;
+static size_t seen_cap, seen_n;
+
+static bool seen_add(uint64 page)
+{
+    if (2 * (seen_n + 1) > seen_cap) {
+        size_t cap = seen_cap == 0 ? 1 << 14 : 2 * seen_cap;
+        uint64 *t = (uint64 *)dr_global_alloc(cap * sizeof(uint64));
+        memset(t, 0, cap * sizeof(uint64));
+        for (size_t i = 0; i < seen_cap; i++)
+            if (seen[i] != 0) {
+                size_t j = (size_t)(seen[i] * 0x9e3779b97f4a7c15ULL >> 20) & (cap - 1);
+                while (t[j] != 0)
+                    j = (j + 1) & (cap - 1);
+                t[j] = seen[i];
+            }
+        if (seen != NULL)
+            dr_global_free(seen, seen_cap * sizeof(uint64));
+        seen = t;
+        seen_cap = cap;
+    }
+    uint64 k = page + 1;
+    size_t j = (size_t)(k * 0x9e3779b97f4a7c15ULL >> 20) & (seen_cap - 1);
+    while (seen[j] != 0) {
+        if (seen[j] == k)
+            return false;
+        j = (j + 1) & (seen_cap - 1);
+    }
+    seen[j] = k;
+    seen_n++;
+    return true;
+}
+
+/* PAGEMAP_SCAN (linux/fs.h of Linux 6.7, which Debian 12's headers
+   predate). */
+struct pm_scan_arg {
+    uint64 size, flags, start, end, walk_end, vec, vec_len, max_pages;
+    uint64 category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+struct page_region {
+    uint64 start, end, categories;
+};
+#define PAGEMAP_SCAN 0xc0606610UL /* _IOWR('f', 16, struct pm_scan_arg) */
+#define PAGE_IS_FILE    (1ULL << 2)
+#define PAGE_IS_PRESENT (1ULL << 3)
+#define PAGE_IS_PFNZERO (1ULL << 5)
+#define SCAN_REGIONS 512
+
+/* Writes a reference to each anonymous page of [start, end) that is
+   present and not reported yet (the caller holds the lock). */
+static bool scan_range(file_t pm, uint64 start, uint64 end, struct page_region *v)
+{
+    while (start < end) {
+        struct pm_scan_arg a = { sizeof a, 0, start, end, 0, (uint64)v, SCAN_REGIONS, 0,
+                                 0, PAGE_IS_PRESENT, 0, PAGE_IS_PRESENT | PAGE_IS_FILE | PAGE_IS_PFNZERO };
+        long n = raw_syscall(SYS_ioctl, pm, (long)PAGEMAP_SCAN, (long)&a, 0);
+        if (n < 0)
+            return false;
+        for (long i = 0; i < n; i++) {
+            if ((v[i].categories & PAGE_IS_FILE) != 0)
+                continue;
+            int kind = (v[i].categories & PAGE_IS_PFNZERO) != 0 ? K_LOAD : K_STORE;
+            for (uint64 pg = v[i].start; pg < v[i].end; pg += 4096)
+                if (seen_add(pg >> 12)) {
+                    uint64 w = pg << 8 | 3 << 2 | (uint64)kind;
+                    append(&w, 1);
+                }
+        }
+        if (a.walk_end <= start || n < SCAN_REGIONS)
+            break;
+        start = a.walk_end;
+    }
+    return true;
+}
+
+static uint64 hex(const char **p)
+{
+    uint64 v = 0;
+    for (;; (*p)++) {
+        char c = **p;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return v;
+        v = v << 4 | (uint64)d;
+    }
+}
+
+/* The program's pages touched since the last scan, from the kernel: each
+   mapping of /proc/self/maps that is the program's (not DynamoRIO's, the
+   client's, the ring, or the kernel's vDSO and vvar), scanned (the
+   caller holds the lock). */
+static void scan_pages(void)
+{
+    file_t mf = dr_open_file("/proc/self/maps", DR_FILE_READ);
+    file_t pm = dr_open_file("/proc/self/pagemap", DR_FILE_READ);
+    size_t cap = 1 << 16, len = 0;
+    char *text = (char *)dr_global_alloc(cap);
+    struct page_region *v = (struct page_region *)dr_global_alloc(SCAN_REGIONS * sizeof *v);
+    bool ok = mf != INVALID_FILE && pm != INVALID_FILE;
+    while (ok) {
+        if (len + 1 == cap) {
+            char *t = (char *)dr_global_alloc(2 * cap);
+            memcpy(t, text, len);
+            dr_global_free(text, cap);
+            text = t;
+            cap *= 2;
+        }
+        ssize_t k = dr_read_file(mf, text + len, cap - 1 - len);
+        if (k <= 0)
+            break;
+        len += (size_t)k;
+    }
+    text[len] = '\0';
+    uint64 ring_lo = (uint64)ring, ring_hi = ring_lo + (RING_HEADER + (uint64)NSLOTS * SLOT_WORDS) * sizeof(uint64);
+    for (const char *p = text; ok && *p != '\0';) {
+        const char *line = p;
+        uint64 start = hex(&p);
+        p++;
+        uint64 end = hex(&p);
+        const char *eol = strchr(p, '\n');
+        if (eol == NULL)
+            eol = p + strlen(p);
+        bool special = false;
+        for (const char *q = p; q < eol; q++)
+            if (*q == '[' && (strncmp(q, "[vvar", 5) == 0 || strncmp(q, "[vdso", 5) == 0 || strncmp(q, "[vsyscall", 9) == 0))
+                special = true;
+        bool ours = (start < ring_hi && end > ring_lo) || dr_memory_is_dr_internal((byte *)start) ||
+            dr_memory_is_in_client((byte *)start);
+        if (end > start && line[0] != '\0' && !special && !ours)
+            ok = scan_range(pm, start, end, v);
+        p = *eol == '\n' ? eol + 1 : eol;
+    }
+    if (!ok && !scan_warned) {
+        scan_warned = true;
+        dr_fprintf(STDERR, "splabdr: cannot read the program's pages (PAGEMAP_SCAN needs Linux 6.7): pages first touched between windows reach the model at their next reference in a window\n");
+    }
+    dr_global_free(v, SCAN_REGIONS * sizeof *v);
+    dr_global_free(text, cap);
+    if (mf != INVALID_FILE)
+        dr_close_file(mf);
+    if (pm != INVALID_FILE)
+        dr_close_file(pm);
+}
+
+/* Before the program unmaps or discards [start, start + len) in FAST:
+   its pages there, which a later scan would not find (the caller holds
+   the lock). */
+static void scan_before_unmap(uint64 start, uint64 len)
+{
+    file_t pm = dr_open_file("/proc/self/pagemap", DR_FILE_READ);
+    if (pm == INVALID_FILE)
+        return;
+    struct page_region *v = (struct page_region *)dr_global_alloc(SCAN_REGIONS * sizeof *v);
+    uint64 end = (start + len + 4095) & ~4095ULL;
+    scan_range(pm, start & ~4095ULL, end, v);
+    dr_global_free(v, SCAN_REGIONS * sizeof *v);
+    dr_close_file(pm);
+}
+
+/* What FAST counted, into the stream (the caller holds the lock). */
+static void put_counts(void)
+{
+    if (cd.refs != 0) {
+        uint64 w[2] = { W_SKIP, cd.refs };
+        append(w, 2);
+        cd.refs = 0;
+    }
+    if (cd.insns != 0) {
+        uint64 w[2] = { W_INSN, cd.insns };
+        append(w, 2);
+        cd.insns = 0;
+    }
+}
+
+/* Before words that order the process among others (a gate, a fork, an
+   exec, the end): FAST's counts, and with `scan` (a fork: the child's
+   simulated process inherits them; the end: the run's memory figures)
+   the pages (the caller holds the lock). */
+static void sample_sync(bool scan)
+{
+    if (!sampling || ring == NULL || s_state != S_FAST)
+        return;
+    put_counts();
+    if (scan)
+        scan_pages();
+}
+
+/* Starts stretch `state` of the period: a new slot in its mode, the
+   countdown to its end, and the case blocks run in from their next
+   entry (the caller holds the lock). */
+static void enter_state(int state)
+{
+    s_state = state;
+    run_case = state == S_FAST ? CASE_FAST : CASE_DETAIL;
+    slot_mode = state == S_DETAIL ? 0 : 1;
+    if (state == S_WARM)
+        cd.left += (int64)s_warm;
+    else if (state == S_DETAIL)
+        cd.left += (int64)s_detail;
+    else
+        cd.left += (int64)(s_period - s_warm - s_detail);
+    if (ring != NULL) {
+        ring_publish(false);
+        ring_take_slot();
+    }
+}
+
+/* A process's first period starts with its first reference. */
+static void sample_start(void)
+{
+    cd.left = 0;
+    cd.insns = cd.refs = 0;
+    s_state = s_warm > 0 ? S_WARM : S_DETAIL;
+    run_case = CASE_DETAIL;
+    slot_mode = s_state == S_DETAIL ? 0 : 1;
+    cd.left = (int64)(s_warm > 0 ? s_warm : s_detail);
+}
+
+/* The countdown is spent: on to the stretches of the period it reaches
+   (the caller holds the lock). */
+static void advance(void)
+{
+    while (cd.left <= 0) {
+        if (s_state == S_FAST) {
+            put_counts();
+            if (ring != NULL)
+                scan_pages();
+            enter_state(s_warm > 0 ? S_WARM : S_DETAIL);
+        } else if (s_state == S_WARM)
+            enter_state(S_DETAIL);
+        else
+            enter_state(s_period > s_warm + s_detail ? S_FAST : (s_warm > 0 ? S_WARM : S_DETAIL));
+    }
+}
+
+/* The FAST blocks' clean call. */
+static void switch_mode(void)
+{
+    void *dc = dr_get_current_drcontext();
+    flush_thread(dc);
+    dr_mutex_lock(lock);
+    advance();
+    dr_mutex_unlock(lock);
+}
+
+/* In warming or detail: `n` words went into the stream; the references
+   among them count down (the caller holds the lock). The switch is
+   exact to a thread buffer's flush (8192 words). */
+static void count_written(const uint64 *w, size_t n)
+{
+    if (!sampling || s_state == S_FAST)
+        return;
+    int64 refs = 0;
+    for (size_t i = 0; i < n; i++)
+        refs += (uint8_t)w[i] < 0x20;
+    cd.left -= refs;
+    advance();
+}
+
+/* At the start of a FAST block: its references and instructions
+   counted, the countdown by its references, and the switch when the
+   countdown is spent. (In the detail case the countdown is kept by the
+   words written, `count_written`: a countdown there, which needs the
+   flags at the first instruction of drbbdup's first copy, broke the
+   programs it ran.) */
+static void insert_countdown(void *dc, instrlist_t *bb, instr_t *where, int refs, int insns)
+{
+    reg_id_t r;
+    if (drreg_reserve_aflags(dc, bb, where) != DRREG_SUCCESS ||
+        drreg_reserve_register(dc, bb, where, NULL, &r) != DRREG_SUCCESS)
+        DR_ASSERT_MSG(false, "splabdr: no registers to reserve");
+    instr_t *done = INSTR_CREATE_label(dc);
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_mov_imm(dc, opnd_create_reg(r), OPND_CREATE_INT64((ptr_int_t)&cd)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_add(dc, OPND_CREATE_MEM64(r, 8), OPND_CREATE_INT32(insns)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_add(dc, OPND_CREATE_MEM64(r, 16), OPND_CREATE_INT32(refs)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_sub(dc, OPND_CREATE_MEM64(r, 0), OPND_CREATE_INT32(refs)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_jcc(dc, OP_jg, opnd_create_instr(done)));
+    dr_insert_clean_call(dc, bb, where, (void *)switch_mode, false, 0);
+    instrlist_meta_preinsert(bb, where, done);
+    drreg_unreserve_register(dc, bb, where, r);
+    drreg_unreserve_aflags(dc, bb, where);
+}
+
+/* A block's references as the detail case writes them, and its
+   instructions (a rep-string block: its one string instruction). */
+static void block_counts(instrlist_t *bb, int *refs, int *insns)
+{
+    bool expanded = expanded_rep(bb);
+    *refs = *insns = 0;
+    for (instr_t *i = instrlist_first_app(bb); i != NULL; i = instr_get_next_app(i)) {
+        if (instr_is_label(i) || (expanded && !instr_is_string_op(i)))
+            continue;
+        *refs += each_ref(i, NULL, NULL);
+        (*insns)++;
+    }
+}
+
+static uintptr_t dup_setup(void *ctx, void *dc, void *tag, instrlist_t *bb, bool *enable_dups, bool *dynamic, void *user_data)
+{
+    drbbdup_register_case_encoding(ctx, CASE_DETAIL);
+    *enable_dups = true;
+    *dynamic = false;
+    return CASE_FAST;
+}
+
+/* Per case: DETAIL's user data as bb_analysis makes it, with the block's
+   references; FAST's the references and instructions. */
+typedef struct {
+    ptr_uint_t info;
+    int refs, insns;
+} case_info_t;
+
+static dr_emit_flags_t dup_analyze(void *dc, void *tag, instrlist_t *bb, bool for_trace, bool translating, uintptr_t encoding,
+                                   void *user_data, void *orig, void **case_data)
+{
+    case_info_t *c = (case_info_t *)dr_thread_alloc(dc, sizeof *c);
+    c->info = 0;
+    bool vdso = (app_pc)tag >= vdso_start && (app_pc)tag < vdso_end;
+    block_counts(bb, &c->refs, &c->insns);
+    if (vdso) {
+        /* The return alone, as without sampling. */
+        instr_t *last = instrlist_last_app(bb);
+        bool ret = last != NULL && instr_is_return(last);
+        c->refs = ret ? each_ref(last, NULL, NULL) : 0;
+        c->insns = ret ? 1 : 0;
+    }
+    if (encoding == CASE_DETAIL) {
+        void *info;
+        bb_analysis(dc, tag, bb, for_trace, translating, &info);
+        c->info = (ptr_uint_t)info;
+    }
+    *case_data = c;
+    return DR_EMIT_DEFAULT;
+}
+
+static void dup_destroy(void *dc, uintptr_t encoding, void *user_data, void *orig, void *case_data)
+{
+    dr_thread_free(dc, case_data, sizeof(case_info_t));
+}
+
+static bool dup_first(void *dc, instr_t *inst)
+{
+    bool b = false;
+    drbbdup_is_first_instr(dc, inst, &b);
+    return b;
+}
+
+static bool dup_last(void *dc, instr_t *inst)
+{
+    bool b = false;
+    drbbdup_is_last_instr(dc, inst, &b);
+    return b;
+}
+
+static dr_emit_flags_t dup_instrument(void *dc, void *tag, instrlist_t *bb, instr_t *inst, instr_t *where, bool for_trace,
+                                      bool translating, uintptr_t encoding, void *user_data, void *orig, void *case_data)
+{
+    case_info_t *c = (case_info_t *)case_data;
+    bool first = dup_first(dc, inst);
+    if (encoding == CASE_FAST) {
+        if (first && c->refs + c->insns > 0)
+            insert_countdown(dc, bb, where, c->refs, c->insns);
+        return DR_EMIT_DEFAULT;
+    }
+    return insert_block(dc, bb, inst, where, c->info, first, dup_last(dc, inst));
 }
 
 /* ---- the kernel's accesses to the program's memory ----
@@ -1184,8 +1627,14 @@ static void call_end(void *dc, long res)
     flush_thread(dc);
     dr_mutex_lock(lock);
     if (ring != NULL || out_fd != INVALID_FILE) {
+        /* Between sampled windows the copies are counted, not written. */
+        bool fast = sampling && s_state == S_FAST;
         for (int i = 0; i < c->n; i++) {
             uint64 first = c->r[i].a & ~63ULL, last = (c->r[i].a + c->r[i].len - 1) & ~63ULL;
+            if (fast) {
+                cd.refs += (last - first) / 64 + 1;
+                continue;
+            }
             for (uint64 l = first;; l += 64) {
                 uint64 w = l << 8 | (uint64)(c->r[i].kind | 6 << 2);
                 append(&w, 1);
@@ -1301,6 +1750,16 @@ static void out_end(void *dc)
 
 static bool pre_syscall(void *dc, int sysno)
 {
+    if (sampling && ring != NULL && s_state == S_FAST) {
+        /* MADV_DONTNEED, MADV_FREE, MADV_REMOVE discard pages. */
+        uint64 advice = sysno == SYS_madvise ? (uint64)dr_syscall_get_param(dc, 2) : 0;
+        if (sysno == SYS_munmap || sysno == SYS_mremap || advice == 4 || advice == 8 || advice == 9) {
+            flush_thread(dc);
+            dr_mutex_lock(lock);
+            scan_before_unmap((uint64)dr_syscall_get_param(dc, 0), (uint64)dr_syscall_get_param(dc, 1));
+            dr_mutex_unlock(lock);
+        }
+    }
     if (ring != NULL || out_fd != INVALID_FILE)
         call_begin(dc, sysno);
     if (out_fd != INVALID_FILE) {
@@ -1313,7 +1772,7 @@ static bool pre_syscall(void *dc, int sysno)
     if (ring == NULL)
         return true;
     if (sysno == SYS_execve || sysno == SYS_execveat) {
-        publish_all(dc);
+        publish_all(dc, false);
         return true;
     }
     if (sysno == SYS_fork || sysno == SYS_vfork || sysno == SYS_clone || sysno == 435) {
@@ -1323,12 +1782,12 @@ static bool pre_syscall(void *dc, int sysno)
         if (forking) {
             vfork_as_fork(dc, sysno, flags);
             /* The parent's references so far precede the fork word. */
-            publish_all(dc);
+            publish_all(dc, true);
             return true;
         }
     }
     if (!is_local(sysno) && in_lockstep()) {
-        publish_all(dc);
+        publish_all(dc, false);
         __atomic_store_n(&ring[R_IN_CALL], 1, __ATOMIC_SEQ_CST);
     }
     return true;
@@ -1381,6 +1840,11 @@ static void fork_init(void *dc)
     lockstep = true;
     cloning = false;
     drx_buf_set_buffer_ptr(dc, buf, drx_buf_get_buffer_base(dc, buf));
+    /* Its references are counted from its start, as the valgrind tool
+       counts them; the pages reported are the parent's, which its
+       simulated process inherits. */
+    if (sampling)
+        sample_start();
     ring_open('F');
 }
 
@@ -1392,6 +1856,7 @@ static void at_exit(void)
     if (!stopping) {
         dr_mutex_lock(lock);
         if (ring != NULL) {
+            sample_sync(true);
             uint64 w = W_END;
             append(&w, 1);
             ring_publish(true);
@@ -1402,6 +1867,8 @@ static void at_exit(void)
     drx_buf_free(buf);
     dr_mutex_destroy(lock);
     dr_mutex_destroy(table_lock);
+    if (sampling)
+        drbbdup_exit();
     drutil_exit();
     drreg_exit();
     drx_exit();
@@ -1418,13 +1885,24 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
             reader_pid = strtol(argv[i] + 9, NULL, 10);
         else if (strncmp(argv[i], "--out=", 6) == 0)
             dr_snprintf(out_path, sizeof out_path, "%s", argv[i] + 6);
+        else if (strncmp(argv[i], "--detail=", 9) == 0)
+            s_detail = strtoull(argv[i] + 9, NULL, 10);
+        else if (strncmp(argv[i], "--period=", 9) == 0)
+            s_period = strtoull(argv[i] + 9, NULL, 10);
+        else if (strncmp(argv[i], "--warm=", 7) == 0)
+            s_warm = strtoull(argv[i] + 7, NULL, 10);
         else {
-            dr_fprintf(STDERR, "splabdr: unknown option %s (expected --ring=DIR, --reader=PID or --out=PATH)\n", argv[i]);
+            dr_fprintf(STDERR, "splabdr: unknown option %s (expected --ring=DIR, --reader=PID, --out=PATH, --detail=N, --period=N or --warm=N)\n", argv[i]);
             dr_abort_with_code(2);
         }
     }
     if ((ring_dir[0] == '\0') == (out_path[0] == '\0')) {
         dr_fprintf(STDERR, "splabdr: one of --ring=DIR and --out=PATH is required\n");
+        dr_abort_with_code(2);
+    }
+    sampling = s_period > 0;
+    if (sampling && (ring_dir[0] == '\0' || s_detail == 0 || s_warm + s_detail > s_period)) {
+        dr_fprintf(STDERR, "splabdr: sampling needs --ring, --detail=N > 0 and --warm plus --detail at most --period\n");
         dr_abort_with_code(2);
     }
     drreg_options_t ops = { sizeof(ops), 3, false };
@@ -1449,7 +1927,23 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
     drmgr_register_post_syscall_event(post_syscall);
     find_vdso();
     drmgr_register_bb_app2app_event(bb_app2app, NULL);
-    drmgr_register_bb_instrumentation_event(bb_analysis, bb_insert, NULL);
+    if (sampling) {
+        drbbdup_options_t o = { sizeof o, };
+        o.set_up_bb_dups = dup_setup;
+        o.analyze_case_ex = dup_analyze;
+        o.destroy_case_analysis = dup_destroy;
+        o.instrument_instr_ex = dup_instrument;
+        o.runtime_case_opnd = OPND_CREATE_ABSMEM((void *)&run_case, OPSZ_PTR);
+        o.non_default_case_limit = 1;
+        o.max_case_encoding = CASE_DETAIL;
+        o.never_enable_dynamic_handling = true;
+        if (drbbdup_init(&o) != DRBBDUP_SUCCESS) {
+            dr_fprintf(STDERR, "splabdr: cannot initialise drbbdup\n");
+            dr_abort_with_code(3);
+        }
+        sample_start();
+    } else
+        drmgr_register_bb_instrumentation_event(bb_analysis, bb_insert, NULL);
     if (out_path[0] != '\0') {
         /* The reader holds the FIFO open for reading. */
         out_fd = dr_open_file(out_path, DR_FILE_WRITE_APPEND | DR_FILE_WRITE_ONLY | DR_FILE_CLOSE_ON_FORK);

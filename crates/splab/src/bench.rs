@@ -49,7 +49,7 @@ pub struct BenchArgs {
     #[arg(long, value_name = "SIZE", default_value = "8M")]
     pub program_text: String,
     /// The program part's `--sample`.
-    #[arg(long, value_name = "DETAIL:PERIOD", default_value = "1M:10M")]
+    #[arg(long, value_name = "DETAIL:PERIOD[:WARM]", default_value = "1M:10M")]
     pub program_sample: String,
     /// Leave the program part out (it needs valgrind and xz, and takes
     /// minutes).

@@ -177,9 +177,12 @@ pub struct RunSpec {
     #[arg(long, value_name = "FILE")]
     pub input: Option<PathBuf>,
     /// Programs: simulate DETAIL references in full in every PERIOD of
-    /// each process's (e.g. 1M:10M), the rest with functional warming
-    /// only, and estimate every figure with a 95 % confidence interval.
-    #[arg(long, value_name = "DETAIL:PERIOD")]
+    /// each process's (e.g. 1M:10M) and estimate every figure with a 95 %
+    /// confidence interval. Under valgrind the rest is functional warming;
+    /// under DynamoRIO the program runs natively between windows, each
+    /// window preceded by WARM references of functional warming [default
+    /// WARM: DETAIL] and the pages touched meanwhile (from the kernel).
+    #[arg(long, value_name = "DETAIL:PERIOD[:WARM]")]
     pub sample: Option<String>,
     /// Programs: run the program (valgrind and every process under it) as
     /// this user, for programs that refuse to run as root (PostgreSQL's

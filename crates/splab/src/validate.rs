@@ -69,7 +69,7 @@ pub struct ValidateArgs {
     #[arg(long, value_name = "FILE")]
     pub input: Option<std::path::PathBuf>,
     /// Programs: simulate them sampled (`splab sim --sample`).
-    #[arg(long, value_name = "DETAIL:PERIOD")]
+    #[arg(long, value_name = "DETAIL:PERIOD[:WARM]")]
     pub sample: Option<String>,
     /// Programs: what runs them in the model, as `sim --frontend`.
     #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", env = "SPLAB_FRONTEND", value_parser = splab_trace::online::Frontend::parse)]

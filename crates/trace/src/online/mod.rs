@@ -236,8 +236,15 @@ pub fn sweep(dir: &Path, prefix: &str) {
 
 impl Online {
     fn go(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, Failure> {
-        if self.frontend == Frontend::DynamoRio && self.sample.is_some() {
-            return Err(Failure { msg: "--sample: the DynamoRIO front end writes every reference in detail (no sampling yet); use --frontend valgrind".into(), input: true });
+        if let Some(s) = &mut self.sample {
+            match self.frontend {
+                Frontend::Valgrind if s.warm.is_some() => {
+                    return Err(Failure { msg: format!("--sample {}:{}:{}: a warm-up (WARM) is the DynamoRIO front end's; under valgrind every reference between windows warms (use DETAIL:PERIOD)", s.detail, s.period, s.warm.unwrap_or(0)), input: true });
+                }
+                Frontend::Valgrind => {}
+                // The warm-up's default: as long as the window.
+                Frontend::DynamoRio => s.warm = Some(s.warm.unwrap_or(s.detail).min(s.period - s.detail)),
+            }
         }
         let (version, lib) = match self.frontend {
             Frontend::Valgrind => (
@@ -328,7 +335,10 @@ impl Online {
     /// client writing into the rings announced in `dir`; the directory's
     /// name and the reader's pid have fixed lengths (`go`).
     fn dynamorio_command(&self, dir: &Path) -> Result<Command, Failure> {
-        let args = [format!("--ring={}", dir.display()), format!("--reader={:010}", std::process::id())];
+        let mut args = vec![format!("--ring={}", dir.display()), format!("--reader={:010}", std::process::id())];
+        if let Some(s) = self.sample {
+            args.extend([format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--warm={}", s.warm.unwrap_or(0))]);
+        }
         dynamorio_command(&self.program, &args, true).map_err(|e| Failure { msg: e, input: true })
     }
 
@@ -381,7 +391,7 @@ impl Online {
             out.nondeterministic_because = Some(why.join("; "));
         }
         if let Some(s) = st.sample {
-            out.sampled = Some(Sampled::new(s, &st.windows, out.refs, st.sys.cfg.profile.freq_ghz, (st.measured_refs, st.warming_refs, st.skipped, st.filter_sets)));
+            out.sampled = Some(Sampled::new(s, &st.windows, out.refs, st.sys.cfg.profile.freq_ghz, (st.measured_refs, st.warming_refs, st.skipped, st.filter_sets), self.frontend == Frontend::DynamoRio));
         }
         let mut report = String::new();
         let o = &out;

@@ -28,11 +28,15 @@
 
 use serde::Serialize;
 
-/// `--sample DETAIL:PERIOD`, in references.
+/// `--sample DETAIL:PERIOD[:WARM]`, in references. WARM, the functional
+/// warming before each window, is the DynamoRIO front end's (under
+/// valgrind every reference between windows warms).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Sample {
     pub detail: u64,
     pub period: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warm: Option<u64>,
 }
 
 impl Sample {
@@ -53,14 +57,27 @@ impl Sample {
             }
             Ok((n * mul as f64) as u64)
         };
-        let Some((d, p)) = s.split_once(':') else {
-            return Err(format!("--sample {s:?}: expected DETAIL:PERIOD, e.g. 1M:10M"));
+        let Some((d, rest)) = s.split_once(':') else {
+            return Err(format!("--sample {s:?}: expected DETAIL:PERIOD or DETAIL:PERIOD:WARM, e.g. 1M:10M"));
+        };
+        let (p, w) = match rest.split_once(':') {
+            Some((p, w)) => (p, Some(w)),
+            None => (rest, None),
         };
         let (detail, period) = (count(d).map_err(|e| format!("--sample {s:?}: {e}"))?, count(p).map_err(|e| format!("--sample {s:?}: {e}"))?);
         if detail >= period {
             return Err(format!("--sample {s:?}: the period must be longer than the detail"));
         }
-        Ok(Sample { detail, period })
+        let warm = match w {
+            // A warm-up of none is allowed.
+            Some(w) if w.trim() == "0" => Some(0),
+            Some(w) => Some(count(w).map_err(|e| format!("--sample {s:?}: {e}"))?),
+            None => None,
+        };
+        if warm.is_some_and(|w| w + detail > period) {
+            return Err(format!("--sample {s:?}: the warm-up and the detail must fit in the period"));
+        }
+        Ok(Sample { detail, period, warm })
     }
 }
 
@@ -180,6 +197,11 @@ pub struct Sampled {
     pub warming_refs: u64,
     pub warming_skipped: u64,
     pub warming_filter_sets: usize,
+    /// Under DynamoRIO: `warming_skipped` are the references the program
+    /// ran natively between windows (counted, not simulated), and
+    /// `warming_refs` the warm-ups before the windows.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub native_between: bool,
     pub windows: usize,
     /// Windows after each process's first: those the rest is estimated
     /// from.
@@ -201,11 +223,14 @@ impl Sampled {
     /// references on a machine of `freq_ghz`; `counts` are the references
     /// measured, simulated as warming and left out by the tool's filter,
     /// and that filter's sets.
-    pub(super) fn new(sample: Sample, windows: &[Window], total_refs: u64, freq_ghz: f64, counts: (u64, u64, u64, usize)) -> Sampled {
+    pub(super) fn new(sample: Sample, windows: &[Window], total_refs: u64, freq_ghz: f64, counts: (u64, u64, u64, usize), native_between: bool) -> Sampled {
         let (measured_refs, warming_refs, warming_skipped, warming_filter_sets) = counts;
         let (w, n) = (windows, total_refs);
         let freq = freq_ghz * 1e9;
         let cycles = estimate(w, n, |w| w.cycles);
+        // The words left out come in warming's slots: under DynamoRIO
+        // they are not warming.
+        let warming_refs = if native_between { warming_refs.saturating_sub(warming_skipped) } else { warming_refs };
         Sampled {
             sample,
             measured_refs,
@@ -213,6 +238,7 @@ impl Sampled {
             warming_refs,
             warming_skipped,
             warming_filter_sets,
+            native_between,
             windows: w.len(),
             later_windows: w.iter().filter(|w| !w.first).count(),
             sim_seconds: Estimate { value: cycles.value / freq, plus_minus: cycles.plus_minus / freq },
@@ -232,19 +258,28 @@ impl Sampled {
     pub(super) fn write(&self, report: &mut String) {
         use std::fmt::Write as _;
         let s = self;
-        let _ = writeln!(
-            report,
-            "  {:<20}{}:{} references: {} measured in {} windows ({:.1} %), {} functional warming ({} of them left out by a {}-set line filter)",
-            "sampled",
+        let measured = format!(
+            "{}:{}{} references: {} measured in {} windows ({:.1} %)",
             s.sample.detail,
             s.sample.period,
+            s.sample.warm.map(|w| format!(":{w}")).unwrap_or_default(),
             s.measured_refs,
             s.windows,
-            100.0 * s.measured_refs as f64 / s.total_refs.max(1) as f64,
-            s.warming_refs,
-            s.warming_skipped,
-            s.warming_filter_sets
+            100.0 * s.measured_refs as f64 / s.total_refs.max(1) as f64
         );
+        if s.native_between {
+            let _ = writeln!(
+                report,
+                "  {:<20}{measured}, {} functional warming before them (the pages first touched between them included), {} run natively between them (counted, not simulated)",
+                "sampled", s.warming_refs, s.warming_skipped
+            );
+        } else {
+            let _ = writeln!(
+                report,
+                "  {:<20}{measured}, {} functional warming ({} of them left out by a {}-set line filter)",
+                "sampled", s.warming_refs, s.warming_skipped, s.warming_filter_sets
+            );
+        }
         if s.later_windows < FEW_WINDOWS && s.measured_refs < s.total_refs {
             let _ = writeln!(
                 report,
@@ -285,10 +320,12 @@ mod tests {
 
     #[test]
     fn sample_parses_counts_and_refuses_bad_ones() {
-        assert_eq!(Sample::parse("10M:100M").unwrap(), Sample { detail: 10_000_000, period: 100_000_000 });
-        assert_eq!(Sample::parse("500k:2m").unwrap(), Sample { detail: 500_000, period: 2_000_000 });
-        assert_eq!(Sample::parse("1000:5000").unwrap(), Sample { detail: 1000, period: 5000 });
-        for bad in ["10M", "x:100M", "10M:10M", "0:10", "100M:10M", ":"] {
+        assert_eq!(Sample::parse("10M:100M").unwrap(), Sample { detail: 10_000_000, period: 100_000_000, warm: None });
+        assert_eq!(Sample::parse("500k:2m").unwrap(), Sample { detail: 500_000, period: 2_000_000, warm: None });
+        assert_eq!(Sample::parse("1000:5000").unwrap(), Sample { detail: 1000, period: 5000, warm: None });
+        assert_eq!(Sample::parse("1M:10M:2M").unwrap(), Sample { detail: 1_000_000, period: 10_000_000, warm: Some(2_000_000) });
+        assert_eq!(Sample::parse("1M:10M:0").unwrap().warm, Some(0));
+        for bad in ["10M", "x:100M", "10M:10M", "0:10", "100M:10M", ":", "1M:10M:x", "1M:10M:9.5M", "1M:10M:1M:1M"] {
             let e = Sample::parse(bad).unwrap_err();
             assert!(e.contains(bad), "{bad}: {e}");
         }
