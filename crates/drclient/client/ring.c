@@ -1004,19 +1004,22 @@ static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *
 #undef drmgr_is_first_instr
 #undef drmgr_is_last_instr
 
-enum { CASE_FAST = 0, CASE_DETAIL = 1 };
+/* The default case non-zero: drbbdup's quickest dispatch on x86. */
+enum { CASE_DETAIL = 0, CASE_FAST = 1 };
 enum { S_FAST, S_WARM, S_DETAIL };
 
 static uint64 s_detail, s_period, s_warm;
 static volatile ptr_uint_t run_case;
 static int s_state;
 /* The countdown to the next switch (signed: the block that spends it
-   may take it below zero), and what FAST counted since it was last
-   written. */
+   may take it below zero), FAST's instructions since they were last
+   written, and its references: the countdown's fall since `mark` was
+   set, plus `refs` (the kernel's copies counted meanwhile). */
 static struct {
     int64 left;
     uint64 insns;
     uint64 refs;
+    int64 mark;
 } cd;
 static bool scan_warned;
 
@@ -1183,6 +1186,8 @@ static void scan_before_unmap(uint64 start, uint64 len)
 /* What FAST counted, into the stream (the caller holds the lock). */
 static void put_counts(void)
 {
+    cd.refs += (uint64)(cd.mark - cd.left);
+    cd.mark = cd.left;
     if (cd.refs != 0) {
         uint64 w[2] = { W_SKIP, cd.refs };
         append(w, 2);
@@ -1222,6 +1227,7 @@ static void enter_state(int state)
         cd.left += (int64)s_detail;
     else
         cd.left += (int64)(s_period - s_warm - s_detail);
+    cd.mark = cd.left;
     if (ring != NULL) {
         ring_publish(false);
         ring_take_slot();
@@ -1231,12 +1237,12 @@ static void enter_state(int state)
 /* A process's first period starts with its first reference. */
 static void sample_start(void)
 {
-    cd.left = 0;
+    cd.left = cd.mark = 0;
     cd.insns = cd.refs = 0;
     s_state = s_warm > 0 ? S_WARM : S_DETAIL;
     run_case = CASE_DETAIL;
     slot_mode = s_state == S_DETAIL ? 0 : 1;
-    cd.left = (int64)(s_warm > 0 ? s_warm : s_detail);
+    cd.left = cd.mark = (int64)(s_warm > 0 ? s_warm : s_detail);
 }
 
 /* The countdown is spent: on to the stretches of the period it reaches
@@ -1280,27 +1286,23 @@ static void count_written(const uint64 *w, size_t n)
     advance();
 }
 
-/* At the start of a FAST block: its references and instructions
-   counted, the countdown by its references, and the switch when the
-   countdown is spent. (In the detail case the countdown is kept by the
+/* At the start of a FAST block: its instructions counted, the countdown
+   by its references, and the switch when the countdown is spent. (In the detail case the countdown is kept by the
    words written, `count_written`: a countdown there, which needs the
    flags at the first instruction of drbbdup's first copy, broke the
    programs it ran.) */
 static void insert_countdown(void *dc, instrlist_t *bb, instr_t *where, int refs, int insns)
 {
-    reg_id_t r;
-    if (drreg_reserve_aflags(dc, bb, where) != DRREG_SUCCESS ||
-        drreg_reserve_register(dc, bb, where, NULL, &r) != DRREG_SUCCESS)
-        DR_ASSERT_MSG(false, "splabdr: no registers to reserve");
+    /* The counters' addresses are reached from the code cache
+       (DynamoRIO keeps a client's library within reach). */
+    if (drreg_reserve_aflags(dc, bb, where) != DRREG_SUCCESS)
+        DR_ASSERT_MSG(false, "splabdr: cannot reserve the flags");
     instr_t *done = INSTR_CREATE_label(dc);
-    instrlist_meta_preinsert(bb, where, INSTR_CREATE_mov_imm(dc, opnd_create_reg(r), OPND_CREATE_INT64((ptr_int_t)&cd)));
-    instrlist_meta_preinsert(bb, where, INSTR_CREATE_add(dc, OPND_CREATE_MEM64(r, 8), OPND_CREATE_INT32(insns)));
-    instrlist_meta_preinsert(bb, where, INSTR_CREATE_add(dc, OPND_CREATE_MEM64(r, 16), OPND_CREATE_INT32(refs)));
-    instrlist_meta_preinsert(bb, where, INSTR_CREATE_sub(dc, OPND_CREATE_MEM64(r, 0), OPND_CREATE_INT32(refs)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_add(dc, OPND_CREATE_ABSMEM((void *)&cd.insns, OPSZ_8), OPND_CREATE_INT32(insns)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_sub(dc, OPND_CREATE_ABSMEM((void *)&cd.left, OPSZ_8), OPND_CREATE_INT32(refs)));
     instrlist_meta_preinsert(bb, where, INSTR_CREATE_jcc(dc, OP_jg, opnd_create_instr(done)));
     dr_insert_clean_call(dc, bb, where, (void *)switch_mode, false, 0);
     instrlist_meta_preinsert(bb, where, done);
-    drreg_unreserve_register(dc, bb, where, r);
     drreg_unreserve_aflags(dc, bb, where);
 }
 
@@ -1935,7 +1937,7 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
         o.instrument_instr_ex = dup_instrument;
         o.runtime_case_opnd = OPND_CREATE_ABSMEM((void *)&run_case, OPSZ_PTR);
         o.non_default_case_limit = 1;
-        o.max_case_encoding = CASE_DETAIL;
+        o.max_case_encoding = CASE_FAST;
         o.never_enable_dynamic_handling = true;
         if (drbbdup_init(&o) != DRBBDUP_SUCCESS) {
             dr_fprintf(STDERR, "splabdr: cannot initialise drbbdup\n");

@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// The program part's `--sample`.
     #[arg(long, value_name = "DETAIL:PERIOD[:WARM]", default_value = "1M:10M")]
     pub program_sample: String,
+    /// What runs the program part's program in the model, as `sim
+    /// --frontend`.
+    #[arg(long, value_name = "valgrind|dynamorio", default_value = "valgrind", env = "SPLAB_FRONTEND", value_parser = splab_trace::online::Frontend::parse)]
+    pub frontend: splab_trace::online::Frontend,
     /// Leave the program part out (it needs valgrind and xz, and takes
     /// minutes).
     #[arg(long, conflicts_with = "only_program")]
@@ -114,6 +118,9 @@ pub struct TracePart {
 #[derive(Serialize, Deserialize, Clone, Debug)]
 pub struct ProgramPart {
     pub program_command: String,
+    /// The front end that ran it online ("valgrind" or "dynamorio").
+    #[serde(default)]
+    pub frontend: String,
     pub text_bytes: u64,
     /// Wall and CPU seconds of the native run.
     pub native_seconds: f64,
@@ -439,7 +446,7 @@ The two threads of the median runs, host microseconds a batch handed over (the s
         }
     }
     if let Some(p) = &b.program {
-        let _ = writeln!(o, "\nProgram: {} of {} of generated text, natively {} s wall ({} s CPU); superpages on:", p.program_command, size::show(p.text_bytes), num(p.native_seconds), num(p.native_cpu_seconds));
+        let _ = writeln!(o, "\nProgram: {} of {} of generated text, natively {} s wall ({} s CPU); superpages on, under {}:", p.program_command, size::show(p.text_bytes), num(p.native_seconds), num(p.native_cpu_seconds), if p.frontend.is_empty() { "valgrind" } else { &p.frontend });
         let ratios = |f: fn(&ProgramPart) -> f64| b.runs.program.iter().map(|p| format!("{:.1}", f(p))).collect::<Vec<_>>().join(", ");
         let _ = writeln!(o, "  online, full detail  {:>9} s  {:>6.1}x native (all runs: {})  simulated {:.4} s", num(p.online_seconds), p.online_ratio, ratios(|p| p.online_ratio), p.sim_seconds);
         let _ = writeln!(
@@ -620,7 +627,7 @@ fn program(a: &BenchArgs, quiet: bool) -> Result<ProgramPart, Fail> {
         spec.params = Default::default();
         spec.system.memory = None;
         spec.program = argv.clone();
-        let opts = RunOpts { io: crate::workload::ProgramIo { stdin: Io::Null, stdout: Io::Null, ..Default::default() }, ..self::quiet(quiet) };
+        let opts = RunOpts { io: crate::workload::ProgramIo { stdin: Io::Null, stdout: Io::Null, frontend: a.frontend, ..Default::default() }, ..self::quiet(quiet) };
         let t1 = Instant::now();
         let full = simulate::simulate(&spec, &opts)?;
         let online_seconds = t1.elapsed().as_secs_f64();
@@ -632,6 +639,7 @@ fn program(a: &BenchArgs, quiet: bool) -> Result<ProgramPart, Fail> {
         let est = |k: &str| sampled.program.as_ref().and_then(|p| p.pointer(&format!("/sampled/sim_seconds/{k}"))).and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
         Ok(ProgramPart {
             program_command: "xz -6 -T1 -c TEXT".to_string(),
+            frontend: a.frontend.name().to_string(),
             text_bytes: bytes,
             native_seconds,
             native_cpu_seconds,
