@@ -1011,16 +1011,50 @@ enum { S_FAST, S_WARM, S_DETAIL };
 static uint64 s_detail, s_period, s_warm;
 static volatile ptr_uint_t run_case;
 static int s_state;
-/* The countdown to the next switch (signed: the block that spends it
-   may take it below zero), FAST's instructions since they were last
-   written, and its references: the countdown's fall since `mark` was
-   set, plus `refs` (the kernel's copies counted meanwhile). */
+/* The process's countdown to the next switch (signed: the block that
+   spends it may take it below zero), and what FAST counted and has not
+   written yet: instructions and references (the kernel's copies
+   included). FAST blocks count in their thread's own slots (`T_*`, in
+   DynamoRIO's raw thread-local storage: no lock, no lost update between
+   threads) and hand them to these at `sync_thread`, every CHUNK
+   references at most. */
 static struct {
     int64 left;
     uint64 insns;
     uint64 refs;
-    int64 mark;
 } cd;
+enum { T_LEFT, T_CHUNK, T_INSNS, T_SLOTS };
+#define CHUNK (1 << 16)
+static reg_id_t tls_seg;
+static uint tls_offs;
+
+static int64 *tls_slots(void)
+{
+    return (int64 *)((byte *)dr_get_dr_segment_base(tls_seg) + tls_offs);
+}
+
+static opnd_t tls_opnd(int k)
+{
+    return opnd_create_far_base_disp(tls_seg, DR_REG_NULL, DR_REG_NULL, 0, (int)(tls_offs + 8 * k), OPSZ_8);
+}
+
+/* The calling thread's counts into the process's (in FAST, off the
+   countdown), and with `assign` its next chunk: what is left of the
+   stretch, at most CHUNK (the caller holds the lock). */
+static void sync_thread(bool assign)
+{
+    int64 *t = tls_slots();
+    int64 used = t[T_CHUNK] - t[T_LEFT];
+    cd.refs += (uint64)used;
+    if (s_state == S_FAST)
+        cd.left -= used;
+    cd.insns += (uint64)t[T_INSNS];
+    t[T_INSNS] = 0;
+    int64 chunk = 0;
+    if (assign)
+        chunk = s_state != S_FAST ? CHUNK : cd.left < 1 ? 1 : cd.left < CHUNK ? cd.left : CHUNK;
+    t[T_CHUNK] = t[T_LEFT] = chunk;
+}
 static bool scan_warned;
 
 /* Pages reported, by page number + 1 (0: empty), open addressing. */
@@ -1186,8 +1220,6 @@ static void scan_before_unmap(uint64 start, uint64 len)
 /* What FAST counted, into the stream (the caller holds the lock). */
 static void put_counts(void)
 {
-    cd.refs += (uint64)(cd.mark - cd.left);
-    cd.mark = cd.left;
     if (cd.refs != 0) {
         uint64 w[2] = { W_SKIP, cd.refs };
         append(w, 2);
@@ -1208,6 +1240,8 @@ static void sample_sync(bool scan)
 {
     if (!sampling || ring == NULL || s_state != S_FAST)
         return;
+    if (dr_get_current_drcontext() != NULL)
+        sync_thread(true);
     put_counts();
     if (scan)
         scan_pages();
@@ -1227,7 +1261,6 @@ static void enter_state(int state)
         cd.left += (int64)s_detail;
     else
         cd.left += (int64)(s_period - s_warm - s_detail);
-    cd.mark = cd.left;
     if (ring != NULL) {
         ring_publish(false);
         ring_take_slot();
@@ -1237,12 +1270,12 @@ static void enter_state(int state)
 /* A process's first period starts with its first reference. */
 static void sample_start(void)
 {
-    cd.left = cd.mark = 0;
+    cd.left = 0;
     cd.insns = cd.refs = 0;
     s_state = s_warm > 0 ? S_WARM : S_DETAIL;
     run_case = CASE_DETAIL;
     slot_mode = s_state == S_DETAIL ? 0 : 1;
-    cd.left = cd.mark = (int64)(s_warm > 0 ? s_warm : s_detail);
+    cd.left = (int64)(s_warm > 0 ? s_warm : s_detail);
 }
 
 /* The countdown is spent: on to the stretches of the period it reaches
@@ -1268,7 +1301,9 @@ static void switch_mode(void)
     void *dc = dr_get_current_drcontext();
     flush_thread(dc);
     dr_mutex_lock(lock);
+    sync_thread(false);
     advance();
+    sync_thread(true);
     dr_mutex_unlock(lock);
 }
 
@@ -1293,13 +1328,11 @@ static void count_written(const uint64 *w, size_t n)
    programs it ran.) */
 static void insert_countdown(void *dc, instrlist_t *bb, instr_t *where, int refs, int insns)
 {
-    /* The counters' addresses are reached from the code cache
-       (DynamoRIO keeps a client's library within reach). */
     if (drreg_reserve_aflags(dc, bb, where) != DRREG_SUCCESS)
         DR_ASSERT_MSG(false, "splabdr: cannot reserve the flags");
     instr_t *done = INSTR_CREATE_label(dc);
-    instrlist_meta_preinsert(bb, where, INSTR_CREATE_add(dc, OPND_CREATE_ABSMEM((void *)&cd.insns, OPSZ_8), OPND_CREATE_INT32(insns)));
-    instrlist_meta_preinsert(bb, where, INSTR_CREATE_sub(dc, OPND_CREATE_ABSMEM((void *)&cd.left, OPSZ_8), OPND_CREATE_INT32(refs)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_add(dc, tls_opnd(T_INSNS), OPND_CREATE_INT32(insns)));
+    instrlist_meta_preinsert(bb, where, INSTR_CREATE_sub(dc, tls_opnd(T_LEFT), OPND_CREATE_INT32(refs)));
     instrlist_meta_preinsert(bb, where, INSTR_CREATE_jcc(dc, OP_jg, opnd_create_instr(done)));
     dr_insert_clean_call(dc, bb, where, (void *)switch_mode, false, 0);
     instrlist_meta_preinsert(bb, where, done);
@@ -1658,6 +1691,8 @@ static void call_end(void *dc, long res)
 
 static void thread_init(void *dc)
 {
+    if (sampling)
+        memset(tls_slots(), 0, T_SLOTS * sizeof(int64));
     call_t *c = (call_t *)dr_thread_alloc(dc, sizeof(call_t));
     memset(c, 0, sizeof *c);
     drmgr_set_tls_field(dc, tls_call, c);
@@ -1665,6 +1700,12 @@ static void thread_init(void *dc)
 
 static void thread_exit(void *dc)
 {
+    if (sampling && !stopping) {
+        /* What it counted in FAST stays the process's. */
+        dr_mutex_lock(lock);
+        sync_thread(false);
+        dr_mutex_unlock(lock);
+    }
     call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
     if (c != NULL)
         dr_thread_free(dc, c, sizeof(call_t));
@@ -1845,8 +1886,10 @@ static void fork_init(void *dc)
     /* Its references are counted from its start, as the valgrind tool
        counts them; the pages reported are the parent's, which its
        simulated process inherits. */
-    if (sampling)
+    if (sampling) {
+        memset(tls_slots(), 0, T_SLOTS * sizeof(int64));
         sample_start();
+    }
     ring_open('F');
 }
 
@@ -1869,8 +1912,10 @@ static void at_exit(void)
     drx_buf_free(buf);
     dr_mutex_destroy(lock);
     dr_mutex_destroy(table_lock);
-    if (sampling)
+    if (sampling) {
         drbbdup_exit();
+        dr_raw_tls_cfree(tls_offs, T_SLOTS);
+    }
     drutil_exit();
     drreg_exit();
     drx_exit();
@@ -1939,6 +1984,10 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
         o.non_default_case_limit = 1;
         o.max_case_encoding = CASE_FAST;
         o.never_enable_dynamic_handling = true;
+        if (!dr_raw_tls_calloc(&tls_seg, &tls_offs, T_SLOTS, 0)) {
+            dr_fprintf(STDERR, "splabdr: no thread-local slots\n");
+            dr_abort_with_code(3);
+        }
         if (drbbdup_init(&o) != DRBBDUP_SUCCESS) {
             dr_fprintf(STDERR, "splabdr: cannot initialise drbbdup\n");
             dr_abort_with_code(3);
