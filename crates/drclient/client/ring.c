@@ -1442,12 +1442,15 @@ typedef struct {
     int kind;
 } krange_t;
 
-/* A thread's system call under way. */
+/* A thread's system call under way (and whether it is a fork or a
+   clone: a thread's own, since a new thread's first calls may come
+   before its parent's clone returns). */
 typedef struct {
     int sysno;
     uint64 arg[6];
     int n;
     krange_t r[MAX_KRANGES];
+    bool forking, cloning;
 } call_t;
 
 static int tls_call;
@@ -1756,10 +1759,6 @@ static bool is_fork(void *dc, int sysno, uint64 flags)
     return false;
 }
 
-/* Of the fork or clone in progress (one at a time: the lock is not
-   needed, a process forks from one thread at a time in practice). */
-static bool forking, cloning;
-
 /* A vfork (or a clone that shares the address space until the child
    execs) becomes a fork, as valgrind runs it: the child gets its own
    memory, so its references until the exec are its own stream, not the
@@ -1818,11 +1817,12 @@ static bool pre_syscall(void *dc, int sysno)
         publish_all(dc, false);
         return true;
     }
-    if (sysno == SYS_fork || sysno == SYS_vfork || sysno == SYS_clone || sysno == 435) {
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    if (c != NULL && (sysno == SYS_fork || sysno == SYS_vfork || sysno == SYS_clone || sysno == 435)) {
         uint64 flags = clone_flags(dc, sysno);
-        forking = is_fork(dc, sysno, flags);
-        cloning = true;
-        if (forking) {
+        c->forking = is_fork(dc, sysno, flags);
+        c->cloning = true;
+        if (c->forking) {
             vfork_as_fork(dc, sysno, flags);
             /* The parent's references so far precede the fork word. */
             publish_all(dc, true);
@@ -1847,14 +1847,15 @@ static void post_syscall(void *dc, int sysno)
     r.use_errno = false;
     bool got = dr_syscall_get_result_ex(dc, &r);
     call_end(dc, got ? (long)r.value : -1);
-    if (ring == NULL || !cloning)
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    if (ring == NULL || c == NULL || !c->cloning)
         return;
-    cloning = false;
+    c->cloning = false;
     if (!got || !r.succeeded || r.value == 0)
         return;
     flush_thread(dc);
     dr_mutex_lock(lock);
-    if (forking) {
+    if (c->forking) {
         uint64 w[2] = { W_FORK, (uint64)r.value };
         append(w, 2);
         /* From here on the parent runs gate by gate too. */
@@ -1881,7 +1882,9 @@ static void fork_init(void *dc)
        lockstep from its first gate. */
     ring = NULL;
     lockstep = true;
-    cloning = false;
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    if (c != NULL)
+        c->cloning = false;
     drx_buf_set_buffer_ptr(dc, buf, drx_buf_get_buffer_base(dc, buf));
     /* Its references are counted from its start, as the valgrind tool
        counts them; the pages reported are the parent's, which its
