@@ -1905,6 +1905,15 @@ static void at_exit(void)
         dr_mutex_lock(lock);
         if (ring != NULL) {
             sample_sync(true);
+            if (sampling && s_state != S_FAST && (cd.refs != 0 || cd.insns != 0)) {
+                /* Other threads' counts handed over during the last
+                   window: in a slot of warming, so that no window
+                   takes them as its own. */
+                slot_mode = 1;
+                ring_publish(false);
+                ring_take_slot();
+                put_counts();
+            }
             uint64 w = W_END;
             append(&w, 1);
             ring_publish(true);
