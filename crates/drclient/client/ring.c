@@ -852,6 +852,11 @@ static uint64 table_block(void *dc, instrlist_t *bb, instr_t *from, bool expande
    neither.) */
 static app_pc vdso_start, vdso_end;
 
+static bool in_vdso(void *tag)
+{
+    return (app_pc)tag >= vdso_start && (app_pc)tag < vdso_end;
+}
+
 static void find_vdso(void)
 {
     dr_module_iterator_t *it = dr_module_iterator_start();
@@ -875,7 +880,7 @@ static void find_vdso(void)
 
 static dr_emit_flags_t bb_analysis(void *dc, void *tag, instrlist_t *bb, bool for_trace, bool translating, void **user_data)
 {
-    if ((app_pc)tag >= vdso_start && (app_pc)tag < vdso_end) {
+    if (in_vdso(tag)) {
         instr_t *last = instrlist_last_app(bb);
         if (last == NULL || !instr_is_return(last)) {
             *user_data = (void *)SKIP;
@@ -908,8 +913,9 @@ static void insert_enter(void *dc, instrlist_t *bb, instr_t *where, uint64 id)
     drreg_unreserve_register(dc, bb, where, rptr);
 }
 
-/* The side-exit word before conditional jump `jcc` (at `where`), kept only when the
-   jump is taken: the word is stored at the buffer's pointer in any case,
+/* The side-exit word before conditional jump `jcc` (at `where`), kept
+   only when the jump is taken: the word is stored at the buffer's
+   pointer in any case,
    and the pointer advances by 8 times the jump's condition (a setcc of
    the application's flags, which drreg_restore_app_aflags puts in
    place). Nothing here writes the flags, and they are not reserved:
@@ -978,12 +984,13 @@ static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *
    instrumentation above. Each process's references are counted from its
    start in periods of P: the first W of each period are written as
    functional warming (slots whose mode word is 1), the next D in detail
-   (mode 0: the reader's measured window), the rest run in FAST. Both
-   cases count down to the next switch at each block's entry, which calls
-   `switch_mode` when the count is spent, so the windows are exact to a
-   block. What FAST counted goes into the stream as the words of
-   references left out (W_SKIP) and instructions (W_INSN) before the next
-   words the process writes.
+   (mode 0: the reader's measured window), the rest run in FAST. FAST
+   counts down to the next switch at each block's entry and calls
+   `switch_mode` when the count is spent (exact to a block); warming and
+   detail count down by the words they write (`count_written`, exact to
+   a thread buffer's flush). What FAST counted goes into the stream as
+   the words of references left out (W_SKIP) and instructions (W_INSN)
+   before the next words the process writes.
 
    What FAST leaves out of the model is the pages the program touched
    meanwhile: at the switch to warming, and before a fork, the client
@@ -993,9 +1000,10 @@ static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *
    or a load where the page is the shared zero page), in address order,
    so the model's faults, reservations and promotions follow what the
    program did; and before an unmap or a discard (munmap, mremap,
-   madvise's DONTNEED, FREE and REMOVE), the pages of its range. File pages are left to the program's own references:
-   which of them are present also depends on the page cache (the
-   kernel's fault-around), which differs from run to run. The kernel's
+   madvise's DONTNEED, FREE and REMOVE), the pages of its range. File
+   pages are left to the program's own references: which of them are
+   present also depends on the page cache (the kernel's fault-around),
+   which differs from run to run. The kernel's
    copies of system calls made in FAST are counted, not written. */
 
 #include "drbbdup.h"
@@ -1055,11 +1063,22 @@ static void sync_thread(bool assign)
         chunk = s_state != S_FAST ? CHUNK : cd.left < 1 ? 1 : cd.left < CHUNK ? cd.left : CHUNK;
     t[T_CHUNK] = t[T_LEFT] = chunk;
 }
+
 static bool scan_warned;
 
 /* Pages reported, by page number + 1 (0: empty), open addressing. */
 static uint64 *seen;
 static size_t seen_cap, seen_n;
+
+/* Where key `k` is in table `t` of `cap` (a power of two) entries, or
+   the empty entry where it would go. */
+static size_t seen_slot(const uint64 *t, size_t cap, uint64 k)
+{
+    size_t j = (size_t)(k * 0x9e3779b97f4a7c15ULL >> 20) & (cap - 1);
+    while (t[j] != 0 && t[j] != k)
+        j = (j + 1) & (cap - 1);
+    return j;
+}
 
 static bool seen_add(uint64 page)
 {
@@ -1068,25 +1087,17 @@ static bool seen_add(uint64 page)
         uint64 *t = (uint64 *)dr_global_alloc(cap * sizeof(uint64));
         memset(t, 0, cap * sizeof(uint64));
         for (size_t i = 0; i < seen_cap; i++)
-            if (seen[i] != 0) {
-                size_t j = (size_t)(seen[i] * 0x9e3779b97f4a7c15ULL >> 20) & (cap - 1);
-                while (t[j] != 0)
-                    j = (j + 1) & (cap - 1);
-                t[j] = seen[i];
-            }
+            if (seen[i] != 0)
+                t[seen_slot(t, cap, seen[i])] = seen[i];
         if (seen != NULL)
             dr_global_free(seen, seen_cap * sizeof(uint64));
         seen = t;
         seen_cap = cap;
     }
-    uint64 k = page + 1;
-    size_t j = (size_t)(k * 0x9e3779b97f4a7c15ULL >> 20) & (seen_cap - 1);
-    while (seen[j] != 0) {
-        if (seen[j] == k)
-            return false;
-        j = (j + 1) & (seen_cap - 1);
-    }
-    seen[j] = k;
+    size_t j = seen_slot(seen, seen_cap, page + 1);
+    if (seen[j] != 0)
+        return false;
+    seen[j] = page + 1;
     seen_n++;
     return true;
 }
@@ -1106,14 +1117,35 @@ struct page_region {
 #define PAGE_IS_PFNZERO (1ULL << 5)
 #define SCAN_REGIONS 512
 
+/* The process's pagemap and room for PAGEMAP_SCAN's answers. */
+typedef struct {
+    file_t pm;
+    struct page_region *v;
+} scan_t;
+
+static bool scan_open(scan_t *s)
+{
+    s->pm = dr_open_file("/proc/self/pagemap", DR_FILE_READ);
+    s->v = (struct page_region *)dr_global_alloc(SCAN_REGIONS * sizeof *s->v);
+    return s->pm != INVALID_FILE;
+}
+
+static void scan_close(scan_t *s)
+{
+    dr_global_free(s->v, SCAN_REGIONS * sizeof *s->v);
+    if (s->pm != INVALID_FILE)
+        dr_close_file(s->pm);
+}
+
 /* Writes a reference to each anonymous page of [start, end) that is
    present and not reported yet (the caller holds the lock). */
-static bool scan_range(file_t pm, uint64 start, uint64 end, struct page_region *v)
+static bool scan_range(scan_t *s, uint64 start, uint64 end)
 {
+    struct page_region *v = s->v;
     while (start < end) {
         struct pm_scan_arg a = { sizeof a, 0, start, end, 0, (uint64)v, SCAN_REGIONS, 0,
                                  0, PAGE_IS_PRESENT, 0, PAGE_IS_PRESENT | PAGE_IS_FILE | PAGE_IS_PFNZERO };
-        long n = raw_syscall(SYS_ioctl, pm, (long)PAGEMAP_SCAN, (long)&a, 0);
+        long n = raw_syscall(SYS_ioctl, s->pm, (long)PAGEMAP_SCAN, (long)&a, 0);
         if (n < 0)
             return false;
         for (long i = 0; i < n; i++) {
@@ -1152,11 +1184,10 @@ static uint64 hex(const char **p)
 static void scan_pages(void)
 {
     file_t mf = dr_open_file("/proc/self/maps", DR_FILE_READ);
-    file_t pm = dr_open_file("/proc/self/pagemap", DR_FILE_READ);
+    scan_t sc;
     size_t cap = 1 << 16, len = 0;
     char *text = (char *)dr_global_alloc(cap);
-    struct page_region *v = (struct page_region *)dr_global_alloc(SCAN_REGIONS * sizeof *v);
-    bool ok = mf != INVALID_FILE && pm != INVALID_FILE;
+    bool ok = scan_open(&sc) && mf != INVALID_FILE;
     while (ok) {
         if (len + 1 == cap) {
             char *t = (char *)dr_global_alloc(2 * cap);
@@ -1187,19 +1218,17 @@ static void scan_pages(void)
         bool ours = (start < ring_hi && end > ring_lo) || dr_memory_is_dr_internal((byte *)start) ||
             dr_memory_is_in_client((byte *)start);
         if (end > start && line[0] != '\0' && !special && !ours)
-            ok = scan_range(pm, start, end, v);
+            ok = scan_range(&sc, start, end);
         p = *eol == '\n' ? eol + 1 : eol;
     }
     if (!ok && !scan_warned) {
         scan_warned = true;
         dr_fprintf(STDERR, "splabdr: cannot read the program's pages (PAGEMAP_SCAN needs Linux 6.7): pages first touched between windows reach the model at their next reference in a window\n");
     }
-    dr_global_free(v, SCAN_REGIONS * sizeof *v);
+    scan_close(&sc);
     dr_global_free(text, cap);
     if (mf != INVALID_FILE)
         dr_close_file(mf);
-    if (pm != INVALID_FILE)
-        dr_close_file(pm);
 }
 
 /* Before the program unmaps or discards [start, start + len) in FAST:
@@ -1207,14 +1236,10 @@ static void scan_pages(void)
    the lock). */
 static void scan_before_unmap(uint64 start, uint64 len)
 {
-    file_t pm = dr_open_file("/proc/self/pagemap", DR_FILE_READ);
-    if (pm == INVALID_FILE)
-        return;
-    struct page_region *v = (struct page_region *)dr_global_alloc(SCAN_REGIONS * sizeof *v);
-    uint64 end = (start + len + 4095) & ~4095ULL;
-    scan_range(pm, start & ~4095ULL, end, v);
-    dr_global_free(v, SCAN_REGIONS * sizeof *v);
-    dr_close_file(pm);
+    scan_t sc;
+    if (scan_open(&sc))
+        scan_range(&sc, start & ~4095ULL, (start + len + 4095) & ~4095ULL);
+    scan_close(&sc);
 }
 
 /* What FAST counted, into the stream (the caller holds the lock). */
@@ -1267,17 +1292,6 @@ static void enter_state(int state)
     }
 }
 
-/* A process's first period starts with its first reference. */
-static void sample_start(void)
-{
-    cd.left = 0;
-    cd.insns = cd.refs = 0;
-    s_state = s_warm > 0 ? S_WARM : S_DETAIL;
-    run_case = CASE_DETAIL;
-    slot_mode = s_state == S_DETAIL ? 0 : 1;
-    cd.left = (int64)(s_warm > 0 ? s_warm : s_detail);
-}
-
 /* The countdown is spent: on to the stretches of the period it reaches
    (the caller holds the lock). */
 static void advance(void)
@@ -1293,6 +1307,17 @@ static void advance(void)
         else
             enter_state(s_period > s_warm + s_detail ? S_FAST : (s_warm > 0 ? S_WARM : S_DETAIL));
     }
+}
+
+/* A process's first period starts with its first reference: as at the
+   end of a counted stretch with nothing counted (before its ring is
+   open, so no slot and no scan). */
+static void sample_start(void)
+{
+    cd.left = 0;
+    cd.insns = cd.refs = 0;
+    s_state = S_FAST;
+    advance();
 }
 
 /* The FAST blocks' clean call. */
@@ -1322,10 +1347,10 @@ static void count_written(const uint64 *w, size_t n)
 }
 
 /* At the start of a FAST block: its instructions counted, the countdown
-   by its references, and the switch when the countdown is spent. (In the detail case the countdown is kept by the
-   words written, `count_written`: a countdown there, which needs the
-   flags at the first instruction of drbbdup's first copy, broke the
-   programs it ran.) */
+   by its references, and the switch when the countdown is spent. (In
+   the detail case the countdown is kept by the words written,
+   `count_written`: a countdown there, which needs the flags at the first
+   instruction of drbbdup's first copy, broke the programs it ran.) */
 static void insert_countdown(void *dc, instrlist_t *bb, instr_t *where, int refs, int insns)
 {
     if (drreg_reserve_aflags(dc, bb, where) != DRREG_SUCCESS)
@@ -1373,9 +1398,8 @@ static dr_emit_flags_t dup_analyze(void *dc, void *tag, instrlist_t *bb, bool fo
 {
     case_info_t *c = (case_info_t *)dr_thread_alloc(dc, sizeof *c);
     c->info = 0;
-    bool vdso = (app_pc)tag >= vdso_start && (app_pc)tag < vdso_end;
     block_counts(bb, &c->refs, &c->insns);
-    if (vdso) {
+    if (in_vdso(tag)) {
         /* The return alone, as without sampling. */
         instr_t *last = instrlist_last_app(bb);
         bool ret = last != NULL && instr_is_return(last);
