@@ -28,6 +28,21 @@ fn num(p: &Value, k: &str) -> f64 {
     p[k].as_u64().unwrap_or_else(|| panic!("no {k} in {p}")) as f64
 }
 
+/// The C program `src` compiled with gcc -O2 as `name` in a directory of
+/// its own (removed by the caller): the directory and the program's path.
+fn compiled(name: &str, src: &str) -> (std::path::PathBuf, String) {
+    needs::program("gcc", "gcc");
+    let dir = std::env::temp_dir().join(format!("splab-dynamorio-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let exe = dir.join(name);
+    let cc = Command::new("gcc").args(["-O2", "-o"]).arg(&exe).arg(&c).output().unwrap();
+    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+    let exe = exe.to_str().unwrap().to_string();
+    (dir, exe)
+}
+
 /// A file of `n` lines, each a number below 7919 in a fixed scrambled
 /// order (text for xz to compress), named by `test` (the tests run at
 /// once).
@@ -113,17 +128,12 @@ fn reading_the_clock_through_the_vdso_repeats() {
     // clock meanwhile, so its own blocks run a varying number of times;
     // the client writes only the return that leaves it.
     needs::online();
-    needs::program("gcc", "gcc");
-    let dir = std::env::temp_dir().join(format!("splab-dynamorio-vdso-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("clock.c");
-    std::fs::write(&src, "#include <time.h>\nint main(void) { struct timespec t; long s = 0; for (int i = 0; i < 100000; i++) { clock_gettime(CLOCK_MONOTONIC, &t); s += t.tv_nsec > 0; } return s < 0; }\n").unwrap();
-    let exe = dir.join("clock");
-    let cc = Command::new("gcc").args(["-O2", "-o"]).arg(&exe).arg(&src).output().unwrap();
-    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
-    let exe = exe.to_str().unwrap();
+    let (dir, exe) = compiled(
+        "clock",
+        "#include <time.h>\nint main(void) { struct timespec t; long s = 0; for (int i = 0; i < 100000; i++) { clock_gettime(CLOCK_MONOTONIC, &t); s += t.tv_nsec > 0; } return s < 0; }\n",
+    );
     let run = || {
-        let p = program(&["sim", "--json", "--memory", "256M", "--frontend", "dynamorio", "--", exe]);
+        let p = program(&["sim", "--json", "--memory", "256M", "--frontend", "dynamorio", "--", &exe]);
         assert_eq!(p["deterministic"], true, "{p}");
         (p["refs"].clone(), p["instructions"].clone(), p["predictor"].clone())
     };
@@ -196,25 +206,16 @@ fn pages_a_sampled_run_unmaps_between_windows_still_reach_the_model() {
     // 8 MB mapped, written and unmapped, four times, all between windows:
     // the client reads the range's pages before each munmap.
     needs::online();
-    needs::program("gcc", "gcc");
-    let dir = std::env::temp_dir().join(format!("splab-dynamorio-unmap-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let src = dir.join("unmap.c");
-    std::fs::write(
-        &src,
+    let (dir, exe) = compiled(
+        "unmap",
         "#include <sys/mman.h>\nint main(void) { for (int r = 0; r < 4; r++) { char *p = mmap(0, 8 << 20, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0); if (p == MAP_FAILED) return 1; for (long i = 0; i < (8 << 20); i += 4096) p[i] = (char)i; munmap(p, 8 << 20); } return 0; }\n",
-    )
-    .unwrap();
-    let exe = dir.join("unmap");
-    let cc = Command::new("gcc").args(["-O1", "-o"]).arg(&exe).arg(&src).output().unwrap();
-    assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
-    let exe = exe.to_str().unwrap();
+    );
     let faults = |sample: Option<&str>| -> u64 {
         let mut args = vec!["sim", "--json", "--memory", "512M", "--frontend", "dynamorio"];
         if let Some(s) = sample {
             args.extend(["--sample", s]);
         }
-        args.extend(["--", exe]);
+        args.extend(["--", &exe]);
         let out = splab(&args);
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         let v: Value = serde_json::from_slice(&out.stdout).unwrap();
