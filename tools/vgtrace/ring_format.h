@@ -11,6 +11,7 @@
 #define W_THREAD 0x89ULL
 #define W_AGAIN  0x8aULL
 #define W_TIMED  0x8bULL
+#define W_SIGNAL 0x8cULL
 #define W_END    0xfeULL
 /* Set in a W_AGAIN word written in lockstep. */
 #define AGAIN_IN_LOCKSTEP (1ULL << 8)

@@ -54,6 +54,7 @@
 
 #include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,11 +119,18 @@ static bool reader_gone(void)
     return reader_pid > 0 && raw_syscall(SYS_kill, reader_pid, 0, 0, 0) == -3 /* ESRCH */;
 }
 
-static void futex_wait(volatile uint64 *w, uint64 val)
+/* Returns the call's result: -4 (EINTR) when a signal came meanwhile. */
+static long futex_wait(volatile uint64 *w, uint64 val)
 {
     struct timespec ts = { 0, 100 * 1000 * 1000 };
-    raw_syscall(SYS_futex, (long)w, FUTEX_WAIT, (uint32_t)val, (long)&ts);
+    return raw_syscall(SYS_futex, (long)w, FUTEX_WAIT, (uint32_t)val, (long)&ts);
 }
+
+/* Signals that came while the process waited at a gate for the others
+   (see "signals" below), not yet delivered: each is delivered as the
+   process goes on from the gate, before its next system call, or was
+   ignored. */
+static int gate_signals;
 
 static uint64 *slot_at(uint64 n)
 {
@@ -146,8 +154,9 @@ static void ring_gate(void)
         ring[R_GATE] = g;
         __atomic_store_n(&ring[R_AT_GATE], 1, __ATOMIC_SEQ_CST);
         raw_syscall(SYS_futex, (long)&ring[R_AT_GATE], FUTEX_WAKE, 1, 0);
-        if (__atomic_load_n(&ring[R_GRANTED], __ATOMIC_SEQ_CST) == granted)
-            futex_wait(&ring[R_GRANTED], granted);
+        if (__atomic_load_n(&ring[R_GRANTED], __ATOMIC_SEQ_CST) == granted &&
+            futex_wait(&ring[R_GRANTED], granted) == -4)
+            __atomic_fetch_add(&gate_signals, 1, __ATOMIC_RELAXED);
         if (reader_gone())
             fail("the reader of the reference stream is gone");
     }
@@ -1475,6 +1484,11 @@ typedef struct {
     int n;
     krange_t r[MAX_KRANGES];
     bool forking, cloning;
+    /* Where the thread's last system call returned to, and whether that
+       call let other processes run (it was gated): a signal from outside
+       delivered there arrived while the call waited. */
+    app_pc after_call;
+    bool waited;
 } call_t;
 
 static int tls_call;
@@ -1814,8 +1828,13 @@ static void out_end(void *dc)
     dr_mutex_unlock(lock);
 }
 
+static void note_self_signal(void *dc, int sysno, const uint64 *a);
+
 static bool pre_syscall(void *dc, int sysno)
 {
+    /* A signal that came at a gate is delivered before the process's
+       next system call, or was dropped (ignored). */
+    gate_signals = 0;
     if (sampling && ring != NULL && s_state == S_FAST) {
         /* MADV_DONTNEED, MADV_FREE, MADV_REMOVE discard pages. */
         uint64 advice = sysno == SYS_madvise ? (uint64)dr_syscall_get_param(dc, 2) : 0;
@@ -1828,6 +1847,10 @@ static bool pre_syscall(void *dc, int sysno)
     }
     if (ring != NULL || out_fd != INVALID_FILE)
         call_begin(dc, sysno);
+    if (ring != NULL) {
+        uint64 a[3] = { (uint64)dr_syscall_get_param(dc, 0), (uint64)dr_syscall_get_param(dc, 1), (uint64)dr_syscall_get_param(dc, 2) };
+        note_self_signal(dc, sysno, a);
+    }
     if (out_fd != INVALID_FILE) {
         /* The program an exec starts runs without the client
            (-no_follow_children): the stream ends here. */
@@ -1864,8 +1887,15 @@ static void post_syscall(void *dc, int sysno)
 {
     if (ring == NULL && out_fd == INVALID_FILE)
         return;
-    if (ring != NULL)
+    if (ring != NULL) {
         __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
+        call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+        if (c != NULL) {
+            dr_mcontext_t mc = { sizeof mc, DR_MC_CONTROL };
+            c->after_call = dr_get_mcontext(dc, &mc) ? mc.pc : NULL;
+            c->waited = !is_local(sysno) && in_lockstep();
+        }
+    }
     dr_syscall_result_info_t r = { sizeof r, };
     r.use_high = false;
     r.use_errno = false;
@@ -1893,6 +1923,86 @@ static void post_syscall(void *dc, int sysno)
     dr_mutex_unlock(lock);
 }
 
+/* ---- signals ----
+   A signal the process's own instructions raise (a fault, SIGPIPE from
+   its write, a signal it sends itself) is delivered at the same point of
+   its stream on every run. One from outside it (another process's kill,
+   a child's exit) is delivered where the receiver is when it arrives.
+   In lockstep the others run while this process waits at a gate or is
+   in a gated system call, so a signal they send arrives during that
+   wait and is delivered as it ends, the same on every run. A signal that
+   arrives anywhere else (the receiver running between gates while the
+   sender runs too, after a blocking call returned) or from a timer
+   (SIGALRM, SIGVTALRM, SIGPROF) lands where the host's timing puts it:
+   a shell's SIGCHLD handler was seen to run or not from one run to the
+   next. Each delivery of that kind writes a W_SIGNAL word, and the
+   reader says the run is not deterministic. */
+
+/* Signals the process sent itself (kill, tgkill, rt_sigqueueinfo,
+   rt_tgsigqueueinfo naming its own id; tkill naming the calling thread)
+   and not yet delivered: bit n - 1 for signal n. One it sent itself and
+   ignored stays marked. */
+static uint64 self_sent;
+
+static void note_self_signal(void *dc, int sysno, const uint64 *a)
+{
+    long me = (long)dr_get_process_id();
+    long sig = 0;
+    switch (sysno) {
+    case SYS_kill: sig = ((long)a[0] == 0 || (long)a[0] == me) ? (long)a[1] : 0; break;
+    case SYS_tkill: sig = (long)a[0] == (long)dr_get_thread_id(dc) ? (long)a[1] : 0; break;
+    case SYS_tgkill: sig = (long)a[0] == me ? (long)a[2] : 0; break;
+    case SYS_rt_sigqueueinfo: sig = (long)a[0] == me ? (long)a[1] : 0; break;
+    case SYS_rt_tgsigqueueinfo: sig = (long)a[0] == me ? (long)a[2] : 0; break;
+    default: return;
+    }
+    if (sig >= 1 && sig <= 64)
+        __atomic_fetch_or(&self_sent, 1ULL << (sig - 1), __ATOMIC_RELAXED);
+}
+
+static bool from_own_instructions(int sig)
+{
+    switch (sig) {
+    case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS:
+    case SIGPIPE: case SIGXFSZ:
+        return true;
+    default:
+        break;
+    }
+    if (sig < 1 || sig > 64)
+        return false;
+    uint64 bit = 1ULL << (sig - 1);
+    return (__atomic_fetch_and(&self_sent, ~bit, __ATOMIC_RELAXED) & bit) != 0;
+}
+
+/* Whether a signal from another process arrived while this one waited
+   for the others: at a gate (one such arrival is taken), or in a gated
+   system call, as whose return it is delivered. */
+static bool came_in_wait(void *dc, dr_siginfo_t *info)
+{
+    bool in_gate = false;
+    int n = __atomic_load_n(&gate_signals, __ATOMIC_RELAXED);
+    while (n > 0 && !in_gate)
+        in_gate = __atomic_compare_exchange_n(&gate_signals, &n, n - 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    if (info->sig == SIGALRM || info->sig == SIGVTALRM || info->sig == SIGPROF)
+        return false;
+    if (in_gate)
+        return true;
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    return c != NULL && c->waited && info->mcontext != NULL && c->after_call != NULL && info->mcontext->pc == c->after_call;
+}
+
+static dr_signal_action_t signal_event(void *dc, dr_siginfo_t *info)
+{
+    if (ring != NULL && !stopping && !from_own_instructions(info->sig) && !came_in_wait(dc, info)) {
+        uint64 w = W_SIGNAL | (uint64)info->sig << 8;
+        dr_mutex_lock(lock);
+        append(&w, 1);
+        dr_mutex_unlock(lock);
+    }
+    return DR_SIGNAL_DELIVER;
+}
+
 static void fork_init(void *dc)
 {
     if (out_path[0] != '\0') {
@@ -1906,6 +2016,9 @@ static void fork_init(void *dc)
        lockstep from its first gate. */
     ring = NULL;
     lockstep = true;
+    /* A child starts with no signal pending. */
+    self_sent = 0;
+    gate_signals = 0;
     call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
     if (c != NULL)
         c->cloning = false;
@@ -2008,6 +2121,7 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
     dr_register_filter_syscall_event(filter_syscall);
     drmgr_register_pre_syscall_event(pre_syscall);
     drmgr_register_post_syscall_event(post_syscall);
+    drmgr_register_signal_event(signal_event);
     find_vdso();
     drmgr_register_bb_app2app_event(bb_app2app, NULL);
     if (sampling) {

@@ -148,6 +148,32 @@ fn reading_the_clock_through_the_vdso_repeats() {
 }
 
 #[test]
+fn a_timers_signal_marks_the_run_not_deterministic_and_a_signal_to_itself_does_not() {
+    // A timer's signal lands wherever the host's timing puts it in the
+    // program's stream; one the program raises lands after its own call.
+    needs::online();
+    let (dir, timer) = compiled(
+        "alarm",
+        "#include <signal.h>\n#include <unistd.h>\nstatic volatile int got;\nstatic void on(int s) { (void)s; got++; }\nint main(void) { signal(SIGALRM, on); ualarm(20000, 0); volatile long y = 0; for (long i = 0; i < 4000000000L && !got; i++) y += i; return got ? 0 : 1; }\n",
+    );
+    let p = program(&["sim", "--json", "--memory", "256M", "--frontend", "dynamorio", "--", &timer]);
+    assert_eq!(p["exit_status"], 0, "{p}");
+    assert_eq!(p["outside_signals"], 1, "{p}");
+    assert_eq!(p["deterministic"], false, "{p}");
+    assert!(p["nondeterministic_because"].as_str().unwrap().contains("signal from outside"), "{p}");
+    std::fs::remove_dir_all(dir).unwrap();
+    let (dir, own) = compiled(
+        "raise",
+        "#include <signal.h>\nstatic volatile int got;\nstatic void on(int s) { (void)s; got++; }\nint main(void) { signal(SIGUSR1, on); for (int i = 0; i < 3; i++) raise(SIGUSR1); return got == 3 ? 0 : 1; }\n",
+    );
+    let p = program(&["sim", "--json", "--memory", "256M", "--frontend", "dynamorio", "--", &own]);
+    assert_eq!(p["exit_status"], 0, "{p}");
+    assert!(p.get("outside_signals").is_none(), "{p}");
+    assert_eq!(p["deterministic"], true, "{p}");
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
 fn a_sampled_run_counts_what_runs_natively_and_brings_in_the_pages_it_touched() {
     // Between windows the program runs with its blocks counted, not
     // traced; the pages it touched meanwhile reach the model from the

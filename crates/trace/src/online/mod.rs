@@ -121,6 +121,14 @@ pub struct ProgramRun {
     /// others' steps is the host's timing.
     #[serde(skip_serializing_if = "is_zero")]
     pub timed_waits: u64,
+    /// Signals from outside the receiving process (another process's
+    /// kill, a child's SIGCHLD, a timer) delivered under DynamoRIO: where
+    /// one lands in the receiver's stream is where the host's timing puts
+    /// its sending, among the receiver's steps. (Faults, SIGPIPE and a
+    /// process's signals to itself come from its own instructions and
+    /// are not counted.)
+    #[serde(skip_serializing_if = "is_zero")]
+    pub outside_signals: u64,
     /// Go-aheads given in lockstep: the real processes ran one at a time,
     /// in the order of the model (`drive`); 0 when one process ran alone.
     #[serde(skip_serializing_if = "is_zero")]
@@ -359,7 +367,7 @@ impl Online {
         out.exit_status = status.code();
         out.signal = status.signal();
         out.sim_seconds = st.sys.cycles_to_seconds(longest);
-        out.deterministic = out.threads == 0 && out.would_block_unordered == 0 && out.timed_waits == 0;
+        out.deterministic = out.threads == 0 && out.would_block_unordered == 0 && out.timed_waits == 0 && out.outside_signals == 0;
         let mut why = Vec::new();
         if out.threads > 0 {
             why.push(format!(
@@ -385,6 +393,15 @@ impl Online {
             why.push(format!(
                 "{n} wait{} ended on a timer (a sleep, or a poll or select that timed out) while other processes ran: where a timer ends among their steps is the host's timing",
                 if n == 1 { "" } else { "s" }
+            ));
+        }
+        if out.outside_signals > 0 {
+            let n = out.outside_signals;
+            why.push(format!(
+                "{n} signal{} from outside the process that received {} (another process, a child's exit, a timer) {} delivered under DynamoRIO, which delivers a signal where the receiver is when it arrives: when that is, among the receiver's steps, is the host's timing",
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "it" } else { "them" },
+                if n == 1 { "was" } else { "were" }
             ));
         }
         if !why.is_empty() {

@@ -49,6 +49,9 @@ pub(super) const W_EXIT: u8 = 0x88;
 pub(super) const W_THREAD: u8 = 0x89;
 pub(super) const W_AGAIN: u8 = 0x8a;
 pub(super) const W_TIMED: u8 = 0x8b;
+/// A signal from outside the process (another process, a timer) was
+/// delivered; the signal's number is in bits 8 and up.
+pub(super) const W_SIGNAL: u8 = 0x8c;
 /// Set in a `W_AGAIN` word the tool wrote in lockstep.
 pub(super) const AGAIN_IN_LOCKSTEP: u64 = 1 << 8;
 pub(super) const W_END: u8 = 0xfe;

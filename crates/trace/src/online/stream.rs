@@ -217,6 +217,10 @@ impl State<'_> {
                     self.out.timed_waits += 1;
                     i += 1;
                 }
+                W_SIGNAL => {
+                    self.out.outside_signals += 1;
+                    i += 1;
+                }
                 W_SKIP => {
                     need(i, 1)?;
                     refs += w[i + 1];
