@@ -1026,6 +1026,11 @@ enum { CASE_DETAIL = 0, CASE_FAST = 1 };
 enum { S_FAST, S_WARM, S_DETAIL };
 
 static uint64 s_detail, s_period, s_warm;
+/* What the next counted stretch runs beyond its share of the period: a
+   process's first period has no warm-up (see sample_start), and its
+   counted stretch is that much longer, so that later periods start
+   every PERIOD references. */
+static int64 s_extra;
 static volatile ptr_uint_t run_case;
 static int s_state;
 /* The process's countdown to the next switch (signed: the block that
@@ -1293,8 +1298,10 @@ static void enter_state(int state)
         cd.left += (int64)s_warm;
     else if (state == S_DETAIL)
         cd.left += (int64)s_detail;
-    else
-        cd.left += (int64)(s_period - s_warm - s_detail);
+    else {
+        cd.left += (int64)(s_period - s_warm - s_detail) + s_extra;
+        s_extra = 0;
+    }
     if (ring != NULL) {
         ring_publish(false);
         ring_take_slot();
@@ -1318,14 +1325,19 @@ static void advance(void)
     }
 }
 
-/* A process's first period starts with its first reference: as at the
-   end of a counted stretch with nothing counted (before its ring is
-   open, so no slot and no scan). */
+/* A process's first period starts with its first reference, and with
+   its window: nothing was left out of the model before it (the model
+   starts where the process does, as under valgrind, whose first window
+   starts at the first reference), so there is nothing to warm, and a
+   program shorter than the warm-up is measured too. It starts as at the
+   end of a warm-up with nothing left (before its ring is open, so no
+   slot and no scan). */
 static void sample_start(void)
 {
     cd.left = 0;
     cd.insns = cd.refs = 0;
-    s_state = S_FAST;
+    s_extra = (int64)s_warm;
+    s_state = S_WARM;
     advance();
 }
 

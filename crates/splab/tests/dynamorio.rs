@@ -148,6 +148,29 @@ fn reading_the_clock_through_the_vdso_repeats() {
 }
 
 #[test]
+fn a_program_shorter_than_the_warm_up_is_measured() {
+    // A process's first window starts with its first reference (nothing
+    // was left out before it to warm), so `true`, 35 thousand references,
+    // is measured at a schedule whose warm-up is 100 thousand.
+    needs::online();
+    let run = |sample: &[&str]| -> Value {
+        let mut args = vec!["sim", "--json", "--memory", "256M", "--frontend", "dynamorio"];
+        args.extend(sample);
+        args.extend(["--", "true"]);
+        let out = splab(&args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let full = run(&[]);
+    let sampled = run(&["--sample", "100k:10M"]);
+    let s = &sampled["program"]["sampled"];
+    assert_eq!(s["windows"], 1, "{s}");
+    assert_eq!(s["measured_refs"], s["total_refs"], "{s}");
+    let (a, b) = (sampled["sim_seconds"].as_f64().unwrap(), full["sim_seconds"].as_f64().unwrap());
+    assert!(b > 0.0 && (a - b).abs() <= 0.05 * b, "{a} against full detail's {b}");
+}
+
+#[test]
 fn a_timers_signal_marks_the_run_not_deterministic_and_a_signal_to_itself_does_not() {
     // A timer's signal lands wherever the host's timing puts it in the
     // program's stream; one the program raises lands after its own call.
