@@ -149,6 +149,7 @@ static ULong* buf_end;           /* loaded by the inline code */
 static ULong icount;             /* instructions since the last count word */
 static Int out_fd = -1;
 static Bool in_child = False;    /* with --out, a forked child writes nothing */
+static ULong self_sent;          /* see "signals" below */
 
 /* The ring's format and the words both front ends write; the valgrind
    tool's own words below. */
@@ -585,6 +586,8 @@ static void vt_child(ThreadId tid)
          in lockstep from its first gate. */
       ring = NULL;
       lockstep = True;
+      /* A child starts with no signal pending. */
+      self_sent = 0;
       buf_start = NULL;
       icount = 0;
       skipped = 0;
@@ -630,8 +633,81 @@ static Bool is_local(UInt sysno)
    }
 }
 
+/* ---- signals ----
+   A signal the program's own instructions raise (a fault, SIGPIPE from
+   its write, a signal it sends itself) is delivered at the same point of
+   its stream on every run. valgrind runs client code with signals
+   blocked and lets them in during blocking system calls and at its
+   scheduler's polls (every timeslice of blocks, after some calls). One
+   from another process that arrives during a gated call (the others ran
+   meanwhile, in the model's order) is delivered as that call ends, the
+   same on every run; one that arrives while the program runs waits for
+   the next poll, and which poll that is is the host's timing, as it is
+   for a timer's (SIGALRM, SIGVTALRM, SIGPROF). Those write a W_SIGNAL
+   word, and the reader says the run is not deterministic (the DynamoRIO
+   client does the same, crates/drclient/client/ring.c). */
+
+#define SIG_THREADS 512
+/* Per thread: where its last system call returned to (and the call's
+   own address, where a restarted call resumes), and whether that call
+   let the other processes run. */
+static Addr after_call[SIG_THREADS];
+static Bool waited_call[SIG_THREADS];
+/* self_sent (above): signals the process sent itself and that were not
+   delivered yet, bit n - 1 for signal n (one it sent itself and ignored
+   stays marked). */
+
+static void note_self_signal(ThreadId tid, UInt sysno, UWord* args)
+{
+   Long me = VG_(getpid)(), sig = 0;
+   switch (sysno) {
+      case __NR_kill: sig = ((Long)args[0] == 0 || (Long)args[0] == me) ? (Long)args[1] : 0; break;
+      case __NR_tkill: sig = (Long)args[0] == VG_(gettid)() ? (Long)args[1] : 0; break;
+      case __NR_tgkill: sig = (Long)args[0] == me ? (Long)args[2] : 0; break;
+      case __NR_rt_sigqueueinfo: sig = (Long)args[0] == me ? (Long)args[1] : 0; break;
+      case __NR_rt_tgsigqueueinfo: sig = (Long)args[0] == me ? (Long)args[2] : 0; break;
+      default: return;
+   }
+   if (sig >= 1 && sig <= 64)
+      self_sent |= 1ULL << (sig - 1);
+}
+
+static Bool from_own_instructions(Int sig)
+{
+   switch (sig) {
+      case VKI_SIGSEGV: case VKI_SIGBUS: case VKI_SIGILL: case VKI_SIGFPE: case VKI_SIGTRAP:
+      case VKI_SIGSYS: case VKI_SIGPIPE: case VKI_SIGXFSZ:
+         return True;
+      default:
+         break;
+   }
+   if (sig < 1 || sig > 64)
+      return False;
+   ULong bit = 1ULL << (sig - 1);
+   Bool own = (self_sent & bit) != 0;
+   self_sent &= ~bit;
+   return own;
+}
+
+static void vt_pre_deliver(ThreadId tid, Int sig, Bool alt_stack)
+{
+   if (ring == NULL || from_own_instructions(sig))
+      return;
+   if (sig != VKI_SIGALRM && sig != VKI_SIGVTALRM && sig != VKI_SIGPROF && tid < SIG_THREADS && waited_call[tid]) {
+      Addr ip = VG_(get_IP)(tid);
+      /* (A call restarted after the handler resumes at its own
+         instruction, `syscall`, two bytes before.) */
+      if (ip == after_call[tid] || ip + 2 == after_call[tid])
+         return;
+   }
+   room_for(1);
+   put(W_SIGNAL | (ULong)sig << 8);
+}
+
 static void vt_pre_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs)
 {
+   if (ring != NULL)
+      note_self_signal(tid, sysno, args);
    /* An exec replaces this tool instance without calling vt_fini: what is
       buffered goes out now; the new program's instance announces itself
       with the same pid. In lockstep every call that can touch another
@@ -741,6 +817,10 @@ static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, S
 {
    if (ring != NULL)
       __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
+   if (ring != NULL && tid < SIG_THREADS) {
+      after_call[tid] = VG_(get_IP)(tid);
+      waited_call[tid] = !is_local(sysno) && in_lockstep();
+   }
    put_kernel_refs();
    if (ring != NULL && sr_isError(res) && sr_Err(res) == LINUX_EAGAIN
        && (sysno == __NR_read || sysno == __NR_readv || sysno == __NR_write || sysno == __NR_writev)) {
@@ -1721,6 +1801,7 @@ static void vt_pre_clo_init(void)
    VG_(track_pre_mem_read)(vt_kernel_read);
    VG_(track_pre_mem_read_asciiz)(vt_kernel_read_string);
    VG_(track_post_mem_write)(vt_kernel_write);
+   VG_(track_pre_deliver_signal)(vt_pre_deliver);
 }
 
 VG_DETERMINE_INTERFACE_VERSION(vt_pre_clo_init)

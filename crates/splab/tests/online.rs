@@ -374,6 +374,28 @@ fn a_program_with_threads_is_marked_not_deterministic() {
     assert!(v["report"].as_str().unwrap().contains("not deterministic"), "{}", v["report"]);
 }
 
+#[test]
+fn a_timers_signal_marks_the_run_not_deterministic_and_signals_to_itself_do_not() {
+    needs::online();
+    needs::program("perl", "perl");
+    // A timer's signal is let in wherever the program is when it comes:
+    // the loop runs as long as the host takes to send it.
+    let run = |script: &str| {
+        let out = splab(&["sim", "--memory", "256M", "--json", "--", "perl", "-e", script]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        report(&out)["program"].clone()
+    };
+    let p = run("use Time::HiRes qw(ualarm); $SIG{ALRM} = sub { $g = 1 }; ualarm(20000); $i++ until $g");
+    assert_eq!(p["outside_signals"], 1, "{p}");
+    assert_eq!(p["deterministic"], false, "{p}");
+    assert!(p["nondeterministic_because"].as_str().unwrap().contains("signal from outside"), "{p}");
+    // Signals the program sends itself land after its own call.
+    let p = run("$SIG{USR1} = sub { $g++ }; kill 'USR1', $$ for 1 .. 3; exit($g == 3 ? 0 : 1)");
+    assert_eq!(p["exit_status"], 0, "{p}");
+    assert!(p.get("outside_signals").is_none(), "{p}");
+    assert_eq!(p["deterministic"], true, "{p}");
+}
+
 /// Every call pushes its return address on the modelled return stack
 /// once and every return pops it: a program of ordinary calls and
 /// returns (sort's comparisons) mispredicts almost none of its returns.
