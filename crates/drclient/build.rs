@@ -66,10 +66,11 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=client");
     // What the valgrind tool shares with the client: the system calls
-    // run without a gate, the ring's format.
+    // run without a gate, the ring's format, the signals told apart.
     println!("cargo:rerun-if-changed=../../tools/vgtrace/local_syscalls.h");
     println!("cargo:rerun-if-changed=../../tools/vgtrace/ring_format.h");
     println!("cargo:rerun-if-changed=../../tools/vgtrace/block_deps.h");
+    println!("cargo:rerun-if-changed=../../tools/vgtrace/signals.h");
     println!("cargo:rerun-if-changed=dr-source/Cargo.lock");
     println!("cargo:rerun-if-env-changed=SPLAB_DYNAMORIO_SRC");
     println!("cargo:rerun-if-env-changed=CXX");

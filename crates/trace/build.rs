@@ -17,7 +17,7 @@ fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let src = manifest.join("../../tools/vgtrace/vt_main.c");
     println!("cargo:rerun-if-changed={}", src.display());
-    for h in ["local_syscalls.h", "ring_format.h", "block_deps.h"] {
+    for h in ["local_syscalls.h", "ring_format.h", "block_deps.h", "signals.h"] {
         println!("cargo:rerun-if-changed={}", manifest.join("../../tools/vgtrace").join(h).display());
     }
     println!("cargo:rerun-if-changed=build.rs");

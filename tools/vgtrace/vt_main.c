@@ -154,6 +154,7 @@ static ULong self_sent;          /* see "signals" below */
 /* The ring's format and the words both front ends write; the valgrind
    tool's own words below. */
 #include "ring_format.h"
+#include "signals.h"
 #define W_MAP   0x80ULL
 #define W_UNMAP 0x81ULL
 #define W_NOP   0xffULL
@@ -659,28 +660,15 @@ static Bool waited_call[SIG_THREADS];
 
 static void note_self_signal(ThreadId tid, UInt sysno, UWord* args)
 {
-   Long me = VG_(getpid)(), sig = 0;
-   switch (sysno) {
-      case __NR_kill: sig = ((Long)args[0] == 0 || (Long)args[0] == me) ? (Long)args[1] : 0; break;
-      case __NR_tkill: sig = (Long)args[0] == VG_(gettid)() ? (Long)args[1] : 0; break;
-      case __NR_tgkill: sig = (Long)args[0] == me ? (Long)args[2] : 0; break;
-      case __NR_rt_sigqueueinfo: sig = (Long)args[0] == me ? (Long)args[1] : 0; break;
-      case __NR_rt_tgsigqueueinfo: sig = (Long)args[0] == me ? (Long)args[2] : 0; break;
-      default: return;
-   }
+   Long sig = sig_sent_to_self(sysno, (const unsigned long*)args, VG_(getpid)(), VG_(gettid)());
    if (sig >= 1 && sig <= 64)
       self_sent |= 1ULL << (sig - 1);
 }
 
 static Bool from_own_instructions(Int sig)
 {
-   switch (sig) {
-      case VKI_SIGSEGV: case VKI_SIGBUS: case VKI_SIGILL: case VKI_SIGFPE: case VKI_SIGTRAP:
-      case VKI_SIGSYS: case VKI_SIGPIPE: case VKI_SIGXFSZ:
-         return True;
-      default:
-         break;
-   }
+   if (sig_own_kind(sig))
+      return True;
    if (sig < 1 || sig > 64)
       return False;
    ULong bit = 1ULL << (sig - 1);
@@ -693,7 +681,7 @@ static void vt_pre_deliver(ThreadId tid, Int sig, Bool alt_stack)
 {
    if (ring == NULL || from_own_instructions(sig))
       return;
-   if (sig != VKI_SIGALRM && sig != VKI_SIGVTALRM && sig != VKI_SIGPROF && tid < SIG_THREADS && waited_call[tid]) {
+   if (!sig_timer(sig) && tid < SIG_THREADS && waited_call[tid]) {
       Addr ip = VG_(get_IP)(tid);
       /* (A call restarted after the handler resumes at its own
          instruction, `syscall`, two bytes before.) */

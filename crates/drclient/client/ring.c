@@ -54,7 +54,6 @@
 
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +76,7 @@ static long raw_syscall(long n, long a, long b, long c, long d)
 
 /* The ring's format and the words both front ends write. */
 #include "ring_format.h"
+#include "signals.h"
 
 /* Words kept free at a slot's end for the end word. */
 #define TAIL_WORDS 4
@@ -1903,7 +1903,9 @@ static void post_syscall(void *dc, int sysno)
         __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
         call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
         if (c != NULL) {
-            dr_mcontext_t mc = { sizeof mc, DR_MC_CONTROL };
+            dr_mcontext_t mc;
+            mc.size = sizeof mc;
+            mc.flags = DR_MC_CONTROL;
             c->after_call = dr_get_mcontext(dc, &mc) ? mc.pc : NULL;
             c->waited = !is_local(sysno) && in_lockstep();
         }
@@ -1958,29 +1960,16 @@ static uint64 self_sent;
 
 static void note_self_signal(void *dc, int sysno, const uint64 *a)
 {
-    long me = (long)dr_get_process_id();
-    long sig = 0;
-    switch (sysno) {
-    case SYS_kill: sig = ((long)a[0] == 0 || (long)a[0] == me) ? (long)a[1] : 0; break;
-    case SYS_tkill: sig = (long)a[0] == (long)dr_get_thread_id(dc) ? (long)a[1] : 0; break;
-    case SYS_tgkill: sig = (long)a[0] == me ? (long)a[2] : 0; break;
-    case SYS_rt_sigqueueinfo: sig = (long)a[0] == me ? (long)a[1] : 0; break;
-    case SYS_rt_tgsigqueueinfo: sig = (long)a[0] == me ? (long)a[2] : 0; break;
-    default: return;
-    }
+    unsigned long args[3] = { (unsigned long)a[0], (unsigned long)a[1], (unsigned long)a[2] };
+    long sig = sig_sent_to_self(sysno, args, (long)dr_get_process_id(), (long)dr_get_thread_id(dc));
     if (sig >= 1 && sig <= 64)
         __atomic_fetch_or(&self_sent, 1ULL << (sig - 1), __ATOMIC_RELAXED);
 }
 
 static bool from_own_instructions(int sig)
 {
-    switch (sig) {
-    case SIGSEGV: case SIGBUS: case SIGILL: case SIGFPE: case SIGTRAP: case SIGSYS:
-    case SIGPIPE: case SIGXFSZ:
+    if (sig_own_kind(sig))
         return true;
-    default:
-        break;
-    }
     if (sig < 1 || sig > 64)
         return false;
     uint64 bit = 1ULL << (sig - 1);
@@ -1996,7 +1985,7 @@ static bool came_in_wait(void *dc, dr_siginfo_t *info)
     int n = __atomic_load_n(&gate_signals, __ATOMIC_RELAXED);
     while (n > 0 && !in_gate)
         in_gate = __atomic_compare_exchange_n(&gate_signals, &n, n - 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-    if (info->sig == SIGALRM || info->sig == SIGVTALRM || info->sig == SIGPROF)
+    if (sig_timer(info->sig))
         return false;
     if (in_gate)
         return true;

@@ -1,0 +1,40 @@
+/* Which signals a program's own instructions raise, which are a timer's,
+   and which system calls send one to the caller itself: what both front
+   ends (the valgrind tool, tools/vgtrace/vt_main.c, and the DynamoRIO
+   client, crates/drclient/client/ring.c) tell apart to say whether a
+   signal's delivery depends on the host's timing. x86-64 Linux numbers
+   (neither front end runs elsewhere). */
+
+/* A fault (SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV, SIGSYS) or what a
+   write raises (SIGPIPE, SIGXFSZ). */
+static inline int sig_own_kind(int sig)
+{
+   switch (sig) {
+      case 4: case 5: case 7: case 8: case 11: case 13: case 25: case 31:
+         return 1;
+      default:
+         return 0;
+   }
+}
+
+/* SIGALRM, SIGVTALRM, SIGPROF. */
+static inline int sig_timer(int sig)
+{
+   return sig == 14 || sig == 26 || sig == 27;
+}
+
+/* The signal system call `sysno` with arguments `a` sends the calling
+   process `pid` (thread `tid`) itself, or 0: kill naming it (or 0, its
+   group), tkill naming the thread, tgkill, rt_sigqueueinfo and
+   rt_tgsigqueueinfo naming it. */
+static inline long sig_sent_to_self(long sysno, const unsigned long *a, long pid, long tid)
+{
+   switch (sysno) {
+      case 62: return ((long)a[0] == 0 || (long)a[0] == pid) ? (long)a[1] : 0;
+      case 200: return (long)a[0] == tid ? (long)a[1] : 0;
+      case 234: return (long)a[0] == pid ? (long)a[2] : 0;
+      case 129: return (long)a[0] == pid ? (long)a[1] : 0;
+      case 297: return (long)a[0] == pid ? (long)a[2] : 0;
+      default: return 0;
+   }
+}
