@@ -38,3 +38,10 @@ static inline long sig_sent_to_self(long sysno, const unsigned long *a, long pid
       default: return 0;
    }
 }
+
+/* Signal `sig`'s bit in a set of signals (bit n - 1 for signal n), 0 for
+   no signal. */
+static inline unsigned long long sig_bit(long sig)
+{
+   return sig >= 1 && sig <= 64 ? 1ULL << (sig - 1) : 0;
+}

@@ -660,19 +660,13 @@ static Bool waited_call[SIG_THREADS];
 
 static void note_self_signal(ThreadId tid, UInt sysno, UWord* args)
 {
-   Long sig = sig_sent_to_self(sysno, (const unsigned long*)args, VG_(getpid)(), VG_(gettid)());
-   if (sig >= 1 && sig <= 64)
-      self_sent |= 1ULL << (sig - 1);
+   self_sent |= sig_bit(sig_sent_to_self(sysno, (const unsigned long*)args, VG_(getpid)(), VG_(gettid)()));
 }
 
 static Bool from_own_instructions(Int sig)
 {
-   if (sig_own_kind(sig))
-      return True;
-   if (sig < 1 || sig > 64)
-      return False;
-   ULong bit = 1ULL << (sig - 1);
-   Bool own = (self_sent & bit) != 0;
+   ULong bit = sig_bit(sig);
+   Bool own = sig_own_kind(sig) || (self_sent & bit) != 0;
    self_sent &= ~bit;
    return own;
 }

@@ -1962,18 +1962,13 @@ static void note_self_signal(void *dc, int sysno, const uint64 *a)
 {
     unsigned long args[3] = { (unsigned long)a[0], (unsigned long)a[1], (unsigned long)a[2] };
     long sig = sig_sent_to_self(sysno, args, (long)dr_get_process_id(), (long)dr_get_thread_id(dc));
-    if (sig >= 1 && sig <= 64)
-        __atomic_fetch_or(&self_sent, 1ULL << (sig - 1), __ATOMIC_RELAXED);
+    __atomic_fetch_or(&self_sent, sig_bit(sig), __ATOMIC_RELAXED);
 }
 
 static bool from_own_instructions(int sig)
 {
-    if (sig_own_kind(sig))
-        return true;
-    if (sig < 1 || sig > 64)
-        return false;
-    uint64 bit = 1ULL << (sig - 1);
-    return (__atomic_fetch_and(&self_sent, ~bit, __ATOMIC_RELAXED) & bit) != 0;
+    uint64 bit = sig_bit(sig);
+    return sig_own_kind(sig) || (bit != 0 && (__atomic_fetch_and(&self_sent, ~bit, __ATOMIC_RELAXED) & bit) != 0);
 }
 
 /* Whether a signal from another process arrived while this one waited
