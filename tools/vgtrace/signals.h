@@ -23,20 +23,28 @@ static inline int sig_timer(int sig)
    return sig == 14 || sig == 26 || sig == 27;
 }
 
-/* The signal system call `sysno` with arguments `a` sends the calling
-   process `pid` (thread `tid`) itself, or 0: kill naming it (or 0, its
-   group), tkill naming the thread, tgkill, rt_sigqueueinfo and
+/* The signal system call `sysno` with arguments `a0` to `a2` sends the
+   calling process `pid` (thread `tid`) itself, or 0: kill naming it (or
+   0, its group), tkill naming the thread, tgkill, rt_sigqueueinfo and
    rt_tgsigqueueinfo naming it. */
-static inline long sig_sent_to_self(long sysno, const unsigned long *a, long pid, long tid)
+static inline long sig_sent_to_self(long sysno, long a0, long a1, long a2, long pid, long tid)
 {
    switch (sysno) {
-      case 62: return ((long)a[0] == 0 || (long)a[0] == pid) ? (long)a[1] : 0;
-      case 200: return (long)a[0] == tid ? (long)a[1] : 0;
-      case 234: return (long)a[0] == pid ? (long)a[2] : 0;
-      case 129: return (long)a[0] == pid ? (long)a[1] : 0;
-      case 297: return (long)a[0] == pid ? (long)a[2] : 0;
+      case 62: return (a0 == 0 || a0 == pid) ? a1 : 0;
+      case 200: return a0 == tid ? a1 : 0;
+      case 234: return a0 == pid ? a2 : 0;
+      case 129: return a0 == pid ? a1 : 0;
+      case 297: return a0 == pid ? a2 : 0;
       default: return 0;
    }
+}
+
+/* Whether a thread resumes at `ip` from the system call that returned
+   to `after`: at that address, or, where the call is restarted after a
+   handler, at the call's own `syscall` instruction, two bytes before. */
+static inline int sig_at_call(unsigned long ip, unsigned long after)
+{
+   return after != 0 && (ip == after || ip + 2 == after);
 }
 
 /* Signal `sig`'s bit in a set of signals (bit n - 1 for signal n), 0 for

@@ -649,9 +649,8 @@ static Bool is_local(UInt sysno)
    client does the same, crates/drclient/client/ring.c). */
 
 #define SIG_THREADS 512
-/* Per thread: where its last system call returned to (and the call's
-   own address, where a restarted call resumes), and whether that call
-   let the other processes run. */
+/* Per thread: whether its last system call let the other processes run
+   (it was gated), and then where it returned to (`sig_at_call`). */
 static Addr after_call[SIG_THREADS];
 static Bool waited_call[SIG_THREADS];
 /* self_sent (above): signals the process sent itself and that were not
@@ -660,7 +659,7 @@ static Bool waited_call[SIG_THREADS];
 
 static void note_self_signal(ThreadId tid, UInt sysno, UWord* args)
 {
-   self_sent |= sig_bit(sig_sent_to_self(sysno, (const unsigned long*)args, VG_(getpid)(), VG_(gettid)()));
+   self_sent |= sig_bit(sig_sent_to_self(sysno, (Long)args[0], (Long)args[1], (Long)args[2], VG_(getpid)(), VG_(gettid)()));
 }
 
 static Bool from_own_instructions(Int sig)
@@ -675,13 +674,8 @@ static void vt_pre_deliver(ThreadId tid, Int sig, Bool alt_stack)
 {
    if (ring == NULL || from_own_instructions(sig))
       return;
-   if (!sig_timer(sig) && tid < SIG_THREADS && waited_call[tid]) {
-      Addr ip = VG_(get_IP)(tid);
-      /* (A call restarted after the handler resumes at its own
-         instruction, `syscall`, two bytes before.) */
-      if (ip == after_call[tid] || ip + 2 == after_call[tid])
-         return;
-   }
+   if (!sig_timer(sig) && tid < SIG_THREADS && waited_call[tid] && sig_at_call(VG_(get_IP)(tid), after_call[tid]))
+      return;
    room_for(1);
    put(W_SIGNAL | (ULong)sig << 8);
 }
@@ -800,8 +794,8 @@ static void vt_post_syscall(ThreadId tid, UInt sysno, UWord* args, UInt nargs, S
    if (ring != NULL)
       __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
    if (ring != NULL && tid < SIG_THREADS) {
-      after_call[tid] = VG_(get_IP)(tid);
       waited_call[tid] = !is_local(sysno) && in_lockstep();
+      after_call[tid] = waited_call[tid] ? VG_(get_IP)(tid) : 0;
    }
    put_kernel_refs();
    if (ring != NULL && sr_isError(res) && sr_Err(res) == LINUX_EAGAIN

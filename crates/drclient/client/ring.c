@@ -1496,9 +1496,9 @@ typedef struct {
     int n;
     krange_t r[MAX_KRANGES];
     bool forking, cloning;
-    /* Where the thread's last system call returned to, and whether that
-       call let other processes run (it was gated): a signal from outside
-       delivered there arrived while the call waited. */
+    /* Whether the thread's last system call let other processes run
+       (it was gated), and then where it returned to: a signal from
+       outside delivered there arrived while the call waited. */
     app_pc after_call;
     bool waited;
 } call_t;
@@ -1840,7 +1840,7 @@ static void out_end(void *dc)
     dr_mutex_unlock(lock);
 }
 
-static void note_self_signal(void *dc, int sysno, const uint64 *a);
+static void note_self_signal(void *dc, int sysno, const call_t *c);
 
 static bool pre_syscall(void *dc, int sysno)
 {
@@ -1857,12 +1857,11 @@ static bool pre_syscall(void *dc, int sysno)
             dr_mutex_unlock(lock);
         }
     }
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
     if (ring != NULL || out_fd != INVALID_FILE)
         call_begin(dc, sysno);
-    if (ring != NULL) {
-        uint64 a[3] = { (uint64)dr_syscall_get_param(dc, 0), (uint64)dr_syscall_get_param(dc, 1), (uint64)dr_syscall_get_param(dc, 2) };
-        note_self_signal(dc, sysno, a);
-    }
+    if (ring != NULL && c != NULL)
+        note_self_signal(dc, sysno, c);
     if (out_fd != INVALID_FILE) {
         /* The program an exec starts runs without the client
            (-no_follow_children): the stream ends here. */
@@ -1876,7 +1875,6 @@ static bool pre_syscall(void *dc, int sysno)
         publish_all(dc, false);
         return true;
     }
-    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
     if (c != NULL && (sysno == SYS_fork || sysno == SYS_vfork || sysno == SYS_clone || sysno == 435)) {
         uint64 flags = clone_flags(dc, sysno);
         c->forking = is_fork(dc, sysno, flags);
@@ -1899,15 +1897,18 @@ static void post_syscall(void *dc, int sysno)
 {
     if (ring == NULL && out_fd == INVALID_FILE)
         return;
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
     if (ring != NULL) {
         __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
-        call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
         if (c != NULL) {
+            /* Where a gated call returned to (the pc read only then). */
+            c->waited = !is_local(sysno) && in_lockstep();
+            c->after_call = NULL;
             dr_mcontext_t mc;
             mc.size = sizeof mc;
             mc.flags = DR_MC_CONTROL;
-            c->after_call = dr_get_mcontext(dc, &mc) ? mc.pc : NULL;
-            c->waited = !is_local(sysno) && in_lockstep();
+            if (c->waited && dr_get_mcontext(dc, &mc))
+                c->after_call = mc.pc;
         }
     }
     dr_syscall_result_info_t r = { sizeof r, };
@@ -1915,7 +1916,6 @@ static void post_syscall(void *dc, int sysno)
     r.use_errno = false;
     bool got = dr_syscall_get_result_ex(dc, &r);
     call_end(dc, got ? (long)r.value : -1);
-    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
     if (ring == NULL || c == NULL || !c->cloning)
         return;
     c->cloning = false;
@@ -1958,10 +1958,11 @@ static void post_syscall(void *dc, int sysno)
    ignored stays marked. */
 static uint64 self_sent;
 
-static void note_self_signal(void *dc, int sysno, const uint64 *a)
+/* (Its arguments are call_begin's, taken before the call.) */
+static void note_self_signal(void *dc, int sysno, const call_t *c)
 {
-    unsigned long args[3] = { (unsigned long)a[0], (unsigned long)a[1], (unsigned long)a[2] };
-    long sig = sig_sent_to_self(sysno, args, (long)dr_get_process_id(), (long)dr_get_thread_id(dc));
+    long sig = sig_sent_to_self(sysno, (long)c->arg[0], (long)c->arg[1], (long)c->arg[2], (long)dr_get_process_id(),
+                                (long)dr_get_thread_id(dc));
     __atomic_fetch_or(&self_sent, sig_bit(sig), __ATOMIC_RELAXED);
 }
 
@@ -1985,7 +1986,8 @@ static bool came_in_wait(void *dc, dr_siginfo_t *info)
     if (in_gate)
         return true;
     call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
-    return c != NULL && c->waited && info->mcontext != NULL && c->after_call != NULL && info->mcontext->pc == c->after_call;
+    return c != NULL && c->waited && info->mcontext != NULL &&
+        sig_at_call((unsigned long)info->mcontext->pc, (unsigned long)c->after_call);
 }
 
 static dr_signal_action_t signal_event(void *dc, dr_siginfo_t *info)
