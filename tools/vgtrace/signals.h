@@ -39,8 +39,8 @@ static inline long sig_sent_to_self(long sysno, long a0, long a1, long a2, long 
    }
 }
 
-/* Whether a thread resumes at `ip` from the system call that returned
-   to `after`: at that address, or, where the call is restarted after a
+/* (The valgrind tool's.) Whether a thread resumes at `ip` from the
+   system call that returned to `after`: at that address, or, where the call is restarted after a
    handler, at the call's own `syscall` instruction, two bytes before. */
 static inline int sig_at_call(unsigned long ip, unsigned long after)
 {

@@ -119,18 +119,11 @@ static bool reader_gone(void)
     return reader_pid > 0 && raw_syscall(SYS_kill, reader_pid, 0, 0, 0) == -3 /* ESRCH */;
 }
 
-/* Returns the call's result: -4 (EINTR) when a signal came meanwhile. */
-static long futex_wait(volatile uint64 *w, uint64 val)
+static void futex_wait(volatile uint64 *w, uint64 val)
 {
     struct timespec ts = { 0, 100 * 1000 * 1000 };
-    return raw_syscall(SYS_futex, (long)w, FUTEX_WAIT, (uint32_t)val, (long)&ts);
+    raw_syscall(SYS_futex, (long)w, FUTEX_WAIT, (uint32_t)val, (long)&ts);
 }
-
-/* Signals that came while the process waited at a gate for the others
-   (see "signals" below), not yet delivered: each is delivered as the
-   process goes on from the gate, before its next system call, or was
-   ignored. */
-static int gate_signals;
 
 static uint64 *slot_at(uint64 n)
 {
@@ -154,9 +147,8 @@ static void ring_gate(void)
         ring[R_GATE] = g;
         __atomic_store_n(&ring[R_AT_GATE], 1, __ATOMIC_SEQ_CST);
         raw_syscall(SYS_futex, (long)&ring[R_AT_GATE], FUTEX_WAKE, 1, 0);
-        if (__atomic_load_n(&ring[R_GRANTED], __ATOMIC_SEQ_CST) == granted &&
-            futex_wait(&ring[R_GRANTED], granted) == -4)
-            __atomic_fetch_add(&gate_signals, 1, __ATOMIC_RELAXED);
+        if (__atomic_load_n(&ring[R_GRANTED], __ATOMIC_SEQ_CST) == granted)
+            futex_wait(&ring[R_GRANTED], granted);
         if (reader_gone())
             fail("the reader of the reference stream is gone");
     }
@@ -1496,11 +1488,6 @@ typedef struct {
     int n;
     krange_t r[MAX_KRANGES];
     bool forking, cloning;
-    /* Whether the thread's last system call let other processes run
-       (it was gated), and then where it returned to: a signal from
-       outside delivered there arrived while the call waited. */
-    app_pc after_call;
-    bool waited;
 } call_t;
 
 static int tls_call;
@@ -1844,9 +1831,6 @@ static void note_self_signal(void *dc, int sysno, const call_t *c);
 
 static bool pre_syscall(void *dc, int sysno)
 {
-    /* A signal that came at a gate is delivered before the process's
-       next system call, or was dropped (ignored). */
-    gate_signals = 0;
     if (sampling && ring != NULL && s_state == S_FAST) {
         /* MADV_DONTNEED, MADV_FREE, MADV_REMOVE discard pages. */
         uint64 advice = sysno == SYS_madvise ? (uint64)dr_syscall_get_param(dc, 2) : 0;
@@ -1898,19 +1882,8 @@ static void post_syscall(void *dc, int sysno)
     if (ring == NULL && out_fd == INVALID_FILE)
         return;
     call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
-    if (ring != NULL) {
+    if (ring != NULL)
         __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
-        if (c != NULL) {
-            /* Where a gated call returned to (the pc read only then). */
-            c->waited = !is_local(sysno) && in_lockstep();
-            c->after_call = NULL;
-            dr_mcontext_t mc;
-            mc.size = sizeof mc;
-            mc.flags = DR_MC_CONTROL;
-            if (c->waited && dr_get_mcontext(dc, &mc))
-                c->after_call = mc.pc;
-        }
-    }
     dr_syscall_result_info_t r = { sizeof r, };
     r.use_high = false;
     r.use_errno = false;
@@ -1941,16 +1914,14 @@ static void post_syscall(void *dc, int sysno)
    A signal the process's own instructions raise (a fault, SIGPIPE from
    its write, a signal it sends itself) is delivered at the same point of
    its stream on every run. One from outside it (another process's kill,
-   a child's exit) is delivered where the receiver is when it arrives.
-   In lockstep the others run while this process waits at a gate or is
-   in a gated system call, so a signal they send arrives during that
-   wait and is delivered as it ends, the same on every run. A signal that
-   arrives anywhere else (the receiver running between gates while the
-   sender runs too, after a blocking call returned) or from a timer
-   (SIGALRM, SIGVTALRM, SIGPROF) lands where the host's timing puts it:
-   a shell's SIGCHLD handler was seen to run or not from one run to the
-   next. Each delivery of that kind writes a W_SIGNAL word, and the
-   reader says the run is not deterministic. */
+   a child's exit, a timer) is delivered where the receiver is when it
+   arrives, the next block boundary, and under DynamoRIO the receiver may
+   then be running while the sender runs too: a shell's two SIGCHLDs of
+   a pipeline, both delivered as a gated call returned, gave 4 references
+   more on one day than on another. Each such delivery writes a W_SIGNAL
+   word, and the reader says the run is not deterministic. (The valgrind
+   tool, whose signals wait for a blocking call or a poll, leaves out
+   those delivered as a gated call returns.) */
 
 /* Signals the process sent itself (kill, tgkill, rt_sigqueueinfo,
    rt_tgsigqueueinfo naming its own id; tkill naming the calling thread)
@@ -1972,27 +1943,9 @@ static bool from_own_instructions(int sig)
     return sig_own_kind(sig) || (bit != 0 && (__atomic_fetch_and(&self_sent, ~bit, __ATOMIC_RELAXED) & bit) != 0);
 }
 
-/* Whether a signal from another process arrived while this one waited
-   for the others: at a gate (one such arrival is taken), or in a gated
-   system call, as whose return it is delivered. */
-static bool came_in_wait(void *dc, dr_siginfo_t *info)
-{
-    bool in_gate = false;
-    int n = __atomic_load_n(&gate_signals, __ATOMIC_RELAXED);
-    while (n > 0 && !in_gate)
-        in_gate = __atomic_compare_exchange_n(&gate_signals, &n, n - 1, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-    if (sig_timer(info->sig))
-        return false;
-    if (in_gate)
-        return true;
-    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
-    return c != NULL && c->waited && info->mcontext != NULL &&
-        sig_at_call((unsigned long)info->mcontext->pc, (unsigned long)c->after_call);
-}
-
 static dr_signal_action_t signal_event(void *dc, dr_siginfo_t *info)
 {
-    if (ring != NULL && !stopping && !from_own_instructions(info->sig) && !came_in_wait(dc, info)) {
+    if (ring != NULL && !stopping && !from_own_instructions(info->sig)) {
         uint64 w = W_SIGNAL | (uint64)info->sig << 8;
         dr_mutex_lock(lock);
         append(&w, 1);
@@ -2016,7 +1969,6 @@ static void fork_init(void *dc)
     lockstep = true;
     /* A child starts with no signal pending. */
     self_sent = 0;
-    gate_signals = 0;
     call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
     if (c != NULL)
         c->cloning = false;

@@ -122,12 +122,11 @@ pub struct ProgramRun {
     #[serde(skip_serializing_if = "is_zero")]
     pub timed_waits: u64,
     /// Signals from outside the receiving process (another process's
-    /// kill, a child's SIGCHLD, a timer) that arrived while it ran rather
-    /// than while it waited for the others (at a lockstep gate, or in a
-    /// gated system call): where one lands in the receiver's stream is
-    /// where the host's timing puts it. (Faults, SIGPIPE and a process's
-    /// signals to itself come from its own instructions and are not
-    /// counted.)
+    /// kill, a child's SIGCHLD, a timer) delivered where the host's timing
+    /// puts them in the receiver's stream: under DynamoRIO all of them,
+    /// under valgrind those not delivered as a gated system call returns.
+    /// (Faults, SIGPIPE and a process's signals to itself come from its
+    /// own instructions and are not counted.)
     #[serde(skip_serializing_if = "is_zero")]
     pub outside_signals: u64,
     /// Go-aheads given in lockstep: the real processes ran one at a time,
@@ -399,12 +398,12 @@ impl Online {
         if out.outside_signals > 0 {
             let n = out.outside_signals;
             why.push(format!(
-                "{n} signal{} from outside the process that received {} (another process, a child's exit, a timer) arrived while it ran, not while it waited for the others: {}, so where {} among its steps is the host's timing",
+                "{n} signal{} from outside the process that received {} (another process, a child's exit, a timer): {}, so where {} among its steps is the host's timing",
                 if n == 1 { "" } else { "s" },
                 if n == 1 { "it" } else { "them" },
                 match self.frontend {
-                    Frontend::Valgrind => "valgrind lets a signal in at its next poll (each timeslice of blocks, some system calls)",
-                    Frontend::DynamoRio => "DynamoRIO delivers a signal where the receiver is when it arrives",
+                    Frontend::Valgrind => "valgrind lets in one that arrives while the program runs at its next poll (each timeslice of blocks, some system calls)",
+                    Frontend::DynamoRio => "DynamoRIO delivers one at the receiver's next block boundary, wherever the receiver is when it arrives",
                 },
                 if n == 1 { "it lands" } else { "they land" }
             ));
