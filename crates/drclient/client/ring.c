@@ -98,9 +98,13 @@ static uint64 ring_gates;
 static bool lockstep;
 static uint64 *slot_start, *slot_next, *slot_end;
 
-/* Sampling (--detail, --period, --warm; "sampling" below). */
+/* Sampling (--detail, --period, --warm, --filter-sets; "sampling"
+   below). */
 static bool sampling;
 static uint64 slot_mode;
+static uint64 filter_sets;
+static volatile uint64 filter_gen = 1;
+static int tls_filter;
 
 /* Set when the process stops on an error: the caller may hold the lock,
    which the exit event then must not take again. */
@@ -278,7 +282,10 @@ static void append(const uint64 *w, size_t n)
     }
 }
 
-static void count_written(const uint64 *w, size_t n);
+static void count_written_refs(int64 refs);
+static bool warming(void);
+static void filter_empty(void);
+static size_t filter_words(void *drcontext, uint64 *w, size_t n);
 
 static void full_cb(void *drcontext, void *base, size_t size)
 {
@@ -286,8 +293,26 @@ static void full_cb(void *drcontext, void *base, size_t size)
         return;
     dr_mutex_lock(lock);
     if (ring != NULL || out_fd != INVALID_FILE) {
-        append((const uint64 *)base, size / sizeof(uint64));
-        count_written((const uint64 *)base, size / sizeof(uint64));
+        uint64 *w = (uint64 *)base;
+        size_t n = size / sizeof(uint64);
+        int64 refs = 0;
+        for (size_t i = 0; i < n; i++)
+            refs += (uint8_t)w[i] < 0x20;
+        if (warming()) {
+            /* The buffer is this thread's own and is emptied after this:
+               the filter compacts it in place. */
+            size_t kept = filter_words(drcontext, w, n);
+            append(w, kept);
+            int64 left = refs;
+            for (size_t i = 0; i < kept; i++)
+                left -= (uint8_t)w[i] < 0x20;
+            if (left > 0) {
+                uint64 skip[2] = { W_SKIP, (uint64)left };
+                append(skip, 2);
+            }
+        } else
+            append(w, n);
+        count_written_refs(refs);
     }
     dr_mutex_unlock(lock);
 }
@@ -984,7 +1009,8 @@ static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *
    block's references and instructions and writes nothing; DETAIL is the
    instrumentation above. Each process's references are counted from its
    start in periods of P: the first W of each period are written as
-   functional warming (slots whose mode word is 1), the next D in detail
+   functional warming (slots whose mode word is 1; through the line
+   filter, "warming's line filter" below), the next D in detail
    (mode 0: the reader's measured window), the rest run in FAST. FAST
    counts down to the next switch at each block's entry and calls
    `switch_mode` when the count is spent (exact to a block); warming and
@@ -1286,8 +1312,10 @@ static void enter_state(int state)
     s_state = state;
     run_case = state == S_FAST ? CASE_FAST : CASE_DETAIL;
     slot_mode = state == S_DETAIL ? 0 : 1;
-    if (state == S_WARM)
+    if (state == S_WARM) {
         cd.left += (int64)s_warm;
+        filter_empty();
+    }
     else if (state == S_DETAIL)
         cd.left += (int64)s_detail;
     else {
@@ -1348,15 +1376,76 @@ static void switch_mode(void)
 /* In warming or detail: `n` words went into the stream; the references
    among them count down (the caller holds the lock). The switch is
    exact to a thread buffer's flush (8192 words). */
-static void count_written(const uint64 *w, size_t n)
+static void count_written_refs(int64 refs)
 {
     if (!sampling || s_state == S_FAST)
         return;
-    int64 refs = 0;
-    for (size_t i = 0; i < n; i++)
-        refs += (uint8_t)w[i] < 0x20;
     cd.left -= refs;
     advance();
+}
+
+/* ---- warming's line filter ----
+   In warming, a load or store that a direct-mapped filter of
+   `filter_sets` lines (--filter-sets, splab's warm_filter_sets) finds is
+   left out of the stream and counted in a W_SKIP word: the last
+   reference of its thread to the filter's set was to the same line and,
+   for a store, wrote it, so the line is the most recent of its
+   first-level set on the thread's CPU and the access would change no
+   cache's replacement state. The valgrind tool's filter, in the same
+   order (its top comment; crates/trace/src/online/sample.rs says what
+   stays approximate), applied here to a thread's buffer as it goes into
+   the stream: the stream's order of the thread's references is the
+   order the model takes them in. A filter of each thread (its CPU's
+   first level), emptied when warming starts and at every map, unmap
+   and fork (`filter_gen`: every thread's filter is empty from the next
+   bump on). The references the filter finds still count down the
+   warming: it lasts as many of the program's references as asked. */
+typedef struct {
+    uint64 gen;
+    uint64 e[];
+} filter_t;
+
+static bool warming(void)
+{
+    return sampling && filter_sets > 0 && s_state == S_WARM;
+}
+
+static void filter_empty(void)
+{
+    __atomic_add_fetch(&filter_gen, 1, __ATOMIC_SEQ_CST);
+}
+
+static size_t filter_words(void *dc, uint64 *w, size_t n)
+{
+    filter_t *f = dc == NULL ? NULL : (filter_t *)drmgr_get_tls_field(dc, tls_filter);
+    if (f == NULL)
+        return n;
+    uint64 gen = __atomic_load_n(&filter_gen, __ATOMIC_SEQ_CST);
+    if (f->gen != gen) {
+        memset(f->e, 0xff, filter_sets * sizeof(uint64));
+        f->gen = gen;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64 x = w[i];
+        uint8_t low = (uint8_t)x;
+        int kind = low & 3, code = low >> 2 & 7;
+        if (low < 0x20 && code < 7 && kind != 0) {
+            uint64 addr = x >> 8, size = 1ULL << code;
+            uint64 *e = &f->e[(addr >> 6) & (filter_sets - 1)];
+            /* The key of the last byte's line as a store leaves it (line
+               << 1 | 1): a reference across two lines looks up the first
+               line's entry with the second's key, never found. */
+            uint64 key1 = (addr + size - 1) >> 5 | 1, old = *e;
+            bool writes = kind != K_LOAD;
+            bool hit = (writes ? old : old | 1) == key1;
+            *e = writes ? key1 : hit ? old : key1 ^ 1;
+            if (hit)
+                continue;
+        }
+        w[j++] = x;
+    }
+    return j;
 }
 
 /* At the start of a FAST block: its instructions counted, the countdown
@@ -1736,6 +1825,11 @@ static void thread_init(void *dc)
     call_t *c = (call_t *)dr_thread_alloc(dc, sizeof(call_t));
     memset(c, 0, sizeof *c);
     drmgr_set_tls_field(dc, tls_call, c);
+    if (filter_sets > 0) {
+        filter_t *f = (filter_t *)dr_thread_alloc(dc, sizeof(filter_t) + filter_sets * sizeof(uint64));
+        f->gen = 0;
+        drmgr_set_tls_field(dc, tls_filter, f);
+    }
 }
 
 static void thread_exit(void *dc)
@@ -1750,6 +1844,12 @@ static void thread_exit(void *dc)
     if (c != NULL)
         dr_thread_free(dc, c, sizeof(call_t));
     drmgr_set_tls_field(dc, tls_call, NULL);
+    filter_t *f = (filter_t *)drmgr_get_tls_field(dc, tls_filter);
+    if (f != NULL) {
+        /* (Its buffer's last words went out above, through the filter.) */
+        drmgr_set_tls_field(dc, tls_filter, NULL);
+        dr_thread_free(dc, f, sizeof(filter_t) + filter_sets * sizeof(uint64));
+    }
 }
 
 /* ---- processes ---- */
@@ -1829,8 +1929,28 @@ static void out_end(void *dc)
 
 static void note_self_signal(void *dc, int sysno, const call_t *c);
 
+/* A call that maps, unmaps or moves memory (or forks): a line's
+   address may name another line after it. */
+static bool changes_map(int sysno)
+{
+    switch (sysno) {
+    case SYS_mmap: case SYS_munmap: case SYS_mremap: case SYS_mprotect: case SYS_madvise:
+    case SYS_brk: case SYS_shmat: case SYS_shmdt: case SYS_fork: case SYS_vfork: case SYS_clone:
+    case 435: /* clone3 */
+        return true;
+    default:
+        return false;
+    }
+}
+
 static bool pre_syscall(void *dc, int sysno)
 {
+    if (warming() && changes_map(sysno)) {
+        /* The references before the call go through the filter as it
+           was; those after it through an empty one. */
+        flush_thread(dc);
+        filter_empty();
+    }
     if (sampling && ring != NULL && s_state == S_FAST) {
         /* MADV_DONTNEED, MADV_FREE, MADV_REMOVE discard pages. */
         uint64 advice = sysno == SYS_madvise ? (uint64)dr_syscall_get_param(dc, 2) : 0;
@@ -2037,8 +2157,10 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
             s_period = strtoull(argv[i] + 9, NULL, 10);
         else if (strncmp(argv[i], "--warm=", 7) == 0)
             s_warm = strtoull(argv[i] + 7, NULL, 10);
+        else if (strncmp(argv[i], "--filter-sets=", 14) == 0)
+            filter_sets = strtoull(argv[i] + 14, NULL, 10);
         else {
-            dr_fprintf(STDERR, "splabdr: unknown option %s (expected --ring=DIR, --reader=PID, --out=PATH, --detail=N, --period=N or --warm=N)\n", argv[i]);
+            dr_fprintf(STDERR, "splabdr: unknown option %s (expected --ring=DIR, --reader=PID, --out=PATH, --detail=N, --period=N, --warm=N or --filter-sets=N)\n", argv[i]);
             dr_abort_with_code(2);
         }
     }
@@ -2047,6 +2169,12 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
         dr_abort_with_code(2);
     }
     sampling = s_period > 0;
+    if (filter_sets > 4096 || (filter_sets & (filter_sets - 1)) != 0) {
+        dr_fprintf(STDERR, "splabdr: --filter-sets must be a power of two up to 4096\n");
+        dr_abort_with_code(2);
+    }
+    if (!sampling)
+        filter_sets = 0;
     if (sampling && (ring_dir[0] == '\0' || s_detail == 0 || s_warm + s_detail > s_period)) {
         dr_fprintf(STDERR, "splabdr: sampling needs --ring, --detail=N > 0 and --warm plus --detail at most --period\n");
         dr_abort_with_code(2);
@@ -2060,7 +2188,8 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
     table_lock = dr_mutex_create();
     buf = drx_buf_create_trace_buffer(BUF_BYTES, full_cb);
     tls_call = drmgr_register_tls_field();
-    if (tls_call < 0) {
+    tls_filter = drmgr_register_tls_field();
+    if (tls_call < 0 || tls_filter < 0) {
         dr_fprintf(STDERR, "splabdr: no thread-local field\n");
         dr_abort_with_code(3);
     }

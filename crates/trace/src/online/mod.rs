@@ -312,7 +312,7 @@ impl Online {
                     .args(&self.program);
                 cmd
             }
-            Frontend::DynamoRio => self.dynamorio_command(dir)?,
+            Frontend::DynamoRio => self.dynamorio_command(dir, warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size()))?,
         };
         cmd.stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
             .stdout(self.stdout.stdio(true).map_err(|e| Failure { msg: e, input: true })?);
@@ -340,12 +340,14 @@ impl Online {
     }
 
     /// The program under DynamoRIO (`record::dynamorio_command`), its
-    /// client writing into the rings announced in `dir`; the directory's
-    /// name and the reader's pid have fixed lengths (`go`).
-    fn dynamorio_command(&self, dir: &Path) -> Result<Command, Failure> {
+    /// client writing into the rings announced in `dir` and, sampling,
+    /// leaving out of warming what a filter of `filter_sets` lines finds
+    /// (`warm_filter_sets`); the directory's name and the reader's pid
+    /// have fixed lengths (`go`).
+    fn dynamorio_command(&self, dir: &Path, filter_sets: usize) -> Result<Command, Failure> {
         let mut args = vec![format!("--ring={}", dir.display()), format!("--reader={:010}", std::process::id())];
         if let Some(s) = self.sample {
-            args.extend([format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--warm={}", s.warm.unwrap_or(0))]);
+            args.extend([format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--warm={}", s.warm.unwrap_or(0)), format!("--filter-sets={filter_sets}")]);
         }
         dynamorio_command(&self.program, &args, true).map_err(|e| Failure { msg: e, input: true })
     }

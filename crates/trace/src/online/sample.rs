@@ -30,7 +30,8 @@ use serde::Serialize;
 
 /// `--sample DETAIL:PERIOD[:WARM]`, in references. WARM, the functional
 /// warming before each window, is the DynamoRIO front end's (under
-/// valgrind every reference between windows warms).
+/// valgrind every reference between windows warms); both front ends
+/// leave out of warming what the line filter finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Sample {
     pub detail: u64,
@@ -198,8 +199,9 @@ pub struct Sampled {
     pub warming_skipped: u64,
     pub warming_filter_sets: usize,
     /// Under DynamoRIO: `warming_skipped` are the references the program
-    /// ran natively between windows (counted, not simulated), and
-    /// `warming_refs` the warm-ups before the windows.
+    /// ran natively between windows and those the line filter left out
+    /// of the warm-ups (counted, not simulated), and `warming_refs` the
+    /// warm-ups' references simulated.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub native_between: bool,
     pub windows: usize,
@@ -270,8 +272,8 @@ impl Sampled {
         if s.native_between {
             let _ = writeln!(
                 report,
-                "  {:<20}{measured}, {} functional warming before them (the pages first touched between them included), {} run natively between them (counted, not simulated)",
-                "sampled", s.warming_refs, s.warming_skipped
+                "  {:<20}{measured}, {} functional warming before them (the pages first touched between them included), {} counted, not simulated (run natively between them, or left out of the warm-ups by a {}-set line filter)",
+                "sampled", s.warming_refs, s.warming_skipped, s.warming_filter_sets
             );
         } else {
             let _ = writeln!(
