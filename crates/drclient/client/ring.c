@@ -282,6 +282,18 @@ static void append(const uint64 *w, size_t n)
     }
 }
 
+/* Appends a record of several words whole: the reader takes a record
+   from one slot, so one that the slot has no room for starts the next
+   (the caller holds the lock). */
+static void append_whole(const uint64 *w, size_t n)
+{
+    if (ring != NULL && (size_t)(slot_end - slot_next) < n) {
+        ring_publish(false);
+        ring_take_slot();
+    }
+    append(w, n);
+}
+
 static void count_written_refs(int64 refs);
 static bool warming(void);
 static void filter_empty(void);
@@ -308,7 +320,7 @@ static void full_cb(void *drcontext, void *base, size_t size)
                 left -= (uint8_t)w[i] < 0x20;
             if (left > 0) {
                 uint64 skip[2] = { W_SKIP, (uint64)left };
-                append(skip, 2);
+                append_whole(skip, 2);
             }
         } else
             append(w, n);
@@ -855,12 +867,7 @@ static uint64 table_block(void *dc, instrlist_t *bb, instr_t *from, bool expande
     uint64 id = next_block_id++;
     table_words[1] = id;
     if ((ring != NULL || out_fd != INVALID_FILE) && !stopping) {
-        /* The reader takes a table whole from one slot. */
-        if (ring != NULL && (size_t)(slot_end - slot_next) < (size_t)(1 + words)) {
-            ring_publish(false);
-            ring_take_slot();
-        }
-        append(table_words, 1 + words);
+        append_whole(table_words, 1 + words);
     }
     dr_mutex_unlock(lock);
     dr_mutex_unlock(table_lock);
@@ -1279,12 +1286,12 @@ static void put_counts(void)
 {
     if (cd.refs != 0) {
         uint64 w[2] = { W_SKIP, cd.refs };
-        append(w, 2);
+        append_whole(w, 2);
         cd.refs = 0;
     }
     if (cd.insns != 0) {
         uint64 w[2] = { W_INSN, cd.insns };
-        append(w, 2);
+        append_whole(w, 2);
         cd.insns = 0;
     }
 }
@@ -2018,7 +2025,7 @@ static void post_syscall(void *dc, int sysno)
     dr_mutex_lock(lock);
     if (c->forking) {
         uint64 w[2] = { W_FORK, (uint64)r.value };
-        append(w, 2);
+        append_whole(w, 2);
         /* From here on the parent runs gate by gate too. */
         lockstep = true;
         ring_publish(false);
