@@ -546,7 +546,11 @@ impl System {
         if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
             let t = self.timing.as_mut().unwrap();
             t.add_blocks(blocks);
-            t.run_batch(cpu, &self.batch, &self.pending_walks, &self.marks);
+            if self.functional {
+                t.warm_pass(cpu, &self.batch, &self.pending_walks, &self.marks);
+            } else {
+                t.run_batch(cpu, &self.batch, &self.pending_walks, &self.marks);
+            }
             self.batch.clear();
             self.pending_walks.clear();
             self.marks.clear();
@@ -558,13 +562,20 @@ impl System {
         let marks = std::mem::replace(&mut self.marks, std::mem::take(&mut self.spare_marks));
         let mut timing = self.timing.take().unwrap();
         timing.add_blocks(blocks);
-        // The busier thread sheds the cache pass.
-        let cached = self.pace.cache_here();
-        if cached {
-            timing.cache_pass(cpu, &refs, &walks);
+        let functional = self.functional;
+        if functional {
+            // Warming's batch goes to the timing thread whole, and the
+            // pace between the threads is left as timing set it.
+            worker.send(Job { timing, cpu, refs, walks, marks, cached: false, functional, core_seconds: 0.0, busy_seconds: 0.0 });
+        } else {
+            // The busier thread sheds the cache pass.
+            let cached = self.pace.cache_here();
+            if cached {
+                timing.cache_pass(cpu, &refs, &walks);
+            }
+            worker.send(Job { timing, cpu, refs, walks, marks, cached, functional, core_seconds: 0.0, busy_seconds: 0.0 });
+            self.pace.sent(cached);
         }
-        worker.send(Job { timing, cpu, refs, walks, marks, cached, core_seconds: 0.0, busy_seconds: 0.0 });
-        self.pace.sent(cached);
         self.batch.clear();
         self.pending_walks.clear();
         self.marks.clear();

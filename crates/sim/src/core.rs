@@ -952,6 +952,86 @@ impl CoreState {
         let p = self.pos + n;
         self.advance_to(p);
     }
+
+    /// A mark of functional warming (`Timing::warm_pass`): the blocks'
+    /// branches, calls and returns go through the predictor as `enter`
+    /// and `finish` take them, and their instructions are counted and
+    /// dispatched at the width, as `instructions` does for a stretch the
+    /// stream only counts; nothing waits on a reference, a dependence, a
+    /// misprediction or the window.
+    pub fn warm(&mut self, blocks: &[std::sync::Arc<Block>], what: crate::timing::MarkKind) {
+        use crate::timing::MarkKind;
+        match what {
+            MarkKind::Enter(bi) => {
+                self.warm_finish(blocks, None);
+                let b = &blocks[bi as usize];
+                match std::mem::replace(&mut self.pending, Pending::None) {
+                    Pending::None => {}
+                    Pending::Ret { .. } => {
+                        self.pred.ret(b.pc);
+                    }
+                    Pending::Indirect { pc, .. } => {
+                        self.pred.indirect(pc, b.pc);
+                    }
+                }
+                self.block = Some(bi);
+                self.base = self.pos;
+                self.block_t0 = self.t;
+                self.exits_done = 0;
+                self.stats.blocks += 1;
+            }
+            MarkKind::Exit(k) => self.warm_finish(blocks, Some(k as usize)),
+            MarkKind::Instructions(n) => {
+                self.warm_finish(blocks, None);
+                self.warm_dispatch(n);
+            }
+        }
+    }
+
+    /// `finish` for functional warming (`warm`).
+    fn warm_finish(&mut self, blocks: &[std::sync::Arc<Block>], k: Option<usize>) {
+        let Some(bi) = self.block.take() else { return };
+        let b = &blocks[bi as usize];
+        let exits = k.unwrap_or(b.exits.len()).min(b.exits.len());
+        let end_insn = b.insns_to(exits);
+        for e in &b.exits[self.exits_done.min(exits)..exits] {
+            if e.branch {
+                self.pred.conditional(e.pc, false);
+            }
+        }
+        if k.is_some() && exits < b.exits.len() && b.exits[exits].branch {
+            self.pred.conditional(b.exits[exits].pc, true);
+        }
+        for &(insn, ret) in &b.calls {
+            if insn < end_insn {
+                self.pred.call(ret);
+            }
+        }
+        let done = self.pos - self.base;
+        self.warm_dispatch((end_insn as u64).saturating_sub(done));
+        if k.is_none() {
+            match b.end {
+                crate::block::End::Jump | crate::block::End::Loop => {}
+                crate::block::End::Call { ret, indirect } => {
+                    self.pred.call(ret);
+                    if indirect {
+                        self.pending = Pending::Indirect { pc: b.end_pc, resolve: 0.0 };
+                    }
+                }
+                crate::block::End::Ret => self.pending = Pending::Ret { resolve: 0.0 },
+                crate::block::End::Indirect => self.pending = Pending::Indirect { pc: b.end_pc, resolve: 0.0 },
+            }
+        }
+    }
+
+    /// `n` instructions dispatched at the width, waiting on nothing.
+    fn warm_dispatch(&mut self, n: u64) {
+        let w = (n as i64) as f64 * self.inv_w;
+        self.t += w;
+        self.acc.base += w;
+        self.stats.instructions += n;
+        self.pos += n;
+    }
 }
 
 #[cfg(test)]
@@ -1072,5 +1152,51 @@ mod tests {
         let (r, s) = (run(true), run(false));
         assert!(s < 1.0, "{s}");
         assert!((r - s - p.core.mispredict / 2.0).abs() < 0.15 * p.core.mispredict, "{r} {s}");
+    }
+
+    #[test]
+    fn warming_counts_and_predicts_as_timing_does_and_takes_no_time_but_the_width() {
+        // A block with a conditional side exit, ending in a call, and a
+        // second ending in a return: random exits, calls and returns
+        // through both paths.
+        use crate::timing::MarkKind;
+        let p = Profile::load("sapphire-rapids").unwrap();
+        let mut a = BlockSpec::looped(0x4000, 6);
+        a.exits.push(crate::block::ExitSpec { insn: 2, pc: 0x4008, cond: vec![], branch: true });
+        a.end = crate::block::End::Call { ret: 0x4018, indirect: false };
+        let mut r = BlockSpec::looped(0x5000, 3);
+        r.end = crate::block::End::Ret;
+        let blocks: Vec<_> = [a, r].iter().map(|b| std::sync::Arc::new(Block::compile(b, &p.core.latency).unwrap())).collect();
+        let mut x = 88172645463325252u64;
+        let mut marks = Vec::new();
+        for _ in 0..5000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            marks.push(MarkKind::Enter(0));
+            if x & 1 == 1 {
+                marks.push(MarkKind::Exit(0));
+            } else {
+                marks.push(MarkKind::Enter(1));
+            }
+            if x & 6 == 0 {
+                marks.push(MarkKind::Instructions(7));
+            }
+        }
+        let (mut timed, mut warmed) = (core(&p), core(&p));
+        for &m in &marks {
+            crate::timing::apply(&mut timed, &blocks, m);
+            warmed.warm(&blocks, m);
+        }
+        timed.finish(&blocks, None);
+        warmed.warm(&blocks, MarkKind::Instructions(0));
+        assert_eq!(warmed.stats.instructions, timed.stats.instructions);
+        assert_eq!(warmed.stats.blocks, timed.stats.blocks);
+        assert_eq!(warmed.pred.stats, timed.pred.stats);
+        assert!(timed.pred.stats.mispredicted() > 0 && timed.pred.stats.returns > 0, "{:?}", timed.pred.stats);
+        // Warming's time is its instructions at the width.
+        let at_width = warmed.stats.instructions as f64 / p.core.width;
+        assert!((warmed.time() - at_width).abs() < 1e-6 * at_width, "{} against {at_width}", warmed.time());
+        assert!(timed.time() > warmed.time());
     }
 }

@@ -257,6 +257,9 @@ pub struct System {
     background_cycles: f64,
     /// When the policy's background work is next due, in simulated ns.
     pub(crate) next_background_ns: Option<f64>,
+    /// Functional warming (`set_functional`): batches update the caches
+    /// and the predictor, and time nothing.
+    pub(crate) functional: bool,
 }
 
 /// What a run did with memory, whatever the policy.
@@ -396,6 +399,7 @@ impl System {
             end_pages: None,
             background_cycles: 0.0,
             next_background_ns,
+            functional: false,
             cfg,
         })
     }
@@ -619,6 +623,22 @@ impl System {
     }
 
     /// Puts `pid` on `cpu` (a context switch: pmap_activate).
+    /// Functional warming on or off. On, the references that follow
+    /// are translated as ever (TLBs, walks, page tables, faults and the
+    /// kernel as in full detail) and go through the caches' pass, and
+    /// the stream's blocks through the predictor, their instructions
+    /// dispatched at the core's width (`Timing::warm_pass`); nothing
+    /// waits on a miss, a dependence, a misprediction or the window. A
+    /// sampled run's warm-ups, whose time is not measured, are
+    /// simulated this way where the program runs natively between
+    /// windows (the model's clock is a count there too).
+    pub fn set_functional(&mut self, on: bool) {
+        if on != self.functional {
+            self.sync();
+            self.functional = on;
+        }
+    }
+
     pub fn run_on(&mut self, cpu: usize, pid: Pid) -> Result<(), Errno> {
         if cpu >= self.cpus.len() {
             return Err(Errno::EINVAL);
@@ -653,7 +673,9 @@ impl System {
             let t0 = std::time::Instant::now();
             let job = self.worker.as_ref().expect("timing is with the worker").recv();
             self.pace.waited += t0.elapsed().as_secs_f64();
-            self.pace.core = smooth(self.pace.core, job.core_seconds);
+            if !job.functional {
+                self.pace.core = smooth(self.pace.core, job.core_seconds);
+            }
             self.pace.balance.timing_seconds += job.busy_seconds;
             self.timing = Some(job.timing);
             self.spare_refs = job.refs;

@@ -574,6 +574,19 @@ impl Timing {
         self.to_l3 = to_l3;
     }
 
+    /// Functional warming of a batch (`System::set_functional`): the
+    /// caches' pass as `run_batch` makes it, so that the caches, the
+    /// prefetcher and the dirty lines evolve as in full detail, and the
+    /// stream's marks through the core's predictor and instruction count
+    /// (`CoreState::warm`); the references are not timed.
+    pub fn warm_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64], marks: &[Mark]) {
+        self.cache_pass(cpu, refs, walks);
+        let core = &mut self.cores[cpu];
+        for mk in marks {
+            core.warm(&self.blocks, mk.what);
+        }
+    }
+
     /// The second half of `run_batch`: the core, reference by reference
     /// as `charge` does, with the stream's marks between them, from the
     /// latencies `cache_pass` left for the batch.
@@ -643,7 +656,7 @@ impl Timing {
 }
 
 /// What a mark tells the core.
-fn apply(core: &mut CoreState, blocks: &[Arc<Block>], what: MarkKind) {
+pub(crate) fn apply(core: &mut CoreState, blocks: &[Arc<Block>], what: MarkKind) {
     match what {
         MarkKind::Enter(b) => core.enter(blocks, b),
         MarkKind::Exit(k) => core.finish(blocks, Some(k as usize)),
@@ -792,6 +805,8 @@ pub struct Job {
     /// The sender ran the batch's cache pass already (`Timing::cache_pass`):
     /// the timing thread runs the core's only.
     pub cached: bool,
+    /// Functional warming (`Timing::warm_pass`) rather than timing.
+    pub functional: bool,
     /// Host seconds the timing thread's core pass took, and its passes
     /// in all (set by it).
     pub core_seconds: f64,
@@ -884,6 +899,12 @@ impl Worker {
             .spawn(move || {
                 while let Some(mut job) = sh.jobs.take(|| sh.closed.load(std::sync::atomic::Ordering::Acquire)) {
                     let start = std::time::Instant::now();
+                    if job.functional {
+                        job.timing.warm_pass(job.cpu, &job.refs, &job.walks, &job.marks);
+                        job.busy_seconds = start.elapsed().as_secs_f64();
+                        sh.done.put(job, &back);
+                        continue;
+                    }
                     if !job.cached {
                         job.timing.cache_pass(job.cpu, &job.refs, &job.walks);
                     }

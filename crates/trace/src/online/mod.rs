@@ -324,7 +324,9 @@ impl Online {
         let drain = child.stdout.take().map(|mut o| std::thread::spawn(move || std::io::copy(&mut o, &mut std::io::sink())));
         let out = ProgramRun { program: self.program.iter().map(|a| a.to_string_lossy().into_owned()).collect(), valgrind: version, ..Default::default() };
         let mut st = State::new(sys, dir, ctl, out, self.sample);
+        st.functional_warming = self.frontend == Frontend::DynamoRio;
         let r = drive(&mut st, &mut child, progress);
+        st.sys.set_functional(false);
         let status = match r {
             Ok(s) => s,
             Err(e) => {

@@ -93,6 +93,10 @@ pub(super) struct State<'a> {
     /// References the tool left out of functional warming.
     pub(super) skipped: u64,
     pub(super) filter_sets: usize,
+    /// The warm-ups are simulated as functional warming
+    /// (`System::set_functional`): under DynamoRIO, where the program
+    /// runs natively between windows.
+    pub(super) functional_warming: bool,
     /// References so far, over every process.
     pub(super) total_refs: u64,
     /// The processes run in lockstep (a second one exists or existed).
@@ -137,6 +141,7 @@ impl<'a> State<'a> {
             total_refs: 0,
             skipped: 0,
             filter_sets,
+            functional_warming: false,
             lockstep: false,
             released: false,
             runner: None,

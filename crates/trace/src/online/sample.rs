@@ -7,7 +7,10 @@
 //! measured: what the system's counters gained over it goes to the
 //! process's current window. In warming, TLBs, page-walk caches, page
 //! tables, caches and the kernel (faults, reservations, promotion) evolve
-//! as in full detail but nothing is measured, and the tool leaves out (and
+//! as in full detail but nothing is measured (under DynamoRIO, whose
+//! warm-ups are short stretches before the windows, as functional
+//! warming: `System::set_functional`, the core not timed, its predictor
+//! trained and its instructions counted), and the tool leaves out (and
 //! counts) a reference that a direct-mapped filter of `warm_filter_sets`
 //! virtual lines finds: the last reference to that filter set touched the
 //! same line, so the line is the most recently used of its first-level

@@ -58,6 +58,7 @@ impl State<'_> {
         // Warming's filter leaves references out: their places in their
         // blocks are not the stream's.
         p.run.placing = !warming;
+        self.sys.set_functional(warming && self.functional_warming);
         let end = if warming {
             self.close_window(p);
             let before = self.total_refs;
