@@ -889,17 +889,25 @@ impl CoreState {
         self.write_registers(b, exits);
         self.checkpoint();
         if k.is_none() {
-            match b.end {
-                crate::block::End::Jump | crate::block::End::Loop => {}
-                crate::block::End::Call { ret, indirect } => {
-                    self.pred.call(ret);
-                    if indirect {
-                        self.pending = Pending::Indirect { pc: b.end_pc, resolve: self.deps_ready(b, b.end_deps, end_dispatch) };
-                    }
+            self.end_transfer(b, |c| c.deps_ready(b, b.end_deps, end_dispatch));
+        }
+    }
+
+    /// The transfer that ends block `b`: a call's return address pushed,
+    /// and a return's or an indirect transfer's target left for the next
+    /// block to check, resolved at `resolve`'s time.
+    #[inline(always)]
+    fn end_transfer(&mut self, b: &Block, resolve: impl FnOnce(&Self) -> f64) {
+        match b.end {
+            crate::block::End::Jump | crate::block::End::Loop => {}
+            crate::block::End::Call { ret, indirect } => {
+                self.pred.call(ret);
+                if indirect {
+                    self.pending = Pending::Indirect { pc: b.end_pc, resolve: resolve(self) };
                 }
-                crate::block::End::Ret => self.pending = Pending::Ret { resolve: self.deps_ready(b, b.end_deps, end_dispatch) },
-                crate::block::End::Indirect => self.pending = Pending::Indirect { pc: b.end_pc, resolve: self.deps_ready(b, b.end_deps, end_dispatch) },
             }
+            crate::block::End::Ret => self.pending = Pending::Ret { resolve: resolve(self) },
+            crate::block::End::Indirect => self.pending = Pending::Indirect { pc: b.end_pc, resolve: resolve(self) },
         }
     }
 
@@ -1010,17 +1018,7 @@ impl CoreState {
         let done = self.pos - self.base;
         self.warm_dispatch((end_insn as u64).saturating_sub(done));
         if k.is_none() {
-            match b.end {
-                crate::block::End::Jump | crate::block::End::Loop => {}
-                crate::block::End::Call { ret, indirect } => {
-                    self.pred.call(ret);
-                    if indirect {
-                        self.pending = Pending::Indirect { pc: b.end_pc, resolve: 0.0 };
-                    }
-                }
-                crate::block::End::Ret => self.pending = Pending::Ret { resolve: 0.0 },
-                crate::block::End::Indirect => self.pending = Pending::Indirect { pc: b.end_pc, resolve: 0.0 },
-            }
+            self.end_transfer(b, |_| 0.0);
         }
     }
 
