@@ -413,3 +413,28 @@ fn returns_are_predicted_by_the_return_stack() {
     let (returns, missed) = (p["returns"].as_u64().unwrap(), p["returns_missed"].as_u64().unwrap());
     assert!(returns > 10_000 && missed * 100 < returns, "{p}");
 }
+
+#[test]
+fn where_splab_is_installed_does_not_move_the_programs_results() {
+    // A shell exports `_` as the path of the command it runs: splab's,
+    // which the program would inherit and find on its stack. splab
+    // passes the program's own path there, as a shell running the
+    // program would, so a copy of splab at a path of another length
+    // gives the same references and times.
+    needs::online();
+    let file = numbers("installed", 20_000);
+    let copy = temp("a-much-longer-name-for-a-copy-of-splab");
+    std::fs::copy(env!("CARGO_BIN_EXE_splab"), &copy).unwrap();
+    let run = |exe: &std::path::Path| -> Value {
+        let out = Command::new(exe).args(["sim", "--json", "--memory", "256M", "--", "xz", "-3", "-T1", "-c", file.to_str().unwrap()]).env("_", exe).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        report(&out)
+    };
+    let (a, b) = (run(std::path::Path::new(env!("CARGO_BIN_EXE_splab"))), run(&copy));
+    assert_eq!(a["program"]["refs"], b["program"]["refs"]);
+    assert_eq!(a["program"]["instructions"], b["program"]["instructions"]);
+    assert_eq!(a["hw"], b["hw"]);
+    assert_eq!(a["sim_seconds"], b["sim_seconds"]);
+    std::fs::remove_file(copy).unwrap();
+    std::fs::remove_file(file).unwrap();
+}

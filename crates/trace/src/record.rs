@@ -155,6 +155,7 @@ pub(crate) fn dynamorio_command(program: &[OsString], client_args: &[String], fo
     let options = format!("-code_api -disable_traces{follow} -client_lib '{client_text};0;{}'", client_args.join(" "));
     let mut cmd = Command::new(&dr.library);
     cmd.arg0(prog).args(&program[1..]).env("DYNAMORIO_OPTIONS", options).env("DYNAMORIO_EXE_PATH", exe);
+    shell_underscore(&mut cmd, program);
     // SAFETY: personality(2) is async-signal-safe; nothing else runs
     // between fork and exec.
     unsafe {
@@ -229,6 +230,18 @@ pub(crate) fn which(prog: &Path) -> Option<PathBuf> {
         return prog.is_file().then(|| prog.to_path_buf());
     }
     std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join(prog)).find(|p| p.is_file())
+}
+
+/// The environment's `_` as a shell sets it for `program`: the path of
+/// the program it runs. splab's own `_`, which a shell set to splab's
+/// path, would otherwise reach the program and put its stack (and every
+/// address on it) where splab's install path says: the same program gave
+/// other references from a copy of splab at a path of another length.
+pub(crate) fn shell_underscore(cmd: &mut Command, program: &[OsString]) {
+    if let Some(p) = program.first() {
+        let path = which(Path::new(p)).unwrap_or_else(|| PathBuf::from(p));
+        cmd.env("_", path);
+    }
 }
 
 /// The program image and loader mappings in `/proc/PID/maps` of the
@@ -402,7 +415,11 @@ fn run(o: &Options, dir: &Path, stdout: Stdio, version: String, progress: &mut d
     let t0 = Instant::now();
     let mut cmd = match o.tool {
         Tool::Dynamorio => dynamorio_command(&o.program, &[format!("--out={}", fifo.display())], false).map_err(RecordError::Input)?,
-        Tool::Splabtrace | Tool::Lackey => Command::new(&o.valgrind),
+        Tool::Splabtrace | Tool::Lackey => {
+            let mut c = Command::new(&o.valgrind);
+            shell_underscore(&mut c, &o.program);
+            c
+        }
     };
     match o.tool {
         Tool::Dynamorio => {}

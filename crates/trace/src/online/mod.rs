@@ -310,6 +310,7 @@ impl Online {
                     }).into_iter().flatten())
                     .arg("--")
                     .args(&self.program);
+                crate::record::shell_underscore(&mut cmd, &self.program);
                 cmd
             }
             Frontend::DynamoRio => self.dynamorio_command(dir, warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size()))?,
