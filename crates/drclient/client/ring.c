@@ -295,9 +295,9 @@ static void append_whole(const uint64 *w, size_t n)
 }
 
 static void count_written_refs(int64 refs);
-static bool warming(void);
+static bool filtering(void);
 static void filter_empty(void);
-static size_t filter_words(void *drcontext, uint64 *w, size_t n);
+static size_t filter_words(void *drcontext, uint64 *w, size_t n, int64 *left);
 
 static void full_cb(void *drcontext, void *base, size_t size)
 {
@@ -310,14 +310,11 @@ static void full_cb(void *drcontext, void *base, size_t size)
         int64 refs = 0;
         for (size_t i = 0; i < n; i++)
             refs += (uint8_t)w[i] < 0x20;
-        if (warming()) {
+        if (filtering()) {
             /* The buffer is this thread's own and is emptied after this:
                the filter compacts it in place. */
-            size_t kept = filter_words(drcontext, w, n);
-            append(w, kept);
-            int64 left = refs;
-            for (size_t i = 0; i < kept; i++)
-                left -= (uint8_t)w[i] < 0x20;
+            int64 left = 0;
+            append(w, filter_words(drcontext, w, n, &left));
             if (left > 0) {
                 uint64 skip[2] = { W_SKIP, (uint64)left };
                 append_whole(skip, 2);
@@ -1322,8 +1319,7 @@ static void enter_state(int state)
     if (state == S_WARM) {
         cd.left += (int64)s_warm;
         filter_empty();
-    }
-    else if (state == S_DETAIL)
+    } else if (state == S_DETAIL)
         cd.left += (int64)s_detail;
     else {
         cd.left += (int64)(s_period - s_warm - s_detail) + s_extra;
@@ -1412,7 +1408,7 @@ typedef struct {
     uint64 e[];
 } filter_t;
 
-static bool warming(void)
+static bool filtering(void)
 {
     return sampling && filter_sets > 0 && s_state == S_WARM;
 }
@@ -1422,7 +1418,9 @@ static void filter_empty(void)
     __atomic_add_fetch(&filter_gen, 1, __ATOMIC_SEQ_CST);
 }
 
-static size_t filter_words(void *dc, uint64 *w, size_t n)
+/* Compacts the `n` words at `w` to those the filter keeps, their count
+   returned and the references left out added to `left`. */
+static size_t filter_words(void *dc, uint64 *w, size_t n, int64 *left)
 {
     filter_t *f = dc == NULL ? NULL : (filter_t *)drmgr_get_tls_field(dc, tls_filter);
     if (f == NULL)
@@ -1447,8 +1445,10 @@ static size_t filter_words(void *dc, uint64 *w, size_t n)
             bool writes = kind != K_LOAD;
             bool hit = (writes ? old : old | 1) == key1;
             *e = writes ? key1 : hit ? old : key1 ^ 1;
-            if (hit)
+            if (hit) {
+                (*left)++;
                 continue;
+            }
         }
         w[j++] = x;
     }
@@ -1853,7 +1853,8 @@ static void thread_exit(void *dc)
     drmgr_set_tls_field(dc, tls_call, NULL);
     filter_t *f = (filter_t *)drmgr_get_tls_field(dc, tls_filter);
     if (f != NULL) {
-        /* (Its buffer's last words went out above, through the filter.) */
+        /* (drx_buf may hand over the thread's last words after this:
+           they then go out unfiltered.) */
         drmgr_set_tls_field(dc, tls_filter, NULL);
         dr_thread_free(dc, f, sizeof(filter_t) + filter_sets * sizeof(uint64));
     }
@@ -1952,7 +1953,7 @@ static bool changes_map(int sysno)
 
 static bool pre_syscall(void *dc, int sysno)
 {
-    if (warming() && changes_map(sysno)) {
+    if (filtering() && changes_map(sysno)) {
         /* The references before the call go through the filter as it
            was; those after it through an empty one. */
         flush_thread(dc);

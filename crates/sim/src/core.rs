@@ -814,30 +814,40 @@ impl CoreState {
     pub fn enter(&mut self, blocks: &[std::sync::Arc<Block>], bi: u32) {
         self.finish(blocks, None);
         let b = &blocks[bi as usize];
-        match std::mem::replace(&mut self.pending, Pending::None) {
-            Pending::None => {}
-            Pending::Ret { resolve } => {
-                if self.pred.ret(b.pc) && self.parts.branches {
-                    self.stall_to(resolve + self.mispredict, Cause::Branch);
-                }
-            }
-            Pending::Indirect { pc, resolve } => {
-                if self.pred.indirect(pc, b.pc) && self.parts.branches {
-                    self.stall_to(resolve + self.mispredict, Cause::Branch);
-                }
+        if let Some(resolve) = self.check_transfer(b) {
+            if self.parts.branches {
+                self.stall_to(resolve + self.mispredict, Cause::Branch);
             }
         }
-        self.block = Some(bi);
-        self.base = self.pos;
-        self.block_t0 = self.t;
-        self.exits_done = 0;
+        self.begin_block(bi);
         // Every reference's value is set before a later one reads it (a
         // guarded one that did nothing leaves an older, earlier time).
         if self.vals.len() < FROM_REF as usize + b.refs.len() {
             self.vals.resize(FROM_REF as usize + b.refs.len(), 0.0);
         }
-        self.stats.blocks += 1;
         self.other_accesses(b);
+    }
+
+    /// The pending transfer (a return, an indirect jump or call) that
+    /// reached block `b`, checked against the predictor: when it
+    /// resolves, if it was mispredicted.
+    #[inline(always)]
+    fn check_transfer(&mut self, b: &Block) -> Option<f64> {
+        match std::mem::replace(&mut self.pending, Pending::None) {
+            Pending::None => None,
+            Pending::Ret { resolve } => self.pred.ret(b.pc).then_some(resolve),
+            Pending::Indirect { pc, resolve } => self.pred.indirect(pc, b.pc).then_some(resolve),
+        }
+    }
+
+    /// Block `bi` is current from here.
+    #[inline(always)]
+    fn begin_block(&mut self, bi: u32) {
+        self.block = Some(bi);
+        self.base = self.pos;
+        self.block_t0 = self.t;
+        self.exits_done = 0;
+        self.stats.blocks += 1;
     }
 
     /// The loads and stores of block `b` that the stream leaves out take
@@ -972,21 +982,8 @@ impl CoreState {
         match what {
             MarkKind::Enter(bi) => {
                 self.warm_finish(blocks, None);
-                let b = &blocks[bi as usize];
-                match std::mem::replace(&mut self.pending, Pending::None) {
-                    Pending::None => {}
-                    Pending::Ret { .. } => {
-                        self.pred.ret(b.pc);
-                    }
-                    Pending::Indirect { pc, .. } => {
-                        self.pred.indirect(pc, b.pc);
-                    }
-                }
-                self.block = Some(bi);
-                self.base = self.pos;
-                self.block_t0 = self.t;
-                self.exits_done = 0;
-                self.stats.blocks += 1;
+                self.check_transfer(&blocks[bi as usize]);
+                self.begin_block(bi);
             }
             MarkKind::Exit(k) => self.warm_finish(blocks, Some(k as usize)),
             MarkKind::Instructions(n) => {

@@ -622,7 +622,6 @@ impl System {
         self.kernel.check_invariants(&mut self.machine)
     }
 
-    /// Puts `pid` on `cpu` (a context switch: pmap_activate).
     /// Functional warming on or off. On, the references that follow
     /// are translated as ever (TLBs, walks, page tables, faults and the
     /// kernel as in full detail) and go through the caches' pass, and
@@ -639,6 +638,7 @@ impl System {
         }
     }
 
+    /// Puts `pid` on `cpu` (a context switch: pmap_activate).
     pub fn run_on(&mut self, cpu: usize, pid: Pid) -> Result<(), Errno> {
         if cpu >= self.cpus.len() {
             return Err(Errno::EINVAL);
