@@ -532,18 +532,23 @@ impl System {
     /// The second pass of a batch: the cache model over the references in
     /// order, after any background work due.
     fn finish_batch(&mut self, cpu: usize) {
-        self.sync();
-        self.maybe_background();
+        if self.next_background_ns.is_some() {
+            // The background work needs the time the batches in flight
+            // bring.
+            self.sync();
+            self.maybe_background();
+        }
         self.time_batch(cpu);
     }
 
     /// The cache model over the batch's references in order, on the
     /// timing thread when the batch is large enough to be worth it (the
-    /// caller goes on translating the next batch meanwhile).
+    /// caller goes on translating the next batches meanwhile, up to
+    /// `IN_FLIGHT` ahead).
     fn time_batch(&mut self, cpu: usize) {
-        self.sync();
-        let blocks = std::mem::take(&mut self.new_blocks);
         if self.batch.len() < BATCH_THREAD_MIN || !self.cfg.timing_thread {
+            self.sync();
+            let blocks = std::mem::take(&mut self.new_blocks);
             let t = self.timing.as_mut().unwrap();
             t.add_blocks(blocks);
             if self.functional {
@@ -556,24 +561,35 @@ impl System {
             self.marks.clear();
             return;
         }
-        let worker = self.worker.get_or_insert_with(Worker::spawn);
-        let refs = std::mem::replace(&mut self.batch, std::mem::take(&mut self.spare_refs));
-        let walks = std::mem::replace(&mut self.pending_walks, std::mem::take(&mut self.spare_walks));
-        let marks = std::mem::replace(&mut self.marks, std::mem::take(&mut self.spare_marks));
-        let mut timing = self.timing.take().unwrap();
-        timing.add_blocks(blocks);
+        if self.worker.is_none() {
+            self.worker = Some(Worker::spawn());
+        }
+        self.collect_returns(false);
         let functional = self.functional;
-        if functional {
-            // Warming's batch goes to the timing thread whole, and the
-            // pace between the threads is left as timing set it.
-            worker.send(Job { timing, cpu, refs, walks, marks, cached: false, functional, core_seconds: 0.0, busy_seconds: 0.0 });
-        } else {
-            // The busier thread sheds the cache pass.
-            let cached = self.pace.cache_here();
-            if cached {
-                timing.cache_pass(cpu, &refs, &walks);
-            }
-            worker.send(Job { timing, cpu, refs, walks, marks, cached, functional, core_seconds: 0.0, busy_seconds: 0.0 });
+        // The busier thread sheds the cache pass (not warming's: its batch
+        // goes to the timing thread whole, and the pace between the
+        // threads is left as timing set it). Running it here needs the
+        // timing state back.
+        let cached = !functional && self.pace.cache_here();
+        if cached {
+            self.sync();
+        } else if !self.worker.as_ref().is_some_and(Worker::has_room) {
+            self.collect_returns(true);
+        }
+        let (r, w, m) = self.spares.pop().unwrap_or_default();
+        let refs = std::mem::replace(&mut self.batch, r);
+        let walks = std::mem::replace(&mut self.pending_walks, w);
+        let marks = std::mem::replace(&mut self.marks, m);
+        let mut blocks = std::mem::take(&mut self.new_blocks);
+        let mut timing = self.timing.take();
+        if cached {
+            let t = timing.as_mut().expect("synced");
+            t.add_blocks(std::mem::take(&mut blocks));
+            t.cache_pass(cpu, &refs, &walks);
+        }
+        let worker = self.worker.as_mut().expect("spawned");
+        worker.send(Job { timing, blocks, cpu, refs, walks, marks, cached, functional });
+        if !functional {
             self.pace.sent(cached);
         }
         self.batch.clear();

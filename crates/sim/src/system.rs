@@ -171,6 +171,18 @@ pub struct ThreadBalance {
     pub timing_seconds: f64,
 }
 
+/// What a batch's return tells: its buffers for later batches (a few
+/// kept), and the timing thread's host time for it.
+fn returned(pace: &mut Pace, spares: &mut Vec<(Vec<BatchRef>, Vec<u64>, Vec<Mark>)>, d: crate::timing::Done) {
+    if !d.functional {
+        pace.core = smooth(pace.core, d.core_seconds);
+    }
+    pace.balance.timing_seconds += d.busy_seconds;
+    if spares.len() < crate::timing::IN_FLIGHT + 1 {
+        spares.push((d.refs, d.walks, d.marks));
+    }
+}
+
 /// A smoothed time with a new sample (the first taken as it is).
 fn smooth(old: f64, x: f64) -> f64 {
     if old == 0.0 {
@@ -220,10 +232,9 @@ pub struct System {
     pub(crate) worker: Option<Worker>,
     /// Which thread runs a batch's cache pass (`Pace::cache_here`).
     pub(crate) pace: Pace,
-    /// Buffers of the batch being built, and spares returned by the worker.
-    pub(crate) spare_refs: Vec<BatchRef>,
-    pub(crate) spare_walks: Vec<u64>,
-    pub(crate) spare_marks: Vec<Mark>,
+    /// Buffers for the batches to build (references, walks, marks),
+    /// returned by the worker.
+    pub(crate) spares: Vec<(Vec<BatchRef>, Vec<u64>, Vec<Mark>)>,
     /// The stream's marks between the batch's references.
     pub(crate) marks: Vec<Mark>,
     /// The blocks defined (`define_block`), and those the timing model
@@ -381,9 +392,7 @@ impl System {
             timing: Some(timing),
             worker: None,
             pace: Pace::new(),
-            spare_refs: Vec::new(),
-            spare_walks: Vec::new(),
-            spare_marks: Vec::new(),
+            spares: Vec::new(),
             marks: Vec::new(),
             blocks: Vec::new(),
             new_blocks: Vec::new(),
@@ -667,20 +676,30 @@ impl System {
         self.pace.balance
     }
 
-    /// Waits for the timing thread to hand the timing model back.
+    /// Waits for the timing thread to finish the batches in flight and
+    /// hand the timing model back.
     pub(crate) fn sync(&mut self) {
         if self.timing.is_none() {
             let t0 = std::time::Instant::now();
-            let job = self.worker.as_ref().expect("timing is with the worker").recv();
+            let worker = self.worker.as_mut().expect("timing is with the worker");
+            let t = worker.take_back(|d| returned(&mut self.pace, &mut self.spares, d));
             self.pace.waited += t0.elapsed().as_secs_f64();
-            if !job.functional {
-                self.pace.core = smooth(self.pace.core, job.core_seconds);
-            }
-            self.pace.balance.timing_seconds += job.busy_seconds;
-            self.timing = Some(job.timing);
-            self.spare_refs = job.refs;
-            self.spare_walks = job.walks;
-            self.spare_marks = job.marks;
+            self.timing = Some(t);
+        }
+    }
+
+    /// Takes in the returns of batches the timing thread has finished;
+    /// with `wait`, waits for one (the host time spent waiting counted).
+    pub(crate) fn collect_returns(&mut self, wait: bool) {
+        let Some(worker) = self.worker.as_mut() else { return };
+        let t0 = wait.then(std::time::Instant::now);
+        let mut w = wait;
+        while let Some(d) = worker.done(w) {
+            returned(&mut self.pace, &mut self.spares, d);
+            w = false;
+        }
+        if let Some(t0) = t0 {
+            self.pace.waited += t0.elapsed().as_secs_f64();
         }
     }
 

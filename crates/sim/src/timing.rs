@@ -794,10 +794,13 @@ impl Streams {
     }
 }
 
-/// A batch of references travelling to the timing thread with the timing
-/// state itself, and back.
+/// A batch of references for the timing thread: the first of a run of
+/// batches brings the timing state with it, which stays with the thread
+/// until the caller asks for it back (`Worker::take_back`).
 pub struct Job {
-    pub timing: Box<Timing>,
+    pub timing: Option<Box<Timing>>,
+    /// Blocks defined since the last batch, added before it is timed.
+    pub blocks: Vec<Arc<Block>>,
     pub cpu: usize,
     pub refs: Vec<BatchRef>,
     pub walks: Vec<u64>,
@@ -807,45 +810,70 @@ pub struct Job {
     pub cached: bool,
     /// Functional warming (`Timing::warm_pass`) rather than timing.
     pub functional: bool,
-    /// Host seconds the timing thread's core pass took, and its passes
-    /// in all (set by it).
+}
+
+/// What comes back of a batch: its buffers for reuse, and the host
+/// seconds the timing thread's core pass took and its passes in all.
+pub struct Done {
+    pub refs: Vec<BatchRef>,
+    pub walks: Vec<u64>,
+    pub marks: Vec<Mark>,
+    pub functional: bool,
     pub core_seconds: f64,
     pub busy_seconds: f64,
 }
 
-/// A one-item hand-off between two threads. The waiting side spins for a
-/// while before it parks: a batch takes the other thread tens of
-/// microseconds, less than a sleep and wake-up costs on a virtual machine,
-/// where waking a parked thread means an interrupt to another virtual CPU.
-struct Slot<T> {
-    item: std::sync::Mutex<Option<T>>,
-    full: std::sync::atomic::AtomicBool,
+/// What goes to the timing thread: a batch, or the request for the timing
+/// state once the batches before it are done.
+enum ToWorker {
+    Batch(Job),
+    GiveBack,
 }
 
-impl<T> Slot<T> {
-    fn new() -> Slot<T> {
-        Slot { item: std::sync::Mutex::new(None), full: std::sync::atomic::AtomicBool::new(false) }
+/// What comes back from it, in the order the requests went.
+pub enum FromWorker {
+    Done(Done),
+    Timing(Box<Timing>),
+}
+
+/// Batches the caller may have sent and not yet heard back of: enough to
+/// ride out batches that take one thread longer than the other (a batch
+/// with faults or promotions in it), few enough that their buffers stay
+/// small.
+pub const IN_FLIGHT: usize = 4;
+
+/// A queue between two threads. The waiting side spins for a while before
+/// it parks: a batch takes the other thread tens of microseconds, less
+/// than a sleep and wake-up costs on a virtual machine, where waking a
+/// parked thread means an interrupt to another virtual CPU.
+struct Handoff<T> {
+    items: std::sync::Mutex<std::collections::VecDeque<T>>,
+    len: std::sync::atomic::AtomicUsize,
+}
+
+impl<T> Handoff<T> {
+    fn new() -> Handoff<T> {
+        Handoff { items: std::sync::Mutex::new(std::collections::VecDeque::new()), len: 0.into() }
     }
 
-    /// Leaves `v` for the waiter and wakes it if it parked. The slot must be
-    /// empty (one item is in flight at a time).
+    /// Queues `v` for the waiter and wakes it if it parked.
     fn put(&self, v: T, waiter: &std::thread::Thread) {
-        *self.item.lock().unwrap_or_else(|e| e.into_inner()) = Some(v);
-        self.full.store(true, std::sync::atomic::Ordering::Release);
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).push_back(v);
+        self.len.fetch_add(1, std::sync::atomic::Ordering::Release);
         waiter.unpark();
     }
 
     fn try_take(&self) -> Option<T> {
-        if !self.full.load(std::sync::atomic::Ordering::Acquire) {
+        if self.len.load(std::sync::atomic::Ordering::Acquire) == 0 {
             return None;
         }
-        self.full.store(false, std::sync::atomic::Ordering::Relaxed);
-        self.item.lock().unwrap_or_else(|e| e.into_inner()).take()
+        self.len.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.items.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
     }
 
-    /// Waits for an item; None once `closed()` holds and the slot is empty.
-    /// The putter wakes the thread it was given; a waiter on another thread
-    /// still sees the item within a millisecond.
+    /// Waits for an item; None once `closed()` holds and the queue is
+    /// empty. The putter wakes the thread it was given; a waiter on
+    /// another thread still sees the item within a millisecond.
     fn take(&self, closed: impl Fn() -> bool) -> Option<T> {
         // Long enough to cover the other thread's batch on an idle host,
         // short enough not to steal a busy host's cores.
@@ -877,59 +905,113 @@ impl<T> Slot<T> {
 }
 
 struct Shared {
-    jobs: Slot<Job>,
-    done: Slot<Job>,
+    jobs: Handoff<ToWorker>,
+    done: Handoff<FromWorker>,
     closed: std::sync::atomic::AtomicBool,
 }
 
 /// A thread that runs the timing model for batches while the caller
-/// translates the next one (the machine's second core). One batch is in
-/// flight at a time: the timing state travels with it.
+/// translates the next ones (the machine's second core). The timing state
+/// goes with the first batch and stays until asked back; up to
+/// `IN_FLIGHT` batches queue for it meanwhile.
 pub struct Worker {
     shared: std::sync::Arc<Shared>,
     handle: Option<std::thread::JoinHandle<()>>,
+    /// Batches sent and not yet heard back of.
+    in_flight: usize,
 }
 
 impl Worker {
     pub fn spawn() -> Worker {
-        let shared = std::sync::Arc::new(Shared { jobs: Slot::new(), done: Slot::new(), closed: false.into() });
+        let shared = std::sync::Arc::new(Shared { jobs: Handoff::new(), done: Handoff::new(), closed: false.into() });
         let (sh, back) = (shared.clone(), std::thread::current());
         let handle = std::thread::Builder::new()
             .name("splab-timing".into())
             .spawn(move || {
-                while let Some(mut job) = sh.jobs.take(|| sh.closed.load(std::sync::atomic::Ordering::Acquire)) {
+                let mut timing: Option<Box<Timing>> = None;
+                while let Some(msg) = sh.jobs.take(|| sh.closed.load(std::sync::atomic::Ordering::Acquire)) {
+                    let job = match msg {
+                        ToWorker::GiveBack => {
+                            let t = timing.take().expect("the timing state came with a batch");
+                            sh.done.put(FromWorker::Timing(t), &back);
+                            continue;
+                        }
+                        ToWorker::Batch(job) => job,
+                    };
                     let start = std::time::Instant::now();
+                    if job.timing.is_some() {
+                        timing = job.timing;
+                    }
+                    let t = timing.as_mut().expect("the timing state came with the first batch");
+                    t.add_blocks(job.blocks);
+                    let mut done = Done { refs: job.refs, walks: job.walks, marks: job.marks, functional: job.functional, core_seconds: 0.0, busy_seconds: 0.0 };
                     if job.functional {
-                        job.timing.warm_pass(job.cpu, &job.refs, &job.walks, &job.marks);
-                        job.busy_seconds = start.elapsed().as_secs_f64();
-                        sh.done.put(job, &back);
-                        continue;
+                        t.warm_pass(job.cpu, &done.refs, &done.walks, &done.marks);
+                    } else {
+                        if !job.cached {
+                            t.cache_pass(job.cpu, &done.refs, &done.walks);
+                        }
+                        let t0 = std::time::Instant::now();
+                        t.core_pass(job.cpu, &done.refs, &done.marks);
+                        done.core_seconds = t0.elapsed().as_secs_f64();
                     }
-                    if !job.cached {
-                        job.timing.cache_pass(job.cpu, &job.refs, &job.walks);
-                    }
-                    let t0 = std::time::Instant::now();
-                    job.timing.core_pass(job.cpu, &job.refs, &job.marks);
-                    job.core_seconds = t0.elapsed().as_secs_f64();
-                    job.busy_seconds = start.elapsed().as_secs_f64();
-                    sh.done.put(job, &back);
+                    done.busy_seconds = start.elapsed().as_secs_f64();
+                    sh.done.put(FromWorker::Done(done), &back);
                 }
             })
             .expect("spawning the timing thread");
-        Worker { shared, handle: Some(handle) }
+        Worker { shared, handle: Some(handle), in_flight: 0 }
     }
 
-    /// Hands a batch to the timing thread. Called from the thread that
-    /// spawned the worker, with no batch in flight.
-    pub fn send(&self, job: Job) {
+    /// Hands a batch to the timing thread (with the timing state, if it
+    /// is not there already). Called from the thread that spawned the
+    /// worker once fewer than `IN_FLIGHT` batches are in flight.
+    pub fn send(&mut self, job: Job) {
+        debug_assert!(self.in_flight < IN_FLIGHT);
         let h = self.handle.as_ref().expect("worker running");
-        self.shared.jobs.put(job, h.thread());
+        self.shared.jobs.put(ToWorker::Batch(job), h.thread());
+        self.in_flight += 1;
     }
 
-    /// Waits for the batch in flight.
-    pub fn recv(&self) -> Job {
+    /// Whether another batch may go without waiting.
+    pub fn has_room(&self) -> bool {
+        self.in_flight < IN_FLIGHT
+    }
+
+    /// A batch's return, if one is there (`wait`: waiting for one, of the
+    /// batches in flight).
+    pub fn done(&mut self, wait: bool) -> Option<Done> {
+        if self.in_flight == 0 {
+            return None;
+        }
         let h = self.handle.as_ref().expect("worker running");
-        self.shared.done.take(|| h.is_finished()).expect("timing thread alive")
+        let msg = if wait { Some(self.shared.done.take(|| h.is_finished()).expect("timing thread alive")) } else { self.shared.done.try_take() };
+        match msg? {
+            FromWorker::Done(d) => {
+                self.in_flight -= 1;
+                Some(d)
+            }
+            FromWorker::Timing(_) => unreachable!("the timing state comes back only when asked"),
+        }
+    }
+
+    /// The timing state back, once every batch in flight is done; their
+    /// returns go to `each`.
+    pub fn take_back(&mut self, mut each: impl FnMut(Done)) -> Box<Timing> {
+        let h = self.handle.as_ref().expect("worker running");
+        self.shared.jobs.put(ToWorker::GiveBack, h.thread());
+        loop {
+            match self.shared.done.take(|| h.is_finished()).expect("timing thread alive") {
+                FromWorker::Done(d) => {
+                    self.in_flight -= 1;
+                    each(d);
+                }
+                FromWorker::Timing(t) => {
+                    debug_assert_eq!(self.in_flight, 0);
+                    return t;
+                }
+            }
+        }
     }
 }
 
