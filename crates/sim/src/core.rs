@@ -240,24 +240,65 @@ fn fmax(a: f64, b: f64) -> f64 {
     }
 }
 
-/// Units (line-fill buffers, walkers) each held until a time: the times
-/// they free, in a ring kept in ascending order from `head`, so that the
-/// earliest is at hand and a new hold, usually the latest, goes in at
-/// the end without a search.
+/// Units (line-fill buffers, walkers) each held until a time. A core's
+/// few (up to `FEW_UNITS`) are kept in ascending order, the earliest
+/// first, and a take merges its new hold in without a branch (which unit
+/// frees when is unpredictable); many (the model's parts switched off) in
+/// a ring kept in ascending order from `head`, where a new hold, usually
+/// the latest, moves back from the end past the later times it does not
+/// reach. Either way a take frees the earliest time and holds a new one,
+/// and the times that result are the same.
 struct Units {
     ring: Vec<f64>,
     head: usize,
+    few: bool,
 }
+
+/// Units at most this many are merged into rather than moved back through.
+const FEW_UNITS: usize = 32;
 
 impl Units {
     fn new(n: usize) -> Units {
-        Units { ring: vec![0.0; n.max(1)], head: 0 }
+        let n = n.max(1);
+        if n <= FEW_UNITS {
+            // The times in order, and after them one never reached.
+            let mut ring = vec![0.0; n + 1];
+            ring[n] = f64::INFINITY;
+            Units { ring, head: 0, few: true }
+        } else {
+            Units { ring: vec![0.0; n], head: 0, few: false }
+        }
     }
 
     /// The earliest free unit, at or after `at`, taken until
-    /// `hold(start)`; returns that time.
+    /// `hold(start)` (never before `start`); returns that time.
     #[inline(always)]
     fn take(&mut self, at: f64, hold: impl FnOnce(f64) -> f64) -> f64 {
+        if self.few {
+            self.take_few(at, hold)
+        } else {
+            self.take_ordered(at, hold)
+        }
+    }
+
+    /// `take` of a few: the earliest's place goes to the others, moved
+    /// down one, with the new time merged in: place i gets the least of
+    /// the next time and the greater of its own and the new one (the
+    /// new time is never below the earliest, which it replaces).
+    #[inline(always)]
+    fn take_few(&mut self, at: f64, hold: impl FnOnce(f64) -> f64) -> f64 {
+        let r = &mut self.ring[..];
+        let end = hold(fmax(at, r[0]));
+        let n = r.len() - 1;
+        for i in 0..n {
+            let up = fmax(r[i], end);
+            r[i] = if r[i + 1] < up { r[i + 1] } else { up };
+        }
+        end
+    }
+
+    #[inline(always)]
+    fn take_ordered(&mut self, at: f64, hold: impl FnOnce(f64) -> f64) -> f64 {
         let n = self.ring.len();
         debug_assert!(self.head < n);
         let r = self.ring.as_mut_ptr();
@@ -1038,6 +1079,24 @@ mod tests {
     fn core(p: &Profile) -> CoreState {
         let mem = MemCfg { l1: p.cache.l1d.latency, l1i: p.cache.l1i.latency, l2: p.cache.l2.latency, stlb: p.costs.stlb_hit, chan_read: 0.0, chan_wb: 0.0 };
         CoreState::new(&p.core, mem, CoreParts::default())
+    }
+
+    proptest::proptest! {
+        /// A few units (merged into) and many (moved back through) free
+        /// the same times as taking the least of a plain list each time.
+        #[test]
+        fn units_take_the_earliest_as_a_list_would(n in 1usize..40, takes in proptest::collection::vec((0u32..500, 0u32..400), 1..300)) {
+            let mut u = Units::new(n);
+            let mut list = vec![0.0f64; n];
+            for (at, hold) in takes {
+                let (at, hold) = (at as f64, hold as f64);
+                let got = u.take(at, |s| s + hold);
+                let (i, &least) = list.iter().enumerate().min_by(|a, b| a.1.total_cmp(b.1)).unwrap();
+                let want = at.max(least) + hold;
+                list[i] = want;
+                proptest::prop_assert_eq!(got, want);
+            }
+        }
     }
 
     fn miss(lat: u32) -> RefTime {
