@@ -442,10 +442,12 @@ impl System {
             self.machine.mem.store_data(PhysAddr(pa & !7), v);
         }
         // The line of the access before, through a permitting first-level
-        // entry with no walk, of the same kind (the core tells loads from
-        // stores), with no mark between them and at the next place: a
-        // repeat of it (`BatchRef::repeats`), whose frame is touched (and
-        // written) already, at the run's stride from the access before.
+        // entry with no walk, of the kind of its repeats so far (any, for
+        // the first: the core tells loads from stores), with no mark
+        // between them and at the next place: a repeat of it
+        // (`BatchRef::repeats`), whose frame is touched already (and
+        // written, unless this is a store after a load), at the run's
+        // stride from the access before.
         let walks_end = self.pending_walks.len() as u32;
         let n = self.batch.len();
         if let Some(last) = self.batch.last_mut() {
@@ -453,7 +455,7 @@ impl System {
             if last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
                 && xlat == 0
                 && walks_end == w0 as u32
-                && last.write == write
+                && (last.repeats == 0 || last.repeat_write == write)
                 && !fetch
                 && !last.fetch
                 && self.marks.last().is_none_or(|m| m.at as usize != n)
@@ -465,14 +467,18 @@ impl System {
                 let step = pa.wrapping_sub(prev) as i64 as i8;
                 if last.repeats == 0 {
                     last.stride = step;
+                    last.repeat_write = write;
                 }
                 if step == last.stride {
                     last.repeats += 1;
+                    if write && !last.write {
+                        self.machine.mem.note_write(pa);
+                    }
                     return Ok(());
                 }
             }
         }
-        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, fetch, place, repeats: 0, stride: 0 });
+        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, fetch, place, repeats: 0, stride: 0, repeat_write: write });
         if !fetch {
             self.machine.mem.note_access(pa, write);
         }

@@ -80,21 +80,24 @@ pub struct BatchRef {
     /// Its place in the current block (`NO_PLACE`: none); repeats take
     /// the places after it.
     pub place: u16,
-    /// Accesses of its kind that followed this one on its line with
-    /// nothing between them, translated through the same first-level TLB
-    /// entry without an assist: each a first-level hit that changes no
-    /// cache state (the line is the cache's last).
+    /// Accesses (all loads or all stores: `repeat_write`) that followed
+    /// this one on its line with nothing between them, translated through
+    /// the same first-level TLB entry without an assist: each a
+    /// first-level hit that changes no cache state (the line is the
+    /// cache's last) but a store's dirtying of it.
     pub repeats: u16,
     /// Bytes from each access of the run to the next: repeat `n` is at
     /// `pa + n x stride` (the core's store-to-load matching reads its
     /// word), so that a run is timed as its accesses apart would be.
     pub stride: i8,
+    /// The repeats are stores (a load's may be: a read-modify-write).
+    pub repeat_write: bool,
 }
 
 impl BatchRef {
     /// A data reference outside any block.
     pub fn data(pa: u64, xlat: u32, walks_start: u32, walks_end: u32, write: bool) -> BatchRef {
-        BatchRef { pa, xlat, walks_start, walks_end, write, fetch: false, place: NO_PLACE, repeats: 0, stride: 0 }
+        BatchRef { pa, xlat, walks_start, walks_end, write, fetch: false, place: NO_PLACE, repeats: 0, stride: 0, repeat_write: write }
     }
 }
 
@@ -556,7 +559,7 @@ impl Timing {
                     }
                     e += 1;
                 }
-                if r.write {
+                if r.write || (r.repeats > 0 && r.repeat_write) {
                     d.mark(r.pa >> LINE_SHIFT);
                 }
             }
@@ -634,18 +637,16 @@ impl Timing {
                     RefPlace::Free { dependent: false }
                 }
             };
-            if r.place == NO_PLACE && core.looped.is_some() {
-                core.loop_reference(blocks, &a, r.write, r.pa);
-            } else {
-                let p = place(core, 0);
-                core.reference_inline(blocks, p, &a, r.write, r.pa);
-            }
-            if r.repeats > 0 {
-                let hit = RefTime { data: l1, ..RefTime::default() };
-                for n in 1..=r.repeats {
+            // The reference, then its repeats (first-level hits).
+            let looped = r.place == NO_PLACE && core.looped.is_some();
+            let hit = RefTime { data: l1, ..RefTime::default() };
+            for n in 0..=r.repeats {
+                let (t, write, pa) = if n == 0 { (&a, r.write, r.pa) } else { (&hit, r.repeat_write, r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n))) };
+                if looped {
+                    core.loop_reference(blocks, t, write, pa);
+                } else {
                     let p = place(core, n);
-                    let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
-                    core.reference(blocks, p, &hit, r.write, pa);
+                    core.reference_inline(blocks, p, t, write, pa);
                 }
             }
         }

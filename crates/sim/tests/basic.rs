@@ -222,14 +222,19 @@ fn batched_updates_match_single_loads_and_stores() {
 
 /// What a run leaves: a digest of memory, cycles, the hardware counters
 /// and the TLB's hits and misses by size.
-type Outcome = (u64, f64, u64, u64, u64, u64, [u64; 3], u64, Vec<u64>, Vec<u64>, Vec<u64>);
+type Outcome = (u64, f64, u64, u64, u64, u64, [u64; 3], u64, Vec<u64>, Vec<u64>, Vec<u64>, u64);
 
 /// The counters, cycles and memory contents of `ops(va, len)` on a 16 MB
 /// mapping at va, made in batches of 700 (as a trace replay makes them)
 /// and one access at a time.
 fn batched_and_single(ops: impl Fn(u64, u64) -> Vec<(u64, Op)>) -> [Outcome; 2] {
+    batched_and_single_on(Profile::load("sapphire-rapids").unwrap(), ops)
+}
+
+/// `batched_and_single` on profile `p`.
+fn batched_and_single_on(p: Profile, ops: impl Fn(u64, u64) -> Vec<(u64, Op)>) -> [Outcome; 2] {
     [true, false].map(|batched| {
-        let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
+        let mut c = Config::new(p.clone());
         c.memory = 512 << 20;
         c.track_contents = true;
         let mut s = System::new(c).unwrap();
@@ -253,7 +258,7 @@ fn batched_and_single(ops: impl Fn(u64, u64) -> Vec<(u64, Op)>) -> [Outcome; 2] 
         }
         let t = s.tlb_report();
         let h = s.hw();
-        (seen, s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses)
+        (seen, s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses, h.writebacks)
     })
 }
 
@@ -280,10 +285,26 @@ fn access_batches_match_single_accesses() {
 }
 
 /// Runs of accesses on one line, loads and stores mixed (which a batch
-/// times as repeats of the first where it can), as one access at a time.
+/// times as repeats of the first where it can: stores after a load
+/// among them), as one access at a time; also where dirty lines are
+/// written back (a last level small enough to evict them).
 #[test]
 fn same_line_runs_in_batches_match_single_accesses() {
-    let [a, b] = batched_and_single(|va, len| {
+    let mut wb = Profile::load("sapphire-rapids").unwrap();
+    wb.memory.writeback_ns = Some(3.0);
+    wb.cache.l3 = splab_hw::cache::CacheConfig { size_kb: 128, ways: 16, latency: 40 };
+    for p in [Profile::load("sapphire-rapids").unwrap(), wb.clone()] {
+        same_line_runs_on(p);
+    }
+    // Read-modify-writes (a load and a store of one word, as GUPS's
+    // updates make): the stores dirty their lines, written back later.
+    let [a, b] = batched_and_single_on(wb, |va, len| random_words(va, len).flat_map(|(a, x)| [(a, Op::Load), (a, Op::Store(x))]).collect());
+    assert!(a.11 > 1000, "lines written back: {}", a.11);
+    assert_eq!(a, b);
+}
+
+fn same_line_runs_on(p: Profile) {
+    let [a, b] = batched_and_single_on(p, |va, len| {
         random_words(va, len)
             .take(5000)
             .flat_map(|(a, x)| {

@@ -12,6 +12,8 @@ fn main() {
     c.timing_thread = std::env::var("THREADS").map_or(true, |v| v != "1");
     let mut s = splab_sim::System::new(c).unwrap();
     let mut g = splab_workloads::gups::Gups::new(n).unwrap();
+    // UPDATES=N: time only N updates (0: the table's set-up alone).
+    g.max_updates = std::env::var("UPDATES").ok().and_then(|v| v.parse().ok());
     let t = std::time::Instant::now();
     let r = g.run(&mut s, &mut |_| {}).unwrap();
     let el = t.elapsed().as_secs_f64();
