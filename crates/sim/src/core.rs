@@ -971,6 +971,15 @@ impl CoreState {
         if b.puts.is_empty() {
             return;
         }
+        if let [p] = &b.puts[..] {
+            // One register (a loop's pointer): nothing to hold back.
+            if p.exits as usize <= exits {
+                let v = self.deps_ready(b, p.deps, self.block_t0 + p.insn as f64 * self.inv_w);
+                self.vals[(FROM_REG + p.slot as u16) as usize] = v;
+                self.completes(v, 0.0, 0.0);
+            }
+            return;
+        }
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let mut latest = 0.0f64;
