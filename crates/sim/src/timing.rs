@@ -637,16 +637,24 @@ impl Timing {
                     RefPlace::Free { dependent: false }
                 }
             };
-            // The reference, then its repeats (first-level hits).
             let looped = r.place == NO_PLACE && core.looped.is_some();
-            let hit = RefTime { data: l1, ..RefTime::default() };
-            for n in 0..=r.repeats {
-                let (t, write, pa) = if n == 0 { (&a, r.write, r.pa) } else { (&hit, r.repeat_write, r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n))) };
-                if looped {
-                    core.loop_reference(blocks, t, write, pa);
-                } else {
-                    let p = place(core, n);
-                    core.reference_inline(blocks, p, t, write, pa);
+            if looped {
+                core.loop_reference(blocks, &a, r.write, r.pa);
+            } else {
+                let p = place(core, 0);
+                core.reference_inline(blocks, p, &a, r.write, r.pa);
+            }
+            if r.repeats > 0 {
+                // First-level hits.
+                let hit = RefTime { data: l1, ..RefTime::default() };
+                for n in 1..=r.repeats {
+                    let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
+                    if looped {
+                        core.loop_reference_outline(blocks, &hit, r.repeat_write, pa);
+                    } else {
+                        let p = place(core, n);
+                        core.reference(blocks, p, &hit, r.repeat_write, pa);
+                    }
                 }
             }
         }
