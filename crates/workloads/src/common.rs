@@ -69,6 +69,8 @@ pub fn fault(what: &str) -> impl Fn(AccessError) -> String + '_ {
 /// batches).
 pub struct Batch {
     ops: Vec<(u64, Op)>,
+    /// Accesses a batch holds before it is made (`LEN`, or `LONG`).
+    len: usize,
     pub cpu: usize,
     /// The loop whose references these are (`kernels`): it is the CPU's
     /// loop while they are made.
@@ -79,6 +81,10 @@ pub struct Batch {
 
 impl Batch {
     pub const LEN: usize = BATCH_THREAD_MIN - 1;
+    /// Accesses of a batch for the timing thread, even where most are
+    /// repeats on one line (sequential words, eight to a line): for a
+    /// workload whose main loop goes there already (GUPS's updates).
+    pub const LONG: usize = 16 * BATCH_THREAD_MIN;
 
     /// A batch of a loop that touches memory a reference at a time
     /// (`Kernel::Sweep`).
@@ -88,7 +94,12 @@ impl Batch {
 
     /// A batch of `kernel`'s references.
     pub fn of(cpu: usize, kernel: Kernel) -> Batch {
-        Batch { ops: Vec::with_capacity(Self::LEN), cpu, kernel, refs: 0 }
+        Batch { ops: Vec::with_capacity(Self::LEN), len: Self::LEN, cpu, kernel, refs: 0 }
+    }
+
+    /// `new`, in batches of `LONG` accesses.
+    pub fn long(cpu: usize) -> Batch {
+        Batch { len: Self::LONG, ..Batch::new(cpu) }
     }
 
     /// Makes the pending accesses, and from now on those of `kernel`.
@@ -101,7 +112,7 @@ impl Batch {
     #[inline]
     pub fn push(&mut self, sys: &mut System, va: u64, op: Op) -> Result<(), AccessError> {
         self.ops.push((va, op));
-        if self.ops.len() >= Self::LEN {
+        if self.ops.len() >= self.len {
             self.flush(sys)?;
         }
         Ok(())

@@ -151,7 +151,8 @@ impl Workload for Gups {
             None => map(sys, pid, MmapReq::anon(n * 8, prot::RW), "the GUPS table")?,
         };
         let fault = fault("GUPS table access");
-        let mut b = Batch::new(cpu);
+        // In batches for the timing thread, as the updates below.
+        let mut b = Batch::long(cpu);
         const CHUNK: u64 = 1 << 20;
         for from in (0..n).step_by(CHUNK as usize) {
             init_table(sys, &mut b, table, from, (from + CHUNK).min(n)).map_err(&fault)?;
