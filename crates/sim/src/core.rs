@@ -684,12 +684,6 @@ impl CoreState {
         }
     }
 
-    /// `loop_reference`, not inlined (for a batch's repeats).
-    #[inline(never)]
-    pub fn loop_reference_outline(&mut self, blocks: &[std::sync::Arc<Block>], a: &RefTime, write: bool, pa: u64) {
-        self.loop_reference(blocks, a, write, pa)
-    }
-
     /// Reference `i` of the current block `b`.
     #[inline(always)]
     fn block_reference(&mut self, b: &Block, i: usize, a: &RefTime, write: bool, pa: u64) {

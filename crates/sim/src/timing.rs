@@ -650,7 +650,7 @@ impl Timing {
                 for n in 1..=r.repeats {
                     let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
                     if looped {
-                        core.loop_reference_outline(blocks, &hit, r.repeat_write, pa);
+                        core.loop_reference(blocks, &hit, r.repeat_write, pa);
                     } else {
                         let p = place(core, n);
                         core.reference(blocks, p, &hit, r.repeat_write, pa);
