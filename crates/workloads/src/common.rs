@@ -69,8 +69,9 @@ pub fn fault(what: &str) -> impl Fn(AccessError) -> String + '_ {
 /// refs/s in 4096-reference batches; on the same guest idle, with up to
 /// four batches queued for the timing thread, `splab sim bw` took 3.28 s
 /// in 4096-access batches against 2.88 this way, `transpose` 5.26 against
-/// 4.38, `stream` 2.59 against 3.16). `Batch::long` is for a workload
-/// whose main loop goes to the timing thread anyway (GUPS).
+/// 4.38, `stream` 2.59 against 3.16, and `stream` 7.63 against 3.26 with
+/// a busy loop on the other core). `Batch::long` is for a workload whose
+/// main loop goes to the timing thread anyway (GUPS).
 pub struct Batch {
     ops: Vec<(u64, Op)>,
     /// Accesses a batch holds before it is made (`LEN`, or `LONG`).
