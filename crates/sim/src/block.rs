@@ -291,6 +291,10 @@ pub struct Block {
     /// in its back edge: the core goes from one iteration to the next
     /// without a transfer to check (`CoreState::next_iteration`).
     pub(crate) straight_loop: bool,
+    /// No register write reads a register an earlier write of the block
+    /// set: the writes can be made as they are computed rather than all
+    /// from the entry values at once (`CoreState::write_registers`).
+    pub(crate) puts_in_place: bool,
 }
 
 impl Block {
@@ -339,6 +343,7 @@ impl Block {
             other_stores: spec.other_stores as u32,
             calls: spec.calls.iter().map(|&(i, r)| (i as u32, r)).collect(),
             straight_loop: spec.exits.is_empty() && spec.calls.is_empty() && spec.end == End::Loop,
+            puts_in_place: spec.puts.iter().enumerate().all(|(j, p)| p.deps.iter().all(|d| !matches!(d.src, Src::Reg(r) if spec.puts[..j].iter().any(|q| q.slot == r)))),
         })
     }
 
@@ -385,6 +390,20 @@ mod tests {
         let c = Block::compile(&b, &lat()).unwrap();
         let a = c.refs[0].addr;
         assert_eq!((a.end - a.start, a.dispatch, c.deps[a.start as usize].src), (1, 3.0, FROM_REG + 1));
+    }
+
+    /// Register writes that read no register an earlier write set are
+    /// made in place; a swap is not.
+    #[test]
+    fn writes_are_made_in_place_where_no_later_one_reads_an_earlier() {
+        let mut b = BlockSpec::looped(0x1000, 3);
+        b.put(2, 0, &[Dep::new(Src::Reg(2), NONE), Dep::new(Src::Reg(4), NONE)]);
+        b.put(3, 1, &[Dep::new(Src::Reg(3), NONE), Dep::new(Src::Reg(4), NONE)]);
+        assert!(Block::compile(&b, &lat()).unwrap().puts_in_place);
+        let mut swap = BlockSpec::looped(0x1000, 3);
+        swap.put(2, 0, &[Dep::new(Src::Reg(3), NONE)]);
+        swap.put(3, 1, &[Dep::new(Src::Reg(2), NONE)]);
+        assert!(!Block::compile(&swap, &lat()).unwrap().puts_in_place);
     }
 
     /// What the core relies on is checked, naming the block.

@@ -527,19 +527,24 @@ impl CoreState {
         }
     }
 
+    /// `n` instructions dispatched at the width, waiting on nothing.
+    #[inline(always)]
+    fn dispatch(&mut self, n: u64) {
+        // (Through i64, one instruction: positions stay far below 2^63,
+        // where both conversions are the same.)
+        let w = (n as i64) as f64 * self.inv_w;
+        self.t += w;
+        self.acc.base += w;
+        self.stats.instructions += n;
+        self.pos += n;
+    }
+
     /// Dispatches the instructions before position `p` (`t` is then when
     /// `p` dispatches), no earlier than the window allows.
     #[inline(always)]
     fn advance_to(&mut self, p: u64) {
         if p > self.pos {
-            let n = p - self.pos;
-            // (Through i64, one instruction: positions stay far below 2^63,
-            // where both conversions are the same.)
-            let w = (n as i64) as f64 * self.inv_w;
-            self.t += w;
-            self.acc.base += w;
-            self.stats.instructions += n;
-            self.pos = p;
+            self.dispatch(p - self.pos);
             // The last of them waited for the window's oldest to retire.
             if let Some(limit) = (p - 1).checked_sub(self.rob) {
                 // (The front's position is u64::MAX when there is none,
@@ -971,13 +976,19 @@ impl CoreState {
         if b.puts.is_empty() {
             return;
         }
-        if let [p] = &b.puts[..] {
-            // One register (a loop's pointer): nothing to hold back.
-            if p.exits as usize <= exits {
+        if b.puts_in_place {
+            // No register is read after another of the block's writes it:
+            // each is set as it is computed.
+            let mut latest = 0.0f64;
+            for p in &b.puts {
+                if p.exits as usize > exits {
+                    break;
+                }
                 let v = self.deps_ready(b, p.deps, self.block_t0 + p.insn as f64 * self.inv_w);
+                latest = fmax(latest, v);
                 self.vals[(FROM_REG + p.slot as u16) as usize] = v;
-                self.completes(v, 0.0, 0.0);
             }
+            self.completes(latest, 0.0, 0.0);
             return;
         }
         let mut out = std::mem::take(&mut self.out);
@@ -1038,7 +1049,7 @@ impl CoreState {
             MarkKind::Exit(k) => self.warm_finish(blocks, Some(k as usize)),
             MarkKind::Instructions(n) => {
                 self.warm_finish(blocks, None);
-                self.warm_dispatch(n);
+                self.dispatch(n);
             }
         }
     }
@@ -1063,20 +1074,13 @@ impl CoreState {
             }
         }
         let done = self.pos - self.base;
-        self.warm_dispatch((end_insn as u64).saturating_sub(done));
+        self.dispatch((end_insn as u64).saturating_sub(done));
         if k.is_none() {
             self.end_transfer(b, |_| 0.0);
         }
     }
 
-    /// `n` instructions dispatched at the width, waiting on nothing.
-    fn warm_dispatch(&mut self, n: u64) {
-        let w = (n as i64) as f64 * self.inv_w;
-        self.t += w;
-        self.acc.base += w;
-        self.stats.instructions += n;
-        self.pos += n;
-    }
+
 }
 
 #[cfg(test)]
