@@ -851,80 +851,40 @@ pub enum FromWorker {
 /// small.
 pub const IN_FLIGHT: usize = 4;
 
-/// A queue between two threads. The waiting side spins for a while before
-/// it parks: a batch takes the other thread tens of microseconds, less
-/// than a sleep and wake-up costs on a virtual machine, where waking a
-/// parked thread means an interrupt to another virtual CPU.
-struct Handoff<T> {
-    items: std::sync::Mutex<std::collections::VecDeque<T>>,
-    len: std::sync::atomic::AtomicUsize,
-}
-
-impl<T> Handoff<T> {
-    fn new() -> Handoff<T> {
-        Handoff { items: std::sync::Mutex::new(std::collections::VecDeque::new()), len: 0.into() }
-    }
-
-    /// Queues `v` for the waiter and wakes it if it parked.
-    fn put(&self, v: T, waiter: &std::thread::Thread) {
-        self.items.lock().unwrap_or_else(|e| e.into_inner()).push_back(v);
-        self.len.fetch_add(1, std::sync::atomic::Ordering::Release);
-        waiter.unpark();
-    }
-
-    fn try_take(&self) -> Option<T> {
-        if self.len.load(std::sync::atomic::Ordering::Acquire) == 0 {
-            return None;
+/// Waits for a message on `rx`; None once the sender is gone and nothing
+/// is left. It spins for a while before it blocks: a batch takes the
+/// other thread tens of microseconds, less than a sleep and wake-up costs
+/// on a virtual machine, where waking a blocked thread means an interrupt
+/// to another virtual CPU.
+fn take<T>(rx: &std::sync::mpsc::Receiver<T>) -> Option<T> {
+    use std::sync::mpsc::TryRecvError;
+    // Long enough to cover the other thread's batch on an idle host,
+    // short enough not to steal a busy host's cores.
+    const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
+    let mut start: Option<std::time::Instant> = None;
+    let mut n = 0u32;
+    loop {
+        match rx.try_recv() {
+            Ok(v) => return Some(v),
+            Err(TryRecvError::Disconnected) => return None,
+            Err(TryRecvError::Empty) => {}
         }
-        self.len.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
-        self.items.lock().unwrap_or_else(|e| e.into_inner()).pop_front()
-    }
-
-    /// Waits for an item; None once `closed()` holds and the queue is
-    /// empty. The putter wakes the thread it was given; a waiter on
-    /// another thread still sees the item within a millisecond.
-    fn take(&self, closed: impl Fn() -> bool) -> Option<T> {
-        // Long enough to cover the other thread's batch on an idle host,
-        // short enough not to steal a busy host's cores.
-        const SPIN: std::time::Duration = std::time::Duration::from_micros(100);
-        let mut start: Option<std::time::Instant> = None;
-        let mut n = 0u32;
-        loop {
-            if let Some(v) = self.try_take() {
-                return Some(v);
-            }
-            if closed() {
-                return self.try_take();
-            }
-            n = n.wrapping_add(1);
-            if !n.is_multiple_of(32) {
-                std::hint::spin_loop();
-                continue;
-            }
-            let t0 = *start.get_or_insert_with(std::time::Instant::now);
-            if t0.elapsed() < SPIN {
-                std::hint::spin_loop();
-            } else {
-                // A put between the check and here leaves the unpark token,
-                // so this returns at once.
-                std::thread::park_timeout(std::time::Duration::from_millis(1));
-            }
+        n = n.wrapping_add(1);
+        if n.is_multiple_of(32) && start.get_or_insert_with(std::time::Instant::now).elapsed() >= SPIN {
+            return rx.recv().ok();
         }
+        std::hint::spin_loop();
     }
-}
-
-struct Shared {
-    jobs: Handoff<ToWorker>,
-    done: Handoff<FromWorker>,
-    closed: std::sync::atomic::AtomicBool,
 }
 
 /// A thread that runs the timing model for batches while the caller
 /// translates the next ones (the machine's second core). The timing state
 /// goes with the first batch and stays until asked back; up to
-/// `IN_FLIGHT` batches queue for it meanwhile.
+/// `IN_FLIGHT` batches queue for it meanwhile. Dropping the worker closes
+/// its queue: the thread times what is queued and ends.
 pub struct Worker {
-    shared: std::sync::Arc<Shared>,
+    jobs: Option<std::sync::mpsc::Sender<ToWorker>>,
+    done: std::sync::mpsc::Receiver<FromWorker>,
     handle: Option<std::thread::JoinHandle<()>>,
     /// Batches sent and not yet heard back of.
     in_flight: usize,
@@ -932,17 +892,19 @@ pub struct Worker {
 
 impl Worker {
     pub fn spawn() -> Worker {
-        let shared = std::sync::Arc::new(Shared { jobs: Handoff::new(), done: Handoff::new(), closed: false.into() });
-        let (sh, back) = (shared.clone(), std::thread::current());
+        let (jobs, rx) = std::sync::mpsc::channel::<ToWorker>();
+        let (back, done) = std::sync::mpsc::channel::<FromWorker>();
         let handle = std::thread::Builder::new()
             .name("splab-timing".into())
             .spawn(move || {
                 let mut timing: Option<Box<Timing>> = None;
-                while let Some(msg) = sh.jobs.take(|| sh.closed.load(std::sync::atomic::Ordering::Acquire)) {
+                while let Some(msg) = take(&rx) {
                     let job = match msg {
                         ToWorker::GiveBack => {
                             let t = timing.take().expect("the timing state came with a batch");
-                            sh.done.put(FromWorker::Timing(t), &back);
+                            if back.send(FromWorker::Timing(t)).is_err() {
+                                return;
+                            }
                             continue;
                         }
                         ToWorker::Batch(job) => job,
@@ -965,20 +927,25 @@ impl Worker {
                         done.core_seconds = t0.elapsed().as_secs_f64();
                     }
                     done.busy_seconds = start.elapsed().as_secs_f64();
-                    sh.done.put(FromWorker::Done(done), &back);
+                    if back.send(FromWorker::Done(done)).is_err() {
+                        return;
+                    }
                 }
             })
             .expect("spawning the timing thread");
-        Worker { shared, handle: Some(handle), in_flight: 0 }
+        Worker { jobs: Some(jobs), done, handle: Some(handle), in_flight: 0 }
+    }
+
+    fn send_msg(&self, m: ToWorker) {
+        self.jobs.as_ref().expect("worker running").send(m).expect("timing thread alive");
     }
 
     /// Hands a batch to the timing thread (with the timing state, if it
-    /// is not there already). Called from the thread that spawned the
-    /// worker once fewer than `IN_FLIGHT` batches are in flight.
+    /// is not there already). Called once fewer than `IN_FLIGHT` batches
+    /// are in flight.
     pub fn send(&mut self, job: Job) {
         debug_assert!(self.in_flight < IN_FLIGHT);
-        let h = self.handle.as_ref().expect("worker running");
-        self.shared.jobs.put(ToWorker::Batch(job), h.thread());
+        self.send_msg(ToWorker::Batch(job));
         self.in_flight += 1;
     }
 
@@ -993,8 +960,7 @@ impl Worker {
         if self.in_flight == 0 {
             return None;
         }
-        let h = self.handle.as_ref().expect("worker running");
-        let msg = if wait { Some(self.shared.done.take(|| h.is_finished()).expect("timing thread alive")) } else { self.shared.done.try_take() };
+        let msg = if wait { Some(take(&self.done).expect("timing thread alive")) } else { self.done.try_recv().ok() };
         match msg? {
             FromWorker::Done(d) => {
                 self.in_flight -= 1;
@@ -1007,10 +973,9 @@ impl Worker {
     /// The timing state back, once every batch in flight is done; their
     /// returns go to `each`.
     pub fn take_back(&mut self, mut each: impl FnMut(Done)) -> Box<Timing> {
-        let h = self.handle.as_ref().expect("worker running");
-        self.shared.jobs.put(ToWorker::GiveBack, h.thread());
+        self.send_msg(ToWorker::GiveBack);
         loop {
-            match self.shared.done.take(|| h.is_finished()).expect("timing thread alive") {
+            match take(&self.done).expect("timing thread alive") {
                 FromWorker::Done(d) => {
                     self.in_flight -= 1;
                     each(d);
@@ -1026,9 +991,8 @@ impl Worker {
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        self.shared.closed.store(true, std::sync::atomic::Ordering::Release);
+        self.jobs = None;
         if let Some(h) = self.handle.take() {
-            h.thread().unpark();
             let _ = h.join();
         }
     }
