@@ -183,7 +183,7 @@ struct Pacer {
     batches: u64,
     /// Whether the batch now running is one of the first of a stretch in
     /// the other mode, whose time is not recorded: it pays for the switch
-    /// (waking the parked timing thread, refilling the caches).
+    /// (waking the waiting timing thread, refilling the caches).
     settling: bool,
 }
 

@@ -62,16 +62,14 @@ pub fn fault(what: &str) -> impl Fn(AccessError) -> String + '_ {
 /// mappings the pending accesses use, and before reading the clock.
 ///
 /// Batches stay below `BATCH_THREAD_MIN`, so they are timed on this thread:
-/// handing each batch to the timing thread costs more than it saves for
-/// the streaming patterns here, whose batches collapse into a few
-/// references and their repeats (on a 2-core guest whose cores other
-/// work kept busy, sequential loads ran at 11.7 M refs/s this way, 1.3 M
-/// refs/s in 4096-reference batches; on the same guest idle, with up to
-/// four batches queued for the timing thread, `splab sim bw` took 3.28 s
-/// in 4096-access batches against 2.88 this way, `transpose` 5.26 against
-/// 4.38, `stream` 2.59 against 3.16, and `stream` 7.63 against 3.26 with
-/// a busy loop on the other core). `Batch::long` is for a workload whose
-/// main loop goes to the timing thread anyway (GUPS).
+/// the streaming patterns here collapse into a few references and their
+/// repeats a batch, and handing such batches to the timing thread costs
+/// more than it saves on a busy host and for most of them on an idle one
+/// (a 2-core guest, build 32b0ab5, `splab sim W`: bw 2.88 s this way
+/// against 3.28 in 4096-access batches, transpose 4.38 against 5.26,
+/// stream 3.16 against 2.59, and stream 3.26 against 7.63 with a busy
+/// loop on the other core). `Batch::long` is for a workload whose main
+/// loop goes to the timing thread anyway (GUPS).
 pub struct Batch {
     ops: Vec<(u64, Op)>,
     /// Accesses a batch holds before it is made (`LEN`, or `LONG`).
