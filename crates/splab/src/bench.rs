@@ -279,10 +279,6 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
         footprint_memory(a).to_string(),
         "--trace-refs".into(),
         a.trace_refs.to_string(),
-        "--program-text".into(),
-        a.program_text.clone(),
-        "--program-sample".into(),
-        a.program_sample.clone(),
     ];
     let sys = &a.system;
     if let Some(machine) = &sys.machine.machine {
@@ -307,6 +303,13 @@ fn child_args(a: &BenchArgs) -> Vec<String> {
     v
 }
 
+/// The program part's options for a child, the front end included (the
+/// child would otherwise take its default, or `SPLAB_FRONTEND`, and
+/// measure another front end than the one asked for).
+fn program_args(a: &BenchArgs) -> Vec<String> {
+    ["--program-text", &a.program_text, "--program-sample", &a.program_sample, "--frontend", a.frontend.flag()].map(String::from).to_vec()
+}
+
 /// Runs one part in a child process and parses what it prints.
 fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bool) -> Result<T, Fail> {
     let exe = std::env::current_exe().map_err(|e| Fail::Run(format!("cannot find this executable to re-run it: {e}")))?;
@@ -318,10 +321,8 @@ fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bo
 fn spawn_part_of<T: for<'de> Deserialize<'de>>(exe: &std::path::Path, a: &BenchArgs, part: &str, quiet: bool, program_args: bool) -> Result<T, Fail> {
     let mut cmd = Command::new(exe);
     let mut args = child_args(a);
-    if !program_args {
-        if let Some(i) = args.iter().position(|x| x == "--program-text") {
-            args.drain(i..i + 4);
-        }
+    if program_args {
+        args.extend(self::program_args(a));
     }
     cmd.arg("bench-part").arg(part).args(args);
     if quiet {

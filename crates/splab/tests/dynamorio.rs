@@ -321,3 +321,23 @@ fn trace_record_writes_a_trace_the_replay_runs() {
     let _ = std::fs::remove_file(trace);
     std::fs::remove_file(file).unwrap();
 }
+
+#[test]
+fn bench_runs_its_program_under_the_front_end_asked_for() {
+    needs::online();
+    needs::program("xz", "xz-utils");
+    // The part runs in a child process, which must be told the front end
+    // (and not take the default, or SPLAB_FRONTEND, instead).
+    for (env, asked, named) in [(None, "dynamorio", "DynamoRIO"), (Some("dynamorio"), "valgrind", "valgrind")] {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_splab"));
+        cmd.args(["bench", "--only-program", "--program-text", "32k", "--program-sample", "1M:4M", "--repeat", "1", "--frontend", asked, "--json"]);
+        match env {
+            Some(e) => cmd.env("SPLAB_FRONTEND", e),
+            None => cmd.env_remove("SPLAB_FRONTEND"),
+        };
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["program"]["frontend"], named, "--frontend {asked}: {}", v["program"]);
+    }
+}

@@ -175,6 +175,14 @@ impl Frontend {
         }
     }
 
+    /// The value of `--frontend` that selects it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            Frontend::Valgrind => "valgrind",
+            Frontend::DynamoRio => "dynamorio",
+        }
+    }
+
     /// What runs the program, for messages.
     pub fn name(self) -> &'static str {
         match self {
