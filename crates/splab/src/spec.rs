@@ -181,7 +181,8 @@ pub struct RunSpec {
     /// confidence interval. Under valgrind the rest is functional warming;
     /// under DynamoRIO the program runs natively between windows, each
     /// window preceded by WARM references of functional warming [default
-    /// WARM: DETAIL] and the pages touched meanwhile (from the kernel).
+    /// WARM: 32 for each line of the last-level cache, at most PERIOD -
+    /// DETAIL] and the pages touched meanwhile (from the kernel).
     #[arg(long, value_name = "DETAIL:PERIOD[:WARM]")]
     pub sample: Option<String>,
     /// Programs: run the program (valgrind and every process under it) as

@@ -22,7 +22,7 @@ mod ring;
 mod sample;
 mod stream;
 
-pub use sample::{estimate, warm_filter_sets, Estimate, Sample, Sampled, Window};
+pub use sample::{default_warm, estimate, warm_filter_sets, Estimate, Sample, Sampled, Window};
 
 use crate::record::{dynamorio_command, find_program, mkfifo, splabtrace_lib, valgrind_version, DYNAMORIO_VERSION};
 use crate::replay::Failure;
@@ -258,8 +258,7 @@ impl Online {
                     return Err(Failure { msg: format!("--sample {}:{}:{}: a warm-up (WARM) is the DynamoRIO front end's; under valgrind every reference between windows warms (use DETAIL:PERIOD)", s.detail, s.period, s.warm.unwrap_or(0)), input: true });
                 }
                 Frontend::Valgrind => {}
-                // The warm-up's default: as long as the window.
-                Frontend::DynamoRio => s.warm = Some(s.warm.unwrap_or(s.detail).min(s.period - s.detail)),
+                Frontend::DynamoRio => s.warm = Some(s.warm.unwrap_or_else(|| default_warm(&sys.cfg.profile.cache, s)).min(s.period - s.detail)),
             }
         }
         let (version, lib) = match self.frontend {

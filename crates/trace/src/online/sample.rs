@@ -85,6 +85,25 @@ impl Sample {
     }
 }
 
+/// References of warm-up a line of the last-level cache gets by default
+/// (`default_warm`).
+pub const WARM_REFS_PER_LINE: u64 = 32;
+
+/// The warm-up before each window when `--sample` gives none (under
+/// DynamoRIO, where the program runs natively between windows): 32
+/// references for each line of the profile's last-level cache, at most
+/// what the period leaves beside the window. A window reuses the lines
+/// the program used natively before it, as far back as the last level
+/// holds them, and the warm-up has to bring those back into the model:
+/// the larger the last level, the longer that takes. The count per line
+/// is measured against full detail (docs/real-programs.md, "Sampling
+/// under DynamoRIO"): a warm-up of the window's length read high.
+pub fn default_warm(c: &splab_hw::profile::Caches, s: &Sample) -> u64 {
+    let last_kb = if c.l3.size_kb > 0 { c.l3.size_kb } else { c.l2.size_kb };
+    let lines = last_kb * 1024 >> splab_hw::cache::LINE_SHIFT;
+    (WARM_REFS_PER_LINE * lines).min(s.period - s.detail)
+}
+
 /// Functional warming's line filter (the tool's, `--filter-sets`): as
 /// many sets as the first-level data cache has, but no more than a page
 /// has lines (`page` bytes), rounded down to a power of two, so that each
@@ -321,6 +340,21 @@ mod tests {
         assert_eq!(warm_filter_sets(&c(32, 8), 65536), 64);
         // 24 KB, 4 ways: 96 sets, rounded down.
         assert_eq!(warm_filter_sets(&c(24, 4), 4096), 64);
+    }
+
+    #[test]
+    fn the_default_warm_up_is_32_references_a_last_level_line_within_the_period() {
+        use splab_hw::cache::CacheConfig;
+        use splab_hw::profile::Caches;
+        let c = |size_kb| CacheConfig { size_kb, ways: 8, latency: 4 };
+        let caches = |l2, l3| Caches { l1i: c(32), l1d: c(48), l2: c(l2), l3: c(l3), walk_level: None };
+        let s = |d, p| Sample { detail: d, period: p, warm: None };
+        // 8 MB: 131072 lines.
+        assert_eq!(default_warm(&caches(2048, 8192), &s(1_000_000, 10_000_000)), 32 * 131_072);
+        // No third level: the second is the last.
+        assert_eq!(default_warm(&caches(1024, 0), &s(1_000_000, 10_000_000)), 32 * 16_384);
+        // 105 MB: more than the period leaves.
+        assert_eq!(default_warm(&caches(2048, 107_520), &s(1_000_000, 10_000_000)), 9_000_000);
     }
 
     #[test]
