@@ -239,6 +239,10 @@ fn a_sampled_run_counts_what_runs_natively_and_brings_in_the_pages_it_touched() 
     let s = &many["program"]["sampled"];
     assert!(s["later_windows"].as_u64().unwrap() >= 5, "{s}");
     assert_eq!(s["sample"]["warm"], 20_000, "{s}");
+    // Shorter than the default (32 references a line of sapphire-rapids'
+    // 105 MB last level, at most the period less the window): said so.
+    assert_eq!(s["default_warm"], 380_000, "{s}");
+    assert!(many["report"].as_str().unwrap().contains("shorter than the default 380000"), "{}", many["report"]);
     // The warm-ups go through the line filter: most of their references
     // repeat a line the thread just used and are left out (about a
     // quarter of them simulated here).

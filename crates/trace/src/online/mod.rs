@@ -424,7 +424,12 @@ impl Online {
             out.nondeterministic_because = Some(why.join("; "));
         }
         if let Some(s) = st.sample {
-            out.sampled = Some(Sampled::new(s, &st.windows, out.refs, st.sys.cfg.profile.freq_ghz, (st.measured_refs, st.warming_refs, st.skipped, st.filter_sets), self.frontend == Frontend::DynamoRio));
+            let native_between = self.frontend == Frontend::DynamoRio;
+            let mut sampled = Sampled::new(s, &st.windows, out.refs, st.sys.cfg.profile.freq_ghz, (st.measured_refs, st.warming_refs, st.skipped, st.filter_sets), native_between);
+            if native_between {
+                sampled.default_warm = Some(default_warm(&st.sys.cfg.profile.cache, &s));
+            }
+            out.sampled = Some(sampled);
         }
         let mut report = String::new();
         let o = &out;

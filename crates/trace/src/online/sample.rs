@@ -240,6 +240,10 @@ pub struct Sampled {
     pub fetch_cycles: Estimate,
     pub tlb_misses: Estimate,
     pub dram_accesses: Estimate,
+    /// Under DynamoRIO: the warm-up `default_warm` gives this profile and
+    /// schedule (a shorter one asked for reads high).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_warm: Option<u64>,
 }
 
 impl Sampled {
@@ -275,6 +279,7 @@ impl Sampled {
             fetch_cycles: estimate(w, n, |w| w.fetch),
             tlb_misses: estimate(w, n, |w| w.tlb_misses as f64),
             dram_accesses: estimate(w, n, |w| w.dram as f64),
+            default_warm: None,
         }
     }
 
@@ -311,6 +316,15 @@ impl Sampled {
                 "note",
                 s.later_windows
             );
+        }
+        if let (Some(d), Some(w)) = (s.default_warm, s.sample.warm) {
+            if w < d && s.later_windows > 0 {
+                let _ = writeln!(
+                    report,
+                    "  {:<20}a warm-up of {w} references, shorter than the default {d} (32 a line of the last-level cache): the windows reuse lines the program used natively before them that a short warm-up leaves out of the model's caches, so the estimates tend to read high (docs/real-programs.md, \"Sampling under DynamoRIO\")",
+                    "note"
+                );
+            }
         }
         let _ = writeln!(report, "  {:<20}{} s (95 % interval; CPU time summed over CPUs)", "simulated time", s.sim_seconds);
         let _ = writeln!(report, "  {:<20}{}", "  data cycles", s.data_cycles);
