@@ -100,7 +100,7 @@ pub const WARM_REFS_PER_LINE: u64 = 32;
 /// under DynamoRIO"): a warm-up of the window's length read high.
 pub fn default_warm(c: &splab_hw::profile::Caches, s: &Sample) -> u64 {
     let last_kb = if c.l3.size_kb > 0 { c.l3.size_kb } else { c.l2.size_kb };
-    let lines = last_kb * 1024 >> splab_hw::cache::LINE_SHIFT;
+    let lines = (last_kb * 1024) >> splab_hw::cache::LINE_SHIFT;
     (WARM_REFS_PER_LINE * lines).min(s.period - s.detail)
 }
 
