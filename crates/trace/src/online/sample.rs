@@ -241,7 +241,7 @@ pub struct Sampled {
     pub tlb_misses: Estimate,
     pub dram_accesses: Estimate,
     /// Under DynamoRIO: the warm-up `default_warm` gives this profile and
-    /// schedule (a shorter one asked for reads high).
+    /// schedule (a shorter one asked for tends to read high).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_warm: Option<u64>,
 }
