@@ -968,29 +968,17 @@ impl CoreState {
     }
 
     /// The registers block `b` writes before side exit `exits` (or its
-    /// end), all computed from the entry values before any is set (a
-    /// block that writes none completes nothing more: retire times are
-    /// never below 0).
+    /// end), each ready when its sources are (a block that writes none
+    /// completes nothing more: retire times are never below 0).
     #[inline(always)]
     fn write_registers(&mut self, b: &Block, exits: usize) {
         if b.puts.is_empty() {
             return;
         }
-        if b.puts_in_place {
-            // No register is read after another of the block's writes it:
-            // each is set as it is computed.
-            let mut latest = 0.0f64;
-            for p in &b.puts {
-                if p.exits as usize > exits {
-                    break;
-                }
-                let v = self.deps_ready(b, p.deps, self.block_t0 + p.insn as f64 * self.inv_w);
-                latest = fmax(latest, v);
-                self.vals[(FROM_REG + p.slot as u16) as usize] = v;
-            }
-            self.completes(latest, 0.0, 0.0);
-            return;
-        }
+        // Where no register is read after another of the block's writes
+        // set it (`Block::puts_in_place`), each is set as it is computed;
+        // else all are computed from the entry values first.
+        let in_place = b.puts_in_place;
         let mut out = std::mem::take(&mut self.out);
         out.clear();
         let mut latest = 0.0f64;
@@ -1003,7 +991,11 @@ impl CoreState {
             let dispatch = self.block_t0 + p.insn as f64 * self.inv_w;
             let v = self.deps_ready(b, p.deps, dispatch);
             latest = fmax(latest, v);
-            out.push((p.slot, v));
+            if in_place {
+                self.vals[(FROM_REG + p.slot as u16) as usize] = v;
+            } else {
+                out.push((p.slot, v));
+            }
         }
         for &(s, v) in &out {
             self.vals[(FROM_REG + s as u16) as usize] = v;
@@ -1079,8 +1071,6 @@ impl CoreState {
             self.end_transfer(b, |_| 0.0);
         }
     }
-
-
 }
 
 #[cfg(test)]
