@@ -945,16 +945,24 @@ static void insert_enter(void *dc, instrlist_t *bb, instr_t *where, uint64 id)
 
 /* The side-exit word before conditional jump `jcc` (at `where`), kept
    only when the jump is taken: the word is stored at the buffer's
-   pointer in any case,
-   and the pointer advances by 8 times the jump's condition (a setcc of
-   the application's flags, which drreg_restore_app_aflags puts in
-   place). Nothing here writes the flags, and they are not reserved:
-   reserving them after that restore, at a block's last instruction,
-   loses an application register under drreg (11.90). */
+   pointer in any case, and the pointer advances by 8 times the jump's
+   condition (a setcc of the application's flags). Nothing here writes
+   the flags, and they are not reserved.
+
+   The flags are put in place statelessly: drreg's record of where it
+   keeps them stays as it was. drreg_restore_app_aflags would not do
+   (drreg 11.90, drreg_restore_aflags in drreg.c): where drreg keeps the
+   flags in rax, it gives rax up without counting it among the
+   registers it restores lazily, so the thread's count of those stays
+   one short from then on (DynamoRIO's debug build stops on drreg's
+   "should not go negative"), and with the count short a later
+   reservation can take a register whose application value is still in
+   its slot and spill the tool's value over it (drreg_reserve_reg_internal).
+   `xz -6 -T2` crashed from it in most runs (docs/real-programs.md). */
 static void insert_exit(void *dc, instrlist_t *bb, instr_t *jcc, instr_t *where)
 {
     reg_id_t rptr, rtaken;
-    if (drreg_restore_app_aflags(dc, bb, where) != DRREG_SUCCESS)
+    if (drreg_statelessly_restore_app_value(dc, bb, DR_REG_NULL, where, where, NULL, NULL) != DRREG_SUCCESS)
         DR_ASSERT_MSG(false, "splabdr: cannot restore the flags");
     if (drreg_reserve_register(dc, bb, where, NULL, &rptr) != DRREG_SUCCESS ||
         drreg_reserve_register(dc, bb, where, NULL, &rtaken) != DRREG_SUCCESS)

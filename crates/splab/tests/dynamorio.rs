@@ -81,6 +81,22 @@ fn xz_runs_in_blocks_with_branches_predicted() {
     std::fs::remove_file(file).unwrap();
 }
 
+/// xz's second thread compresses while the first feeds it, both
+/// instrumented at once: an application register the instrumentation
+/// loses (ring.c's insert_exit says how drreg can) shows here as a
+/// crash.
+#[test]
+fn a_multi_threaded_xz_runs_to_its_end() {
+    needs::online();
+    let file = numbers("threads", 20_000);
+    let p = program(&["sim", "--json", "--memory", "512M", "--frontend", "dynamorio", "--", "xz", "-6", "-T2", "-c", file.to_str().unwrap()]);
+    assert_eq!(p["exit_status"], 0, "{p}");
+    assert!(p["signal"].is_null(), "{p}");
+    assert_eq!(p["threads"], 1, "{p}");
+    assert_eq!(p["deterministic"], false, "{p}");
+    std::fs::remove_file(file).unwrap();
+}
+
 #[test]
 fn a_shell_that_forks_and_execs_is_followed() {
     needs::online();
