@@ -244,8 +244,10 @@ static void ring_open(char how)
     ring[0] = RING_MAGIC;
     char ctl[4200], line[64];
     dr_snprintf(ctl, sizeof ctl, "%s/ctl", ring_dir);
-    /* The reader holds the FIFO open for reading: this open does not wait. */
-    file_t cfd = dr_open_file(ctl, DR_FILE_WRITE_APPEND | DR_FILE_WRITE_ONLY);
+    /* The reader holds the FIFO open for reading: this open does not wait.
+       (Write-only takes no other write mode: DynamoRIO's debug build
+       stops on two.) */
+    file_t cfd = dr_open_file(ctl, DR_FILE_WRITE_ONLY);
     if (cfd == INVALID_FILE)
         fail("cannot open the ring directory's ctl (the reader is gone?)");
     /* A fixed-width line: one write below PIPE_BUF is atomic among the
@@ -364,7 +366,22 @@ static int size_code(uint size)
     return 7;
 }
 
-static void insert_ref(void *dc, instrlist_t *bb, instr_t *where, opnd_t ref, int kind)
+/* drx_buf's store of `val` at the buffer's pointer in `rptr`, before
+   `where`, its translation `pc`, the application instruction it runs
+   before. A store into the guard page faults, and DynamoRIO translates
+   the fault by the faulting instruction's translation, which drx_buf
+   takes from `where`: one that is not the application's (a label at a
+   block's start) gives none, which DynamoRIO's debug build stops on. */
+static void buf_store(void *dc, instrlist_t *bb, instr_t *where, reg_id_t rptr, opnd_t val, opnd_size_t size, app_pc pc)
+{
+    instr_t *before = instr_get_prev(where);
+    drx_buf_insert_buf_store(dc, buf, bb, where, rptr, DR_REG_NULL, val, size, 0);
+    for (instr_t *in = before == NULL ? instrlist_first(bb) : instr_get_next(before); in != where; in = instr_get_next(in))
+        if (instr_get_app_pc(in) == NULL)
+            instr_set_translation(in, pc);
+}
+
+static void insert_ref(void *dc, instrlist_t *bb, instr_t *where, app_pc pc, opnd_t ref, int kind)
 {
     reg_id_t rptr, raddr;
     uint size = opnd_size_in_bytes(opnd_get_size(ref));
@@ -389,7 +406,7 @@ static void insert_ref(void *dc, instrlist_t *bb, instr_t *where, opnd_t ref, in
     instrlist_meta_preinsert(bb, where, INSTR_CREATE_shl(dc, opnd_create_reg(raddr), OPND_CREATE_INT8(shift)));
     instrlist_meta_preinsert(bb, where, INSTR_CREATE_or(dc, opnd_create_reg(raddr), OPND_CREATE_INT32(low)));
     drx_buf_insert_load_buf_ptr(dc, buf, bb, where, rptr);
-    drx_buf_insert_buf_store(dc, buf, bb, where, rptr, DR_REG_NULL, opnd_create_reg(raddr), OPSZ_8, 0);
+    buf_store(dc, bb, where, rptr, opnd_create_reg(raddr), OPSZ_8, pc);
     drx_buf_insert_update_buf_ptr(dc, buf, bb, where, rptr, DR_REG_NULL, sizeof(uint64));
     drreg_unreserve_aflags(dc, bb, where);
     drreg_unreserve_register(dc, bb, where, raddr);
@@ -926,9 +943,11 @@ static dr_emit_flags_t bb_analysis(void *dc, void *tag, instrlist_t *bb, bool fo
     return DR_EMIT_DEFAULT;
 }
 
-/* The block's entry word. Nothing here writes the flags (drx_buf's
-   pointer update is a lea on x86): they are not reserved. */
-static void insert_enter(void *dc, instrlist_t *bb, instr_t *where, uint64 id)
+/* The block's entry word, before `where`, which is the application
+   instruction at `pc` or comes before the block's first. Nothing here
+   writes the flags (drx_buf's pointer update is a lea on x86): they are
+   not reserved. */
+static void insert_enter(void *dc, instrlist_t *bb, instr_t *where, app_pc pc, uint64 id)
 {
     reg_id_t rptr, rval;
     if (drreg_reserve_register(dc, bb, where, NULL, &rptr) != DRREG_SUCCESS ||
@@ -937,7 +956,7 @@ static void insert_enter(void *dc, instrlist_t *bb, instr_t *where, uint64 id)
     /* A 10-byte mov whatever the id: a recreated block has the same code. */
     instrlist_meta_preinsert(bb, where, INSTR_CREATE_mov_imm(dc, opnd_create_reg(rval), OPND_CREATE_INT64((int64)(W_ENTER | id << 8))));
     drx_buf_insert_load_buf_ptr(dc, buf, bb, where, rptr);
-    drx_buf_insert_buf_store(dc, buf, bb, where, rptr, DR_REG_NULL, opnd_create_reg(rval), OPSZ_8, 0);
+    buf_store(dc, bb, where, rptr, opnd_create_reg(rval), OPSZ_8, pc);
     drx_buf_insert_update_buf_ptr(dc, buf, bb, where, rptr, DR_REG_NULL, sizeof(uint64));
     drreg_unreserve_register(dc, bb, where, rval);
     drreg_unreserve_register(dc, bb, where, rptr);
@@ -971,7 +990,7 @@ static void insert_exit(void *dc, instrlist_t *bb, instr_t *jcc, instr_t *where)
     instrlist_meta_preinsert(bb, where, INSTR_CREATE_setcc(dc, setcc_of(jcc), opnd_create_reg(taken8)));
     instrlist_meta_preinsert(bb, where, INSTR_CREATE_movzx(dc, opnd_create_reg(reg_resize_to_opsz(rtaken, OPSZ_4)), opnd_create_reg(taken8)));
     drx_buf_insert_load_buf_ptr(dc, buf, bb, where, rptr);
-    drx_buf_insert_buf_store(dc, buf, bb, where, rptr, DR_REG_NULL, OPND_CREATE_INT32((int)W_EXIT), OPSZ_PTR, 0);
+    buf_store(dc, bb, where, rptr, OPND_CREATE_INT32((int)W_EXIT), OPSZ_PTR, instr_get_app_pc(jcc));
     instrlist_meta_preinsert(bb, where, INSTR_CREATE_lea(dc, opnd_create_reg(rptr), opnd_create_base_disp(rptr, rtaken, 8, 0, OPSZ_lea)));
     drx_buf_insert_update_buf_ptr(dc, buf, bb, where, rptr, DR_REG_NULL, 0);
     drreg_unreserve_register(dc, bb, where, rtaken);
@@ -982,27 +1001,30 @@ typedef struct {
     void *dc;
     instrlist_t *bb;
     instr_t *where;
+    app_pc pc;
 } insert_at_t;
 
 static void insert_ref_at(void *arg, opnd_t ref, int kind)
 {
     insert_at_t *at = (insert_at_t *)arg;
-    insert_ref(at->dc, at->bb, at->where, ref, kind);
+    insert_ref(at->dc, at->bb, at->where, at->pc, ref, kind);
 }
 
 /* The instrumentation of app instruction `inst` of a block whose
    bb_analysis gave `info`, inserted at `where`; `first` and `last`: the
-   block's first and last instruction. */
-static dr_emit_flags_t insert_block(void *dc, instrlist_t *bb, instr_t *inst, instr_t *where, ptr_uint_t info, bool first, bool last)
+   block's first and last instruction; `start`: the block's first
+   application address. */
+static dr_emit_flags_t insert_block(void *dc, instrlist_t *bb, instr_t *inst, instr_t *where, ptr_uint_t info, bool first, bool last,
+                                    app_pc start)
 {
     if (info == SKIP)
         return DR_EMIT_DEFAULT;
     bool ret_alone = (info & 2) != 0;
     if (ret_alone ? last : first)
-        insert_enter(dc, bb, where, info >> 2);
+        insert_enter(dc, bb, where, ret_alone ? instr_get_app_pc(inst) : start, info >> 2);
     if (!instr_is_app(inst) || (ret_alone && !last))
         return DR_EMIT_DEFAULT;
-    insert_at_t at = { dc, bb, where };
+    insert_at_t at = { dc, bb, where, instr_get_app_pc(inst) };
     each_ref(inst, insert_ref_at, &at);
     if ((info & 1) != 0 && last)
         insert_exit(dc, bb, inst, where);
@@ -1011,7 +1033,8 @@ static dr_emit_flags_t insert_block(void *dc, instrlist_t *bb, instr_t *inst, in
 
 static dr_emit_flags_t bb_insert(void *dc, void *tag, instrlist_t *bb, instr_t *inst, bool for_trace, bool translating, void *user_data)
 {
-    return insert_block(dc, bb, inst, inst, (ptr_uint_t)user_data, drmgr_is_first_instr(dc, inst), drmgr_is_last_instr(dc, inst));
+    return insert_block(dc, bb, inst, inst, (ptr_uint_t)user_data, drmgr_is_first_instr(dc, inst), drmgr_is_last_instr(dc, inst),
+                        dr_fragment_app_pc(tag));
 }
 
 /* ---- sampling ----
@@ -1561,7 +1584,7 @@ static dr_emit_flags_t dup_instrument(void *dc, void *tag, instrlist_t *bb, inst
             insert_countdown(dc, bb, where, c->refs, c->insns);
         return DR_EMIT_DEFAULT;
     }
-    return insert_block(dc, bb, inst, where, c->info, first, dup_last(dc, inst));
+    return insert_block(dc, bb, inst, where, c->info, first, dup_last(dc, inst), dr_fragment_app_pc(tag));
 }
 
 /* ---- the kernel's accesses to the program's memory ----
@@ -2145,6 +2168,9 @@ static void at_exit(void)
         dr_mutex_unlock(lock);
     }
     drx_buf_free(buf);
+    if (seen != NULL)
+        dr_global_free(seen, seen_cap * sizeof(uint64));
+    seen = NULL;
     dr_mutex_destroy(lock);
     dr_mutex_destroy(table_lock);
     if (sampling) {
@@ -2242,7 +2268,7 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
         drmgr_register_bb_instrumentation_event(bb_analysis, bb_insert, NULL);
     if (out_path[0] != '\0') {
         /* The reader holds the FIFO open for reading. */
-        out_fd = dr_open_file(out_path, DR_FILE_WRITE_APPEND | DR_FILE_WRITE_ONLY | DR_FILE_CLOSE_ON_FORK);
+        out_fd = dr_open_file(out_path, DR_FILE_WRITE_ONLY | DR_FILE_CLOSE_ON_FORK);
         if (out_fd == INVALID_FILE) {
             dr_fprintf(STDERR, "splabdr: cannot open %s\n", out_path);
             dr_abort_with_code(3);
