@@ -297,6 +297,7 @@ static void append_whole(const uint64 *w, size_t n)
 }
 
 static void count_written_refs(int64 refs);
+static void count_flush(void *drcontext);
 static bool filtering(void);
 static void filter_empty(void);
 static size_t filter_words(void *drcontext, uint64 *w, size_t n, int64 *left);
@@ -326,6 +327,7 @@ static void full_cb(void *drcontext, void *base, size_t size)
         count_written_refs(refs);
     }
     dr_mutex_unlock(lock);
+    count_flush(drcontext);
 }
 
 /* Moves what this thread buffered into the stream. */
@@ -1615,9 +1617,41 @@ typedef struct {
     int n;
     krange_t r[MAX_KRANGES];
     bool forking, cloning;
+    /* Whether the last system call was gated (`gated`); where the thread
+       stood at its gate or as it returned (`marked`, the thread's buffer
+       pointer, its flushes so far and, sampling, its count-down), for
+       `at_gate` below; and the thread's flushes. */
+    bool gated, marked;
+    uint64 *mark_ptr;
+    int64 mark_left;
+    uint64 mark_flushes, flushes;
 } call_t;
 
 static int tls_call;
+
+static void count_flush(void *drcontext)
+{
+    call_t *c = drcontext == NULL ? NULL : (call_t *)drmgr_get_tls_field(drcontext, tls_call);
+    if (c != NULL)
+        c->flushes++;
+}
+
+/* Marks where the thread stands: at a gate, or as a gated call returns. */
+static void mark_gate(void *dc, call_t *c)
+{
+    c->marked = true;
+    c->mark_ptr = (uint64 *)drx_buf_get_buffer_ptr(dc, buf);
+    c->mark_flushes = c->flushes;
+    c->mark_left = sampling ? tls_slots()[T_LEFT] : 0;
+}
+
+/* Whether the thread has run no block since it was marked: every block
+   writes its entry word or, sampling in FAST, counts down. */
+static bool at_gate(void *dc, const call_t *c)
+{
+    return c->marked && c->mark_ptr == (uint64 *)drx_buf_get_buffer_ptr(dc, buf) && c->mark_flushes == c->flushes &&
+        c->mark_left == (sampling ? tls_slots()[T_LEFT] : 0);
+}
 
 static void krange(call_t *c, uint64 a, uint64 len, int kind)
 {
@@ -2001,6 +2035,8 @@ static bool pre_syscall(void *dc, int sysno)
         }
     }
     call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    if (c != NULL)
+        c->gated = c->marked = false;
     if (ring != NULL || out_fd != INVALID_FILE)
         call_begin(dc, sysno);
     if (ring != NULL && c != NULL)
@@ -2026,21 +2062,24 @@ static bool pre_syscall(void *dc, int sysno)
             vfork_as_fork(dc, sysno, flags);
             /* The parent's references so far precede the fork word. */
             publish_all(dc, true);
+            c->gated = true;
+            mark_gate(dc, c);
             return true;
         }
     }
     if (!is_local(sysno) && in_lockstep()) {
         publish_all(dc, false);
         __atomic_store_n(&ring[R_IN_CALL], 1, __ATOMIC_SEQ_CST);
+        if (c != NULL) {
+            c->gated = true;
+            mark_gate(dc, c);
+        }
     }
     return true;
 }
 
-static void post_syscall(void *dc, int sysno)
+static void post_call(void *dc, int sysno, call_t *c)
 {
-    if (ring == NULL && out_fd == INVALID_FILE)
-        return;
-    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
     if (ring != NULL)
         __atomic_store_n(&ring[R_IN_CALL], 0, __ATOMIC_SEQ_CST);
     dr_syscall_result_info_t r = { sizeof r, };
@@ -2069,18 +2108,28 @@ static void post_syscall(void *dc, int sysno)
     dr_mutex_unlock(lock);
 }
 
+static void post_syscall(void *dc, int sysno)
+{
+    if (ring == NULL && out_fd == INVALID_FILE)
+        return;
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    post_call(dc, sysno, c);
+    if (c != NULL && c->gated)
+        mark_gate(dc, c);
+}
+
 /* ---- signals ----
    A signal the process's own instructions raise (a fault, SIGPIPE from
    its write, a signal it sends itself) is delivered at the same point of
    its stream on every run. One from outside it (another process's kill,
-   a child's exit, a timer) is delivered where the receiver is when it
-   arrives, the next block boundary, and under DynamoRIO the receiver may
-   then be running while the sender runs too: a shell's two SIGCHLDs of
-   a pipeline, both delivered as a gated call returned, gave 4 references
-   more on one day than on another. Each such delivery writes a W_SIGNAL
-   word, and the reader says the run is not deterministic. (The valgrind
-   tool, whose signals wait for a blocking call or a poll, leaves out
-   those delivered as a gated call returns.) */
+   a child's exit) that is delivered before the receiver runs another
+   block after standing at a gate or returning from a gated call
+   (`at_gate`) arrived while the receiver waited there or in the call,
+   the other processes running meanwhile in the model's order: the same
+   on every run, as under the valgrind tool. One delivered anywhere else,
+   and a timer's, lands where the receiver happens to be when it arrives
+   (DynamoRIO delivers it at the next block boundary): it writes a
+   W_SIGNAL word, and the reader says the run is not deterministic. */
 
 /* Signals the process sent itself (kill, tgkill, rt_sigqueueinfo,
    rt_tgsigqueueinfo naming its own id; tkill naming the calling thread)
@@ -2104,7 +2153,9 @@ static bool from_own_instructions(int sig)
 
 static dr_signal_action_t signal_event(void *dc, dr_siginfo_t *info)
 {
-    if (ring != NULL && !stopping && !from_own_instructions(info->sig)) {
+    call_t *c = (call_t *)drmgr_get_tls_field(dc, tls_call);
+    if (ring != NULL && !stopping && !from_own_instructions(info->sig) &&
+        !(c != NULL && c->gated && !sig_timer(info->sig) && at_gate(dc, c))) {
         uint64 w = W_SIGNAL | (uint64)info->sig << 8;
         dr_mutex_lock(lock);
         append(&w, 1);

@@ -187,7 +187,7 @@ fn a_program_shorter_than_the_warm_up_is_measured() {
 }
 
 #[test]
-fn a_timers_signal_marks_the_run_not_deterministic_and_a_signal_to_itself_does_not() {
+fn a_timers_signal_marks_the_run_not_deterministic_and_a_signal_to_itself_or_from_a_waited_child_does_not() {
     // A timer's signal lands wherever the host's timing puts it in the
     // program's stream; one the program raises lands after its own call.
     needs::online();
@@ -210,6 +210,13 @@ fn a_timers_signal_marks_the_run_not_deterministic_and_a_signal_to_itself_does_n
     assert!(p.get("outside_signals").is_none(), "{p}");
     assert_eq!(p["deterministic"], true, "{p}");
     std::fs::remove_dir_all(dir).unwrap();
+    // A child's exit reaches the shell that waits for it in the gated
+    // wait, the same on every run.
+    let p = program(&["sim", "--json", "--memory", "256M", "--frontend", "dynamorio", "--", "sh", "-c", "ls / > /dev/null; ls / > /dev/null"]);
+    assert_eq!(p["exit_status"], 0, "{p}");
+    assert!(num(&p, "processes") >= 3.0, "{p}");
+    assert!(p.get("outside_signals").is_none(), "{p}");
+    assert_eq!(p["deterministic"], true, "{p}");
 }
 
 #[test]
