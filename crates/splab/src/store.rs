@@ -333,6 +333,13 @@ mod tests {
         assert_eq!(row, ["gups", "0.5", "3", "64,4096", "16"]);
         let Err(Fail::Input(m)) = s.query(None, Some("no_such_column = 1"), None, false) else { panic!() };
         assert!(m.contains("no_such_column"), "{m}");
-        let _ = std::fs::remove_file(&dir);
+        // Closed first, so that SQLite folds its write-ahead log back in;
+        // then the database and whatever of the log is left.
+        drop(s);
+        for end in ["", "-wal", "-shm"] {
+            let mut p = dir.clone().into_os_string();
+            p.push(end);
+            let _ = std::fs::remove_file(p);
+        }
     }
 }

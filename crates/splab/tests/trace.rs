@@ -19,9 +19,21 @@ fn json(args: &[&str]) -> Value {
 }
 
 fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("splab-cli-trace-{}", std::process::id()));
+    let dir = test_dir();
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
+}
+
+/// The test's own temporary directory, named by the thread the test runs
+/// on (the test's name), so that tests running at once keep apart and
+/// each removes its own (`clean`); a failed test leaves its files.
+fn test_dir() -> PathBuf {
+    let test = std::thread::current().name().unwrap_or("main").replace("::", "-");
+    std::env::temp_dir().join(format!("splab-cli-trace-{}-{test}", std::process::id()))
+}
+
+fn clean() {
+    let _ = std::fs::remove_dir_all(test_dir());
 }
 
 fn s(p: &Path) -> &str {
@@ -68,6 +80,7 @@ fn convert_info_and_replay() {
     let c = json(&["compare", &format!("trace:{}", s(&bin)), "--json"]);
     assert_eq!(c["off"]["sysctl"]["vm.pmap.pde.promotions"], 0);
     assert_eq!(c["on"]["sysctl"]["vm.pmap.pde.promotions"], 1);
+    clean();
 }
 
 fn fails_with(args: &[&str], needle: &str) {
@@ -110,6 +123,7 @@ fn malformed_traces_exit_2_naming_where() {
     fails_with(&["trace", "info", s(&log), "--from", "pcap"], "unknown trace format");
     fails_with(&["trace", "convert", s(&good), s(&good)], "both the input and the output");
     fails_with(&["trace", "record", "--out", s(&temp("x.trace")), "--", "/no/such/program"], "not found");
+    clean();
 }
 
 #[test]
@@ -126,6 +140,7 @@ fn record_a_real_program() {
     assert_eq!(i["refs"], r["refs"]);
     let v = json(&["sim", &format!("trace:{}", s(&out)), "--json"]);
     assert!(v["refs"].as_u64().unwrap() > 1000);
+    clean();
 }
 
 /// splab's own valgrind tool against lackey on the same run: gzip of a
@@ -167,4 +182,5 @@ fn splabtrace_agrees_with_lackey() {
     assert_eq!(c["by_kind"]["store"], a["by_kind"]["store"]);
     let v = json(&["sim", &format!("trace:{}", s(&vt2)), "--json"]);
     assert!(v["refs"].as_u64().unwrap() > 1000);
+    clean();
 }

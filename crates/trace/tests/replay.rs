@@ -26,9 +26,21 @@ fn sysctl(s: &System, name: &str) -> i64 {
 
 /// A file in the test's own temporary directory.
 fn temp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("splab-trace-test-{}", std::process::id()));
+    let dir = test_dir();
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(name)
+}
+
+/// The test's own temporary directory, named by the thread the test runs
+/// on (the test's name), so that tests running at once keep apart and
+/// each removes its own (`clean`); a failed test leaves its files.
+fn test_dir() -> PathBuf {
+    let test = std::thread::current().name().unwrap_or("main").replace("::", "-");
+    std::env::temp_dir().join(format!("splab-trace-test-{}-{test}", std::process::id()))
+}
+
+fn clean() {
+    let _ = std::fs::remove_dir_all(test_dir());
 }
 
 fn replay(path: &Path, sys: &mut System) -> Result<Replay, (String, bool)> {
@@ -68,6 +80,7 @@ fn replay_equals_single_accesses_and_promotes() {
         assert_eq!(a.cycles(0), b.cycles(0));
         assert_eq!(sysctl(&a, "vm.pmap.pde.promotions"), if sp { 3 } else { 0 });
     }
+    clean();
 }
 
 #[test]
@@ -84,6 +97,7 @@ fn memory_outside_the_layout_is_mapped_by_block() {
     assert_eq!(st.page_crossing, 1);
     assert_eq!(st.accesses, 2 + 1 + 4);
     assert_eq!(st.inferred_blocks, 3);
+    clean();
 }
 
 #[test]
@@ -105,6 +119,7 @@ fn events_are_replayed_in_order() {
     let r = replay(&path, &mut s).unwrap();
     assert_eq!((r.stats.maps, r.stats.unmaps, r.stats.inferred_blocks), (1, 1, 1));
     assert_eq!(sysctl(&s, "vm.pmap.pde.promotions"), 2);
+    clean();
 }
 
 #[test]
@@ -122,4 +137,5 @@ fn malformed_traces_are_bad_input() {
     let mut s = system(true);
     let (msg, input) = replay(&path, &mut s).err().unwrap();
     assert!(input && msg.contains("beyond the modelled user address space"), "{msg}");
+    clean();
 }
