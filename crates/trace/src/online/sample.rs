@@ -321,7 +321,7 @@ impl Sampled {
             if w < d && s.later_windows > 0 {
                 let _ = writeln!(
                     report,
-                    "  {:<20}a warm-up of {w} references, shorter than the default {d} (32 a line of the last-level cache): the windows reuse lines the program used natively before them that a short warm-up leaves out of the model's caches, so the estimates tend to read high (docs/real-programs.md, \"Sampling under DynamoRIO\")",
+                    "  {:<20}a warm-up of {w} references, shorter than the default {d} ({WARM_REFS_PER_LINE} a line of the last-level cache): the windows reuse lines the program used natively before them that a short warm-up leaves out of the model's caches, so the estimates tend to read high (docs/real-programs.md, \"Sampling under DynamoRIO\")",
                     "note"
                 );
             }
