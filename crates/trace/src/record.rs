@@ -244,6 +244,17 @@ pub(crate) fn shell_underscore(cmd: &mut Command, program: &[OsString]) {
     }
 }
 
+/// Valgrind's option that puts its gdbserver FIFOs and shared-memory
+/// file in the run's own directory (`dir`), which is removed after the
+/// run: by default they go to $TMPDIR, where a valgrind that is killed
+/// leaves them. Their names keep "vgdb-pipe", which `image_regions` leaves
+/// out of the program's image.
+pub(crate) fn vgdb_prefix(dir: &Path) -> OsString {
+    let mut a = OsString::from("--vgdb-prefix=");
+    a.push(dir.join("vgdb-pipe"));
+    a
+}
+
 /// The program image and loader mappings in `/proc/PID/maps` of the
 /// valgrind process: file mappings that are not valgrind's own.
 pub fn image_regions(maps: &str) -> Vec<Region> {
@@ -426,7 +437,7 @@ fn run(o: &Options, dir: &Path, stdout: Stdio, version: String, progress: &mut d
         Tool::Lackey => {
             let mut log_arg = OsString::from("--log-file=");
             log_arg.push(&fifo);
-            cmd.args(["--tool=lackey", "--trace-mem=yes", "--trace-syscalls=yes"]).arg(log_arg);
+            cmd.args(["--tool=lackey", "--trace-mem=yes", "--trace-syscalls=yes"]).arg(vgdb_prefix(dir)).arg(log_arg);
         }
         Tool::Splabtrace => {
             let lib = splabtrace_lib().map_err(RecordError::Input)?;
@@ -434,6 +445,7 @@ fn run(o: &Options, dir: &Path, stdout: Stdio, version: String, progress: &mut d
             out_arg.push(&fifo);
             cmd.env("VALGRIND_LIB", lib)
                 .args(["--tool=splabtrace", "-q"])
+                .arg(vgdb_prefix(dir))
                 .arg(out_arg)
                 .arg(if o.ifetch { "--ifetch=yes" } else { "--ifetch=no" });
         }

@@ -309,6 +309,7 @@ impl Online {
                 let mut cmd = Command::new(&self.valgrind);
                 cmd.env("VALGRIND_LIB", lib)
                     .args(["--tool=splabtrace", "-q", "--trace-children=yes", "--ifetch=no"])
+                    .arg(crate::record::vgdb_prefix(dir))
                     .arg(ring_arg)
                     .arg(format!("--reader={}", std::process::id()))
                     .args(self.sample.map(|s| {
