@@ -28,12 +28,25 @@ pub struct Caches {
     /// reads the outer cache only. Absent: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk_level: Option<u8>,
+    /// Whether the last level (`l3`) is write-through: a line a store
+    /// dirtied goes to memory when the core's own levels drop it (the
+    /// second level evicts it), and the last level only ever holds clean
+    /// copies, rather than when the last level evicts it. Where the
+    /// operating system forces it, as FreeBSD does on the Armada XP's
+    /// shared L2. Absent: false (write-back).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_level_write_through: Option<bool>,
 }
 
 impl Caches {
     /// `walk_level`, 1 when absent.
     pub fn walk_level(&self) -> u8 {
         self.walk_level.unwrap_or(1)
+    }
+
+    /// `last_level_write_through`, false when absent.
+    pub fn last_level_write_through(&self) -> bool {
+        self.last_level_write_through.unwrap_or(false)
     }
 }
 

@@ -121,7 +121,11 @@ pub struct Timing {
     /// Dirty lines, where the profile charges writebacks or bounds the
     /// memory interface.
     dirty: Option<Dirty>,
-    /// Dirty lines the last level evicted (written back to memory).
+    /// The last level is write-through (`Caches::last_level_write_through`,
+    /// with dirty lines tracked): a dirty line is written back when the
+    /// second level evicts it, not the last.
+    write_through: bool,
+    /// Dirty lines written back to memory.
     pub writebacks: u64,
     /// Per CPU, the interval core.
     cores: Vec<CoreState>,
@@ -211,6 +215,7 @@ impl Timing {
         let line = p.channel_line_cycles().unwrap_or(0.0);
         let wb = p.writeback_cycles().unwrap_or(0.0);
         let mem = MemCfg { l1: p.cache.l1d.latency, l1i: p.cache.l1i.latency, l2: p.cache.l2.latency, stlb: p.costs.stlb_hit, chan_read: line, chan_wb: line.max(wb) };
+        let tracks_dirty = p.writeback_cycles().is_some() || p.channel_line_cycles().is_some();
         Ok(Timing {
             l1,
             l1i,
@@ -221,7 +226,8 @@ impl Timing {
             streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
             stream_line: line_times(p),
             prefetched: 0,
-            dirty: (p.writeback_cycles().is_some() || p.channel_line_cycles().is_some()).then(|| Dirty { bits: Vec::new() }),
+            dirty: tracks_dirty.then(|| Dirty { bits: Vec::new() }),
+            write_through: tracks_dirty && p.cache.last_level_write_through(),
             writebacks: 0,
             cores: (0..p.cpus).map(|_| CoreState::new(&p.core, mem, parts)).collect(),
             blocks: Vec::new(),
@@ -302,20 +308,33 @@ impl Timing {
                 return (l1.latency, 0, 0.0);
             }
         }
-        if from <= 2 && self.l2[cpu].access(pa) {
-            self.cache_hits[1] += 1;
-            return (self.l2[cpu].latency, MISSED, 0.0);
+        // A dirty line leaves for memory when the last level evicts it,
+        // or, where that level is write-through, the second.
+        let mut wb = false;
+        if from <= 2 {
+            let hit = match self.dirty.as_mut().filter(|_| self.write_through) {
+                None => self.l2[cpu].access(pa),
+                Some(d) => {
+                    let (hit, victim) = self.l2[cpu].access_evicting(pa);
+                    wb = victim.is_some_and(|v| d.take(v));
+                    hit
+                }
+            };
+            if hit {
+                self.cache_hits[1] += 1;
+                return (self.l2[cpu].latency, MISSED, 0.0);
+            }
         }
         let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> LINE_SHIFT) };
-        let (hit, wb) = match self.dirty.as_mut() {
-            None => (self.l3.access(pa), false),
+        let hit = match self.dirty.as_mut().filter(|_| !self.write_through) {
+            None => self.l3.access(pa),
             Some(d) => {
                 let (hit, victim) = self.l3.access_evicting(pa);
-                let wb = victim.is_some_and(|v| d.take(v));
-                self.writebacks += wb as u64;
-                (hit, wb)
+                wb = victim.is_some_and(|v| d.take(v));
+                hit
             }
         };
+        self.writebacks += wb as u64;
         let mut flags = MISSED | (wb as u8) << WB_SHIFT;
         let lat = if hit {
             self.cache_hits[2] += 1;
@@ -403,7 +422,7 @@ impl Timing {
     /// merged with the walk references on to L3 (walk_level 3). `to_l2`
     /// ends with the references that missed L1, `to_l3` with every access
     /// that goes on to L3.
-    fn pass_walks_below_l1(&mut self, cpu: usize, refs: &[BatchRef], acc: &mut [(u64, u32)], to_l2: &mut Vec<u32>, to_l3: &mut Vec<u32>) {
+    fn pass_walks_below_l1(&mut self, cpu: usize, refs: &[BatchRef], acc: &mut [(u64, u32)], to_l2: &mut Vec<u32>, to_l3: &mut Vec<u32>, evicted: &mut Vec<(u32, u64)>) {
         let mut data = Vec::with_capacity(refs.len());
         let mut walk = Vec::with_capacity(acc.len() - refs.len());
         let mut k = 0u32;
@@ -416,13 +435,24 @@ impl Timing {
         self.first_level(cpu, refs, acc, Some(&data), to_l2);
         if self.walk_level == 2 {
             let sel = merge(to_l2, &walk);
-            self.l2[cpu].pass(acc, Some(&sel), to_l3, 0);
+            self.l2_pass(cpu, acc, &sel, to_l3, evicted);
             self.cache_hits[1] += (sel.len() - to_l3.len()) as u64;
         } else {
             let mut l3_data = Vec::new();
-            self.l2[cpu].pass(acc, Some(to_l2), &mut l3_data, 0);
+            self.l2_pass(cpu, acc, to_l2, &mut l3_data, evicted);
             self.cache_hits[1] += (to_l2.len() - l3_data.len()) as u64;
             *to_l3 = merge(&l3_data, &walk);
+        }
+    }
+
+    /// The second level's pass over the accesses `sel`, its misses in
+    /// `misses`; where the last level is write-through, the lines it
+    /// evicts in `evicted` (a dirty one is written back then).
+    fn l2_pass(&mut self, cpu: usize, acc: &mut [(u64, u32)], sel: &[u32], misses: &mut Vec<u32>, evicted: &mut Vec<(u32, u64)>) {
+        if self.write_through {
+            self.l2[cpu].pass_evicting(acc, Some(sel), misses, 0, evicted);
+        } else {
+            self.l2[cpu].pass(acc, Some(sel), misses, 0);
         }
     }
 
@@ -494,12 +524,17 @@ impl Timing {
         // The repeats: first-level hits on the line of the access before.
         self.l1[cpu].hits += repeats;
         self.cache_hits[0] += repeats;
+        // The lines evicted where dirty lines leave for memory (the last
+        // level, or the second where the last is write-through), with the
+        // accesses that evicted them.
+        let mut evicted = std::mem::take(&mut self.evicted);
+        evicted.clear();
         if self.walk_level == 1 || walks.is_empty() {
             self.first_level(cpu, refs, &mut acc, None, &mut to_l2);
-            self.l2[cpu].pass(&mut acc, Some(&to_l2), &mut to_l3, 0);
+            self.l2_pass(cpu, &mut acc, &to_l2, &mut to_l3, &mut evicted);
             self.cache_hits[1] += (to_l2.len() - to_l3.len()) as u64;
         } else {
-            self.pass_walks_below_l1(cpu, refs, &mut acc, &mut to_l2, &mut to_l3);
+            self.pass_walks_below_l1(cpu, refs, &mut acc, &mut to_l2, &mut to_l3, &mut evicted);
         }
         // The prefetcher sees L2's misses in order.
         let mut covered = std::mem::take(&mut self.covered);
@@ -515,9 +550,7 @@ impl Timing {
         // fetch the sets a few accesses ahead, so that their loads overlap.
         let mut dram = std::mem::take(&mut self.to_dram);
         dram.clear();
-        let mut evicted = std::mem::take(&mut self.evicted);
-        evicted.clear();
-        if self.dirty.is_some() {
+        if self.dirty.is_some() && !self.write_through {
             self.l3.pass_evicting(&mut acc, Some(&to_l3), &mut dram, 12, &mut evicted);
         } else {
             self.l3.pass(&mut acc, Some(&to_l3), &mut dram, 12);
@@ -1121,6 +1154,40 @@ mod tests {
         let held = w.cache.l3.size_kb * 1024 / 64;
         assert!(st.writebacks >= lines - held && st.writebacks <= lines, "{}", st.writebacks);
         assert_eq!(ld.writebacks, 0);
+    }
+
+    /// Where the last level is write-through, a dirty line is written
+    /// back when the second level evicts it: stores to a region that the
+    /// last level holds but the second does not write back all but what
+    /// the second still holds, where a write-back last level writes back
+    /// none, in a batch and one access at a time alike.
+    #[test]
+    fn a_write_through_last_level_writes_back_what_the_second_level_evicts() {
+        let mut p = profiles()[0].clone();
+        p.prefetch = None;
+        p.memory.writeback_ns = Some(3.0);
+        p.cache.l3 = splab_hw::cache::CacheConfig { size_kb: 32 * 1024, ways: 16, latency: 40 };
+        let l3_lines = p.cache.l3.size_kb * 1024 / 64;
+        let l2_lines = p.cache.l2.size_kb * 1024 / 64;
+        let lines = l3_lines / 4;
+        assert!(lines >= 4 * l2_lines, "{lines} lines against the second level's {l2_lines}");
+        let pas = || (0..lines).map(|i| (1 << 30) + i * 64);
+        for wt in [false, true] {
+            p.cache.last_level_write_through = Some(wt);
+            let mut batched = Timing::new(&p).unwrap();
+            stream(&mut batched, pas(), true);
+            let mut single = Timing::new(&p).unwrap();
+            for pa in pas() {
+                single.charge(0, 0, &[], pa, false, true);
+            }
+            for t in [&batched, &single] {
+                if wt {
+                    assert!(t.writebacks >= lines - l2_lines && t.writebacks <= lines, "{}", t.writebacks);
+                } else {
+                    assert_eq!(t.writebacks, 0);
+                }
+            }
+        }
     }
 
     /// With a memory interface, a stream of independent misses runs no

@@ -361,7 +361,7 @@ mod tests {
         use splab_hw::cache::CacheConfig;
         use splab_hw::profile::Caches;
         let c = |size_kb| CacheConfig { size_kb, ways: 8, latency: 4 };
-        let caches = |l2, l3| Caches { l1i: c(32), l1d: c(48), l2: c(l2), l3: c(l3), walk_level: None };
+        let caches = |l2, l3| Caches { l1i: c(32), l1d: c(48), l2: c(l2), l3: c(l3), walk_level: None, last_level_write_through: None };
         let s = |d, p| Sample { detail: d, period: p, warm: None };
         // 8 MB: 131072 lines.
         assert_eq!(default_warm(&caches(2048, 8192), &s(1_000_000, 10_000_000)), 32 * 131_072);
