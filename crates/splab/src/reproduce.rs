@@ -68,12 +68,23 @@ pub struct Experiment {
     pub machine: &'static str,
     pub run: Run,
     pub policy: PolicyKind,
+    /// The tunables that make the model's kernel the one the experiment
+    /// ran on, where it differs from today's (`--sysctl`).
+    pub kernel: &'static [(&'static str, &'static str)],
     /// What the workload models of the original and what it leaves out.
     pub models: &'static str,
     /// What was scaled from the published size, and why the figure
     /// survives it; empty when nothing was.
     pub scaled: &'static str,
 }
+
+/// The FreeBSD of the Armada XP seeds (HEAD at r254918, August 2013):
+/// a fault maps the faulting page alone, whatever its reservation, and
+/// superpages come from promotion. vm_fault_soft_fast, which today maps a
+/// fully populated reservation's superpage at a fault, came in 2014 and
+/// did so on arm by FreeBSD 12.1 (release 10.4 and releng/11.0 pass
+/// pmap_enter psind 0).
+const FREEBSD_2013: &[(&str, &str)] = &[(splab_vm::policy::freebsd::SOFT_FAULT_SUPERPAGES, "0")];
 
 const GUPS_MODELS: &str = "HPCC RandomAccess's update loop (XOR of a random word), the table in one anonymous mapping";
 const BW_MODELS: &str = "lmbench bw_mem's loop over the buffer; the instruction work of the copy loops is not timed";
@@ -91,6 +102,7 @@ macro_rules! bw {
             machine: "armada-xp",
             run: Run::Workload(WorkloadKind::Bw, |quick| if quick { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("2M".into()), ..WorkloadParams::default() } } else { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("128M".into()), ..WorkloadParams::default() } }),
             policy: PolicyKind::FreeBsd,
+            kernel: FREEBSD_2013,
             models: $models,
             scaled: "",
         }
@@ -128,6 +140,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "armada-xp",
         run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(18), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(27), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
+        kernel: FREEBSD_2013,
         models: GUPS_MODELS,
         scaled: "2^25 of the 2^29 updates timed (the table is full size): GUP/s is the loop's steady rate",
     },
@@ -137,6 +150,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "armada-xp",
         run: Run::Workload(WorkloadKind::Lat, |quick| if quick { WorkloadParams { max_size: Some("2M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(1000), ..WorkloadParams::default() } } else { WorkloadParams { max_size: Some("256M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(20000), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
+        kernel: FREEBSD_2013,
         models: "lat_mem_rd's dependent pointer chase in one random cycle; figure: ns a load at the largest size",
         scaled: "20000 timed loads a size (lat_mem_rd times more): the figure is a mean latency",
     },
@@ -151,6 +165,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "armada-xp",
         run: Run::Program(build),
         policy: PolicyKind::FreeBsd,
+        kernel: FREEBSD_2013,
         models: BUILD_MODELS,
         scaled: BUILD_SCALED,
     },
@@ -160,6 +175,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "armada-xp",
         run: Run::Workload(WorkloadKind::Forkbomb, |quick| if quick { WorkloadParams { procs: Some(16), fanout: Some(2), touch: Some("16K".into()), inherited: Some("64K".into()), ..WorkloadParams::default() } } else { WorkloadParams { procs: Some(2048), fanout: Some(2), touch: Some("128K".into()), inherited: Some("1M".into()), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
+        kernel: FREEBSD_2013,
         models: "a process tree grown by fork, two children a process, each writing 128 KB of its own and every fourth page of 1 MB it inherited copy-on-write, then waiting for its children and exiting; figure: the time until the whole tree has exited",
         scaled: "a tree of 2048 processes (a fork bomb forks until fork fails, at the process limit or out of memory): the limit keeps the pair of runs to seconds",
     },
@@ -169,6 +185,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "armada-xp",
         run: Run::Workload(WorkloadKind::Stress, |quick| if quick { WorkloadParams { vm: Some(2), vm_bytes: Some("4M".into()), loops: Some(1), ..WorkloadParams::default() } } else { WorkloadParams { vm: Some(4), vm_bytes: Some("256M".into()), loops: Some(4), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
+        kernel: FREEBSD_2013,
         models: "stress --vm: workers mapping, writing and freeing memory",
         scaled: "4 rounds a worker (stress runs until stopped): the figure is the completion time of these",
     },
@@ -178,6 +195,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "power8",
         run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
+        kernel: &[],
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
     },
@@ -187,6 +205,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "power9",
         run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
+        kernel: &[],
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
     },
@@ -196,6 +215,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "power8",
         run: Run::Program(pgbench),
         policy: PolicyKind::FreeBsd,
+        kernel: &[],
         models: PGBENCH_MODELS,
         scaled: PGBENCH_SCALED,
     },
@@ -205,6 +225,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "power9",
         run: Run::Program(pgbench),
         policy: PolicyKind::FreeBsd,
+        kernel: &[],
         models: PGBENCH_MODELS,
         scaled: PGBENCH_SCALED,
     },
@@ -214,6 +235,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "power9",
         run: Run::Program(build),
         policy: PolicyKind::FreeBsd,
+        kernel: &[],
         models: BUILD_MODELS,
         scaled: "two compilations of one unit, two at a time on the profile's 8 CPUs, not a world with 32 jobs: build time is the run's, so only the change compares",
     },
@@ -223,6 +245,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "alpha-21264",
         run: Run::Workload(WorkloadKind::Transpose, |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
+        kernel: &[],
         models: TRANSPOSE_MODELS,
         scaled: "",
     },
@@ -232,6 +255,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         machine: "alpha-21264",
         run: Run::Workload(WorkloadKind::Transpose, |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } }),
         policy: PolicyKind::Shimizu,
+        kernel: &[],
         models: TRANSPOSE_MODELS,
         scaled: "",
     },
@@ -271,6 +295,7 @@ impl Experiment {
         };
         spec.system.machine.machine = Some(self.machine.to_string());
         spec.system.policy = PolicySpec { kind: self.policy, mode: None };
+        spec.system.sysctl = self.kernel.iter().map(|&(n, v)| (n.to_string(), v.to_string())).collect();
         spec
     }
 
@@ -297,6 +322,8 @@ impl Serialize for Experiment {
             machine: &'a str,
             args: Vec<String>,
             policy: &'a str,
+            /// `--sysctl` settings of the experiment's kernel.
+            sysctl: Vec<String>,
             models: &'a str,
             scaled: &'a str,
         }
@@ -311,7 +338,8 @@ impl Serialize for Experiment {
                 std::iter::once("--".to_string()).chain(spec.program).collect()
             }
         };
-        Shown { name: self.name, published: self.published, machine: self.machine, args, policy: self.policy.name(), models: self.models, scaled: self.scaled }.serialize(s)
+        let sysctl = self.kernel.iter().map(|(n, v)| format!("{n}={v}")).collect();
+        Shown { name: self.name, published: self.published, machine: self.machine, args, policy: self.policy.name(), sysctl, models: self.models, scaled: self.scaled }.serialize(s)
     }
 }
 

@@ -310,9 +310,11 @@ impl Kernel {
     /// entry. As in FreeBSD, a size that does not fit steps down to the
     /// next smaller one. A writable superpage mapping is made only if every
     /// constituent page is already dirty (except the one being written now).
+    /// Never where the policy maps the page alone at a soft fault
+    /// (`Policy::soft_fault_superpages`, FreeBSD 10 and before).
     #[allow(clippy::too_many_arguments)]
     fn try_map_superpage(&mut self, hw: &mut Machine, pid: Pid, e: &crate::map::MapEntry, obj: ObjId, va: u64, m: Pfn, fprot: Prot, access: Prot) -> bool {
-        if !self.pmap.superpages_enabled() || self.pmap.pagesizes().len() < 2 {
+        if !self.soft_fault_superpages || !self.pmap.superpages_enabled() || self.pmap.pagesizes().len() < 2 {
             return false;
         }
         let top = self.pmap.reserv_psind().index().min(self.pmap.pagesizes().len() - 1) as u8;

@@ -138,6 +138,8 @@ pub struct Kernel {
     /// Whether the policy allocates eagerly at faults (it does not use
     /// reservations), cached for the fault path.
     eager: bool,
+    /// The policy's `soft_fault_superpages`.
+    pub(crate) soft_fault_superpages: bool,
     /// Where direct compaction's scan goes on from, in blocks.
     pub(crate) compact_cursor: u64,
 }
@@ -165,8 +167,9 @@ impl Kernel {
             pd: PageoutStats::default(),
             oom_kills: Vec::new(),
             busy: Vec::new(),
-            policy: Some(Box::new(crate::policy::freebsd::FreeBsd)),
+            policy: Some(Box::<crate::policy::freebsd::FreeBsd>::default()),
             eager: false,
+            soft_fault_superpages: true,
             compact_cursor: 0,
         }
     }
@@ -188,6 +191,7 @@ impl Kernel {
     pub fn set_policy(&mut self, p: Box<dyn Policy>) {
         self.phys.reserv.enabled = p.reservations();
         self.eager = !p.reservations();
+        self.soft_fault_superpages = p.soft_fault_superpages();
         self.policy = Some(p);
     }
 
@@ -434,8 +438,10 @@ impl Kernel {
         s.int("splab.reserv.alloc_failures", self.phys.reserv_alloc_failures, "Object page allocations that found no free superpage-sized block for a new reservation (their range cannot be promoted)");
         self.pageout_sysctls(&mut s);
         self.pmap.sysctls(&mut s);
-        if let Some(p) = self.policy.as_ref().filter(|p| p.kind() != crate::policy::PolicyKind::FreeBsd) {
-            s.text("splab.policy", p.name().into(), "The superpage policy (--policy)");
+        if let Some(p) = self.policy.as_ref() {
+            if p.kind() != crate::policy::PolicyKind::FreeBsd {
+                s.text("splab.policy", p.name().into(), "The superpage policy (--policy)");
+            }
             p.sysctls(self, &mut s);
         }
         s

@@ -286,3 +286,30 @@ fn nested_walks_cost_more_with_small_host_pages_and_superpages_help_only_over_la
     assert!(gain_2m >= gain_native * (1.0 - 1e-9), "superpage gain: nested over 2 MB host pages {gain_2m}, native {gain_native}");
     assert!(gain_4k > 1.0 && gain_4k < 0.5 * (1.0 + gain_native), "superpage gain: nested over 4 KB host pages {gain_4k} (shorter walks only), native {gain_native}");
 }
+
+/// bw_mmap_rd's timed pass maps a file whose pages are resident in fully
+/// populated reservations: FreeBSD today maps each reservation with one
+/// superpage at its first fault; with `splab.vm.soft_fault_superpages=0`
+/// (FreeBSD 10 and before) every page faults alone and the superpages
+/// come from promotion, so the pass takes a fault a page.
+#[test]
+fn a_soft_fault_maps_a_superpage_unless_the_kernel_predates_it() {
+    let size = 8u64 << 20;
+    let faults = |soft: &str| {
+        let mut c = Config::new(splab_hw::profile::Profile::load("sapphire-rapids").unwrap());
+        c.memory = 256 << 20;
+        c.superpages = true;
+        c.tunables = vec![("splab.vm.soft_fault_superpages".into(), soft.into())];
+        let mut sys = System::new(c).unwrap();
+        let mut b = Bw { size, tests: vec!["mmap_rd".into()], cpu: 0 };
+        run(&mut b, &mut sys);
+        (sys.vm_stats().soft_fast_superpage, sys.events().faults, sys.events().promotions)
+    };
+    let (sp1, f1, p1) = faults("1");
+    let (sp0, f0, p0) = faults("0");
+    let pages = size / 4096;
+    // Reading the file in faults every page; the timed pass faults once a
+    // 2 MB reservation, or again every page.
+    assert_eq!((sp1, f1, p1), (size >> 21, pages + (size >> 21), size >> 21));
+    assert_eq!((sp0, f0, p0), (0, 2 * pages, 2 * (size >> 21)));
+}

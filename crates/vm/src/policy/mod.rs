@@ -97,6 +97,13 @@ pub trait Policy: Send {
         Err(Errno::EINVAL)
     }
 
+    /// Whether a fault on a resident page of a fully populated
+    /// reservation maps the whole superpage at once (`fault.rs`,
+    /// vm_fault_soft_fast's superpage case).
+    fn soft_fault_superpages(&self) -> bool {
+        true
+    }
+
     /// Whether MADV_DONTNEED frees private anonymous pages at once, so
     /// that they read as zeros afterwards (Linux), rather than lowering
     /// their priority (FreeBSD).
@@ -214,7 +221,7 @@ impl PolicySpec {
     /// A new policy of this kind and mode.
     pub fn build(&self) -> Result<Box<dyn Policy>, String> {
         Ok(match self.kind {
-            PolicyKind::FreeBsd => Box::new(freebsd::FreeBsd),
+            PolicyKind::FreeBsd => Box::<freebsd::FreeBsd>::default(),
             PolicyKind::Shimizu => Box::new(shimizu::Shimizu::default()),
             PolicyKind::LinuxThp => Box::new(linux::LinuxThp::from_mode(self.mode.as_deref().unwrap_or(self.kind.def().modes[0]))?),
         })
