@@ -158,7 +158,8 @@ pub struct Timing {
 /// whichever level it hit in, until the last level evicts it (the model's
 /// levels are not inclusive, so a line a store hit in L1 after the last
 /// level dropped it is written back the next time the last level evicts
-/// it).
+/// it), or, where the last level is write-through, until the second
+/// level evicts it.
 struct Dirty {
     bits: Vec<u64>,
 }
