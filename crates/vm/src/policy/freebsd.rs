@@ -47,14 +47,7 @@ impl Policy for FreeBsd {
     }
 
     fn set_tunable(&mut self, name: &str, value: &str) -> Option<Result<(), String>> {
-        (name == SOFT_FAULT_SUPERPAGES).then(|| {
-            self.soft_fault_superpages = match value {
-                "0" => false,
-                "1" => true,
-                _ => return Err(format!("{name} must be 0 or 1, not {value:?}")),
-            };
-            Ok(())
-        })
+        (name == SOFT_FAULT_SUPERPAGES).then(|| super::switch(name, value).map(|on| self.soft_fault_superpages = on))
     }
 
     fn tunable_names(&self) -> Vec<String> {

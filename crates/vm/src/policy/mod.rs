@@ -60,6 +60,16 @@ pub enum Handled {
     No,
 }
 
+/// A policy tunable that is a switch: 1 on, 0 off.
+pub(crate) fn switch(name: &str, value: &str) -> Result<bool, String> {
+    match value.parse::<i64>() {
+        Ok(0) => Ok(false),
+        Ok(1) => Ok(true),
+        Ok(v) => Err(format!("{name} must be 0 or 1, not {v}")),
+        Err(_) => Err(format!("{name} takes a number, not {value:?}")),
+    }
+}
+
 /// One policy behind one interface.
 pub trait Policy: Send {
     /// Which policy of the registry it is.

@@ -95,13 +95,7 @@ impl Policy for Shimizu {
     fn set_tunable(&mut self, name: &str, value: &str) -> Option<Result<(), String>> {
         let int = || value.parse::<i64>().map_err(|_| format!("{name} takes a number, not {value:?}"));
         Some(match name {
-            "vm.superpages.enabled" => int().and_then(|v| match v {
-                0 | 1 => {
-                    self.enabled = v == 1;
-                    Ok(())
-                }
-                _ => Err(format!("{name} must be 0 or 1, not {v}")),
-            }),
+            "vm.superpages.enabled" => super::switch(name, value).map(|on| self.enabled = on),
             "vm.superpages.max_order" => int().and_then(|v| match u32::try_from(v) {
                 Ok(o) if o <= 20 => {
                     self.max_order = Some(o);
