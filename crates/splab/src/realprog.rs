@@ -169,12 +169,13 @@ fn populate(bin: &Path, dir: &Path, scale: u32) -> Result<(), Fail> {
 /// N uniform over the accounts from a fixed seed (the same statements in
 /// every run). The warm-up reads the table and then its primary key
 /// into the shared buffers (pg_prewarm's default mode), as a server
-/// that has served lookups for a while holds them: at scale 10 the two
-/// (some 150 MB) are more than the buffers (128 MB, PostgreSQL's
-/// default `shared_buffers`), so every buffer is in use, the index's
-/// pages last. The seed's figure is the mean of ten 5-second runs
-/// against a server that served the ones before, and at its scale 150
-/// the lookups alone fill the buffers within a run.
+/// that has served lookups for a while holds them: from scale 10 on the
+/// two (some 150 MB there, 2.2 GB at the seed's 150) are more than the
+/// buffers (128 MB, PostgreSQL's default `shared_buffers`), so every
+/// buffer is in use, the index's pages last. The seed's figure is the
+/// mean of ten 5-second runs against a server that served the ones
+/// before, and at its scale 150 the lookups alone fill the buffers
+/// within a run.
 fn write_statements(path: &Path, scale: u32, transactions: u32) -> std::io::Result<()> {
     let accounts = u64::from(scale) * 100_000;
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
