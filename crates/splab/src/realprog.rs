@@ -172,7 +172,7 @@ fn populate(bin: &Path, dir: &Path, scale: u32) -> Result<(), Fail> {
 /// into the shared buffers (pg_prewarm's default mode), as a server
 /// that has served lookups for a while holds them: from scale 10 on the
 /// two (some 150 MiB there, 2.2 GiB at the seed's 150) are more than the
-/// buffers (128 MB, PostgreSQL's default `shared_buffers`), so every
+/// buffers (128 MiB, PostgreSQL's default `shared_buffers`), so every
 /// buffer is in use, the index's pages last. The seed's figure is the
 /// mean of ten 5-second runs against a server that served the ones
 /// before, and at its scale 150 the lookups alone fill the buffers
