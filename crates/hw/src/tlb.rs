@@ -480,9 +480,10 @@ pub struct Tlb {
     /// memo is replaced: the entry's most recent use is the memo's.
     memos: [Memo; MEMOS],
     next_memo: usize,
-    /// The memo of the latest hit through one, and for each memo the one
-    /// whose hit followed its last (where a stream that cycles through a
-    /// few pages goes next).
+    /// The memo of the latest first-level hit (through a memo, or the one
+    /// a lookup or fill just made), and for each memo the one whose hit
+    /// followed its last (where a stream that cycles through a few pages
+    /// goes next).
     last_memo: usize,
     memo_after: [u8; MEMOS],
     arrays: Vec<Array>,
@@ -688,6 +689,9 @@ impl Tlb {
                     }
                 };
                 self.memos[slot] = m;
+                // The access that follows in the page (a modify's store)
+                // finds it first.
+                self.last_memo = slot;
                 return Some((t, TlbHit::L1));
             }
             self.stats.l2_hits[p.size] += 1;
@@ -926,6 +930,7 @@ impl Tlb {
         debug_assert!(self.memos.iter().all(|m| m.base == INVALID), "a first-level fill forgets the memos");
         self.memos[0] = Memo::new(va, asid, t, size, ai, way, self.arrays[ai].lru[way]);
         self.next_memo = 1;
+        self.last_memo = 0;
     }
 
     /// Looks an instruction fetch's `va` up in the instruction side's
