@@ -689,6 +689,29 @@ impl CoreState {
         }
     }
 
+    /// `loop_reference` where the loop is block `b` (index `l`), a
+    /// straight loop with no side exits and at least one reference: the
+    /// iteration's next reference, the next iteration entered after its
+    /// last.
+    #[inline(always)]
+    pub fn straight_loop_reference(&mut self, blocks: &[std::sync::Arc<Block>], l: u32, b: &Block, a: &RefTime, write: bool, pa: u64) {
+        debug_assert!(self.looped == Some(l) && b.straight_loop && b.exits.is_empty());
+        if self.block != Some(l) {
+            self.start_iteration(blocks, l);
+        } else if self.loop_ref == 0 {
+            // `start_iteration` of the current straight loop, inline.
+            self.next_iteration(b);
+        }
+        let i = self.loop_ref;
+        self.loop_ref = if i + 1 == b.refs.len() { 0 } else { i + 1 };
+        let r = &b.refs[i];
+        self.advance_to(self.base + r.insn as u64);
+        let d = self.t;
+        let addr = self.deps_ready(b, r.addr, d);
+        let data = if write { self.deps_ready(b, r.data, d) } else { d };
+        self.access(addr, data, Some(i), a, write, pa);
+    }
+
     /// Reference `i` of the current block `b`.
     #[inline(always)]
     fn block_reference(&mut self, b: &Block, i: usize, a: &RefTime, write: bool, pa: u64) {

@@ -632,6 +632,26 @@ impl Timing {
         let l1 = self.l1[cpu].latency;
         let core = &mut self.cores[cpu];
         let blocks = &self.blocks;
+        if let Some(l) = core.looped.filter(|_| marks.is_empty()) {
+            let b = &*blocks[l as usize];
+            if b.straight_loop && b.exits.is_empty() && !b.refs.is_empty() && refs.iter().all(|r| r.place == NO_PLACE && !r.fetch) {
+                // A synthetic loop's batch: every reference is the loop's
+                // next, as `loop_reference` takes it.
+                let mut k = 0;
+                for r in refs {
+                    let a = ref_time(r, acc, flags, lines, &mut k);
+                    core.straight_loop_reference(blocks, l, b, &a, r.write, r.pa);
+                    if r.repeats > 0 {
+                        let hit = RefTime { data: l1, ..RefTime::default() };
+                        for n in 1..=r.repeats {
+                            let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
+                            core.straight_loop_reference(blocks, l, b, &hit, r.repeat_write, pa);
+                        }
+                    }
+                }
+                return;
+            }
+        }
         let mut m = 0;
         let mut k = 0;
         for (j, r) in refs.iter().enumerate() {
@@ -639,25 +659,7 @@ impl Timing {
                 apply(core, blocks, mk.what);
                 m += 1;
             }
-            let nw = (r.walks_end - r.walks_start) as usize;
-            let mut a = RefTime { xlat: r.xlat, walked: nw > 0, ..RefTime::default() };
-            if nw > 0 {
-                for i in k..k + nw {
-                    a.xlat += acc[i].1;
-                    a.dram_lines += (flags[i] & DRAM != 0) as u8;
-                    a.writebacks += flags[i] >> WB_SHIFT;
-                }
-                k += nw;
-            }
-            let f = flags[k];
-            a.data = acc[k].1;
-            a.missed = f & MISSED != 0;
-            a.dram_lines += (f & DRAM != 0) as u8;
-            a.writebacks += f >> WB_SHIFT;
-            if !lines.is_empty() {
-                a.stream_line = lines[k];
-            }
-            k += 1;
+            let a = ref_time(r, acc, flags, lines, &mut k);
             if r.fetch {
                 core.fetch(&a);
                 continue;
@@ -696,6 +698,33 @@ impl Timing {
             apply(core, blocks, mk.what);
         }
     }
+}
+
+/// What the caches made of reference `r` of a batch, for the core: its
+/// walk's references' and its data access's latencies and flags, from
+/// place `k` of the cache pass's accesses (moved past them).
+#[inline(always)]
+fn ref_time(r: &BatchRef, acc: &[(u64, u32)], flags: &[u8], lines: &[f32], k: &mut usize) -> RefTime {
+    let nw = (r.walks_end - r.walks_start) as usize;
+    let mut a = RefTime { xlat: r.xlat, walked: nw > 0, ..RefTime::default() };
+    if nw > 0 {
+        for i in *k..*k + nw {
+            a.xlat += acc[i].1;
+            a.dram_lines += (flags[i] & DRAM != 0) as u8;
+            a.writebacks += flags[i] >> WB_SHIFT;
+        }
+        *k += nw;
+    }
+    let f = flags[*k];
+    a.data = acc[*k].1;
+    a.missed = f & MISSED != 0;
+    a.dram_lines += (f & DRAM != 0) as u8;
+    a.writebacks += f >> WB_SHIFT;
+    if !lines.is_empty() {
+        a.stream_line = lines[*k];
+    }
+    *k += 1;
+    a
 }
 
 /// What a mark tells the core.

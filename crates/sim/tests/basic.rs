@@ -182,14 +182,27 @@ fn large_page_shared_memory_maps_1g_pages_and_demotes_on_partial_unmap() {
 #[test]
 fn batched_updates_match_single_loads_and_stores() {
     // Batches on the timing thread, batches timed on the caller's thread,
-    // and one access at a time.
-    let run = |batched: bool, threaded: bool| {
+    // and one access at a time; with no loop, and in a straight loop of
+    // a load and a store (the core's own path for a synthetic loop's
+    // batches).
+    let run = |batched: bool, threaded: bool, looped: bool| {
         let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
         c.memory = 512 << 20;
         c.timing_thread = threaded;
         let mut s = System::new(c).unwrap();
         let pid = s.spawn().unwrap();
         s.run_on(0, pid).unwrap();
+        if looped {
+            use splab_sim::block::{BlockSpec, Dep, RefKind, Src, ALU};
+            let mut b = BlockSpec::looped(0x40_0000, 9);
+            let addr = Dep::new(Src::Dispatch, [3, 0, 0, 0, 0, 0]);
+            let l = b.reference(4, RefKind::Load, &[addr], &[]);
+            b.reference(4, RefKind::Store, &[addr], &[Dep::new(Src::Ref(l), ALU)]);
+            b.other_loads = 1;
+            b.other_stores = 1;
+            let id = s.define_block(&b).unwrap();
+            s.set_loop(0, Some(id));
+        }
         let len = 64u64 << 20;
         let va = s.mmap(pid, MmapReq::anon(len, prot::RW)).unwrap().0;
         let mut x = 7u64;
@@ -215,9 +228,11 @@ fn batched_updates_match_single_loads_and_stores() {
         let h = s.hw();
         (s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses)
     };
-    let single = run(false, true);
-    assert_eq!(run(true, true), single);
-    assert_eq!(run(true, false), single);
+    for looped in [false, true] {
+        let single = run(false, true, looped);
+        assert_eq!(run(true, true, looped), single, "looped: {looped}");
+        assert_eq!(run(true, false, looped), single, "looped: {looped}");
+    }
 }
 
 /// What a run leaves: a digest of memory, cycles, the hardware counters
