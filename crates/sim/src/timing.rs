@@ -185,6 +185,17 @@ impl Dirty {
     }
 }
 
+/// How many accesses ahead the last level's pass fetches the sets it
+/// will probe. A guest backed by small host pages pays a nested walk for
+/// most of those loads, so they need more than a few accesses' time:
+/// GUPS (`sim gups --log2-table 24 --updates 16777216 --memory 8G
+/// --single-thread`, pinned, three interleaved runs each, build 414d2d3)
+/// took a median 1.92 s at 12, 2.03 s at 6, 1.82 s at 24, 32 and 64,
+/// 1.80 to 1.81 s at 48 (three sets of runs) and 1.81 s at 96; with
+/// superpages off (half the updates), 2.22 s at 12 and 2.11 s at 48; the
+/// STREAM triad's replay 1.75 s at either.
+const L3_AHEAD: usize = 48;
+
 const MISSED: u8 = 1;
 const DRAM: u8 = 2;
 const WB_SHIFT: u8 = 2;
@@ -548,13 +559,14 @@ impl Timing {
             }));
         }
         // The last level's tag store is too big for the host's caches:
-        // fetch the sets a few accesses ahead, so that their loads overlap.
+        // fetch the sets `L3_AHEAD` accesses ahead, so that their loads
+        // overlap.
         let mut dram = std::mem::take(&mut self.to_dram);
         dram.clear();
         if self.dirty.is_some() && !self.write_through {
-            self.l3.pass_evicting(&mut acc, Some(&to_l3), &mut dram, 12, &mut evicted);
+            self.l3.pass_evicting(&mut acc, Some(&to_l3), &mut dram, L3_AHEAD, &mut evicted);
         } else {
-            self.l3.pass(&mut acc, Some(&to_l3), &mut dram, 12);
+            self.l3.pass(&mut acc, Some(&to_l3), &mut dram, L3_AHEAD);
         }
         let mut flags = std::mem::take(&mut self.flags);
         flags.clear();
