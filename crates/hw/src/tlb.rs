@@ -479,6 +479,9 @@ pub struct Tlb {
     /// first-level fill's choice of victim, which forgets the memos) or the
     /// memo is replaced: the entry's most recent use is the memo's.
     memos: [Memo; MEMOS],
+    /// Bit j set iff memo j is valid (its base is not INVALID): the
+    /// memos a comparison or a fill goes through.
+    live_memos: u8,
     next_memo: usize,
     /// The memo of the latest first-level hit (through a memo, or the one
     /// a lookup or fill just made), and for each memo the one whose hit
@@ -608,6 +611,7 @@ impl Tlb {
             fetch_memo: NO_MEMO,
             istats: TlbStats { l1_hits: vec![0; n], l2_hits: vec![0; n], misses: vec![0; n], ..Default::default() },
             memos: [NO_MEMO; MEMOS],
+            live_memos: 0,
             last_memo: 0,
             memo_after: [0; MEMOS],
             next_memo: 0,
@@ -679,7 +683,7 @@ impl Tlb {
                 // Until the next fill or invalidation, this page's lookups
                 // end at this same entry.
                 let m = Memo::new(va, asid, t, p.size, p.array, i, self.clock);
-                let slot = match self.memos.iter().position(|x| x.array == m.array && x.way == m.way && x.base != INVALID) {
+                let slot = match self.live_memo_where(|x| x.array == m.array && x.way == m.way) {
                     Some(j) => j,
                     None => {
                         let j = self.next_memo;
@@ -689,6 +693,7 @@ impl Tlb {
                     }
                 };
                 self.memos[slot] = m;
+                self.live_memos |= 1 << slot;
                 // The access that follows in the page (a modify's store)
                 // finds it first.
                 self.last_memo = slot;
@@ -723,10 +728,19 @@ impl Tlb {
             debug_assert_eq!(self.memos.iter().filter(|m| va & m.mask == m.base && m.asid == asid).count(), 1);
             return Some((m.t, j));
         }
-        for (j, m) in self.memos.iter().enumerate() {
-            if va & m.mask == m.base && m.asid == asid {
-                return Some((m.t, j));
+        self.live_memo_where(|m| va & m.mask == m.base && m.asid == asid).map(|j| (self.memos[j].t, j))
+    }
+
+    /// The first valid memo (in slot order) that `pred` holds for.
+    #[inline(always)]
+    fn live_memo_where(&self, pred: impl Fn(&Memo) -> bool) -> Option<usize> {
+        let mut live = self.live_memos;
+        while live != 0 {
+            let j = live.trailing_zeros() as usize;
+            if pred(&self.memos[j]) {
+                return Some(j);
             }
+            live &= live - 1;
         }
         None
     }
@@ -757,10 +771,14 @@ impl Tlb {
     /// has its low bits clear).
     #[inline(always)]
     fn forget(&mut self) {
-        for j in 0..MEMOS {
+        let mut live = self.live_memos;
+        while live != 0 {
+            let j = live.trailing_zeros() as usize;
             self.settle(j);
             self.memos[j].base = INVALID;
+            live &= live - 1;
         }
+        self.live_memos = 0;
         self.forget_fetch();
     }
 
@@ -929,6 +947,7 @@ impl Tlb {
         let Some((ai, way)) = at else { return };
         debug_assert!(self.memos.iter().all(|m| m.base == INVALID), "a first-level fill forgets the memos");
         self.memos[0] = Memo::new(va, asid, t, size, ai, way, self.arrays[ai].lru[way]);
+        self.live_memos = 1;
         self.next_memo = 1;
         self.last_memo = 0;
     }
