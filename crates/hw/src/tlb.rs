@@ -301,6 +301,7 @@ impl Array {
     }
 
     /// Empties way `i`, keeping the counts right.
+    #[inline]
     fn clear(&mut self, i: usize) {
         if self.ent[i].key != INVALID {
             let sh = self.shift_of(i);
