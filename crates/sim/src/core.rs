@@ -727,7 +727,7 @@ impl CoreState {
     /// A reference in no block: one instruction, its address ready at
     /// dispatch or, if `dependent`, when the previous load's value is.
     #[inline(always)]
-    fn free_reference(&mut self, dependent: bool, a: &RefTime, write: bool, pa: u64) {
+    pub(crate) fn free_reference(&mut self, dependent: bool, a: &RefTime, write: bool, pa: u64) {
         let dep = if dependent && self.parts.deps { self.last_load } else { 0.0 };
         self.access(fmax(self.t, dep), self.t, None, a, write, pa);
     }

@@ -644,24 +644,23 @@ impl Timing {
         let l1 = self.l1[cpu].latency;
         let core = &mut self.cores[cpu];
         let blocks = &self.blocks;
-        if let Some(l) = core.looped.filter(|_| marks.is_empty()) {
-            let b = &*blocks[l as usize];
-            if b.straight_loop && b.exits.is_empty() && !b.refs.is_empty() && refs.iter().all(|r| r.place == NO_PLACE && !r.fetch) {
-                // A synthetic loop's batch: every reference is the loop's
-                // next, as `loop_reference` takes it.
-                let mut k = 0;
-                for r in refs {
-                    let a = ref_time(r, acc, flags, lines, &mut k);
-                    core.straight_loop_reference(blocks, l, b, &a, r.write, r.pa);
-                    if r.repeats > 0 {
-                        let hit = RefTime { data: l1, ..RefTime::default() };
-                        for n in 1..=r.repeats {
-                            let pa = r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n));
-                            core.straight_loop_reference(blocks, l, b, &hit, r.repeat_write, pa);
-                        }
+        // A batch with no marks whose references have no places of their
+        // own and fetch nothing takes a path of its own: each reference
+        // is a straight loop's next (GUPS, the synthetic kernels), or one
+        // in no block (a data trace's), as `reference` would take it.
+        if marks.is_empty() && refs.iter().all(|r| r.place == NO_PLACE && !r.fetch) {
+            match core.looped {
+                Some(l) => {
+                    let b = &*blocks[l as usize];
+                    if b.straight_loop && b.exits.is_empty() && !b.refs.is_empty() {
+                        each_plain(refs, acc, flags, lines, l1, #[inline(always)] |a, write, pa| core.straight_loop_reference(blocks, l, b, a, write, pa));
+                        return;
                     }
                 }
-                return;
+                None => {
+                    each_plain(refs, acc, flags, lines, l1, #[inline(always)] |a, write, pa| core.free_reference(false, a, write, pa));
+                    return;
+                }
             }
         }
         let mut m = 0;
@@ -708,6 +707,25 @@ impl Timing {
         }
         for mk in &marks[m..] {
             apply(core, blocks, mk.what);
+        }
+    }
+}
+
+/// Each reference of a batch (none a fetch, none with a place of its
+/// own, no marks between them) and then its repeats, to `f` with its
+/// time, whether it stores and its address.
+#[inline(always)]
+fn each_plain(refs: &[BatchRef], acc: &[(u64, u32)], flags: &[u8], lines: &[f32], l1: u32, mut f: impl FnMut(&RefTime, bool, u64)) {
+    let mut k = 0;
+    for r in refs {
+        let a = ref_time(r, acc, flags, lines, &mut k);
+        f(&a, r.write, r.pa);
+        if r.repeats > 0 {
+            // First-level hits.
+            let hit = RefTime { data: l1, ..RefTime::default() };
+            for n in 1..=r.repeats {
+                f(&hit, r.repeat_write, r.pa.wrapping_add_signed(i64::from(r.stride) * i64::from(n)));
+            }
         }
     }
 }
