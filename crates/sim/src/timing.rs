@@ -186,9 +186,8 @@ impl Dirty {
 }
 
 /// How many accesses ahead the last level's pass fetches the sets it
-/// will probe. A guest backed by small host pages pays a nested walk for
-/// most of those loads, so they need more than a few accesses' time:
-/// GUPS (`sim gups --log2-table 24 --updates 16777216 --memory 8G
+/// will probe, measured on a 2-CPU guest whose host maps it with 4 KB
+/// pages: GUPS (`sim gups --log2-table 24 --updates 16777216 --memory 8G
 /// --single-thread`, pinned, three interleaved runs each, build 414d2d3)
 /// took a median 1.92 s at 12, 2.03 s at 6, 1.82 s at 24, 32 and 64,
 /// 1.80 to 1.81 s at 48 (three sets of runs) and 1.81 s at 96; with
