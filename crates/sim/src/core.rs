@@ -704,19 +704,20 @@ impl CoreState {
         }
         let i = self.loop_ref;
         self.loop_ref = if i + 1 == b.refs.len() { 0 } else { i + 1 };
-        let r = &b.refs[i];
-        self.advance_to(self.base + r.insn as u64);
-        let d = self.t;
-        let addr = self.deps_ready(b, r.addr, d);
-        let data = if write { self.deps_ready(b, r.data, d) } else { d };
-        self.access(addr, data, Some(i), a, write, pa);
+        self.exits_passed_reference(b, i, a, write, pa);
     }
 
     /// Reference `i` of the current block `b`.
     #[inline(always)]
     fn block_reference(&mut self, b: &Block, i: usize, a: &RefTime, write: bool, pa: u64) {
+        self.pass_exits(b, b.refs[i].insn);
+        self.exits_passed_reference(b, i, a, write, pa);
+    }
+
+    /// `block_reference` once the side exits before it are passed.
+    #[inline(always)]
+    fn exits_passed_reference(&mut self, b: &Block, i: usize, a: &RefTime, write: bool, pa: u64) {
         let r = &b.refs[i];
-        self.pass_exits(b, r.insn);
         self.advance_to(self.base + r.insn as u64);
         let d = self.t;
         let addr = self.deps_ready(b, r.addr, d);
