@@ -107,8 +107,11 @@ impl Tag for u32 {
     }
 }
 
-/// Without branches on the outcome: the way is the matching one or else
-/// the LRU one, and storing the tag there is harmless on a hit. Returns
+/// The way is the matching one or else the LRU one. Only a miss stores
+/// its tag: a narrow store into the tags that the next probe of the set
+/// reads 16 bytes at a time cannot be forwarded to those loads, which
+/// then wait for it to reach the host's cache (consecutive probes of one
+/// set, as interleaved streams make, stalled on every hit). Returns
 /// whether it hit and, if `evict` and a miss evicted a line, that line's
 /// tag (`evict` is a constant where it is inlined: without it, nothing is
 /// read that was not before).
@@ -119,7 +122,9 @@ fn probe16<T: Tag>(s: &mut Set16<T>, ways: usize, tag: T, evict: bool) -> (bool,
     let victim = (s.order >> (4 * (ways - 1))) & 0xF;
     let w = if hit { (mask.trailing_zeros() & 15) as u64 } else { victim };
     let old = if evict { s.tags[w as usize] } else { T::EMPTY };
-    s.tags[w as usize] = tag;
+    if !hit {
+        s.tags[w as usize] = tag;
+    }
     s.order = touch(s.order, w);
     (hit, (evict && !hit && old != T::EMPTY).then(|| old.wide()))
 }
