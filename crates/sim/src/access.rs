@@ -165,12 +165,16 @@ impl System {
 
     /// The hardware's translation of `va` for `acc`: TLB lookup, walk on a
     /// miss, dirty-bit assist, and page faults resolved by the kernel, until
-    /// a usable translation is found. Returns it with the fixed cycles of
-    /// TLB lookups and assists; walk references are left in `pending_walks`.
+    /// a usable translation is found. Returns the physical address with the
+    /// fixed cycles of TLB lookups and assists; walk references are left in
+    /// `pending_walks`. (The address, not the translation: the recent hit's
+    /// path then gives it in a register, where a translation joined with
+    /// the other paths' went through memory.)
     #[inline(always)]
-    fn translate(&mut self, cpu: usize, va: u64, acc: Access) -> Result<(Translation, u32), AccessError> {
+    fn translate(&mut self, cpu: usize, va: u64, acc: Access) -> Result<(u64, u32), AccessError> {
+        let pa = |(t, xlat): (Translation, u32)| (t.pa(va).0, xlat);
         if acc == Access::Exec {
-            return self.translate_fetch(cpu, va);
+            return self.translate_fetch(cpu, va).map(pa);
         }
         // The most common case, inline: the page of a recent first-level
         // hit (see `Tlb::memo`), permitted as it is. `lookup` makes the same
@@ -182,10 +186,10 @@ impl System {
             let need = need(acc);
             if t.perm & need == need && !self.cfg.check_tlb {
                 tlb.count_memo_hit(m);
-                return Ok((t, 0));
+                return Ok((t.pa(va).0, 0));
             }
         }
-        self.translate_lookup(cpu, va, acc, memo.is_some())
+        self.translate_lookup(cpu, va, acc, memo.is_some()).map(pa)
     }
 
     /// `translate` past the recent hits: `memo` says whether `va` is in
@@ -352,8 +356,7 @@ impl System {
         let acc = op_access(op);
         self.hw.refs += (op != Op::Fetch) as u64;
         self.pending_walks.clear();
-        let (t, xlat) = self.translate(cpu, va, acc)?;
-        let pa = t.pa(va).0;
+        let (pa, xlat) = self.translate(cpu, va, acc)?;
         let walks = std::mem::take(&mut self.pending_walks);
         self.timing().charge(cpu, xlat, &walks, pa, dependent, acc == Access::Write);
         self.pending_walks = walks;
@@ -426,14 +429,13 @@ impl System {
         };
         self.hw.refs += u64::from(!fetch);
         let w0 = self.pending_walks.len();
-        let (t, xlat) = match self.translate(cpu, va, acc) {
+        let (pa, xlat) = match self.translate(cpu, va, acc) {
             Ok(r) => r,
             Err(e) => {
                 self.finish_batch(cpu);
                 return Err(e);
             }
         };
-        let pa = t.pa(va).0;
         self.hw.loads += u64::from(!write & !fetch);
         self.hw.stores += u64::from(write);
         self.hw.fetches += u64::from(fetch);
