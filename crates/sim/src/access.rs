@@ -574,31 +574,19 @@ impl System {
         }
         self.collect_returns(false);
         let functional = self.functional;
-        // The busier thread sheds the cache pass (not warming's: its batch
-        // goes to the timing thread whole, and the pace between the
-        // threads is left as timing set it). Running it here needs the
-        // timing state back.
-        let cached = !functional && self.pace.cache_here();
-        if cached {
-            self.sync();
-        } else if !self.worker.as_ref().is_some_and(Worker::has_room) {
+        if !self.worker.as_ref().is_some_and(Worker::has_room) {
             self.collect_returns(true);
         }
         let (r, w, m) = self.spares.pop().unwrap_or_default();
         let refs = std::mem::replace(&mut self.batch, r);
         let walks = std::mem::replace(&mut self.pending_walks, w);
         let marks = std::mem::replace(&mut self.marks, m);
-        let mut blocks = std::mem::take(&mut self.new_blocks);
-        let mut timing = self.timing.take();
-        if cached {
-            let t = timing.as_mut().expect("synced");
-            t.add_blocks(std::mem::take(&mut blocks));
-            t.cache_pass(cpu, &refs, &walks);
-        }
+        let blocks = std::mem::take(&mut self.new_blocks);
+        let timing = self.timing.take();
         let worker = self.worker.as_mut().expect("spawned");
-        worker.send(Job { timing, blocks, cpu, refs, walks, marks, cached, functional });
+        worker.send(Job { timing, blocks, cpu, refs, walks, marks, functional });
         if !functional {
-            self.pace.sent(cached);
+            self.pace.sent();
         }
         self.batch.clear();
         self.pending_walks.clear();

@@ -141,16 +141,12 @@ pub(crate) struct CpuHw {
     pub(crate) space: (PhysAddr, u16),
 }
 
-/// Host times that decide which thread runs a batch's cache pass: when
-/// the last batch went to the timing thread and how long this thread has
-/// waited for it since, and smoothed seconds of this thread's work between
-/// batches and of the timing thread's core pass.
+/// The two threads' host times: when the last batch went to the timing
+/// thread and how long this thread has waited for it since, and the
+/// totals over the run (`System::thread_balance`).
 pub(crate) struct Pace {
     sent: std::time::Instant,
     waited: f64,
-    translate: f64,
-    core: f64,
-    /// Totals over the run (`System::thread_balance`).
     balance: ThreadBalance,
 }
 
@@ -158,59 +154,34 @@ pub(crate) struct Pace {
 /// batches handed to the timing thread: which of them bounds the run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ThreadBalance {
-    /// Batches handed over, and of those, the ones whose cache pass the
-    /// translating thread ran itself.
+    /// Batches handed over.
     pub batches: u64,
-    pub cached_here: u64,
-    /// The translating thread's work between handing batches over
-    /// (translation, and its cache passes), its waits for the timing
-    /// thread left out, and those waits.
+    /// The translating thread's work between handing batches over, its
+    /// waits for the timing thread left out, and those waits.
     pub translate_seconds: f64,
     pub waited_seconds: f64,
-    /// The timing thread's passes (cache, where it ran them, and core).
+    /// The timing thread's passes (the caches' and the core's).
     pub timing_seconds: f64,
 }
 
 /// What a batch's return tells: its buffers for later batches (a few
 /// kept), and the timing thread's host time for it.
 fn returned(pace: &mut Pace, spares: &mut Vec<(Vec<BatchRef>, Vec<u64>, Vec<Mark>)>, d: crate::timing::Done) {
-    if !d.functional {
-        pace.core = smooth(pace.core, d.core_seconds);
-    }
     pace.balance.timing_seconds += d.busy_seconds;
     if spares.len() < crate::timing::IN_FLIGHT + 1 {
         spares.push((d.refs, d.walks, d.marks));
     }
 }
 
-/// A smoothed time with a new sample (the first taken as it is).
-fn smooth(old: f64, x: f64) -> f64 {
-    if old == 0.0 {
-        x
-    } else {
-        0.75 * old + 0.25 * x
-    }
-}
-
 impl Pace {
     pub(crate) fn new() -> Pace {
-        Pace { sent: std::time::Instant::now(), waited: 0.0, translate: 0.0, core: 0.0, balance: ThreadBalance::default() }
+        Pace { sent: std::time::Instant::now(), waited: 0.0, balance: ThreadBalance::default() }
     }
 
-    /// A batch is about to go: whether this thread should run its cache
-    /// pass (its work between batches, waits left out, has been the
-    /// shorter).
-    pub(crate) fn cache_here(&mut self) -> bool {
-        let busy = self.sent.elapsed().as_secs_f64() - self.waited;
-        self.translate = smooth(self.translate, busy.max(0.0));
-        self.translate < self.core
-    }
-
-    /// The batch went (its cache pass run here or not).
-    pub(crate) fn sent(&mut self, cached: bool) {
+    /// A batch went to the timing thread.
+    pub(crate) fn sent(&mut self) {
         let b = &mut self.balance;
         b.batches += 1;
-        b.cached_here += cached as u64;
         b.translate_seconds += (self.sent.elapsed().as_secs_f64() - self.waited).max(0.0);
         b.waited_seconds += self.waited;
         self.sent = std::time::Instant::now();
@@ -230,7 +201,7 @@ pub struct System {
     /// The timing model; None while a batch is with the timing thread.
     pub(crate) timing: Option<Box<Timing>>,
     pub(crate) worker: Option<Worker>,
-    /// Which thread runs a batch's cache pass (`Pace::cache_here`).
+    /// Where the two threads' host time goes.
     pub(crate) pace: Pace,
     /// Buffers for the batches to build (references, walks, marks),
     /// returned by the worker.

@@ -515,8 +515,8 @@ impl Timing {
 
     /// The first half of `run_batch`: the caches' passes, whose latencies
     /// and flags the core's pass (`core_pass`, for the same batch, next)
-    /// reads. The two halves may run on different threads.
-    pub fn cache_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64]) {
+    /// reads.
+    fn cache_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64]) {
         let mut acc = std::mem::take(&mut self.scratch);
         let mut to_l2 = std::mem::take(&mut self.to_l2);
         let mut to_l3 = std::mem::take(&mut self.to_l3);
@@ -638,7 +638,7 @@ impl Timing {
     /// The second half of `run_batch`: the core, reference by reference
     /// as `charge` does, with the stream's marks between them, from the
     /// latencies `cache_pass` left for the batch.
-    pub fn core_pass(&mut self, cpu: usize, refs: &[BatchRef], marks: &[Mark]) {
+    fn core_pass(&mut self, cpu: usize, refs: &[BatchRef], marks: &[Mark]) {
         let (acc, flags, lines) = (&self.scratch, &self.flags, &self.lines);
         let l1 = self.l1[cpu].latency;
         let core = &mut self.cores[cpu];
@@ -906,21 +906,16 @@ pub struct Job {
     pub refs: Vec<BatchRef>,
     pub walks: Vec<u64>,
     pub marks: Vec<Mark>,
-    /// The sender ran the batch's cache pass already (`Timing::cache_pass`):
-    /// the timing thread runs the core's only.
-    pub cached: bool,
     /// Functional warming (`Timing::warm_pass`) rather than timing.
     pub functional: bool,
 }
 
 /// What comes back of a batch: its buffers for reuse, and the host
-/// seconds the timing thread's core pass took and its passes in all.
+/// seconds the timing thread took for it.
 pub struct Done {
     pub refs: Vec<BatchRef>,
     pub walks: Vec<u64>,
     pub marks: Vec<Mark>,
-    pub functional: bool,
-    pub core_seconds: f64,
     pub busy_seconds: f64,
 }
 
@@ -1007,16 +1002,11 @@ impl Worker {
                     }
                     let t = timing.as_mut().expect("the timing state came with the first batch");
                     t.add_blocks(job.blocks);
-                    let mut done = Done { refs: job.refs, walks: job.walks, marks: job.marks, functional: job.functional, core_seconds: 0.0, busy_seconds: 0.0 };
+                    let mut done = Done { refs: job.refs, walks: job.walks, marks: job.marks, busy_seconds: 0.0 };
                     if job.functional {
                         t.warm_pass(job.cpu, &done.refs, &done.walks, &done.marks);
                     } else {
-                        if !job.cached {
-                            t.cache_pass(job.cpu, &done.refs, &done.walks);
-                        }
-                        let t0 = std::time::Instant::now();
-                        t.core_pass(job.cpu, &done.refs, &done.marks);
-                        done.core_seconds = t0.elapsed().as_secs_f64();
+                        t.run_batch(job.cpu, &done.refs, &done.walks, &done.marks);
                     }
                     done.busy_seconds = start.elapsed().as_secs_f64();
                     if back.send(FromWorker::Done(done)).is_err() {

@@ -431,12 +431,11 @@ fn human(a: &BenchArgs, b: &Bench) -> String {
     if threads.iter().any(|t| t.1.is_some_and(|t| t.batches > 0)) {
         let _ = writeln!(o, "
 The two threads of the median runs, host microseconds a batch handed over (the slower one bounds the rate):");
-        let _ = writeln!(o, "{:<28}{:>10}{:>14}{:>10}{:>14}{:>12}", "part", "batches", "translating", "waiting", "timing", "cache pass");
+        let _ = writeln!(o, "{:<28}{:>10}{:>14}{:>10}{:>14}", "part", "batches", "translating", "waiting", "timing");
         for (name, t) in threads {
             let Some(t) = t.filter(|t| t.batches > 0) else { continue };
             let us = |s: f64| format!("{:.1}", s / t.batches as f64 * 1e6);
-            let here = if t.cached_here * 2 >= t.batches { "translating" } else { "timing" };
-            let _ = writeln!(o, "{:<28}{:>10}{:>14}{:>10}{:>14}{:>12}", name, t.batches, us(t.translate_seconds), us(t.waited_seconds), us(t.timing_seconds), here);
+            let _ = writeln!(o, "{:<28}{:>10}{:>14}{:>10}{:>14}", name, t.batches, us(t.translate_seconds), us(t.waited_seconds), us(t.timing_seconds));
         }
     }
     if let Some(base) = &b.baseline {

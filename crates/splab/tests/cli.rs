@@ -304,7 +304,7 @@ fn bench_small_runs_each_part_in_a_child() {
     for part in ["gups_off", "gups_on", "trace"] {
         let t = &v[part]["host_threads"];
         let batches = t["batches"].as_u64().unwrap();
-        assert!(batches > 0 && t["cached_here"].as_u64().unwrap() <= batches, "{part}: {v}");
+        assert!(batches > 0, "{part}: {v}");
         assert!(t["translate_seconds"].as_f64().unwrap() > 0.0 && t["timing_seconds"].as_f64().unwrap() > 0.0, "{part}: {v}");
     }
     // Two runs of each part, and the one reported is one of them.

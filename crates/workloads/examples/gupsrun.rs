@@ -23,7 +23,7 @@ fn main() {
     let promotions = s.sysctls().get_int("vm.pmap.pde.promotions").unwrap_or(0);
     println!("refs {refs} host {el:.2}s  {:.1} Mrefs/s  promotions {promotions} tlbmiss {}", refs as f64 / el / 1e6, s.tlb_report().total_misses);
     let b = s.thread_balance();
-    println!("balance: batches {} cached_here {} translate {:.2}s waited {:.2}s timing {:.2}s", b.batches, b.cached_here, b.translate_seconds, b.waited_seconds, b.timing_seconds);
+    println!("balance: batches {} translate {:.2}s waited {:.2}s timing {:.2}s", b.batches, b.translate_seconds, b.waited_seconds, b.timing_seconds);
     // The translating thread's own CPU time (it includes its waits for the
     // timing thread, at most 100 us of spinning each): the rate it alone
     // would allow, whatever else the host runs.
