@@ -168,8 +168,8 @@ impl System {
     /// a usable translation is found. Returns the physical address with the
     /// fixed cycles of TLB lookups and assists; walk references are left in
     /// `pending_walks`. (The address, not the translation: the recent hit's
-    /// path then gives it in a register, where a translation joined with
-    /// the other paths' went through memory.)
+    /// path then gives it in a register, where a translation, joined with
+    /// the other paths', would go through memory.)
     #[inline(always)]
     fn translate(&mut self, cpu: usize, va: u64, acc: Access) -> Result<(u64, u32), AccessError> {
         let pa = |(t, xlat): (Translation, u32)| (t.pa(va).0, xlat);
