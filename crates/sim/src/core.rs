@@ -696,14 +696,7 @@ impl CoreState {
     #[inline(always)]
     pub fn straight_loop_reference(&mut self, blocks: &[std::sync::Arc<Block>], l: u32, b: &Block, a: &RefTime, write: bool, pa: u64) {
         debug_assert!(self.looped == Some(l) && b.straight_loop && b.exits.is_empty());
-        if self.block != Some(l) {
-            self.start_iteration(blocks, l);
-        } else if self.loop_ref == 0 {
-            // `start_iteration` of the current straight loop, inline.
-            self.next_iteration(b);
-        }
-        let i = self.loop_ref;
-        self.loop_ref = if i + 1 == b.refs.len() { 0 } else { i + 1 };
+        let i = self.loop_index(blocks, l, b);
         self.exits_passed_reference(b, i, a, write, pa);
     }
 
@@ -806,30 +799,37 @@ impl CoreState {
     fn loop_next<'b>(&mut self, blocks: &'b [std::sync::Arc<Block>]) -> Option<(&'b Block, usize)> {
         let l = self.looped?;
         let b = &*blocks[l as usize];
-        let n = b.refs.len();
-        if n == 0 {
+        if b.refs.is_empty() {
             return None;
         }
-        if self.loop_ref == 0 || self.block != Some(l) {
-            self.start_iteration(blocks, l);
+        Some((b, self.loop_index(blocks, l, b)))
+    }
+
+    /// The index in the loop's block `b` (index `l`, with references) of
+    /// its next reference, starting an iteration first where the last
+    /// one's references are done (the current straight loop's next, inline).
+    #[inline(always)]
+    fn loop_index(&mut self, blocks: &[std::sync::Arc<Block>], l: u32, b: &Block) -> usize {
+        if self.block != Some(l) {
+            self.enter_loop(blocks, l);
+        } else if self.loop_ref == 0 {
+            if b.straight_loop {
+                self.next_iteration(b);
+            } else {
+                self.enter_loop(blocks, l);
+            }
         }
         // After the iteration's last reference the next enters again.
         let i = self.loop_ref;
-        self.loop_ref = if i + 1 == n { 0 } else { i + 1 };
-        Some((b, i))
+        self.loop_ref = if i + 1 == b.refs.len() { 0 } else { i + 1 };
+        i
     }
 
-    /// The loop's block `l` starts an iteration: straight on from the
-    /// last where the block is current and a straight loop, else entered
-    /// as the stream's next block.
+    /// The loop's block `l` starts an iteration entered as the stream's
+    /// next block.
     #[inline(never)]
-    fn start_iteration(&mut self, blocks: &[std::sync::Arc<Block>], l: u32) {
-        let b = &blocks[l as usize];
-        if self.block == Some(l) && b.straight_loop {
-            self.next_iteration(b);
-        } else {
-            self.enter(blocks, l);
-        }
+    fn enter_loop(&mut self, blocks: &[std::sync::Arc<Block>], l: u32) {
+        self.enter(blocks, l);
         self.loop_ref = 0;
     }
 
