@@ -241,33 +241,60 @@ fn fmax(a: f64, b: f64) -> f64 {
 }
 
 /// Units (line-fill buffers, walkers) each held until a time. A core's
-/// few (up to `FEW_UNITS`) are kept in ascending order, the earliest
-/// first, and a take merges its new hold in without a branch (which unit
-/// frees when is unpredictable); many (the model's parts switched off) in
-/// a ring kept in ascending order from `head`, where a new hold, usually
-/// the latest, moves back from the end past the later times it does not
-/// reach. Either way a take frees the earliest time and holds a new one,
-/// and the times that result are the same.
+/// few (up to `FEW_UNITS`) are the leaves of a tournament tree of losers:
+/// each node above the leaves keeps the later of the two times that met
+/// there, and node 0 the earliest of all with its leaf. A take gives the
+/// earliest's leaf its new time and plays it up the path to the root, one
+/// comparison a level, without a branch (which unit frees first is
+/// unpredictable where misses go to memory at random). Times are never
+/// negative, so their bits compare as the times do, in integer registers.
+/// Many units (the model's parts switched off) are a ring kept in
+/// ascending order from `head`, where a new hold, usually the latest,
+/// moves back from the end past the later times it does not reach. Either
+/// way a take frees the earliest time and holds a new one, and the times
+/// that result are the same.
 struct Units {
     ring: Vec<f64>,
     head: usize,
+    /// The tree (few units): node 0 the earliest time and its leaf, nodes
+    /// 1 to `leaves - 1` the later time of each match and its leaf; leaf
+    /// j's parent is node `(leaves + j) / 2`. Leaves past the units hold
+    /// a time never reached.
+    bits: [u64; FEW_UNITS],
+    leaf: [u32; FEW_UNITS],
+    leaves: usize,
+    levels: u32,
     few: bool,
 }
 
-/// Units at most this many are merged into rather than moved back through.
+/// Units at most this many are kept in a tree rather than a ring.
 const FEW_UNITS: usize = 32;
 
 impl Units {
     fn new(n: usize) -> Units {
         let n = n.max(1);
-        if n <= FEW_UNITS {
-            // The times in order, and after them one never reached.
-            let mut ring = vec![0.0; n + 1];
-            ring[n] = f64::INFINITY;
-            Units { ring, head: 0, few: true }
+        let mut u = Units { ring: Vec::new(), head: 0, bits: [0; FEW_UNITS], leaf: [0; FEW_UNITS], leaves: 0, levels: 0, few: n <= FEW_UNITS };
+        if u.few {
+            // Every unit free at 0: the first leaf wins every match it
+            // plays, and each node keeps the winner of its right half.
+            let p = n.next_power_of_two();
+            let (mut win_bits, mut win_leaf) = (vec![0u64; 2 * p], vec![0u32; 2 * p]);
+            for j in 0..p {
+                win_bits[p + j] = if j < n { 0f64.to_bits() } else { f64::INFINITY.to_bits() };
+                win_leaf[p + j] = j as u32;
+            }
+            for k in (1..p).rev() {
+                let (a, b) = (2 * k, 2 * k + 1);
+                let (w, l) = if win_bits[b] < win_bits[a] { (b, a) } else { (a, b) };
+                (u.bits[k], u.leaf[k]) = (win_bits[l], win_leaf[l]);
+                (win_bits[k], win_leaf[k]) = (win_bits[w], win_leaf[w]);
+            }
+            (u.bits[0], u.leaf[0]) = (win_bits[1], win_leaf[1]);
+            (u.leaves, u.levels) = (p, p.trailing_zeros());
         } else {
-            Units { ring: vec![0.0; n], head: 0, few: false }
+            u.ring = vec![0.0; n];
         }
+        u
     }
 
     /// The earliest free unit, at or after `at`, taken until
@@ -281,19 +308,31 @@ impl Units {
         }
     }
 
-    /// `take` of a few: the earliest's place goes to the others, moved
-    /// down one, with the new time merged in: place i gets the least of
-    /// the next time and the greater of its own and the new one (the
-    /// new time is never below the earliest, which it replaces).
+    /// `take` of a few: the earliest's leaf gets the new time, which
+    /// plays its path's matches up to the root: at each node the earlier
+    /// of the two goes on and the later stays.
     #[inline(always)]
     fn take_few(&mut self, at: f64, hold: impl FnOnce(f64) -> f64) -> f64 {
-        let r = &mut self.ring[..];
-        let end = hold(fmax(at, r[0]));
-        let n = r.len() - 1;
-        for i in 0..n {
-            let up = fmax(r[i], end);
-            r[i] = if r[i + 1] < up { r[i + 1] } else { up };
+        let end = hold(fmax(at, f64::from_bits(self.bits[0])));
+        debug_assert!(end >= 0.0 && end.is_sign_positive());
+        let (mut cb, mut cl) = (end.to_bits(), self.leaf[0]);
+        let mut k = (self.leaves + cl as usize) >> 1;
+        for _ in 0..self.levels {
+            // SAFETY: k is a node on a leaf's path, below `leaves`, which
+            // is at most FEW_UNITS.
+            let (sb, sl) = unsafe { (*self.bits.get_unchecked(k), *self.leaf.get_unchecked(k)) };
+            // The node's time goes on if it is the earlier.
+            let up = sb < cb;
+            let (ob, ol) = (if up { cb } else { sb }, if up { cl } else { sl });
+            (cb, cl) = (if up { sb } else { cb }, if up { sl } else { cl });
+            // SAFETY: as above.
+            unsafe {
+                *self.bits.get_unchecked_mut(k) = ob;
+                *self.leaf.get_unchecked_mut(k) = ol;
+            }
+            k >>= 1;
         }
+        (self.bits[0], self.leaf[0]) = (cb, cl);
         end
     }
 
