@@ -622,14 +622,19 @@ impl System {
         if !self.worker.as_ref().is_some_and(Worker::has_room) {
             self.collect_returns(true);
         }
-        let (r, w, m) = self.spares.pop().unwrap_or_default();
+        let (r, w, m, mut acc) = self.spares.pop().unwrap_or_default();
         let refs = std::mem::replace(&mut self.batch, r);
         let walks = std::mem::replace(&mut self.pending_walks, w);
         let marks = std::mem::replace(&mut self.marks, m);
         let blocks = std::mem::take(&mut self.new_blocks);
         let timing = self.timing.take();
+        // The batch's list of accesses is made here where the timing
+        // thread has been the busier of the two so far (GUPS with
+        // superpages on), else by the timing thread before its passes.
+        let listed = !functional && self.pace.timing_busier();
+        let repeats = if listed { crate::timing::accesses(&refs, &walks, &mut acc) } else { 0 };
         let worker = self.worker.as_mut().expect("spawned");
-        worker.send(Job { timing, blocks, cpu, refs, walks, marks, functional });
+        worker.send(Job { timing, blocks, cpu, refs, walks, marks, acc, repeats, listed, functional });
         if !functional {
             self.pace.sent();
         }

@@ -164,18 +164,28 @@ pub struct ThreadBalance {
     pub timing_seconds: f64,
 }
 
+/// A returned batch's buffers: references, walk references, marks and
+/// list of accesses.
+pub(crate) type Spare = (Vec<BatchRef>, Vec<u64>, Vec<Mark>, Vec<(u64, u32)>);
+
 /// What a batch's return tells: its buffers for later batches (a few
 /// kept), and the timing thread's host time for it.
-fn returned(pace: &mut Pace, spares: &mut Vec<(Vec<BatchRef>, Vec<u64>, Vec<Mark>)>, d: crate::timing::Done) {
+fn returned(pace: &mut Pace, spares: &mut Vec<Spare>, d: crate::timing::Done) {
     pace.balance.timing_seconds += d.busy_seconds;
     if spares.len() < crate::timing::IN_FLIGHT + 1 {
-        spares.push((d.refs, d.walks, d.marks));
+        spares.push((d.refs, d.walks, d.marks, d.acc));
     }
 }
 
 impl Pace {
     pub(crate) fn new() -> Pace {
         Pace { sent: std::time::Instant::now(), waited: 0.0, balance: ThreadBalance::default() }
+    }
+
+    /// Whether the timing thread's passes have taken longer so far than
+    /// this thread's work between handing batches over.
+    pub(crate) fn timing_busier(&self) -> bool {
+        self.balance.timing_seconds > self.balance.translate_seconds
     }
 
     /// A batch went to the timing thread.
@@ -205,7 +215,7 @@ pub struct System {
     pub(crate) pace: Pace,
     /// Buffers for the batches to build (references, walks, marks),
     /// returned by the worker.
-    pub(crate) spares: Vec<(Vec<BatchRef>, Vec<u64>, Vec<Mark>)>,
+    pub(crate) spares: Vec<Spare>,
     /// The stream's marks between the batch's references.
     pub(crate) marks: Vec<Mark>,
     /// The blocks defined (`define_block`), and those the timing model

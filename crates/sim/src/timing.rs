@@ -509,29 +509,32 @@ impl Timing {
     /// of independent lookups that the host overlaps. Then the core takes
     /// the references in program order with the stream's `marks`.
     pub fn run_batch(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64], marks: &[Mark]) {
-        self.cache_pass(cpu, refs, walks);
+        let mut acc = std::mem::take(&mut self.scratch);
+        let repeats = accesses(refs, walks, &mut acc);
+        self.cache_pass(cpu, refs, acc, repeats, !walks.is_empty());
         self.core_pass(cpu, refs, marks);
     }
 
-    /// The first half of `run_batch`: the caches' passes, whose latencies
-    /// and flags the core's pass (`core_pass`, for the same batch, next)
-    /// reads.
-    fn cache_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64]) {
-        let mut acc = std::mem::take(&mut self.scratch);
+    /// `run_batch` of a batch whose accesses (`accesses`, with the
+    /// repeats it returned) the caller has listed, `walked` where its walk
+    /// references were not empty; returns the list of the batch before,
+    /// for the caller's next.
+    pub fn run_listed(&mut self, cpu: usize, refs: &[BatchRef], acc: Vec<(u64, u32)>, repeats: u64, walked: bool, marks: &[Mark]) -> Vec<(u64, u32)> {
+        let old = std::mem::take(&mut self.scratch);
+        self.cache_pass(cpu, refs, acc, repeats, walked);
+        self.core_pass(cpu, refs, marks);
+        old
+    }
+
+    /// The first half of `run_batch`: the caches' passes over the batch's
+    /// accesses `acc` (`accesses`; `walked`: its walk references were not
+    /// empty), whose latencies and flags the core's pass (`core_pass`,
+    /// for the same batch, next) reads.
+    fn cache_pass(&mut self, cpu: usize, refs: &[BatchRef], mut acc: Vec<(u64, u32)>, repeats: u64, walked: bool) {
         let mut to_l2 = std::mem::take(&mut self.to_l2);
         let mut to_l3 = std::mem::take(&mut self.to_l3);
-        acc.clear();
         to_l2.clear();
         to_l3.clear();
-        acc.reserve(refs.len() + walks.len());
-        let mut repeats = 0u64;
-        for r in refs {
-            if r.walks_start != r.walks_end {
-                acc.extend(walks[r.walks_start as usize..r.walks_end as usize].iter().map(|&w| (w, 0)));
-            }
-            acc.push((r.pa, 0));
-            repeats += u64::from(r.repeats);
-        }
         // The repeats: first-level hits on the line of the access before.
         self.l1[cpu].hits += repeats;
         self.cache_hits[0] += repeats;
@@ -540,7 +543,7 @@ impl Timing {
         // accesses that evicted them.
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
-        if self.walk_level == 1 || walks.is_empty() {
+        if self.walk_level == 1 || !walked {
             self.first_level(cpu, refs, &mut acc, None, &mut to_l2);
             self.l2_pass(cpu, &mut acc, &to_l2, &mut to_l3, &mut evicted);
             self.cache_hits[1] += (to_l2.len() - to_l3.len()) as u64;
@@ -628,7 +631,9 @@ impl Timing {
     /// stream's marks through the core's predictor and instruction count
     /// (`CoreState::warm`); the references are not timed.
     pub fn warm_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64], marks: &[Mark]) {
-        self.cache_pass(cpu, refs, walks);
+        let mut acc = std::mem::take(&mut self.scratch);
+        let repeats = accesses(refs, walks, &mut acc);
+        self.cache_pass(cpu, refs, acc, repeats, !walks.is_empty());
         let core = &mut self.cores[cpu];
         for mk in marks {
             core.warm(&self.blocks, mk.what);
@@ -708,6 +713,25 @@ impl Timing {
             apply(core, blocks, mk.what);
         }
     }
+}
+
+/// Lists a batch's accesses in `acc` in program order, each reference's
+/// walk references and then its own, with no latency yet; returns the
+/// first-level hits its references' repeats are. The translating thread
+/// lists a batch it hands over (`Timing::run_listed`), where it has the
+/// time to spare.
+pub fn accesses(refs: &[BatchRef], walks: &[u64], acc: &mut Vec<(u64, u32)>) -> u64 {
+    acc.clear();
+    acc.reserve(refs.len() + walks.len());
+    let mut repeats = 0u64;
+    for r in refs {
+        if r.walks_start != r.walks_end {
+            acc.extend(walks[r.walks_start as usize..r.walks_end as usize].iter().map(|&w| (w, 0)));
+        }
+        acc.push((r.pa, 0));
+        repeats += u64::from(r.repeats);
+    }
+    repeats
 }
 
 /// Each reference of a batch (none a fetch, none with a place of its
@@ -906,6 +930,11 @@ pub struct Job {
     pub refs: Vec<BatchRef>,
     pub walks: Vec<u64>,
     pub marks: Vec<Mark>,
+    /// Where `listed`, the batch's accesses (`accesses`) and its repeats,
+    /// listed by the caller; else a buffer for the list.
+    pub acc: Vec<(u64, u32)>,
+    pub repeats: u64,
+    pub listed: bool,
     /// Functional warming (`Timing::warm_pass`) rather than timing.
     pub functional: bool,
 }
@@ -916,6 +945,8 @@ pub struct Done {
     pub refs: Vec<BatchRef>,
     pub walks: Vec<u64>,
     pub marks: Vec<Mark>,
+    /// A list of accesses to reuse.
+    pub acc: Vec<(u64, u32)>,
     pub busy_seconds: f64,
 }
 
@@ -1002,11 +1033,15 @@ impl Worker {
                     }
                     let t = timing.as_mut().expect("the timing state came with the first batch");
                     t.add_blocks(job.blocks);
-                    let mut done = Done { refs: job.refs, walks: job.walks, marks: job.marks, busy_seconds: 0.0 };
+                    let mut done = Done { refs: job.refs, walks: job.walks, marks: job.marks, acc: Vec::new(), busy_seconds: 0.0 };
                     if job.functional {
                         t.warm_pass(job.cpu, &done.refs, &done.walks, &done.marks);
+                        done.acc = job.acc;
+                    } else if job.listed {
+                        done.acc = t.run_listed(job.cpu, &done.refs, job.acc, job.repeats, !done.walks.is_empty(), &done.marks);
                     } else {
                         t.run_batch(job.cpu, &done.refs, &done.walks, &done.marks);
+                        done.acc = job.acc;
                     }
                     done.busy_seconds = start.elapsed().as_secs_f64();
                     if back.send(FromWorker::Done(done)).is_err() {
