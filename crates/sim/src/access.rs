@@ -398,23 +398,9 @@ impl System {
     /// takes 7 % less time.
     #[inline(always)]
     fn store_after_load(&mut self, cpu: usize, va: u64, load_pa: u64, x: u64) -> Result<(), AccessError> {
-        self.hw.refs += 1;
-        let w0 = self.pending_walks.len();
-        let (pa, xlat) = match self.translate(cpu, va, Access::Write) {
-            Ok(r) => r,
-            Err(e) => {
-                self.finish_batch(cpu);
-                return Err(e);
-            }
-        };
-        self.hw.stores += 1;
-        if self.machine.mem.tracks_data() {
-            let v = self.read_word(pa) ^ x;
-            self.machine.mem.store_data(PhysAddr(pa & !7), v);
-        }
-        let walks_end = self.pending_walks.len() as u32;
+        let (pa, xlat, w0) = self.batch_translate(cpu, va, true, false, |old| old ^ x)?;
         let n = self.batch.len();
-        if pa >> LINE_SHIFT == load_pa >> LINE_SHIFT && xlat == 0 && walks_end == w0 as u32 && self.marks.last().is_none_or(|m| m.at as usize != n) {
+        if pa >> LINE_SHIFT == load_pa >> LINE_SHIFT && xlat == 0 && self.pending_walks.len() == w0 && self.marks.last().is_none_or(|m| m.at as usize != n) {
             let last = self.batch.last_mut().expect("the load's entry");
             last.stride = pa.wrapping_sub(load_pa) as i64 as i8;
             last.repeat_write = true;
@@ -422,8 +408,7 @@ impl System {
             self.machine.mem.note_write(pa);
             return Ok(());
         }
-        self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write: true, fetch: false, place: NO_PLACE, repeats: 0, stride: 0, repeat_write: true });
-        self.machine.mem.note_access(pa, true);
+        self.batch_push(pa, xlat, w0, true, false, NO_PLACE);
         Ok(())
     }
 
@@ -465,29 +450,7 @@ impl System {
     /// the physical address.
     #[inline(always)]
     fn batch_one(&mut self, cpu: usize, va: u64, write: bool, fetch: bool, place: u16, value: impl Fn(u64) -> u64) -> Result<u64, AccessError> {
-        let acc = if write {
-            Access::Write
-        } else if fetch {
-            Access::Exec
-        } else {
-            Access::Read
-        };
-        self.hw.refs += u64::from(!fetch);
-        let w0 = self.pending_walks.len();
-        let (pa, xlat) = match self.translate(cpu, va, acc) {
-            Ok(r) => r,
-            Err(e) => {
-                self.finish_batch(cpu);
-                return Err(e);
-            }
-        };
-        self.hw.loads += u64::from(!write & !fetch);
-        self.hw.stores += u64::from(write);
-        self.hw.fetches += u64::from(fetch);
-        if self.machine.mem.tracks_data() && write {
-            let v = value(self.read_word(pa));
-            self.machine.mem.store_data(PhysAddr(pa & !7), v);
-        }
+        let (pa, xlat, w0) = self.batch_translate(cpu, va, write, fetch, value)?;
         // The line of the access before, through a permitting first-level
         // entry with no walk, of the kind of its repeats so far (any, for
         // the first: the core tells loads from stores), with no mark
@@ -495,13 +458,13 @@ impl System {
         // (`BatchRef::repeats`), whose frame is touched already (and
         // written, unless this is a store after a load), at the run's
         // stride from the access before.
-        let walks_end = self.pending_walks.len() as u32;
         let n = self.batch.len();
+        let walked = self.pending_walks.len() != w0;
         if let Some(last) = self.batch.last_mut() {
             // (The line first: it decides most often.)
             if last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
                 && xlat == 0
-                && walks_end == w0 as u32
+                && !walked
                 && (last.repeats == 0 || last.repeat_write == write)
                 && !fetch
                 && !last.fetch
@@ -525,11 +488,51 @@ impl System {
                 }
             }
         }
+        self.batch_push(pa, xlat, w0, write, fetch, place);
+        Ok(pa)
+    }
+
+    /// The first part of `batch_one`: the access translated (the batch
+    /// timed so far on a fault), counted, and a store's value stored.
+    /// Returns the physical address, the translation's fixed cycles and
+    /// where its walk references start in `pending_walks`.
+    #[inline(always)]
+    fn batch_translate(&mut self, cpu: usize, va: u64, write: bool, fetch: bool, value: impl Fn(u64) -> u64) -> Result<(u64, u32, usize), AccessError> {
+        let acc = if write {
+            Access::Write
+        } else if fetch {
+            Access::Exec
+        } else {
+            Access::Read
+        };
+        self.hw.refs += u64::from(!fetch);
+        let w0 = self.pending_walks.len();
+        let (pa, xlat) = match self.translate(cpu, va, acc) {
+            Ok(r) => r,
+            Err(e) => {
+                self.finish_batch(cpu);
+                return Err(e);
+            }
+        };
+        self.hw.loads += u64::from(!write & !fetch);
+        self.hw.stores += u64::from(write);
+        self.hw.fetches += u64::from(fetch);
+        if self.machine.mem.tracks_data() && write {
+            let v = value(self.read_word(pa));
+            self.machine.mem.store_data(PhysAddr(pa & !7), v);
+        }
+        Ok((pa, xlat, w0))
+    }
+
+    /// The last part of `batch_one`: the access as a reference of its own,
+    /// its walk references those from `w0` on.
+    #[inline(always)]
+    fn batch_push(&mut self, pa: u64, xlat: u32, w0: usize, write: bool, fetch: bool, place: u16) {
+        let walks_end = self.pending_walks.len() as u32;
         self.batch.push(BatchRef { pa, xlat, walks_end, walks_start: w0 as u32, write, fetch, place, repeats: 0, stride: 0, repeat_write: write });
         if !fetch {
             self.machine.mem.note_access(pa, write);
         }
-        Ok(pa)
     }
 
     /// `access_batch` over `ops` cut into batches of `piece` accesses,
@@ -631,10 +634,9 @@ impl System {
         // The batch's list of accesses is made here where the timing
         // thread has been the busier of the two so far (GUPS with
         // superpages on), else by the timing thread before its passes.
-        let listed = !functional && self.pace.timing_busier();
-        let repeats = if listed { crate::timing::accesses(&refs, &walks, &mut acc) } else { 0 };
+        let listed = (!functional && self.pace.timing_busier()).then(|| crate::timing::accesses(&refs, &walks, &mut acc));
         let worker = self.worker.as_mut().expect("spawned");
-        worker.send(Job { timing, blocks, cpu, refs, walks, marks, acc, repeats, listed, functional });
+        worker.send(Job { timing, blocks, cpu, refs, walks, marks, acc, listed, functional });
         if !functional {
             self.pace.sent();
         }

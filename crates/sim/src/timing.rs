@@ -509,10 +509,15 @@ impl Timing {
     /// of independent lookups that the host overlaps. Then the core takes
     /// the references in program order with the stream's `marks`.
     pub fn run_batch(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64], marks: &[Mark]) {
+        self.list_and_pass(cpu, refs, walks);
+        self.core_pass(cpu, refs, marks);
+    }
+
+    /// The caches' passes over a batch whose accesses are listed here.
+    fn list_and_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64]) {
         let mut acc = std::mem::take(&mut self.scratch);
         let repeats = accesses(refs, walks, &mut acc);
         self.cache_pass(cpu, refs, acc, repeats, !walks.is_empty());
-        self.core_pass(cpu, refs, marks);
     }
 
     /// `run_batch` of a batch whose accesses (`accesses`, with the
@@ -631,9 +636,7 @@ impl Timing {
     /// stream's marks through the core's predictor and instruction count
     /// (`CoreState::warm`); the references are not timed.
     pub fn warm_pass(&mut self, cpu: usize, refs: &[BatchRef], walks: &[u64], marks: &[Mark]) {
-        let mut acc = std::mem::take(&mut self.scratch);
-        let repeats = accesses(refs, walks, &mut acc);
-        self.cache_pass(cpu, refs, acc, repeats, !walks.is_empty());
+        self.list_and_pass(cpu, refs, walks);
         let core = &mut self.cores[cpu];
         for mk in marks {
             core.warm(&self.blocks, mk.what);
@@ -930,11 +933,10 @@ pub struct Job {
     pub refs: Vec<BatchRef>,
     pub walks: Vec<u64>,
     pub marks: Vec<Mark>,
-    /// Where `listed`, the batch's accesses (`accesses`) and its repeats,
-    /// listed by the caller; else a buffer for the list.
+    /// The batch's accesses (`accesses`) where the caller listed them,
+    /// with their repeats in `listed`; else a buffer for the list.
     pub acc: Vec<(u64, u32)>,
-    pub repeats: u64,
-    pub listed: bool,
+    pub listed: Option<u64>,
     /// Functional warming (`Timing::warm_pass`) rather than timing.
     pub functional: bool,
 }
@@ -1037,8 +1039,8 @@ impl Worker {
                     if job.functional {
                         t.warm_pass(job.cpu, &done.refs, &done.walks, &done.marks);
                         done.acc = job.acc;
-                    } else if job.listed {
-                        done.acc = t.run_listed(job.cpu, &done.refs, job.acc, job.repeats, !done.walks.is_empty(), &done.marks);
+                    } else if let Some(repeats) = job.listed {
+                        done.acc = t.run_listed(job.cpu, &done.refs, job.acc, repeats, !done.walks.is_empty(), &done.marks);
                     } else {
                         t.run_batch(job.cpu, &done.refs, &done.walks, &done.marks);
                         done.acc = job.acc;
