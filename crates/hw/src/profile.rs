@@ -20,12 +20,15 @@ pub struct Caches {
     pub l2: CacheConfig,
     pub l3: CacheConfig,
     /// The first of the model's cache levels (1, 2 or 3) that the
-    /// hardware walker's reads of page-table entries look up: how the
-    /// operating system set up its tables decides it. 1 where walks are
-    /// coherent with the first-level data cache; on an ARMv7 core whose
-    /// walks are not (ID_MMFR3.CohWalk = 0), FreeBSD's pmap-v6 marks the
-    /// tables inner non-cacheable, outer write-back in TTBR, so the walker
-    /// reads the outer cache only. Absent: 1.
+    /// hardware walker's reads of page-table entries look up, or 4 for
+    /// none: how the operating system set up its tables decides it. 1
+    /// where walks are coherent with the first-level data cache; on an
+    /// ARMv7 core whose walks are not (ID_MMFR3.CohWalk = 0), FreeBSD's
+    /// pmap-v6 marks the tables inner non-cacheable, outer write-back in
+    /// TTBR, so the walker reads the outer cache only; 4 where TTBR says
+    /// inner and outer non-cacheable, so every walk reference reads
+    /// memory and no cache holds page-table entries for the walker.
+    /// Absent: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub walk_level: Option<u8>,
     /// Whether the last level (`l3`) is write-through: a line a store
@@ -484,8 +487,8 @@ impl Profile {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if !(1..=3).contains(&self.cache.walk_level()) {
-            return Err(format!("cache.walk_level = {} is out of range (1, 2 or 3)", self.cache.walk_level()));
+        if !(1..=4).contains(&self.cache.walk_level()) {
+            return Err(format!("cache.walk_level = {} is out of range (1, 2 or 3, or 4 for memory)", self.cache.walk_level()));
         }
         if !(self.freq_ghz > 0.0 && self.freq_ghz < 100.0) {
             return Err(format!("freq_ghz = {} is out of range", self.freq_ghz));
@@ -606,6 +609,21 @@ mod tests {
             assert!(text.contains(&from), "{from}");
             let e = Profile::parse(&text.replacen(&from, &to, 1), "bad").unwrap_err();
             assert!(e.contains(want), "{e}");
+        }
+    }
+
+    /// `walk_level` takes 1 to 4 (4: the walks read memory) and refuses
+    /// anything else by name; the Armada XP's walks read memory, as its
+    /// 2013 kernel set TTBR0.
+    #[test]
+    fn walk_level_is_one_to_four() {
+        let p = Profile::load("armada-xp").unwrap();
+        assert_eq!(p.cache.walk_level(), 4);
+        let text = toml::to_string(&p).unwrap();
+        assert!(text.contains("walk_level = 4"), "{text}");
+        for bad in [0, 5] {
+            let e = Profile::parse(&text.replacen("walk_level = 4", &format!("walk_level = {bad}"), 1), "bad").unwrap_err();
+            assert!(e.contains(&format!("cache.walk_level = {bad}")), "{e}");
         }
     }
 

@@ -101,6 +101,9 @@ impl BatchRef {
     }
 }
 
+/// `Caches::walk_level` for walks that read memory, looking up no cache.
+pub const WALK_MEMORY: u8 = 4;
+
 pub struct Timing {
     l1: Vec<Cache>,
     l1i: Vec<Cache>,
@@ -109,7 +112,8 @@ pub struct Timing {
     dram: u32,
     /// The first cache level a walk's references look up
     /// (`Caches::walk_level`): 1, or 2 or 3 where the OS made its page
-    /// tables cacheable in the outer levels only.
+    /// tables cacheable in the outer levels only, or 4 (`WALK_MEMORY`)
+    /// where it made the walks non-cacheable: they read memory.
     walk_level: u8,
     /// The stream prefetcher beside each CPU's L2, if the profile has one,
     /// and the line time its streams deliver at by the number followed at
@@ -312,6 +316,11 @@ impl Timing {
     /// evicted a dirty line.
     #[inline]
     fn access_latency_from(&mut self, cpu: usize, pa: u64, from: u8, fetch: bool) -> (u32, u8, f32) {
+        if from >= WALK_MEMORY {
+            // A non-cacheable read: no cache is looked up or filled.
+            self.dram_accesses += 1;
+            return (self.dram, MISSED | DRAM, 0.0);
+        }
         if from <= 1 {
             let l1 = if fetch { &mut self.l1i[cpu] } else { &mut self.l1[cpu] };
             if l1.access(pa) {
@@ -430,10 +439,12 @@ impl Timing {
     /// below the first level: the data references go through L1, then its
     /// misses merged in program order with the walk references through L2
     /// (walk_level 2), or L1's data misses through L2 and its misses
-    /// merged with the walk references on to L3 (walk_level 3). `to_l2`
-    /// ends with the references that missed L1, `to_l3` with every access
-    /// that goes on to L3.
-    fn pass_walks_below_l1(&mut self, cpu: usize, refs: &[BatchRef], acc: &mut [(u64, u32)], to_l2: &mut Vec<u32>, to_l3: &mut Vec<u32>, evicted: &mut Vec<(u32, u64)>) {
+    /// merged with the walk references on to L3 (walk_level 3), or L1's
+    /// data misses through L2 and on to L3 with the walk references
+    /// returned, for memory (`WALK_MEMORY`). `to_l2` ends with the
+    /// references that missed L1, `to_l3` with every access that goes on
+    /// to L3.
+    fn pass_walks_below_l1(&mut self, cpu: usize, refs: &[BatchRef], acc: &mut [(u64, u32)], to_l2: &mut Vec<u32>, to_l3: &mut Vec<u32>, evicted: &mut Vec<(u32, u64)>) -> Vec<u32> {
         let mut data = Vec::with_capacity(refs.len());
         let mut walk = Vec::with_capacity(acc.len() - refs.len());
         let mut k = 0u32;
@@ -452,8 +463,13 @@ impl Timing {
             let mut l3_data = Vec::new();
             self.l2_pass(cpu, acc, to_l2, &mut l3_data, evicted);
             self.cache_hits[1] += (to_l2.len() - l3_data.len()) as u64;
+            if self.walk_level >= WALK_MEMORY {
+                *to_l3 = l3_data;
+                return walk;
+            }
             *to_l3 = merge(&l3_data, &walk);
         }
+        Vec::new()
     }
 
     /// The second level's pass over the accesses `sel`, its misses in
@@ -548,12 +564,14 @@ impl Timing {
         // accesses that evicted them.
         let mut evicted = std::mem::take(&mut self.evicted);
         evicted.clear();
+        // Walk references that read memory without a cache (`WALK_MEMORY`).
+        let mut uncached = Vec::new();
         if self.walk_level == 1 || !walked {
             self.first_level(cpu, refs, &mut acc, None, &mut to_l2);
             self.l2_pass(cpu, &mut acc, &to_l2, &mut to_l3, &mut evicted);
             self.cache_hits[1] += (to_l2.len() - to_l3.len()) as u64;
         } else {
-            self.pass_walks_below_l1(cpu, refs, &mut acc, &mut to_l2, &mut to_l3, &mut evicted);
+            uncached = self.pass_walks_below_l1(cpu, refs, &mut acc, &mut to_l2, &mut to_l3, &mut evicted);
         }
         // The prefetcher sees L2's misses in order.
         let mut covered = std::mem::take(&mut self.covered);
@@ -587,9 +605,13 @@ impl Timing {
                 flags[i as usize] |= MISSED;
             }
         }
+        self.cache_hits[2] += (to_l3.len() - dram.len()) as u64;
+        if !uncached.is_empty() {
+            dram = merge(&dram, &uncached);
+        }
         for &i in &dram {
             acc[i as usize].1 = self.dram;
-            flags[i as usize] |= DRAM;
+            flags[i as usize] |= MISSED | DRAM;
         }
         let mut lines = std::mem::take(&mut self.lines);
         lines.clear();
@@ -620,7 +642,6 @@ impl Timing {
         self.evicted = evicted;
         self.prefetched += covered.len() as u64;
         self.covered = covered;
-        self.cache_hits[2] += (to_l3.len() - dram.len()) as u64;
         self.dram_accesses += dram.len() as u64;
         self.to_dram = dram;
         self.flags = flags;
@@ -1133,13 +1154,16 @@ mod tests {
         let mut w = q.clone();
         w.memory.writeback_ns = Some(3.0);
         w.cache.l3 = splab_hw::cache::CacheConfig { size_kb: 128, ways: 16, latency: 40 };
-        let (mut w2, mut w3) = (w.clone(), w.clone());
+        let (mut w2, mut w3, mut w4) = (w.clone(), w.clone(), w.clone());
         w2.cache.walk_level = Some(2);
         w3.cache.walk_level = Some(3);
+        w4.cache.walk_level = Some(WALK_MEMORY);
         let mut c = w3.clone();
         c.memory.writeback_ns = None;
         c.memory.channel_gbs = Some(64.0 * c.freq_ghz / 20.0);
-        vec![p, q, w, w2, w3, c]
+        let mut c4 = c.clone();
+        c4.cache.walk_level = Some(WALK_MEMORY);
+        vec![p, q, w, w2, w3, w4, c, c4]
     }
 
     /// Running a batch level by level gives exactly the state and cycles of
@@ -1199,13 +1223,15 @@ mod tests {
 
     /// Walks that start at a lower level never hit the levels above it:
     /// the same walk line read again and again costs the first level's
-    /// latency from level 1, the second's from level 2, the third's from 3.
+    /// latency from level 1, the second's from level 2, the third's from
+    /// 3, and memory's from `WALK_MEMORY`, where no cache holds it.
     #[test]
     fn walks_look_the_caches_up_from_their_level() {
-        for (level, want) in [(1u8, 0usize), (2, 1), (3, 2)] {
+        for (level, want) in [(1u8, 0usize), (2, 1), (3, 2), (WALK_MEMORY, 3)] {
             let mut p = profiles()[0].clone();
             p.cache.walk_level = Some(level);
-            let lat = [p.cache.l1d.latency, p.cache.l2.latency, p.cache.l3.latency][want];
+            let dram = p.dram_cycles();
+            let lat = [p.cache.l1d.latency, p.cache.l2.latency, p.cache.l3.latency, dram][want];
             let mut t = Timing::new(&p).unwrap();
             let walk = 1u64 << 30;
             t.access_latency_from(0, walk, t.walk_level, false);
