@@ -71,6 +71,10 @@ pub struct Experiment {
     /// The tunables that make the model's kernel the one the experiment
     /// ran on, where it differs from today's (`--sysctl`).
     pub kernel: &'static [(&'static str, &'static str)],
+    /// The machine's memory where the seed gives it (`--memory`; not for
+    /// `--quick` runs): what the kernel sizes from it (POWER's hashed
+    /// page table) is then as on the machine.
+    pub memory: Option<&'static str>,
     /// What the workload models of the original and what it leaves out.
     pub models: &'static str,
     /// What was scaled from the published size, and why the figure
@@ -85,6 +89,11 @@ pub struct Experiment {
 /// did so on arm by FreeBSD 12.1 (release 10.4 and releng/11.0 pass
 /// pmap_enter psind 0).
 const FREEBSD_2013: &[(&str, &str)] = &[(splab_vm::policy::freebsd::SOFT_FAULT_SUPERPAGES, "0")];
+
+/// The Talos II of the POWER9 measurements had 32 GB (003: "a POWER9
+/// machine (Talos II) with 32GB RAM"); FreeBSD's moea64 sizes its hashed
+/// page table from physical memory, half a PTEG a page.
+const TALOS_II_MEMORY: &str = "32G";
 
 const GUPS_MODELS: &str = "HPCC RandomAccess's update loop (XOR of a random word), the table in one anonymous mapping";
 const BW_MODELS: &str = "lmbench bw_mem's loop over the buffer; the instruction work of the copy loops is not timed";
@@ -103,6 +112,7 @@ macro_rules! bw {
             run: Run::Workload(WorkloadKind::Bw, |quick| if quick { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("2M".into()), ..WorkloadParams::default() } } else { WorkloadParams { tests: Some(vec![$test.to_string()]), size: Some("128M".into()), ..WorkloadParams::default() } }),
             policy: PolicyKind::FreeBsd,
             kernel: FREEBSD_2013,
+            memory: None,
             models: $models,
             scaled: "",
         }
@@ -141,6 +151,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(18), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(27), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         kernel: FREEBSD_2013,
+        memory: None,
         models: GUPS_MODELS,
         scaled: "2^25 of the 2^29 updates timed (the table is full size): GUP/s is the loop's steady rate",
     },
@@ -151,6 +162,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Workload(WorkloadKind::Lat, |quick| if quick { WorkloadParams { max_size: Some("2M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(1000), ..WorkloadParams::default() } } else { WorkloadParams { max_size: Some("256M".into()), stride: Some(vec![64]), pattern: Some("random".into()), loads: Some(20000), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         kernel: FREEBSD_2013,
+        memory: None,
         models: "lat_mem_rd's dependent pointer chase in one random cycle; figure: ns a load at the largest size",
         scaled: "20000 timed loads a size (lat_mem_rd times more): the figure is a mean latency",
     },
@@ -166,6 +178,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Program(build),
         policy: PolicyKind::FreeBsd,
         kernel: FREEBSD_2013,
+        memory: None,
         models: BUILD_MODELS,
         scaled: BUILD_SCALED,
     },
@@ -176,6 +189,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Workload(WorkloadKind::Forkbomb, |quick| if quick { WorkloadParams { procs: Some(16), fanout: Some(2), touch: Some("16K".into()), inherited: Some("64K".into()), ..WorkloadParams::default() } } else { WorkloadParams { procs: Some(2048), fanout: Some(2), touch: Some("128K".into()), inherited: Some("1M".into()), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         kernel: FREEBSD_2013,
+        memory: None,
         models: "a process tree grown by fork, two children a process, each writing 128 KB of its own and every fourth page of 1 MB it inherited copy-on-write, then waiting for its children and exiting; figure: the time until the whole tree has exited",
         scaled: "a tree of 2048 processes (a fork bomb forks until fork fails, at the process limit or out of memory): the limit keeps the pair of runs to seconds",
     },
@@ -186,6 +200,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Workload(WorkloadKind::Stress, |quick| if quick { WorkloadParams { vm: Some(2), vm_bytes: Some("4M".into()), loops: Some(1), ..WorkloadParams::default() } } else { WorkloadParams { vm: Some(4), vm_bytes: Some("256M".into()), loops: Some(4), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         kernel: FREEBSD_2013,
+        memory: None,
         models: "stress --vm: workers mapping, writing and freeing memory",
         scaled: "4 rounds a worker (stress runs until stopped): the figure is the completion time of these",
     },
@@ -196,6 +211,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         kernel: &[],
+        memory: None,
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
     },
@@ -206,6 +222,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Workload(WorkloadKind::Gups, |quick| if quick { WorkloadParams { log2_table: Some(21), updates: Some(4096), ..WorkloadParams::default() } } else { WorkloadParams { log2_table: Some(28), updates: Some(33554432), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         kernel: &[],
+        memory: Some(TALOS_II_MEMORY),
         models: GUPS_MODELS,
         scaled: "table 2^28 words (2 GiB; HPCC sizes it from memory), 2^25 of its 2^30 updates timed",
     },
@@ -216,6 +233,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Program(pgbench),
         policy: PolicyKind::FreeBsd,
         kernel: &[],
+        memory: None,
         models: PGBENCH_MODELS,
         scaled: PGBENCH_SCALED,
     },
@@ -226,6 +244,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Program(pgbench),
         policy: PolicyKind::FreeBsd,
         kernel: &[],
+        memory: Some(TALOS_II_MEMORY),
         models: PGBENCH_MODELS,
         scaled: PGBENCH_SCALED,
     },
@@ -236,6 +255,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Program(build),
         policy: PolicyKind::FreeBsd,
         kernel: &[],
+        memory: Some(TALOS_II_MEMORY),
         models: BUILD_MODELS,
         scaled: "two compilations of one unit, two at a time on the profile's 8 CPUs, not a world with 32 jobs: build time is the run's, so only the change compares",
     },
@@ -246,6 +266,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Workload(WorkloadKind::Transpose, |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } }),
         policy: PolicyKind::FreeBsd,
         kernel: &[],
+        memory: None,
         models: TRANSPOSE_MODELS,
         scaled: "",
     },
@@ -256,6 +277,7 @@ pub const EXPERIMENTS: &[Experiment] = &[
         run: Run::Workload(WorkloadKind::Transpose, |quick| if quick { WorkloadParams { sizes: Some(vec![300]), ..WorkloadParams::default() } } else { WorkloadParams { sizes: Some(vec![3000, 3100, 3150, 3175, 3200, 3300]), ..WorkloadParams::default() } }),
         policy: PolicyKind::Shimizu,
         kernel: &[],
+        memory: None,
         models: TRANSPOSE_MODELS,
         scaled: "",
     },
@@ -296,6 +318,9 @@ impl Experiment {
         spec.system.machine.machine = Some(self.machine.to_string());
         spec.system.policy = PolicySpec { kind: self.policy, mode: None };
         spec.system.sysctl = self.kernel.iter().map(|&(n, v)| (n.to_string(), v.to_string())).collect();
+        if !quick {
+            spec.system.memory = self.memory.map(str::to_string);
+        }
         spec
     }
 
@@ -324,6 +349,9 @@ impl Serialize for Experiment {
             policy: &'a str,
             /// `--sysctl` settings of the experiment's kernel.
             sysctl: Vec<String>,
+            /// `--memory`, where the seed gives the machine's.
+            #[serde(skip_serializing_if = "Option::is_none")]
+            memory: Option<&'a str>,
             models: &'a str,
             scaled: &'a str,
         }
@@ -339,7 +367,7 @@ impl Serialize for Experiment {
             }
         };
         let sysctl = self.kernel.iter().map(|(n, v)| format!("{n}={v}")).collect();
-        Shown { name: self.name, published: self.published, machine: self.machine, args, policy: self.policy.name(), sysctl, models: self.models, scaled: self.scaled }.serialize(s)
+        Shown { name: self.name, published: self.published, machine: self.machine, args, policy: self.policy.name(), sysctl, memory: self.memory, models: self.models, scaled: self.scaled }.serialize(s)
     }
 }
 
