@@ -23,6 +23,16 @@ fn list_names_every_experiment_with_its_command() {
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(v["experiments"].as_array().map(|a| a.len()), Some(1), "{v}");
     assert_eq!(v["experiments"][0]["machine"], "armada-xp");
+    assert!(v["experiments"][0].get("memory").is_none(), "{v}");
+    // The Talos II's 32 GB, which its seed gives: in the command and the
+    // JSON, not in a --quick run.
+    assert!(text.contains("--machine power9 --memory 32G"), "{text}");
+    let out = splab(&["reproduce", "--list", "--json", "power9-randomaccess"]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["experiments"][0]["memory"], "32G", "{v}");
+    let o = quick("power9-randomaccess");
+    let command = o["command"].as_str().unwrap();
+    assert!(command.contains("--machine power9") && !command.contains("--memory"), "{command}");
 }
 
 #[test]
