@@ -41,6 +41,10 @@ pub struct Caches {
     pub last_level_write_through: Option<bool>,
 }
 
+/// `Caches::walk_level` for walks that read memory and look up no cache
+/// (TTBR's walk attributes non-cacheable).
+pub const WALK_MEMORY: u8 = 4;
+
 impl Caches {
     /// `walk_level`, 1 when absent.
     pub fn walk_level(&self) -> u8 {
@@ -487,8 +491,8 @@ impl Profile {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if !(1..=4).contains(&self.cache.walk_level()) {
-            return Err(format!("cache.walk_level = {} is out of range (1, 2 or 3, or 4 for memory)", self.cache.walk_level()));
+        if !(1..=WALK_MEMORY).contains(&self.cache.walk_level()) {
+            return Err(format!("cache.walk_level = {} is out of range (1, 2 or 3, or {WALK_MEMORY} for memory)", self.cache.walk_level()));
         }
         if !(self.freq_ghz > 0.0 && self.freq_ghz < 100.0) {
             return Err(format!("freq_ghz = {} is out of range", self.freq_ghz));

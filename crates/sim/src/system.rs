@@ -213,8 +213,8 @@ pub struct System {
     pub(crate) worker: Option<Worker>,
     /// Where the two threads' host time goes.
     pub(crate) pace: Pace,
-    /// Buffers for the batches to build (references, walks, marks),
-    /// returned by the worker.
+    /// Buffers for the batches to build (references, walks, marks, list
+    /// of accesses), returned by the worker.
     pub(crate) spares: Vec<Spare>,
     /// The stream's marks between the batch's references.
     pub(crate) marks: Vec<Mark>,

@@ -9,7 +9,7 @@
 use crate::block::Block;
 use crate::core::{CoreParts, CoreState, CoreStats, MemCfg, RefPlace, RefTime, Stack};
 use splab_hw::cache::{Cache, LINE_SHIFT};
-use splab_hw::profile::{Prefetch, Profile};
+use splab_hw::profile::{Prefetch, Profile, WALK_MEMORY};
 use std::sync::Arc;
 
 /// Where the time went, in cycles, summed over CPUs.
@@ -100,9 +100,6 @@ impl BatchRef {
         BatchRef { pa, xlat, walks_start, walks_end, write, fetch: false, place: NO_PLACE, repeats: 0, stride: 0, repeat_write: write }
     }
 }
-
-/// `Caches::walk_level` for walks that read memory, looking up no cache.
-pub const WALK_MEMORY: u8 = 4;
 
 pub struct Timing {
     l1: Vec<Cache>,
