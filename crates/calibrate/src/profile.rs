@@ -320,7 +320,7 @@ impl Writer<'_> {
                 b.profile.cache.l1i.clone()
             }
         };
-        Caches { l1i, l1d, l2, l3, walk_level: None, last_level_write_through: None }
+        Caches { l1i, l1d, l2, l3, walk_level: None, last_level_write_through: None, line_bytes: None }
     }
 
     fn memory(&mut self) -> Memory {

@@ -14,7 +14,7 @@ fn main() {
         })
         .collect();
     for kb in [1920u64, 30720, 107520] {
-        let mut c = Cache::new(&CacheConfig { size_kb: kb, ways: 15, latency: 1 }).unwrap();
+        let mut c = Cache::new(&CacheConfig { size_kb: kb, ways: 15, latency: 1 }, splab_hw::cache::LINE_SHIFT).unwrap();
         for ahead in [0usize, 16] {
             let t = std::time::Instant::now();
             let mut hits = 0u64;

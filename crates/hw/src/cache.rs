@@ -15,6 +15,8 @@ pub struct CacheConfig {
     pub latency: u32,
 }
 
+/// log2 of the line size every level of a profile's hierarchy shares,
+/// unless its `[cache] line_bytes` says otherwise: 64 bytes.
 pub const LINE_SHIFT: u32 = 6;
 
 /// Highest line number the model can see (256 GiB of 64-byte lines).
@@ -205,6 +207,8 @@ pub struct Cache {
     map: SetMap,
     ways: usize,
     tags: Tags,
+    /// log2 of the line size in bytes.
+    shift: u32,
     pub latency: u32,
     pub hits: u64,
     pub misses: u64,
@@ -214,8 +218,9 @@ pub struct Cache {
 }
 
 impl Cache {
-    pub fn new(c: &CacheConfig) -> Result<Cache, String> {
-        let lines = (c.size_kb * 1024) >> LINE_SHIFT;
+    /// A cache of `c`'s size and ways with lines of `1 << shift` bytes.
+    pub fn new(c: &CacheConfig, shift: u32) -> Result<Cache, String> {
+        let lines = (c.size_kb * 1024) >> shift;
         if c.ways == 0 || lines == 0 || !lines.is_multiple_of(c.ways as u64) {
             return Err(format!("cache of {} KB with {} ways", c.size_kb, c.ways));
         }
@@ -232,6 +237,7 @@ impl Cache {
             map: SetMap::new(sets),
             ways: c.ways,
             tags,
+            shift,
             latency: c.latency,
             hits: 0,
             misses: 0,
@@ -244,7 +250,7 @@ impl Cache {
     /// whether it hit.
     #[inline(always)]
     pub fn access(&mut self, pa: u64) -> bool {
-        let line = pa >> LINE_SHIFT;
+        let line = pa >> self.shift;
         if line == self.last {
             self.hits += 1;
             return true;
@@ -259,13 +265,18 @@ impl Cache {
             Tags::U32(t) => (t.as_ptr() as usize, std::mem::size_of::<Set16<u32>>()),
             Tags::Wide(t) => (t.as_ptr() as usize, 4 * self.ways),
         };
-        Prefetcher { base, stride, map: self.map }
+        Prefetcher { base, stride, map: self.map, shift: self.shift }
+    }
+
+    /// log2 of the line size in bytes.
+    pub fn line_shift(&self) -> u32 {
+        self.shift
     }
 
     /// Whether `pa` is on the line of the last access (a certain hit).
     #[inline(always)]
     pub fn is_last(&self, pa: u64) -> bool {
-        pa >> LINE_SHIFT == self.last
+        pa >> self.shift == self.last
     }
 
     /// Asks the host to start loading the tag set `pa` maps to, so that a
@@ -278,7 +289,7 @@ impl Cache {
     /// `access`, and the line it evicted, if it did.
     #[inline]
     pub fn access_evicting(&mut self, pa: u64) -> (bool, Option<u64>) {
-        let line = pa >> LINE_SHIFT;
+        let line = pa >> self.shift;
         if line == self.last {
             self.hits += 1;
             return (true, None);
@@ -411,7 +422,7 @@ fn run_pass(
             p.pf.prefetch(acc[index(j + p.ahead)].0);
         }
         let i = index(j);
-        let line = acc[i].0 >> LINE_SHIFT;
+        let line = acc[i].0 >> p.pf.shift;
         debug_assert!(line < MAX_LINES);
         let hit = line == l || {
             l = line;
@@ -509,12 +520,13 @@ struct Prefetcher {
     base: usize,
     stride: usize,
     map: SetMap,
+    shift: u32,
 }
 
 impl Prefetcher {
     #[inline]
     fn prefetch(&self, pa: u64) {
-        let (set, _) = self.map.split(pa >> LINE_SHIFT);
+        let (set, _) = self.map.split(pa >> self.shift);
         let at = self.base + set * self.stride;
         // A set need not sit within one host cache line (a 16-way set of
         // 16-bit tags is 40 bytes): fetch its first and last bytes' lines.
@@ -551,7 +563,7 @@ mod tests {
 
     #[test]
     fn large_caches_use_16_bit_tags_without_aliasing() {
-        let mut c = Cache::new(&CacheConfig { size_kb: 107520, ways: 15, latency: 70 }).unwrap();
+        let mut c = Cache::new(&CacheConfig { size_kb: 107520, ways: 15, latency: 70 }, LINE_SHIFT).unwrap();
         assert_eq!(c.host_bytes(), 107520 * 1024 / 64 / 15 * 40);
         // Two lines in the same set with different tags both fit.
         let sets = 107520 * 1024 / 64 / 15;
@@ -571,7 +583,7 @@ mod tests {
     fn recency_order_matches_a_list() {
         for ways in [1usize, 2, 4, 8, 12, 15, 16, 20] {
             // ways KB = 16 sets of `ways` lines.
-            let mut c = Cache::new(&CacheConfig { size_kb: ways as u64, ways, latency: 1 }).unwrap();
+            let mut c = Cache::new(&CacheConfig { size_kb: ways as u64, ways, latency: 1 }, LINE_SHIFT).unwrap();
             let sets = c.map.sets;
             assert_eq!(sets, 16);
             let mut model: Vec<u64> = Vec::new();
@@ -615,9 +627,9 @@ mod tests {
     #[test]
     fn hits_after_fill_and_lru_eviction() {
         // 2 sets x 2 ways of 64-byte lines.
-        let mut c = Cache::new(&CacheConfig { size_kb: 0, ways: 2, latency: 4 }).err();
+        let mut c = Cache::new(&CacheConfig { size_kb: 0, ways: 2, latency: 4 }, LINE_SHIFT).err();
         assert!(c.take().is_some(), "zero-sized cache refused");
-        let mut c = Cache::new(&CacheConfig { size_kb: 1, ways: 2, latency: 4 }).unwrap();
+        let mut c = Cache::new(&CacheConfig { size_kb: 1, ways: 2, latency: 4 }, LINE_SHIFT).unwrap();
         assert!(!c.access(0));
         assert!(c.access(8));
         let sets = 8u64; // 1 KB / 64 / 2

@@ -14,7 +14,6 @@
 
 use crate::system::System;
 use crate::timing::{BatchRef, Job, Mark, Worker, NO_PLACE};
-use splab_hw::cache::LINE_SHIFT;
 use splab_hw::mmu::{perm, Access, Translation, WalkFault};
 use splab_hw::tlb::{size_name, TlbHit};
 use splab_hw::{PhysAddr, VirtAddr};
@@ -400,7 +399,7 @@ impl System {
     fn store_after_load(&mut self, cpu: usize, va: u64, load_pa: u64, x: u64) -> Result<(), AccessError> {
         let (pa, xlat, w0) = self.batch_translate(cpu, va, true, false, |old| old ^ x)?;
         let n = self.batch.len();
-        if pa >> LINE_SHIFT == load_pa >> LINE_SHIFT && xlat == 0 && self.pending_walks.len() == w0 && self.marks.last().is_none_or(|m| m.at as usize != n) {
+        if pa >> self.line_shift == load_pa >> self.line_shift && xlat == 0 && self.pending_walks.len() == w0 && self.marks.last().is_none_or(|m| m.at as usize != n) {
             let last = self.batch.last_mut().expect("the load's entry");
             last.stride = pa.wrapping_sub(load_pa) as i64 as i8;
             last.repeat_write = true;
@@ -462,7 +461,7 @@ impl System {
         let walked = self.pending_walks.len() != w0;
         if let Some(last) = self.batch.last_mut() {
             // (The line first: it decides most often.)
-            if last.pa >> LINE_SHIFT == pa >> LINE_SHIFT
+            if last.pa >> self.line_shift == pa >> self.line_shift
                 && xlat == 0
                 && !walked
                 && (last.repeats == 0 || last.repeat_write == write)

@@ -252,6 +252,8 @@ pub struct System {
     /// Functional warming (`set_functional`): batches update the caches
     /// and the predictor, and time nothing.
     pub(crate) functional: bool,
+    /// log2 of the caches' line size (`Caches::line_bytes`).
+    pub(crate) line_shift: u32,
 }
 
 /// What a run did with memory, whatever the policy.
@@ -371,6 +373,7 @@ impl System {
             machine,
             cpus,
             timing: Some(timing),
+            line_shift: p.cache.line_shift(),
             worker: None,
             pace: Pace::new(),
             spares: Vec::new(),

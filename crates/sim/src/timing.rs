@@ -8,7 +8,9 @@
 
 use crate::block::Block;
 use crate::core::{CoreParts, CoreState, CoreStats, MemCfg, RefPlace, RefTime, Stack};
-use splab_hw::cache::{Cache, LINE_SHIFT};
+use splab_hw::cache::Cache;
+#[cfg(test)]
+use splab_hw::cache::LINE_SHIFT;
 use splab_hw::profile::{Prefetch, Profile, WALK_MEMORY};
 use std::sync::Arc;
 
@@ -106,6 +108,8 @@ pub struct Timing {
     l1i: Vec<Cache>,
     l2: Vec<Cache>,
     l3: Cache,
+    /// log2 of the line size every level shares (`Caches::line_bytes`).
+    line_shift: u32,
     dram: u32,
     /// The first cache level a walk's references look up
     /// (`Caches::walk_level`): 1, or 2 or 3 where the OS made its page
@@ -219,10 +223,11 @@ impl Timing {
         let mut l1 = Vec::new();
         let mut l1i = Vec::new();
         let mut l2 = Vec::new();
+        let shift = p.cache.line_shift();
         for _ in 0..p.cpus {
-            l1.push(Cache::new(&p.cache.l1d)?);
-            l1i.push(Cache::new(&p.cache.l1i)?);
-            l2.push(Cache::new(&p.cache.l2)?);
+            l1.push(Cache::new(&p.cache.l1d, shift)?);
+            l1i.push(Cache::new(&p.cache.l1i, shift)?);
+            l2.push(Cache::new(&p.cache.l2, shift)?);
         }
         let line = p.channel_line_cycles().unwrap_or(0.0);
         let wb = p.writeback_cycles().unwrap_or(0.0);
@@ -232,10 +237,11 @@ impl Timing {
             l1,
             l1i,
             l2,
-            l3: Cache::new(&p.cache.l3)?,
+            l3: Cache::new(&p.cache.l3, shift)?,
+            line_shift: shift,
             dram: p.dram_cycles(),
             walk_level: p.cache.walk_level(),
-            streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf))).collect(),
+            streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf, shift))).collect(),
             stream_line: line_times(p),
             prefetched: 0,
             dirty: tracks_dirty.then(|| Dirty { bits: Vec::new() }),
@@ -342,7 +348,7 @@ impl Timing {
                 return (self.l2[cpu].latency, MISSED, 0.0);
             }
         }
-        let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> LINE_SHIFT) };
+        let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> self.line_shift) };
         let hit = match self.dirty.as_mut().filter(|_| !self.write_through) {
             None => self.l3.access(pa),
             Some(d) => {
@@ -374,7 +380,7 @@ impl Timing {
     #[inline]
     fn stored(&mut self, pa: u64) {
         if let Some(d) = self.dirty.as_mut() {
-            d.mark(pa >> LINE_SHIFT);
+            d.mark(pa >> self.line_shift);
         }
     }
 
@@ -574,8 +580,9 @@ impl Timing {
         let mut covered = std::mem::take(&mut self.covered);
         covered.clear();
         if !self.streams.is_empty() {
+            let shift = self.line_shift;
             let s = &mut self.streams[cpu];
-            covered.extend(to_l3.iter().filter_map(|&i| match s.cover(acc[i as usize].0 >> LINE_SHIFT) {
+            covered.extend(to_l3.iter().filter_map(|&i| match s.cover(acc[i as usize].0 >> shift) {
                 0 => None,
                 k => Some((i, k)),
             }));
@@ -632,7 +639,7 @@ impl Timing {
                     e += 1;
                 }
                 if r.write || (r.repeats > 0 && r.repeat_write) {
-                    d.mark(r.pa >> LINE_SHIFT);
+                    d.mark(r.pa >> self.line_shift);
                 }
             }
         }
@@ -838,6 +845,8 @@ struct Streams {
     /// Whether a stream goes on into the physically next page
     /// (`Prefetch::next_page`).
     next_page: bool,
+    /// log2 of the lines in a 4 KB page.
+    page_shift: u32,
 }
 
 /// A stream counts as followed at once with others while it covered one
@@ -856,14 +865,18 @@ struct StreamEntry {
     covered_at: u64,
 }
 
-/// Lines in a 4 KB page: prefetchers of this kind train on one page at a
-/// time, since the next physical page need not be the next virtual one; a
-/// stream goes on into the adjacent frame only with `next_page`.
+/// log2 of the 64-byte lines in a 4 KB page (the tests' line size):
+/// prefetchers of this kind train on one page at a time, since the next
+/// physical page need not be the next virtual one; a stream goes on into
+/// the adjacent frame only with `next_page`.
+#[cfg(test)]
 const PAGE_LINE_SHIFT: u32 = 12 - LINE_SHIFT;
 
 impl Streams {
-    fn new(p: &Prefetch) -> Streams {
+    /// Streams over lines of `1 << line_shift` bytes.
+    fn new(p: &Prefetch, line_shift: u32) -> Streams {
         Streams {
+            page_shift: 12 - line_shift,
             pages: vec![StreamEntry { page: u64::MAX, last: 0, dir: 0, used: 0, covered_at: 0 }; p.streams],
             distance: p.distance as u64,
             clock: 0,
@@ -889,7 +902,7 @@ impl Streams {
         if !self.count {
             return 1;
         }
-        let page = line >> PAGE_LINE_SHIFT;
+        let page = line >> self.page_shift;
         let clock = self.clock;
         let mut k = 0;
         for e in self.pages.iter_mut() {
@@ -905,7 +918,7 @@ impl Streams {
 
     fn covers(&mut self, line: u64) -> bool {
         self.clock += 1;
-        let page = line >> PAGE_LINE_SHIFT;
+        let page = line >> self.page_shift;
         let found = self.pages.iter().position(|e| e.page == page).or_else(|| {
             if !self.next_page {
                 return None;
@@ -1160,7 +1173,33 @@ mod tests {
         c.memory.channel_gbs = Some(64.0 * c.freq_ghz / 20.0);
         let mut c4 = c.clone();
         c4.cache.walk_level = Some(WALK_MEMORY);
-        vec![p, q, w, w2, w3, w4, c, c4]
+        // 128-byte lines, with the prefetcher, writebacks and the interface.
+        let (mut q128, mut w128, mut c128) = (q.clone(), w.clone(), c.clone());
+        for x in [&mut q128, &mut w128, &mut c128] {
+            x.cache.line_bytes = Some(128);
+        }
+        vec![p, q, w, w2, w3, w4, c, c4, q128, w128, c128]
+    }
+
+    /// Lines are the profile's: a stream of 64-byte steps over 128-byte
+    /// lines misses every level once a line, half as often as over 64-byte
+    /// lines, and writes back half as many lines.
+    #[test]
+    fn lines_are_the_profiles_size() {
+        let mut p = profiles()[2].clone();
+        p.prefetch = None;
+        let lines64 = 16 * 1024 * 1024 / 64;
+        let run = |p: &Profile| {
+            let mut t = Timing::new(p).unwrap();
+            stream(&mut t, (0..lines64).map(|i| (1 << 30) + i * 64), true);
+            (t.dram_accesses, t.writebacks)
+        };
+        let (d64, wb64) = run(&p);
+        p.cache.line_bytes = Some(128);
+        let (d128, wb128) = run(&p);
+        assert_eq!(d64, lines64);
+        assert_eq!(d128, lines64 / 2);
+        assert!(wb128 * 2 <= wb64 && wb128 > 0, "{wb64} {wb128}");
     }
 
     /// Running a batch level by level gives exactly the state and cycles of
@@ -1179,6 +1218,7 @@ mod tests {
         let mut x = 99u64;
         let mut walks = Vec::new();
         let mut refs = Vec::new();
+        let line = 1u64 << p.cache.line_shift();
         for i in 0..5000u32 {
             x ^= x << 13;
             x ^= x >> 7;
@@ -1193,7 +1233,7 @@ mod tests {
             let pa = if i % 3 == 0 && i > 0 {
                 refs.last().map(|r: &BatchRef| r.pa + 8).unwrap()
             } else if i % 5 == 1 && i > 0 {
-                refs.last().map(|r: &BatchRef| r.pa + 64).unwrap()
+                refs.last().map(|r: &BatchRef| r.pa + line).unwrap()
             } else {
                 x % (512 << 20)
             };
@@ -1322,7 +1362,7 @@ mod tests {
     /// forgets the least recently used page for a new one.
     #[test]
     fn streams_train_then_cover() {
-        let mut s = Streams::new(&Prefetch { streams: 2, distance: 4, line_cycles: 10.0, line_cycles_by_streams: vec![], next_page: false });
+        let mut s = Streams::new(&Prefetch { streams: 2, distance: 4, line_cycles: 10.0, line_cycles_by_streams: vec![], next_page: false }, LINE_SHIFT);
         let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
         // Ascending in page 7: two misses train it, the rest are covered.
         let got: Vec<bool> = (0..6).map(|l| s.covers(page(7, l))).collect();
@@ -1349,7 +1389,7 @@ mod tests {
     fn streams_go_on_into_the_next_frame_only_where_the_profile_says() {
         let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
         let run = |next_page: bool, pages: &[u64], down: bool| -> Vec<bool> {
-            let mut s = Streams::new(&Prefetch { streams: 4, distance: 8, line_cycles: 10.0, line_cycles_by_streams: vec![], next_page });
+            let mut s = Streams::new(&Prefetch { streams: 4, distance: 8, line_cycles: 10.0, line_cycles_by_streams: vec![], next_page }, LINE_SHIFT);
             let lines: Vec<u64> = (0..64).map(|l| if down { 63 - l } else { l }).collect();
             pages.iter().flat_map(|&p| lines.iter().map(move |&l| page(p, l))).map(|x| s.covers(x)).collect()
         };
@@ -1371,7 +1411,7 @@ mod tests {
     #[test]
     fn streams_followed_at_once_are_counted() {
         let pf = Prefetch { streams: 8, distance: 16, line_cycles: 10.0, line_cycles_by_streams: vec![30.0, 20.0, 10.0], next_page: false };
-        let mut s = Streams::new(&pf);
+        let mut s = Streams::new(&pf, LINE_SHIFT);
         let page = |p: u64, l: u64| (p << PAGE_LINE_SHIFT) + l;
         let one: Vec<u32> = (0..128).map(|i| s.cover(page(3 + i / 64, i % 64))).collect();
         assert_eq!(&one[..4], [0, 0, 1, 1]);
@@ -1382,7 +1422,7 @@ mod tests {
         let alone: Vec<u32> = (10..40).map(|l| s.cover(page(10, l))).collect();
         assert_eq!(alone[29], 1, "{alone:?}");
         // Without a line time by streams nothing is counted.
-        let mut u = Streams::new(&Prefetch { line_cycles_by_streams: vec![], ..pf });
+        let mut u = Streams::new(&Prefetch { line_cycles_by_streams: vec![], ..pf }, LINE_SHIFT);
         let got: Vec<u32> = (0..30).map(|i| u.cover(page(10 + i % 3, i / 3))).collect();
         assert!(got[24..].iter().all(|&k| k == 1), "{got:?}");
     }

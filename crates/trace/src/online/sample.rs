@@ -100,7 +100,7 @@ pub const WARM_REFS_PER_LINE: u64 = 32;
 /// under DynamoRIO"): a warm-up of the window's length read high.
 pub fn default_warm(c: &splab_hw::profile::Caches, s: &Sample) -> u64 {
     let last_kb = if c.l3.size_kb > 0 { c.l3.size_kb } else { c.l2.size_kb };
-    let lines = (last_kb * 1024) >> splab_hw::cache::LINE_SHIFT;
+    let lines = (last_kb * 1024) >> c.line_shift();
     (WARM_REFS_PER_LINE * lines).min(s.period - s.detail)
 }
 
@@ -361,7 +361,7 @@ mod tests {
         use splab_hw::cache::CacheConfig;
         use splab_hw::profile::Caches;
         let c = |size_kb| CacheConfig { size_kb, ways: 8, latency: 4 };
-        let caches = |l2, l3| Caches { l1i: c(32), l1d: c(48), l2: c(l2), l3: c(l3), walk_level: None, last_level_write_through: None };
+        let caches = |l2, l3| Caches { l1i: c(32), l1d: c(48), l2: c(l2), l3: c(l3), walk_level: None, last_level_write_through: None, line_bytes: None };
         let s = |d, p| Sample { detail: d, period: p, warm: None };
         // 8 MB: 131072 lines.
         assert_eq!(default_warm(&caches(2048, 8192), &s(1_000_000, 10_000_000)), 32 * 131_072);
