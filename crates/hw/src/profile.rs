@@ -41,7 +41,7 @@ pub struct Caches {
     pub last_level_write_through: Option<bool>,
     /// The line size in bytes, the same at every level (each level's
     /// `size_kb` and `ways` stay as given, so a longer line means fewer
-    /// sets): 128 on POWER8 and POWER9. 64 or 128. Not below 64: the
+    /// sets): 64 or 128 (POWER8's and POWER9's). Not below 64: the
     /// workloads abbreviate a program's accesses to one a 64-byte line,
     /// and the traces carry the kernel's copies as 64-byte words, neither
     /// of which the model splits over smaller lines; not above 128: the
