@@ -269,6 +269,7 @@ impl Cache {
     }
 
     /// log2 of the line size in bytes.
+    #[inline(always)]
     pub fn line_shift(&self) -> u32 {
         self.shift
     }

@@ -108,8 +108,6 @@ pub struct Timing {
     l1i: Vec<Cache>,
     l2: Vec<Cache>,
     l3: Cache,
-    /// log2 of the line size every level shares (`Caches::line_bytes`).
-    line_shift: u32,
     dram: u32,
     /// The first cache level a walk's references look up
     /// (`Caches::walk_level`): 1, or 2 or 3 where the OS made its page
@@ -238,7 +236,6 @@ impl Timing {
             l1i,
             l2,
             l3: Cache::new(&p.cache.l3, shift)?,
-            line_shift: shift,
             dram: p.dram_cycles(),
             walk_level: p.cache.walk_level(),
             streams: p.prefetch.iter().flat_map(|pf| (0..p.cpus).map(|_| Streams::new(pf, shift))).collect(),
@@ -348,7 +345,7 @@ impl Timing {
                 return (self.l2[cpu].latency, MISSED, 0.0);
             }
         }
-        let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> self.line_shift) };
+        let covered = if self.streams.is_empty() { 0 } else { self.streams[cpu].cover(pa >> self.l3.line_shift()) };
         let hit = match self.dirty.as_mut().filter(|_| !self.write_through) {
             None => self.l3.access(pa),
             Some(d) => {
@@ -380,7 +377,7 @@ impl Timing {
     #[inline]
     fn stored(&mut self, pa: u64) {
         if let Some(d) = self.dirty.as_mut() {
-            d.mark(pa >> self.line_shift);
+            d.mark(pa >> self.l3.line_shift());
         }
     }
 
@@ -580,7 +577,7 @@ impl Timing {
         let mut covered = std::mem::take(&mut self.covered);
         covered.clear();
         if !self.streams.is_empty() {
-            let shift = self.line_shift;
+            let shift = self.l3.line_shift();
             let s = &mut self.streams[cpu];
             covered.extend(to_l3.iter().filter_map(|&i| match s.cover(acc[i as usize].0 >> shift) {
                 0 => None,
@@ -639,7 +636,7 @@ impl Timing {
                     e += 1;
                 }
                 if r.write || (r.repeats > 0 && r.repeat_write) {
-                    d.mark(r.pa >> self.line_shift);
+                    d.mark(r.pa >> self.l3.line_shift());
                 }
             }
         }
