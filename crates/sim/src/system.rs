@@ -548,6 +548,11 @@ impl System {
         self.kernel.shm_create_largepage(&mut self.machine, size)
     }
 
+    /// Bytes in a line of the caches (the profile's `[cache] line_bytes`).
+    pub fn line_bytes(&self) -> u64 {
+        1 << self.line_shift
+    }
+
     /// Bytes in a base page (PAGE_SIZE): 4 KB, or 8 KB on the Alpha.
     pub fn page_size(&self) -> u64 {
         self.kernel.page_size()

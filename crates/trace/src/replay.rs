@@ -16,8 +16,10 @@
 //!
 //! References: loads and stores as they are; a modify is a load then a
 //! store; recorded instruction fetches are counted and skipped; a
-//! reference that crosses into the next 4 KB page also touches that page
-//! (a second access of the same kind). Where the trace has splabtrace's
+//! reference that crosses into the next line of the caches (the profile's
+//! line size) also touches that line, an access of the same kind on each
+//! line it covers, as a split load or store reads or writes both lines
+//! (and, across a page, translates both pages). Where the trace has splabtrace's
 //! instruction stream (its blocks' tables and their entries and exits,
 //! `block.rs`), each table becomes a block of the system's core model
 //! (`System::define_block`), each entry a mark before the block's
@@ -44,8 +46,8 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-/// The traced program's page size (x86-64 and arm64 Linux hosts): a
-/// reference that crosses one is split in two, as the host's MMU saw it.
+/// The traced program's page size (x86-64 and arm64 Linux hosts), for the
+/// count of references that crossed one (`page_crossing`).
 const HOST_PAGE: u64 = 4096;
 const BLOCK: u64 = 2 << 20;
 /// References read and replayed per batch.
@@ -61,7 +63,10 @@ pub struct ReplayStats {
     pub loads: u64,
     pub stores: u64,
     pub modifies: u64,
-    /// References that crossed into the next page and touched it too.
+    /// References that crossed into the next line of the caches and
+    /// touched it too (a load or store is made on each line it covers).
+    pub line_crossing: u64,
+    /// Of those, the references that crossed into the next 4 KB page.
     pub page_crossing: u64,
     /// Loads and stores made on the system.
     pub accesses: u64,
@@ -266,6 +271,9 @@ pub(crate) struct Run {
     pub(crate) placing: bool,
     /// The code line fetched last.
     last_fetch: u64,
+    /// Bytes in a line of the system's caches: a reference is made on
+    /// each line it covers.
+    line: u64,
     pacer: Pacer,
     /// References by kind (`Kind as usize`) since the last flush, which
     /// adds them to `stats`.
@@ -292,6 +300,7 @@ impl Run {
             place: 0,
             placing: true,
             last_fetch: u64::MAX,
+            line: sys.line_bytes(),
             pacer: Pacer::new(),
             kinds: [0; 4],
             stats: ReplayStats::default(),
@@ -316,6 +325,7 @@ impl Run {
             place: 0,
             placing: self.placing,
             last_fetch: u64::MAX,
+            line: self.line,
             pacer: Pacer::new(),
             kinds: [0; 4],
             stats: ReplayStats::default(),
@@ -503,14 +513,29 @@ impl Run {
             self.push(sys, r.addr, Op::Load, place)?;
         }
         self.push(sys, r.addr, op, place)?;
-        if (r.addr & (HOST_PAGE - 1)) + r.size as u64 > HOST_PAGE {
-            if let Some(next) = (r.addr | (HOST_PAGE - 1)).checked_add(1) {
-                self.stats.page_crossing += 1;
-                if modify {
-                    self.push(sys, next, Op::Load, place)?;
-                }
-                self.push(sys, next, op, place)?;
+        if (r.addr & (self.line - 1)) + r.size as u64 > self.line {
+            self.rest_of_ref(sys, r.addr, r.size, op, modify, place)?;
+        }
+        Ok(())
+    }
+
+    /// The lines after the first that a reference covers: each gets the
+    /// reference's access (a modify's load and store), as the cache
+    /// reads or writes each line a split load or store touches.
+    #[inline(never)]
+    fn rest_of_ref(&mut self, sys: &mut System, addr: u64, size: u32, op: Op, modify: bool, place: u16) -> Result<(), Failure> {
+        let last = addr.saturating_add(size as u64 - 1);
+        self.stats.line_crossing += 1;
+        if (addr ^ last) & !(HOST_PAGE - 1) != 0 {
+            self.stats.page_crossing += 1;
+        }
+        let mut next = (addr | (self.line - 1)).checked_add(1);
+        while let Some(a) = next.filter(|&a| a <= last) {
+            if modify {
+                self.push(sys, a, Op::Load, place)?;
             }
+            self.push(sys, a, op, place)?;
+            next = a.checked_add(self.line);
         }
         Ok(())
     }
@@ -634,7 +659,7 @@ impl Replay {
             "  {:<20}{} ({} loads, {} stores, {} modifies as a load and a store; {} instruction fetches skipped)",
             "references", s.refs, s.loads, s.stores, s.modifies, s.instr_skipped
         );
-        let _ = writeln!(report, "  {:<20}{} ({} page-crossing references touched the next page too)", "memory accesses", s.accesses, s.page_crossing);
+        let _ = writeln!(report, "  {:<20}{} ({} references crossed into the next line and touched it too, {} of them into the next page)", "memory accesses", s.accesses, s.line_crossing, s.page_crossing);
         let _ = writeln!(
             report,
             "  {:<20}{} regions from the header, {} map and {} unmap events replayed; all mapped anonymous, readable, writable and executable",

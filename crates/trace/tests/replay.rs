@@ -94,9 +94,30 @@ fn memory_outside_the_layout_is_mapped_by_block() {
     let st = &r.stats;
     assert_eq!((st.refs, st.loads, st.stores, st.modifies, st.instr_skipped), (5, 2, 1, 1, 1));
     // The modify crosses into the next page: a load and a store on each.
-    assert_eq!(st.page_crossing, 1);
+    assert_eq!((st.line_crossing, st.page_crossing), (1, 1));
     assert_eq!(st.accesses, 2 + 1 + 4);
     assert_eq!(st.inferred_blocks, 3);
+    clean();
+}
+
+#[test]
+fn a_reference_is_made_on_each_line_it_covers() {
+    // Lines of 64 bytes (sapphire-rapids) and of 128 (power9): a 16-byte
+    // load at byte 56 of a 128-byte line crosses a 64-byte line only; one
+    // at byte 120 crosses both; a 200-byte store from byte 8 covers four
+    // 64-byte lines and two 128-byte ones; an aligned 64-byte load, one
+    // line of either.
+    let path = temp("lines.lackey");
+    let text = "==1== x\n L 7f0000001038,16\n L 7f0000001078,16\n S 7f0000002008,200\n L 7f0000003040,64\n";
+    std::fs::write(&path, text).unwrap();
+    for (machine, crossing, accesses) in [("sapphire-rapids", 3, 2 + 2 + 4 + 1), ("power9", 2, 1 + 2 + 2 + 1)] {
+        let mut c = Config::new(Profile::load(machine).unwrap());
+        c.memory = 256 << 20;
+        let mut s = System::new(c).unwrap();
+        let r = replay(&path, &mut s).unwrap();
+        let st = &r.stats;
+        assert_eq!((st.refs, st.line_crossing, st.page_crossing, st.accesses), (4, crossing, 0, accesses), "{machine}");
+    }
     clean();
 }
 
