@@ -41,12 +41,14 @@ pub struct Caches {
     pub last_level_write_through: Option<bool>,
     /// The line size in bytes, the same at every level (each level's
     /// `size_kb` and `ways` stay as given, so a longer line means fewer
-    /// sets): 64 or 128 (POWER8's and POWER9's). Not below 64: the
-    /// workloads abbreviate a program's accesses to one a 64-byte line,
-    /// and the traces carry the kernel's copies as 64-byte words, neither
-    /// of which the model splits over smaller lines; not above 128: the
-    /// simulator keeps a run of accesses within one line as a byte step
-    /// (an i8). Absent: 64.
+    /// sets): 32 (the Armada XP's), 64, or 128 (POWER8's and POWER9's).
+    /// With 32-byte lines the workloads' line-at-a-time loops step a line
+    /// of the machine's (`line_step`), and a trace's references, the
+    /// kernel's 64-byte copy words and the tool's 64-byte code granules
+    /// are made on each line they cover. Not below 32: the bandwidth
+    /// loops' 16-byte word steps would then be line steps; not above 128:
+    /// the simulator keeps a run of accesses within one line as a byte
+    /// step (an i8). Absent: 64.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub line_bytes: Option<u64>,
 }
@@ -510,8 +512,8 @@ impl Profile {
             return Err(format!("cache.walk_level = {} is out of range (1, 2 or 3, or {WALK_MEMORY} for memory)", self.cache.walk_level()));
         }
         if let Some(b) = self.cache.line_bytes {
-            if b != 64 && b != 128 {
-                return Err(format!("cache.line_bytes = {b} is not 64 or 128"));
+            if b != 32 && b != 64 && b != 128 {
+                return Err(format!("cache.line_bytes = {b} is not 32, 64 or 128"));
             }
         }
         if !(self.freq_ghz > 0.0 && self.freq_ghz < 100.0) {
@@ -652,19 +654,28 @@ mod tests {
         }
     }
 
-    /// `line_bytes` takes 64 or 128 and refuses anything else by name;
-    /// POWER8's and POWER9's lines are 128 bytes, the others' 64.
+    /// `line_bytes` takes 32, 64 or 128 and refuses anything else by
+    /// name; POWER8's and POWER9's lines are 128 bytes, the Armada XP's
+    /// 32, the others' 64.
     #[test]
-    fn line_bytes_is_64_or_128() {
+    fn line_bytes_is_32_64_or_128() {
         for (n, _) in BUILTIN {
             let p = Profile::load(n).unwrap();
-            let want = if p.arch == "powerpc64" { 7 } else { 6 };
+            let want = match (p.arch.as_str(), *n) {
+                ("powerpc64", _) => 7,
+                (_, "armada-xp") => 5,
+                _ => 6,
+            };
             assert_eq!(p.cache.line_shift(), want, "{n}");
         }
         let p = Profile::load("power9").unwrap();
         let text = toml::to_string(&p).unwrap();
         assert!(text.contains("line_bytes = 128"), "{text}");
-        for bad in [0, 32, 96, 256] {
+        for good in [32, 64] {
+            let p = Profile::parse(&text.replacen("line_bytes = 128", &format!("line_bytes = {good}"), 1), "good").unwrap();
+            assert_eq!(1 << p.cache.line_shift(), good);
+        }
+        for bad in [0, 16, 96, 256] {
             let e = Profile::parse(&text.replacen("line_bytes = 128", &format!("line_bytes = {bad}"), 1), "bad").unwrap_err();
             assert!(e.contains(&format!("cache.line_bytes = {bad}")), "{e}");
         }

@@ -1170,17 +1170,23 @@ mod tests {
         c.memory.channel_gbs = Some(64.0 * c.freq_ghz / 20.0);
         let mut c4 = c.clone();
         c4.cache.walk_level = Some(WALK_MEMORY);
-        // 128-byte lines, with the prefetcher, writebacks and the interface.
+        // 128-byte and 32-byte lines, with the prefetcher, writebacks and
+        // the interface (32: also with walks from memory).
         let (mut q128, mut w128, mut c128) = (q.clone(), w.clone(), c.clone());
         for x in [&mut q128, &mut w128, &mut c128] {
             x.cache.line_bytes = Some(128);
         }
-        vec![p, q, w, w2, w3, w4, c, c4, q128, w128, c128]
+        let (mut q32, mut w32, mut c32) = (q.clone(), w.clone(), c4.clone());
+        for x in [&mut q32, &mut w32, &mut c32] {
+            x.cache.line_bytes = Some(32);
+        }
+        vec![p, q, w, w2, w3, w4, c, c4, q128, w128, c128, q32, w32, c32]
     }
 
     /// Lines are the profile's: a stream of 64-byte steps over 128-byte
     /// lines misses every level once a line, half as often as over 64-byte
-    /// lines, and writes back half as many lines.
+    /// lines, and writes back half as many lines; over 32-byte lines it
+    /// misses as often as over 64-byte ones (every other line).
     #[test]
     fn lines_are_the_profiles_size() {
         let mut p = profiles()[2].clone();
@@ -1197,6 +1203,11 @@ mod tests {
         assert_eq!(d64, lines64);
         assert_eq!(d128, lines64 / 2);
         assert!(wb128 * 2 <= wb64 && wb128 > 0, "{wb64} {wb128}");
+        // 64-byte steps over 32-byte lines touch every other line.
+        p.cache.line_bytes = Some(32);
+        let (d32, wb32) = run(&p);
+        assert_eq!(d32, lines64);
+        assert!(wb32 <= wb64 && wb32 > 0, "{wb64} {wb32}");
     }
 
     /// Running a batch level by level gives exactly the state and cycles of

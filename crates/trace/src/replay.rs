@@ -50,6 +50,8 @@ use std::time::Instant;
 /// count of references that crossed one (`page_crossing`).
 const HOST_PAGE: u64 = 4096;
 const BLOCK: u64 = 2 << 20;
+/// The code lines the tool's block tables name: 64-byte granules.
+const CODE_GRANULE: u64 = 64;
 /// References read and replayed per batch.
 pub const BATCH: usize = 4096;
 /// Entries of the cache of blocks known to be mapped (a power of two).
@@ -455,6 +457,15 @@ impl Run {
                 self.last_fetch = line;
                 self.push(sys, line, Op::Fetch, NO_PLACE)?;
                 self.stats.fetches += 1;
+                // The tool gives code as 64-byte granules with no
+                // instruction addresses: on a machine whose lines are
+                // shorter, the block is fetched from each line of it.
+                let mut l = line + self.line;
+                while l & (CODE_GRANULE - 1) != 0 {
+                    self.push(sys, l, Op::Fetch, NO_PLACE)?;
+                    self.stats.fetches += 1;
+                    l += self.line;
+                }
             }
         }
         self.block_refs = Some(refs);

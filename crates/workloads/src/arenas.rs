@@ -33,7 +33,7 @@
 //! FreeBSD's MADV_DONTNEED only lowers their priority, so they stay
 //! resident until memory runs short) changes it.
 
-use crate::common::{exit, fault, map, mib, size_text, spawn_on, Batch, Rng, LINE};
+use crate::common::{exit, fault, line_step, map, mib, size_text, spawn_on, Batch, Rng};
 use crate::sched::{Phase, Quanta, Sched, Spawn, Step, Task};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -363,10 +363,10 @@ impl Arena {
             let (heap, off) = self.run(sys, pages)?;
             (self.heaps[heap].va + off * self.page, Where::Run(heap, off, pages))
         };
-        let mut a = va;
+        let (mut a, step) = (va, line_step(sys));
         while a < va + size {
             b.store(sys, a, 1).map_err(fault("arenas: writing an object"))?;
-            a = (a & !(LINE - 1)) + LINE;
+            a = (a & !(step - 1)) + step;
         }
         self.live.push(Obj { va, size, at });
         self.live_bytes += size;

@@ -20,7 +20,7 @@
 //! deterministic, so one timed pass (after the zeroing pass) is reported.
 
 use crate::kernels::Kernel;
-use crate::common::{exit, fault, file_req, map, mib, size_text, spawn_on, touch_pages, unmap, Batch, LINE};
+use crate::common::{exit, fault, file_req, line_step, map, mib, size_text, spawn_on, touch_pages, unmap, Batch, LINE};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::kernel::Pid;
@@ -86,13 +86,14 @@ enum Kind {
 fn pass(sys: &mut System, b: &mut Batch, kind: Kind, src: u64, dst: u64, len: u64, step: u64) -> Result<(), String> {
     let err = fault("bandwidth pass");
     // lmbench's loops (`kernels`); zeroing is a line at a time.
-    let kernel = match (kind, step) {
+    let line = step == line_step(sys);
+    let kernel = match (kind, line) {
         (Kind::Read, _) => Kernel::BwRead,
-        (Kind::Write, LINE) => Kernel::Sweep,
-        (Kind::Write, _) => Kernel::BwWrite,
+        (Kind::Write, true) => Kernel::Sweep,
+        (Kind::Write, false) => Kernel::BwWrite,
         (Kind::ReadWrite, _) => Kernel::BwReadWrite,
-        (Kind::Copy, LINE) => Kernel::CopyLine,
-        (Kind::Copy, _) => Kernel::CopyWord,
+        (Kind::Copy, true) => Kernel::CopyLine,
+        (Kind::Copy, false) => Kernel::CopyWord,
     };
     b.switch(sys, kernel).map_err(&err)?;
     let mut off = 0;
@@ -111,7 +112,7 @@ fn pass(sys: &mut System, b: &mut Batch, kind: Kind, src: u64, dst: u64, len: u6
 
 /// Zeroes a buffer a line at a time (bzero), faulting it in.
 fn zero(sys: &mut System, b: &mut Batch, va: u64, len: u64) -> Result<(), String> {
-    pass(sys, b, Kind::Write, va, 0, len, LINE)
+    pass(sys, b, Kind::Write, va, 0, len, line_step(sys))
 }
 
 impl Bw {
@@ -139,7 +140,7 @@ impl Bw {
                 let src = anon(sys, 2 * size)?;
                 let dst = src + size;
                 zero(sys, &mut b, src, 2 * size)?;
-                let step = if test == "bcopy_libc" { LINE } else { 8 };
+                let step = if test == "bcopy_libc" { line_step(sys) } else { 8 };
                 let t0 = sys.cycles(cpu);
                 pass(sys, &mut b, Kind::Copy, src, dst, size, step)?;
                 let c = sys.cycles(cpu) - t0;

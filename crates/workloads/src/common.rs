@@ -17,6 +17,15 @@ pub const PAGE: u64 = 4096;
 /// A cache line, the unit of vectorised loops and of `memcpy`.
 pub const LINE: u64 = 64;
 
+/// The step of a loop that touches every line of a range (zeroing,
+/// copying, streaming): a 64-byte `LINE`, or the machine's line where it
+/// is shorter (the Armada XP's 32 bytes), so that every line of its
+/// caches is touched; each step is one iteration of the loop's kernel
+/// either way. On machines with 128-byte lines two steps touch a line.
+pub fn line_step(sys: &System) -> u64 {
+    LINE.min(sys.line_bytes())
+}
+
 /// Creates a process and puts it on `cpu`.
 pub fn spawn_on(sys: &mut System, cpu: usize) -> Result<Pid, String> {
     let pid = sys.spawn().map_err(|e| format!("spawn: {e}"))?;

@@ -11,7 +11,7 @@
 //! a page), exits, and reports how far it got and how fast memory was
 //! filled (MB per simulated second, higher is better).
 
-use crate::common::{exit, fault, map, mib, since, size_text, spawn_on, touch_pages, unmap, Batch, LINE};
+use crate::common::{exit, fault, line_step, map, mib, since, size_text, spawn_on, touch_pages, unmap, Batch};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::map::MmapReq;
@@ -112,7 +112,7 @@ impl Workload for Realloc {
                 Err(e) => break Stop::Mmap(e),
             };
             let copy = |sys: &mut System, b: &mut Batch| -> Result<(), AccessError> {
-                for off in (0..size).step_by(LINE as usize) {
+                for off in (0..size).step_by(line_step(sys) as usize) {
                     b.load(sys, cur + off)?;
                     b.store(sys, new + off, 1)?;
                 }

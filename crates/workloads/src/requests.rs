@@ -28,7 +28,7 @@
 //! simulated second of the server's CPU; the percentiles of request
 //! latency are the details.
 
-use crate::common::{exit, fault, map, mib, size_text, Batch, Rng, LINE};
+use crate::common::{exit, fault, line_step, map, mib, size_text, Batch, Rng, LINE};
 use crate::sched::{Quanta, Sched, Spawn, Step, Task};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -139,10 +139,10 @@ impl Server {
 
     /// Stores (or loads) every line of [va, va + len).
     fn lines(sys: &mut System, b: &mut Batch, va: u64, len: u64, store: bool) -> Result<(), String> {
-        let mut a = va;
+        let (mut a, step) = (va, line_step(sys));
         while a < va + len {
             if store { b.store(sys, a, 1) } else { b.load(sys, a) }.map_err(fault("requests: the dataset"))?;
-            a += LINE;
+            a += step;
         }
         Ok(())
     }
@@ -254,11 +254,12 @@ impl Task for Snapshot {
     }
     fn step(&mut self, sys: &mut System, cpu: usize, budget: u64, _: &mut Vec<Spawn>) -> Result<Step, String> {
         let mut b = Batch::new(cpu);
-        let total: u64 = self.lines.iter().map(|r| r.1 / LINE).sum();
+        let step = line_step(sys);
+        let total: u64 = self.lines.iter().map(|r| r.1 / step).sum();
         let end = (self.pos + budget).min(total);
         for i in self.pos..end {
-            let first = self.lines[0].1 / LINE;
-            let va = if i < first { self.lines[0].0 + i * LINE } else { self.lines[1].0 + (i - first) * LINE };
+            let first = self.lines[0].1 / step;
+            let va = if i < first { self.lines[0].0 + i * step } else { self.lines[1].0 + (i - first) * step };
             b.load(sys, va).map_err(fault("requests: the snapshot's read"))?;
         }
         b.flush(sys).map_err(fault("requests: the snapshot's read"))?;

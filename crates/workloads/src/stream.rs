@@ -16,7 +16,7 @@
 //! results is not made.
 
 use crate::kernels::Kernel;
-use crate::common::{exit, fault, map, since, spawn_on, Batch, LINE};
+use crate::common::{exit, fault, line_step, map, since, spawn_on, Batch, LINE};
 use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -78,18 +78,19 @@ impl Workload for Stream {
             };
         }
         let err = fault("STREAM array access");
-        let lines = self.lines();
+        let step = line_step(sys);
+        let lines = bytes.div_ceil(step);
         let mut b = Batch::new(cpu);
         // Initialisation, then STREAM's timer-granularity loop (a = 2a).
         for &a in &arrays {
             for l in 0..lines {
-                b.store(sys, a + l * LINE, 0).map_err(&err)?;
+                b.store(sys, a + l * step, 0).map_err(&err)?;
             }
         }
         b.switch(sys, Kernel::StreamScale).map_err(&err)?;
         for l in 0..lines {
-            b.load(sys, arrays[0] + l * LINE).map_err(&err)?;
-            b.store(sys, arrays[0] + l * LINE, 0).map_err(&err)?;
+            b.load(sys, arrays[0] + l * step).map_err(&err)?;
+            b.store(sys, arrays[0] + l * step, 0).map_err(&err)?;
         }
         b.flush(sys).map_err(&err)?;
         let mut done = 5 * lines;
@@ -101,9 +102,9 @@ impl Workload for Stream {
                 let t0 = sys.cycles(cpu);
                 for l in 0..lines {
                     for &r in reads.iter() {
-                        b.load(sys, arrays[r] + l * LINE).map_err(&err)?;
+                        b.load(sys, arrays[r] + l * step).map_err(&err)?;
                     }
-                    b.store(sys, arrays[*write] + l * LINE, 0).map_err(&err)?;
+                    b.store(sys, arrays[*write] + l * step, 0).map_err(&err)?;
                 }
                 b.flush(sys).map_err(&err)?;
                 t[k] = since(sys, cpu, t0);

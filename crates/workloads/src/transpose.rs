@@ -16,7 +16,7 @@
 //! 2 x 8 x N^2, in MB of 10^6 bytes per second.
 
 use crate::kernels::Kernel;
-use crate::common::{exit, fault, map, page_round, spawn_on, unmap, Batch, LINE};
+use crate::common::{exit, fault, line_step, map, page_round, spawn_on, unmap, Batch};
 use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -97,13 +97,14 @@ impl Workload for Transpose {
                 Some(r) => (r.va, r.va + page_round(len)),
                 None => (map(sys, pid, MmapReq::anon(len, prot::RW), "matrix A")?, map(sys, pid, MmapReq::anon(len, prot::RW), "matrix B")?),
             };
+            let step = line_step(sys);
             for m in [a, bm] {
-                for off in (0..len).step_by(LINE as usize) {
+                for off in (0..len).step_by(step as usize) {
                     b.store(sys, m + off, 0).map_err(fault("matrix initialisation"))?;
                 }
             }
             b.flush(sys).map_err(fault("matrix initialisation"))?;
-            done += 2 * len / LINE;
+            done += 2 * len / step;
             for (variant, strided_loads, pattern) in
                 [("load", true, "column-wise loads, row-wise stores"), ("store", false, "row-wise loads, column-wise stores")]
             {

@@ -313,3 +313,23 @@ fn a_soft_fault_maps_a_superpage_unless_the_kernel_predates_it() {
     assert_eq!((sp1, f1, p1), (size >> 21, pages + (size >> 21), size >> 21));
     assert_eq!((sp0, f0, p0), (0, 2 * pages, 2 * (size >> 21)));
 }
+
+/// A loop that touches every line of a range steps the machine's line
+/// where it is shorter than 64 bytes: on 32-byte lines bcopy (libc) and
+/// the zeroing before it make twice the stores, one a line.
+#[test]
+fn line_loops_step_a_shorter_machine_line() {
+    let stores = |line: Option<u64>| {
+        let mut p = splab_hw::profile::Profile::load("sapphire-rapids").unwrap();
+        p.cache.line_bytes = line;
+        let mut c = Config::new(p);
+        c.memory = 256 << 20;
+        let mut sys = System::new(c).unwrap();
+        let mut b = Bw::new(256 << 10, vec!["bcopy_libc".into()]).unwrap();
+        run(&mut b, &mut sys);
+        sys.hw().stores
+    };
+    let (s64, s32) = (stores(None), stores(Some(32)));
+    assert_eq!(s64, 3 * (256 << 10) / 64);
+    assert_eq!(s32, 2 * s64);
+}
