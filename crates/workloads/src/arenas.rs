@@ -23,7 +23,8 @@
 //! it holds its share of `live` bytes; it replaces objects (frees a random
 //! one, allocates a new one) `ops` times; it frees random objects until it
 //! holds a quarter of its share (a load that drops). Every allocated byte
-//! is written (a store per 64-byte line), every free writes the object's
+//! is written (a store per 64-byte line, or per line of a machine whose
+//! lines are shorter), every free writes the object's
 //! first word (the allocator's free-list link).
 //!
 //! The figure is the memory resident at the end (pages in memory objects,

@@ -9,7 +9,8 @@
 //! - `rdwr`: reads and rewrites one word in four.
 //! - `bcopy_libc`: copies the first half of a buffer twice the size to the
 //!   second half the way a library memcpy does, a 64-byte line at a time
-//!   (one vector load and store per line).
+//!   (one vector load and store per line), or a line of the machine's
+//!   where it is shorter (`line_step`).
 //! - `bcopy_hand`: the same copy as a hand-written loop, word by word.
 //! - `mmap_rd`: re-reads a file that is in the page cache through a fresh
 //!   read-only shared mapping, summing it like `rd` (bw_mmap_rd); the

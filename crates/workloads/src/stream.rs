@@ -10,7 +10,8 @@
 //!
 //! The kernels are modelled as the vectorised loops a compiler makes of
 //! them: one 64-byte access per array per line of 8 elements (an AVX-512
-//! load or store), all independent. The arrays are separate allocations,
+//! load or store), all independent; a machine whose lines are shorter
+//! gets one a line (`line_step`). The arrays are separate allocations,
 //! initialised (a = 1, b = 2, c = 0) before timing as STREAM does, which
 //! faults them in. Values are not modelled, so STREAM's check of the
 //! results is not made.
