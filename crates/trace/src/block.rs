@@ -118,7 +118,7 @@ pub fn decode(w: &[u64]) -> Result<(u64, BlockSpec), String> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A table as the tool writes one: a load through a register, a store

@@ -722,3 +722,30 @@ impl Workload for Replay {
         self.bad_input
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use splab_hw::profile::Profile;
+    use splab_sim::Config;
+
+    /// A block's 64-byte code granules are fetched whole: once each on
+    /// 64- and 128-byte lines, as each of their two lines on 32-byte
+    /// lines.
+    #[test]
+    fn a_code_granule_is_fetched_as_each_line_in_it() {
+        for (machine, fetches) in [("sapphire-rapids", 2), ("power9", 2), ("armada-xp", 4)] {
+            let mut c = Config::new(Profile::load(machine).unwrap());
+            c.memory = 256 << 20;
+            let mut sys = System::new(c).unwrap();
+            let pid = sys.spawn().unwrap();
+            sys.run_on(0, pid).unwrap();
+            let mut run = Run::new(&sys, pid, 0);
+            assert!(run.define(&mut sys, &crate::block::tests::table()).is_ok());
+            assert!(run.enter(&mut sys, 7).is_ok());
+            assert_eq!(run.stats.fetches, fetches, "{machine}");
+            assert!(run.flush(&mut sys).is_ok());
+            assert_eq!(sys.hw().fetches, fetches, "{machine}");
+        }
+    }
+}
