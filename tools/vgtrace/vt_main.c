@@ -41,14 +41,16 @@
    processes' steps where the host says; splab marks the run). The
    stream starts with "SPLVT001".
 
-   Sampling (--detail=N --period=N --filter-sets=S, with --ring only):
+   Sampling (--detail=N --period=N --filter-sets=S [--filter-line=B],
+   with --ring only):
    each process's references are counted; at the first slot that starts
    at or past the start of a period a window opens, and its slots are in
    detail until N references have gone; the others are warming. Every
    slot begins with its mode word. While warming, a reference is
    left out (counted in the 0x84 words, not written) when a direct-mapped
-   filter of S lines finds it: the last reference to the filter's set was
-   to the same line and, for a store, wrote it. splab chooses S as the
+   filter of S lines of B bytes (64 unless given) finds it: the last
+   reference to the filter's set was to the same line and, for a store,
+   wrote it. splab chooses B as the machine's cache line and S as the
    first-level data cache's sets, at most a page's lines, so such a
    reference would change no cache's replacement state
    (crates/trace/src/online/sample.rs says what stays approximate). The filter
@@ -99,6 +101,8 @@ static Bool opt_blocks = True;
 static Long opt_detail = 0;
 static Long opt_period = 0;
 static Long opt_filter_sets = 0;
+static Long opt_filter_line = 64;
+static Int filter_shift = 6;         /* log2 of opt_filter_line */
 
 static Bool vt_option(const HChar* arg)
 {
@@ -111,6 +115,7 @@ static Bool vt_option(const HChar* arg)
    else if VG_INT_CLO(arg, "--detail", opt_detail) {}
    else if VG_INT_CLO(arg, "--period", opt_period) {}
    else if VG_INT_CLO(arg, "--filter-sets", opt_filter_sets) {}
+   else if VG_INT_CLO(arg, "--filter-line", opt_filter_line) {}
    else return False;
    return True;
 }
@@ -125,7 +130,8 @@ static void vt_usage(void)
 "    --icount=no|yes  count guest instructions between references [yes]\n"
 "    --blocks=no|yes  each block's table, entry and exit words (instead of\n"
 "                     counts of instructions) [yes]\n"
-"    --detail=N --period=N --filter-sets=S  with --ring: sample (above) [off]\n");
+"    --detail=N --period=N --filter-sets=S  with --ring: sample (above) [off]\n"
+"    --filter-line=B  the filter's line, bytes (a power of two, 16 to 4096) [64]\n");
 }
 
 /* Core functions the tool headers do not declare (libcoregrind has them). */
@@ -1350,18 +1356,18 @@ static void emit_filtered(Ctx* c, IRAtom* addr, Int size, Int kind, IRAtom* rec)
 {
    IRSB* sb = c->sb;
    Bool writes = kind != K_LOAD;
-   /* The entry of the first byte's line, at filt + (addr >> 3) with the
-      low three bits masked: (line & (sets - 1)) * 8. */
-   IRAtom* a3 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, addr, IRExpr_Const(IRConst_U8(3))));
+   /* The entry of the first byte's line, at filt + (addr >> (shift - 3))
+      with the low three bits masked: (line & (sets - 1)) * 8. */
+   IRAtom* a3 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, addr, IRExpr_Const(IRConst_U8(filter_shift - 3))));
    IRAtom* off = assign(sb, Ity_I64, IRExpr_Binop(Iop_And64, a3, mkIRExpr_HWord(((HWord)opt_filter_sets - 1) << 3)));
    IRAtom* ea = assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, off, mkIRExpr_HWord((HWord)filt)));
    IRAtom* old = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, ea));
    /* The key of the last byte's line as a store would leave it:
-      (addr + size - 1) >> 5 | 1 is line << 1 | 1. A reference across two
+      (addr + size - 1) >> (shift - 1) | 1 is line << 1 | 1. A reference across two
       lines looks up the first line's entry with the second line's key,
       which no entry of that set can hold: never left out. */
    IRAtom* last = size > 1 ? assign(sb, Ity_I64, IRExpr_Binop(Iop_Add64, addr, mkIRExpr_HWord(size - 1))) : addr;
-   IRAtom* l5 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last, IRExpr_Const(IRConst_U8(5))));
+   IRAtom* l5 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, last, IRExpr_Const(IRConst_U8(filter_shift - 1))));
    IRAtom* key1 = assign(sb, Ity_I64, IRExpr_Binop(Iop_Or64, l5, mkIRExpr_HWord(1)));
    /* A load finds a line loaded or stored; a store only one stored. */
    IRAtom* have = writes ? old : assign(sb, Ity_I64, IRExpr_Binop(Iop_Or64, old, mkIRExpr_HWord(1)));
@@ -1706,11 +1712,14 @@ static IRSB* vt_instrument(VgCallbackClosure* closure, IRSB* in, const VexGuestL
 static void vt_post_clo_init(void)
 {
    if (opt_period > 0 || opt_filter_sets > 0) {
-      Long f = opt_filter_sets;
-      if (opt_ring == NULL || f < 1 || f > MAX_FILTER_SETS || (f & (f - 1)) != 0 || opt_detail < 1 || opt_detail >= opt_period) {
-         VG_(umsg)("splabtrace: sampling needs --ring, --filter-sets a power of two up to %d, and 0 < --detail < --period\n", MAX_FILTER_SETS);
+      Long f = opt_filter_sets, b = opt_filter_line;
+      if (opt_ring == NULL || f < 1 || f > MAX_FILTER_SETS || (f & (f - 1)) != 0 || b < 16 || b > 4096 || (b & (b - 1)) != 0 || opt_detail < 1 || opt_detail >= opt_period) {
+         VG_(umsg)("splabtrace: sampling needs --ring, --filter-sets a power of two up to %d, --filter-line a power of two from 16 to 4096, and 0 < --detail < --period\n", MAX_FILTER_SETS);
          VG_(exit)(2);
       }
+      filter_shift = 0;
+      while ((1L << filter_shift) < b)
+         filter_shift++;
       filter_clear();
    }
    ensure_buf();

@@ -98,11 +98,13 @@ static uint64 ring_gates;
 static bool lockstep;
 static uint64 *slot_start, *slot_next, *slot_end;
 
-/* Sampling (--detail, --period, --warm, --filter-sets; "sampling"
-   below). */
+/* Sampling (--detail, --period, --warm, --filter-sets, --filter-line;
+   "sampling" below). */
 static bool sampling;
 static uint64 slot_mode;
 static uint64 filter_sets;
+static uint64 filter_line = 64;
+static int filter_shift = 6; /* log2 of filter_line */
 static volatile uint64 filter_gen = 1;
 static int tls_filter;
 
@@ -1422,7 +1424,8 @@ static void count_written_refs(int64 refs)
 
 /* ---- warming's line filter ----
    In warming, a load or store that a direct-mapped filter of
-   `filter_sets` lines (--filter-sets, splab's warm_filter_sets) finds is
+   `filter_sets` lines of `filter_line` bytes (--filter-sets and
+   --filter-line, splab's warm_filter) finds is
    left out of the stream and counted in a W_SKIP word: the last
    reference of its thread to the filter's set was to the same line and,
    for a store, wrote it, so the line is the most recent of its
@@ -1470,11 +1473,11 @@ static size_t filter_words(void *dc, uint64 *w, size_t n, int64 *left)
         int kind = low & 3, code = low >> 2 & 7;
         if (low < 0x20 && code < 7 && kind != 0) {
             uint64 addr = x >> 8, size = 1ULL << code;
-            uint64 *e = &f->e[(addr >> 6) & (filter_sets - 1)];
+            uint64 *e = &f->e[(addr >> filter_shift) & (filter_sets - 1)];
             /* The key of the last byte's line as a store leaves it (line
                << 1 | 1): a reference across two lines looks up the first
                line's entry with the second's key, never found. */
-            uint64 key1 = (addr + size - 1) >> 5 | 1, old = *e;
+            uint64 key1 = (addr + size - 1) >> (filter_shift - 1) | 1, old = *e;
             bool writes = kind != K_LOAD;
             bool hit = (writes ? old : old | 1) == key1;
             *e = writes ? key1 : hit ? old : key1 ^ 1;
@@ -2252,8 +2255,10 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
             s_warm = strtoull(argv[i] + 7, NULL, 10);
         else if (strncmp(argv[i], "--filter-sets=", 14) == 0)
             filter_sets = strtoull(argv[i] + 14, NULL, 10);
+        else if (strncmp(argv[i], "--filter-line=", 14) == 0)
+            filter_line = strtoull(argv[i] + 14, NULL, 10);
         else {
-            dr_fprintf(STDERR, "splabdr: unknown option %s (expected --ring=DIR, --reader=PID, --out=PATH, --detail=N, --period=N, --warm=N or --filter-sets=N)\n", argv[i]);
+            dr_fprintf(STDERR, "splabdr: unknown option %s (expected --ring=DIR, --reader=PID, --out=PATH, --detail=N, --period=N, --warm=N, --filter-sets=N or --filter-line=N)\n", argv[i]);
             dr_abort_with_code(2);
         }
     }
@@ -2266,6 +2271,13 @@ DR_EXPORT void dr_client_main(client_id_t id, int argc, const char *argv[])
         dr_fprintf(STDERR, "splabdr: --filter-sets must be a power of two up to 4096\n");
         dr_abort_with_code(2);
     }
+    if (filter_line < 16 || filter_line > 4096 || (filter_line & (filter_line - 1)) != 0) {
+        dr_fprintf(STDERR, "splabdr: --filter-line must be a power of two from 16 to 4096\n");
+        dr_abort_with_code(2);
+    }
+    filter_shift = 0;
+    while ((1ULL << filter_shift) < filter_line)
+        filter_shift++;
     if (!sampling)
         filter_sets = 0;
     if (sampling && (ring_dir[0] == '\0' || s_detail == 0 || s_warm + s_detail > s_period)) {

@@ -22,7 +22,7 @@ mod ring;
 mod sample;
 mod stream;
 
-pub use sample::{default_warm, estimate, warm_filter_sets, Estimate, Sample, Sampled, Window};
+pub use sample::{default_warm, estimate, warm_filter, Estimate, Sample, Sampled, WarmFilter, Window};
 
 use crate::record::{dynamorio_command, find_program, mkfifo, splabtrace_lib, valgrind_version, DYNAMORIO_VERSION};
 use crate::replay::Failure;
@@ -313,15 +313,15 @@ impl Online {
                     .arg(ring_arg)
                     .arg(format!("--reader={}", std::process::id()))
                     .args(self.sample.map(|s| {
-                        let sets = warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size());
-                        [format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--filter-sets={sets}")]
+                        let [sets, line] = warm_filter(&sys.cfg.profile.cache, sys.page_size()).args();
+                        [format!("--detail={}", s.detail), format!("--period={}", s.period), sets, line]
                     }).into_iter().flatten())
                     .arg("--")
                     .args(&self.program);
                 crate::record::shell_underscore(&mut cmd, &self.program);
                 cmd
             }
-            Frontend::DynamoRio => self.dynamorio_command(dir, warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size()))?,
+            Frontend::DynamoRio => self.dynamorio_command(dir, warm_filter(&sys.cfg.profile.cache, sys.page_size()))?,
         };
         cmd.stdin(self.stdin.stdio(false).map_err(|e| Failure { msg: e, input: true })?)
             .stdout(self.stdout.stdio(true).map_err(|e| Failure { msg: e, input: true })?);
@@ -352,13 +352,13 @@ impl Online {
 
     /// The program under DynamoRIO (`record::dynamorio_command`), its
     /// client writing into the rings announced in `dir` and, sampling,
-    /// leaving out of warming what a filter of `filter_sets` lines finds
-    /// (`warm_filter_sets`); the directory's name and the reader's pid
-    /// have fixed lengths (`go`).
-    fn dynamorio_command(&self, dir: &Path, filter_sets: usize) -> Result<Command, Failure> {
+    /// leaving out of warming what `filter` finds (`warm_filter`); the
+    /// directory's name and the reader's pid have fixed lengths (`go`).
+    fn dynamorio_command(&self, dir: &Path, filter: WarmFilter) -> Result<Command, Failure> {
         let mut args = vec![format!("--ring={}", dir.display()), format!("--reader={:010}", std::process::id())];
         if let Some(s) = self.sample {
-            args.extend([format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--warm={}", s.warm.unwrap_or(0)), format!("--filter-sets={filter_sets}")]);
+            args.extend([format!("--detail={}", s.detail), format!("--period={}", s.period), format!("--warm={}", s.warm.unwrap_or(0))]);
+            args.extend(filter.args());
         }
         dynamorio_command(&self.program, &args, true).map_err(|e| Failure { msg: e, input: true })
     }
@@ -426,7 +426,7 @@ impl Online {
         }
         if let Some(s) = st.sample {
             let native_between = self.frontend == Frontend::DynamoRio;
-            let mut sampled = Sampled::new(s, &st.windows, out.refs, st.sys.cfg.profile.freq_ghz, (st.measured_refs, st.warming_refs, st.skipped, st.filter_sets), native_between);
+            let mut sampled = Sampled::new(s, &st.windows, out.refs, st.sys.cfg.profile.freq_ghz, (st.measured_refs, st.warming_refs, st.skipped), st.filter, native_between);
             if native_between {
                 sampled.default_warm = Some(default_warm(&st.sys.cfg.profile.cache, &s));
             }

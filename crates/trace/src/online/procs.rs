@@ -32,7 +32,7 @@
 //! (docs/real-programs.md).
 
 use super::ring::{Ring, R_ENDED, R_GATE};
-use super::sample::{warm_filter_sets, Sample, Window};
+use super::sample::{warm_filter, Sample, WarmFilter, Window};
 use super::ProgramRun;
 use crate::replay::{Failure, Run};
 use splab_sim::System;
@@ -92,7 +92,7 @@ pub(super) struct State<'a> {
     pub(super) measured_refs: u64,
     /// References the tool left out of functional warming.
     pub(super) skipped: u64,
-    pub(super) filter_sets: usize,
+    pub(super) filter: WarmFilter,
     /// The warm-ups are simulated as functional warming
     /// (`System::set_functional`): under DynamoRIO, where the program
     /// runs natively between windows.
@@ -122,7 +122,7 @@ pub(super) fn fail(msg: impl Into<String>) -> Failure {
 impl<'a> State<'a> {
     pub(super) fn new(sys: &'a mut System, dir: &Path, ctl: File, out: ProgramRun, sample: Option<Sample>) -> State<'a> {
         let ncpus = sys.ncpus();
-        let filter_sets = warm_filter_sets(&sys.cfg.profile.cache.l1d, sys.page_size());
+        let filter = warm_filter(&sys.cfg.profile.cache, sys.page_size());
         State {
             sys,
             dir: dir.to_path_buf(),
@@ -140,7 +140,7 @@ impl<'a> State<'a> {
             measured_refs: 0,
             total_refs: 0,
             skipped: 0,
-            filter_sets,
+            filter,
             functional_warming: false,
             lockstep: false,
             released: false,

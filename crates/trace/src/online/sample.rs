@@ -11,8 +11,8 @@
 //! warm-ups are short stretches before the windows, as functional
 //! warming: `System::set_functional`, the core not timed, its predictor
 //! trained and its instructions counted), and the tool leaves out (and
-//! counts) a reference that a direct-mapped filter of `warm_filter_sets`
-//! virtual lines finds: the last reference to that filter set touched the
+//! counts) a reference that a direct-mapped filter (`warm_filter`) of
+//! virtual lines of the machine's line size finds: the last reference to that filter set touched the
 //! same line, so the line is the most recently used of its first-level
 //! set and the access would hit there, changing no replacement state at
 //! any level (the filter has no more sets than the first-level cache and
@@ -104,15 +104,32 @@ pub fn default_warm(c: &splab_hw::profile::Caches, s: &Sample) -> u64 {
     (WARM_REFS_PER_LINE * lines).min(s.period - s.detail)
 }
 
-/// Functional warming's line filter (the tool's, `--filter-sets`): as
-/// many sets as the first-level data cache has, but no more than a page
-/// has lines (`page` bytes), rounded down to a power of two, so that each
-/// filter set covers whole sets of the physically indexed cache.
-pub fn warm_filter_sets(l1d: &splab_hw::cache::CacheConfig, page: u64) -> usize {
-    let line = 1u64 << splab_hw::cache::LINE_SHIFT;
-    let cache_sets = (l1d.size_kb * 1024 / line / l1d.ways.max(1) as u64).max(1);
+/// Functional warming's line filter (the tool's `--filter-sets` and
+/// `--filter-line`): lines of the machine's size, so that a reference it
+/// finds is to the line the last one of its set touched on the machine
+/// too (with a longer line a shorter machine line's neighbour would be
+/// left out unwarmed); as many sets as the first-level data cache has,
+/// but no more than a page has lines (`page` bytes), rounded down to a
+/// power of two, so that each filter set covers whole sets of the
+/// physically indexed cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WarmFilter {
+    pub sets: usize,
+    pub line: u64,
+}
+
+pub fn warm_filter(c: &splab_hw::profile::Caches, page: u64) -> WarmFilter {
+    let line = 1u64 << c.line_shift();
+    let cache_sets = (c.l1d.size_kb * 1024 / line / c.l1d.ways.max(1) as u64).max(1);
     let s = cache_sets.min((page / line).max(1));
-    1 << (63 - s.leading_zeros())
+    WarmFilter { sets: 1 << (63 - s.leading_zeros()), line }
+}
+
+impl WarmFilter {
+    /// The tool's options for it.
+    pub fn args(&self) -> [String; 2] {
+        [format!("--filter-sets={}", self.sets), format!("--filter-line={}", self.line)]
+    }
 }
 
 /// One measured window: its references and what they cost.
@@ -216,10 +233,11 @@ pub struct Sampled {
     pub measured_refs: u64,
     pub total_refs: u64,
     /// References simulated as functional warming, those of them the tool
-    /// left out, and its filter's sets (`warm_filter_sets`).
+    /// left out, and its filter's sets and line (`warm_filter`).
     pub warming_refs: u64,
     pub warming_skipped: u64,
     pub warming_filter_sets: usize,
+    pub warming_filter_line: u64,
     /// Under DynamoRIO: `warming_skipped` are the references the program
     /// ran natively between windows and those the line filter left out
     /// of the warm-ups (counted, not simulated), and `warming_refs` the
@@ -249,10 +267,10 @@ pub struct Sampled {
 impl Sampled {
     /// The estimates from the measured `windows` of a run of `total_refs`
     /// references on a machine of `freq_ghz`; `counts` are the references
-    /// measured, simulated as warming and left out by the tool's filter,
-    /// and that filter's sets.
-    pub(super) fn new(sample: Sample, windows: &[Window], total_refs: u64, freq_ghz: f64, counts: (u64, u64, u64, usize), native_between: bool) -> Sampled {
-        let (measured_refs, warming_refs, warming_skipped, warming_filter_sets) = counts;
+    /// measured, simulated as warming and left out by the tool's
+    /// `filter`.
+    pub(super) fn new(sample: Sample, windows: &[Window], total_refs: u64, freq_ghz: f64, counts: (u64, u64, u64), filter: WarmFilter, native_between: bool) -> Sampled {
+        let (measured_refs, warming_refs, warming_skipped) = counts;
         let (w, n) = (windows, total_refs);
         let freq = freq_ghz * 1e9;
         let cycles = estimate(w, n, |w| w.cycles);
@@ -265,7 +283,8 @@ impl Sampled {
             total_refs: n,
             warming_refs,
             warming_skipped,
-            warming_filter_sets,
+            warming_filter_sets: filter.sets,
+            warming_filter_line: filter.line,
             native_between,
             windows: w.len(),
             later_windows: w.iter().filter(|w| !w.first).count(),
@@ -299,14 +318,14 @@ impl Sampled {
         if s.native_between {
             let _ = writeln!(
                 report,
-                "  {:<20}{measured}, {} functional warming before them (the pages first touched between them included), {} counted, not simulated (run natively between them, or left out of the warm-ups by a {}-set line filter)",
-                "sampled", s.warming_refs, s.warming_skipped, s.warming_filter_sets
+                "  {:<20}{measured}, {} functional warming before them (the pages first touched between them included), {} counted, not simulated (run natively between them, or left out of the warm-ups by a filter of {} {}-byte lines)",
+                "sampled", s.warming_refs, s.warming_skipped, s.warming_filter_sets, s.warming_filter_line
             );
         } else {
             let _ = writeln!(
                 report,
-                "  {:<20}{measured}, {} functional warming ({} of them left out by a {}-set line filter)",
-                "sampled", s.warming_refs, s.warming_skipped, s.warming_filter_sets
+                "  {:<20}{measured}, {} functional warming ({} of them left out by a filter of {} {}-byte lines)",
+                "sampled", s.warming_refs, s.warming_skipped, s.warming_filter_sets, s.warming_filter_line
             );
         }
         if s.later_windows < FEW_WINDOWS && s.measured_refs < s.total_refs {
@@ -343,17 +362,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_warming_filter_has_the_first_level_sets_a_page_can_cover() {
-        use splab_hw::cache::CacheConfig;
-        let c = |size_kb, ways| CacheConfig { size_kb, ways, latency: 4 };
+    fn the_warming_filter_has_the_machines_lines_and_the_first_level_sets_a_page_can_cover() {
+        let p = splab_hw::profile::Profile::load("sapphire-rapids").unwrap();
+        let with = |size_kb, ways, line_bytes| {
+            let mut c = p.cache.clone();
+            c.l1d.size_kb = size_kb;
+            c.l1d.ways = ways;
+            c.line_bytes = line_bytes;
+            c
+        };
+        let f = |c: &splab_hw::profile::Caches, page| {
+            let w = warm_filter(c, page);
+            (w.sets, w.line)
+        };
         // 48 KB, 12 ways: 64 sets of 64-byte lines, a 4 KB page's 64 lines.
-        assert_eq!(warm_filter_sets(&c(48, 12), 4096), 64);
+        assert_eq!(f(&with(48, 12, None), 4096), (64, 64));
         // 64 KB, 2 ways: 512 sets; an 8 KB page has 128 lines.
-        assert_eq!(warm_filter_sets(&c(64, 2), 8192), 128);
+        assert_eq!(f(&with(64, 2, Some(64)), 8192), (128, 64));
         // 32 KB, 8 ways, 64 KB pages: the cache's 64 sets.
-        assert_eq!(warm_filter_sets(&c(32, 8), 65536), 64);
+        assert_eq!(f(&with(32, 8, None), 65536), (64, 64));
         // 24 KB, 4 ways: 96 sets, rounded down.
-        assert_eq!(warm_filter_sets(&c(24, 4), 4096), 64);
+        assert_eq!(f(&with(24, 4, None), 4096), (64, 64));
+        // The Armada XP's 4 KB, 4-way first level of 32-byte lines: 32
+        // sets of them (a 64-byte filter line would leave a line's
+        // neighbour out unwarmed).
+        let axp = splab_hw::profile::Profile::load("armada-xp").unwrap();
+        assert_eq!(f(&axp.cache, 4096), (32, 32));
+        // POWER9's 32 KB, 8-way first level of 128-byte lines: 32 sets,
+        // a 4 KB page's 32 lines.
+        let p9 = splab_hw::profile::Profile::load("power9").unwrap();
+        assert_eq!(f(&p9.cache, 4096), (32, 128));
+        assert_eq!(warm_filter(&p9.cache, 4096).args(), ["--filter-sets=32".to_string(), "--filter-line=128".to_string()]);
     }
 
     #[test]
