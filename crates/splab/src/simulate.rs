@@ -167,7 +167,7 @@ pub fn simulate(spec: &RunSpec, opts: &RunOpts) -> Result<SimRun, Fail> {
 
     let on = spec.superpages;
     let label = if on { "superpages on" } else { "superpages off" };
-    let mut bar = Progress::new(w.estimated_refs(), label, "refs", opts.quiet);
+    let mut bar = Progress::new(w.estimated_refs(sys.line_bytes()), label, "refs", opts.quiet);
     let mut rss = Sampler::new();
     let t1 = Instant::now();
     let result = w.run(&mut sys, &mut |n| {

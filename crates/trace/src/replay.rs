@@ -702,7 +702,7 @@ impl Workload for Replay {
         format!("trace({file})")
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         self.estimate
     }
 

@@ -34,7 +34,7 @@
 //! FreeBSD's MADV_DONTNEED only lowers their priority, so they stay
 //! resident until memory runs short) changes it.
 
-use crate::common::{exit, fault, line_step, map, mib, size_text, spawn_on, Batch, Rng};
+use crate::common::{exit, fault, line_step, map, mib, size_text, spawn_on, step_of, Batch, Rng, LINE};
 use crate::sched::{Phase, Quanta, Sched, Spawn, Step, Task};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -476,11 +476,12 @@ impl Workload for Arenas {
         format!("arenas({t}, {} live, {} replacements each)", size_text(self.live), self.ops)
     }
 
-    fn estimated_refs(&self) -> u64 {
-        // About 40 lines per object on average (the size mix's mean is
-        // about 2.4 KB); 4 threads is the default profile's.
+    fn estimated_refs(&self, line: u64) -> u64 {
+        // About 40 64-byte lines per object on average (the size mix's
+        // mean is about 2.4 KB); 4 threads is the default profile's.
+        let per = 40 * LINE / step_of(line);
         let objs = self.live / 2400;
-        objs * 40 * 2 + self.threads.unwrap_or(4) as u64 * self.ops * 41
+        objs * per * 2 + self.threads.unwrap_or(4) as u64 * self.ops * (per + 1)
     }
 
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {

@@ -302,7 +302,7 @@ impl Workload for Build {
         }
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         self.units as u64 * 80_000
     }
 

@@ -21,7 +21,7 @@
 //! deterministic, so one timed pass (after the zeroing pass) is reported.
 
 use crate::kernels::Kernel;
-use crate::common::{exit, fault, file_req, line_step, map, mib, size_text, spawn_on, touch_pages, unmap, Batch, LINE};
+use crate::common::{exit, fault, file_req, line_step, map, mib, size_text, spawn_on, step_of, touch_pages, unmap, Batch};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
 use splab_vm::kernel::Pid;
@@ -60,12 +60,13 @@ impl Bw {
         Ok(Bw { size, tests, cpu: 0 })
     }
 
-    fn refs_of(&self, test: &str) -> u64 {
-        let (s, zero) = (self.size, self.size / LINE);
+    /// A test's references where a line-at-a-time loop steps `step`.
+    fn refs_of(&self, test: &str, step: u64) -> u64 {
+        let (s, zero) = (self.size, self.size / step);
         match test {
             "rd" | "wr" => s / 16 + zero,
             "rdwr" => s / 8 + zero,
-            "bcopy_libc" => 2 * s / LINE + 2 * zero,
+            "bcopy_libc" => 2 * s / step + 2 * zero,
             "bcopy_hand" => 2 * s / 8 + 2 * zero,
             _ => s / 16 + s / 4096,
         }
@@ -172,8 +173,8 @@ impl Workload for Bw {
         format!("bw({})", size_text(self.size))
     }
 
-    fn estimated_refs(&self) -> u64 {
-        self.tests.iter().map(|t| self.refs_of(t)).sum()
+    fn estimated_refs(&self, line: u64) -> u64 {
+        self.tests.iter().map(|t| self.refs_of(t, step_of(line))).sum()
     }
 
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {
@@ -198,7 +199,7 @@ impl Workload for Bw {
             let _ = writeln!(report, "# {t}: {}", what.replace("SIZE", &size_text(self.size)));
             let _ = writeln!(report, "{:.2} {:.2}", mib(self.size), mbs);
             first.get_or_insert((t.clone(), mbs));
-            done += self.refs_of(t);
+            done += self.refs_of(t, line_step(sys));
             progress(done);
         }
         exit(sys, pid)?;

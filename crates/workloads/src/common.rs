@@ -23,7 +23,12 @@ pub const LINE: u64 = 64;
 /// caches is touched; each step is one iteration of the loop's kernel
 /// either way. On machines with 128-byte lines two steps touch a line.
 pub fn line_step(sys: &System) -> u64 {
-    LINE.min(sys.line_bytes())
+    step_of(sys.line_bytes())
+}
+
+/// `line_step` on a machine whose lines are `line` bytes.
+pub fn step_of(line: u64) -> u64 {
+    LINE.min(line)
 }
 
 /// Creates a process and puts it on `cpu`.

@@ -178,7 +178,7 @@ impl Workload for Forkbomb {
         format!("forkbomb({} processes, fanout {}, touch {})", self.procs, self.fanout, size_text(self.touch))
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         let inherited = self.inherited / PAGE;
         self.procs as u64 * (inherited + inherited / WRITE_EVERY + self.touch / PAGE)
     }

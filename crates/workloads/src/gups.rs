@@ -132,7 +132,7 @@ impl Workload for Gups {
         format!("gups(2^{})", self.log2_table)
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         let n = self.table_size();
         let updates = self.max_updates.map_or(4 * n, |m| m.min(4 * n));
         n + 2 * updates + if self.verify { 2 * updates + n } else { 0 }

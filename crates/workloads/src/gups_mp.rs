@@ -85,7 +85,7 @@ impl Workload for GupsMp {
         }
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         // The CPU count is only known with the system; 4 is the default
         // profile's.
         self.procs.unwrap_or(4) as u64 * 9 * (1u64 << self.log2_table)

@@ -364,7 +364,7 @@ impl Workload for Index {
         format!("index(scale {}, {} clients)", self.scale, self.clients)
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         let db = Db::new(self.scale);
         let pages = db.segment / 4096;
         let per_xact = 100 * db.height() as u64;

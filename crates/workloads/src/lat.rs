@@ -166,7 +166,7 @@ impl Workload for Lat {
         format!("lat({} chase up to {})", self.pattern.name(), size_text(self.max_size))
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         let sizes = self.sizes();
         self.strides
             .iter()

@@ -56,8 +56,10 @@ pub struct WorkloadResult {
 
 pub trait Workload {
     fn name(&self) -> String;
-    /// Memory references the run will make, for progress reporting.
-    fn estimated_refs(&self) -> u64;
+    /// Memory references the run will make, for progress reporting, on
+    /// a machine whose caches have `line`-byte lines (a loop over every
+    /// line of a range steps `common::step_of(line)`).
+    fn estimated_refs(&self, line: u64) -> u64;
     /// Runs to completion; `progress` is called now and then with the
     /// number of references made so far.
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String>;

@@ -57,7 +57,7 @@ impl Workload for Realloc {
         format!("realloc(from {}, doubling, {})", size_text(self.start), if self.in_place { "in place when possible" } else { "always moving" })
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         // One store per page of memory, roughly: the size is the system's.
         2 << 20
     }

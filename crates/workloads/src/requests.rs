@@ -28,7 +28,7 @@
 //! simulated second of the server's CPU; the percentiles of request
 //! latency are the details.
 
-use crate::common::{exit, fault, line_step, map, mib, size_text, Batch, Rng, LINE};
+use crate::common::{exit, fault, line_step, map, mib, size_text, step_of, Batch, Rng, LINE};
 use crate::sched::{Quanta, Sched, Spawn, Step, Task};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -287,9 +287,9 @@ impl Workload for Requests {
         format!("requests({} keys, {} requests, {} B values, {} snapshots)", self.keys, self.requests, self.value_size, self.snapshots)
     }
 
-    fn estimated_refs(&self) -> u64 {
-        let lines = self.value_size.div_ceil(LINE);
-        let data = self.footprint() / LINE;
+    fn estimated_refs(&self, line: u64) -> u64 {
+        let lines = self.value_size.div_ceil(step_of(line));
+        let data = self.footprint() / step_of(line);
         self.keys * (2 * lines + 2) + self.requests * (2 * lines + 2) + self.snapshots as u64 * data
     }
 

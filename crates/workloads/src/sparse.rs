@@ -55,7 +55,7 @@ impl Workload for Sparse {
         format!("sparse({}, {:.0}% of each 2 MB slab live, {} rounds)", size_text(self.size), self.fraction * 100.0, self.rounds)
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         let live = (SLAB_PAGES as f64 * self.fraction).round().max(1.0) as u64;
         (self.size / SLAB) * live * (1 + self.rounds as u64 / 4)
     }

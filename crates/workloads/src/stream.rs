@@ -17,7 +17,7 @@
 //! results is not made.
 
 use crate::kernels::Kernel;
-use crate::common::{exit, fault, line_step, map, since, spawn_on, Batch, LINE};
+use crate::common::{exit, fault, line_step, map, since, spawn_on, step_of, Batch};
 use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -49,8 +49,9 @@ impl Stream {
         Ok(Stream { n, ntimes, cpu: 0, pages: Layout::default() })
     }
 
-    fn lines(&self) -> u64 {
-        (self.n * 8).div_ceil(LINE)
+    /// An array's steps of `step` bytes.
+    fn lines(&self, step: u64) -> u64 {
+        (self.n * 8).div_ceil(step)
     }
 }
 
@@ -59,8 +60,8 @@ impl Workload for Stream {
         format!("stream(N={})", self.n)
     }
 
-    fn estimated_refs(&self) -> u64 {
-        self.lines() * (3 + 2 + 10 * self.ntimes as u64)
+    fn estimated_refs(&self, line: u64) -> u64 {
+        self.lines(step_of(line)) * (3 + 2 + 10 * self.ntimes as u64)
     }
 
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {

@@ -74,7 +74,7 @@ impl Workload for Stress {
         format!("stress(--vm {vm}, --vm-bytes {}, {} loops)", size_text(self.vm_bytes), self.loops)
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         let passes = if self.verify { 2 } else { 1 };
         self.vm.unwrap_or(4) as u64 * self.loops * self.vm_bytes.div_ceil(PAGE) * passes
     }

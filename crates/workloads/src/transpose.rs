@@ -16,7 +16,7 @@
 //! 2 x 8 x N^2, in MB of 10^6 bytes per second.
 
 use crate::kernels::Kernel;
-use crate::common::{exit, fault, line_step, map, page_round, spawn_on, unmap, Batch};
+use crate::common::{exit, fault, line_step, map, page_round, spawn_on, step_of, unmap, Batch};
 use crate::layout::{Layout, LayoutObtained, Region};
 use crate::{Figure, Workload, WorkloadResult};
 use splab_sim::System;
@@ -74,8 +74,8 @@ impl Workload for Transpose {
         format!("transpose({})", s.join(","))
     }
 
-    fn estimated_refs(&self) -> u64 {
-        self.sizes.iter().map(|&n| 4 * n * n + 2 * n * n / 8).sum()
+    fn estimated_refs(&self, line: u64) -> u64 {
+        self.sizes.iter().map(|&n| 4 * n * n + 2 * n * n * 8 / step_of(line)).sum()
     }
 
     fn run(&mut self, sys: &mut System, progress: &mut dyn FnMut(u64)) -> Result<WorkloadResult, String> {

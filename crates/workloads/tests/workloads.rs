@@ -316,7 +316,8 @@ fn a_soft_fault_maps_a_superpage_unless_the_kernel_predates_it() {
 
 /// A loop that touches every line of a range steps the machine's line
 /// where it is shorter than 64 bytes: on 32-byte lines bcopy (libc) and
-/// the zeroing before it make twice the stores, one a line.
+/// the zeroing before it make twice the stores, one a line, and the
+/// progress estimate counts them.
 #[test]
 fn line_loops_step_a_shorter_machine_line() {
     let stores = |line: Option<u64>| {
@@ -332,4 +333,7 @@ fn line_loops_step_a_shorter_machine_line() {
     let (s64, s32) = (stores(None), stores(Some(32)));
     assert_eq!(s64, 3 * (256 << 10) / 64);
     assert_eq!(s32, 2 * s64);
+    let b = Bw::new(256 << 10, vec!["bcopy_libc".into()]).unwrap();
+    assert_eq!(b.estimated_refs(32), 2 * b.estimated_refs(64));
+    assert_eq!(b.estimated_refs(128), b.estimated_refs(64));
 }

@@ -481,7 +481,7 @@ impl Workload for Online {
         format!("program({prog})")
     }
 
-    fn estimated_refs(&self) -> u64 {
+    fn estimated_refs(&self, _line: u64) -> u64 {
         0
     }
 
