@@ -105,19 +105,21 @@ pub fn default_warm(c: &splab_hw::profile::Caches, s: &Sample) -> u64 {
 }
 
 /// Functional warming's line filter (the tool's `--filter-sets` and
-/// `--filter-line`): lines of the machine's size, so that a reference it
-/// finds is to the line the last one of its set touched on the machine
-/// too (with a longer line a shorter machine line's neighbour would be
-/// left out unwarmed); as many sets as the first-level data cache has,
-/// but no more than a page has lines (`page` bytes), rounded down to a
-/// power of two, so that each filter set covers whole sets of the
-/// physically indexed cache.
+/// `--filter-line`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WarmFilter {
     pub sets: usize,
+    /// Bytes a line.
     pub line: u64,
 }
 
+/// The filter for caches `c` and pages of `page` bytes: lines of the
+/// machine's size, so that a reference it finds is to the line the last
+/// one of its set touched on the machine too (with a longer line a
+/// shorter machine line's neighbour would be left out unwarmed); as many
+/// sets as the first-level data cache has, but no more than a page has
+/// lines, rounded down to a power of two, so that each filter set covers
+/// whole sets of the physically indexed cache.
 pub fn warm_filter(c: &splab_hw::profile::Caches, page: u64) -> WarmFilter {
     let line = 1u64 << c.line_shift();
     let cache_sets = (c.l1d.size_kb * 1024 / line / c.l1d.ways.max(1) as u64).max(1);
