@@ -81,7 +81,7 @@ impl Workload for Stream {
         }
         let err = fault("STREAM array access");
         let step = line_step(sys);
-        let lines = bytes.div_ceil(step);
+        let lines = self.lines(step);
         let mut b = Batch::new(cpu);
         // Initialisation, then STREAM's timer-granularity loop (a = 2a).
         for &a in &arrays {

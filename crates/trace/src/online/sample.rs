@@ -1,30 +1,30 @@
 //!
 //! Sampling (`Sample`, SMARTS-style): the tool counts each process's
-//! references, opens a window at the first slot that starts at or past
-//! the start of each period, keeps its slots in detail for `detail`
-//! references and the others in functional warming, and begins every slot
-//! with a word that says which. A slot in detail is
-//! measured: what the system's counters gained over it goes to the
-//! process's current window. In warming, TLBs, page-walk caches, page
-//! tables, caches and the kernel (faults, reservations, promotion) evolve
-//! as in full detail but nothing is measured (under DynamoRIO, whose
-//! warm-ups are short stretches before the windows, as functional
-//! warming: `System::set_functional`, the core not timed, its predictor
-//! trained and its instructions counted), and the tool leaves out (and
-//! counts) a reference that a direct-mapped filter (`warm_filter`) of
-//! virtual lines of the machine's line size finds: the last reference to that filter set touched the
-//! same line, so the line is the most recently used of its first-level
-//! set and the access would hit there, changing no replacement state at
-//! any level (the filter has no more sets than the first-level cache and
-//! no more than a page has lines, so its sets split the physically indexed
-//! cache's sets the same way). A store to a line last only loaded is kept,
-//! for the dirty bits; the filter starts empty when warming starts and
-//! after every map, unmap and fork. What stays approximate: the TLB's
-//! recency order (the line's page was used recently, not necessarily last
-//! in its TLB set), and page-walk or kernel accesses to the cache between
-//! two references to a line. Every figure is estimated from the measured
-//! windows with a 95 % confidence interval (`estimate`: a process's first
-//! window, its start, counts once; the later windows stand for the rest).
+//! references, opens a window at the first slot that starts at or past the
+//! start of each period, keeps its slots in detail for `detail` references
+//! and the others in functional warming, and begins every slot with a word
+//! that says which. A slot in detail is measured: what the system's
+//! counters gained over it goes to the process's current window. In
+//! warming, TLBs, page-walk caches, page tables, caches and the kernel
+//! (faults, reservations, promotion) evolve as in full detail but nothing
+//! is measured (under DynamoRIO, whose warm-ups are short stretches before
+//! the windows, as functional warming: `System::set_functional`, the core
+//! not timed, its predictor trained and its instructions counted), and the
+//! tool leaves out (and counts) a reference that a direct-mapped filter
+//! (`warm_filter`) of virtual lines, of the machine's line size, finds:
+//! the last reference to that filter set touched the same line, so the
+//! line is the most recently used of its first-level set and the access
+//! would hit there, changing no replacement state at any level (the filter
+//! has no more sets than the first-level cache and no more than a page has
+//! lines, so its sets split the physically indexed cache's sets the same
+//! way). A store to a line last only loaded is kept, for the dirty bits;
+//! the filter starts empty when warming starts and after every map, unmap
+//! and fork. What stays approximate: the TLB's recency order (the line's
+//! page was used recently, not necessarily last in its TLB set), and
+//! page-walk or kernel accesses to the cache between two references to a
+//! line. Every figure is estimated from the measured windows with a 95 %
+//! confidence interval (`estimate`: a process's first window, its start,
+//! counts once; the later windows stand for the rest).
 //! `splab bench --only-program` prints the full-detail figure beside the
 //! sampled one.
 
