@@ -301,6 +301,15 @@ pub struct Core {
     pub mshrs: u32,
     /// Hardware page walks in flight (1 where software walks).
     pub walkers: u32,
+    /// A walk's page-table reads from beyond the second-level cache wait
+    /// in a line-fill buffer (one of `mshrs`), as a data miss does, and
+    /// leave its walker free for another walk meanwhile: a walker is held
+    /// only for the walk's lookups and its reads up to the second level.
+    /// Calibrate's chases that walk and miss at once tell the two apart
+    /// (docs/calibration.md). False (the default): a walker is held to
+    /// its walk's end, whatever its reads wait for.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub far_walk_reads_in_mshrs: bool,
     /// A TLB miss traps to a software handler (Alpha's PALcode): the
     /// pipeline aborts at the missing reference and the instructions
     /// after it are fetched again once the handler returns, so nothing

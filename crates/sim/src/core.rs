@@ -139,6 +139,9 @@ pub(crate) struct RefTime {
     /// a walk's own cost) and the walk's references in sequence.
     pub xlat: u32,
     pub walked: bool,
+    /// The part of `xlat` its walk's page-table reads spent beyond the
+    /// second-level cache (each read's latency less a second-level hit).
+    pub walk_far: u32,
     /// The data access's latency, and whether it missed the first level
     /// (and so holds a line-fill buffer).
     pub data: u32,
@@ -454,6 +457,9 @@ pub(crate) struct CoreState {
     walker: Units,
     /// A walk is a trap (`Core::walk_traps`): dispatch waits for it.
     walk_traps: bool,
+    /// A walk's reads from beyond the second level wait in a line-fill
+    /// buffer, its walker free meanwhile (`Core::far_walk_reads_in_mshrs`).
+    far_walk_reads: bool,
     /// When the prefetcher's stream delivers its next line, and when the
     /// memory interface is next free.
     stream: f64,
@@ -507,6 +513,7 @@ impl CoreState {
             mshr: Units::new(big(parts.mshrs, c.mshrs).min(4096)),
             walker: Units::new(big(parts.mshrs, c.walkers).min(4096)),
             walk_traps: c.walk_traps && parts.mshrs,
+            far_walk_reads: c.far_walk_reads_in_mshrs && !c.walk_traps,
             stream: 0.0,
             chan: 0.0,
             vals: vec![0.0; FROM_REF as usize],
@@ -626,39 +633,57 @@ impl CoreState {
     /// takes its walker once the second level's lookup has missed, as a
     /// page miss handler is engaged only by a miss in every TLB level
     /// (Intel's DTLB_LOAD_MISSES events count STLB hits apart from the
-    /// walks that keep a PMH busy), and holds it to its end. A walk
-    /// that traps to a software handler stops dispatch until it returns:
-    /// the instructions after the reference are fetched again then.
+    /// walks that keep a PMH busy), and holds it to its end; or, where
+    /// the core's far walk reads wait in line-fill buffers, for its part
+    /// up to the second-level cache, the time its reads spent beyond it
+    /// (returned, with the time the walker is done) left to `data`. A
+    /// walk that traps to a software handler stops dispatch until it
+    /// returns: the instructions after the reference are fetched again
+    /// then.
     #[inline(always)]
-    fn translate(&mut self, issue: f64, a: &RefTime) -> f64 {
+    fn translate(&mut self, issue: f64, a: &RefTime) -> (f64, u32) {
         if a.xlat == 0 {
-            issue
+            (issue, 0)
         } else if a.walked {
             let lookup = self.mem.stlb.min(a.xlat);
-            let done = self.walker.take(issue + lookup as f64, |s| s + (a.xlat - lookup) as f64);
+            let far = if self.far_walk_reads { a.walk_far.min(a.xlat - lookup) } else { 0 };
+            let done = self.walker.take(issue + lookup as f64, |s| s + (a.xlat - lookup - far) as f64);
             if self.walk_traps {
                 self.stall_to(done, Cause::Mem(1.0));
             }
-            done
+            (done, far)
         } else {
-            issue + a.xlat as f64
+            (issue + a.xlat as f64, 0)
         }
     }
 
-    /// When the data of an access translated at `at` is there: a
-    /// first-level hit after its latency, a miss once a line-fill buffer
-    /// takes it and its line arrives (from the prefetcher's stream, or
-    /// from memory through the interface).
+    /// When an access whose walker was done at `at`, with `far` cycles
+    /// of its walk's reads still to go beyond the second level, is
+    /// translated, and when its data is there. A first-level hit comes
+    /// after its latency, a miss once a line-fill buffer takes it and its
+    /// line arrives (from the prefetcher's stream, or from memory through
+    /// the interface). Far walk reads hold a line-fill buffer from their
+    /// start, and the access keeps it for its miss: one buffer a
+    /// reference, as a miss slot that a walk and its miss share.
     #[inline(always)]
-    fn data(&mut self, at: f64, a: &RefTime) -> f64 {
+    fn data(&mut self, at: f64, far: u32, a: &RefTime) -> (f64, f64) {
         let data = a.data as f64;
-        if !a.missed {
-            return at + data;
+        if far == 0 && !a.missed {
+            return (at, at + data);
         }
         let mem = self.mem;
         let (stream, chan) = (&mut self.stream, &mut self.chan);
         let line = a.stream_line as f64;
-        self.mshr.take(at, |s| {
+        let far = far as f64;
+        let mut xlated = at;
+        let done = self.mshr.take(at, |s| {
+            let s = s + far;
+            if far > 0.0 {
+                xlated = s;
+            }
+            if !a.missed {
+                return s + data;
+            }
             let mut d = s + data;
             if line > 0.0 {
                 // The prefetcher's streams deliver their lines one line
@@ -674,7 +699,8 @@ impl CoreState {
                 *chan = fmax(*chan, d - data) + mem.chan_wb * a.writebacks as f64;
             }
             d
-        })
+        });
+        (xlated, done)
     }
 
     /// The time a dependence list is ready: the latest of its sources
@@ -775,9 +801,9 @@ impl CoreState {
                 self.stall_to(self.sq.oldest(), Cause::Mem(0.0));
             }
             let issue = fmax(addr_ready, self.t);
-            let addressed = self.translate(issue, a);
+            let (walked, far) = self.translate(issue, a);
             // The line is owned once its fill (if it missed) is done.
-            let owned = self.data(addressed, a);
+            let (addressed, owned) = self.data(walked, far, a);
             self.completes(fmax(addressed, data_ready), issue, addressed);
             self.drain = fmax(fmax(self.drain, self.r), owned);
             self.sq.push(self.drain);
@@ -789,8 +815,8 @@ impl CoreState {
                 self.stall_to(self.lq.oldest(), Cause::Mem(0.0));
             }
             let issue = fmax(addr_ready, self.t);
-            let at = self.translate(issue, a);
-            let mut done = self.data(at, a);
+            let (walked, far) = self.translate(issue, a);
+            let (at, mut done) = self.data(walked, far, a);
             // A load of a word a recent store wrote waits for that store's
             // data (forwarded from the store queue, or read from the cache
             // after the store): a dependence through memory.
@@ -1194,6 +1220,35 @@ mod tests {
             assert!((per - want).abs() < 0.05 * want, "{per} vs {want}");
             let s = c.stack();
             assert!((s.total() - c.time()).abs() < 1e-6 * c.time(), "{s:?} {}", c.time());
+        }
+    }
+
+    /// Independent loads, each a walk of 40 cycles up to the second
+    /// level and 200 beyond it, then a miss of 300: walkers held to the
+    /// walk's end bound them at 240 / walkers a load; walkers free while
+    /// the walk reads far leave them to the line-fill buffers, each held
+    /// for the far reads and the miss, (200 + 300) / mshrs a load.
+    #[test]
+    fn far_walk_reads_hold_a_line_fill_buffer_and_free_the_walker() {
+        let mut p = Profile::load("sapphire-rapids").unwrap();
+        let mut indep = BlockSpec::looped(0x2000, 4);
+        indep.reference(0, RefKind::Load, &[Dep::new(Src::Reg(0), ALU)], &[]);
+        indep.put(0, 1, &[Dep::new(Src::Reg(0), ALU)]);
+        let blocks = vec![std::sync::Arc::new(Block::compile(&indep, &p.core.latency).unwrap())];
+        let stlb = p.costs.stlb_hit;
+        let a = RefTime { xlat: stlb + 240, walked: true, walk_far: 200, data: 300, missed: true, ..RefTime::default() };
+        for free in [false, true] {
+            p.core.far_walk_reads_in_mshrs = free;
+            let mut c = core(&p);
+            c.looped = Some(0);
+            for _ in 0..10000 {
+                let place = c.loop_place(&blocks).unwrap();
+                c.reference(&blocks, place, &a, false, 0);
+            }
+            c.finish(&blocks, None);
+            let per = c.time() / 10000.0;
+            let want = if free { 500.0 / p.core.mshrs as f64 } else { 240.0 / p.core.walkers as f64 };
+            assert!((per - want).abs() < 0.05 * want, "free {free}: {per} vs {want}");
         }
     }
 

@@ -388,9 +388,11 @@ impl Timing {
     #[inline]
     pub fn charge(&mut self, cpu: usize, xlat: u32, walks: &[u64], pa: u64, dependent: bool, write: bool) {
         let mut a = RefTime { xlat, walked: !walks.is_empty(), ..RefTime::default() };
+        let l2 = self.l2[cpu].latency;
         for &w in walks {
             let (lat, f, _) = self.access_latency_from(cpu, w, self.walk_level, false);
             a.xlat += lat;
+            a.walk_far += lat.saturating_sub(l2);
             a.dram_lines += (f & DRAM != 0) as u8;
             a.writebacks += f >> WB_SHIFT;
         }
@@ -670,7 +672,7 @@ impl Timing {
     /// latencies `cache_pass` left for the batch.
     fn core_pass(&mut self, cpu: usize, refs: &[BatchRef], marks: &[Mark]) {
         let (acc, flags, lines) = (&self.scratch, &self.flags, &self.lines);
-        let l1 = self.l1[cpu].latency;
+        let (l1, l2) = (self.l1[cpu].latency, self.l2[cpu].latency);
         let core = &mut self.cores[cpu];
         let blocks = &self.blocks;
         // A batch with no marks whose references have no places of their
@@ -682,12 +684,12 @@ impl Timing {
                 Some(l) => {
                     let b = &*blocks[l as usize];
                     if b.straight_loop && b.exits.is_empty() && !b.refs.is_empty() {
-                        each_plain(refs, acc, flags, lines, l1, #[inline(always)] |a, write, pa| core.straight_loop_reference(blocks, l, b, a, write, pa));
+                        each_plain(refs, acc, flags, lines, l1, l2, #[inline(always)] |a, write, pa| core.straight_loop_reference(blocks, l, b, a, write, pa));
                         return;
                     }
                 }
                 None => {
-                    each_plain(refs, acc, flags, lines, l1, #[inline(always)] |a, write, pa| core.free_reference(false, a, write, pa));
+                    each_plain(refs, acc, flags, lines, l1, l2, #[inline(always)] |a, write, pa| core.free_reference(false, a, write, pa));
                     return;
                 }
             }
@@ -699,7 +701,7 @@ impl Timing {
                 apply(core, blocks, mk.what);
                 m += 1;
             }
-            let a = ref_time(r, acc, flags, lines, &mut k);
+            let a = ref_time(r, acc, flags, lines, l2, &mut k);
             if r.fetch {
                 core.fetch(&a);
                 continue;
@@ -763,10 +765,10 @@ pub fn accesses(refs: &[BatchRef], walks: &[u64], acc: &mut Vec<(u64, u32)>) -> 
 /// own, no marks between them) and then its repeats, to `f` with its
 /// time, whether it stores and its address.
 #[inline(always)]
-fn each_plain(refs: &[BatchRef], acc: &[(u64, u32)], flags: &[u8], lines: &[f32], l1: u32, mut f: impl FnMut(&RefTime, bool, u64)) {
+fn each_plain(refs: &[BatchRef], acc: &[(u64, u32)], flags: &[u8], lines: &[f32], l1: u32, l2: u32, mut f: impl FnMut(&RefTime, bool, u64)) {
     let mut k = 0;
     for r in refs {
-        let a = ref_time(r, acc, flags, lines, &mut k);
+        let a = ref_time(r, acc, flags, lines, l2, &mut k);
         f(&a, r.write, r.pa);
         if r.repeats > 0 {
             // First-level hits.
@@ -780,14 +782,16 @@ fn each_plain(refs: &[BatchRef], acc: &[(u64, u32)], flags: &[u8], lines: &[f32]
 
 /// What the caches made of reference `r` of a batch, for the core: its
 /// walk's references' and its data access's latencies and flags, from
-/// place `k` of the cache pass's accesses (moved past them).
+/// place `k` of the cache pass's accesses (moved past them); `l2` is a
+/// second-level hit's latency, past which a walk's read is far.
 #[inline(always)]
-fn ref_time(r: &BatchRef, acc: &[(u64, u32)], flags: &[u8], lines: &[f32], k: &mut usize) -> RefTime {
+fn ref_time(r: &BatchRef, acc: &[(u64, u32)], flags: &[u8], lines: &[f32], l2: u32, k: &mut usize) -> RefTime {
     let nw = (r.walks_end - r.walks_start) as usize;
     let mut a = RefTime { xlat: r.xlat, walked: nw > 0, ..RefTime::default() };
     if nw > 0 {
         for i in *k..*k + nw {
             a.xlat += acc[i].1;
+            a.walk_far += acc[i].1.saturating_sub(l2);
             a.dram_lines += (flags[i] & DRAM != 0) as u8;
             a.writebacks += flags[i] >> WB_SHIFT;
         }
