@@ -153,11 +153,12 @@ pub struct Overlap {
     /// every line of the 4 KB-page region in random order (each load a
     /// walk and a data miss), with the same for the data-only chases.
     pub both: Vec<Point>,
-    /// Whether those many chases came closer to a reference holding its
-    /// miss slot through its walk (max(walk / walk_mlp, (walk + data) /
-    /// data_mlp)) than to walks adding to data (walk / walk_mlp + data /
-    /// data_mlp); see `Overlap::walk_holds_slot` in the profile.
-    pub walk_holds_slot: Option<bool>,
+    /// Whether those many chases came closer to walkers free while their
+    /// walks read beyond the second-level cache than to walkers held to
+    /// the walks' end (`infer::slot_fit`); the profile's
+    /// `[core] far_walk_reads_in_mshrs`. None: the two predictions were
+    /// too close to tell.
+    pub far_walk_reads_in_mshrs: Option<bool>,
     /// The two predictions and the measurement, ns per load.
     pub slot_fit: Option<infer::SlotFit>,
     /// Loops of independent misses with known instructions and stores
@@ -639,7 +640,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
             }
         }
         // The overlap probes, OVERLAP_SAMPLES times a round over fresh
-        // chains: data_mlp, walk_mlp and walk_holds_slot each compare two
+        // chains: data_mlp, walk_mlp and the walkers' hold each compare two
         // of their medians, so one disturbed sample on either side moves
         // them, and the model's predictions of independent misses follow
         // data_mlp closely.
@@ -844,16 +845,15 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     }
 
     // Walks with data misses, many at once, against the two ways the model
-    // can overlap them (see `SlotFit`), from the one-chase costs: data
+    // can hold a walker (see `SlotFit`), from the one-chase costs: data
     // alone, and the walk's extra.
     let kmax = both_counts[1];
-    let dk = data_counts.iter().position(|&k| k == kmax).map(|j| med(&kd[j]));
     ov.both = both_counts.iter().zip(&kb).map(|(&k, v)| Point { x: k as f64, y: med(v), iqr: 0.0 }).collect();
-    if let (Some(d1), Some(dk), Some(dm), Some(wm)) = (kd.first().map(med), dk, ov.data_mlp, ov.walk_mlp) {
+    if let (Some(d1), Some(dm), Some(wm)) = (kd.first().map(med), ov.data_mlp, ov.walk_mlp) {
         let (b1, bk) = (ov.both[0].y, ov.both[1].y);
-        match infer::slot_fit(kmax, d1, dk, b1, bk, dm, wm, threshold) {
+        match infer::slot_fit(kmax, d1, b1, bk, walk_one, dm, wm, threshold) {
             Some(fit) => {
-                ov.walk_holds_slot = Some((fit.measured_ns - fit.holding_ns).abs() < (fit.measured_ns - fit.adding_ns).abs());
+                ov.far_walk_reads_in_mshrs = fit.far_reads_free();
                 ov.slot_fit = Some(fit);
             }
             None => ov.notes.push(format!(

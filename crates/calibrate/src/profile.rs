@@ -556,6 +556,23 @@ impl Writer<'_> {
             }
             None => self.n.note("core.walkers", b.not_measured()),
         }
+        match (ov.far_walk_reads_in_mshrs, &ov.slot_fit) {
+            (Some(free), Some(fit)) => {
+                k.far_walk_reads_in_mshrs = free;
+                self.n.keep("core.far_walk_reads_in_mshrs", free);
+                self.n.note(
+                    "core.far_walk_reads_in_mshrs",
+                    format!(
+                        "measured: {} chases over every line of 4 KB pages (a walk and a data miss each) took {:.2} ns a load; walkers held to the walks' end predict {:.2}, walkers free while a walk reads beyond L2 {:.2}",
+                        fit.chases, fit.measured_ns, fit.held_ns, fit.released_ns
+                    ),
+                );
+            }
+            _ => {
+                self.n.keep("core.far_walk_reads_in_mshrs", k.far_walk_reads_in_mshrs);
+                self.n.note("core.far_walk_reads_in_mshrs", b.not_measured());
+            }
+        }
         match co.mispredict_ns {
             Some(ns) => {
                 self.n.note("core.mispredict", format!("measured: a loop of a branch on random bits took {ns:.2} ns more a branch than the same loop on constant bits, at half of them mispredicted: twice that"));
@@ -754,6 +771,27 @@ mod tests {
             assert!(text.contains(&line), "{line}\n{text}");
             assert_eq!(Profile::parse(&text, "t").unwrap().core.walkers, walkers);
         }
+    }
+
+    /// The walks-with-misses probe sets `far_walk_reads_in_mshrs`, with
+    /// its numbers in the comment and the report's line, where it told
+    /// the two apart; where it did not, the base profile's value is
+    /// written, said to be from it.
+    #[test]
+    fn far_walk_reads_come_from_the_walks_with_misses_probe() {
+        use crate::infer::SlotFit;
+        let (mut c, base) = tiny();
+        let fit = SlotFit { chases: 16, measured_ns: 16.03, held_ns: 33.78, released_ns: 15.30 };
+        (c.overlap.far_walk_reads_in_mshrs, c.overlap.slot_fit) = (fit.far_reads_free(), Some(fit));
+        let text = toml(&c, &base, "t", false);
+        let line = "far_walk_reads_in_mshrs = true   # measured: 16 chases over every line of 4 KB pages (a walk and a data miss each) took 16.03 ns a load; walkers held to the walks' end predict 33.78, walkers free while a walk reads beyond L2 15.30";
+        assert!(text.contains(line), "{text}");
+        assert!(Profile::parse(&text, "t").unwrap().core.far_walk_reads_in_mshrs);
+        assert!(report::text(&c, &base).contains("16.03 ns a load; walkers held to the walks' end predict 33.78, free while a walk reads beyond L2 15.30 (the second is closer: far walk reads wait in line-fill buffers)"));
+        c.overlap.far_walk_reads_in_mshrs = None;
+        let text = toml(&c, &base, "t", false);
+        assert!(text.contains(&format!("far_walk_reads_in_mshrs = {}   # {}", base.profile.core.far_walk_reads_in_mshrs, base.not_measured())), "{text}");
+        assert!(report::text(&c, &base).contains("(too close to tell: as the base profile)"));
     }
 
     /// The profile's header and the report say how many chases and loads

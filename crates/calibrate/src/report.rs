@@ -141,12 +141,16 @@ pub fn text(c: &Calibration, b: &Base) -> String {
     if let Some(fit) = &ov.slot_fit {
         let _ = writeln!(
             o,
-            "                walks with misses: {} chases {:.2} ns a load; walks adding to data predict {:.2}, holding a miss slot {:.2} (the {} is closer; the model's walks wait for `walkers` and their data then for `mshrs`: they add)",
+            "                walks with misses: {} chases {:.2} ns a load; walkers held to the walks' end predict {:.2}, free while a walk reads beyond L2 {:.2} ({})",
             fit.chases,
             fit.measured_ns,
-            fit.adding_ns,
-            fit.holding_ns,
-            if ov.walk_holds_slot == Some(true) { "second" } else { "first" }
+            fit.held_ns,
+            fit.released_ns,
+            match ov.far_walk_reads_in_mshrs {
+                Some(true) => "the second is closer: far walk reads wait in line-fill buffers",
+                Some(false) => "the first is closer: walkers are held to the walks' end",
+                None => "too close to tell: as the base profile",
+            }
         );
     }
     if !ov.window.is_empty() {
