@@ -666,24 +666,32 @@ pub fn overlap(per_load: &[(usize, f64)]) -> Option<(f64, usize)> {
 pub struct SlotFit {
     pub chases: usize,
     pub measured_ns: f64,
-    /// Walkers held to each walk's end.
+    /// Walkers held to each walk's end (older calibrations' JSON named
+    /// it `holding_ns`, the same formula).
+    #[serde(alias = "holding_ns")]
     pub held_ns: f64,
     /// Walkers held for each walk's part up to the second-level cache,
     /// its reads from beyond waiting in line-fill buffers
-    /// (`far_walk_reads_in_mshrs`).
-    pub released_ns: f64,
+    /// (`far_walk_reads_in_mshrs`); None in older calibrations' JSON.
+    #[serde(default)]
+    pub released_ns: Option<f64>,
 }
 
 impl SlotFit {
+    /// `released_ns` to two places, "-" where the calibration had none.
+    pub fn released(&self) -> String {
+        self.released_ns.map_or_else(|| "-".into(), |r| format!("{r:.2}"))
+    }
+
     /// Whether the measurement says the walks' far reads left their
     /// walkers free: the nearer prediction, or None where the two lie
     /// within a tenth of the measurement of each other.
     pub fn far_reads_free(&self) -> Option<bool> {
-        let m = self.measured_ns;
-        if (self.held_ns - self.released_ns).abs() < 0.1 * m {
+        let (m, released) = (self.measured_ns, self.released_ns?);
+        if (self.held_ns - released).abs() < 0.1 * m {
             return None;
         }
-        Some((m - self.released_ns).abs() < (m - self.held_ns).abs())
+        Some((m - released).abs() < (m - self.held_ns).abs())
     }
 }
 
@@ -723,7 +731,7 @@ pub fn slot_fit(k: usize, d1: f64, b1: f64, bk: f64, one: f64, data_mlp: f64, wa
         return None;
     }
     let slots = b1 / data_mlp.min(k as f64);
-    Some(SlotFit { chases: k, measured_ns: bk, held_ns: (x / walk_mlp).max(slots), released_ns: (one.min(x) / walk_mlp).max(slots) })
+    Some(SlotFit { chases: k, measured_ns: bk, held_ns: (x / walk_mlp).max(slots), released_ns: Some((one.min(x) / walk_mlp).max(slots)) })
 }
 
 /// The core's window for loops of independent misses (see
@@ -1104,7 +1112,7 @@ mod tests {
     #[test]
     fn slot_fit_sets_the_two_walker_models_beside_the_measurement() {
         let f = slot_fit(16, 150.0, 210.0, 18.0, 20.0, 12.0, 4.0, 1.0).unwrap();
-        assert!((f.held_ns - 17.5).abs() < 1e-9 && (f.released_ns - 17.5).abs() < 1e-9, "{f:?}");
+        assert!((f.held_ns - 17.5).abs() < 1e-9 && f.released_ns == Some(17.5), "{f:?}");
         assert_eq!((f.chases, f.measured_ns, f.far_reads_free()), (16, 18.0, None));
         assert!(slot_fit(16, 150.0, 150.5, 12.6, 20.0, 12.0, 4.0, 1.0).is_none());
         // Calibrations of three guests (docs/calibration.md): an Intel

@@ -563,8 +563,11 @@ impl Writer<'_> {
                 self.n.note(
                     "core.far_walk_reads_in_mshrs",
                     format!(
-                        "measured: {} chases over every line of 4 KB pages (a walk and a data miss each) took {:.2} ns a load; walkers held to the walks' end predict {:.2}, walkers free while a walk reads beyond L2 {:.2}",
-                        fit.chases, fit.measured_ns, fit.held_ns, fit.released_ns
+                        "measured: {} chases over every line of 4 KB pages (a walk and a data miss each) took {:.2} ns a load; walkers held to the walks' end predict {:.2}, walkers free while a walk reads beyond L2 {}",
+                        fit.chases,
+                        fit.measured_ns,
+                        fit.held_ns,
+                        fit.released()
                     ),
                 );
             }
@@ -781,7 +784,7 @@ mod tests {
     fn far_walk_reads_come_from_the_walks_with_misses_probe() {
         use crate::infer::SlotFit;
         let (mut c, base) = tiny();
-        let fit = SlotFit { chases: 16, measured_ns: 16.03, held_ns: 33.78, released_ns: 15.30 };
+        let fit = SlotFit { chases: 16, measured_ns: 16.03, held_ns: 33.78, released_ns: Some(15.30) };
         (c.overlap.far_walk_reads_in_mshrs, c.overlap.slot_fit) = (fit.far_reads_free(), Some(fit));
         let text = toml(&c, &base, "t", false);
         let line = "far_walk_reads_in_mshrs = true   # measured: 16 chases over every line of 4 KB pages (a walk and a data miss each) took 16.03 ns a load; walkers held to the walks' end predict 33.78, walkers free while a walk reads beyond L2 15.30";

@@ -141,14 +141,15 @@ pub fn text(c: &Calibration, b: &Base) -> String {
     if let Some(fit) = &ov.slot_fit {
         let _ = writeln!(
             o,
-            "                walks with misses: {} chases {:.2} ns a load; walkers held to the walks' end predict {:.2}, free while a walk reads beyond L2 {:.2} ({})",
+            "                walks with misses: {} chases {:.2} ns a load; walkers held to the walks' end predict {:.2}, free while a walk reads beyond L2 {} ({})",
             fit.chases,
             fit.measured_ns,
             fit.held_ns,
-            fit.released_ns,
+            fit.released(),
             match ov.far_walk_reads_in_mshrs {
                 Some(true) => "the second is closer: far walk reads wait in line-fill buffers",
                 Some(false) => "the first is closer: walkers are held to the walks' end",
+                None if fit.released_ns.is_none() => "an older calibration's, not compared: as the base profile",
                 None => "too close to tell: as the base profile",
             }
         );
