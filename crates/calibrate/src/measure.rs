@@ -153,13 +153,9 @@ pub struct Overlap {
     /// every line of the 4 KB-page region in random order (each load a
     /// walk and a data miss), with the same for the data-only chases.
     pub both: Vec<Point>,
-    /// Whether those many chases came closer to walkers free while their
-    /// walks read beyond the second-level cache than to walkers held to
-    /// the walks' end (`infer::slot_fit`); the profile's
-    /// `[core] far_walk_reads_in_mshrs`. None: the two predictions were
-    /// too close to tell.
-    pub far_walk_reads_in_mshrs: Option<bool>,
-    /// The two predictions and the measurement, ns per load.
+    /// The two predictions and the measurement, ns per load; the nearer
+    /// sets the profile's `[core] far_walk_reads_in_mshrs`
+    /// (`SlotFit::far_reads_free`).
     pub slot_fit: Option<infer::SlotFit>,
     /// Loops of independent misses with known instructions and stores
     /// between them (`probe::WindowShape`), and the window fitted to them.
@@ -852,10 +848,7 @@ pub fn run(plan: &Plan, progress: &mut ProgressFn<'_>) -> Result<Calibration, St
     if let (Some(d1), Some(dm), Some(wm)) = (kd.first().map(med), ov.data_mlp, ov.walk_mlp) {
         let (b1, bk) = (ov.both[0].y, ov.both[1].y);
         match infer::slot_fit(kmax, d1, b1, bk, walk_one, dm, wm, threshold) {
-            Some(fit) => {
-                ov.far_walk_reads_in_mshrs = fit.far_reads_free();
-                ov.slot_fit = Some(fit);
-            }
+            Some(fit) => ov.slot_fit = Some(fit),
             None => ov.notes.push(format!(
                 "a chase over every line of 4 KB pages cost only {:.2} ns a load more than over 2 MB pages: no walks to tell the overlap models apart",
                 b1 - d1

@@ -146,7 +146,7 @@ pub fn text(c: &Calibration, b: &Base) -> String {
             fit.measured_ns,
             fit.held_ns,
             fit.released(),
-            match ov.far_walk_reads_in_mshrs {
+            match fit.far_reads_free() {
                 Some(true) => "the second is closer: far walk reads wait in line-fill buffers",
                 Some(false) => "the first is closer: walkers are held to the walks' end",
                 None if fit.released_ns.is_none() => "an older calibration's, not compared: as the base profile",

@@ -391,10 +391,7 @@ impl Timing {
         let l2 = self.l2[cpu].latency;
         for &w in walks {
             let (lat, f, _) = self.access_latency_from(cpu, w, self.walk_level, false);
-            a.xlat += lat;
-            a.walk_far += lat.saturating_sub(l2);
-            a.dram_lines += (f & DRAM != 0) as u8;
-            a.writebacks += f >> WB_SHIFT;
+            add_walk_read(&mut a, lat, f, l2);
         }
         let (data, f, line) = self.access_latency_from(cpu, pa, 1, false);
         if write {
@@ -780,6 +777,18 @@ fn each_plain(refs: &[BatchRef], acc: &[(u64, u32)], flags: &[u8], lines: &[f32]
     }
 }
 
+/// One of a walk's reads, `lat` cycles with the cache's `flags`, added
+/// to its reference: to the translation's time (the part past a
+/// second-level hit of `l2` cycles also to its far time), the lines read
+/// from memory and the dirty lines its fill evicted.
+#[inline(always)]
+fn add_walk_read(a: &mut RefTime, lat: u32, flags: u8, l2: u32) {
+    a.xlat += lat;
+    a.walk_far += lat.saturating_sub(l2);
+    a.dram_lines += (flags & DRAM != 0) as u8;
+    a.writebacks += flags >> WB_SHIFT;
+}
+
 /// What the caches made of reference `r` of a batch, for the core: its
 /// walk's references' and its data access's latencies and flags, from
 /// place `k` of the cache pass's accesses (moved past them); `l2` is a
@@ -790,10 +799,7 @@ fn ref_time(r: &BatchRef, acc: &[(u64, u32)], flags: &[u8], lines: &[f32], l2: u
     let mut a = RefTime { xlat: r.xlat, walked: nw > 0, ..RefTime::default() };
     if nw > 0 {
         for i in *k..*k + nw {
-            a.xlat += acc[i].1;
-            a.walk_far += acc[i].1.saturating_sub(l2);
-            a.dram_lines += (flags[i] & DRAM != 0) as u8;
-            a.writebacks += flags[i] >> WB_SHIFT;
+            add_walk_read(&mut a, acc[i].1, flags[i], l2);
         }
         *k += nw;
     }
