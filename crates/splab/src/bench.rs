@@ -319,6 +319,7 @@ fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bo
 /// Runs one part with the splab binary `exe`; the program part's options
 /// are passed only when `program_args` (a baseline may predate them).
 fn spawn_part_of<T: for<'de> Deserialize<'de>>(exe: &std::path::Path, a: &BenchArgs, part: &str, quiet: bool, program_args: bool) -> Result<T, Fail> {
+    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(exe);
     let mut args = child_args(a);
     if program_args {
@@ -327,6 +328,21 @@ fn spawn_part_of<T: for<'de> Deserialize<'de>>(exe: &std::path::Path, a: &BenchA
     cmd.arg("bench-part").arg(part).args(args);
     if quiet {
         cmd.arg("--quiet");
+    }
+    // A part ends with the bench that started it: a signal that ends the
+    // bench (a plain `kill`, which reaches only its own process) would
+    // otherwise leave the part running on.
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and _exit are async-signal-safe, as a
+    // pre_exec closure's calls must be.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
     }
     let out = cmd
         .stdin(Stdio::null())
@@ -550,11 +566,20 @@ fn touch(a: &BenchArgs, bytes: u64, quiet: bool) -> Result<FootprintPart, Fail> 
     })
 }
 
+/// A temporary file of this run's, `splab-bench-PID-NAME`, after removing
+/// those of benches no longer running (a part killed by a signal, or with
+/// its bench, cannot remove its own).
+fn temp_file(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir();
+    splab_trace::online::sweep(&dir, "splab-bench-");
+    dir.join(format!("splab-bench-{}-{name}", std::process::id()))
+}
+
 /// The trace part: writes a STREAM-triad trace (three 64 MiB arrays) of
 /// `--trace-refs` references to a temporary file, then replays it with
 /// superpages on, as `splab sim trace:FILE` does.
 fn trace_replay(a: &BenchArgs, quiet: bool) -> Result<TracePart, Fail> {
-    let path = std::env::temp_dir().join(format!("splab-bench-{}.trace", std::process::id()));
+    let path = temp_file("triad.trace");
     let written = splab_trace::synth::triad(&path, a.trace_refs, TRIAD_ARRAY)
         .map_err(|e| Fail::Run(format!("writing the bench trace {}: {e}", path.display())));
     let r = written.and_then(|_| {
@@ -609,7 +634,7 @@ fn words_text(bytes: u64) -> Vec<u8> {
 fn program(a: &BenchArgs, quiet: bool) -> Result<ProgramPart, Fail> {
     use splab_trace::online::Io;
     let bytes = input(size::parse(&a.program_text)).map_err(|e| Fail::Input(format!("--program-text: {}", e.message())))?;
-    let path = std::env::temp_dir().join(format!("splab-bench-{}.txt", std::process::id()));
+    let path = temp_file("words.txt");
     std::fs::write(&path, words_text(bytes)).map_err(|e| Fail::Run(format!("{}: {e}", path.display())))?;
     let argv: Vec<String> = vec!["xz".into(), "-6".into(), "-T1".into(), "-c".into(), path.display().to_string()];
     let r = (|| {

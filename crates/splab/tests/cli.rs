@@ -335,6 +335,62 @@ fn bench_against_a_baseline_binary() {
     assert_eq!(v["baseline"]["runs"]["trace"].as_array().unwrap().len(), 1);
 }
 
+/// A bench killed by a plain `kill` takes its running part with it, and
+/// the next bench removes the temporary files that parts no longer
+/// running left.
+#[test]
+fn bench_parts_end_with_the_bench_and_their_files_are_swept() {
+    let tmp = std::env::temp_dir().join(format!("splab-bench-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).unwrap();
+    // A file as a killed trace part leaves it (pid 4294967 runs nowhere),
+    // and one of a live process (this test's), which stays.
+    let dead = tmp.join("splab-bench-4294967-triad.trace");
+    let live = tmp.join(format!("splab-bench-{}-words.txt", std::process::id()));
+    std::fs::write(&dead, b"x").unwrap();
+    std::fs::write(&live, b"x").unwrap();
+    let mut bench = Command::new(env!("CARGO_BIN_EXE_splab"))
+        .args(["bench", "--log2-table", "26", "--memory", "1G", "--footprint", "32M", "--repeat", "1", "--no-program", "--json"])
+        .env("TMPDIR", &tmp)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let children = format!("/proc/{0}/task/{0}/children", bench.id());
+    let t0 = std::time::Instant::now();
+    let part: u32 = loop {
+        let c = std::fs::read_to_string(&children).unwrap_or_default();
+        if let Some(p) = c.split_whitespace().next() {
+            break p.parse().unwrap();
+        }
+        if let Some(st) = bench.try_wait().unwrap() {
+            panic!("the bench ended ({st}) before a part was seen");
+        }
+        assert!(t0.elapsed().as_secs() < 60, "no bench part started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe { libc::kill(bench.id() as i32, libc::SIGTERM) };
+    bench.wait().unwrap();
+    let gone = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z"));
+    let t1 = std::time::Instant::now();
+    while !gone(part) && t1.elapsed().as_secs() < 10 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert!(gone(part), "bench part {part} outlived its bench");
+    let v = Command::new(env!("CARGO_BIN_EXE_splab"))
+        .args(["bench", "--log2-table", "14", "--footprint", "32M", "--memory", "128M", "--trace-refs", "50000", "--repeat", "1", "--no-program", "--json"])
+        .env("TMPDIR", &tmp)
+        .output()
+        .unwrap();
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+    assert!(!dead.exists(), "the dead part's file was not swept");
+    assert!(live.exists(), "a live process's file was removed");
+    let left: Vec<_> = std::fs::read_dir(&tmp).unwrap().flatten().map(|e| e.file_name()).filter(|n| *n != live.file_name().unwrap()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    let _ = std::fs::remove_dir_all(&tmp);
+}
+
 // The benchmark workloads (gups-mp, lat, bw, transpose, stream, index,
 // build, stress, forkbomb, realloc) at small sizes.
 
