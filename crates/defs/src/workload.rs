@@ -150,6 +150,26 @@ impl WorkloadKind {
         p
     }
 
+    /// Why `given` does not fit this workload on `side`: the first
+    /// parameter it sets that the workload does not take (which would be
+    /// left unread), named as its flag, with the ones it takes.
+    pub fn foreign_param(self, side: Side, given: &WorkloadParams) -> Option<String> {
+        let takes = self.params(side);
+        let (name, _) = given.set().into_iter().find(|(n, _)| !takes.contains(n))?;
+        let flags = takes.iter().map(|t| flag(t)).collect::<Vec<_>>().join(", ");
+        let here = match side {
+            Side::Sim => "",
+            Side::Native => " natively",
+        };
+        let others = WORKLOADS.iter().filter(|w| w.kind.params(side).contains(&name)).map(|w| w.name).collect::<Vec<_>>();
+        let whose = match (others.is_empty(), side) {
+            (false, _) => format!("; it is for {}", others.join(", ")),
+            (true, Side::Native) if self.params(Side::Sim).contains(&name) => format!("; it is for the model's run, splab sim {}", self.name()),
+            (true, _) => String::new(),
+        };
+        Some(format!("{} does not apply to {}{here} (it takes {}{whose})", flag(name), self.name(), if flags.is_empty() { "none".into() } else { flags }))
+    }
+
     /// `given` with only this workload's parameters on `side`, each not
     /// given taken from its defaults.
     pub fn resolve(self, side: Side, given: &WorkloadParams) -> WorkloadParams {
@@ -161,6 +181,17 @@ impl fmt::Display for WorkloadKind {
     fn fmt(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str(self.name())
     }
+}
+
+/// A parameter's flag: `log2_table` is `--log2-table`.
+pub fn flag(name: &str) -> String {
+    format!("--{}", name.replace('_', "-"))
+}
+
+/// The first parameter `given` sets, as its flag, for a run that takes
+/// none (a program, a trace).
+pub fn any_param(given: &WorkloadParams) -> Option<String> {
+    given.set().first().map(|(n, _)| flag(n))
 }
 
 /// The names of the workloads that run on `side`.

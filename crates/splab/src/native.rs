@@ -93,7 +93,12 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     match (&a.workload, a.program.is_empty()) {
         (Some(w), false) => return Err(Fail::Input(format!("give a workload ({:?}) or a program after --, not both", w.name()))),
         (None, true) => return Err(Fail::Input(format!("give a workload ({}) or a program after -- (e.g. splab native -- xz -9 -c FILE)", names(Side::Native).join(", ")))),
-        (None, false) => return program::cmd(&a.program, &a.pages, a.repeat, a.hugetlb_pool, &a.programs, out),
+        (None, false) => {
+            if let Some(f) = splab_defs::workload::any_param(&a.params) {
+                return Err(Fail::Input(format!("{f} does not apply to a program run (it takes no workload parameters)")));
+            }
+            return program::cmd(&a.program, &a.pages, a.repeat, a.hugetlb_pool, &a.programs, out);
+        }
         (Some(_), true) => {}
     }
     let kind = a.workload.ok_or_else(|| Fail::Input("give a workload".into()))?;
@@ -101,6 +106,9 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
     let layouts = input(Pages::parse_list(&pages))?;
     if !(1..=1000).contains(&a.repeat) {
         return Err(Fail::Input(format!("--repeat {} is out of range (1 to 1000)", a.repeat)));
+    }
+    if let Some(m) = kind.foreign_param(Side::Native, &a.params) {
+        return Err(Fail::Input(m));
     }
     let w = build(kind, &a.params)?;
     out.check()?;

@@ -6,7 +6,7 @@ use crate::formats::Formats;
 use crate::output;
 use crate::setup;
 use crate::simulate::{self, RunOptArgs};
-use crate::spec::{OnOff, RunSpec, SystemSpec};
+use crate::spec::{OnOff, RunSpec, SystemSpec, WorkloadName};
 use crate::text;
 use clap::Args;
 
@@ -76,8 +76,21 @@ fn program_status(p: Option<&serde_json::Value>) -> i32 {
     }
 }
 
+/// A workload parameter given on the command line that the run would not
+/// read is an error, not a run that silently ignores it.
+pub fn check_params(spec: &RunSpec) -> Result<(), Fail> {
+    use splab_defs::workload::{any_param, Side};
+    let why = match &spec.workload {
+        Some(WorkloadName::Kind(k)) => k.foreign_param(Side::Sim, &spec.params),
+        Some(WorkloadName::Trace(_)) => any_param(&spec.params).map(|f| format!("{f} does not apply to a trace replay (it takes no workload parameters)")),
+        None => any_param(&spec.params).map(|f| format!("{f} does not apply to a program run (it takes no workload parameters)")),
+    };
+    why.map_or(Ok(()), |m| Err(Fail::Input(m)))
+}
+
 /// `splab sim`.
 pub fn sim(a: &SimArgs) -> Result<i32, Fail> {
+    check_params(&a.spec)?;
     a.out.check()?;
     let mut spec = a.spec.clone();
     spec.superpages = a.superpages.superpages.on();
@@ -88,6 +101,7 @@ pub fn sim(a: &SimArgs) -> Result<i32, Fail> {
 
 /// `splab compare`.
 pub fn compare(a: &CompareArgs) -> Result<i32, Fail> {
+    check_params(&a.spec)?;
     let opts = a.run.opts(a.out.machine_readable());
     if let Some(list) = &a.policies {
         if a.out.csv || a.out.plot.is_some() {

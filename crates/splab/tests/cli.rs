@@ -229,6 +229,14 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["sim", "gups", "--policy", "shimizu", "--sysctl", "vm.superpages.max_order=40"], "40"),
         (&["sysctl", "--policy", "nope"], "nope"),
         (&["sim", "--user", "no-such-user", "--", "true"], "no-such-user"),
+        // A parameter the run would not read is named, not ignored.
+        (&["sim", "gups", "--max-size", "1M"], "--max-size does not apply to gups"),
+        (&["compare", "lat", "--log2-table", "12"], "--log2-table does not apply to lat"),
+        (&["compare", "stream", "--policies", "freebsd,shimizu", "--sizes", "100"], "--sizes"),
+        (&["sim", "trace:/no/such/trace", "--n", "5"], "--n does not apply to a trace replay"),
+        (&["sim", "--loads", "5", "--", "true"], "--loads does not apply to a program run"),
+        (&["native", "gups", "--updates", "5"], "--updates does not apply to gups natively"),
+        (&["native", "--loads", "5", "--", "true"], "--loads does not apply to a program run"),
     ];
     assert_rejected(cases);
 }
