@@ -46,6 +46,7 @@ def test_a_run_in_python_is_the_command_lines():
         ({"workload": "gups", "log2_tabel": 3}, "log2_tabel"),
         ({"workload": "gups", "policy": "linux-thp", "arch": "alpha"}, "alpha"),
         ({"workload": "gups", "memory": "12Q"}, "12Q"),
+        ({"workload": "gups", "max_size": "1M"}, "max-size does not apply to gups"),
     ],
 )
 def test_bad_input_raises_input_error_naming_the_value(spec, named):
