@@ -281,6 +281,9 @@ pub fn build(spec: &RunSpec, cfg: &Config, io: &ProgramIo) -> Result<Box<dyn Wor
             if spec.input.is_some() {
                 return Err(Fail::Input("--input: only a program after -- reads one".into()));
             }
+            if let Some(u) = &spec.user {
+                return Err(Fail::Input(format!("--user {u}: only a program after -- runs as another user")));
+            }
             workload(w, &spec.params, spec.pages.as_deref(), cfg)
         }
         (None, false) => online(spec, io).map(|w| Box::new(w) as Box<dyn Workload>),

@@ -237,6 +237,7 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["sim", "--loads", "5", "--", "true"], "--loads does not apply to a program run"),
         (&["native", "gups", "--updates", "5"], "--updates does not apply to gups natively"),
         (&["native", "--loads", "5", "--", "true"], "--loads does not apply to a program run"),
+        (&["sim", "gups", "--user", "nobody"], "--user nobody"),
     ];
     assert_rejected(cases);
 }
