@@ -319,7 +319,6 @@ fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bo
 /// Runs one part with the splab binary `exe`; the program part's options
 /// are passed only when `program_args` (a baseline may predate them).
 fn spawn_part_of<T: for<'de> Deserialize<'de>>(exe: &std::path::Path, a: &BenchArgs, part: &str, quiet: bool, program_args: bool) -> Result<T, Fail> {
-    use std::os::unix::process::CommandExt;
     let mut cmd = Command::new(exe);
     let mut args = child_args(a);
     if program_args {
@@ -332,18 +331,7 @@ fn spawn_part_of<T: for<'de> Deserialize<'de>>(exe: &std::path::Path, a: &BenchA
     // A part ends with the bench that started it: a signal that ends the
     // bench (a plain `kill`, which reaches only its own process) would
     // otherwise leave the part running on.
-    let parent = std::process::id() as libc::pid_t;
-    // SAFETY: prctl, getppid and _exit are async-signal-safe, as a
-    // pre_exec closure's calls must be.
-    unsafe {
-        cmd.pre_exec(move || {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
-            if libc::getppid() != parent {
-                libc::_exit(1);
-            }
-            Ok(())
-        });
-    }
+    crate::workers::die_with_parent(&mut cmd);
     let out = cmd
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())

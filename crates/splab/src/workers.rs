@@ -85,11 +85,33 @@ pub fn start_local(jobs: usize, command: &[String], specs: &[String], tx: Sender
     Running { stop, pids, threads }
 }
 
+/// Makes the child `cmd` starts end (SIGKILL) when this process does, or
+/// rather the thread that starts it, which must outlive the child (it
+/// waits for it): a signal that ends splab otherwise leaves its runs going
+/// on. A child whose parent ended before the request took effect exits.
+pub fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: prctl, getppid and _exit are async-signal-safe, as a
+    // pre_exec closure's calls must be.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0);
+            if libc::getppid() != parent {
+                libc::_exit(1);
+            }
+            Ok(())
+        });
+    }
+}
+
 /// Runs one spec in a child process (`COMMAND run-spec --single-thread`,
 /// the spec on its standard input) and returns what it printed.
 fn run_child(command: &[String], spec: &str, pids: &Mutex<Vec<i32>>) -> Result<String, String> {
     let (exe, args) = command.split_first().ok_or("no command to run points with")?;
-    let mut child = Command::new(exe)
+    let mut cmd = Command::new(exe);
+    die_with_parent(&mut cmd);
+    let mut child = cmd
         .args(args)
         .args(["run-spec", "--single-thread"])
         .stdin(Stdio::piped())

@@ -249,3 +249,36 @@ fn report(dir: &Scratch, store: &str) {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("nope"));
 }
+
+/// A sweep killed outright (SIGKILL, which it cannot catch) takes its
+/// running points with it: each point's process ends with the sweep.
+#[test]
+fn a_killed_sweeps_runs_end_with_it() {
+    let dir = Scratch::new("killed");
+    let file = dir.path("k.toml");
+    std::fs::write(&file, "seeds = [1]\n[base]\nworkload = \"gups\"\nlog2_table = 26\nmemory = \"1G\"\n").unwrap();
+    let store = dir.path("k.db");
+    let mut sweep = Command::new(env!("CARGO_BIN_EXE_splab")).args(["sweep", &file, "--store", &store, "--jobs", "1"]).stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+    let t0 = Instant::now();
+    // The point's process: the sweep's child (its threads' children are
+    // listed under the thread that started them).
+    let point = loop {
+        let kids: Vec<u32> = std::fs::read_dir(format!("/proc/{}/task", sweep.id()))
+            .map(|d| d.flatten().flat_map(|t| std::fs::read_to_string(t.path().join("children")).unwrap_or_default().split_whitespace().filter_map(|p| p.parse().ok()).collect::<Vec<u32>>()).collect())
+            .unwrap_or_default();
+        if let Some(&p) = kids.first() {
+            break p;
+        }
+        assert!(sweep.try_wait().unwrap().is_none(), "the sweep ended before its point started");
+        assert!(t0.elapsed() < Duration::from_secs(60), "no point started in 60 s");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    sweep.kill().unwrap();
+    sweep.wait().unwrap();
+    let gone = |pid: u32| std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| s.contains(") Z"));
+    let t1 = Instant::now();
+    while !gone(point) && t1.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(gone(point), "point {point} outlived its sweep");
+}
