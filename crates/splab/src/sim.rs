@@ -91,6 +91,7 @@ pub fn check_params(spec: &RunSpec) -> Result<(), Fail> {
 /// `splab sim`.
 pub fn sim(a: &SimArgs) -> Result<i32, Fail> {
     check_params(&a.spec)?;
+    a.run.check_for(&a.spec)?;
     a.out.check()?;
     let mut spec = a.spec.clone();
     spec.superpages = a.superpages.superpages.on();
@@ -102,6 +103,7 @@ pub fn sim(a: &SimArgs) -> Result<i32, Fail> {
 /// `splab compare`.
 pub fn compare(a: &CompareArgs) -> Result<i32, Fail> {
     check_params(&a.spec)?;
+    a.run.check_for(&a.spec)?;
     let opts = a.run.opts(a.out.machine_readable());
     if let Some(list) = &a.policies {
         if a.out.csv || a.out.plot.is_some() {

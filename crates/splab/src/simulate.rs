@@ -46,12 +46,13 @@ pub struct RunOptArgs {
     /// report: null (/dev/null), pipe (a pipe splab reads and throws away,
     /// for programs that behave otherwise on /dev/null), inherit (splab's
     /// standard error; with compare, of the superpages-on run only), or a
-    /// FILE (each run writes it anew).
-    #[arg(long, value_name = "null|pipe|inherit|FILE", default_value = "null", value_parser = output_io)]
-    pub output: Io,
-    /// Programs: the valgrind to run them under.
-    #[arg(long, value_name = "PATH", default_value = "valgrind")]
-    pub valgrind: std::path::PathBuf,
+    /// FILE (each run writes it anew) [default: null].
+    #[arg(long, value_name = "null|pipe|inherit|FILE", value_parser = output_io)]
+    pub output: Option<Io>,
+    /// Programs: the valgrind to run them under [default: valgrind, from
+    /// PATH].
+    #[arg(long, value_name = "PATH")]
+    pub valgrind: Option<std::path::PathBuf>,
     /// Programs: what runs them and writes their references: splab's
     /// valgrind tool, or its DynamoRIO client (loads and stores in full
     /// detail, block tables, no map events, no --sample yet).
@@ -68,7 +69,25 @@ impl RunOptArgs {
     /// The options of a run with a progress bar unless `quiet`, a
     /// program's input splab's own.
     pub fn opts(&self, quiet: bool) -> RunOpts {
-        RunOpts { quiet, single_thread: self.single_thread, io: ProgramIo { stdin: Io::Inherit, stdout: self.output.clone(), valgrind: self.valgrind.clone(), frontend: self.frontend }, profile: None }
+        let d = ProgramIo::default();
+        let io = ProgramIo { stdin: Io::Inherit, stdout: self.output.clone().unwrap_or(d.stdout), valgrind: self.valgrind.clone().unwrap_or(d.valgrind), frontend: self.frontend };
+        RunOpts { quiet, single_thread: self.single_thread, io, profile: None }
+    }
+
+    /// The options that only a program run reads, given for a run of a
+    /// workload or a trace: an error naming the first, not a run that
+    /// ignores it.
+    pub fn check_for(&self, spec: &RunSpec) -> Result<(), Fail> {
+        if !spec.program.is_empty() {
+            return Ok(());
+        }
+        if self.output.is_some() {
+            return Err(Fail::Input("--output: only a program after -- has output to send".into()));
+        }
+        if let Some(v) = &self.valgrind {
+            return Err(Fail::Input(format!("--valgrind {}: only a program after -- runs under valgrind", v.display())));
+        }
+        Ok(())
     }
 }
 

@@ -238,6 +238,8 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["native", "gups", "--updates", "5"], "--updates does not apply to gups natively"),
         (&["native", "--loads", "5", "--", "true"], "--loads does not apply to a program run"),
         (&["sim", "gups", "--user", "nobody"], "--user nobody"),
+        (&["sim", "gups", "--output", "pipe"], "--output: only a program"),
+        (&["compare", "gups", "--valgrind", "/no/valgrind"], "--valgrind /no/valgrind"),
     ];
     assert_rejected(cases);
 }
