@@ -119,6 +119,10 @@ pub fn cmd(a: &CheckArgs, as_json: bool) -> Result<i32, Fail> {
     if a.procs == 0 {
         return Err(Fail::Input("--procs 0: at least one process is needed".into()));
     }
+    if a.ops == 0 {
+        // A check of nothing would print "clean".
+        return Err(Fail::Input("--ops 0: at least one operation is needed".into()));
+    }
     setup::check_tunables(cfg.arch, &sys.policy, &sys.sysctl)?;
     let max_mapped = setup::swap(&a.footprint, "--footprint")?;
     if max_mapped < 1 << 20 {

@@ -239,6 +239,7 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["native", "--loads", "5", "--", "true"], "--loads does not apply to a program run"),
         (&["sim", "gups", "--user", "nobody"], "--user nobody"),
         (&["sim", "gups", "--output", "pipe"], "--output: only a program"),
+        (&["check", "--ops", "0"], "--ops 0"),
         (&["compare", "gups", "--valgrind", "/no/valgrind"], "--valgrind /no/valgrind"),
     ];
     assert_rejected(cases);
