@@ -34,7 +34,7 @@ fn json(text: &str, what: &str) -> PyResult<Value> {
 #[pyfunction]
 fn run(py: Python<'_>, spec: &str) -> PyResult<String> {
     let spec = RunSpec::from_value(json(spec, "spec")?).map_err(err)?;
-    splab::sim::check_params(&spec).map_err(err)?;
+    splab::workload::check_params(&spec).map_err(err)?;
     let opts = RunOpts { quiet: true, ..RunOpts::default() };
     py.detach(|| sweeps::document(&spec, &opts)).map_err(err)
 }

@@ -188,10 +188,10 @@ pub fn flag(name: &str) -> String {
     format!("--{}", name.replace('_', "-"))
 }
 
-/// The first parameter `given` sets, as its flag, for a run that takes
-/// none (a program, a trace).
-pub fn any_param(given: &WorkloadParams) -> Option<String> {
-    given.set().first().map(|(n, _)| flag(n))
+/// Why `given` does not fit a run that takes no workload parameters
+/// (`what`: a program run, a trace replay): the first one it sets.
+pub fn unread_by(what: &str, given: &WorkloadParams) -> Option<String> {
+    given.set().first().map(|(n, _)| format!("{} does not apply to {what} (it takes no workload parameters)", flag(n)))
 }
 
 /// The names of the workloads that run on `side`.
@@ -434,7 +434,7 @@ impl WorkloadParams {
         set.sort_by_key(|(n, _)| (order.iter().position(|o| o == n).unwrap_or(order.len()), *n));
         let mut out = Vec::new();
         for (name, value) in set {
-            let flag = format!("--{}", name.replace('_', "-"));
+            let flag = flag(name);
             match (SWITCHES.contains(&name), value.as_str()) {
                 (true, "true") => out.push(flag),
                 (true, _) => {}
@@ -448,7 +448,7 @@ impl WorkloadParams {
 /// A resolved parameter, or an error naming it (resolution fills every
 /// parameter that has a default, so this is never expected to fail).
 pub fn need<T: Clone>(v: &Option<T>, name: &str) -> Result<T, String> {
-    v.clone().ok_or_else(|| format!("--{}: no value and no default", name.replace('_', "-")))
+    v.clone().ok_or_else(|| format!("{}: no value and no default", flag(name)))
 }
 
 #[cfg(test)]

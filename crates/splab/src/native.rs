@@ -71,7 +71,7 @@ pub fn build(kind: WorkloadKind, given: &WorkloadParams) -> Result<Box<dyn Nativ
     use splab_native::{gups, index, lat, misses, sparse, stream, transpose};
     use WorkloadKind as K;
     let a = kind.resolve(Side::Native, given);
-    let size = |t: &Option<String>, name: &str| -> Result<u64, Fail> { input(size::parse(&input(need(t, name))?).map_err(|e| format!("--{}: {e}", name.replace('_', "-")))) };
+    let size = |t: &Option<String>, name: &str| -> Result<u64, Fail> { input(size::parse(&input(need(t, name))?).map_err(|e| format!("{}: {e}", splab_defs::workload::flag(name)))) };
     Ok(match kind {
         K::Gups => Box::new(input(gups::Gups::new(input(need(&a.log2_table, "log2_table"))?, input(need(&a.verify, "verify"))?))?),
         K::Lat => {
@@ -94,8 +94,8 @@ pub fn cmd(a: &NativeArgs, out: &Formats) -> Result<i32, Fail> {
         (Some(w), false) => return Err(Fail::Input(format!("give a workload ({:?}) or a program after --, not both", w.name()))),
         (None, true) => return Err(Fail::Input(format!("give a workload ({}) or a program after -- (e.g. splab native -- xz -9 -c FILE)", names(Side::Native).join(", ")))),
         (None, false) => {
-            if let Some(f) = splab_defs::workload::any_param(&a.params) {
-                return Err(Fail::Input(format!("{f} does not apply to a program run (it takes no workload parameters)")));
+            if let Some(m) = splab_defs::workload::unread_by("a program run", &a.params) {
+                return Err(Fail::Input(m));
             }
             return program::cmd(&a.program, &a.pages, a.repeat, a.hugetlb_pool, &a.programs, out);
         }

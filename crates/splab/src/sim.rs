@@ -6,7 +6,8 @@ use crate::formats::Formats;
 use crate::output;
 use crate::setup;
 use crate::simulate::{self, RunOptArgs};
-use crate::spec::{OnOff, RunSpec, SystemSpec, WorkloadName};
+use crate::spec::{OnOff, RunSpec, SystemSpec};
+use crate::workload::check_params;
 use crate::text;
 use clap::Args;
 
@@ -74,18 +75,6 @@ fn program_status(p: Option<&serde_json::Value>) -> i32 {
         }
         None => 0,
     }
-}
-
-/// A workload parameter given on the command line that the run would not
-/// read is an error, not a run that silently ignores it.
-pub fn check_params(spec: &RunSpec) -> Result<(), Fail> {
-    use splab_defs::workload::{any_param, Side};
-    let why = match &spec.workload {
-        Some(WorkloadName::Kind(k)) => k.foreign_param(Side::Sim, &spec.params),
-        Some(WorkloadName::Trace(_)) => any_param(&spec.params).map(|f| format!("{f} does not apply to a trace replay (it takes no workload parameters)")),
-        None => any_param(&spec.params).map(|f| format!("{f} does not apply to a program run (it takes no workload parameters)")),
-    };
-    why.map_or(Ok(()), |m| Err(Fail::Input(m)))
 }
 
 /// `splab sim`.

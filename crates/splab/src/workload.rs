@@ -6,7 +6,7 @@
 
 use crate::error::Fail;
 use crate::spec::{RunSpec, WorkloadName};
-use splab_defs::workload::{need, pages_names, Side};
+use splab_defs::workload::{flag, need, pages_names, unread_by, Side};
 use splab_defs::{WorkloadKind, WorkloadParams};
 use splab_hw::size;
 use splab_sim::Config;
@@ -52,15 +52,14 @@ fn builder(kind: WorkloadKind) -> Option<Builder> {
 /// A size parameter, parsed; errors name the option and the text as typed.
 fn size_of(text: &Option<String>, name: &str) -> Result<(u64, String), String> {
     let t = need(text, name)?;
-    let flag = name.replace('_', "-");
-    let bytes = size::parse(&t).map_err(|e| format!("--{flag}: {e}"))?;
+    let bytes = size::parse(&t).map_err(|e| format!("{}: {e}", flag(name)))?;
     Ok((bytes, t))
 }
 
 /// A size parameter, parsed and checked.
 fn size_arg(text: &Option<String>, name: &str, check: fn(u64) -> Result<(), String>) -> Result<(u64, String), String> {
     let (bytes, t) = size_of(text, name)?;
-    check(bytes).map_err(|e| format!("--{} {t}: {e}", name.replace('_', "-")))?;
+    check(bytes).map_err(|e| format!("{} {t}: {e}", flag(name)))?;
     Ok((bytes, t))
 }
 
@@ -262,6 +261,19 @@ pub(crate) fn user(name: &str) -> Result<(u32, u32), String> {
         return Err(format!("--user {name:?}: only root can run a program as another user (splab runs as uid {me})"));
     }
     Ok((uid, gid))
+}
+
+/// A workload parameter given for a single run (the command line, Python's
+/// `run`) that the run would not read: an error naming it, not a run that
+/// silently ignores it. (Sweeps and run specs set options of several
+/// workloads and each point keeps its own: `setup::resolved`.)
+pub fn check_params(spec: &RunSpec) -> Result<(), Fail> {
+    let why = match &spec.workload {
+        Some(WorkloadName::Kind(k)) => k.foreign_param(Side::Sim, &spec.params),
+        Some(WorkloadName::Trace(_)) => unread_by("a trace replay", &spec.params),
+        None => unread_by("a program run", &spec.params),
+    };
+    why.map_or(Ok(()), |m| Err(Fail::Input(m)))
 }
 
 /// The workload or program `spec` names, built for a system configured as
