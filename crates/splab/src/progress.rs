@@ -38,6 +38,16 @@ impl Progress {
         }
     }
 
+    /// Prints `line` on stderr above the bar, or alone where no bar is
+    /// drawn (stderr not a terminal).
+    pub fn line(&self, line: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
     /// Removes the bar so what follows on the terminal starts clean.
     pub fn finish(self) {
         self.bar.finish_and_clear();

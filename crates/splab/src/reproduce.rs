@@ -20,7 +20,7 @@ use crate::realprog::{self, Real};
 use crate::simulate::{self, RunOpts};
 use crate::spec::RunSpec;
 use clap::Args;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use splab_defs::workload::Side;
 use splab_defs::{WorkloadKind, WorkloadParams};
 use splab_vm::policy::{PolicyKind, PolicySpec};
@@ -46,6 +46,15 @@ pub struct ReproduceArgs {
     /// Print one JSON document instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Experiments run at once, each in a process of its own (default:
+    /// this host's CPUs); with more than one, each simulation keeps to
+    /// one thread. The figures are the same however many run at once.
+    #[arg(long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// One host thread a simulation (`--jobs` gives it to the
+    /// experiments it runs at once).
+    #[arg(long, hide = true)]
+    pub single_thread: bool,
 }
 
 /// What an experiment runs, at the experiment's size or, `quick`, at a
@@ -295,6 +304,13 @@ pub fn select(names: &[String]) -> Result<Vec<&'static Experiment>, Fail> {
 /// Where `--list` and the command lines put a program's inputs.
 const DIR: &str = "DIR";
 
+/// What DIR is, under the commands of any program's experiment.
+fn dir_note(chosen: &[&Experiment]) -> Option<&'static str> {
+    chosen.iter().any(|e| matches!(e.run, Run::Program(_))).then_some(
+        "DIR: a directory `splab reproduce` makes for a program's run, with its inputs (the database and its statements, the compiler's source), and removes after it",
+    )
+}
+
 impl Experiment {
     /// The run, superpages on (`compare` runs it off too); a program's
     /// inputs in `dir`, made by `realprog::prepare`.
@@ -372,7 +388,7 @@ impl Serialize for Experiment {
 }
 
 /// One figure of one experiment, off and on.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct Row {
     pub figure: String,
     pub unit: String,
@@ -567,7 +583,7 @@ fn figure_rows(off: &[Figure], on: &[Figure]) -> Vec<Row> {
         .collect()
 }
 
-fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
+fn run_one(e: &Experiment, quick: bool, quiet: bool, single_thread: bool) -> Result<Outcome, Fail> {
     let t0 = std::time::Instant::now();
     let real = match e.run {
         Run::Program(real) => Some(real(quick)),
@@ -577,7 +593,7 @@ fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
     let work = real.as_ref().map(realprog::prepare).transpose()?;
     let dir = work.as_ref().map_or(Path::new(DIR), |w| w.path.as_path());
     let spec = e.spec(quick, dir);
-    let opts = RunOpts { quiet, ..RunOpts::default() };
+    let opts = RunOpts { quiet, single_thread, ..RunOpts::default() };
     let c = simulate::compare(&spec, &opts)?;
     let rows = match real {
         Some(Real::Pgbench { transactions, .. }) => {
@@ -610,13 +626,82 @@ fn run_one(e: &Experiment, quick: bool, quiet: bool) -> Result<Outcome, Fail> {
         .collect();
     Ok(Outcome {
         experiment: *e,
-        command: e.command_in(quick, dir),
+        // The inputs' directory is gone when this returns: DIR, as in
+        // `--list`, which the text's note explains.
+        command: e.command(quick),
         rows,
         sim_seconds_off: c.off.sim_seconds,
         sim_seconds_on: c.on.sim_seconds,
         counters_on,
         host_seconds: t0.elapsed().as_secs_f64(),
     })
+}
+
+/// What a child's document holds of its one outcome.
+#[derive(Deserialize)]
+struct ChildOutcome {
+    command: String,
+    rows: Vec<Row>,
+    sim_seconds_off: f64,
+    sim_seconds_on: f64,
+    counters_on: BTreeMap<String, i64>,
+    host_seconds: f64,
+}
+
+#[derive(Deserialize)]
+struct ChildDocument {
+    outcomes: Vec<ChildOutcome>,
+}
+
+/// Runs `chosen` `jobs` at a time, each experiment a child process
+/// (`splab reproduce NAME --json --single-thread`) that makes its own
+/// inputs; the outcomes in `chosen`'s order. A failed experiment stops the
+/// rest, as it does when they run one after another. Unless `quiet`, a
+/// bar counts the experiments done and a line names each as it ends.
+fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet: bool) -> Result<Vec<Outcome>, Fail> {
+    use crate::workers::{self, Task};
+    let tasks = chosen
+        .iter()
+        .map(|e| {
+            let mut args = vec!["reproduce".to_string(), e.name.to_string(), "--json".into(), "--single-thread".into(), "--jobs".into(), "1".into()];
+            if quick {
+                args.push("--quick".into());
+            }
+            Task { args, stdin: None }
+        })
+        .collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut running = workers::start_tasks(jobs, &crate::sweep::own_command()?, tasks, tx);
+    let mut bar = crate::progress::Progress::new(chosen.len() as u64, "reproduce", "experiments", quiet);
+    let mut got: Vec<Option<Outcome>> = chosen.iter().map(|_| None).collect();
+    let mut failed = None;
+    for (done, o) in rx.iter().enumerate() {
+        let e = chosen[o.index];
+        let parsed = o.result.and_then(|doc| {
+            let d: ChildDocument = serde_json::from_str(&doc).map_err(|err| format!("its output is not a reproduction ({err})"))?;
+            d.outcomes.into_iter().next().ok_or_else(|| "it printed no outcome".to_string())
+        });
+        match parsed {
+            Ok(c) => {
+                if !quiet {
+                    bar.line(&format!("[{}/{}] {}: done in {:.0} s", done + 1, chosen.len(), e.name, c.host_seconds));
+                }
+                got[o.index] = Some(Outcome { experiment: *e, command: c.command, rows: c.rows, sim_seconds_off: c.sim_seconds_off, sim_seconds_on: c.sim_seconds_on, counters_on: c.counters_on, host_seconds: c.host_seconds });
+                bar.update(done as u64 + 1);
+            }
+            Err(err) => {
+                failed = Some(format!("{}: {err}", e.name));
+                running.stop();
+                break;
+            }
+        }
+    }
+    running.wait();
+    bar.finish();
+    if let Some(f) = failed {
+        return Err(Fail::Run(f));
+    }
+    got.into_iter().zip(chosen).map(|(o, e)| o.ok_or_else(|| Fail::Run(format!("{}: no outcome (its run was stopped)", e.name)))).collect()
 }
 
 pub fn cmd(a: &ReproduceArgs) -> Result<i32, Fail> {
@@ -633,14 +718,26 @@ pub fn cmd(a: &ReproduceArgs) -> Result<i32, Fail> {
         }
         return Ok(0);
     }
-    let quiet = a.json;
-    let mut outcomes = Vec::new();
-    for (i, e) in chosen.iter().enumerate() {
-        if !quiet {
-            eprintln!("[{}/{}] {}: {}", i + 1, chosen.len(), e.name, e.command(a.quick));
-        }
-        outcomes.push(run_one(e, a.quick, quiet)?);
+    if a.jobs == Some(0) {
+        return Err(Fail::Input("--jobs 0: at least one experiment at a time".into()));
     }
+    let quiet = a.json;
+    let jobs = a.jobs.unwrap_or_else(crate::sweep::cpus).min(chosen.len());
+    let outcomes = if jobs > 1 {
+        if !quiet {
+            eprintln!("{} experiments, {jobs} at a time, each in a process of its own (--jobs)", chosen.len());
+        }
+        run_children(&chosen, a.quick, jobs, quiet)?
+    } else {
+        let mut outcomes = Vec::new();
+        for (i, e) in chosen.iter().enumerate() {
+            if !quiet {
+                eprintln!("[{}/{}] {}: {}", i + 1, chosen.len(), e.name, e.command(a.quick));
+            }
+            outcomes.push(run_one(e, a.quick, quiet, a.single_thread)?);
+        }
+        outcomes
+    };
     let published = published_against(&outcomes, a.quick);
     let summary = (!a.quick).then(|| summary(&published));
     let r = Reproduction { quick: a.quick, note: a.quick.then_some(QUICK_NOTE), outcomes, published, summary };
@@ -656,6 +753,9 @@ fn list_text(chosen: &[&Experiment]) -> String {
         if !e.scaled.is_empty() {
             writeln!(s, "{:<24}   scaled: {}", "", e.scaled).unwrap();
         }
+    }
+    if let Some(note) = dir_note(chosen) {
+        writeln!(s, "\n{note}").unwrap();
     }
     s
 }
@@ -703,6 +803,9 @@ pub fn table(r: &Reproduction) -> String {
         if !o.experiment.scaled.is_empty() && !r.quick {
             writeln!(s, "  scaled: {}", o.experiment.scaled).unwrap();
         }
+    }
+    if let Some(note) = dir_note(&r.outcomes.iter().map(|o| &o.experiment).collect::<Vec<_>>()) {
+        writeln!(s, "{note}").unwrap();
     }
     if r.quick {
         writeln!(s, "\n{QUICK_NOTE}.").unwrap();

@@ -3,7 +3,8 @@
 //! standard input, its JSON document on its standard output), `jobs` at
 //! once on this machine (`start_local`); `ray` runs them as Ray tasks.
 //! Each outcome comes back on a channel to `sweep::run`, the one place
-//! that writes the store.
+//! that writes the store. `reproduce --jobs` runs its experiments the
+//! same way, each a child (`start_tasks`).
 
 use std::collections::VecDeque;
 use std::io::Write;
@@ -61,21 +62,37 @@ impl Running {
 }
 
 /// Starts the runs of `specs`, `jobs` processes at once running
-/// `command`; each outcome comes on `tx`, indexed as `specs`.
+/// `command run-spec --single-thread`, each spec on its standard input;
+/// each outcome comes on `tx`, indexed as `specs`.
 pub fn start_local(jobs: usize, command: &[String], specs: &[String], tx: Sender<Outcome>) -> Running {
+    let tasks = specs.iter().map(|spec| Task { args: vec!["run-spec".into(), "--single-thread".into()], stdin: Some(spec.clone()) }).collect();
+    start_tasks(jobs, command, tasks, tx)
+}
+
+/// One child process's work: `command` with these arguments, and what
+/// it reads on its standard input.
+pub struct Task {
+    pub args: Vec<String>,
+    pub stdin: Option<String>,
+}
+
+/// Starts `tasks`, `jobs` processes at once running `command`; each
+/// outcome (what the child printed) comes on `tx`, indexed as `tasks`.
+pub fn start_tasks(jobs: usize, command: &[String], tasks: Vec<Task>, tx: Sender<Outcome>) -> Running {
     let stop = Arc::new(AtomicBool::new(false));
     let pids: Arc<Mutex<Vec<i32>>> = Arc::default();
-    let queue: Arc<Mutex<VecDeque<(usize, String)>>> = Arc::new(Mutex::new(specs.iter().cloned().enumerate().collect()));
+    let count = tasks.len();
+    let queue: Arc<Mutex<VecDeque<(usize, Task)>>> = Arc::new(Mutex::new(tasks.into_iter().enumerate().collect()));
     let host = hostname();
-    let threads = (0..jobs.max(1).min(specs.len().max(1)))
+    let threads = (0..jobs.max(1).min(count.max(1)))
         .map(|_| {
             let (queue, stop, pids, tx, command, host) = (queue.clone(), stop.clone(), pids.clone(), tx.clone(), command.to_vec(), host.clone());
             std::thread::spawn(move || loop {
                 if stop.load(Ordering::SeqCst) {
                     break;
                 }
-                let Some((index, spec)) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else { break };
-                let result = run_child(&command, &spec, &pids);
+                let Some((index, task)) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else { break };
+                let result = run_child(&command, &task, &pids);
                 if tx.send(Outcome { index, host: host.clone(), result }).is_err() {
                     break;
                 }
@@ -105,24 +122,24 @@ pub fn die_with_parent(cmd: &mut Command) {
     }
 }
 
-/// Runs one spec in a child process (`COMMAND run-spec --single-thread`,
-/// the spec on its standard input) and returns what it printed.
-fn run_child(command: &[String], spec: &str, pids: &Mutex<Vec<i32>>) -> Result<String, String> {
+/// Runs one task in a child process (`COMMAND ARGS`, its input on the
+/// child's standard input) and returns what it printed.
+fn run_child(command: &[String], task: &Task, pids: &Mutex<Vec<i32>>) -> Result<String, String> {
     let (exe, args) = command.split_first().ok_or("no command to run points with")?;
     let mut cmd = Command::new(exe);
     die_with_parent(&mut cmd);
     let mut child = cmd
         .args(args)
-        .args(["run-spec", "--single-thread"])
-        .stdin(Stdio::piped())
+        .args(&task.args)
+        .stdin(if task.stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {exe}: {e}"))?;
     let pid = child.id() as i32;
     pids.lock().unwrap_or_else(|e| e.into_inner()).push(pid);
-    if let Some(mut i) = child.stdin.take() {
-        let _ = i.write_all(spec.as_bytes());
+    if let (Some(mut i), Some(input)) = (child.stdin.take(), &task.stdin) {
+        let _ = i.write_all(input.as_bytes());
     }
     let out = child.wait_with_output();
     pids.lock().unwrap_or_else(|e| e.into_inner()).retain(|&p| p != pid);

@@ -47,19 +47,28 @@ fn an_unknown_experiment_exits_2_naming_it_and_the_known_ones() {
 /// The outcome of one experiment run `--quick --json`, whose first row
 /// has a positive figure off and on.
 fn quick(name: &str) -> Value {
-    quick_and_stderr(name).0
+    let (o, _, tmp) = quick_in_scratch(name);
+    let _ = std::fs::remove_dir_all(tmp);
+    o
 }
 
-/// `quick`, with what the run wrote to standard error.
-fn quick_and_stderr(name: &str) -> (Value, String) {
-    let out = splab(&["reproduce", "--quick", "--json", name]);
+/// `quick`, with what the run wrote to standard error, run with TMPDIR
+/// a directory of the test's own, which it returns (the caller removes
+/// it).
+fn quick_in_scratch(name: &str) -> (Value, String, std::path::PathBuf) {
+    let tmp = std::env::temp_dir().join(format!("splab-test-reproduce-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    // Writable by all, as /tmp is: the pgbench experiment's backend runs
+    // under valgrind as another user, which keeps its files there too.
+    std::fs::set_permissions(&tmp, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o1777)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_splab")).args(["reproduce", "--quick", "--json", name]).env("TMPDIR", &tmp).output().expect("run splab");
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     let o = v["outcomes"][0].clone();
     let row = &o["rows"][0];
     assert!(row["off"].as_f64().unwrap() > 0.0 && row["on"].as_f64().unwrap() > 0.0, "{row}");
-    (o, err)
+    (o, err, tmp)
 }
 
 #[test]
@@ -143,20 +152,22 @@ fn the_buildworld_experiments_run_gcc_online() {
     needs::online();
     needs::program("gcc", "gcc");
     for name in ["armada-buildworld", "power9-buildworld"] {
-        let o = quick(name);
+        let (o, _, tmp) = quick_in_scratch(name);
         let command = o["command"].as_str().unwrap();
-        assert!(command.contains(" -- xargs -a ") && command.contains(" gcc -O2 -c "), "{o}");
-        let dir = command.split(" -a ").nth(1).unwrap().split("/units").next().unwrap();
-        figure_and_inputs_gone(&o, ("build time", "s"), dir);
+        assert!(command.contains(" -- xargs -a DIR/units ") && command.contains(" gcc -O2 -c DIR/unit.c "), "{o}");
+        figure_and_inputs_gone(&o, ("build time", "s"), &tmp);
     }
 }
 
 /// A program experiment's row has `figure` in its unit, and the inputs
-/// made for the run (in `dir`) are gone with it.
-fn figure_and_inputs_gone(o: &Value, (figure, unit): (&str, &str), dir: &str) {
+/// made for the run (in a directory in `tmp`, the run's TMPDIR) are gone
+/// with it; `tmp` is removed.
+fn figure_and_inputs_gone(o: &Value, (figure, unit): (&str, &str), tmp: &std::path::Path) {
     let row = &o["rows"][0];
     assert_eq!((row["figure"].as_str(), row["unit"].as_str()), (Some(figure), Some(unit)), "{row}");
-    assert!(!std::path::Path::new(dir).exists(), "{dir} left behind");
+    let left: Vec<String> = std::fs::read_dir(tmp).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).filter(|n| n.starts_with("splab-reproduce-")).collect();
+    let _ = std::fs::remove_dir_all(tmp);
+    assert!(left.is_empty(), "left behind in TMPDIR: {left:?}");
 }
 
 /// The pgbench experiments run a PostgreSQL backend online on a
@@ -166,10 +177,34 @@ fn figure_and_inputs_gone(o: &Value, (figure, unit): (&str, &str), dir: &str) {
 fn the_pgbench_experiment_runs_a_postgres_backend_online() {
     needs::online();
     needs::postgres();
-    let (o, err) = quick_and_stderr("power8-pgbench");
+    let (o, err, tmp) = quick_in_scratch("power8-pgbench");
     assert!(!err.contains("LOG:"), "{err}");
     let command = o["command"].as_str().unwrap();
-    assert!(command.contains("/bin/postgres --single -D ") && command.contains("--input "), "{o}");
-    let dir = command.split("--input ").nth(1).unwrap().split("/select-").next().unwrap();
-    figure_and_inputs_gone(&o, ("tps", "transactions/s"), dir);
+    assert!(command.contains("/bin/postgres --single -D DIR/data ") && command.contains("--input DIR/select-"), "{o}");
+    figure_and_inputs_gone(&o, ("tps", "transactions/s"), &tmp);
+}
+
+/// `--jobs` runs experiments at once, each in a process of its own, and
+/// changes none of their figures; `--jobs 0` is refused.
+#[test]
+fn experiments_run_at_once_give_the_same_figures() {
+    let names = ["armada-gups", "armada-lat", "power8-randomaccess"];
+    let doc = |jobs: &str| {
+        let out = splab(&[&["reproduce", "--quick", "--json", "--jobs", jobs][..], &names[..]].concat());
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let mut v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+        v.as_object_mut().unwrap().remove("command");
+        for o in v["outcomes"].as_array_mut().unwrap() {
+            assert!(o["host_seconds"].as_f64().unwrap() > 0.0, "{o}");
+            o.as_object_mut().unwrap().remove("host_seconds");
+        }
+        v
+    };
+    let (one, three) = (doc("1"), doc("3"));
+    let order: Vec<&str> = three["outcomes"].as_array().unwrap().iter().map(|o| o["experiment"]["name"].as_str().unwrap()).collect();
+    assert_eq!(order, names, "the list's order, whichever ends first");
+    assert_eq!(one, three);
+    let out = splab(&["reproduce", "--quick", "--jobs", "0", "armada-gups"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--jobs 0"), "{}", String::from_utf8_lossy(&out.stderr));
 }
