@@ -115,7 +115,9 @@ pub fn prepare(r: &Real) -> Result<Workdir, Fail> {
         }
         Real::Pgbench { scale, transactions } => {
             let bin = postgres_bin()?;
-            if let Some((_, uid, gid)) = pg_user() {
+            if let Some((name, uid, gid)) = pg_user() {
+                // The database is made, and later served, as that user in TMPDIR.
+                crate::workload::online_user(name).map_err(Fail::Input)?;
                 std::os::unix::fs::chown(&w.path, Some(uid), Some(gid)).map_err(|e| io("chown", e))?;
             }
             populate(&bin, &w.path, scale)?;

@@ -231,7 +231,7 @@ pub fn online(spec: &RunSpec, io: &ProgramIo) -> Result<Online, Fail> {
     if spec.pages.is_some() {
         return Err(Fail::Input("--pages: a program takes the layout the kernel gives it (compare runs superpages off and on)".into()));
     }
-    let run_as = spec.user.as_deref().map(user).transpose().map_err(Fail::Input)?;
+    let run_as = spec.user.as_deref().map(online_user).transpose().map_err(Fail::Input)?;
     let mut w = Online::new(spec.program.iter().map(Into::into).collect(), io.valgrind.clone(), io.frontend).map_err(Fail::Input)?;
     w.sample = spec.sample.as_deref().map(Sample::parse).transpose().map_err(Fail::Input)?;
     w.stdout = io.stdout.clone();
@@ -261,6 +261,35 @@ pub(crate) fn user(name: &str) -> Result<(u32, u32), String> {
         return Err(format!("--user {name:?}: only root can run a program as another user (splab runs as uid {me})"));
     }
     Ok((uid, gid))
+}
+
+/// `--user NAME`'s ids for a program run online, where the front end
+/// (valgrind's files) and the program write in TMPDIR as that user:
+/// refused here if they cannot, rather than as a front end that does not
+/// start.
+pub(crate) fn online_user(name: &str) -> Result<(u32, u32), String> {
+    let (uid, gid) = user(name)?;
+    let tmp = std::env::temp_dir();
+    // SAFETY: geteuid has no preconditions.
+    if uid != unsafe { libc::geteuid() } && !writable_by(&tmp, uid, gid) {
+        return Err(format!("--user {name:?}: uid {uid} cannot write in the temporary directory {} (TMPDIR), where the front end and the program keep their files; give a TMPDIR it can write, as /tmp", tmp.display()));
+    }
+    Ok((uid, gid))
+}
+
+/// Whether `dir`'s mode lets `uid` (group `gid`, no other groups) create
+/// files in it.
+fn writable_by(dir: &std::path::Path, uid: u32, gid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(m) = std::fs::metadata(dir) else { return false };
+    let bits = if m.uid() == uid {
+        m.mode() >> 6
+    } else if m.gid() == gid {
+        m.mode() >> 3
+    } else {
+        m.mode()
+    };
+    bits & 0o3 == 0o3
 }
 
 /// A workload parameter given for a single run (the command line, Python's

@@ -6,6 +6,8 @@
 //! whole 2 MB reservation and so can be promoted (2^16 words is 512 KiB,
 //! which never can).
 
+mod needs;
+
 use serde_json::Value;
 use std::process::{Command, Output};
 
@@ -243,6 +245,22 @@ fn bad_input_exits_2_and_names_the_value() {
         (&["compare", "gups", "--valgrind", "/no/valgrind"], "--valgrind /no/valgrind"),
     ];
     assert_rejected(cases);
+}
+
+/// A program run as a user who cannot write in TMPDIR is refused before
+/// it starts, naming the user and the directory (the front end would
+/// fail to start, saying less).
+#[test]
+fn a_user_who_cannot_write_in_tmpdir_is_refused() {
+    needs::root("runs a program as another user");
+    let tmp = std::env::temp_dir().join(format!("splab-test-private-tmp-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    std::fs::set_permissions(&tmp, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o700)).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_splab")).args(["sim", "--user", "nobody", "--", "true"]).env("TMPDIR", &tmp).output().expect("run splab");
+    let _ = std::fs::remove_dir(&tmp);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("--user \"nobody\"") && err.contains(&tmp.display().to_string()) && err.contains("TMPDIR"), "{err}");
 }
 
 /// Each command must exit 2 with one line on stderr naming the value.

@@ -37,11 +37,16 @@ pub fn thp() -> String {
 /// Fails unless this is root with a THP kernel: the test changes system
 /// THP settings (and puts them back).
 pub fn root_and_thp() {
+    root("changes system THP settings");
+    thp();
+}
+
+/// Fails unless this is root: the test `does` what only root may.
+pub fn root(does: &str) {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        panic!("this test changes system THP settings and needs root (CI runs as root)");
+        panic!("this test {does} and needs root (CI runs as root)");
     }
-    thp();
 }
 
 /// The Python (`python3`) that can import `module`; fails saying how to
