@@ -99,10 +99,14 @@ fn runs(store: PathBuf, sweep: Option<&str>, filter: Option<&str>, full: bool) -
 }
 
 /// The splab command line with `argv` (the program's name first); returns
-/// its exit status.
+/// its exit status. The commands that run splab again in children (a
+/// sweep's points, reproduce's experiments, bench's parts) run it as
+/// `python -m splab` with this Python: this process is Python, not splab.
 #[pyfunction]
-fn main(argv: Vec<String>) -> i32 {
-    splab::cli::run(argv.into_iter().map(Into::into))
+fn main(py: Python<'_>, argv: Vec<String>) -> PyResult<i32> {
+    let python: String = py.import("sys")?.getattr("executable")?.extract()?;
+    splab::workers::set_own_command(vec![python, "-m".into(), "splab".into()]);
+    Ok(splab::cli::run(argv.into_iter().map(Into::into)))
 }
 
 /// The build of splab this module is (`splab -V` says the same).

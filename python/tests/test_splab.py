@@ -112,6 +112,20 @@ def test_the_command_line_is_installed():
     assert out.returncode == 2 and "gupz" in out.stderr
 
 
+def test_the_command_line_runs_its_children_with_this_python(tmp_path):
+    # A sweep's points and reproduce's experiments are children that run
+    # splab again: `python -m splab`, since this command line is Python.
+    f = tmp_path / "c.toml"
+    f.write_text('name = "c"\n[base]\nworkload = "gups"\nlog2_table = 12\nmemory = "64M"\n[axes]\narch = ["amd64", "arm64"]\n')
+    out = subprocess.run([sys.executable, "-m", "splab", "sweep", str(f), "--jobs", "2", "--store", str(tmp_path / "c.db"), "--json"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    s = json.loads(out.stdout)
+    assert (s["ran"], s["failed"]) == (2, 0), s
+    out = subprocess.run([sys.executable, "-m", "splab", "reproduce", "--quick", "--json", "--jobs", "2", "armada-lat", "armada-bw-rd"], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert [o["experiment"]["name"] for o in json.loads(out.stdout)["outcomes"]] == ["armada-lat", "armada-bw-rd"]
+
+
 def ray_command():
     ray = shutil.which("ray") or os.path.join(os.path.dirname(sys.executable), "ray")
     if not os.path.exists(ray):

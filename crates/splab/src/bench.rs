@@ -312,14 +312,16 @@ fn program_args(a: &BenchArgs) -> Vec<String> {
 
 /// Runs one part in a child process and parses what it prints.
 fn spawn_part<T: for<'de> Deserialize<'de>>(a: &BenchArgs, part: &str, quiet: bool) -> Result<T, Fail> {
-    let exe = std::env::current_exe().map_err(|e| Fail::Run(format!("cannot find this executable to re-run it: {e}")))?;
-    spawn_part_of(&exe, a, part, quiet, true)
+    spawn_part_of(&crate::workers::own_command()?, a, part, quiet, true)
 }
 
-/// Runs one part with the splab binary `exe`; the program part's options
-/// are passed only when `program_args` (a baseline may predate them).
-fn spawn_part_of<T: for<'de> Deserialize<'de>>(exe: &std::path::Path, a: &BenchArgs, part: &str, quiet: bool, program_args: bool) -> Result<T, Fail> {
+/// Runs one part with `splab`, the command that runs a splab (this one, or
+/// a baseline binary); the program part's options are passed only when
+/// `program_args` (a baseline may predate them).
+fn spawn_part_of<T: for<'de> Deserialize<'de>>(splab: &[String], a: &BenchArgs, part: &str, quiet: bool, program_args: bool) -> Result<T, Fail> {
+    let (exe, first) = splab.split_first().ok_or_else(|| Fail::Run("no command to run bench parts with".into()))?;
     let mut cmd = Command::new(exe);
+    cmd.args(first);
     let mut args = child_args(a);
     if program_args {
         args.extend(self::program_args(a));
@@ -349,23 +351,23 @@ pub fn cmd(a: &BenchArgs, out: &Formats) -> Result<i32, Fail> {
     let as_json = out.machine_readable();
     let mut runs = Runs::default();
     let mut base = Runs::default();
-    let baseline = if a.only_program { None } else { a.baseline.as_deref() };
+    let baseline = if a.only_program { None } else { a.baseline.as_ref().map(|b| vec![b.display().to_string()]) };
     for _ in 0..a.repeat {
         if !a.only_program {
             runs.gups_off.push(spawn_part(a, "gups-off", as_json)?);
-            if let Some(b) = baseline {
+            if let Some(b) = &baseline {
                 base.gups_off.push(spawn_part_of(b, a, "gups-off", as_json, false)?);
             }
             runs.gups_on.push(spawn_part(a, "gups-on", as_json)?);
-            if let Some(b) = baseline {
+            if let Some(b) = &baseline {
                 base.gups_on.push(spawn_part_of(b, a, "gups-on", as_json, false)?);
             }
             runs.trace.push(spawn_part(a, "trace", as_json)?);
-            if let Some(b) = baseline {
+            if let Some(b) = &baseline {
                 base.trace.push(spawn_part_of(b, a, "trace", as_json, false)?);
             }
             runs.footprint.push(spawn_part(a, "footprint", as_json)?);
-            if let Some(b) = baseline {
+            if let Some(b) = &baseline {
                 base.footprint.push(spawn_part_of(b, a, "footprint", as_json, false)?);
             }
         }
@@ -392,7 +394,7 @@ pub fn cmd(a: &BenchArgs, out: &Formats) -> Result<i32, Fail> {
             let (this, that) = (rates(&runs), rates(&base));
             let names = ["GUPS superpages off", "GUPS superpages on", "trace replay", "footprint"];
             let parts = (0..4).map(|i| versus(names[i], &this[i], &that[i])).collect();
-            Baseline { binary: path.display().to_string(), runs: base, parts }
+            Baseline { binary: path.join(" "), runs: base, parts }
         }),
         runs,
     };

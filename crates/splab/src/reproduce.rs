@@ -671,7 +671,7 @@ fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet:
         })
         .collect();
     let (tx, rx) = std::sync::mpsc::channel();
-    let mut running = workers::start_tasks(jobs, &crate::sweep::own_command()?, tasks, tx);
+    let mut running = workers::start_tasks(jobs, &workers::own_command()?, tasks, tx);
     let mut bar = crate::progress::Progress::new(chosen.len() as u64, "reproduce", "experiments", quiet);
     let mut got: Vec<Option<Outcome>> = chosen.iter().map(|_| None).collect();
     let mut failed = None;

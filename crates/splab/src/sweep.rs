@@ -351,11 +351,6 @@ pub struct Summary {
     pub host_seconds: f64,
 }
 
-/// The command that runs a point on this machine: this executable.
-pub fn own_command() -> Result<Vec<String>, Fail> {
-    let exe = std::env::current_exe().map_err(|e| Fail::Run(format!("cannot find this executable to run points with: {e}")))?;
-    Ok(vec![exe.display().to_string()])
-}
 
 /// Runs the points of `sweep` not yet in `store` with `exec`, storing each
 /// as it finishes; `stop` is asked now and then whether to stop (a
@@ -524,11 +519,11 @@ pub fn cmd(a: &SweepArgs) -> Result<i32, Fail> {
         Some(address) => {
             let command = match &a.worker {
                 Some(w) => w.split_whitespace().map(str::to_string).collect(),
-                None => own_command()?,
+                None => workers::own_command()?,
             };
             Executor::Ray { address: address.clone(), python: a.python.clone(), command }
         }
-        None => Executor::Local { jobs: a.jobs.unwrap_or_else(cpus), command: own_command()? },
+        None => Executor::Local { jobs: a.jobs.unwrap_or_else(cpus), command: workers::own_command()? },
     };
     splab_native::sysstate::install_signals();
     splab_native::sysstate::defer_signals();

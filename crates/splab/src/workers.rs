@@ -35,6 +35,27 @@ pub fn hostname() -> String {
     }
 }
 
+/// The command that runs this splab's command line where this process is
+/// not the splab executable (`set_own_command`).
+static OWN_COMMAND: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+
+/// Says how to run this splab's command line again, for a process that is
+/// not the splab executable: the Python package's `python -m splab`.
+pub fn set_own_command(command: Vec<String>) {
+    let _ = OWN_COMMAND.set(command);
+}
+
+/// The command that runs this splab's command line in a child (a sweep's
+/// points, reproduce's experiments, bench's parts): this executable, or
+/// what `set_own_command` said.
+pub fn own_command() -> Result<Vec<String>, crate::error::Fail> {
+    if let Some(c) = OWN_COMMAND.get() {
+        return Ok(c.clone());
+    }
+    let exe = std::env::current_exe().map_err(|e| crate::error::Fail::Run(format!("cannot find this executable to run its children with: {e}")))?;
+    Ok(vec![exe.display().to_string()])
+}
+
 /// A running executor: stopped on request, waited for at the end.
 pub struct Running {
     pub stop: Arc<AtomicBool>,
