@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Mapping, Optional, Union
 from ._splab import InputError, RunError
 from . import _splab
 
-__all__ = ["run", "resolve", "sweep", "runs", "build", "InputError", "RunError", "DEFAULT_STORE"]
+__all__ = ["run", "resolve", "sweep", "runs", "reproduce", "published", "build", "InputError", "RunError", "DEFAULT_STORE"]
 
 #: The run store `sweep` and `runs` use unless told otherwise.
 DEFAULT_STORE = "splab-runs.db"
@@ -85,6 +85,33 @@ def sweep(
         raise InputError(f"jobs={jobs!r}: expected a positive number")
     out = _splab.sweep(d, path, os.fspath(store), json.dumps(_worker()), jobs, ray, python or sys.executable, dry_run)
     return json.loads(out)
+
+
+def reproduce(names: Optional[List[str]] = None, quick: bool = False, jobs: Optional[int] = None) -> Dict[str, Any]:
+    """Runs the published superpage experiments `names` (default: all;
+    `splab reproduce --list` names them), each on its machine's profile,
+    superpages off and on, `jobs` at once (default: one per CPU), each in a
+    process of its own; returns the document `splab reproduce --json`
+    prints: `outcomes` (each experiment's figures off and on, counters,
+    command), `published` (every published figure beside the prediction,
+    with the errors and whether the change agrees) and `summary`. With
+    `quick`, each at a tiny size: a check that they run, the figures not
+    comparable."""
+    if isinstance(names, str):
+        names = [names]
+    if jobs is not None and (not isinstance(jobs, int) or jobs < 1):
+        raise InputError(f"jobs={jobs!r}: expected a positive number")
+    return json.loads(_splab.reproduce(list(names or []), json.dumps(_worker()), quick, jobs))
+
+
+def published(reproduction: Mapping[str, Any]) -> "pandas.DataFrame":  # noqa: F821
+    """A reproduction's published figures beside the predictions (its
+    `published` list) as a pandas DataFrame: a row per figure, with the
+    experiment, seed and place, the published and predicted off, on and
+    change, the errors and `agrees`."""
+    import pandas
+
+    return pandas.DataFrame(reproduction["published"])
 
 
 def runs(store: Union[str, os.PathLike] = DEFAULT_STORE, sweep: Optional[str] = None, where: Optional[str] = None, full: bool = False) -> "pandas.DataFrame":  # noqa: F821

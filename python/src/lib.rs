@@ -1,6 +1,7 @@
 //! The native module of the `splab` Python package (`splab._splab`):
-//! the splab crate's runs, sweeps, run store and command line, with
-//! specs, sweeps and results crossing as JSON text (the Python side,
+//! the splab crate's runs, sweeps, run store, published experiments and
+//! command line, with specs, sweeps and results crossing as JSON text
+//! (the Python side,
 //! `splab/__init__.py`, turns them into dicts and DataFrames). Bad input
 //! raises `splab.InputError` (a `ValueError`) naming the value, a failed
 //! run `splab.RunError` (a `RuntimeError`).
@@ -85,6 +86,19 @@ fn sweep(py: Python<'_>, definition: Option<&str>, path: Option<PathBuf>, store:
     Ok(serde_json::to_string(&summary).unwrap_or_default())
 }
 
+/// The published experiments `names` (all for none), `jobs` at once,
+/// each in a child running `worker` (a command, as a JSON list); the
+/// reproduction as `splab reproduce --json` prints it.
+#[pyfunction]
+#[pyo3(signature = (names, worker, quick=false, jobs=None))]
+fn reproduce(py: Python<'_>, names: Vec<String>, worker: &str, quick: bool, jobs: Option<usize>) -> PyResult<String> {
+    let command: Vec<String> = serde_json::from_str(worker).map_err(|e| InputError::new_err(format!("worker: {e}")))?;
+    splab::workers::set_own_command(command);
+    let chosen = splab::reproduce::select(&names).map_err(err)?;
+    let r = py.detach(|| splab::reproduce::reproduce(&chosen, quick, jobs, true, false)).map_err(err)?;
+    Ok(splab::output::json(&r))
+}
+
 /// The runs in the store at `store` (those of `sweep`, where `where`
 /// holds), as JSON: {"columns": [...], "rows": [[...], ...]}.
 #[pyfunction]
@@ -123,6 +137,7 @@ fn _splab(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(resolve, m)?)?;
     m.add_function(wrap_pyfunction!(sweep, m)?)?;
     m.add_function(wrap_pyfunction!(runs, m)?)?;
+    m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     m.add_function(wrap_pyfunction!(main, m)?)?;
     m.add_function(wrap_pyfunction!(build, m)?)?;
     Ok(())

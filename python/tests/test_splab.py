@@ -126,6 +126,20 @@ def test_the_command_line_runs_its_children_with_this_python(tmp_path):
     assert [o["experiment"]["name"] for o in json.loads(out.stdout)["outcomes"]] == ["armada-lat", "armada-bw-rd"]
 
 
+def test_reproduce_gives_the_published_figures_beside_the_predictions():
+    r = splab.reproduce(["armada-gups", "power9-randomaccess"], quick=True, jobs=2)
+    assert [o["experiment"]["name"] for o in r["outcomes"]] == ["armada-gups", "power9-randomaccess"]
+    assert r["quick"] is True and r["summary"] is None
+    df = splab.published(r)
+    g = df[(df["experiment"] == "armada-gups") & (df["figure"] == "GUP/s") & (df["seed"] == "000")].iloc[0]
+    assert (g["published_off"], g["published_on"]) == (0.003685255, 0.005530048)
+    assert g["predicted_on"] > 0 and g["headline"]
+    assert r["outcomes"][0]["rows"][0]["off"] == splab.reproduce("armada-gups", quick=True)["outcomes"][0]["rows"][0]["off"]
+    with pytest.raises(splab.InputError) as e:
+        splab.reproduce(["no-such-run"], quick=True)
+    assert "no-such-run" in str(e.value)
+
+
 def ray_command():
     ray = shutil.which("ray") or os.path.join(os.path.dirname(sys.executable), "ray")
     if not os.path.exists(ray):

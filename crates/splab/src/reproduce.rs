@@ -718,31 +718,37 @@ pub fn cmd(a: &ReproduceArgs) -> Result<i32, Fail> {
         }
         return Ok(0);
     }
-    if a.jobs == Some(0) {
+    let r = reproduce(&chosen, a.quick, a.jobs, a.json, a.single_thread)?;
+    output::emit(&if a.json { output::json(&r) } else { table(&r) });
+    Ok(0)
+}
+
+/// Runs `chosen` (`select`), `jobs` at once (default: one per CPU), and
+/// sets the published figures beside them; progress on stderr unless
+/// `quiet`. The command and the Python package's `reproduce` call it.
+pub fn reproduce(chosen: &[&'static Experiment], quick: bool, jobs: Option<usize>, quiet: bool, single_thread: bool) -> Result<Reproduction, Fail> {
+    if jobs == Some(0) {
         return Err(Fail::Input("--jobs 0: at least one experiment at a time".into()));
     }
-    let quiet = a.json;
-    let jobs = a.jobs.unwrap_or_else(crate::sweep::cpus).min(chosen.len());
+    let jobs = jobs.unwrap_or_else(crate::sweep::cpus).min(chosen.len());
     let outcomes = if jobs > 1 {
         if !quiet {
             eprintln!("{} experiments, {jobs} at a time, each in a process of its own (--jobs)", chosen.len());
         }
-        run_children(&chosen, a.quick, jobs, quiet)?
+        run_children(chosen, quick, jobs, quiet)?
     } else {
         let mut outcomes = Vec::new();
         for (i, e) in chosen.iter().enumerate() {
             if !quiet {
-                eprintln!("[{}/{}] {}: {}", i + 1, chosen.len(), e.name, e.command(a.quick));
+                eprintln!("[{}/{}] {}: {}", i + 1, chosen.len(), e.name, e.command(quick));
             }
-            outcomes.push(run_one(e, a.quick, quiet, a.single_thread)?);
+            outcomes.push(run_one(e, quick, quiet, single_thread)?);
         }
         outcomes
     };
-    let published = published_against(&outcomes, a.quick);
-    let summary = (!a.quick).then(|| summary(&published));
-    let r = Reproduction { quick: a.quick, note: a.quick.then_some(QUICK_NOTE), outcomes, published, summary };
-    output::emit(&if a.json { output::json(&r) } else { table(&r) });
-    Ok(0)
+    let published = published_against(&outcomes, quick);
+    let summary = (!quick).then(|| summary(&published));
+    Ok(Reproduction { quick, note: quick.then_some(QUICK_NOTE), outcomes, published, summary })
 }
 
 fn list_text(chosen: &[&Experiment]) -> String {
