@@ -1,10 +1,9 @@
 //! The native module of the `splab` Python package (`splab._splab`):
 //! the splab crate's runs, sweeps, run store, published experiments and
 //! command line, with specs, sweeps and results crossing as JSON text
-//! (the Python side,
-//! `splab/__init__.py`, turns them into dicts and DataFrames). Bad input
-//! raises `splab.InputError` (a `ValueError`) naming the value, a failed
-//! run `splab.RunError` (a `RuntimeError`).
+//! (the Python side, `splab/__init__.py`, turns them into dicts and
+//! DataFrames). Bad input raises `splab.InputError` (a `ValueError`)
+//! naming the value, a failed run `splab.RunError` (a `RuntimeError`).
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyKeyboardInterrupt, PyRuntimeError, PyValueError};

@@ -351,7 +351,6 @@ pub struct Summary {
     pub host_seconds: f64,
 }
 
-
 /// Runs the points of `sweep` not yet in `store` with `exec`, storing each
 /// as it finishes; `stop` is asked now and then whether to stop (a
 /// signal), `progress` whether to draw a bar.

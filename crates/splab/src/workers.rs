@@ -37,20 +37,20 @@ pub fn hostname() -> String {
 
 /// The command that runs this splab's command line where this process is
 /// not the splab executable (`set_own_command`).
-static OWN_COMMAND: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+static OWN_COMMAND: Mutex<Option<Vec<String>>> = Mutex::new(None);
 
 /// Says how to run this splab's command line again, for a process that is
 /// not the splab executable: the Python package's `python -m splab`.
 pub fn set_own_command(command: Vec<String>) {
-    let _ = OWN_COMMAND.set(command);
+    *OWN_COMMAND.lock().unwrap_or_else(|e| e.into_inner()) = Some(command);
 }
 
 /// The command that runs this splab's command line in a child (a sweep's
 /// points, reproduce's experiments, bench's parts): this executable, or
 /// what `set_own_command` said.
 pub fn own_command() -> Result<Vec<String>, crate::error::Fail> {
-    if let Some(c) = OWN_COMMAND.get() {
-        return Ok(c.clone());
+    if let Some(c) = OWN_COMMAND.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+        return Ok(c);
     }
     let exe = std::env::current_exe().map_err(|e| crate::error::Fail::Run(format!("cannot find this executable to run its children with: {e}")))?;
     Ok(vec![exe.display().to_string()])
