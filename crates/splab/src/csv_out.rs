@@ -153,6 +153,8 @@ pub fn rows(d: &Doc) -> Vec<Row> {
         Doc::Native(n) => native_rows(&mut rows, n),
         Doc::Validate(v) => validate_rows(&mut rows, v),
         Doc::Bench(b) => bench_rows(&mut rows, b),
+        // `reproduce` prints no CSV; its figures are a table of their own.
+        Doc::Reproduce(_) => {}
     }
     rows
 }

@@ -19,6 +19,46 @@ pub enum Doc {
     Native(Box<Native>),
     Validate(Box<Validate>),
     Bench(Box<Bench>),
+    Reproduce(Box<Reproduce>),
+}
+
+/// `splab reproduce --json`: each published figure beside the model's.
+#[derive(Deserialize, Clone, Debug)]
+pub struct Reproduce {
+    pub command: Option<String>,
+    #[serde(default)]
+    pub quick: bool,
+    pub published: Vec<Published>,
+    pub summary: Option<ReproduceSummary>,
+}
+
+/// One published figure and the prediction (reproduce's `Against`).
+#[derive(Deserialize, Clone, Debug)]
+pub struct Published {
+    pub experiment: String,
+    pub figure: String,
+    #[serde(default)]
+    pub unit: String,
+    pub seed: String,
+    #[serde(default)]
+    pub headline: bool,
+    pub published_off: Option<f64>,
+    pub published_on: Option<f64>,
+    pub published_change_percent: Option<f64>,
+    pub published_fell: Option<bool>,
+    pub predicted_off: Option<f64>,
+    pub predicted_on: Option<f64>,
+    pub predicted_change_percent: Option<f64>,
+    pub error_change_percent: Option<f64>,
+    pub agrees: Option<bool>,
+}
+
+#[derive(Deserialize, Clone, Debug)]
+pub struct ReproduceSummary {
+    pub agree: usize,
+    pub of: usize,
+    pub headline_agree: usize,
+    pub headline_of: usize,
 }
 
 #[derive(Deserialize, Clone, Debug)]
@@ -249,14 +289,15 @@ impl Doc {
         let by_command = obj.get("command").and_then(Value::as_str).and_then(|c| c.split_whitespace().nth(1)).map(str::to_string);
         let has = |k: &str| obj.contains_key(k);
         let kind = match by_command.as_deref() {
-            Some(k @ ("sim" | "compare" | "native" | "validate" | "bench")) => k.to_string(),
-            Some(other) => return Err(format!("{origin}: the output of `splab {other}`, which has no plot or table here (known: sim, compare, native, validate, bench)")),
+            Some(k @ ("sim" | "compare" | "native" | "validate" | "bench" | "reproduce")) => k.to_string(),
+            Some(other) => return Err(format!("{origin}: the output of `splab {other}`, which has no plot or table here (known: sim, compare, native, validate, bench, reproduce)")),
             None if has("off") && has("on") => "compare".into(),
             None if has("rows") && has("summary") => "validate".into(),
             None if has("layouts") => "native".into(),
             None if has("gups_off") => "bench".into(),
+            None if has("published") && has("outcomes") => "reproduce".into(),
             None if has("figure") && has("sim_seconds") => "sim".into(),
-            None => return Err(format!("{origin}: not the --json output of splab sim, compare, native, validate or bench")),
+            None => return Err(format!("{origin}: not the --json output of splab sim, compare, native, validate, bench or reproduce")),
         };
         let bad = |e: serde_json::Error| format!("{origin}: a `splab {kind}` document, but {e}");
         Ok(match kind.as_str() {
@@ -264,6 +305,7 @@ impl Doc {
             "compare" => Doc::Compare(Box::new(serde_json::from_value(v).map_err(bad)?)),
             "native" => Doc::Native(Box::new(serde_json::from_value(v).map_err(bad)?)),
             "validate" => Doc::Validate(Box::new(serde_json::from_value(v).map_err(bad)?)),
+            "reproduce" => Doc::Reproduce(Box::new(serde_json::from_value(v).map_err(bad)?)),
             _ => Doc::Bench(Box::new(serde_json::from_value(v).map_err(bad)?)),
         })
     }
@@ -276,6 +318,7 @@ impl Doc {
             Doc::Native(d) => (&d.command, "splab native"),
             Doc::Validate(d) => (&d.command, "splab validate"),
             Doc::Bench(d) => (&d.command, "splab bench"),
+            Doc::Reproduce(d) => (&d.command, "splab reproduce"),
         };
         c.clone().unwrap_or_else(|| format!("{kind} (command line not recorded)"))
     }

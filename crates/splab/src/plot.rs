@@ -366,6 +366,68 @@ pub fn predicted_vs_measured(title: &str, v: &Validate) -> Result<Plot, String> 
     })
 }
 
+/// The headline figures of a reproduction that have a published and a
+/// predicted change: both changes side by side, in per cent, numbered as
+/// `headline_figures` numbers them, with the band a prediction must fall
+/// in to agree (within half the published change) around each published
+/// bar. A bar beyond the plot's range (set by the published changes) is
+/// cut at its edge; each bar's change is written at its end.
+pub fn published_changes(title: &str, r: &doc::Reproduce) -> Result<Plot, String> {
+    let rows: Vec<(f64, f64, bool)> = headline_figures(r).iter().filter_map(|p| Some((p.published_change_percent?, p.predicted_change_percent?, p.agrees == Some(true)))).collect();
+    if rows.is_empty() {
+        return Err("no headline figure with a published and a predicted change".into());
+    }
+    let lo = rows.iter().map(|r| r.0 - r.0.abs() / 2.0).fold(0f64, f64::min);
+    let hi = rows.iter().map(|r| r.0 + r.0.abs() / 2.0).fold(0f64, f64::max);
+    let pad = (hi - lo) * 0.3;
+    let (y0, y1) = (if lo < 0.0 { lo - pad } else { 0.0 }, hi + pad);
+    let cut = |v: f64| v.clamp(y0, y1);
+    svg(title, |root, title| {
+        let mut chart = category_chart(root, title, rows.len(), y0..y1, 56, "change with superpages (%)")?;
+        let (band, pub_c) = (RGBColor(0, 114, 178).mix(0.12), RGBColor(150, 150, 150));
+        chart
+            .draw_series(rows.iter().enumerate().map(|(i, r)| Rectangle::new([(i as f64 + 0.06, r.0 - r.0.abs() / 2.0), (i as f64 + 0.94, r.0 + r.0.abs() / 2.0)], band.filled())))
+            .map_err(err)?
+            .label("agrees: within half the published change")
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], band.filled()));
+        chart
+            .draw_series(rows.iter().enumerate().map(|(i, r)| Rectangle::new([(i as f64 + 0.14, 0.0), (i as f64 + 0.48, r.0)], pub_c.filled())))
+            .map_err(err)?
+            .label("published")
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], pub_c.filled()));
+        for (agree, c, label) in [(true, colour(2), "predicted, agrees"), (false, colour(1), "predicted, does not agree")] {
+            let mine: Vec<(usize, &(f64, f64, bool))> = rows.iter().enumerate().filter(|(_, r)| r.2 == agree).collect();
+            if mine.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(mine.iter().map(|(i, r)| Rectangle::new([(*i as f64 + 0.52, 0.0), (*i as f64 + 0.86, cut(r.1))], c.filled())))
+                .map_err(err)?
+                .label(label)
+                .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], c.filled()));
+        }
+        let at = |v: f64| {
+            let pos = if v >= 0.0 { VPos::Bottom } else { VPos::Top };
+            TextStyle::from((FONT, 10)).pos(Pos::new(HPos::Center, pos))
+        };
+        let nudge = (y1 - y0) * 0.01;
+        let end = |v: f64| cut(v) + if v >= 0.0 { nudge } else { -nudge };
+        let show = |v: f64| if v.abs() < 10.0 { format!("{v:+.1}") } else { format!("{v:+.0}") };
+        chart.draw_series(rows.iter().enumerate().map(|(i, r)| Text::new(show(r.0), (i as f64 + 0.31, end(r.0)), at(r.0)))).map_err(err)?;
+        chart.draw_series(rows.iter().enumerate().map(|(i, r)| Text::new(show(r.1), (i as f64 + 0.69, end(r.1)), at(r.1)))).map_err(err)?;
+        legend(&mut chart, if y0 < 0.0 { SeriesLabelPosition::LowerRight } else { SeriesLabelPosition::UpperLeft })?;
+        let labels: Vec<String> = (1..=rows.len()).map(|i| i.to_string()).collect();
+        category_labels(root, &chart, &labels, y0)
+    })
+}
+
+/// A reproduction's headline figures with a published change, in its
+/// order: `published_changes` numbers them 1, 2, ... and the report's
+/// table says which is which.
+pub fn headline_figures(r: &doc::Reproduce) -> Vec<&doc::Published> {
+    r.published.iter().filter(|p| p.headline && p.published_change_percent.is_some() && p.predicted_change_percent.is_some()).collect()
+}
+
 /// The simulator's resident memory over the run, one line per run.
 pub fn rss(title: &str, runs: &[(String, &[RssSample])]) -> Result<Plot, String> {
     let pts = || runs.iter().flat_map(|(_, s)| s.iter());
@@ -506,6 +568,7 @@ pub fn one(d: &Doc) -> Result<Plot, String> {
         Doc::Native(n) => native_spreads(&title, n),
         Doc::Validate(v) => predicted_vs_measured(&title, v),
         Doc::Bench(b) => bench_bars(&title, b),
+        Doc::Reproduce(r) => published_changes(&title, r),
     }
 }
 

@@ -1,13 +1,13 @@
 //! `splab report FILE.json... -o report.html`: one self-contained HTML
 //! page from the `--json` documents of any of sim, compare, native,
-//! validate and bench. Each document gets a section titled with the
+//! validate, bench and reproduce. Each document gets a section titled with the
 //! command line that made it, a table of its main figures and its plots
 //! as inline SVG (`plot::all`). The page loads nothing: no scripts, no
 //! fonts, no images from elsewhere, and its Content-Security-Policy
 //! forbids them, so it reads the same offline, attached to a mail or
 //! checked into a repository.
 
-use crate::doc::{Bench, Compare, Doc, Native, Sim, Validate};
+use crate::doc::{Bench, Compare, Doc, Native, Reproduce, Sim, Validate};
 use crate::error::Fail;
 use crate::output::{change, emit, json, num};
 use clap::Args;
@@ -17,8 +17,8 @@ use std::path::PathBuf;
 
 #[derive(Args, Clone, Debug)]
 pub struct ReportArgs {
-    /// JSON documents, as `splab sim|compare|native|validate|bench --json`
-    /// print them.
+    /// JSON documents, as `splab sim|compare|native|validate|bench|reproduce
+    /// --json` print them.
     #[arg(value_name = "FILE.json", required_unless_present = "sweep")]
     pub files: Vec<PathBuf>,
     /// A sweep of the run store to draw: its figure against each of its
@@ -230,6 +230,42 @@ table{border-collapse:collapse;font-size:13px;margin:0.8em 0}th,td{padding:2px 1
 td.name{text-align:left}th{background:#f3f3f3}figure{margin:1.2em 0}figure svg{max-width:100%;height:auto}\
 figcaption{font-size:12px;color:#555}p.note{color:#a33}";
 
+/// A reproduction's summary and every published figure beside the
+/// model's; the headline figures numbered as the plot numbers them.
+fn reproduce_table(o: &mut String, r: &Reproduce) {
+    if r.quick {
+        o.push_str("<p class=\"note\">--quick: each experiment at a tiny size; the predictions are not comparable to the published figures</p>\n");
+    }
+    if let Some(s) = &r.summary {
+        let _ = writeln!(o, "<p>{} of {} headline changes agree (within half the published change, the same sign); {} of {} in all</p>", s.headline_agree, s.headline_of, s.agree, s.of);
+    }
+    let headline = crate::plot::headline_figures(r);
+    let opt = |x: Option<f64>| x.map(num).unwrap_or_else(|| "-".into());
+    let chg = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:+.1}%"));
+    let rows: Vec<Vec<String>> = r
+        .published
+        .iter()
+        .map(|p| {
+            let n = headline.iter().position(|h| std::ptr::eq(*h, p)).map(|i| (i + 1).to_string()).unwrap_or_default();
+            let published_change = match (p.published_change_percent, p.published_fell) {
+                (Some(c), _) => format!("{c:+.1}%"),
+                (None, Some(true)) => "fell".into(),
+                (None, Some(false)) => "rose".into(),
+                _ => "-".into(),
+            };
+            let agrees = match p.agrees {
+                Some(true) => "yes",
+                Some(false) => "no",
+                None => "-",
+            };
+            let figure = if p.unit.is_empty() { p.figure.clone() } else { format!("{} [{}]", p.figure, p.unit) };
+            let pair = |off: Option<f64>, on: Option<f64>| if off.is_none() && on.is_none() { "-".to_string() } else { format!("{} → {}", opt(off), opt(on)) };
+            vec![format!("{n} {}", p.experiment).trim().to_string(), figure, p.seed.clone(), pair(p.published_off, p.published_on), published_change, pair(p.predicted_off, p.predicted_on), chg(p.predicted_change_percent), chg(p.error_change_percent), agrees.into()]
+        })
+        .collect();
+    table(o, &["# experiment", "figure", "seed", "published, off → on", "change", "predicted, off → on", "change", "error of change", "agrees"], &rows);
+}
+
 /// The median of `v` (None for none).
 fn median(mut v: Vec<f64>) -> Option<f64> {
     v.sort_by(f64::total_cmp);
@@ -332,6 +368,7 @@ fn page(docs: &[(String, Doc)]) -> (String, Vec<Source>) {
             Doc::Native(n) => native_table(&mut o, n),
             Doc::Validate(v) => validate_table(&mut o, v),
             Doc::Bench(b) => bench_table(&mut o, b),
+            Doc::Reproduce(r) => reproduce_table(&mut o, r),
         }
         let mut src = Source { file: file.clone(), command, plots: 0, notes: Vec::new() };
         for p in crate::plot::all(d) {
@@ -387,6 +424,28 @@ pub fn cmd(a: &ReportArgs) -> Result<i32, Fail> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A reproduction's page: the summary, every published figure beside
+    /// the model's with the headline ones numbered, and the plot of the
+    /// changes.
+    #[test]
+    fn a_reproduction_gets_its_table_and_the_plot_of_its_changes() {
+        let entry = |exp: &str, figure: &str, headline: bool, published: f64, predicted: f64, agrees: bool| {
+            serde_json::json!({"experiment": exp, "figure": figure, "unit": "MB/s", "seed": "001", "headline": headline,
+                "published_off": 681.0, "published_on": 696.0, "published_change_percent": published, "published_fell": null,
+                "predicted_off": 546.0, "predicted_on": 554.9, "predicted_change_percent": predicted, "error_change_percent": 100.0 * (predicted - published) / published.abs(), "agrees": agrees})
+        };
+        let v = serde_json::json!({"command": "splab reproduce armada-bw-rd armada-bw-wr --json", "quick": false, "outcomes": [],
+            "published": [entry("armada-bw-rd", "Mem read", true, 2.2, 1.6, true), entry("armada-bw-wr", "Mem write", true, 8.4, 1.6, false), entry("armada-bw-rd", "Bcopy", false, 2.3, 0.0, false)],
+            "summary": {"agree": 1, "of": 3, "headline_agree": 1, "headline_of": 2}});
+        let d = Doc::from_value(v, "r.json").unwrap();
+        let (html, sources) = page(&[("r.json".into(), d)]);
+        assert!(html.contains("1 of 2 headline changes agree") && html.contains("1 of 3 in all"), "{html}");
+        assert!(html.contains("<td class=\"name\">1 armada-bw-rd</td><td>Mem read [MB/s]</td><td>001</td><td>681 → 696</td><td>+2.2%</td>"), "{html}");
+        assert!(html.contains("<td class=\"name\">2 armada-bw-wr</td>") && html.contains("<td class=\"name\">armada-bw-rd</td><td>Bcopy"), "{html}");
+        assert_eq!((sources[0].plots, sources[0].notes.len()), (1, 0), "{:?}", sources[0].notes);
+        assert!(html.contains("<svg") && html.contains("predicted, does not agree"), "{html}");
+    }
 
     #[test]
     fn text_is_escaped() {
