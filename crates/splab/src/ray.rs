@@ -88,7 +88,7 @@ pub fn start(address: &str, python: &Path, command: &[String], specs: &[String],
                 let last = l.stderr.lines().rev().find(|x| !x.trim().is_empty()).unwrap_or("the run failed").trim_start_matches("splab: ").to_string();
                 Err(format!("on {}: {last} (exit {})", if l.host.is_empty() { "a Ray worker" } else { &l.host }, l.returncode))
             };
-            if tx.send(Outcome { index: l.index, host: l.host, result }).is_err() {
+            if tx.send(Outcome { index: l.index, host: l.host, result, bad_input: false }).is_err() {
                 break;
             }
         }
@@ -105,7 +105,7 @@ pub fn start(address: &str, python: &Path, command: &[String], specs: &[String],
             Err(e) => format!("the Ray driver: {e}"),
         };
         for (index, _) in seen.iter().enumerate().filter(|(_, s)| !**s) {
-            let _ = tx.send(Outcome { index, host: String::new(), result: Err(why.clone()) });
+            let _ = tx.send(Outcome { index, host: String::new(), result: Err(why.clone()), bad_input: false });
         }
     });
     Ok(Running { stop, pids, threads: vec![reader] })

@@ -656,7 +656,8 @@ struct ChildDocument {
 /// Runs `chosen` `jobs` at a time, each experiment a child process
 /// (`splab reproduce NAME --json --single-thread`) that makes its own
 /// inputs; the outcomes in `chosen`'s order. A failed experiment stops the
-/// rest, as it does when they run one after another. Unless `quiet`, a
+/// rest, as it does when they run one after another (bad input, exit 2,
+/// stays bad input). Unless `quiet`, a
 /// bar counts the experiments done and a line names each as it ends.
 fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet: bool) -> Result<Vec<Outcome>, Fail> {
     use crate::workers::{self, Task};
@@ -677,6 +678,7 @@ fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet:
     let mut failed = None;
     for (done, o) in rx.iter().enumerate() {
         let e = chosen[o.index];
+        let bad_input = o.bad_input;
         let parsed = o.result.and_then(|doc| {
             let d: ChildDocument = serde_json::from_str(&doc).map_err(|err| format!("its output is not a reproduction ({err})"))?;
             d.outcomes.into_iter().next().ok_or_else(|| "it printed no outcome".to_string())
@@ -690,7 +692,8 @@ fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet:
                 bar.update(done as u64 + 1);
             }
             Err(err) => {
-                failed = Some(format!("{}: {err}", e.name));
+                let msg = format!("{}: {err}", e.name);
+                failed = Some(if bad_input { Fail::Input(msg) } else { Fail::Run(msg) });
                 running.stop();
                 break;
             }
@@ -699,7 +702,7 @@ fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet:
     running.wait();
     bar.finish();
     if let Some(f) = failed {
-        return Err(Fail::Run(f));
+        return Err(f);
     }
     got.into_iter().zip(chosen).map(|(o, e)| o.ok_or_else(|| Fail::Run(format!("{}: no outcome (its run was stopped)", e.name)))).collect()
 }

@@ -20,6 +20,20 @@ pub struct Outcome {
     pub host: String,
     /// The run's JSON document, or why there is none.
     pub result: Result<String, String>,
+    /// Whether the child said its input was bad (splab's exit status 2).
+    pub bad_input: bool,
+}
+
+/// Why a child printed no document: what it said, and its exit status.
+struct Failed {
+    msg: String,
+    status: Option<i32>,
+}
+
+impl From<String> for Failed {
+    fn from(msg: String) -> Failed {
+        Failed { msg, status: None }
+    }
 }
 
 /// This host's name.
@@ -113,8 +127,11 @@ pub fn start_tasks(jobs: usize, command: &[String], tasks: Vec<Task>, tx: Sender
                     break;
                 }
                 let Some((index, task)) = queue.lock().unwrap_or_else(|e| e.into_inner()).pop_front() else { break };
-                let result = run_child(&command, &task, &pids);
-                if tx.send(Outcome { index, host: host.clone(), result }).is_err() {
+                let (result, bad_input) = match run_child(&command, &task, &pids) {
+                    Ok(doc) => (Ok(doc), false),
+                    Err(f) => (Err(f.msg), f.status == Some(2)),
+                };
+                if tx.send(Outcome { index, host: host.clone(), result, bad_input }).is_err() {
                     break;
                 }
             })
@@ -145,8 +162,8 @@ pub fn die_with_parent(cmd: &mut Command) {
 
 /// Runs one task in a child process (`COMMAND ARGS`, its input on the
 /// child's standard input) and returns what it printed.
-fn run_child(command: &[String], task: &Task, pids: &Mutex<Vec<i32>>) -> Result<String, String> {
-    let (exe, args) = command.split_first().ok_or("no command to run points with")?;
+fn run_child(command: &[String], task: &Task, pids: &Mutex<Vec<i32>>) -> Result<String, Failed> {
+    let (exe, args) = command.split_first().ok_or_else(|| "no command to run points with".to_string())?;
     let mut cmd = Command::new(exe);
     die_with_parent(&mut cmd);
     let mut child = cmd
@@ -166,10 +183,10 @@ fn run_child(command: &[String], task: &Task, pids: &Mutex<Vec<i32>>) -> Result<
     pids.lock().unwrap_or_else(|e| e.into_inner()).retain(|&p| p != pid);
     let out = out.map_err(|e| format!("waiting for {exe}: {e}"))?;
     if out.status.success() {
-        return String::from_utf8(out.stdout).map_err(|e| format!("output not UTF-8: {e}"));
+        return Ok(String::from_utf8(out.stdout).map_err(|e| format!("output not UTF-8: {e}"))?);
     }
     let err = String::from_utf8_lossy(&out.stderr);
     let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim_start_matches("splab: ");
-    Err(format!("{} ({})", if last.is_empty() { "the run failed" } else { last }, out.status))
+    Err(Failed { msg: format!("{} ({})", if last.is_empty() { "the run failed" } else { last }, out.status), status: out.status.code() })
 }
 

@@ -256,11 +256,19 @@ fn a_user_who_cannot_write_in_tmpdir_is_refused() {
     let tmp = std::env::temp_dir().join(format!("splab-test-private-tmp-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     std::fs::set_permissions(&tmp, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o700)).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_splab")).args(["sim", "--user", "nobody", "--", "true"]).env("TMPDIR", &tmp).output().expect("run splab");
-    let _ = std::fs::remove_dir(&tmp);
+    let run = |args: &[&str]| Command::new(env!("CARGO_BIN_EXE_splab")).args(args).env("TMPDIR", &tmp).output().expect("run splab");
+    let out = run(&["sim", "--user", "nobody", "--", "true"]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("--user \"nobody\"") && err.contains(&tmp.display().to_string()) && err.contains("TMPDIR"), "{err}");
+    // reproduce's PostgreSQL backend runs as nobody: refused before its
+    // database is made, and still bad input from a child of --jobs.
+    needs::postgres();
+    let out = run(&["reproduce", "--quick", "--jobs", "2", "armada-lat", "power8-pgbench"]);
+    let _ = std::fs::remove_dir_all(&tmp);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("power8-pgbench: --user \"nobody\"") && err.contains("TMPDIR"), "{err}");
 }
 
 /// Each command must exit 2 with one line on stderr naming the value.
