@@ -96,7 +96,8 @@ def reproduce(names: Optional[List[str]] = None, quick: bool = False, jobs: Opti
     command), `published` (every published figure beside the prediction,
     with the errors and whether the change agrees) and `summary`. With
     `quick`, each at a tiny size: a check that they run, the figures not
-    comparable."""
+    comparable. Ctrl-C ends the runs and raises KeyboardInterrupt (with
+    jobs=1, once the experiment running ends)."""
     if isinstance(names, str):
         names = [names]
     if jobs is not None and (not isinstance(jobs, int) or jobs < 1):

@@ -94,8 +94,18 @@ fn reproduce(py: Python<'_>, names: Vec<String>, worker: &str, quick: bool, jobs
     let command: Vec<String> = serde_json::from_str(worker).map_err(|e| InputError::new_err(format!("worker: {e}")))?;
     splab::workers::set_own_command(command);
     let chosen = splab::reproduce::select(&names).map_err(err)?;
-    let r = py.detach(|| splab::reproduce::reproduce(&chosen, quick, jobs, true, false)).map_err(err)?;
-    Ok(splab::output::json(&r))
+    // Ctrl-C in Python stops the experiments' children, as in `sweep`.
+    let interrupted = std::sync::atomic::AtomicBool::new(false);
+    let stop = || {
+        let hit = Python::attach(|py| py.check_signals().is_err());
+        interrupted.fetch_or(hit, std::sync::atomic::Ordering::SeqCst);
+        hit
+    };
+    let r = py.detach(|| splab::reproduce::reproduce(&chosen, quick, jobs, true, false, &stop));
+    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(PyKeyboardInterrupt::new_err("reproduce stopped: its experiments' runs were ended"));
+    }
+    Ok(splab::output::json(&r.map_err(err)?))
 }
 
 /// The runs in the store at `store` (those of `sweep`, where `where`

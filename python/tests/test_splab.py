@@ -5,8 +5,10 @@ the command line, and a sweep as Ray tasks on a cluster started here."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pandas
 import pytest
@@ -138,6 +140,17 @@ def test_reproduce_gives_the_published_figures_beside_the_predictions():
     with pytest.raises(splab.InputError) as e:
         splab.reproduce(["no-such-run"], quick=True)
     assert "no-such-run" in str(e.value)
+
+
+def test_ctrl_c_stops_reproduce_and_its_children():
+    names = ["power8-randomaccess", "power9-randomaccess"]
+    p = subprocess.Popen([sys.executable, "-c", f"import splab; splab.reproduce({names!r}, jobs=2)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode != 0 and "KeyboardInterrupt" in err, err
+    left = subprocess.run(["pgrep", "-f", "splab reproduce power[89]-randomaccess"], capture_output=True, text=True).stdout
+    assert left == "", f"children left running: {left}"
 
 
 def ray_command():

@@ -657,9 +657,11 @@ struct ChildDocument {
 /// (`splab reproduce NAME --json --single-thread`) that makes its own
 /// inputs; the outcomes in `chosen`'s order. A failed experiment stops the
 /// rest, as it does when they run one after another (bad input, exit 2,
-/// stays bad input). Unless `quiet`, a
-/// bar counts the experiments done and a line names each as it ends.
-fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet: bool) -> Result<Vec<Outcome>, Fail> {
+/// stays bad input), and so does `stop` answering true (it is asked a few
+/// times a second). Unless `quiet`, a bar counts the experiments done and
+/// a line names each as it ends.
+fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet: bool, stop: &dyn Fn() -> bool) -> Result<Vec<Outcome>, Fail> {
+    use std::sync::mpsc::RecvTimeoutError;
     use crate::workers::{self, Task};
     let tasks = chosen
         .iter()
@@ -676,7 +678,19 @@ fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet:
     let mut bar = crate::progress::Progress::new(chosen.len() as u64, "reproduce", "experiments", quiet);
     let mut got: Vec<Option<Outcome>> = chosen.iter().map(|_| None).collect();
     let mut failed = None;
-    for (done, o) in rx.iter().enumerate() {
+    let mut done = 0;
+    loop {
+        let o = match rx.recv_timeout(std::time::Duration::from_millis(200)) {
+            Ok(o) => o,
+            Err(RecvTimeoutError::Timeout) if stop() => {
+                failed = Some(Fail::Run("stopped before every experiment ended".into()));
+                running.stop();
+                break;
+            }
+            Err(RecvTimeoutError::Timeout) => continue,
+            Err(RecvTimeoutError::Disconnected) => break,
+        };
+        done += 1;
         let e = chosen[o.index];
         let bad_input = o.bad_input;
         let parsed = o.result.and_then(|doc| {
@@ -686,10 +700,10 @@ fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet:
         match parsed {
             Ok(c) => {
                 if !quiet {
-                    bar.line(&format!("[{}/{}] {}: done in {:.0} s", done + 1, chosen.len(), e.name, c.host_seconds));
+                    bar.line(&format!("[{done}/{}] {}: done in {:.0} s", chosen.len(), e.name, c.host_seconds));
                 }
                 got[o.index] = Some(Outcome { experiment: *e, command: c.command, rows: c.rows, sim_seconds_off: c.sim_seconds_off, sim_seconds_on: c.sim_seconds_on, counters_on: c.counters_on, host_seconds: c.host_seconds });
-                bar.update(done as u64 + 1);
+                bar.update(done as u64);
             }
             Err(err) => {
                 let msg = format!("{}: {err}", e.name);
@@ -721,15 +735,17 @@ pub fn cmd(a: &ReproduceArgs) -> Result<i32, Fail> {
         }
         return Ok(0);
     }
-    let r = reproduce(&chosen, a.quick, a.jobs, a.json, a.single_thread)?;
+    // A signal ends the command and its children: nothing to ask.
+    let r = reproduce(&chosen, a.quick, a.jobs, a.json, a.single_thread, &|| false)?;
     output::emit(&if a.json { output::json(&r) } else { table(&r) });
     Ok(0)
 }
 
 /// Runs `chosen` (`select`), `jobs` at once (default: one per CPU), and
 /// sets the published figures beside them; progress on stderr unless
-/// `quiet`. The command and the Python package's `reproduce` call it.
-pub fn reproduce(chosen: &[&'static Experiment], quick: bool, jobs: Option<usize>, quiet: bool, single_thread: bool) -> Result<Reproduction, Fail> {
+/// `quiet`; `stop` answering true (Python's Ctrl-C) stops the runs. The
+/// command and the Python package's `reproduce` call it.
+pub fn reproduce(chosen: &[&'static Experiment], quick: bool, jobs: Option<usize>, quiet: bool, single_thread: bool, stop: &dyn Fn() -> bool) -> Result<Reproduction, Fail> {
     if jobs == Some(0) {
         return Err(Fail::Input("--jobs 0: at least one experiment at a time".into()));
     }
@@ -738,10 +754,13 @@ pub fn reproduce(chosen: &[&'static Experiment], quick: bool, jobs: Option<usize
         if !quiet {
             eprintln!("{} experiments, {jobs} at a time, each in a process of its own (--jobs)", chosen.len());
         }
-        run_children(chosen, quick, jobs, quiet)?
+        run_children(chosen, quick, jobs, quiet, stop)?
     } else {
         let mut outcomes = Vec::new();
         for (i, e) in chosen.iter().enumerate() {
+            if stop() {
+                return Err(Fail::Run("stopped before every experiment ended".into()));
+            }
             if !quiet {
                 eprintln!("[{}/{}] {}: {}", i + 1, chosen.len(), e.name, e.command(quick));
             }
