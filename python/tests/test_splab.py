@@ -144,7 +144,10 @@ def test_reproduce_gives_the_published_figures_beside_the_predictions():
 
 def test_ctrl_c_stops_reproduce_and_its_children():
     names = ["power8-randomaccess", "power9-randomaccess"]
-    p = subprocess.Popen([sys.executable, "-c", f"import splab; splab.reproduce({names!r}, jobs=2)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal leaves it (a test run in the background may have
+    # it ignored, which Python keeps, raising nothing).
+    default_sigint = lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)  # noqa: E731
+    p = subprocess.Popen([sys.executable, "-c", f"import splab; splab.reproduce({names!r}, jobs=2)"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=default_sigint)
     time.sleep(3)
     p.send_signal(signal.SIGINT)
     _, err = p.communicate(timeout=60)
