@@ -53,6 +53,15 @@ pub struct Published {
     pub agrees: Option<bool>,
 }
 
+impl Reproduce {
+    /// The headline figures with a published and a predicted change, in
+    /// the document's order: the report's plot numbers them 1, 2, ... and
+    /// its table says which is which.
+    pub fn headline(&self) -> Vec<&Published> {
+        self.published.iter().filter(|p| p.headline && p.published_change_percent.is_some() && p.predicted_change_percent.is_some()).collect()
+    }
+}
+
 #[derive(Deserialize, Clone, Debug)]
 pub struct ReproduceSummary {
     pub agree: usize,

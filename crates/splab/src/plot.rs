@@ -368,12 +368,12 @@ pub fn predicted_vs_measured(title: &str, v: &Validate) -> Result<Plot, String> 
 
 /// The headline figures of a reproduction that have a published and a
 /// predicted change: both changes side by side, in per cent, numbered as
-/// `headline_figures` numbers them, with the band a prediction must fall
+/// `Reproduce::headline` numbers them, with the band a prediction must fall
 /// in to agree (within half the published change) around each published
 /// bar. A bar beyond the plot's range (set by the published changes) is
 /// cut at its edge; each bar's change is written at its end.
 pub fn published_changes(title: &str, r: &doc::Reproduce) -> Result<Plot, String> {
-    let rows: Vec<(f64, f64, bool)> = headline_figures(r).iter().filter_map(|p| Some((p.published_change_percent?, p.predicted_change_percent?, p.agrees == Some(true)))).collect();
+    let rows: Vec<(f64, f64, bool)> = r.headline().iter().filter_map(|p| Some((p.published_change_percent?, p.predicted_change_percent?, p.agrees == Some(true)))).collect();
     if rows.is_empty() {
         return Err("no headline figure with a published and a predicted change".into());
     }
@@ -419,13 +419,6 @@ pub fn published_changes(title: &str, r: &doc::Reproduce) -> Result<Plot, String
         let labels: Vec<String> = (1..=rows.len()).map(|i| i.to_string()).collect();
         category_labels(root, &chart, &labels, y0)
     })
-}
-
-/// A reproduction's headline figures with a published change, in its
-/// order: `published_changes` numbers them 1, 2, ... and the report's
-/// table says which is which.
-pub fn headline_figures(r: &doc::Reproduce) -> Vec<&doc::Published> {
-    r.published.iter().filter(|p| p.headline && p.published_change_percent.is_some() && p.predicted_change_percent.is_some()).collect()
 }
 
 /// The simulator's resident memory over the run, one line per run.

@@ -1,8 +1,8 @@
 //! `splab report FILE.json... -o report.html`: one self-contained HTML
 //! page from the `--json` documents of any of sim, compare, native,
-//! validate, bench and reproduce. Each document gets a section titled with the
-//! command line that made it, a table of its main figures and its plots
-//! as inline SVG (`plot::all`). The page loads nothing: no scripts, no
+//! validate, bench and reproduce. Each document gets a section titled
+//! with the command line that made it, a table of its main figures and
+//! its plots as inline SVG (`plot::all`). The page loads nothing: no scripts, no
 //! fonts, no images from elsewhere, and its Content-Security-Policy
 //! forbids them, so it reads the same offline, attached to a mail or
 //! checked into a repository.
@@ -239,7 +239,7 @@ fn reproduce_table(o: &mut String, r: &Reproduce) {
     if let Some(s) = &r.summary {
         let _ = writeln!(o, "<p>{} of {} headline changes agree (within half the published change, the same sign); {} of {} in all</p>", s.headline_agree, s.headline_of, s.agree, s.of);
     }
-    let headline = crate::plot::headline_figures(r);
+    let headline = r.headline();
     let opt = |x: Option<f64>| x.map(num).unwrap_or_else(|| "-".into());
     let chg = |x: Option<f64>| x.map_or_else(|| "-".into(), |v| format!("{v:+.1}%"));
     let rows: Vec<Vec<String>> = r

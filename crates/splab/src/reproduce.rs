@@ -398,8 +398,21 @@ pub struct Row {
     pub change_percent: Option<f64>,
 }
 
+/// An experiment read back from its JSON (a child's outcome under
+/// `--jobs`): by its name, from the list.
+impl<'de> Deserialize<'de> for Experiment {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Named {
+            name: String,
+        }
+        let n = Named::deserialize(d)?;
+        EXPERIMENTS.iter().find(|e| e.name == n.name).copied().ok_or_else(|| serde::de::Error::custom(format!("unknown experiment {:?}", n.name)))
+    }
+}
+
 /// One experiment's result.
-#[derive(Serialize)]
+#[derive(Serialize, Deserialize)]
 pub struct Outcome {
     pub experiment: Experiment,
     pub command: String,
@@ -637,20 +650,10 @@ fn run_one(e: &Experiment, quick: bool, quiet: bool, single_thread: bool) -> Res
     })
 }
 
-/// What a child's document holds of its one outcome.
-#[derive(Deserialize)]
-struct ChildOutcome {
-    command: String,
-    rows: Vec<Row>,
-    sim_seconds_off: f64,
-    sim_seconds_on: f64,
-    counters_on: BTreeMap<String, i64>,
-    host_seconds: f64,
-}
-
+/// What `run_children` reads of a child's document.
 #[derive(Deserialize)]
 struct ChildDocument {
-    outcomes: Vec<ChildOutcome>,
+    outcomes: Vec<Outcome>,
 }
 
 /// Runs `chosen` `jobs` at a time, each experiment a child process
@@ -695,14 +698,14 @@ fn run_children(chosen: &[&'static Experiment], quick: bool, jobs: usize, quiet:
         let bad_input = o.bad_input;
         let parsed = o.result.and_then(|doc| {
             let d: ChildDocument = serde_json::from_str(&doc).map_err(|err| format!("its output is not a reproduction ({err})"))?;
-            d.outcomes.into_iter().next().ok_or_else(|| "it printed no outcome".to_string())
+            d.outcomes.into_iter().next().filter(|c| c.experiment.name == e.name).ok_or_else(|| "it printed no outcome of it".to_string())
         });
         match parsed {
             Ok(c) => {
                 if !quiet {
                     bar.line(&format!("[{done}/{}] {}: done in {:.0} s", chosen.len(), e.name, c.host_seconds));
                 }
-                got[o.index] = Some(Outcome { experiment: *e, command: c.command, rows: c.rows, sim_seconds_off: c.sim_seconds_off, sim_seconds_on: c.sim_seconds_on, counters_on: c.counters_on, host_seconds: c.host_seconds });
+                got[o.index] = Some(c);
                 bar.update(done as u64);
             }
             Err(err) => {
